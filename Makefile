@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`. Both install everything they need
+# into .venv from PyPI (and Java from Debian when it is missing).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test java clean
+
+demo: $(STAMP) java
+	$(BIN)/icecdc demo
+
+test: $(STAMP) java
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Spark needs a JVM (Java 17, as on AWS Glue 5.1); install Debian's when there is none.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+		echo "Java not found: installing Debian's openjdk-17-jre-headless"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[spark,local,aws,dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .icecdc-demo

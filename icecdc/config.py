@@ -1,0 +1,259 @@
+"""The YAML configuration: parsed strictly into dataclasses before anything runs.
+
+The keys are a contract other tools rely on (see the README). Every unknown key and every bad
+value raises `ConfigError` naming its path in the file, e.g. ``tables[1].identifier_columns``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from icecdc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Any pyiceberg catalog: ``load_catalog(name, **properties)``."""
+
+    name: str
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """Where checkpoints and work items live."""
+
+    type: str  # "sqlite" or "dynamodb"
+    path: str | None = None  # sqlite
+    table: str | None = None  # dynamodb
+    region: str | None = None  # dynamodb
+    endpoint_url: str | None = None  # dynamodb (moto, DynamoDB local)
+
+
+@dataclass(frozen=True)
+class OpenSearchConfig:
+    url: str
+    username: str | None = None
+    password: str | None = None
+    aws_region: str | None = None  # set to sign requests with SigV4
+    aws_service: str = "es"  # "es" for managed domains, "aoss" for Serverless
+    verify_certs: bool = True
+    bulk_chunk_size: int = 500  # documents per bulk request
+    max_retries: int = 5  # for 429 and 5xx answers, with exponential backoff
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str  # "<namespace>.<table>" as the catalog knows it
+    index: str
+    identifier_columns: tuple[str, ...] | None  # None: the schema's identifier fields
+    export: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    catalog: CatalogConfig
+    state: StateConfig
+    opensearch: OpenSearchConfig
+    spark: SparkConfig
+    tables: tuple[TableConfig, ...]
+
+    def table(self, name: str) -> TableConfig:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        known = ", ".join(t.name for t in self.tables)
+        raise ConfigError(f"table {name!r} is not in the configuration (configured: {known})")
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a configuration file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from None
+    return parse_config(raw)
+
+
+def parse_config(raw: Any) -> Config:
+    """Validate an already-parsed configuration mapping."""
+    top = _Section(raw, "")
+    config = Config(
+        catalog=_parse_catalog(top.section("catalog")),
+        state=_parse_state(top.section("state")),
+        opensearch=_parse_opensearch(top.section("opensearch")),
+        spark=_parse_spark(top.section("spark", required=False)),
+        tables=_parse_tables(top.list("tables")),
+    )
+    top.reject_unknown()
+    return config
+
+
+class _Section:
+    """A mapping of the file, read key by key; remembers which keys were read."""
+
+    def __init__(self, raw: Any, path: str) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path or 'the configuration'} must be a mapping, got {type(raw).__name__}")
+        self.raw = raw
+        self.path = path
+        self.read: set[str] = set()
+
+    def _where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
+        self.read.add(key)
+        if key not in self.raw or self.raw[key] is None:
+            if required:
+                raise ConfigError(f"{self._where(key)} is required")
+            return default
+        value = self.raw[key]
+        # bool is an int in Python; never accept one where a number is meant, or the reverse
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+            expected = " or ".join(k.__name__ for k in _as_tuple(kind))
+            raise ConfigError(f"{self._where(key)} must be {expected}, got {value!r}")
+        return value
+
+    def text(self, key: str, default: str | None = None, required: bool = False) -> str | None:
+        value = self.get(key, str, default, required)
+        if value is not None and not value.strip():
+            raise ConfigError(f"{self._where(key)} must not be empty")
+        return value
+
+    def positive_int(self, key: str, default: int) -> int:
+        value = self.get(key, int, default)
+        if value < 1:
+            raise ConfigError(f"{self._where(key)} must be at least 1, got {value}")
+        return value
+
+    def section(self, key: str, required: bool = True) -> _Section:
+        self.get(key, dict, required=required)
+        return _Section(self.raw.get(key), self._where(key))
+
+    def list(self, key: str) -> list[Any]:
+        value = self.get(key, list, required=True)
+        if not value:
+            raise ConfigError(f"{self._where(key)} must list at least one entry")
+        return value
+
+    def rest(self) -> dict[str, Any]:
+        """Every key not read yet, marked as read (free-form sections such as a catalog's)."""
+        rest = {k: v for k, v in self.raw.items() if k not in self.read}
+        self.read.update(rest)
+        return rest
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self.raw) - self.read)
+        if unknown:
+            raise ConfigError(f"unknown key {self._where(unknown[0])}" + (f" (and {unknown[1:]})" if unknown[1:] else ""))
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _parse_catalog(section: _Section) -> CatalogConfig:
+    name = section.text("name", required=True)
+    properties = {}
+    for key, value in section.rest().items():
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"catalog.{key} must be a scalar catalog property, got {value!r}")
+        properties[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return CatalogConfig(name=name, properties=properties)
+
+
+def _parse_state(section: _Section) -> StateConfig:
+    kind = section.text("type", default="sqlite")
+    if kind == "sqlite":
+        state = StateConfig(type=kind, path=section.text("path", required=True))
+    elif kind == "dynamodb":
+        state = StateConfig(
+            type=kind,
+            table=section.text("table", required=True),
+            region=section.text("region"),
+            endpoint_url=section.text("endpoint_url"),
+        )
+    else:
+        raise ConfigError(f"state.type must be 'sqlite' or 'dynamodb', got {kind!r}")
+    section.reject_unknown()
+    return state
+
+
+def _parse_opensearch(section: _Section) -> OpenSearchConfig:
+    url = section.text("url", required=True)
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"opensearch.url must start with http:// or https://, got {url!r}")
+    service = section.text("aws_service", default="es")
+    if service not in ("es", "aoss"):
+        raise ConfigError(f"opensearch.aws_service must be 'es' or 'aoss', got {service!r}")
+    config = OpenSearchConfig(
+        url=url.rstrip("/"),
+        username=section.text("username"),
+        password=section.get("password", str),
+        aws_region=section.text("aws_region"),
+        aws_service=service,
+        verify_certs=section.get("verify_certs", bool, default=True),
+        bulk_chunk_size=section.positive_int("bulk_chunk_size", 500),
+        max_retries=section.positive_int("max_retries", 5),
+    )
+    if (config.username is None) != (config.password is None):
+        raise ConfigError("opensearch.username and opensearch.password go together")
+    if config.username is not None and config.aws_region is not None:
+        raise ConfigError("opensearch: choose basic auth (username/password) or SigV4 (aws_region), not both")
+    section.reject_unknown()
+    return config
+
+
+def _parse_spark(section: _Section) -> SparkConfig:
+    master = section.text("master")
+    conf = section.section("conf", required=False).rest()
+    section.reject_unknown()
+    return SparkConfig(master=master, conf={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()})
+
+
+def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
+    tables: list[TableConfig] = []
+    for position, entry in enumerate(entries):
+        section = _Section(entry, f"tables[{position}]")
+        name = section.text("name", required=True)
+        if "." not in name:
+            raise ConfigError(f"tables[{position}].name must be '<namespace>.<table>', got {name!r}")
+        columns = section.get("identifier_columns", list)
+        if columns is not None:
+            if not columns or not all(isinstance(c, str) and c for c in columns):
+                raise ConfigError(f"tables[{position}].identifier_columns must be a non-empty list of column names, got {columns!r}")
+            if len(set(columns)) != len(columns):
+                raise ConfigError(f"tables[{position}].identifier_columns lists a column twice: {columns!r}")
+        index = section.text("index", default=name.split(".")[-1])
+        if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
+            raise ConfigError(f"tables[{position}].index {index!r} is not a valid OpenSearch index name")
+        tables.append(
+            TableConfig(
+                name=name,
+                index=index,
+                identifier_columns=tuple(columns) if columns is not None else None,
+                export=section.get("export", bool, default=True),
+            )
+        )
+        section.reject_unknown()
+    names = [t.name for t in tables]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"tables lists {duplicates[0]!r} more than once")
+    return tuple(tables)

@@ -1,0 +1,185 @@
+"""Planning: turn a table's commits since its checkpoint into work items.
+
+This is the planner Lambda's work, and `icecdc sync`'s first step. It reads only Iceberg metadata
+(snapshots and manifests), never data files, and writes work items put-if-absent, so planning
+twice, or two planners racing, leaves each item once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Snapshot
+
+from icecdc.config import TableConfig
+from icecdc.errors import PlanningError
+from icecdc.state import CHANGE, EXPORT, Checkpoint, StateStore, WorkItem
+
+log = logging.getLogger(__name__)
+
+# Files per change item: keeps an item far below DynamoDB's 400 KB item limit.
+FILES_PER_ITEM = 200
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    table: str
+    snapshots: int  # snapshots after the checkpoint (or export base) that were walked
+    items: int  # work items of those snapshots
+    written: int  # of which this call wrote (the others existed already)
+
+
+def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_columns: tuple[str, ...]) -> PlanResult:
+    """Write the work items that bring the index from the table's checkpoint to its current snapshot."""
+    current = table.current_snapshot()
+    if current is None:
+        log.info("%s: no snapshot yet, nothing to plan", config.name)
+        return PlanResult(config.name, 0, 0, 0)
+    if table.format_version < 2:
+        raise PlanningError(
+            f"table {config.name!r} is Iceberg format v1, which has no sequence numbers to version documents by; "
+            "upgrade it with the table property format-version=2"
+        )
+    table_uuid = str(table.metadata.table_uuid)
+    base = store.get_checkpoint(config.name)
+    if base is not None and base.table_uuid != table_uuid:
+        raise PlanningError(
+            f"table {config.name!r} was dropped and created again (UUID {base.table_uuid} → {table_uuid}); "
+            "the checkpoint belongs to the old table"
+        )
+
+    items: list[WorkItem] = []
+    if base is None:
+        base = store.claim_export(config.name, Checkpoint(table_uuid, current.snapshot_id, current.sequence_number))
+        if config.export:
+            items += _export_items(table, config.name, base)
+        else:
+            store.complete(config.name, base, [])
+
+    snapshots = _snapshots_after(table, config.name, base)
+    for snapshot in snapshots:
+        items += _change_items(table, config.name, snapshot, has_identifier=bool(identifier_columns))
+
+    written = sum(store.put_item(item) for item in items)
+    log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
+    return PlanResult(config.name, len(snapshots), len(items), written)
+
+
+def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:
+    """The current snapshot's ancestors after `base`, oldest first."""
+    by_id = {s.snapshot_id: s for s in table.snapshots()}
+    chain: list[Snapshot] = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None and snapshot.snapshot_id != base.snapshot_id:
+        chain.append(snapshot)
+        parent_id = snapshot.parent_snapshot_id
+        snapshot = by_id.get(parent_id) if parent_id is not None else None
+    if snapshot is None:
+        raise PlanningError(
+            f"table {name!r}: checkpoint snapshot {base.snapshot_id} is not an ancestor of the current snapshot "
+            "(expired, or the table was rolled back); the changes in between cannot be read"
+        )
+    chain.reverse()
+    return chain
+
+
+def _export_items(table: Table, name: str, base: Checkpoint) -> list[WorkItem]:
+    """One item per live data file of the export snapshot (one empty item for an empty table)."""
+    snapshot = table.snapshot_by_id(base.snapshot_id)
+    if snapshot is None:
+        raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
+    paths = []
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            _reject_delete_file(name, snapshot, entry.data_file)
+            paths.append(entry.data_file.file_path)
+    paths.sort()
+    groups = [(path,) for path in paths] or [()]
+    return [
+        WorkItem(name, base.table_uuid, EXPORT, base.snapshot_id, base.sequence_number, i, len(groups), added_files=files)
+        for i, files in enumerate(groups)
+    ]
+
+
+def _change_items(table: Table, name: str, snapshot: Snapshot, has_identifier: bool) -> list[WorkItem]:
+    """Items of the data files a snapshot added and removed; one empty item for a compaction."""
+    table_uuid = str(table.metadata.table_uuid)
+    files: list[tuple[str, bool]] = []  # (path, added)
+    if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
+        for data_file, added in _files_changed_by(table, snapshot):
+            _reject_delete_file(name, snapshot, data_file)
+            if not added and not has_identifier:
+                raise PlanningError(
+                    f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
+                    "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
+                )
+            files.append((data_file.file_path, added))
+    files.sort()
+    groups = [files[i : i + FILES_PER_ITEM] for i in range(0, len(files), FILES_PER_ITEM)] or [[]]
+    return [
+        WorkItem(
+            name,
+            table_uuid,
+            CHANGE,
+            snapshot.snapshot_id,
+            snapshot.sequence_number,
+            i,
+            len(groups),
+            added_files=tuple(p for p, added in group if added),
+            deleted_files=tuple(p for p, added in group if not added),
+        )
+        for i, group in enumerate(groups)
+    ]
+
+
+def _files_changed_by(table: Table, snapshot: Snapshot) -> Iterator[tuple[DataFile, bool]]:
+    """(file, True) for every file the snapshot added, (file, False) for every file it removed."""
+    for manifest in snapshot.manifests(table.io):
+        # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            if entry.snapshot_id != snapshot.snapshot_id or entry.status == ManifestEntryStatus.EXISTING:
+                continue
+            if manifest.content == ManifestContent.DELETES and entry.status == ManifestEntryStatus.DELETED:
+                continue  # a delete file dropped from the table: it removes no rows
+            yield entry.data_file, entry.status == ManifestEntryStatus.ADDED
+
+
+def _reject_delete_file(name: str, snapshot: Snapshot, data_file: DataFile) -> None:
+    if data_file.content != DataFileContent.DATA:
+        raise PlanningError(
+            f"table {name!r}: snapshot {snapshot.snapshot_id} has delete file {data_file.file_path} "
+            f"({data_file.content.name.lower()}); merge-on-read tables are not supported yet"
+        )
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    table: str
+    checkpoint: Checkpoint | None
+    current_snapshot_id: int | None
+    pending_items: int
+    lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
+    lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
+
+
+def table_status(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
+    """Where the index stands against the table: checkpoint, pending work and lag."""
+    checkpoint = store.get_checkpoint(config.name)
+    current = table.current_snapshot()
+    pending = len(store.pending_items(config.name))
+    if current is None:
+        return TableStatus(config.name, checkpoint, None, pending, 0, 0.0)
+    if checkpoint is None:
+        return TableStatus(config.name, None, current.snapshot_id, pending, None, now - current.timestamp_ms / 1000)
+    try:
+        behind = _snapshots_after(table, config.name, checkpoint)
+    except PlanningError:
+        return TableStatus(config.name, checkpoint, current.snapshot_id, pending, None, 0.0)
+    lag_seconds = max(0.0, now - behind[0].timestamp_ms / 1000) if behind else 0.0
+    return TableStatus(config.name, checkpoint, current.snapshot_id, pending, len(behind), lag_seconds)

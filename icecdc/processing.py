@@ -1,0 +1,178 @@
+"""Processing: apply a table's pending work items to OpenSearch in one Spark pass.
+
+This is the Glue job's work, and `icecdc sync`'s second step. The driver handles metadata only
+(work items, file lists, counters); executors read the files, and after ONE shuffle by document
+id (the identifier columns) each key's changes are reduced to one versioned write, sent in bulk
+from the executors. The checkpoint advances only after every write of the batch succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Iterable, Iterator
+
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.changelog import ChangeStats, net_write
+from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
+from icecdc.planning import plan_table
+from icecdc.reading import FileTask, TableReader, file_tasks
+from icecdc.sink import SinkStats, ensure_index, open_client, write_documents
+from icecdc.state import Checkpoint, StateStore, WorkItem, open_state_store
+
+log = logging.getLogger(__name__)
+
+# Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
+MAX_SYNC_ROUNDS = 100
+
+
+@dataclass
+class BatchResult:
+    """What one pass over a table's pending items did."""
+
+    table: str
+    snapshots: int = 0
+    files: int = 0
+    changes: ChangeStats = field(default_factory=ChangeStats)
+    writes: SinkStats = field(default_factory=SinkStats)
+    checkpoint: Checkpoint | None = None
+    seconds: float = 0.0
+
+    def add(self, other: BatchResult) -> None:
+        self.snapshots += other.snapshots
+        self.files += other.files
+        self.changes.add(other.changes)
+        self.writes.add(other.writes)
+        self.checkpoint = other.checkpoint or self.checkpoint
+        self.seconds += other.seconds
+
+
+def spark_session(config: SparkConfig) -> SparkSession:
+    """A SparkSession with the configured master and settings (Glue supplies its own master)."""
+    # Executors must run the interpreter that has icecdc and its dependencies installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("icecdc")
+    if config.master:
+        builder = builder.master(config.master)
+    for key, value in config.conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None) -> tuple[list[WorkItem], list[WorkItem]]:
+    """Split pending items into (the batch to apply now, stale items to retire unread).
+
+    Stale: at or below the checkpoint (applied by a run that crashed before marking them done).
+    The batch: every item of the longest run of snapshots, oldest first, whose items are all
+    present; a snapshot a planner is still writing waits for the next pass.
+    """
+    stale = [i for i in items if checkpoint is not None and i.table_uuid == checkpoint.table_uuid and i.sequence_number <= checkpoint.sequence_number]
+    live = [i for i in items if i not in stale]
+    by_snapshot: dict[int, list[WorkItem]] = {}
+    for item in sorted(live, key=lambda i: (i.sequence_number, i.group)):
+        by_snapshot.setdefault(item.snapshot_id, []).append(item)
+    batch: list[WorkItem] = []
+    for snapshot_items in by_snapshot.values():
+        if len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
+            break
+        batch += snapshot_items
+    return batch, stale
+
+
+def process_table(
+    spark: SparkSession,
+    table: Table,
+    config: TableConfig,
+    store: StateStore,
+    opensearch: OpenSearchConfig,
+    identifiers: tuple[str, ...],
+) -> BatchResult:
+    """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint."""
+    started = time.monotonic()
+    batch, stale = select_batch(store.pending_items(config.name), store.get_checkpoint(config.name))
+    if stale:
+        store.complete(config.name, None, stale)
+    result = BatchResult(config.name)
+    if not batch:
+        return result
+    tasks = file_tasks(table, batch)
+    last = batch[-1]
+    result.snapshots = len({i.snapshot_id for i in batch})
+    result.files = len(tasks)
+    log.info("%s: applying %d snapshots, %d files", config.name, result.snapshots, result.files)
+    ensure_index(open_client(opensearch), config.index)
+    if tasks:
+        reader = TableReader.for_table(table, config.name, identifiers)
+        result.changes, result.writes = _apply(spark, reader, tasks, opensearch, config.index)
+    result.checkpoint = Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
+    store.complete(config.name, result.checkpoint, batch)
+    result.seconds = time.monotonic() - started
+    log.info(
+        "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
+        config.name,
+        result.changes.rows,
+        result.changes.carryovers,
+        result.writes.indexed,
+        result.writes.deleted,
+        result.writes.superseded,
+        last.snapshot_id,
+        result.seconds,
+    )
+    return result
+
+
+def _apply(
+    spark: SparkSession, reader: TableReader, tasks: list[FileTask], opensearch: OpenSearchConfig, index: str
+) -> tuple[ChangeStats, SinkStats]:
+    context = spark.sparkContext
+    changes = context.parallelize(tasks, len(tasks)).mapPartitions(reader.read)
+    by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
+    per_partition = by_key.mapPartitions(partial(_write_partition, opensearch, index)).collect()
+    change_stats, sink_stats = ChangeStats(), SinkStats()
+    for changes_done, writes_done in per_partition:
+        change_stats.add(changes_done)
+        sink_stats.add(writes_done)
+    return change_stats, sink_stats
+
+
+def _write_partition(
+    opensearch: OpenSearchConfig, index: str, keyed_changes: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]
+) -> Iterator[tuple[ChangeStats, SinkStats]]:
+    """Executor side: reduce each key to its net write and bulk them; yield this partition's counters."""
+    change_stats = ChangeStats()
+    writes = (net_write(doc_id, changes, change_stats) for doc_id, changes in keyed_changes)
+    sink_stats = write_documents(open_client(opensearch), opensearch, index, (w for w in writes if w is not None))
+    yield change_stats, sink_stats
+
+
+def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None = None) -> list[BatchResult]:
+    """Plan and process every selected table until it is caught up with its current snapshot."""
+    selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
+    catalog = open_catalog(config.catalog)
+    # Load every table and check its identifier columns before anything is written.
+    loaded = [(t, load_table(catalog, t.name)) for t in selected]
+    identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
+    store = open_state_store(config.state)
+    results = []
+    try:
+        for table_config, table in loaded:
+            total = BatchResult(table_config.name)
+            for _ in range(MAX_SYNC_ROUNDS):
+                plan_table(table, table_config, store, identifiers[table_config.name])
+                batch = process_table(spark, table, table_config, store, config.opensearch, identifiers[table_config.name])
+                total.add(batch)
+                if batch.snapshots == 0:
+                    break
+                table = load_table(catalog, table_config.name)  # commits made while we worked
+            results.append(total)
+    finally:
+        store.close()
+    return results
+

@@ -1,0 +1,86 @@
+"""Compare an index with its table: the invariant every sync must leave true.
+
+This reads the whole table and the whole index on one machine: it is a check for tests, the demo
+and occasional audits (`icecdc verify`), not part of the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from opensearchpy import OpenSearch, helpers
+from pyiceberg.table import Table
+
+from icecdc.documents import DocumentMapper, encode_document
+
+# How many differing ids a summary quotes.
+QUOTED = 5
+
+
+@dataclass
+class IndexDiff:
+    """What separates an index from its table; empty when they are equal."""
+
+    missing: list[str] = field(default_factory=list)  # rows with no document
+    unexpected: list[str] = field(default_factory=list)  # documents with no row
+    different: list[str] = field(default_factory=list)  # documents whose fields differ from their row
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.different)
+
+    def summary(self) -> str:
+        if not self:
+            return "index equals table"
+        parts = [
+            f"{len(ids)} {what} (e.g. {ids[:QUOTED]})"
+            for what, ids in (("missing", self.missing), ("unexpected", self.unexpected), ("different", self.different))
+            if ids
+        ]
+        return "index differs from table: " + "; ".join(parts)
+
+
+def table_documents(table: Table, identifier_columns: tuple[str, ...]) -> list[tuple[str | None, str]]:
+    """(id, document text) of every row of the table's current snapshot; id None without identifier columns."""
+    if table.current_snapshot() is None:
+        return []
+    mapper = DocumentMapper(table.schema(), identifier_columns)
+    documents = []
+    for batch in table.scan().to_arrow_batch_reader():
+        for row in batch.to_pylist():
+            document = mapper.document(row)
+            doc_id = mapper.document_id(document) if identifier_columns else None
+            documents.append((doc_id, encode_document(document)))
+    return documents
+
+
+def index_documents(client: OpenSearch, index: str) -> dict[str, str]:
+    """id → document text of every document in the index."""
+    if not client.indices.exists(index=index):
+        return {}
+    client.indices.refresh(index=index)
+    return {
+        hit["_id"]: encode_document(hit["_source"])
+        for hit in helpers.scan(client, index=index, query={"query": {"match_all": {}}})
+    }
+
+
+def diff_index(table: Table, identifier_columns: tuple[str, ...], client: OpenSearch, index: str) -> IndexDiff:
+    expected = table_documents(table, identifier_columns)
+    actual = index_documents(client, index)
+    diff = IndexDiff()
+    if not identifier_columns:
+        # Ids come from file positions; compare the documents as multisets.
+        want, have = Counter(doc for _, doc in expected), Counter(actual.values())
+        diff.missing = sorted(_short(d) for d in (want - have).elements())
+        diff.unexpected = sorted(_short(d) for d in (have - want).elements())
+        return diff
+    wanted = {doc_id: doc for doc_id, doc in expected if doc_id is not None}
+    diff.missing = sorted(set(wanted) - set(actual))
+    diff.unexpected = sorted(set(actual) - set(wanted))
+    diff.different = sorted(i for i in set(wanted) & set(actual) if wanted[i] != actual[i])
+    return diff
+
+
+def _short(document: str) -> str:
+    return document if len(document) <= 80 else document[:77] + "..."

@@ -1,0 +1,56 @@
+"""Commits of the kinds icecdc must follow, made with pyiceberg: for the demo and the tests.
+
+pyiceberg's append, overwrite, delete and upsert write copy-on-write snapshots. Two helpers fill
+what pyiceberg 0.12 lacks: `update` (read the matching rows, change them, overwrite them) and
+`compact` (rewrite every data file into one per partition in a `replace` snapshot, as Spark's
+rewrite_data_files does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable
+
+import pyarrow as pa
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+
+def update(table: Table, row_filter: BooleanExpression, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Apply `change` to every row matching `row_filter` (copy-on-write); return how many rows changed."""
+    rows = table.scan(row_filter=row_filter).to_arrow()
+    if rows.num_rows == 0:
+        return 0
+    changed = pa.Table.from_pylist([change(dict(row)) for row in rows.to_pylist()], schema=rows.schema)
+    table.overwrite(changed, overwrite_filter=row_filter)
+    return rows.num_rows
+
+
+def compact(table: Table) -> None:
+    """Rewrite all data files as fresh ones in one `replace` snapshot: the same rows, new files."""
+    rows = table.scan().to_arrow()
+    old_files = [task.file for task in table.scan().plan_files()]
+    with table.transaction() as transaction:
+        rewrite = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
+        for data_file in old_files:
+            rewrite.delete_data_file(data_file)
+        for data_file in _dataframe_to_data_files(
+            table_metadata=transaction.table_metadata, df=rows, io=table.io, write_uuid=uuid.uuid4()
+        ):
+            rewrite.append_data_file(data_file)
+        rewrite.commit()
+
+
+class _ReplaceFiles(_OverwriteFiles):
+    """pyiceberg 0.12 has no rewrite_data_files: its overwrite producer, recorded as `replace`.
+
+    pyiceberg's summary code knows only append, overwrite and delete, so the summary is computed
+    as an overwrite's (the same file and row totals) and then labelled with the compaction's operation.
+    """
+
+    def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006 - pyiceberg's signature
+        summary = super()._summary(snapshot_properties)
+        return Summary(operation=Operation.REPLACE, **summary.additional_properties)
