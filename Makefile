@@ -22,7 +22,7 @@ java:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[spark,local,aws,dev]'
+	$(BIN)/pip install -q -e '.[spark,local,aws,cdk,dev]'
 	touch $(STAMP)
 
 clean:
