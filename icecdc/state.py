@@ -63,7 +63,8 @@ class WorkItem:
     @property
     def key(self) -> str:
         if self.kind == EXPORT:
-            return f"{self.table}|export|{self.snapshot_id}|{_sha256(self.added_files[0])}"
+            # one file per export item; an empty table's export is one item with none
+            return f"{self.table}|export|{self.snapshot_id}|{_sha256(''.join(self.added_files))}"
         paths = sorted(self.added_files + self.deleted_files)
         return f"{self.table}|{self.snapshot_id}|{_sha256(chr(10).join(paths))}"
 

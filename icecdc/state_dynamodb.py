@@ -1,0 +1,211 @@
+"""The AWS state store: checkpoints, export claims and work items in one DynamoDB table.
+
+Layout (partition key `pk` = the configured table name, sort key `sk`):
+
+| record      | sk                                   | lifetime                                 |
+|-------------|--------------------------------------|------------------------------------------|
+| checkpoint  | `checkpoint`                         | forever                                  |
+| export base | `export|<table uuid>`                | forever                                  |
+| pending     | `pending|<sequence number:020d>|<key>` | until `complete`                       |
+| done        | `done|<key>`                         | `expires_at` (DynamoDB TTL), default 7 d |
+
+Pending and done items live under different sort-key prefixes so that `pending_items` is one
+strongly consistent Query over pending records only, in sequence-number order, however many
+finished items await their TTL (a status attribute plus a filter would read them all; a sparse
+index would be eventually consistent). `put_item` is a transaction that writes the pending record
+only if neither it nor its done record exists, so planning an already applied snapshot again is
+still a no-op while the done record lives; after its TTL, a re-planned item is at or below the
+checkpoint and the processor retires it unread (see `icecdc.state`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from typing import Any, Iterable
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
+
+from icecdc.state import DONE, Checkpoint, StateStore, WorkItem
+
+log = logging.getLogger(__name__)
+
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "expires_at"
+# How long finished items are kept: long enough that a planner racing a processor finds them.
+DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
+
+_CHECKPOINT = "checkpoint"
+_EXPORT = "export|"
+_PENDING = "pending|"
+_DONE = "done|"
+
+
+class DynamoDbStateStore(StateStore):
+    """`StateStore` on a DynamoDB table with string keys `pk` and `sk` (see `create_state_table`)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        done_ttl_seconds: int = DEFAULT_DONE_TTL_SECONDS,
+    ) -> None:
+        self.table_name = table_name
+        self.done_ttl_seconds = done_ttl_seconds
+        # Standard retry mode retries throttling and transaction conflicts with backoff.
+        options: dict[str, Any] = {
+            "region_name": region,
+            "endpoint_url": endpoint_url,
+            "config": BotoConfig(retries={"mode": "standard", "max_attempts": 10}),
+        }
+        self._client = boto3.client("dynamodb", **options)
+        # The resource API only for its batch writer (chunks of 25, resends unprocessed items).
+        self._table = boto3.resource("dynamodb", **options).Table(table_name)
+
+    def get_checkpoint(self, table: str) -> Checkpoint | None:
+        return self._get_base(table, _CHECKPOINT)
+
+    def claim_export(self, table: str, base: Checkpoint) -> Checkpoint:
+        sk = _EXPORT + base.table_uuid
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item={**_keys(table, sk), **_checkpoint_attributes(base)},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+        recorded = self._get_base(table, sk)
+        assert recorded is not None  # written above, or by the planner that won the race
+        return recorded
+
+    def put_item(self, item: WorkItem) -> bool:
+        record = {
+            **_keys(item.table, _pending_sk(item)),
+            "status": {"S": item.status},
+            "sequence_number": {"N": str(item.sequence_number)},
+            "body": {"S": item.to_json()},
+        }
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table_name,
+                            "Key": _keys(item.table, _DONE + item.key),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
+                return False
+            raise
+        return True
+
+    def pending_items(self, table: str) -> list[WorkItem]:
+        items: list[WorkItem] = []
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pending)",
+            "ExpressionAttributeValues": {":pk": {"S": table}, ":pending": {"S": _PENDING}},
+            "ProjectionExpression": "body",
+            "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
+        }
+        while True:
+            page = self._client.query(**request)
+            items += [WorkItem.from_json(record["body"]["S"]) for record in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem]) -> None:
+        if checkpoint is not None:
+            self._advance(table, checkpoint)
+        # Done record first, pending record second: a crash in between leaves the item pending at or
+        # below the checkpoint, which the next pass retires again. No transaction is needed.
+        expires_at = int(time.time()) + self.done_ttl_seconds
+        with self._table.batch_writer() as batch:
+            for item in items:
+                done = WorkItem(**{**asdict(item), "status": DONE})
+                batch.put_item(
+                    Item={
+                        PARTITION_KEY: table,
+                        SORT_KEY: _DONE + item.key,
+                        "status": DONE,
+                        "sequence_number": item.sequence_number,
+                        "body": done.to_json(),
+                        TTL_ATTRIBUTE: expires_at,
+                    }
+                )
+                batch.delete_item(Key={PARTITION_KEY: table, SORT_KEY: _pending_sk(item)})
+
+    def _advance(self, table: str, checkpoint: Checkpoint) -> None:
+        """Write the checkpoint unless the stored one is as far or further (of the same table incarnation)."""
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item={**_keys(table, _CHECKPOINT), **_checkpoint_attributes(checkpoint), "updated_at": {"N": repr(time.time())}},
+                ConditionExpression="attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
+                ExpressionAttributeValues={":seq": {"N": str(checkpoint.sequence_number)}, ":uuid": {"S": checkpoint.table_uuid}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            log.info("%s: checkpoint already at or past sequence number %d", table, checkpoint.sequence_number)
+
+    def _get_base(self, table: str, sk: str) -> Checkpoint | None:
+        record = self._client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")
+        if record is None:
+            return None
+        return Checkpoint(record["table_uuid"]["S"], int(record["snapshot_id"]["N"]), int(record["sequence_number"]["N"]))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def create_state_table(table_name: str, region: str | None = None, endpoint_url: str | None = None) -> None:
+    """Create the table as the CDK stack does (keys, on-demand, TTL), for local DynamoDB and tests."""
+    client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
+    client.create_table(
+        TableName=table_name,
+        KeySchema=[{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}, {"AttributeName": SORT_KEY, "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
+            {"AttributeName": SORT_KEY, "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.get_waiter("table_exists").wait(TableName=table_name)
+    client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+
+
+def _keys(table: str, sk: str) -> dict[str, dict[str, str]]:
+    return {PARTITION_KEY: {"S": table}, SORT_KEY: {"S": sk}}
+
+
+def _pending_sk(item: WorkItem) -> str:
+    # Zero-padded so that the sort key orders by sequence number (a long has at most 19 digits).
+    return f"{_PENDING}{item.sequence_number:020d}|{item.key}"
+
+
+def _checkpoint_attributes(checkpoint: Checkpoint) -> dict[str, dict[str, str]]:
+    return {
+        "table_uuid": {"S": checkpoint.table_uuid},
+        "snapshot_id": {"N": str(checkpoint.snapshot_id)},
+        "sequence_number": {"N": str(checkpoint.sequence_number)},
+    }
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
