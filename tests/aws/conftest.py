@@ -1,0 +1,65 @@
+"""Fixtures of the AWS tests: one moto server per session (real HTTP on 127.0.0.1), fake
+credentials, and per-test resources named uniquely so tests never see each other's state."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Iterator
+
+import boto3
+import pytest
+
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """A moto server for the whole session; every boto3 and pyiceberg client of the tests talks to it."""
+    from moto.server import ThreadedMotoServer
+
+    with pytest.MonkeyPatch.context() as env:
+        # Fake credentials, so nothing here can reach a real account, and no config file is read.
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        }.items():
+            env.setenv(name, value)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A name part no other test uses."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def state_table_factory(moto_url: str) -> Callable[[], str]:
+    """Creates a fresh DynamoDB state table in moto and returns its name."""
+    from icecdc.state_dynamodb import create_state_table
+
+    def create() -> str:
+        name = f"icecdc-state-{uuid.uuid4().hex[:10]}"
+        create_state_table(name, region=REGION, endpoint_url=moto_url)
+        return name
+
+    return create
+
+
+@pytest.fixture
+def state_table(state_table_factory: Callable[[], str]) -> str:
+    return state_table_factory()
+
+
+def aws_client(service: str, moto_url: str):  # noqa: ANN201 - boto3 clients have generated types
+    return boto3.client(service, region_name=REGION, endpoint_url=moto_url)

@@ -1,0 +1,84 @@
+"""DynamoDbStateStore against moto: what the shared contract suite does not see (the layout, TTL,
+pagination, racing writers). The contract suite itself runs in test_state_dynamodb_contract.py."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from icecdc.config import StateConfig
+from icecdc.state import CHANGE, EXPORT, Checkpoint, WorkItem, open_state_store
+from icecdc.state_dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
+from tests.aws.conftest import REGION, aws_client
+
+
+@pytest.fixture
+def store(state_table: str, moto_url: str) -> DynamoDbStateStore:
+    return DynamoDbStateStore(state_table, region=REGION, endpoint_url=moto_url)
+
+
+def change(snapshot: int, sequence: int, *files: str, table: str = "db.t", group: int = 0, groups: int = 1) -> WorkItem:
+    return WorkItem(table, "uuid-1", CHANGE, snapshot, sequence, group, groups, added_files=files)
+
+
+def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str) -> None:
+    store = open_state_store(StateConfig(type="dynamodb", table=state_table, region=REGION, endpoint_url=moto_url))
+    assert isinstance(store, DynamoDbStateStore)
+    assert store.get_checkpoint("db.t") is None
+    store.close()
+
+
+def test_put_is_a_no_op_after_the_item_is_done(store: DynamoDbStateStore) -> None:
+    """A planner that read an old checkpoint re-plans an applied snapshot: the done record stops it."""
+    item = change(1, 1, "s3://b/f1.parquet")
+    assert store.put_item(item)
+    store.complete("db.t", Checkpoint("uuid-1", 1, 1), [item])
+    assert store.pending_items("db.t") == []
+    assert not store.put_item(item)
+    assert store.pending_items("db.t") == []
+
+
+def test_done_records_carry_a_ttl(store: DynamoDbStateStore, state_table: str, moto_url: str) -> None:
+    item = change(1, 1, "s3://b/f1.parquet")
+    store.put_item(item)
+    store.complete("db.t", Checkpoint("uuid-1", 1, 1), [item])
+    records = aws_client("dynamodb", moto_url).scan(TableName=state_table)["Items"]
+    done = [r for r in records if r["sk"]["S"].startswith("done|")]
+    assert len(done) == 1
+    expires = int(done[0][TTL_ATTRIBUTE]["N"])
+    assert time.time() + store.done_ttl_seconds - 60 < expires <= time.time() + store.done_ttl_seconds
+    # the checkpoint itself never expires
+    assert all(TTL_ATTRIBUTE not in r for r in records if r["sk"]["S"] == "checkpoint")
+
+
+def test_pending_items_page_through_large_queues_in_sequence_order(store: DynamoDbStateStore) -> None:
+    # ~2.5 MB of item bodies: more than one 1 MB query page
+    big = "s3://bucket/" + "x" * 5000
+    items = [change(s, s, *(f"{big}/{s}/{n}" for n in range(5))) for s in range(100, 0, -1)]
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(store.put_item, items))
+    assert [i.sequence_number for i in store.pending_items("db.t")] == list(range(1, 101))
+
+
+def test_racing_planners_write_each_item_once(store: DynamoDbStateStore) -> None:
+    items = [change(s, s, f"s3://b/{s}.parquet") for s in range(1, 21)]
+    with ThreadPoolExecutor(4) as pool:
+        written = list(pool.map(store.put_item, items + items + items + items))
+    assert sum(written) == 20
+    assert len(store.pending_items("db.t")) == 20
+
+
+def test_racing_export_claims_agree(store: DynamoDbStateStore) -> None:
+    claims = [Checkpoint("uuid-1", snapshot, snapshot) for snapshot in range(1, 9)]
+    with ThreadPoolExecutor(4) as pool:
+        recorded = set(pool.map(lambda c: store.claim_export("db.t", c), claims))
+    assert len(recorded) == 1
+
+
+def test_tables_do_not_see_each_others_items(store: DynamoDbStateStore) -> None:
+    store.put_item(change(1, 1, "s3://b/a", table="db.a"))
+    store.put_item(WorkItem("db.b", "uuid-2", EXPORT, 7, 7, 0, 1, added_files=("s3://b/b",)))
+    assert [i.table for i in store.pending_items("db.a")] == ["db.a"]
+    assert [i.kind for i in store.pending_items("db.b")] == [EXPORT]
