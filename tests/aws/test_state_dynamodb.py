@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from icecdc.config import StateConfig
-from icecdc.state import CHANGE, EXPORT, Checkpoint, WorkItem, open_state_store
+from icecdc.state import CHANGE, Checkpoint, WorkItem, open_state_store
 from icecdc.state_dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
 from tests.aws.conftest import REGION, aws_client
 
@@ -19,8 +19,8 @@ def store(state_table: str, moto_url: str) -> DynamoDbStateStore:
     return DynamoDbStateStore(state_table, region=REGION, endpoint_url=moto_url)
 
 
-def change(snapshot: int, sequence: int, *files: str, table: str = "db.t", group: int = 0, groups: int = 1) -> WorkItem:
-    return WorkItem(table, "uuid-1", CHANGE, snapshot, sequence, group, groups, added_files=files)
+def change(snapshot: int, sequence: int, *files: str) -> WorkItem:
+    return WorkItem("db.t", "uuid-1", CHANGE, snapshot, sequence, 0, 1, added_files=files)
 
 
 def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str) -> None:
@@ -29,15 +29,6 @@ def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str)
     assert store.get_checkpoint("db.t") is None
     store.close()
 
-
-def test_put_is_a_no_op_after_the_item_is_done(store: DynamoDbStateStore) -> None:
-    """A planner that read an old checkpoint re-plans an applied snapshot: the done record stops it."""
-    item = change(1, 1, "s3://b/f1.parquet")
-    assert store.put_item(item)
-    store.complete("db.t", Checkpoint("uuid-1", 1, 1), [item])
-    assert store.pending_items("db.t") == []
-    assert not store.put_item(item)
-    assert store.pending_items("db.t") == []
 
 
 def test_done_records_carry_a_ttl(store: DynamoDbStateStore, state_table: str, moto_url: str) -> None:
@@ -62,23 +53,9 @@ def test_pending_items_page_through_large_queues_in_sequence_order(store: Dynamo
     assert [i.sequence_number for i in store.pending_items("db.t")] == list(range(1, 101))
 
 
-def test_racing_planners_write_each_item_once(store: DynamoDbStateStore) -> None:
-    items = [change(s, s, f"s3://b/{s}.parquet") for s in range(1, 21)]
-    with ThreadPoolExecutor(4) as pool:
-        written = list(pool.map(store.put_item, items + items + items + items))
-    assert sum(written) == 20
-    assert len(store.pending_items("db.t")) == 20
-
 
 def test_racing_export_claims_agree(store: DynamoDbStateStore) -> None:
     claims = [Checkpoint("uuid-1", snapshot, snapshot) for snapshot in range(1, 9)]
     with ThreadPoolExecutor(4) as pool:
         recorded = set(pool.map(lambda c: store.claim_export("db.t", c), claims))
     assert len(recorded) == 1
-
-
-def test_tables_do_not_see_each_others_items(store: DynamoDbStateStore) -> None:
-    store.put_item(change(1, 1, "s3://b/a", table="db.a"))
-    store.put_item(WorkItem("db.b", "uuid-2", EXPORT, 7, 7, 0, 1, added_files=("s3://b/b",)))
-    assert [i.table for i in store.pending_items("db.a")] == ["db.a"]
-    assert [i.kind for i in store.pending_items("db.b")] == [EXPORT]
