@@ -4,7 +4,7 @@ credentials, and per-test resources named uniquely so tests never see each other
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import boto3
 import pytest
@@ -61,5 +61,5 @@ def state_table(state_table_factory: Callable[[], str]) -> str:
     return state_table_factory()
 
 
-def aws_client(service: str, moto_url: str):  # noqa: ANN201 - boto3 clients have generated types
+def aws_client(service: str, moto_url: str):
     return boto3.client(service, region_name=REGION, endpoint_url=moto_url)

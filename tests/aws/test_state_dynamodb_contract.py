@@ -6,7 +6,7 @@ by one that opens clients of one fresh DynamoDB table: the same test functions, 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
