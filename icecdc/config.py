@@ -67,6 +67,7 @@ class Config:
     opensearch: OpenSearchConfig
     spark: SparkConfig
     tables: tuple[TableConfig, ...]
+    aws: AwsConfig | None = None
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:
@@ -97,6 +98,7 @@ def parse_config(raw: Any) -> Config:
         opensearch=_parse_opensearch(top.section("opensearch")),
         spark=_parse_spark(top.section("spark", required=False)),
         tables=_parse_tables(top.list("tables")),
+        aws=_parse_aws(top.section("aws", required=False)),
     )
     top.reject_unknown()
     return config
@@ -257,3 +259,63 @@ def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
     if duplicates:
         raise ConfigError(f"tables lists {duplicates[0]!r} more than once")
     return tuple(tables)
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
+
+    warehouse_buckets: tuple[str, ...]  # S3 buckets holding the tables' metadata and data: the only ones the roles read
+    stack_name: str = "icecdc"  # also the prefix of every resource name
+    account: str | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
+    region: str | None = None  # default: CDK_DEFAULT_REGION
+    schedule_minutes: int = 5  # the fallback sweep over all tables (Glue's events are best-effort)
+    glue_worker_type: str = "G.1X"
+    glue_max_workers: int = 10  # auto scaling's upper bound per table's job
+    glue_timeout_minutes: int = 120
+    opensearch_domain_arn: str | None = None  # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
+    create_domain: bool = False  # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
+    domain_instance_type: str = "r7g.large.search"
+    domain_instance_count: int = 2
+    domain_volume_gb: int = 20
+    dead_letter_prefix: str = "dead-letter/"
+    alarm_email: str | None = None  # subscribed to the alarms' SNS topic
+    done_ttl_days: int = 7  # finished work items are deleted by DynamoDB's TTL after this
+
+
+def _parse_aws(section: _Section) -> AwsConfig | None:
+    if not section.raw:
+        return None
+    buckets = section.get("warehouse_buckets", list, required=True)
+    if not buckets or not all(isinstance(b, str) and b and "/" not in b and "*" not in b for b in buckets):
+        raise ConfigError(f"aws.warehouse_buckets must list bucket names (no paths, no wildcards), got {buckets!r}")
+    stack_name = section.text("stack_name", default="icecdc")
+    if not all(c.isalnum() or c == "-" for c in stack_name) or not stack_name[0].isalpha():
+        raise ConfigError(f"aws.stack_name must be letters, digits and '-', starting with a letter, got {stack_name!r}")
+    create_domain = section.get("create_domain", bool, default=False)
+    domain_arn = section.text("opensearch_domain_arn")
+    if create_domain and domain_arn is not None:
+        raise ConfigError("aws: choose create_domain or opensearch_domain_arn, not both")
+    prefix = section.text("dead_letter_prefix", default="dead-letter/")
+    config = AwsConfig(
+        warehouse_buckets=tuple(buckets),
+        stack_name=stack_name,
+        account=section.text("account"),
+        region=section.text("region"),
+        schedule_minutes=section.positive_int("schedule_minutes", 5),
+        glue_worker_type=section.text("glue_worker_type", default="G.1X"),
+        glue_max_workers=section.positive_int("glue_max_workers", 10),
+        glue_timeout_minutes=section.positive_int("glue_timeout_minutes", 120),
+        opensearch_domain_arn=domain_arn,
+        create_domain=create_domain,
+        domain_instance_type=section.text("domain_instance_type", default="r7g.large.search"),
+        domain_instance_count=section.positive_int("domain_instance_count", 2),
+        domain_volume_gb=section.positive_int("domain_volume_gb", 20),
+        dead_letter_prefix=prefix.strip("/") + "/",
+        alarm_email=section.text("alarm_email"),
+        done_ttl_days=section.positive_int("done_ttl_days", 7),
+    )
+    if config.glue_max_workers < 2:
+        raise ConfigError("aws.glue_max_workers must be at least 2 (a driver and an executor)")
+    section.reject_unknown()
+    return config
