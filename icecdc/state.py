@@ -114,7 +114,8 @@ class SqliteStateStore(StateStore):
 
     def __init__(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        # check_same_thread=False: a store may be opened on one thread and used on another, never by two at once.
+        self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             """

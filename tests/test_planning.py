@@ -1,0 +1,150 @@
+"""Planning against real tables, and the inputs it must refuse: each refusal names its culprit
+and leaves nothing written or advanced."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+from pyiceberg.expressions import EqualTo
+
+from icecdc.catalog import identifier_columns
+from icecdc.errors import PlanningError
+from icecdc.planning import plan_table, table_status
+from icecdc.processing import sync
+from icecdc.state import CHANGE, EXPORT, SqliteStateStore
+from tests.conftest import Pipeline
+from tests.test_sync import SCHEMA, orders, rows
+
+
+def assert_nothing_written(pipeline: Pipeline, name: str, index: str) -> None:
+    store = pipeline.store()
+    assert store.get_checkpoint(name) is None
+    assert store.pending_items(name) == []
+    assert not pipeline.client.indices.exists(index=index)
+
+
+def test_planning_twice_is_a_no_op(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2))
+    table.append(rows(3))
+    table.delete(EqualTo("id", 1))
+    config = pipeline.config({"name": "db.orders"}).table("db.orders")
+    store = pipeline.store()
+    first = plan_table(table, config, store, ("id",))
+    again = plan_table(table, config, store, ("id",))
+    assert (first.items, first.written) == (2, 2)  # export of the current snapshot: one item per data file
+    assert (again.items, again.written) == (2, 0)
+    assert [i.kind for i in store.pending_items("db.orders")] == [EXPORT, EXPORT]
+
+
+def test_racing_planners_plan_each_item_once(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1))
+    config = pipeline.config({"name": "db.orders"})
+    sync(config, pipeline.spark, ["db.orders"])
+    for i in range(2, 12):
+        table.append(rows(i))
+    results = []
+
+    def plan() -> None:
+        results.append(plan_table(table, config.table("db.orders"), pipeline.store(), ("id",)))
+
+    threads = [threading.Thread(target=plan) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(r.written for r in results) == 10
+    assert [i.kind for i in pipeline.store().pending_items("db.orders")] == [CHANGE] * 10
+
+
+def test_unknown_table(pipeline: Pipeline) -> None:
+    config = pipeline.config({"name": "db.missing"})
+    with pytest.raises(PlanningError, match="'db.missing' does not exist in catalog 'lake'"):
+        sync(config, pipeline.spark)
+    assert_nothing_written(pipeline, "db.missing", "missing")
+
+
+def test_identifier_column_missing_from_schema(pipeline: Pipeline) -> None:
+    orders(pipeline).append(rows(1))
+    config = pipeline.config({"name": "db.orders", "identifier_columns": ["order_id"]})
+    with pytest.raises(PlanningError, match=r"identifier column 'order_id' is not in the current schema \(columns: id, region"):
+        sync(config, pipeline.spark)
+    assert_nothing_written(pipeline, "db.orders", "orders")
+
+
+def test_a_bad_table_stops_the_sync_before_any_table_is_written(pipeline: Pipeline) -> None:
+    orders(pipeline).append(rows(1))
+    config = pipeline.config({"name": "db.orders"}, {"name": "db.missing"})
+    with pytest.raises(PlanningError, match="db.missing"):
+        sync(config, pipeline.spark)
+    assert_nothing_written(pipeline, "db.orders", "orders")
+
+
+def test_format_v1_tables_are_refused(pipeline: Pipeline) -> None:
+    table = pipeline.catalog.create_table("db.orders", schema=SCHEMA, properties={"format-version": "1"})
+    table.append(rows(1))
+    with pytest.raises(PlanningError, match="'db.orders' is Iceberg format v1"):
+        sync(pipeline.config({"name": "db.orders"}), pipeline.spark)
+    assert_nothing_written(pipeline, "db.orders", "orders")
+
+
+def test_without_identifier_columns_appends_work_and_deletes_are_refused(pipeline: Pipeline) -> None:
+    schema = pa.schema([("event", pa.string()), ("n", pa.int64())])
+    table = pipeline.catalog.create_table("db.events", schema=schema)
+    table.append(pa.table({"event": ["a", "b", "a"], "n": [1, 2, 1]}, schema=schema))  # duplicates are fine
+    config = pipeline.config({"name": "db.events"})
+    pipeline.sync(config, "db.events")
+    table.append(pa.table({"event": ["c"], "n": [3]}, schema=schema))
+    assert pipeline.sync(config, "db.events").writes.indexed == 1
+
+    checkpoint = pipeline.store().get_checkpoint("db.events")
+    table.delete(EqualTo("event", "b"))
+    with pytest.raises(PlanningError, match=rf"snapshot {table.current_snapshot().snapshot_id} removes rows, but the table has no identifier columns"):
+        sync(config, pipeline.spark)
+    assert pipeline.store().get_checkpoint("db.events") == checkpoint
+    assert pipeline.store().pending_items("db.events") == []
+
+
+def test_checkpoint_that_is_no_ancestor_is_refused(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1))
+    config = pipeline.config({"name": "db.orders"})
+    pipeline.sync(config, "db.orders")
+    first = table.current_snapshot().snapshot_id
+    table.append(rows(2))
+    pipeline.sync(config, "db.orders")
+    table.manage_snapshots().rollback_to_snapshot(first).commit()  # the synced snapshot leaves the history
+    table.append(rows(3))
+    with pytest.raises(PlanningError, match="is not an ancestor of the current snapshot"):
+        sync(config, pipeline.spark)
+
+
+def test_recreated_table_is_refused(pipeline: Pipeline) -> None:
+    orders(pipeline).append(rows(1))
+    config = pipeline.config({"name": "db.orders"})
+    pipeline.sync(config, "db.orders")
+    pipeline.catalog.drop_table("db.orders")
+    orders(pipeline).append(rows(2))
+    with pytest.raises(PlanningError, match="dropped and created again"):
+        sync(config, pipeline.spark)
+
+
+def test_status_reports_lag(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1))
+    config = pipeline.config({"name": "db.orders"})
+    store = SqliteStateStore(pipeline.workdir / "state.db")
+    before = table_status(table, config.table("db.orders"), store, now=table.current_snapshot().timestamp_ms / 1000 + 30)
+    assert (before.checkpoint, before.lag_snapshots, round(before.lag_seconds)) == (None, None, 30)
+    pipeline.sync(config, "db.orders")
+    table.append(rows(2))
+    table.append(rows(3))
+    plan_table(table, config.table("db.orders"), store, identifier_columns(table, config.table("db.orders")))
+    behind = table_status(table, config.table("db.orders"), store, now=table.current_snapshot().timestamp_ms / 1000)
+    assert (behind.lag_snapshots, behind.pending_items) == (2, 2)
+    pipeline.sync(config, "db.orders")
+    caught_up = table_status(table, config.table("db.orders"), store, now=0)
+    assert (caught_up.lag_snapshots, caught_up.pending_items, caught_up.lag_seconds) == (0, 0, 0.0)

@@ -1,0 +1,115 @@
+"""The state-store contract. Every StateStore implementation runs these tests: override the
+`make_store` fixture, a callable that opens one more client of the same store (SQLite here;
+DynamoDB on moto in tests/aws)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from icecdc.state import CHANGE, EXPORT, Checkpoint, SqliteStateStore, StateStore, WorkItem
+
+UUID = "9d6f3c5e-0000-4000-8000-000000000001"
+
+
+@pytest.fixture
+def make_store(tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
+    opened: list[StateStore] = []
+
+    def make() -> StateStore:
+        opened.append(SqliteStateStore(tmp_path / "state.db"))
+        return opened[-1]
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: Callable[[], StateStore]) -> StateStore:
+    return make_store()
+
+
+def change_item(snapshot_id: int, sequence_number: int, added: tuple[str, ...] = ("a.parquet",), table: str = "db.t") -> WorkItem:
+    return WorkItem(table, UUID, CHANGE, snapshot_id, sequence_number, 0, 1, added_files=added)
+
+
+def test_keys_follow_the_architecture_contract() -> None:
+    export = WorkItem("db.t", UUID, EXPORT, 7, 3, 0, 2, added_files=("s3://b/f.parquet",))
+    assert export.key == "db.t|export|7|" + hashlib.sha256(b"s3://b/f.parquet").hexdigest()
+    change = WorkItem("db.t", UUID, CHANGE, 8, 4, 0, 1, added_files=("b",), deleted_files=("a",))
+    assert change.key == "db.t|8|" + hashlib.sha256(b"a\nb").hexdigest()
+
+
+def test_put_item_is_put_if_absent(store: StateStore) -> None:
+    item = change_item(1, 1)
+    assert store.put_item(item) is True
+    assert store.put_item(item) is False
+    assert store.pending_items("db.t") == [item]
+
+
+def test_racing_writers_write_each_item_once(make_store: Callable[[], StateStore]) -> None:
+    items = [change_item(i, i, (f"f{i}",)) for i in range(1, 30)]
+    wins: list[bool] = []
+    planners = [make_store() for _ in range(3)]  # each planner is its own process with its own client
+
+    def plan(store: StateStore) -> None:
+        wins.extend(store.put_item(item) for item in items)
+
+    threads = [threading.Thread(target=plan, args=(p,)) for p in planners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(wins) == len(items)
+    assert len(planners[0].pending_items("db.t")) == len(items)
+
+
+def test_pending_items_are_oldest_first_and_per_table(store: StateStore) -> None:
+    for seq in (3, 1, 2):
+        store.put_item(change_item(100 + seq, seq, (f"f{seq}",)))
+    store.put_item(change_item(5, 5, table="db.other"))
+    assert [i.sequence_number for i in store.pending_items("db.t")] == [1, 2, 3]
+    assert [i.table for i in store.pending_items("db.other")] == ["db.other"]
+
+
+def test_items_round_trip_every_field(store: StateStore) -> None:
+    item = WorkItem("db.t", UUID, CHANGE, 2**62, 9, 1, 3, added_files=("x", "y"), deleted_files=("z",))
+    store.put_item(item)
+    assert store.pending_items("db.t") == [item]
+
+
+def test_complete_advances_the_checkpoint_and_retires_items(store: StateStore) -> None:
+    assert store.get_checkpoint("db.t") is None
+    first, second = change_item(1, 1, ("a",)), change_item(2, 2, ("b",))
+    store.put_item(first)
+    store.put_item(second)
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [first])
+    assert store.get_checkpoint("db.t") == Checkpoint(UUID, 1, 1)
+    assert store.pending_items("db.t") == [second]
+    assert store.put_item(first) is False  # a done item is still known: planning it again is a no-op
+
+
+def test_checkpoint_never_moves_backwards(store: StateStore) -> None:
+    store.complete("db.t", Checkpoint(UUID, 20, 5), [])
+    store.complete("db.t", Checkpoint(UUID, 10, 3), [])
+    assert store.get_checkpoint("db.t") == Checkpoint(UUID, 20, 5)
+
+
+def test_export_claim_is_put_if_absent_per_table_uuid(store: StateStore) -> None:
+    assert store.claim_export("db.t", Checkpoint(UUID, 1, 1)) == Checkpoint(UUID, 1, 1)
+    assert store.claim_export("db.t", Checkpoint(UUID, 2, 2)) == Checkpoint(UUID, 1, 1)
+    other = "9d6f3c5e-0000-4000-8000-000000000002"
+    assert store.claim_export("db.t", Checkpoint(other, 5, 1)) == Checkpoint(other, 5, 1)
+
+
+def test_done_status_is_not_pending(store: StateStore) -> None:
+    item = change_item(1, 1)
+    store.put_item(item)
+    store.complete("db.t", None, [item])
+    assert store.pending_items("db.t") == []
+    assert store.get_checkpoint("db.t") is None
