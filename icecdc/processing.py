@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from functools import partial
 from typing import Iterable, Iterator
 
 from pyiceberg.table import Table
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from icecdc import errors
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
@@ -134,12 +137,27 @@ def _apply(
     context = spark.sparkContext
     changes = context.parallelize(tasks, len(tasks)).mapPartitions(reader.read)
     by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
-    per_partition = by_key.mapPartitions(partial(_write_partition, opensearch, index)).collect()
+    try:
+        per_partition = by_key.mapPartitions(partial(_write_partition, opensearch, index)).collect()
+    except Py4JJavaError as exc:
+        raise _executor_error(exc) from exc
     change_stats, sink_stats = ChangeStats(), SinkStats()
     for changes_done, writes_done in per_partition:
         change_stats.add(changes_done)
         sink_stats.add(writes_done)
     return change_stats, sink_stats
+
+
+def _executor_error(exc: Py4JJavaError) -> Exception:
+    """The IcecdcError an executor raised, rebuilt from the text Spark carried back; else the Spark error."""
+    # Executors' exceptions reach the driver only as the text of a Python traceback inside a Java one.
+    found = re.findall(r"^icecdc\.errors\.(\w+): (.*)$", str(exc.java_exception), flags=re.MULTILINE)
+    if found:
+        name, message = found[-1]
+        error_class = getattr(errors, name, None)
+        if isinstance(error_class, type) and issubclass(error_class, errors.IcecdcError):
+            return error_class(message)
+    return exc
 
 
 def _write_partition(

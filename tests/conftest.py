@@ -24,6 +24,7 @@ from icecdc.state import SqliteStateStore
 from icecdc.verify import diff_index, index_documents
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
 
 
 @pytest.fixture(scope="session")

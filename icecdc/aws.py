@@ -1,0 +1,154 @@
+"""What the AWS entries share: the planner Lambda (lambdas/planner) and the Glue job (glue_jobs/).
+
+Both are thin: they turn their environment or arguments into a `Config` with `runtime_config`
+and call into the library. The YAML is the same file as for local runs; the stack only overrides
+what exists once deployed (the DynamoDB state table, the endpoint of a domain it created) and may
+add catalog properties (the Lambda reads manifests with fsspec instead of pyarrow to stay small).
+
+This module imports neither Spark nor pyarrow: the Lambda package has neither.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import yaml
+from botocore.exceptions import ClientError
+
+from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.config import Config, parse_config
+from icecdc.errors import ConfigError, IcecdcError
+from icecdc.planning import PlanResult, plan_table, table_status
+from icecdc.state import StateStore
+
+log = logging.getLogger(__name__)
+
+GLUE_EVENT_SOURCE = "aws.glue"
+GLUE_EVENT_TYPE = "Glue Data Catalog Table State Change"
+SCHEDULE_EVENT_SOURCE = "aws.events"
+SCHEDULE_EVENT_TYPE = "Scheduled Event"
+METRIC_NAMESPACE = "icecdc"
+
+# Glue job arguments (without their leading "--", as getResolvedOptions names them).
+ARG_CONFIG = "icecdc_config"
+ARG_TABLE = "icecdc_table"
+ARG_STATE_TABLE = "icecdc_state_table"
+ARG_OPENSEARCH_URL = "icecdc_opensearch_url"
+ARG_DEAD_LETTER = "icecdc_dead_letter"
+
+
+def job_name(stack_name: str, table: str) -> str:
+    """The Glue job of one table: one job per table, so that one table's run never blocks another's."""
+    return f"{stack_name}-{table}"
+
+
+def read_text(uri: str) -> str:
+    """A file's text from `s3://bucket/key` or a local path."""
+    if uri.startswith("s3://"):
+        bucket, _, key = uri[len("s3://") :].partition("/")
+        return boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    with open(uri, encoding="utf-8") as file:
+        return file.read()
+
+
+def runtime_config(
+    text: str,
+    state_table: str,
+    region: str | None = None,
+    opensearch_url: str | None = None,
+    catalog_properties: dict[str, str] | None = None,
+) -> Config:
+    """The configuration as deployed: the YAML's, with the stack's state table and, when the stack
+    created the OpenSearch domain, its endpoint signed with SigV4."""
+    raw = yaml.safe_load(text)
+    if not isinstance(raw, dict):
+        raise ConfigError("the configuration must be a mapping")
+    raw["state"] = {"type": "dynamodb", "table": state_table, "region": region}
+    if opensearch_url:
+        opensearch = {k: v for k, v in (raw.get("opensearch") or {}).items() if k not in ("username", "password")}
+        raw["opensearch"] = {**opensearch, "url": opensearch_url, "aws_region": region, "aws_service": "es"}
+    if catalog_properties:
+        raw["catalog"] = {**(raw.get("catalog") or {}), **catalog_properties}
+    return parse_config(raw)
+
+
+@dataclass(frozen=True)
+class EventTables:
+    """The configured tables an event asks to plan, or why it asks for none."""
+
+    tables: tuple[str, ...]
+    ignored: str | None = None
+
+
+def event_tables(event: Any, config: Config) -> EventTables:
+    """A Glue table-change event names one table; the schedule means all of them."""
+    if not isinstance(event, dict):
+        return EventTables((), f"malformed event: expected a JSON object, got {type(event).__name__}")
+    source, kind = event.get("source"), event.get("detail-type")
+    if source == SCHEDULE_EVENT_SOURCE and kind == SCHEDULE_EVENT_TYPE:
+        return EventTables(tuple(t.name for t in config.tables))
+    if source != GLUE_EVENT_SOURCE or kind != GLUE_EVENT_TYPE:
+        return EventTables((), f"malformed event: unexpected source {source!r} / detail-type {kind!r}")
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        return EventTables((), "malformed event: no detail object")
+    database, table = detail.get("databaseName"), detail.get("tableName")
+    if not isinstance(database, str) or not isinstance(table, str) or not database or not table:
+        return EventTables((), f"malformed event: detail lacks databaseName/tableName: {detail!r}")
+    if detail.get("typeOfChange") != "UpdateTable":
+        return EventTables((), f"event for {database}.{table} is a {detail.get('typeOfChange')!r}, not an UpdateTable")
+    name = f"{database}.{table}"
+    if name not in {t.name for t in config.tables}:
+        return EventTables((), f"table {name} is not configured")
+    return EventTables((name,))
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    table: str
+    planned: PlanResult | None = None
+    pending: int = 0
+    job_run_id: str | None = None  # the run this call started
+    job_running: bool = False  # a run of the table's job was already on (it drains the queue)
+    error: str | None = None
+
+
+def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue: Any, cloudwatch: Any) -> TableOutcome:
+    """Plan one table into the store, publish its lag, and start its Glue job if work is pending."""
+    table_config = config.table(name)
+    try:
+        table = load_table(open_catalog(config.catalog), name)
+        planned = plan_table(table, table_config, store, identifier_columns(table, table_config))
+        status = table_status(table, table_config, store, time.time())
+    except IcecdcError as exc:
+        log.error("%s: planning failed: %s", name, exc)
+        return TableOutcome(name, error=str(exc))
+    _put_lag(cloudwatch, name, status.pending_items, status.lag_snapshots, status.lag_seconds)
+    if status.pending_items == 0:
+        log.info("%s: nothing pending, no job started", name)
+        return TableOutcome(name, planned, 0)
+    try:
+        run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConcurrentRunsExceededException":
+            raise
+        # Normal: the running job plans and processes until the table is caught up before it exits.
+        log.info("%s: job %s is already running; it will pick up the %d pending items", name, job, status.pending_items)
+        return TableOutcome(name, planned, status.pending_items, job_running=True)
+    log.info("%s: started job %s run %s for %d pending items", name, job, run_id, status.pending_items)
+    return TableOutcome(name, planned, status.pending_items, job_run_id=run_id)
+
+
+def _put_lag(cloudwatch: Any, table: str, pending: int, lag_snapshots: int | None, lag_seconds: float) -> None:
+    dimensions = [{"Name": "Table", "Value": table}]
+    metrics = [
+        {"MetricName": "PendingItems", "Dimensions": dimensions, "Value": pending, "Unit": "Count"},
+        {"MetricName": "LagSeconds", "Dimensions": dimensions, "Value": lag_seconds, "Unit": "Seconds"},
+    ]
+    if lag_snapshots is not None:
+        metrics.append({"MetricName": "LagSnapshots", "Dimensions": dimensions, "Value": lag_snapshots, "Unit": "Count"})
+    cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=metrics)

@@ -1,0 +1,46 @@
+"""The `icecdc` command as users run it: a subprocess with a config file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import Pipeline
+from tests.test_sync import orders, rows
+
+
+def icecdc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "icecdc.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    path = tmp_path / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(pipeline.config_dict([{"name": "db.orders"}])))
+
+    status = icecdc("status", "--config", str(path))
+    assert status.returncode == 0, status.stderr
+    assert "db.orders" in status.stdout and "none" in status.stdout
+
+    synced = icecdc("sync", "--config", str(path), "--table", "db.orders")
+    assert synced.returncode == 0, synced.stderr
+    assert "db.orders: 1 snapshots, 1 files, 3 rows read, 0 carryovers dropped, 3 indexed" in synced.stdout
+
+    verified = icecdc("verify", "--config", str(path))
+    assert (verified.returncode, verified.stdout.strip()) == (0, "db.orders → orders: index equals table")
+
+    pipeline.client.delete(index="orders", id="2", refresh=True)
+    drifted = icecdc("verify", "--config", str(path))
+    assert drifted.returncode == 1 and "1 missing (e.g. ['2'])" in drifted.stdout
+
+
+def test_errors_are_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "icecdc.yaml"
+    path.write_text("catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n")
+    result = icecdc("sync", "--config", str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "icecdc: error: unknown key tables[0].indx"
