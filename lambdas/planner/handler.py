@@ -1,0 +1,59 @@
+"""Planner Lambda: an EventBridge event (a Glue table change, or the schedule) → plan the table(s)
+into DynamoDB → start each table's Glue job when work is pending.
+
+Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
+the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
+per-table Glue job names), optional ICECDC_CATALOG_PROPERTIES (JSON merged into `catalog:`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import logging
+import os
+from typing import Any
+
+import boto3
+
+from icecdc.aws import event_tables, job_name, plan_and_start, read_text, runtime_config
+from icecdc.config import Config
+from icecdc.state_dynamodb import DynamoDbStateStore
+
+log = logging.getLogger("icecdc.planner")
+logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler exists already; set its level only
+
+
+class PlanningFailed(RuntimeError):
+    """Raised after every table was tried, so the invocation counts as an error (alarm, retry)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _config(config_uri: str, state_table: str, region: str | None, catalog_properties: str) -> Config:
+    # Cached per container: the file and the environment do not change between invocations.
+    return runtime_config(read_text(config_uri), state_table, region, catalog_properties=json.loads(catalog_properties))
+
+
+def handler(event: Any, context: Any = None) -> dict[str, Any]:
+    env = os.environ
+    config = _config(env["ICECDC_CONFIG"], env["ICECDC_STATE_TABLE"], env.get("AWS_REGION"), env.get("ICECDC_CATALOG_PROPERTIES", "{}"))
+    selected = event_tables(event, config)
+    if selected.ignored:
+        log.warning("no work for this event: %s", selected.ignored)
+        return {"tables": [], "ignored": selected.ignored}
+
+    assert config.state.table is not None
+    store = DynamoDbStateStore(config.state.table, config.state.region)
+    glue, cloudwatch = boto3.client("glue"), boto3.client("cloudwatch")
+    try:
+        outcomes = [
+            plan_and_start(config, store, name, job_name(env["ICECDC_STACK_NAME"], name), glue, cloudwatch)
+            for name in selected.tables
+        ]
+    finally:
+        store.close()
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        raise PlanningFailed("; ".join(f"{o.table}: {o.error}" for o in failed))
+    return {"tables": [dataclasses.asdict(o) for o in outcomes]}

@@ -1,0 +1,181 @@
+"""The planner Lambda's handler against moto: a real pyiceberg Glue-catalog table with its files in
+moto's S3, the state in moto's DynamoDB, the per-table Glue job in moto's Glue."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from icecdc.aws import job_name
+from icecdc.state import Checkpoint
+from icecdc.state_dynamodb import DynamoDbStateStore
+from tests.aws.conftest import REGION, Lake, aws_client, rows
+
+STACK = "icecdc-test"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_handler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("planner_handler", ROOT / "lambdas" / "planner" / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+handler_module = load_handler()
+
+
+def table_event(database: str, table: str, type_of_change: str = "UpdateTable") -> dict[str, Any]:
+    """What EventBridge delivers for an Iceberg commit through the Glue catalog."""
+    return {
+        "version": "0",
+        "id": "3f5d7e42-0000-0000-0000-000000000000",
+        "detail-type": "Glue Data Catalog Table State Change",
+        "source": "aws.glue",
+        "account": "123456789012",
+        "time": "2025-01-01T00:00:00Z",
+        "region": REGION,
+        "resources": [f"arn:aws:glue:{REGION}:123456789012:table/{database}/{table}"],
+        "detail": {"databaseName": database, "tableName": table, "typeOfChange": type_of_change, "changedPartitions": []},
+    }
+
+
+SCHEDULE_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+
+
+class Deployment:
+    """The planner's environment as the stack sets it, with moto behind every client."""
+
+    def __init__(self, lake: Lake, state_table: str, tables: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lake, self.state_table, self.tables = lake, state_table, tables
+        self.db = lake.database
+        self.orders, self.customers = tables
+        monkeypatch.setenv("ICECDC_CONFIG", str(lake.config_file("http://127.0.0.1:9", tables)))
+        monkeypatch.setenv("ICECDC_STATE_TABLE", state_table)
+        monkeypatch.setenv("ICECDC_STACK_NAME", STACK)
+        monkeypatch.setenv("AWS_REGION", REGION)
+        self.glue = aws_client("glue", lake.moto_url)
+        for table in tables:
+            self.glue.create_job(
+                Name=job_name(STACK, table),
+                Role="arn:aws:iam::123456789012:role/icecdc-job",
+                Command={"Name": "glueetl", "ScriptLocation": "s3://assets/icecdc_job.py", "PythonVersion": "3"},
+                DefaultArguments={"--icecdc_table": table},
+                ExecutionProperty={"MaxConcurrentRuns": 1},
+                GlueVersion="5.1",
+            )
+
+    def invoke(self, event: Any) -> dict[str, Any]:
+        return handler_module.handler(event, None)
+
+    def pending(self, table: str) -> list:
+        store = DynamoDbStateStore(self.state_table, REGION, self.lake.moto_url)
+        try:
+            return store.pending_items(table)
+        finally:
+            store.close()
+
+    def runs(self, table: str) -> list[dict[str, Any]]:
+        return self.glue.get_job_runs(JobName=job_name(STACK, table))["JobRuns"]
+
+
+@pytest.fixture
+def deployment(lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch) -> Deployment:
+    orders = lake.create_table(f"{lake.database}.orders")
+    orders.append(rows(1, 2, 3))
+    orders.append(rows(4, region="eu"))
+    lake.create_table(f"{lake.database}.customers").append(rows(7))
+    return Deployment(lake, state_table, [f"{lake.database}.orders", f"{lake.database}.customers"], monkeypatch)
+
+
+def test_table_change_plans_the_table_and_starts_its_job(deployment: Deployment, lake: Lake) -> None:
+    result = deployment.invoke(table_event(deployment.db, "orders"))
+    [outcome] = result["tables"]
+    assert outcome["table"] == deployment.orders and outcome["error"] is None
+    assert outcome["planned"]["written"] == 2  # the export: one item per data file
+    assert outcome["job_run_id"]
+    assert [i.kind for i in deployment.pending(deployment.orders)] == ["export", "export"]
+    assert deployment.pending(deployment.customers) == []  # another table: untouched
+
+    [run] = deployment.runs(deployment.orders)
+    assert run["Arguments"]["--icecdc_table"] == deployment.orders
+    assert run["Id"] == outcome["job_run_id"]
+    assert deployment.runs(deployment.customers) == []
+
+    metrics = aws_client("cloudwatch", lake.moto_url).list_metrics(Namespace="icecdc")["Metrics"]
+    assert {m["MetricName"] for m in metrics} >= {"PendingItems", "LagSeconds"}
+    assert {d["Value"] for m in metrics for d in m["Dimensions"]} == {deployment.orders}
+
+
+def test_duplicate_events_give_each_item_once_and_a_running_job_is_normal(deployment: Deployment) -> None:
+    first = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
+    again = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
+    assert first["planned"]["written"] == 2 and again["planned"]["written"] == 0
+    # the first run is still on: ConcurrentRunsExceededException is an outcome, not an error
+    assert again["job_running"] and again["job_run_id"] is None and again["error"] is None
+    assert len(deployment.pending(deployment.orders)) == 2
+    assert len(deployment.runs(deployment.orders)) == 1
+
+
+def test_concurrent_invocations_plan_once_and_start_one_run(deployment: Deployment) -> None:
+    event = table_event(deployment.db, "orders")
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = [r["tables"][0] for r in pool.map(deployment.invoke, [event, event])]
+    assert sum(o["planned"]["written"] for o in outcomes) == 2
+    assert sorted(bool(o["job_run_id"]) for o in outcomes) == [False, True]
+    assert len(deployment.pending(deployment.orders)) == 2
+    assert len(deployment.runs(deployment.orders)) == 1
+
+
+def test_schedule_plans_every_table(deployment: Deployment) -> None:
+    result = deployment.invoke(SCHEDULE_EVENT)
+    assert [o["table"] for o in result["tables"]] == [deployment.orders, deployment.customers]
+    assert len(deployment.pending(deployment.customers)) == 1
+    assert len(deployment.runs(deployment.customers)) == 1
+
+
+def test_a_caught_up_table_starts_no_job(deployment: Deployment) -> None:
+    deployment.invoke(table_event(deployment.db, "orders"))
+    store = DynamoDbStateStore(deployment.state_table, REGION, deployment.lake.moto_url)
+    items = store.pending_items(deployment.orders)
+    last = items[-1]
+    store.complete(deployment.orders, Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number), items)
+    outcome = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
+    assert (outcome["pending"], outcome["job_run_id"], outcome["job_running"]) == (0, None, False)
+    assert len(deployment.runs(deployment.orders)) == 1
+
+
+@pytest.mark.parametrize(
+    ("make_event", "reason"),
+    [
+        (lambda db: {"hello": "world"}, "malformed event: unexpected source None"),
+        (lambda db: "not json", "malformed event: expected a JSON object"),
+        (lambda db: {**table_event(db, "orders"), "detail": {"databaseName": db}}, "detail lacks databaseName/tableName"),
+        (lambda db: table_event(db, "orders", "CreateTable"), "is a 'CreateTable', not an UpdateTable"),
+        (lambda db: table_event(db, "invoices"), "invoices is not configured"),
+        (lambda db: table_event("other", "orders"), "table other.orders is not configured"),
+    ],
+)
+def test_events_without_work_do_nothing_and_say_why(
+    deployment: Deployment, make_event: Callable[[str], Any], reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        result = deployment.invoke(make_event(deployment.db))
+    assert result["tables"] == [] and reason in result["ignored"]
+    assert any(reason in r.getMessage() for r in caplog.records)
+    assert deployment.pending(deployment.orders) == [] and deployment.runs(deployment.orders) == []
+
+
+def test_a_planning_error_fails_the_invocation_after_the_other_tables(deployment: Deployment, lake: Lake) -> None:
+    lake.catalog().drop_table(deployment.orders)
+    with pytest.raises(handler_module.PlanningFailed, match="orders.*does not exist"):
+        deployment.invoke(SCHEDULE_EVENT)
+    assert len(deployment.pending(deployment.customers)) == 1  # the healthy table was still planned
