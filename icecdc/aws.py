@@ -37,6 +37,7 @@ METRIC_NAMESPACE = "icecdc"
 ARG_CONFIG = "icecdc_config"
 ARG_TABLE = "icecdc_table"
 ARG_STATE_TABLE = "icecdc_state_table"
+ARG_REGION = "icecdc_region"
 ARG_OPENSEARCH_URL = "icecdc_opensearch_url"
 ARG_DEAD_LETTER = "icecdc_dead_letter"
 
@@ -62,12 +63,15 @@ def runtime_config(
     opensearch_url: str | None = None,
     catalog_properties: dict[str, str] | None = None,
 ) -> Config:
-    """The configuration as deployed: the YAML's, with the stack's state table and, when the stack
-    created the OpenSearch domain, its endpoint signed with SigV4."""
+    """The configuration as deployed: the YAML's, with the stack's state table, no Spark master (a
+    local one would keep Glue's work on the driver) and, when the stack created the OpenSearch
+    domain, its endpoint signed with SigV4."""
     raw = yaml.safe_load(text)
     if not isinstance(raw, dict):
         raise ConfigError("the configuration must be a mapping")
     raw["state"] = {"type": "dynamodb", "table": state_table, "region": region}
+    if isinstance(raw.get("spark"), dict):
+        raw["spark"] = {k: v for k, v in raw["spark"].items() if k != "master"}  # Glue provides the cluster
     if opensearch_url:
         opensearch = {k: v for k, v in (raw.get("opensearch") or {}).items() if k not in ("username", "password")}
         raw["opensearch"] = {**opensearch, "url": opensearch_url, "aws_region": region, "aws_service": "es"}

@@ -1,0 +1,63 @@
+"""Glue 5.1 job: arguments → `icecdc.processing.sync` for the one table the job was started for.
+
+Thin on purpose: the same `sync` as `icecdc sync` (plan, then process until caught up), so a run
+started by the planner also picks up commits made while it works. The icecdc package arrives
+through --extra-py-files (a zip the stack builds from this repo), its dependencies through
+--additional-python-modules.
+
+Arguments (the stack sets them as job defaults; the planner repeats --icecdc_table):
+  --icecdc_config        s3:// URI (or local path) of the YAML configuration
+  --icecdc_table         the table to sync, "<database>.<table>"
+  --icecdc_state_table   the DynamoDB table of checkpoints and work items
+  --icecdc_region        the region of the state table and the domain
+  --icecdc_dead_letter   s3://bucket/prefix/ for documents OpenSearch rejects
+  --icecdc_opensearch_url  optional: the endpoint of a domain the stack created (SigV4)
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from awsglue.utils import getResolvedOptions
+
+from icecdc.aws import (
+    ARG_CONFIG,
+    ARG_DEAD_LETTER,
+    ARG_OPENSEARCH_URL,
+    ARG_REGION,
+    ARG_STATE_TABLE,
+    ARG_TABLE,
+    read_text,
+    runtime_config,
+)
+from icecdc.processing import BatchResult, spark_session, sync
+
+log = logging.getLogger("icecdc.glue_job")
+
+REQUIRED = [ARG_CONFIG, ARG_TABLE, ARG_STATE_TABLE, ARG_REGION, ARG_DEAD_LETTER]
+OPTIONAL = [ARG_OPENSEARCH_URL]
+
+
+def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
+    """Run the job; `spark` lets a local run reuse a session (Glue's comes from the builder)."""
+    # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.
+    args = getResolvedOptions(argv, REQUIRED + [o for o in OPTIONAL if f"--{o}" in argv])
+    config = runtime_config(
+        read_text(args[ARG_CONFIG]), args[ARG_STATE_TABLE], args[ARG_REGION], opensearch_url=args.get(ARG_OPENSEARCH_URL)
+    )
+    # Writer-side dead-lettering is not implemented yet: the location is provisioned and passed for it.
+    log.info("syncing %s (dead-letter location %s)", args[ARG_TABLE], args[ARG_DEAD_LETTER])
+    results = sync(config, spark or spark_session(config.spark), [args[ARG_TABLE]])
+    for r in results:
+        log.info(
+            "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded in %.1fs",
+            r.table, r.snapshots, r.files, r.changes.rows, r.writes.indexed, r.writes.deleted, r.writes.superseded, r.seconds,
+        )
+    return results
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    main(sys.argv)
