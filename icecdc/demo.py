@@ -9,6 +9,8 @@ while the demo's server runs.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Callable
 
 import pyarrow as pa
 import yaml
+from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
 from pyiceberg.expressions import EqualTo, In
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -64,7 +67,7 @@ def demo_config(workdir: Path, opensearch_url: str) -> Config:
             },
             "state": {"type": "sqlite", "path": str(workdir / "icecdc-state.db")},
             "opensearch": {"url": opensearch_url},
-            "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": False}},
+            "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": False, "spark.ui.showConsoleProgress": False}},
             "tables": [{"name": TABLE, "index": "orders"}],
         }
     )
@@ -123,6 +126,7 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
     """Run the demo in `workdir` (wiped first); True when the index equalled the table after every sync."""
     from osmem_server import OsmemServer  # the demo's embedded OpenSearch; only the demo needs it
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything the demo runs is on loopback
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     with OsmemServer.start(japanese=False) as server:
@@ -164,11 +168,17 @@ def _config_as_yaml(config: Config) -> dict:
     }
 
 
-def _side_by_side(table: Table, client: object) -> str:
-    rows = {doc_id: doc for doc_id, doc in table_documents(table, ("id",))}
-    docs = index_documents(client, "orders")  # type: ignore[arg-type]
-    width = max([len(d) for d in rows.values()] + [len("table row")])
-    lines = [f"   {'table row':<{width}}  index document"]
+def _side_by_side(table: Table, client: OpenSearch) -> str:
+    """Each order as the table has it and as the index has it (the columns that change in the story)."""
+    rows = {doc_id: json.loads(doc) for doc_id, doc in table_documents(table, ("id",))}
+    docs = {doc_id: json.loads(doc) for doc_id, doc in index_documents(client, "orders").items()}
+    shown = ("customer", "region", "amount", "status")
+
+    def cells(document: dict | None) -> str:
+        return " ".join(f"{document[c]!s:<9}" for c in shown) if document else f"{'—':<39}"
+
+    header = " ".join(f"{c:<9}" for c in shown)
+    lines = [f"   {'id':>3}  {'TABLE':<39}   INDEX", f"   {'':>3}  {header}   {header}"]
     for doc_id in sorted(set(rows) | set(docs), key=int):
-        lines.append(f"   {rows.get(doc_id, '—'):<{width}}  {docs.get(doc_id, '—')}")
+        lines.append(f"   {doc_id:>3}  {cells(rows.get(doc_id))}   {cells(docs.get(doc_id))}")
     return "\n".join(lines)

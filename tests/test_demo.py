@@ -1,0 +1,20 @@
+"""`icecdc demo`, as `make demo` runs it: every step ends with the index equal to the table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "icecdc.cli", "demo", "--dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("✓ index equals table") == 7
+    assert "compaction (replace snapshot: no document written)\n   sync: 1 snapshots, 0 files, 0 rows read" in result.stdout
+    assert (tmp_path / "demo" / "icecdc.yaml").exists()
