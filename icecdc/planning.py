@@ -62,7 +62,7 @@ def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_
 
     snapshots = _snapshots_after(table, config.name, base)
     for snapshot in snapshots:
-        items += _change_items(table, config.name, snapshot, has_identifier=bool(identifier_columns))
+        items += _change_items(table, config.name, snapshot, identifier_columns)
 
     written = sum(store.put_item(item) for item in items)
     log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
@@ -88,15 +88,17 @@ def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot
 
 
 def _export_items(table: Table, name: str, base: Checkpoint) -> list[WorkItem]:
-    """One item per live data file of the export snapshot (one empty item for an empty table)."""
+    """One item per live data file of the export snapshot (one empty item for an empty table).
+
+    Delete files in force are applied when the files are read, so the export equals a table scan.
+    """
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
     paths = []
     for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            _reject_delete_file(name, snapshot, entry.data_file)
-            paths.append(entry.data_file.file_path)
+        if manifest.content == ManifestContent.DATA:
+            paths += [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
     paths.sort()
     groups = [(path,) for path in paths] or [()]
     return [
@@ -105,56 +107,69 @@ def _export_items(table: Table, name: str, base: Checkpoint) -> list[WorkItem]:
     ]
 
 
-def _change_items(table: Table, name: str, snapshot: Snapshot, has_identifier: bool) -> list[WorkItem]:
-    """Items of the data files a snapshot added and removed; one empty item for a compaction."""
-    table_uuid = str(table.metadata.table_uuid)
-    files: list[tuple[str, bool]] = []  # (path, added)
+def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...]) -> list[WorkItem]:
+    """Items of the files a snapshot added and removed; one empty item for a compaction."""
+    files: list[tuple[str, str]] = []  # (path, what it is: ADDED_DATA, REMOVED_DATA or ADDED_DELETES)
+    delete_files: list[DataFile] = []
     if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
         for data_file, added in _files_changed_by(table, snapshot):
-            _reject_delete_file(name, snapshot, data_file)
-            if not added and not has_identifier:
-                raise PlanningError(
-                    f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
-                    "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
-                )
-            files.append((data_file.file_path, added))
+            if data_file.content == DataFileContent.DATA:
+                files.append((data_file.file_path, _ADDED_DATA if added else _REMOVED_DATA))
+            elif added:  # a delete file; one dropped (replaced by a newer vector, or with its data file) removes no row
+                delete_files.append(data_file)
+                files.append((data_file.file_path, _ADDED_DELETES))
+    if not identifier_columns and any(what != _ADDED_DATA for _, what in files):
+        raise PlanningError(
+            f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
+            "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
+        )
+    for delete_file in delete_files:
+        _check_delete_file(table, name, snapshot, delete_file, identifier_columns)
     files.sort()
     groups = [files[i : i + FILES_PER_ITEM] for i in range(0, len(files), FILES_PER_ITEM)] or [[]]
     return [
         WorkItem(
             name,
-            table_uuid,
+            str(table.metadata.table_uuid),
             CHANGE,
             snapshot.snapshot_id,
             snapshot.sequence_number,
             i,
             len(groups),
-            added_files=tuple(p for p, added in group if added),
-            deleted_files=tuple(p for p, added in group if not added),
+            added_files=tuple(p for p, what in group if what == _ADDED_DATA),
+            deleted_files=tuple(p for p, what in group if what == _REMOVED_DATA),
+            delete_files=tuple(p for p, what in group if what == _ADDED_DELETES),
         )
         for i, group in enumerate(groups)
     ]
 
 
+_ADDED_DATA, _REMOVED_DATA, _ADDED_DELETES = "added data", "removed data", "added deletes"
+
+
 def _files_changed_by(table: Table, snapshot: Snapshot) -> Iterator[tuple[DataFile, bool]]:
-    """(file, True) for every file the snapshot added, (file, False) for every file it removed."""
+    """(file, True) for every data or delete file the snapshot added, (file, False) for every one it removed."""
     for manifest in snapshot.manifests(table.io):
         # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-            if entry.snapshot_id != snapshot.snapshot_id or entry.status == ManifestEntryStatus.EXISTING:
-                continue
-            if manifest.content == ManifestContent.DELETES and entry.status == ManifestEntryStatus.DELETED:
-                continue  # a delete file dropped from the table: it removes no rows
-            yield entry.data_file, entry.status == ManifestEntryStatus.ADDED
+            if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+                yield entry.data_file, entry.status == ManifestEntryStatus.ADDED
 
 
-def _reject_delete_file(name: str, snapshot: Snapshot, data_file: DataFile) -> None:
-    if data_file.content != DataFileContent.DATA:
+def _check_delete_file(table: Table, name: str, snapshot: Snapshot, delete_file: DataFile, identifier_columns: tuple[str, ...]) -> None:
+    """Equality deletes are applied as deletes by key, so their fields must be the identifier columns."""
+    if delete_file.content != DataFileContent.EQUALITY_DELETES:
+        return
+    schema = table.schema()
+    identifier_ids = {schema.find_field(c).field_id for c in identifier_columns}
+    if set(delete_file.equality_ids or ()) != identifier_ids:
+        fields = [schema.find_column_name(i) for i in delete_file.equality_ids or ()]
         raise PlanningError(
-            f"table {name!r}: snapshot {snapshot.snapshot_id} has delete file {data_file.file_path} "
-            f"({data_file.content.name.lower()}); merge-on-read tables are not supported yet"
+            f"table {name!r}: snapshot {snapshot.snapshot_id} has equality delete file {delete_file.file_path} on "
+            f"{fields}, which are not the identifier columns {list(identifier_columns)}; icecdc applies equality "
+            "deletes by key only (see README, merge-on-read)"
         )
 
 

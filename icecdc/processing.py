@@ -26,7 +26,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.planning import plan_table
-from icecdc.reading import FileTask, TableReader, file_tasks
+from icecdc.reading import Task, TableReader, file_tasks
 from icecdc.sink import SinkStats, ensure_index, open_client, write_documents
 from icecdc.state import Checkpoint, StateStore, WorkItem, open_state_store
 
@@ -132,7 +132,7 @@ def process_table(
 
 
 def _apply(
-    spark: SparkSession, reader: TableReader, tasks: list[FileTask], opensearch: OpenSearchConfig, index: str
+    spark: SparkSession, reader: TableReader, tasks: list[Task], opensearch: OpenSearchConfig, index: str
 ) -> tuple[ChangeStats, SinkStats]:
     context = spark.sparkContext
     changes = context.parallelize(tasks, len(tasks)).mapPartitions(reader.read)

@@ -1,24 +1,35 @@
-"""Reading the files of work items into change rows, Iceberg-aware.
+"""Reading the files of work items into change rows, Iceberg-aware, copy-on-write and merge-on-read.
 
-The driver turns work items into `FileTask`s (metadata only: which file, insert or delete, which
-sequence number). Executors read each file with pyiceberg's `ArrowScan`: columns are matched by
-field ID, projected onto the current schema (a renamed column reads right, a dropped one is gone,
-an added one is null), and identity-partition values come from metadata. Each row becomes a
-document (see `documents.py`) keyed by its `_id`.
+The driver turns work items into tasks (metadata only: which file, insert or delete, which
+sequence number, which delete files are in force). Executors read each file with pyiceberg's
+`ArrowScan`: columns are matched by field ID, projected onto the current schema (a renamed column
+reads right, a dropped one is gone, an added one is null), and identity-partition values come from
+metadata. Each row becomes a document (see `documents.py`) keyed by its `_id`.
+
+What a snapshot's files mean:
+- a data file it added: INSERTs of its rows live at the snapshot (deletes in force applied);
+- a data file it removed: DELETEs of its rows live just before (the parent's deletes applied);
+- a position-delete file or deletion vector it added: DELETEs of the rows of the referenced data
+  files that were live before and are not after — only newly deleted positions count, and a new
+  vector that replaces an older one yields just the difference;
+- an equality-delete file it added (on the identifier columns): a DELETE per key, no scan.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
 
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io import load_file_io
-from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io.pyarrow import ArrowScan, _read_deletes
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
-from pyiceberg.table.metadata import TableMetadataUtil
+from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_file_path
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
+from pyiceberg.table.snapshots import Snapshot
 
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import ProcessingError
@@ -26,6 +37,8 @@ from icecdc.state import EXPORT, WorkItem
 
 INSERT = "I"
 DELETE = "D"
+# The document of a delete by key (equality deletes): no row image, so it never cancels an insert.
+NO_IMAGE = ""
 
 # A change row as it crosses the shuffle: (document id, (sequence number, INSERT/DELETE, document JSON)).
 Change = tuple[str, tuple[int, str, str]]
@@ -39,30 +52,34 @@ class FileTask:
     change: str  # INSERT or DELETE
     sequence_number: int
     snapshot_id: int
+    deletes: tuple[DataFile, ...] = ()  # delete files in force: the rows they remove are not read
+    deletes_after: tuple[DataFile, ...] | None = None  # a delete diff: read only rows these remove and `deletes` keep
 
 
-def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[FileTask]:
-    """Resolve the items' file paths to data files through the manifests of their snapshots."""
-    tasks: list[FileTask] = []
+@dataclass(frozen=True)
+class KeyDeleteTask:
+    """An equality-delete file on the identifier columns: each of its rows deletes one key."""
+
+    delete_file: DataFile
+    sequence_number: int
+    snapshot_id: int
+
+
+Task = FileTask | KeyDeleteTask
+
+
+def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[Task]:
+    """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only)."""
+    tasks: list[Task] = []
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
         snapshot = table.snapshot_by_id(snapshot_id)
+        name = snapshot_items[0].table
         if snapshot is None:
-            raise ProcessingError(f"table {snapshot_items[0].table!r}: snapshot {snapshot_id} no longer exists")
-        wanted = {p: INSERT for item in snapshot_items for p in item.added_files}
-        wanted.update({p: DELETE for item in snapshot_items for p in item.deleted_files})
-        exporting = snapshot_items[0].kind == EXPORT
-        for manifest in snapshot.manifests(table.io):
-            if not exporting and manifest.added_snapshot_id != snapshot_id:
-                continue  # a change item's files are in the manifests its snapshot wrote
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                change = wanted.pop(entry.data_file.file_path, None)
-                if change is not None:
-                    tasks.append(FileTask(entry.data_file, change, snapshot.sequence_number, snapshot_id))
-        if wanted:
-            missing = next(iter(wanted))
-            raise ProcessingError(
-                f"table {snapshot_items[0].table!r}: file {missing} of snapshot {snapshot_id} is not in its manifests"
-            )
+            raise ProcessingError(f"table {name!r}: snapshot {snapshot_id} no longer exists")
+        if snapshot_items[0].kind == EXPORT:
+            tasks += _export_tasks(table, snapshot, snapshot_items)
+        else:
+            tasks += _change_tasks(table, snapshot, snapshot_items)
     return tasks
 
 
@@ -71,6 +88,141 @@ def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
     for item in items:
         grouped.setdefault(item.snapshot_id, []).append(item)
     return grouped
+
+
+def _export_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> list[Task]:
+    files = SnapshotFiles(table, snapshot)
+    tasks: list[Task] = []
+    for path in sorted({p for item in items for p in item.added_files}):
+        entry = files.data_entry(path, items[0].table)
+        tasks.append(FileTask(entry.data_file, INSERT, snapshot.sequence_number, snapshot.snapshot_id, files.deletes_for(entry)))
+    return tasks
+
+
+def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> list[Task]:
+    name = items[0].table
+    wanted = {p for item in items for p in item.added_files + item.deleted_files + item.delete_files}
+    after = SnapshotFiles(table, snapshot)
+    parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+    before = SnapshotFiles(table, parent)
+    seq, snapshot_id = snapshot.sequence_number, snapshot.snapshot_id
+    tasks: list[Task] = []
+    added_data: set[str] = set()
+    position_deletes: list[DataFile] = []
+    for entry in after.own_entries():
+        if entry.data_file.file_path not in wanted:
+            continue
+        wanted.discard(entry.data_file.file_path)
+        content, added = entry.data_file.content, entry.status == ManifestEntryStatus.ADDED
+        if content == DataFileContent.DATA and added:
+            added_data.add(entry.data_file.file_path)
+            tasks.append(FileTask(entry.data_file, INSERT, seq, snapshot_id, after.deletes_for(entry)))
+        elif content == DataFileContent.DATA:
+            tasks.append(FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry)))
+        elif content == DataFileContent.EQUALITY_DELETES:
+            tasks.append(KeyDeleteTask(entry.data_file, seq, snapshot_id))
+        else:
+            position_deletes.append(entry.data_file)
+    if wanted:
+        raise ProcessingError(f"table {name!r}: file {next(iter(wanted))} of snapshot {snapshot_id} is not in its manifests")
+    # Rows newly deleted by position: diff each touched data file's deletes before and after.
+    for entry in after.data_files_touched_by(position_deletes):
+        if entry.data_file.file_path not in added_data:  # an added file's inserts already had these applied
+            tasks.append(
+                FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry))
+            )
+    return tasks
+
+
+class SnapshotFiles:
+    """A snapshot's live data files and delete files in force, loaded from its manifests on first use."""
+
+    def __init__(self, table: Table, snapshot: Snapshot | None) -> None:
+        self._table = table
+        self._snapshot = snapshot
+        self._data: dict[str, ManifestEntry] | None = None
+        self._positions: DeleteFileIndex | None = None
+        self._equality: list[ManifestEntry] = []
+
+    def own_entries(self) -> Iterator[ManifestEntry]:
+        """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
+        assert self._snapshot is not None
+        for manifest in self._snapshot.manifests(self._table.io):
+            if manifest.added_snapshot_id != self._snapshot.snapshot_id:
+                continue
+            for entry in manifest.fetch_manifest_entry(self._table.io, discard_deleted=False):
+                if entry.snapshot_id == self._snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+                    yield entry
+
+    def data_entry(self, path: str, table_name: str) -> ManifestEntry:
+        entry = self._live_data().get(path)
+        if entry is None:
+            raise ProcessingError(f"table {table_name!r}: data file {path} is not live in snapshot {self._snapshot_id}")
+        return entry
+
+    def deletes_for(self, entry: ManifestEntry) -> tuple[DataFile, ...]:
+        """The delete files in force for a data file: position deletes and vectors, and equality
+        deletes of a higher sequence number in its partition (or unpartitioned)."""
+        self._load_deletes()
+        assert self._positions is not None
+        data_file, data_seq = entry.data_file, entry.sequence_number or 0
+        positions = self._positions.for_data_file(data_seq, data_file, partition_key=data_file.partition)
+        equality = [
+            e.data_file
+            for e in self._equality
+            if (e.sequence_number or 0) > data_seq and (_is_global(self._table, e.data_file) or _same_partition(e.data_file, data_file))
+        ]
+        return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
+
+    def data_files_touched_by(self, position_deletes: list[DataFile]) -> list[ManifestEntry]:
+        """Live data files that position-delete files may point at: the referenced file when the
+        delete file names one, else every file of its partition."""
+        touched: dict[str, ManifestEntry] = {}
+        live = self._live_data()
+        for delete_file in position_deletes:
+            referenced = delete_file.referenced_data_file or _referenced_data_file_path(delete_file)
+            if referenced is not None:
+                if referenced in live:
+                    touched[referenced] = live[referenced]
+                continue
+            for path, entry in live.items():
+                if _is_global(self._table, delete_file) or _same_partition(delete_file, entry.data_file):
+                    touched[path] = entry
+        return [touched[p] for p in sorted(touched)]
+
+    @property
+    def _snapshot_id(self) -> int | None:
+        return self._snapshot.snapshot_id if self._snapshot else None
+
+    def _entries(self, content: ManifestContent) -> Iterator[ManifestEntry]:
+        if self._snapshot is None:
+            return
+        for manifest in self._snapshot.manifests(self._table.io):
+            if manifest.content == content:
+                yield from manifest.fetch_manifest_entry(self._table.io, discard_deleted=True)
+
+    def _live_data(self) -> dict[str, ManifestEntry]:
+        if self._data is None:
+            self._data = {e.data_file.file_path: e for e in self._entries(ManifestContent.DATA)}
+        return self._data
+
+    def _load_deletes(self) -> None:
+        if self._positions is not None:
+            return
+        self._positions = DeleteFileIndex()
+        for entry in self._entries(ManifestContent.DELETES):
+            if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
+                self._equality.append(entry)
+            else:
+                self._positions.add_delete_file(entry, partition_key=entry.data_file.partition)
+
+
+def _is_global(table: Table, delete_file: DataFile) -> bool:
+    return table.specs()[delete_file.spec_id].is_unpartitioned()
+
+
+def _same_partition(a: DataFile, b: DataFile) -> bool:
+    return a.spec_id == b.spec_id and a.partition == b.partition
 
 
 @dataclass(frozen=True)
@@ -86,32 +238,90 @@ class TableReader:
     def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...]) -> TableReader:
         return cls(name, table.metadata.model_dump_json(), dict(table.io.properties), identifier_columns)
 
-    def read(self, tasks: Iterable[FileTask]) -> Iterator[Change]:
-        """Every row of the tasks' files as a change keyed by document id."""
-        metadata = TableMetadataUtil.parse_raw(self.metadata_json)
-        io = load_file_io(self.io_properties, metadata.location)
-        schema = metadata.schema()
-        scan = ArrowScan(metadata, io, schema, AlwaysTrue())
-        mapper = DocumentMapper(schema, self.identifier_columns)
+    def read(self, tasks: Iterable[Task]) -> Iterator[Change]:
+        """Every change the tasks' files carry, keyed by document id."""
+        files = _Files.open(self)
         for task in tasks:
-            position = 0
-            file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
-            for batch in scan.to_record_batches([FileScanTask(task.data_file)]):
-                for row in batch.to_pylist():
-                    document = mapper.document(row)
-                    if self.identifier_columns:
-                        doc_id = self._document_id(mapper, document, task)
-                    else:
-                        # Insert-only tables: the row's place in its file names it, and survives compaction
-                        # because compactions are never read.
-                        doc_id = f"{file_key}-{position}"
-                    position += 1
-                    yield doc_id, (task.sequence_number, task.change, encode_document(document))
+            if isinstance(task, KeyDeleteTask):
+                yield from self._key_deletes(files, task)
+            else:
+                yield from self._file_changes(files, task)
 
-    def _document_id(self, mapper: DocumentMapper, document: dict, task: FileTask) -> str:
+    def _file_changes(self, files: _Files, task: FileTask) -> Iterator[Change]:
+        removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
+        removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
+        file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
+        for position, row in files.rows(task.data_file):
+            if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
+                continue
+            document = files.mapper.document(row)
+            if self.identifier_columns:
+                doc_id = self._document_id(files.mapper, document, task.data_file, task.snapshot_id)
+            else:
+                # Insert-only tables: the row's place in its file names it (compactions are never read).
+                doc_id = f"{file_key}-{position}"
+            yield doc_id, (task.sequence_number, task.change, encode_document(document))
+
+    def _key_deletes(self, files: _Files, task: KeyDeleteTask) -> Iterator[Change]:
+        for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
+            doc_id = self._document_id(files.mapper, files.mapper.document(row), task.delete_file, task.snapshot_id)
+            yield doc_id, (task.sequence_number, DELETE, NO_IMAGE)
+
+    def _document_id(self, mapper: DocumentMapper, document: dict, data_file: DataFile, snapshot_id: int) -> str:
         try:
             return mapper.document_id(document)
         except ValueError as exc:
-            raise ProcessingError(
-                f"table {self.table_name!r}: {exc} in file {task.data_file.file_path} (snapshot {task.snapshot_id})"
-            ) from None
+            raise ProcessingError(f"table {self.table_name!r}: {exc} in file {data_file.file_path} (snapshot {snapshot_id})") from None
+
+
+@dataclass
+class _Files:
+    """An executor's handle on the table's files: metadata, FileIO and the document mapper."""
+
+    metadata: TableMetadata
+    io: FileIO
+    schema: Schema
+    mapper: DocumentMapper
+
+    @classmethod
+    def open(cls, reader: TableReader) -> _Files:
+        metadata = TableMetadataUtil.parse_raw(reader.metadata_json)
+        schema = metadata.schema()
+        return cls(metadata, load_file_io(reader.io_properties, metadata.location), schema, DocumentMapper(schema, reader.identifier_columns))
+
+    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
+        scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
+        position = 0
+        for batch in scan.to_record_batches([FileScanTask(data_file)]):
+            for row in batch.to_pylist():
+                yield position, row
+                position += 1
+
+
+@dataclass
+class _RemovedRows:
+    """Which rows of one data file a set of delete files removes: by position, or by equal values."""
+
+    positions: set[int] = field(default_factory=set)
+    equality: list[tuple[tuple[str, ...], set[tuple[Any, ...]]]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, files: _Files, data_file: DataFile, delete_files: Iterable[DataFile]) -> _RemovedRows:
+        removed = cls()
+        for delete_file in delete_files:
+            if delete_file.content == DataFileContent.EQUALITY_DELETES:
+                names = tuple(files.schema.find_column_name(i) for i in delete_file.equality_ids or ())
+                values = {tuple(row[n] for n in names) for _, row in files.rows(delete_file, files.schema.select(*names))}
+                removed.equality.append((names, values))
+            else:
+                # pyiceberg reads position-delete files and deletion vectors (Puffin) alike.
+                deleted = _read_deletes(files.io, delete_file).get(data_file.file_path)
+                if deleted is not None:
+                    removed.positions.update(deleted.to_pylist())
+        return removed
+
+    def removes(self, position: int, row: dict[str, Any]) -> bool:
+        if position in self.positions:
+            return True
+        return any(tuple(row[n] for n in names) in values for names, values in self.equality)

@@ -44,8 +44,9 @@ class WorkItem:
     """A group of data files of one snapshot to read and apply.
 
     An export item lists one file of the export snapshot, read as inserts. A change item lists
-    the data files a snapshot added (inserts) and removed (deletes); a snapshot that changes no
-    rows (a compaction) still gets one empty item so the checkpoint can move past it.
+    the data files a snapshot added (inserts) and removed (deletes), and the delete files it added
+    (merge-on-read: the rows they newly delete are deletes); a snapshot that changes no rows (a
+    compaction) still gets one empty item so the checkpoint can move past it.
     """
 
     table: str
@@ -57,6 +58,7 @@ class WorkItem:
     groups: int  # how many items the snapshot has; a snapshot is applied only when all are present
     added_files: tuple[str, ...] = ()
     deleted_files: tuple[str, ...] = ()
+    delete_files: tuple[str, ...] = ()  # position-delete, deletion-vector and equality-delete files added
     status: str = PENDING
     created_at: float = field(default_factory=time.time)
 
@@ -65,7 +67,7 @@ class WorkItem:
         if self.kind == EXPORT:
             # one file per export item; an empty table's export is one item with none
             return f"{self.table}|export|{self.snapshot_id}|{_sha256(''.join(self.added_files))}"
-        paths = sorted(self.added_files + self.deleted_files)
+        paths = sorted(self.added_files + self.deleted_files + self.delete_files)
         return f"{self.table}|{self.snapshot_id}|{_sha256(chr(10).join(paths))}"
 
     def to_json(self) -> str:
@@ -74,9 +76,7 @@ class WorkItem:
     @classmethod
     def from_json(cls, text: str) -> WorkItem:
         raw = json.loads(text)
-        raw["added_files"] = tuple(raw["added_files"])
-        raw["deleted_files"] = tuple(raw["deleted_files"])
-        return cls(**raw)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
 
 
 def _sha256(text: str) -> str:
