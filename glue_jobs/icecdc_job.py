@@ -22,34 +22,28 @@ from typing import Any
 
 from awsglue.utils import getResolvedOptions
 
-from icecdc.aws import (
-    ARG_CONFIG,
-    ARG_DEAD_LETTER,
-    ARG_OPENSEARCH_URL,
-    ARG_REGION,
-    ARG_STATE_TABLE,
-    ARG_TABLE,
-    read_text,
-    runtime_config,
-)
+from icecdc import aws
 from icecdc.processing import BatchResult, spark_session, sync
 
 log = logging.getLogger("icecdc.glue_job")
 
-REQUIRED = [ARG_CONFIG, ARG_TABLE, ARG_STATE_TABLE, ARG_REGION, ARG_DEAD_LETTER]
-OPTIONAL = [ARG_OPENSEARCH_URL]
+REQUIRED = [aws.ARG_CONFIG, aws.ARG_TABLE, aws.ARG_STATE_TABLE, aws.ARG_REGION, aws.ARG_DEAD_LETTER]
+OPTIONAL = [aws.ARG_OPENSEARCH_URL]
 
 
 def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
     """Run the job; `spark` lets a local run reuse a session (Glue's comes from the builder)."""
     # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.
     args = getResolvedOptions(argv, REQUIRED + [o for o in OPTIONAL if f"--{o}" in argv])
-    config = runtime_config(
-        read_text(args[ARG_CONFIG]), args[ARG_STATE_TABLE], args[ARG_REGION], opensearch_url=args.get(ARG_OPENSEARCH_URL)
+    config = aws.runtime_config(
+        aws.read_text(args[aws.ARG_CONFIG]),
+        args[aws.ARG_STATE_TABLE],
+        args[aws.ARG_REGION],
+        opensearch_url=args.get(aws.ARG_OPENSEARCH_URL),
     )
     # Writer-side dead-lettering is not implemented yet: the location is provisioned and passed for it.
-    log.info("syncing %s (dead-letter location %s)", args[ARG_TABLE], args[ARG_DEAD_LETTER])
-    results = sync(config, spark or spark_session(config.spark), [args[ARG_TABLE]])
+    log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
+    results = sync(config, spark or spark_session(config.spark), [args[aws.ARG_TABLE]])
     for r in results:
         log.info(
             "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded in %.1fs",

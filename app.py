@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""CDK app entry: `cdk synth` / `cdk deploy`, or plain `python app.py` (no AWS account, no Docker).
+
+Context: icecdc:config (path of the YAML, default infra/example-config.yaml) and
+icecdc:placeholderBundles=true (skip pip: a template for checks only, not deployable).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import App, Aspects, Environment
+from cdk_nag import AwsSolutionsChecks
+
+from icecdc.config import load_config
+from infra.bundling import build_bundles
+from infra.stack import IcecdcStack
+
+ROOT = Path(__file__).resolve().parent
+
+
+def build(app: App) -> IcecdcStack:
+    config_path = (ROOT / (app.node.try_get_context("icecdc:config") or "infra/example-config.yaml")).resolve()
+    config = load_config(config_path)
+    placeholder = str(app.node.try_get_context("icecdc:placeholderBundles")).lower() == "true"
+    bundles = build_bundles(ROOT, config_path, placeholder=placeholder)
+    aws = config.aws
+    account = (aws.account if aws else None) or os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = (aws.region if aws else None) or os.environ.get("CDK_DEFAULT_REGION")
+    stack = IcecdcStack(
+        app,
+        aws.stack_name if aws else "icecdc",
+        config=config,
+        bundles=bundles,
+        env=Environment(account=account, region=region) if account or region else None,
+    )
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return stack
+
+
+if __name__ == "__main__":
+    cdk_app = App()
+    build(cdk_app)
+    cdk_app.synth()

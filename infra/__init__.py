@@ -1,0 +1,1 @@
+"""The CDK app's stack and its synth-time bundling (see app.py)."""

@@ -1,0 +1,207 @@
+"""The CDK stack as CloudFormation: aws_cdk.assertions on the synthesized template, and cdk-nag's
+AwsSolutions checks. Synthesized with placeholder bundles (no pip run; the template is the same
+but for asset hashes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import App
+from aws_cdk.assertions import Annotations, Match, Template
+
+from app import build
+from icecdc.aws import job_name
+
+TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
+
+
+def synth(tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None) -> tuple[Template, Annotations]:
+    config = {
+        "catalog": {"name": "lake", "type": "glue"},
+        "state": {"type": "sqlite", "path": "/tmp/unused.db"},
+        "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
+        "tables": [{"name": t} for t in TABLES],
+        "aws": {"stack_name": "cdc", "warehouse_buckets": ["lake-bucket"], "region": "us-east-1", "account": "123456789012", **aws},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    app = App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "cdk.out"))
+    stack = build(app)
+    return Template.from_stack(stack), Annotations.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def existing_endpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Annotations]:
+    return synth(
+        tmp_path_factory.mktemp("existing"),
+        {"opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search", "schedule_minutes": 7, "alarm_email": "ops@example.com"},
+    )
+
+
+@pytest.fixture(scope="module")
+def created_domain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Annotations]:
+    return synth(tmp_path_factory.mktemp("domain"), {"create_domain": True})
+
+
+def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.glue"],
+                "detail-type": ["Glue Data Catalog Table State Change"],
+                "detail": {"databaseName": ["crm", "shop"], "tableName": ["accounts", "customers", "orders"], "typeOfChange": ["UpdateTable"]},
+            },
+            "Targets": [Match.object_like({"RetryPolicy": {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600}})],
+        },
+    )
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(7 minutes)"})
+
+
+def test_one_glue_5_1_job_per_table_with_its_arguments(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    jobs = template.find_resources("AWS::Glue::Job")
+    assert sorted(j["Properties"]["Name"] for j in jobs.values()) == sorted(job_name("cdc", t) for t in TABLES)
+    for job in jobs.values():
+        properties = job["Properties"]
+        table = properties["DefaultArguments"]["--icecdc_table"]
+        assert properties["Name"] == job_name("cdc", table)
+        assert properties["GlueVersion"] == "5.1"
+        assert properties["Command"]["Name"] == "glueetl"
+        assert properties["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
+        arguments = properties["DefaultArguments"]
+        assert arguments["--enable-auto-scaling"] == "true"
+        assert arguments["--additional-python-modules"].startswith("pyiceberg[pyarrow]==")
+        assert "opensearch-py==" in arguments["--additional-python-modules"]
+        for name in ("--extra-py-files", "--icecdc_config", "--icecdc_state_table", "--icecdc_region", "--icecdc_dead_letter"):
+            assert name in arguments, name
+        assert "--icecdc_opensearch_url" not in arguments  # the configured endpoint is used as it is
+
+
+def test_state_table_is_on_demand_with_pitr_encryption_and_ttl(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    template.has_resource_properties(
+        "AWS::DynamoDB::GlobalTable",
+        {
+            "TableName": "cdc-state",
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            "SSESpecification": {"SSEEnabled": True},
+            "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
+            "Replicas": [Match.object_like({"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}})],
+        },
+    )
+
+
+def test_planner_is_wired_to_the_state_table_and_the_jobs(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Runtime": "python3.11",
+            "Handler": "handler.handler",
+            "Environment": {
+                "Variables": Match.object_like({"ICECDC_CONFIG": "icecdc.yaml", "ICECDC_STACK_NAME": "cdc", "ICECDC_STATE_TABLE": Match.any_value()})
+            },
+        },
+    )
+
+
+def statements(template: Template) -> list[dict[str, Any]]:
+    found = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        found += policy["Properties"]["PolicyDocument"]["Statement"]
+    return found
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+@pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])
+def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.FixtureRequest) -> None:
+    template, _ = request.getfixturevalue(variant)
+    found = statements(template)
+    assert found
+    for statement in found:
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, statement
+        if "*" in as_list(statement["Resource"]):
+            # only the API without resource-level permissions, and only for one namespace
+            assert statement["Action"] == "cloudwatch:PutMetricData" and "cloudwatch:namespace" in statement["Condition"]["StringEquals"]
+    text = str(found)
+    # Glue: the configured tables, read only; the planner may start exactly the stack's jobs
+    assert "table/shop/orders" in text and "table/crm/accounts" in text and "glue:UpdateTable" not in text
+    start = [s for s in found if s["Action"] == "glue:StartJobRun"]
+    assert len(start) == 1 and len(start[0]["Resource"]) == len(TABLES)
+    # S3: objects of the warehouse bucket only, no listing, no writes there
+    assert ":s3:::lake-bucket/*" in text
+    writes = [s for s in found if "s3:PutObject" in as_list(s["Action"])]
+    assert len(writes) == 1 and "dead-letter/*" in str(writes[0]["Resource"])
+
+
+def test_existing_domain_is_written_with_sigv4_rights_on_that_domain_only(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    es = [s for s in statements(template) if any(a.startswith("es:") for a in as_list(s["Action"]))]
+    assert len(es) == 1 and es[0]["Resource"] == "arn:aws:es:us-east-1:123456789012:domain/search/*"
+    template.resource_count_is("AWS::OpenSearchService::Domain", 0)
+
+
+def test_created_domain_is_encrypted_https_fine_grained_and_given_to_the_job(created_domain) -> None:
+    template, _ = created_domain
+    template.has_resource_properties(
+        "AWS::OpenSearchService::Domain",
+        {
+            "DomainEndpointOptions": Match.object_like({"EnforceHTTPS": True}),
+            "NodeToNodeEncryptionOptions": {"Enabled": True},
+            "EncryptionAtRestOptions": {"Enabled": True},
+            "AdvancedSecurityOptions": Match.object_like(
+                {"Enabled": True, "InternalUserDatabaseEnabled": False, "MasterUserOptions": {"MasterUserARN": Match.any_value()}}
+            ),
+        },
+    )
+    for job in template.find_resources("AWS::Glue::Job").values():
+        assert "--icecdc_opensearch_url" in job["Properties"]["DefaultArguments"]
+
+
+def test_operations_alarms_dead_letters_and_dashboard(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {"EventPattern": Match.object_like({"detail-type": ["Glue Job State Change"], "detail": Match.object_like({"state": ["FAILED", "TIMEOUT", "ERROR"]})})},
+    )
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {"MetricName": "Errors", "Namespace": "AWS/Lambda"})
+    template.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "LagSeconds"}, len(TABLES))
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
+
+
+@pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])
+def test_cdk_nag_aws_solutions_passes(variant: str, request: pytest.FixtureRequest) -> None:
+    _, annotations = request.getfixturevalue(variant)
+    errors = annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+    warnings = annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))
+    assert [e.entry.data for e in errors] == []
+    assert [w.entry.data for w in warnings] == []
+
+
+def test_the_stack_refuses_a_catalog_other_than_glue(tmp_path: Path) -> None:
+    config = {
+        "catalog": {"name": "lake", "type": "sql", "uri": "sqlite:///x.db"},
+        "state": {"type": "sqlite", "path": "/tmp/x.db"},
+        "opensearch": {"url": "http://127.0.0.1:9200"},
+        "tables": [{"name": "db.t"}],
+        "aws": {"warehouse_buckets": ["b"]},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(SystemExit, match="catalog.type must be 'glue'"):
+        build(App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "out")))
