@@ -5,12 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test java clean
+.PHONY: demo test java clean iceberg-jars
 
 demo: $(STAMP) java
 	$(BIN)/icecdc demo
 
-test: $(STAMP) java
+test: $(STAMP) java iceberg-jars
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Spark needs a JVM (Java 17, as on AWS Glue 5.1); install Debian's when there is none.
@@ -18,6 +18,15 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 		echo "Java not found: installing Debian's openjdk-17-jre-headless"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+# Iceberg's Spark runtime for the Spark-writer tests, assembled from PyPI and Debian (no Maven):
+# see local/iceberg_runtime.py. Debian's jarjar and sqlite-jdbc are installed only when missing;
+# the build is cached under .build/iceberg-jars.
+iceberg-jars: $(STAMP) java
+	@test -f /usr/share/java/jarjar.jar -a -f /usr/share/java/sqlite-jdbc.jar || { \
+		echo "installing Debian's libjarjar-java and libxerial-sqlite-jdbc-java"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjarjar-java libxerial-sqlite-jdbc-java; }
+	$(BIN)/python local/iceberg_runtime.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

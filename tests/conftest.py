@@ -15,6 +15,7 @@ import pytest
 from opensearchpy import OpenSearch
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
+from spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - spark_sql is a fixture for every test module
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
@@ -31,8 +32,13 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback o
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    # Iceberg's Spark runtime (jars, SQL extensions, the `lake` catalog class) rides along so tests
+    # can write merge-on-read tables with Spark SQL; see tests/spark_sql.py.
+    builder = SparkSession.builder
+    for key, value in iceberg_spark_conf().items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("icecdc-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
