@@ -138,13 +138,17 @@ def spark_sql(spark: Any, tmp_path: Path) -> Iterator[SparkSql]:
     result.close()
 
 
-def write_equality_deletes(ss: SparkSql, table: str, rows: list[dict[str, Any]], *, format_: str = "parquet") -> Any:
-    """Commit one equality-delete file to `table`, the way Flink's upsert writer does: Iceberg's own
-    Java writer (GenericAppenderFactory.newEqDeleteWriter) and a RowDelta. The equality fields
-    are the keys of `rows` (all rows have the same keys); partitioned tables need the partition
-    source columns among them. Returns the committed Java DeleteFile(s) as a list.
+def write_equality_deletes(
+    ss: SparkSql, table: str, rows: list[dict[str, Any]], *, inserts: list[dict[str, Any]] | None = None, format_: str = "parquet"
+) -> list[Any]:
+    """Commit equality deletes to `table` the way Flink's upsert writer does: Iceberg's own Java
+    writers (GenericAppenderFactory) and one RowDelta. The equality fields are the keys of `rows`
+    (every row has the same keys); a partitioned table needs the partition source columns among
+    them, and gets one delete file per partition. `inserts` (full rows) are added as data files
+    in the same commit, as an upsert does: they carry the delete's sequence number, so the
+    deletes do not apply to them. Returns the committed Java DeleteFiles and DataFiles.
 
-    Why the staging table: values must reach Iceberg's writer as Iceberg's Java types (long,
+    Why a staging table: values must reach Iceberg's writers as Iceberg's Java types (Long,
     LocalDate, ...), and py4j turns every boxed number back into a Python int. So Spark types
     the rows, writes them to a throw-away Iceberg table in a Hadoop catalog outside the test's
     catalog, and IcebergGenerics reads them back as Records that never leave the JVM."""
@@ -168,50 +172,60 @@ def write_equality_deletes(ss: SparkSql, table: str, rows: list[dict[str, Any]],
     ids = gateway.new_array(gateway.jvm.int, len(columns))
     for i, c in enumerate(columns):
         ids[i] = schema.findField(c).fieldId()
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(schema, spec, ids, delete_schema, None)
+    file_format = jvm.org.apache.iceberg.FileFormat.fromString(format_)
+    files = jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(target, 1, 1).format(file_format).build()
 
     staging_dir = Path(tempfile.mkdtemp(prefix="icecdc-eqdel-"))
     staging_catalog = f"eqdel_{uuid.uuid4().hex[:12]}"
     session.conf.set(f"spark.sql.catalog.{staging_catalog}", "org.apache.iceberg.spark.SparkCatalog")
     session.conf.set(f"spark.sql.catalog.{staging_catalog}.type", "hadoop")
     session.conf.set(f"spark.sql.catalog.{staging_catalog}.warehouse", staging_dir.as_uri())
-    try:
-        spark_schema = session.table(ss.name(table)).select(*columns).schema
-        session.createDataFrame(rows, spark_schema).coalesce(1).writeTo(f"{staging_catalog}.s.rows").create()
-        staging = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, f"{staging_catalog}.s.rows")
-        records = jvm.org.apache.iceberg.data.IcebergGenerics.read(staging).build()
 
-        factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(schema, spec, ids, delete_schema, None)
-        file_format = jvm.org.apache.iceberg.FileFormat.fromString(format_)
-        files = jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(target, 1, 1).format(file_format).build()
-        writers: dict[str, Any] = {}  # partition path -> EqualityDeleteWriter
-        wrapper = jvm.org.apache.iceberg.data.InternalRecordWrapper(delete_schema.asStruct())
-        key = jvm.org.apache.iceberg.PartitionKey(spec, delete_schema) if spec.isPartitioned() else None
+    def write(name: str, data: list[dict[str, Any]], row_schema: Any, new_writer: Any) -> list[Any]:
+        """Stage `data`, then write it with one writer per partition; the writers' files."""
+        staged = f"{staging_catalog}.s.{name}"
+        spark_schema = session.table(ss.name(table)).select(*[f.name() for f in row_schema.columns()]).schema
+        session.createDataFrame(data, spark_schema).coalesce(1).writeTo(staged).create()
+        records = jvm.org.apache.iceberg.data.IcebergGenerics.read(
+            jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session._jsparkSession, staged)
+        ).build()
+        writers: dict[str, Any] = {}  # partition path -> writer
+        # Partition transforms take Iceberg's internal values (days, micros): hence the wrapper.
+        wrapper = jvm.org.apache.iceberg.data.InternalRecordWrapper(row_schema.asStruct())
+        key = jvm.org.apache.iceberg.PartitionKey(spec, row_schema) if spec.isPartitioned() else None
         iterator = records.iterator()
         try:
             while iterator.hasNext():
-                record = iterator.next()  # a Java Record: stays in the JVM, positional like delete_schema
-                if key is None:
-                    path, partition = "", None
-                else:
-                    # Partition transforms take Iceberg's internal values (days, micros): wrap.
+                record = iterator.next()  # a Java Record: stays in the JVM, positional like row_schema
+                partition = None
+                if key is not None:
                     key.partition(wrapper.wrap(record))
-                    path, partition = key.toPath(), key.copy()
+                    partition = key.copy()
+                path = "" if key is None else key.toPath()
                 if path not in writers:
                     out = files.newOutputFile(spec, partition) if partition is not None else files.newOutputFile()
-                    writers[path] = factory.newEqDeleteWriter(out, file_format, partition)
+                    writers[path] = new_writer(out, file_format, partition)
                 writers[path].write(record)
         finally:
             records.close()
             for writer in writers.values():
                 writer.close()
+        return [w.toDeleteFile() if name == "deletes" else w.toDataFile() for w in writers.values()]
+
+    try:
         delta = target.newRowDelta()
-        delete_files = [w.toDeleteFile() for w in writers.values()]
+        delete_files = write("deletes", rows, delete_schema, factory.newEqDeleteWriter)
         for delete_file in delete_files:
             delta.addDeletes(delete_file)
+        data_files = write("inserts", inserts, schema, factory.newDataWriter) if inserts else []
+        for data_file in data_files:
+            delta.addRows(data_file)
         delta.commit()
-        return delete_files
+        return delete_files + data_files
     finally:
-        session.sql(f"DROP TABLE IF EXISTS {staging_catalog}.s.rows")
+        for name in ("deletes", "inserts"):
+            session.sql(f"DROP TABLE IF EXISTS {staging_catalog}.s.{name}")
         shutil.rmtree(staging_dir, ignore_errors=True)
 
 

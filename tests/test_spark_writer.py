@@ -99,6 +99,17 @@ def test_equality_deletes_through_iceberg_java_writer(spark_sql: SparkSql, tmp_p
         assert sorted(entry.data_file.equality_ids or []) == field_ids
         assert entry.sequence_number == snapshot.sequence_number
 
+    # An upsert as Flink writes it: delete by key and the new row, one commit; the new row has the
+    # delete's sequence number, so the delete does not apply to it.
+    upsert = write_equality_deletes(spark_sql, "db.eq", [{"id": 1, "part": "x"}], inserts=[{"id": 1, "part": "x", "v": 11}])
+    assert len(upsert) == 2
+    assert spark_rows(spark_sql, "db.eq") == [(1, "x", 11), (4, "y", 40)]
+    table = pyiceberg_catalog(tmp_path).load_table("db.eq")
+    assert added_files(table)[-1] == (
+        "overwrite",
+        [(DataFileContent.DATA, FileFormat.PARQUET), (DataFileContent.EQUALITY_DELETES, FileFormat.PARQUET)],
+    )
+
 
 def test_spark_table_in_pipeline_catalog_syncs(spark_sql: SparkSql, pipeline: Pipeline) -> None:
     """Pipeline's catalog and the Spark catalog are one: a copy-on-write table written by Spark
