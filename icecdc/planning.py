@@ -125,7 +125,7 @@ def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_column
         )
     for delete_file in delete_files:
         _check_delete_file(table, name, snapshot, delete_file, identifier_columns)
-    files.sort()
+    files = sorted(set(files))  # a Puffin file is listed once however many vectors it holds
     groups = [files[i : i + FILES_PER_ITEM] for i in range(0, len(files), FILES_PER_ITEM)] or [[]]
     return [
         WorkItem(

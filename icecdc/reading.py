@@ -28,7 +28,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, Manif
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_file_path
-from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from icecdc.documents import DocumentMapper, encode_document
@@ -109,10 +109,12 @@ def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
     tasks: list[Task] = []
     added_data: set[str] = set()
     position_deletes: list[DataFile] = []
+    found: set[str] = set()
+    # Not one entry per path: a Puffin file holds the deletion vectors of many data files, an entry each.
     for entry in after.own_entries():
         if entry.data_file.file_path not in wanted:
             continue
-        wanted.discard(entry.data_file.file_path)
+        found.add(entry.data_file.file_path)
         content, added = entry.data_file.content, entry.status == ManifestEntryStatus.ADDED
         if content == DataFileContent.DATA and added:
             added_data.add(entry.data_file.file_path)
@@ -123,8 +125,8 @@ def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
             tasks.append(KeyDeleteTask(entry.data_file, seq, snapshot_id))
         else:
             position_deletes.append(entry.data_file)
-    if wanted:
-        raise ProcessingError(f"table {name!r}: file {next(iter(wanted))} of snapshot {snapshot_id} is not in its manifests")
+    if wanted - found:
+        raise ProcessingError(f"table {name!r}: file {min(wanted - found)} of snapshot {snapshot_id} is not in its manifests")
     # Rows newly deleted by position: diff each touched data file's deletes before and after.
     for entry in after.data_files_touched_by(position_deletes):
         if entry.data_file.file_path not in added_data:  # an added file's inserts already had these applied
@@ -180,7 +182,9 @@ class SnapshotFiles:
         touched: dict[str, ManifestEntry] = {}
         live = self._live_data()
         for delete_file in position_deletes:
-            referenced = delete_file.referenced_data_file or _referenced_data_file_path(delete_file)
+            # pyiceberg 0.12 does not expose a deletion vector's referenced_data_file; the path bounds
+            # name the file for file-scoped deletes, and a partition-scoped file touches its partition.
+            referenced = getattr(delete_file, "referenced_data_file", None) or _referenced_data_file_path(delete_file)
             if referenced is not None:
                 if referenced in live:
                     touched[referenced] = live[referenced]
@@ -230,13 +234,13 @@ class TableReader:
     """What an executor needs to read a table's files; small and picklable."""
 
     table_name: str
-    metadata_json: str
+    metadata: TableMetadata  # pickled as is: pyiceberg 0.12 cannot write v3 metadata as JSON
     io_properties: dict[str, str]
     identifier_columns: tuple[str, ...]
 
     @classmethod
     def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...]) -> TableReader:
-        return cls(name, table.metadata.model_dump_json(), dict(table.io.properties), identifier_columns)
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns)
 
     def read(self, tasks: Iterable[Task]) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id."""
@@ -285,7 +289,7 @@ class _Files:
 
     @classmethod
     def open(cls, reader: TableReader) -> _Files:
-        metadata = TableMetadataUtil.parse_raw(reader.metadata_json)
+        metadata = reader.metadata
         schema = metadata.schema()
         return cls(metadata, load_file_io(reader.io_properties, metadata.location), schema, DocumentMapper(schema, reader.identifier_columns))
 
@@ -309,7 +313,7 @@ class _RemovedRows:
     @classmethod
     def load(cls, files: _Files, data_file: DataFile, delete_files: Iterable[DataFile]) -> _RemovedRows:
         removed = cls()
-        for delete_file in delete_files:
+        for delete_file in {d.file_path: d for d in delete_files}.values():  # a Puffin file once, for all its vectors
             if delete_file.content == DataFileContent.EQUALITY_DELETES:
                 names = tuple(files.schema.find_column_name(i) for i in delete_file.equality_ids or ())
                 values = {tuple(row[n] for n in names) for _, row in files.rows(delete_file, files.schema.select(*names))}

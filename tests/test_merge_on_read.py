@@ -1,0 +1,167 @@
+"""Merge-on-read tables written by Spark with Iceberg's runtime: position deletes (v2), deletion
+vectors (v3) and equality deletes (Iceberg's Java writer, as Flink uses it). After every sync the
+index equals the table as Spark reads it — an oracle independent of our pyiceberg reading."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyiceberg.manifest import DataFileContent, FileFormat
+
+from icecdc.documents import DocumentMapper, encode_document
+from icecdc.errors import PlanningError
+from icecdc.processing import BatchResult, sync
+from tests.conftest import Pipeline
+from tests.spark_sql import SparkSql, write_equality_deletes
+
+TABLE = "db.t"
+COLUMNS = "id BIGINT, region STRING, status STRING, amount DOUBLE"
+
+
+def create(ss: SparkSql, version: int, mode: str = "merge-on-read", partitioned: bool = True) -> None:
+    modes = ", ".join(f"'write.{op}.mode'='{mode}'" for op in ("delete", "update", "merge"))
+    ss.sql(
+        f"CREATE TABLE {ss.name(TABLE)} ({COLUMNS}) USING iceberg {'PARTITIONED BY (region)' if partitioned else ''} "
+        f"TBLPROPERTIES ('format-version'='{version}', {modes})"
+    )
+
+
+def insert(ss: SparkSql, *rows: tuple[int, str, str]) -> None:
+    values = ", ".join(f"({i}, '{region}', '{status}', {i * 1.5})" for i, region, status in rows)
+    ss.sql(f"INSERT INTO {ss.name(TABLE)} VALUES {values}")
+
+
+def synced(pipeline: Pipeline, ss: SparkSql) -> BatchResult:
+    config = pipeline.config({"name": TABLE, "index": "t", "identifier_columns": ["id"]})
+    (result,) = sync(config, pipeline.spark, [TABLE])
+    table = pipeline.catalog.load_table(TABLE)
+    mapper = DocumentMapper(table.schema(), ("id",))
+    expected = {
+        str(r["id"]): encode_document(mapper.document(r.asDict(recursive=True)))
+        for r in ss.sql(f"SELECT * FROM {ss.name(TABLE)}").collect()
+    }
+    assert pipeline.documents("t") == expected
+    return result
+
+
+def delete_contents(pipeline: Pipeline) -> list[tuple[DataFileContent, FileFormat]]:
+    """Content and format of the delete files the current snapshot added."""
+    table = pipeline.catalog.load_table(TABLE)
+    snapshot = table.current_snapshot()
+    return [
+        (e.data_file.content, e.data_file.file_format)
+        for m in snapshot.manifests(table.io)
+        if m.added_snapshot_id == snapshot.snapshot_id
+        for e in m.fetch_manifest_entry(table.io)
+        if e.data_file.content != DataFileContent.DATA
+    ]
+
+
+@pytest.mark.parametrize(("version", "delete_format"), [(2, FileFormat.PARQUET), (3, FileFormat.PUFFIN)])
+def test_position_deletes_and_deletion_vectors(pipeline: Pipeline, spark_sql: SparkSql, version: int, delete_format: FileFormat) -> None:
+    create(spark_sql, version)
+    insert(spark_sql, (1, "us", "new"), (2, "us", "new"), (3, "us", "new"), (4, "eu", "new"))
+    synced(pipeline, spark_sql)
+
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 2")
+    assert delete_contents(pipeline) == [(DataFileContent.POSITION_DELETES, delete_format)]
+    result = synced(pipeline, spark_sql)
+    assert (result.writes.deleted, result.writes.indexed, result.changes.rows) == (1, 0, 1)
+
+    # a second delete in the same data file: only the newly deleted position counts
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 3")
+    result = synced(pipeline, spark_sql)
+    assert (result.writes.deleted, result.changes.rows) == (1, 1)
+
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id = 1")
+    assert synced(pipeline, spark_sql).writes.indexed == 1
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id = 1")  # a partition move, merge-on-read
+    result = synced(pipeline, spark_sql)
+    assert (result.writes.indexed, result.writes.deleted) == (1, 0)
+
+
+def test_export_of_a_merge_on_read_table_applies_its_deletes(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql, 2)
+    insert(spark_sql, *[(i, ("us", "eu")[i % 2], "new") for i in range(1, 9)])
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id IN (1, 2)")
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id = 3")
+    write_equality_deletes(spark_sql, TABLE, [{"id": 5, "region": "eu"}, {"id": 6, "region": "us"}])
+    result = synced(pipeline, spark_sql)
+    assert result.writes.indexed == 4
+
+
+def test_equality_deletes_on_the_identifier_columns(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql, 2, partitioned=False)
+    insert(spark_sql, (1, "us", "new"), (2, "us", "new"), (3, "eu", "new"))
+    synced(pipeline, spark_sql)
+
+    write_equality_deletes(spark_sql, TABLE, [{"id": 2}, {"id": 3}])
+    assert delete_contents(pipeline) == [(DataFileContent.EQUALITY_DELETES, FileFormat.PARQUET)]
+    result = synced(pipeline, spark_sql)
+    assert result.writes.deleted == 2
+
+    # an upsert as Flink writes it: delete the key, insert its new row
+    write_equality_deletes(spark_sql, TABLE, [{"id": 1}])
+    insert(spark_sql, (1, "eu", "moved"))
+    result = synced(pipeline, spark_sql)
+    assert result.writes.indexed == 1 and result.writes.deleted == 0
+
+    # later copy-on-write rewrites must not resurrect rows equality deletes removed
+    spark_sql.sql(f"ALTER TABLE {spark_sql.name(TABLE)} SET TBLPROPERTIES ('write.delete.mode'='copy-on-write')")
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE status = 'nothing matches' OR id = 1")
+    synced(pipeline, spark_sql)
+
+
+def test_equality_deletes_on_other_columns_are_refused(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql, 2, partitioned=False)
+    insert(spark_sql, (1, "us", "new"))
+    synced(pipeline, spark_sql)
+    write_equality_deletes(spark_sql, TABLE, [{"status": "new"}])
+    with pytest.raises(PlanningError, match=r"equality delete file .* on \['status'\], which are not the identifier columns \['id'\]"):
+        synced(pipeline, spark_sql)
+    assert pipeline.store().pending_items(TABLE) == []
+
+
+def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
+    name = ss.name(TABLE)
+    regions = ("us", "eu", "apac")
+    ids = [r["id"] for r in ss.sql(f"SELECT id FROM {name}").collect()]
+    kind = rng.choice(["insert", "update", "move", "delete", "merge", "compact"] if ids else ["insert"])
+    if kind == "insert":
+        rows = [(next_id[0] + i, rng.choice(regions), "new") for i in range(rng.randint(1, 4))]
+        next_id[0] += len(rows)
+        insert(ss, *rows)
+    elif kind == "update":
+        ss.sql(f"UPDATE {name} SET status = '{rng.choice(['paid', 'packed', 'late'])}', amount = amount + 1 WHERE id IN ({', '.join(map(str, rng.sample(ids, min(len(ids), 3))))})")
+    elif kind == "move":
+        ss.sql(f"UPDATE {name} SET region = '{rng.choice(regions)}' WHERE id = {rng.choice(ids)}")
+    elif kind == "delete":
+        ss.sql(f"DELETE FROM {name} WHERE id IN ({', '.join(map(str, rng.sample(ids, min(len(ids), 2))))})")
+    elif kind == "merge":
+        changed, gone = rng.choice(ids), rng.choice(ids)
+        new = next_id[0]
+        next_id[0] += 1
+        ss.sql(
+            f"MERGE INTO {name} t USING (SELECT * FROM VALUES ({changed}, 'eu', 'merged', 1.0, 'u'), ({gone}, 'us', 'x', 0.0, 'd'), "
+            f"({new}, 'apac', 'new', 2.0, 'i') AS s(id, region, status, amount, op)) s ON t.id = s.id "
+            "WHEN MATCHED AND s.op = 'd' THEN DELETE WHEN MATCHED THEN UPDATE SET t.status = s.status, t.region = s.region "
+            "WHEN NOT MATCHED THEN INSERT (id, region, status, amount) VALUES (s.id, s.region, s.status, s.amount)"
+        )
+    else:
+        ss.sql(f"CALL lake.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
+    return kind
+
+
+@pytest.mark.parametrize(("version", "mode", "seed"), [(2, "merge-on-read", 1), (3, "merge-on-read", 2), (2, "copy-on-write", 3)])
+def test_random_spark_commits(pipeline: Pipeline, spark_sql: SparkSql, version: int, mode: str, seed: int) -> None:
+    rng = random.Random(seed)
+    create(spark_sql, version, mode)
+    insert(spark_sql, *[(i, ("us", "eu", "apac")[i % 3], "new") for i in range(1, 13)])
+    next_id = [13]
+    done = []
+    for _ in range(8):
+        for _ in range(rng.randint(1, 3)):
+            done.append(random_commit(rng, spark_sql, next_id))
+        synced(pipeline, spark_sql)
+    assert {"update", "delete"} & set(done), done
