@@ -16,6 +16,7 @@ Arguments (the stack sets them as job defaults; the planner repeats --icecdc_tab
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from typing import Any
@@ -41,7 +42,8 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
         args[aws.ARG_REGION],
         opensearch_url=args.get(aws.ARG_OPENSEARCH_URL),
     )
-    # Writer-side dead-lettering is not implemented yet: the location is provisioned and passed for it.
+    # Documents OpenSearch refuses for good go to the stack's dead-letter prefix, not into a failed run.
+    config = dataclasses.replace(config, dead_letter=args[aws.ARG_DEAD_LETTER])
     log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
     results = sync(config, spark or spark_session(config.spark), [args[aws.ARG_TABLE]])
     for r in results:

@@ -60,7 +60,7 @@ def _sync(args: argparse.Namespace) -> int:
         print(
             f"{r.table}: {r.snapshots} snapshots, {r.files} files, {r.changes.rows} rows read, "
             f"{r.changes.carryovers} carryovers dropped, {r.writes.indexed} indexed, {r.writes.deleted} deleted, "
-            f"{r.writes.superseded} superseded, checkpoint {checkpoint}, {r.seconds:.1f}s"
+            f"{r.writes.superseded} superseded, {r.writes.dead_lettered} dead-lettered, checkpoint {checkpoint}, {r.seconds:.1f}s"
         )
     return 0
 
@@ -68,18 +68,23 @@ def _sync(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from icecdc.catalog import load_table, open_catalog
     from icecdc.config import load_config
+    from icecdc.deadletters import DeadLetters
     from icecdc.planning import table_status
     from icecdc.state import open_state_store
 
     config = load_config(args.config)
     catalog = open_catalog(config.catalog)
     store = open_state_store(config.state)
-    print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9}")
+    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
+    print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} {'dead letters':>13}")
     for table_config in config.tables:
-        s = table_status(load_table(catalog, table_config.name), table_config, store, time.time())
+        s = table_status(load_table(catalog, table_config.name), table_config, store, time.time(), dead_letters)
         checkpoint = s.checkpoint.snapshot_id if s.checkpoint else "none"
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
-        print(f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} {s.lag_seconds:>9.0f}")
+        print(
+            f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} "
+            f"{s.lag_seconds:>9.0f} {s.dead_letters:>13}"
+        )
     return 0
 
 

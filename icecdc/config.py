@@ -43,7 +43,9 @@ class OpenSearchConfig:
     aws_service: str = "es"  # "es" for managed domains, "aoss" for Serverless
     verify_certs: bool = True
     bulk_chunk_size: int = 500  # documents per bulk request
-    max_retries: int = 5  # for 429 and 5xx answers, with exponential backoff
+    max_retries: int = 5  # for 429 and 5xx answers, with exponential backoff and jitter
+    initial_backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class Config:
     spark: SparkConfig
     tables: tuple[TableConfig, ...]
     aws: AwsConfig | None = None
+    # Where documents that can never be written go (a directory or s3://bucket/prefix);
+    # without one, such a document fails the batch.
+    dead_letter: str | None = None
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:
@@ -99,6 +104,7 @@ def parse_config(raw: Any) -> Config:
         spark=_parse_spark(top.section("spark", required=False)),
         tables=_parse_tables(top.list("tables")),
         aws=_parse_aws(top.section("aws", required=False)),
+        dead_letter=_parse_dead_letter(top.section("dead_letter", required=False)),
     )
     top.reject_unknown()
     return config
@@ -143,6 +149,12 @@ class _Section:
         if value < 1:
             raise ConfigError(f"{self._where(key)} must be at least 1, got {value}")
         return value
+
+    def positive_number(self, key: str, default: float) -> float:
+        value = self.get(key, (int, float), default)
+        if value <= 0:
+            raise ConfigError(f"{self._where(key)} must be above 0, got {value}")
+        return float(value)
 
     def section(self, key: str, required: bool = True) -> _Section:
         self.get(key, dict, required=required)
@@ -213,6 +225,8 @@ def _parse_opensearch(section: _Section) -> OpenSearchConfig:
         verify_certs=section.get("verify_certs", bool, default=True),
         bulk_chunk_size=section.positive_int("bulk_chunk_size", 500),
         max_retries=section.positive_int("max_retries", 5),
+        initial_backoff_seconds=section.positive_number("initial_backoff_seconds", 0.5),
+        max_backoff_seconds=section.positive_number("max_backoff_seconds", 30.0),
     )
     if (config.username is None) != (config.password is None):
         raise ConfigError("opensearch.username and opensearch.password go together")
@@ -319,3 +333,11 @@ def _parse_aws(section: _Section) -> AwsConfig | None:
         raise ConfigError("aws.glue_max_workers must be at least 2 (a driver and an executor)")
     section.reject_unknown()
     return config
+
+
+def _parse_dead_letter(section: _Section) -> str | None:
+    path = section.text("path")
+    section.reject_unknown()
+    if path is not None and not (path.startswith("s3://") or path.startswith("/")):
+        raise ConfigError(f"dead_letter.path must be an absolute directory or an s3:// location, got {path!r}")
+    return path

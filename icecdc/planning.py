@@ -8,7 +8,7 @@ twice, or two planners racing, leaves each item once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
@@ -16,6 +16,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.config import TableConfig
+from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
 from icecdc.state import CHANGE, EXPORT, Checkpoint, StateStore, WorkItem
 
@@ -181,10 +182,16 @@ class TableStatus:
     pending_items: int
     lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
     lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
+    dead_letters: int = 0  # documents kept aside because they can never be written
 
 
-def table_status(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
-    """Where the index stands against the table: checkpoint, pending work and lag."""
+def table_status(table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None) -> TableStatus:
+    """Where the index stands against the table: checkpoint, pending work, lag and dead letters."""
+    status = _lag(table, config, store, now)
+    return replace(status, dead_letters=dead_letters.count(config.name)) if dead_letters else status
+
+
+def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
     checkpoint = store.get_checkpoint(config.name)
     current = table.current_snapshot()
     pending = len(store.pending_items(config.name))

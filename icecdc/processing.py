@@ -27,7 +27,8 @@ from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.planning import plan_table
 from icecdc.reading import Task, TableReader, file_tasks
-from icecdc.sink import SinkStats, ensure_index, open_client, write_documents
+from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.sink import Refusal, SinkStats, ensure_index, open_client, write_documents
 from icecdc.state import Checkpoint, StateStore, WorkItem, open_state_store
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ def process_table(
     store: StateStore,
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
+    dead_letter: str | None = None,
 ) -> BatchResult:
     """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint."""
     started = time.monotonic()
@@ -112,8 +114,9 @@ def process_table(
     log.info("%s: applying %d snapshots, %d files", config.name, result.snapshots, result.files)
     ensure_index(open_client(opensearch), config.index)
     if tasks:
-        reader = TableReader.for_table(table, config.name, identifiers)
-        result.changes, result.writes = _apply(spark, reader, tasks, opensearch, config.index)
+        reader = TableReader.for_table(table, config.name, identifiers, dead_letter)
+        target = _Target(config.name, config.index, opensearch, dead_letter, {i.sequence_number: i.snapshot_id for i in batch})
+        result.changes, result.writes = _apply(spark, reader, tasks, target)
     result.checkpoint = Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
     store.complete(config.name, result.checkpoint, batch)
     result.seconds = time.monotonic() - started
@@ -131,14 +134,30 @@ def process_table(
     return result
 
 
-def _apply(
-    spark: SparkSession, reader: TableReader, tasks: list[Task], opensearch: OpenSearchConfig, index: str
-) -> tuple[ChangeStats, SinkStats]:
+@dataclass(frozen=True)
+class _Target:
+    """Where executors write a table's documents, and their dead letters; small and picklable."""
+
+    table: str
+    index: str
+    opensearch: OpenSearchConfig
+    dead_letter: str | None
+    snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
+
+    def dead_letters(self, refused: list[Refusal]) -> None:
+        assert self.dead_letter is not None
+        DeadLetters(self.dead_letter).write(
+            DeadLetter(self.table, self.snapshot_ids.get(w.version), w.version, w.doc_id, status, reason, w.document)
+            for w, status, reason in refused
+        )
+
+
+def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: _Target) -> tuple[ChangeStats, SinkStats]:
     context = spark.sparkContext
     changes = context.parallelize(tasks, len(tasks)).mapPartitions(reader.read)
     by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
     try:
-        per_partition = by_key.mapPartitions(partial(_write_partition, opensearch, index)).collect()
+        per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
     except Py4JJavaError as exc:
         raise _executor_error(exc) from exc
     change_stats, sink_stats = ChangeStats(), SinkStats()
@@ -161,12 +180,18 @@ def _executor_error(exc: Py4JJavaError) -> Exception:
 
 
 def _write_partition(
-    opensearch: OpenSearchConfig, index: str, keyed_changes: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]
+    target: _Target, keyed_changes: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]
 ) -> Iterator[tuple[ChangeStats, SinkStats]]:
     """Executor side: reduce each key to its net write and bulk them; yield this partition's counters."""
     change_stats = ChangeStats()
     writes = (net_write(doc_id, changes, change_stats) for doc_id, changes in keyed_changes)
-    sink_stats = write_documents(open_client(opensearch), opensearch, index, (w for w in writes if w is not None))
+    sink_stats = write_documents(
+        open_client(target.opensearch),
+        target.opensearch,
+        target.index,
+        (w for w in writes if w is not None),
+        target.dead_letters if target.dead_letter else None,
+    )
     yield change_stats, sink_stats
 
 
@@ -184,7 +209,9 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
             total = BatchResult(table_config.name)
             for _ in range(MAX_SYNC_ROUNDS):
                 plan_table(table, table_config, store, identifiers[table_config.name])
-                batch = process_table(spark, table, table_config, store, config.opensearch, identifiers[table_config.name])
+                batch = process_table(
+                    spark, table, table_config, store, config.opensearch, identifiers[table_config.name], config.dead_letter
+                )
                 total.add(batch)
                 if batch.snapshots == 0:
                     break

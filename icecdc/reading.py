@@ -31,6 +31,7 @@ from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import ProcessingError
 from icecdc.state import EXPORT, WorkItem
@@ -237,45 +238,62 @@ class TableReader:
     metadata: TableMetadata  # pickled as is: pyiceberg 0.12 cannot write v3 metadata as JSON
     io_properties: dict[str, str]
     identifier_columns: tuple[str, ...]
+    dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
 
     @classmethod
-    def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...]) -> TableReader:
-        return cls(name, table.metadata, dict(table.io.properties), identifier_columns)
+    def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None) -> TableReader:
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
 
     def read(self, tasks: Iterable[Task]) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id."""
         files = _Files.open(self)
+        unreadable: list[DeadLetter] = []
         for task in tasks:
             if isinstance(task, KeyDeleteTask):
-                yield from self._key_deletes(files, task)
+                yield from self._key_deletes(files, task, unreadable)
             else:
-                yield from self._file_changes(files, task)
+                yield from self._file_changes(files, task, unreadable)
+        if unreadable:
+            assert self.dead_letter is not None
+            DeadLetters(self.dead_letter).write(unreadable)
 
-    def _file_changes(self, files: _Files, task: FileTask) -> Iterator[Change]:
+    def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
         for position, row in files.rows(task.data_file):
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
                 continue
-            document = files.mapper.document(row)
+            fields = files.mapper.document(row)
+            document = encode_document(fields)
             if self.identifier_columns:
-                doc_id = self._document_id(files.mapper, document, task.data_file, task.snapshot_id)
+                doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
             else:
                 # Insert-only tables: the row's place in its file names it (compactions are never read).
                 doc_id = f"{file_key}-{position}"
-            yield doc_id, (task.sequence_number, task.change, encode_document(document))
+            if doc_id is not None:
+                yield doc_id, (task.sequence_number, task.change, document)
 
-    def _key_deletes(self, files: _Files, task: KeyDeleteTask) -> Iterator[Change]:
+    def _key_deletes(self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
-            doc_id = self._document_id(files.mapper, files.mapper.document(row), task.delete_file, task.snapshot_id)
-            yield doc_id, (task.sequence_number, DELETE, NO_IMAGE)
+            fields = files.mapper.document(row)
+            doc_id = self._document_id(files.mapper, fields, encode_document(fields), task, unreadable)
+            if doc_id is not None:
+                yield doc_id, (task.sequence_number, DELETE, NO_IMAGE)
 
-    def _document_id(self, mapper: DocumentMapper, document: dict, data_file: DataFile, snapshot_id: int) -> str:
+    def _document_id(
+        self, mapper: DocumentMapper, fields: dict, document: str, task: Task, unreadable: list[DeadLetter]
+    ) -> str | None:
+        """The document's `_id`; None (and a dead letter) when its identifier is null."""
         try:
-            return mapper.document_id(document)
+            return mapper.document_id(fields)
         except ValueError as exc:
-            raise ProcessingError(f"table {self.table_name!r}: {exc} in file {data_file.file_path} (snapshot {snapshot_id})") from None
+            path = task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path
+            reason = f"{exc} in file {path} (snapshot {task.snapshot_id})"
+            if self.dead_letter is None:
+                raise ProcessingError(f"table {self.table_name!r}: {reason}") from None
+            unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
+            return None
 
 
 @dataclass

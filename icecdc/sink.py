@@ -9,11 +9,13 @@ keeps the version as a tombstone, so an older index of it is still refused for a
 from __future__ import annotations
 
 import logging
+import random
+import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import RequestError, TransportError
 
 from icecdc.changelog import Write
 from icecdc.config import OpenSearchConfig
@@ -30,11 +32,12 @@ class SinkStats:
     indexed: int = 0
     deleted: int = 0
     superseded: int = 0  # refused because the index holds this or a newer version already
+    retried: int = 0  # items answered 429 or 5xx and sent again
+    dead_lettered: int = 0  # refused for good, kept in the dead letters
 
     def add(self, other: SinkStats) -> None:
-        self.indexed += other.indexed
-        self.deleted += other.deleted
-        self.superseded += other.superseded
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
 
 
 def open_client(config: OpenSearchConfig) -> OpenSearch:
@@ -85,32 +88,85 @@ def bulk_actions(index: str, writes: Iterable[Write]) -> Iterator[dict[str, Any]
         yield action
 
 
-def write_documents(client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write]) -> SinkStats:
-    """Write every document; raise SinkError if OpenSearch refused any for a reason other than its version."""
+# A refused item: the write, OpenSearch's status for it, and its reason.
+Refusal = tuple[Write, int, str]
+
+
+def write_documents(
+    client: OpenSearch,
+    config: OpenSearchConfig,
+    index: str,
+    writes: Iterable[Write],
+    dead_letter: Callable[[list[Refusal]], None] | None = None,
+) -> SinkStats:
+    """Write every document in bulk chunks.
+
+    Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items
+    refused for good go to `dead_letter` (without one, they fail the batch). A lost connection
+    fails the batch: the transport has retried it already, and the checkpoint must not move.
+    """
     stats = SinkStats()
-    refused: list[str] = []
-    results = helpers.streaming_bulk(
-        client,
-        bulk_actions(index, writes),
-        chunk_size=config.bulk_chunk_size,
-        max_retries=config.max_retries,  # 429 answers, with exponential backoff
-        initial_backoff=1,
-        max_backoff=30,
-        raise_on_error=False,
-        raise_on_exception=False,
-    )
-    for ok, result in results:
-        op_type, outcome = next(iter(result.items()))
-        status = outcome.get("status", 0)
-        if ok and op_type == "index":
-            stats.indexed += 1
-        elif ok or (op_type == "delete" and status == 404):
-            stats.deleted += 1
-        elif status == 409:
-            stats.superseded += 1
-        else:
-            refused.append(f"{outcome.get('_id')}: {status} {outcome.get('error')}")
-    if refused:
-        quoted = "; ".join(refused[:ERRORS_QUOTED])
-        raise SinkError(f"OpenSearch refused {len(refused)} documents of index {index!r}: {quoted}")
+    for chunk in _chunks(writes, config.bulk_chunk_size):
+        for attempt in range(config.max_retries + 1):
+            retry, refused = _write_chunk(client, index, chunk, stats)
+            if refused:
+                if dead_letter is None:
+                    quoted = "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refused[:ERRORS_QUOTED])
+                    raise SinkError(f"OpenSearch refused {len(refused)} documents of index {index!r}: {quoted}")
+                dead_letter(refused)
+                stats.dead_lettered += len(refused)
+            if not retry:
+                break
+            if attempt == config.max_retries:
+                raise SinkError(
+                    f"OpenSearch kept answering {retry[0][1]} for {len(retry)} documents of index {index!r} "
+                    f"after {config.max_retries} retries: {retry[0][2]}"
+                )
+            chunk = [write for write, _, _ in retry]
+            stats.retried += len(chunk)
+            time.sleep(_backoff(config, attempt))
     return stats
+
+
+def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats) -> tuple[list[Refusal], list[Refusal]]:
+    """One bulk request; count what succeeded, return (retryable, refused for good)."""
+    retry: list[Refusal] = []
+    refused: list[Refusal] = []
+    try:
+        # streaming_bulk answers one result per action, in order, so results pair with the chunk.
+        results = helpers.streaming_bulk(
+            client, bulk_actions(index, chunk), chunk_size=len(chunk), max_retries=0, raise_on_error=False, raise_on_exception=True
+        )
+        for write, (ok, result) in zip(chunk, results):
+            op_type, outcome = next(iter(result.items()))
+            status = outcome.get("status", 0)
+            if ok and op_type == "index":
+                stats.indexed += 1
+            elif ok or (op_type == "delete" and status == 404):
+                stats.deleted += 1
+            elif status == 409:
+                stats.superseded += 1
+            elif status == 429 or status >= 500:
+                retry.append((write, status, str(outcome.get("error"))))
+            else:
+                refused.append((write, status, str(outcome.get("error"))))
+    except TransportError as exc:  # the connection was lost, or the whole request refused, after the transport's retries
+        raise SinkError(f"OpenSearch failed a bulk request to index {index!r}: {exc}") from None
+    return retry, refused
+
+
+def _chunks(writes: Iterable[Write], size: int) -> Iterator[list[Write]]:
+    chunk: list[Write] = []
+    for write in writes:
+        chunk.append(write)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _backoff(config: OpenSearchConfig, attempt: int) -> float:
+    """Exponential, capped, with jitter so that many executors do not retry in step."""
+    ceiling = min(config.max_backoff_seconds, config.initial_backoff_seconds * 2**attempt)
+    return random.uniform(ceiling / 2, ceiling)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
+import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.errors import SinkError
 from icecdc.changelog import Write
-from icecdc.planning import plan_table
+from icecdc.config import parse_config
+from icecdc.deadletters import DeadLetters
+from icecdc.errors import ProcessingError, SinkError
+from icecdc.planning import plan_table, table_status
 from icecdc.processing import process_table, sync
 from icecdc.sink import write_documents
 from icecdc.state import Checkpoint, SqliteStateStore, WorkItem
@@ -78,3 +82,40 @@ def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipe
     replay = write([Write("1", 4, '{"v":"old"}'), Write("2", 4, '{"v":"resurrected"}'), Write("1", 5, '{"v":"same"}')])
     assert (replay.indexed, replay.superseded) == (0, 3)
     assert pipeline.documents("orders") == {"1": '{"v":"new"}'}
+
+
+def test_documents_refused_for_good_go_to_dead_letters_and_the_batch_completes(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    config = parse_config(raw)
+    pipeline.client.indices.create(index="orders", body={"mappings": {"properties": {"status": {"type": "integer"}}}})
+
+    (result,) = sync(config, pipeline.spark, ["db.orders"])
+    assert (result.writes.dead_lettered, result.writes.indexed) == (2, 0)
+    assert pipeline.store().get_checkpoint("db.orders").snapshot_id == table.current_snapshot().snapshot_id
+    letters = DeadLetters(config.dead_letter).read("db.orders")
+    assert sorted(letter["doc_id"] for letter in letters) == ["1", "2"]
+    letter = letters[0]
+    assert (letter["status"], letter["snapshot_id"], letter["sequence_number"]) == (400, table.current_snapshot().snapshot_id, 1)
+    assert "mapper_parsing_exception" in letter["reason"] and '"status":"new"' in letter["document"]
+    status = table_status(table, config.table("db.orders"), pipeline.store(), time.time(), DeadLetters(config.dead_letter))
+    assert status.dead_letters == 2
+
+
+def test_null_identifiers_go_to_dead_letters(pipeline: Pipeline) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+    table = pipeline.catalog.create_table("db.loose", schema=schema)
+    table.append(pa.table({"id": [1, None, 3], "v": ["a", "b", "c"]}, schema=schema))
+    raw = pipeline.config_dict([{"name": "db.loose", "identifier_columns": ["id"]}])
+    without_dead_letters = parse_config(raw)
+    with pytest.raises(ProcessingError, match=r"'db.loose': identifier column 'id' is null in file .*\.parquet \(snapshot"):
+        sync(without_dead_letters, pipeline.spark, ["db.loose"])
+    assert pipeline.store().get_checkpoint("db.loose") is None
+
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    sync(parse_config(raw), pipeline.spark, ["db.loose"])
+    assert sorted(pipeline.documents("loose")) == ["1", "3"]
+    (letter,) = DeadLetters(raw["dead_letter"]["path"]).read("db.loose")
+    assert letter["doc_id"] is None and letter["document"] == '{"id":null,"v":"b"}'
