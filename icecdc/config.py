@@ -32,6 +32,7 @@ class StateConfig:
     table: str | None = None  # dynamodb
     region: str | None = None  # dynamodb
     endpoint_url: str | None = None  # dynamodb (moto, DynamoDB local)
+    lease_seconds: float = 60.0  # a table's processing lease; renewed while held, so it outlives no crash by more
 
 
 @dataclass(frozen=True)
@@ -194,14 +195,16 @@ def _parse_catalog(section: _Section) -> CatalogConfig:
 
 def _parse_state(section: _Section) -> StateConfig:
     kind = section.text("type", default="sqlite")
+    lease = section.positive_number("lease_seconds", 60.0)
     if kind == "sqlite":
-        state = StateConfig(type=kind, path=section.text("path", required=True))
+        state = StateConfig(type=kind, path=section.text("path", required=True), lease_seconds=lease)
     elif kind == "dynamodb":
         state = StateConfig(
             type=kind,
             table=section.text("table", required=True),
             region=section.text("region"),
             endpoint_url=section.text("endpoint_url"),
+            lease_seconds=lease,
         )
     else:
         raise ConfigError(f"state.type must be 'sqlite' or 'dynamodb', got {kind!r}")

@@ -18,7 +18,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
-from icecdc.state import CHANGE, EXPORT, Checkpoint, StateStore, WorkItem
+from icecdc.state import CHANGE, EXPORT, RESET, REWRITE, Checkpoint, StateStore, WorkItem
 
 log = logging.getLogger(__name__)
 
@@ -46,24 +46,27 @@ def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_
             "upgrade it with the table property format-version=2"
         )
     table_uuid = str(table.metadata.table_uuid)
-    base = store.get_checkpoint(config.name)
-    if base is not None and base.table_uuid != table_uuid:
-        raise PlanningError(
-            f"table {config.name!r} was dropped and created again (UUID {base.table_uuid} → {table_uuid}); "
-            "the checkpoint belongs to the old table"
-        )
+    checkpoint = store.get_checkpoint(config.name)
+    resync, reason = _resync_needed(table, config.name, checkpoint, identifier_columns)
 
     items: list[WorkItem] = []
-    if base is None:
-        base = store.claim_export(config.name, Checkpoint(table_uuid, current.snapshot_id, current.sequence_number))
-        if config.export:
-            items += _export_items(table, config.name, base)
+    if checkpoint is None or resync:
+        replacing = checkpoint.token if checkpoint is not None else ""
+        base = store.claim_export(config.name, Checkpoint(table_uuid, current.snapshot_id, current.sequence_number), replacing)
+        if resync:
+            log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, resync)
+        if config.export or resync:
+            items += _export_items(table, config.name, base, resync, replacing)
         else:
             store.complete(config.name, base, [])
+    else:
+        base = checkpoint
 
     snapshots = _snapshots_after(table, config.name, base)
     for snapshot in snapshots:
         items += _change_items(table, config.name, snapshot, identifier_columns)
+    if resync:
+        _retire_other_branches(table, config.name, store, {base.snapshot_id} | {s.snapshot_id for s in snapshots})
 
     written = sum(store.put_item(item) for item in items)
     log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
@@ -88,7 +91,46 @@ def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot
     return chain
 
 
-def _export_items(table: Table, name: str, base: Checkpoint) -> list[WorkItem]:
+def _resync_needed(
+    table: Table, name: str, checkpoint: Checkpoint | None, identifier_columns: tuple[str, ...]
+) -> tuple[str, str]:
+    """("", "") when the index can follow the table commit by commit; else how to rebuild it and why.
+
+    REWRITE (export, then delete what the export did not write) works while versions only grow;
+    RESET (empty the index, then export) where they would go backwards or ids change.
+    """
+    if checkpoint is None:
+        return "", ""
+    if checkpoint.table_uuid != str(table.metadata.table_uuid):
+        return RESET, f"the table was dropped and created again (UUID {checkpoint.table_uuid} → {table.metadata.table_uuid})"
+    if checkpoint.identifier_columns and checkpoint.identifier_columns != identifier_columns:
+        return RESET, f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})"
+    try:
+        _snapshots_after(table, name, checkpoint)
+    except PlanningError:
+        current = table.current_snapshot()
+        assert current is not None
+        if table.snapshot_by_id(checkpoint.snapshot_id) is not None or current.sequence_number <= checkpoint.sequence_number:
+            return RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
+        return REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
+    if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
+        return REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
+    return "", ""
+
+
+def _retire_other_branches(table: Table, name: str, store: StateStore, valid: set[int]) -> None:
+    """Retire pending items of snapshots a resync leaves behind (expired, or on a rolled-back branch).
+
+    Items of commits newer than this planner's view of the table are kept: their sequence numbers
+    are above every one it knows.
+    """
+    stale = [i for i in store.pending_items(name) if i.snapshot_id not in valid and i.sequence_number <= table.metadata.last_sequence_number]
+    if stale:
+        log.info("%s: retiring %d work items of snapshots left behind", name, len(stale))
+        store.complete(name, None, stale)
+
+
+def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", replacing: str = "") -> list[WorkItem]:
     """One item per live data file of the export snapshot (one empty item for an empty table).
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
@@ -103,7 +145,7 @@ def _export_items(table: Table, name: str, base: Checkpoint) -> list[WorkItem]:
     paths.sort()
     groups = [(path,) for path in paths] or [()]
     return [
-        WorkItem(name, base.table_uuid, EXPORT, base.snapshot_id, base.sequence_number, i, len(groups), added_files=files)
+        WorkItem(name, base.table_uuid, EXPORT, base.snapshot_id, base.sequence_number, i, len(groups), added_files=files, resync=resync, replacing=replacing)
         for i, files in enumerate(groups)
     ]
 

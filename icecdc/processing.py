@@ -28,8 +28,8 @@ from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.planning import plan_table
 from icecdc.reading import Task, TableReader, file_tasks
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.sink import Refusal, SinkStats, ensure_index, open_client, write_documents
-from icecdc.state import Checkpoint, StateStore, WorkItem, open_state_store
+from icecdc.sink import Refusal, SinkStats, delete_older, ensure_index, open_client, reset_index, write_documents
+from icecdc.state import RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class BatchResult:
     writes: SinkStats = field(default_factory=SinkStats)
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
+    skipped: bool = False  # another run held the table's lease
 
     def add(self, other: BatchResult) -> None:
         self.snapshots += other.snapshots
@@ -77,8 +78,17 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None) -> tuple[
     The batch: every item of the longest run of snapshots, oldest first, whose items are all
     present; a snapshot a planner is still writing waits for the next pass.
     """
-    stale = [i for i in items if checkpoint is not None and i.table_uuid == checkpoint.table_uuid and i.sequence_number <= checkpoint.sequence_number]
-    live = [i for i in items if i not in stale]
+    def applied(item: WorkItem) -> bool:
+        # A resync's export may be of the checkpoint's own snapshot (a schema change): never stale.
+        return (
+            checkpoint is not None
+            and not item.resync
+            and item.table_uuid == checkpoint.table_uuid
+            and item.sequence_number <= checkpoint.sequence_number
+        )
+
+    stale = [i for i in items if applied(i)]
+    live = [i for i in items if not applied(i)]
     by_snapshot: dict[int, list[WorkItem]] = {}
     for item in sorted(live, key=lambda i: (i.sequence_number, i.group)):
         by_snapshot.setdefault(item.snapshot_id, []).append(item)
@@ -109,16 +119,32 @@ def process_table(
         return result
     tasks = file_tasks(table, batch)
     last = batch[-1]
+    resync = {i.resync for i in batch if i.resync}
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
-    log.info("%s: applying %d snapshots, %d files", config.name, result.snapshots, result.files)
-    ensure_index(open_client(opensearch), config.index)
+    log.info("%s: applying %d snapshots, %d files%s", config.name, result.snapshots, result.files, f" ({', '.join(resync)})" if resync else "")
+    client = open_client(opensearch)
+    if RESET in resync:
+        reset_index(client, config.index)
+    ensure_index(client, config.index)
+    target = _Target(
+        config.name,
+        config.index,
+        opensearch,
+        dead_letter,
+        {i.sequence_number: i.snapshot_id for i in batch},
+        "external_gte" if resync else "external",
+    )
     if tasks:
         reader = TableReader.for_table(table, config.name, identifiers, dead_letter)
-        target = _Target(config.name, config.index, opensearch, dead_letter, {i.sequence_number: i.snapshot_id for i in batch})
         result.changes, result.writes = _apply(spark, reader, tasks, target)
-    result.checkpoint = Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
-    store.complete(config.name, result.checkpoint, batch)
+    if REWRITE in resync:
+        export_version = min(i.sequence_number for i in batch if i.resync)
+        result.writes.deleted += _delete_older(spark, target, export_version)
+    result.checkpoint = Checkpoint(
+        last.table_uuid, last.snapshot_id, last.sequence_number, table.metadata.current_schema_id, identifiers
+    )
+    store.complete(config.name, result.checkpoint, batch, replace=bool(resync))
     result.seconds = time.monotonic() - started
     log.info(
         "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
@@ -143,6 +169,7 @@ class _Target:
     opensearch: OpenSearchConfig
     dead_letter: str | None
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
+    version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
 
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
@@ -191,8 +218,22 @@ def _write_partition(
         target.index,
         (w for w in writes if w is not None),
         target.dead_letters if target.dead_letter else None,
+        target.version_type,
     )
     yield change_stats, sink_stats
+
+
+def _delete_older(spark: SparkSession, target: _Target, version: int) -> int:
+    """After a resync's export: delete every document older than it (rows the table no longer has),
+    scanning the index in slices on the executors."""
+    slices = max(spark.sparkContext.defaultParallelism, 1)
+    deleted = (
+        spark.sparkContext.parallelize(range(slices), slices)
+        .map(lambda i: delete_older(open_client(target.opensearch), target.opensearch, target.index, version, i, slices))
+        .sum()
+    )
+    log.info("%s: deleted %d documents older than the resync", target.table, deleted)
+    return int(deleted)
 
 
 def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None = None) -> list[BatchResult]:
@@ -207,15 +248,21 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
     try:
         for table_config, table in loaded:
             total = BatchResult(table_config.name)
-            for _ in range(MAX_SYNC_ROUNDS):
-                plan_table(table, table_config, store, identifiers[table_config.name])
-                batch = process_table(
-                    spark, table, table_config, store, config.opensearch, identifiers[table_config.name], config.dead_letter
-                )
-                total.add(batch)
-                if batch.snapshots == 0:
-                    break
-                table = load_table(catalog, table_config.name)  # commits made while we worked
+            # One processor per table at a time; a second run waits for the lease, or leaves the
+            # table to the run that holds it (versioned writes make an overlap harmless anyway).
+            with Lease(store, table_config.name, config.state.lease_seconds) as lease:
+                if not lease.held:
+                    log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
+                    total.skipped = True
+                for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
+                    plan_table(table, table_config, store, identifiers[table_config.name])
+                    batch = process_table(
+                        spark, table, table_config, store, config.opensearch, identifiers[table_config.name], config.dead_letter
+                    )
+                    total.add(batch)
+                    if batch.snapshots == 0:
+                        break
+                    table = load_table(catalog, table_config.name)  # commits made while we worked
             results.append(total)
     finally:
         store.close()

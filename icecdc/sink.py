@@ -72,13 +72,36 @@ def ensure_index(client: OpenSearch, index: str) -> None:
             raise
 
 
-def bulk_actions(index: str, writes: Iterable[Write]) -> Iterator[dict[str, Any]]:
+def reset_index(client: OpenSearch, index: str) -> None:
+    """Delete and recreate the index with its mappings: the only way to let versions go backwards."""
+    mappings: dict[str, Any] = {}
+    if client.indices.exists(index=index):
+        mappings = client.indices.get_mapping(index=index).get(index, {}).get("mappings", {})
+        client.indices.delete(index=index)
+    client.indices.create(index=index, body={"mappings": mappings} if mappings else None)
+
+
+def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:
+    """Delete the documents of one scroll slice whose version is below `version`; return how many.
+
+    The deletes carry `version` as external version, so a document rewritten meanwhile by a newer
+    change is refused, not deleted.
+    """
+    query: dict[str, Any] = {"query": {"match_all": {}}, "version": True, "_source": False}
+    if slices > 1:
+        query["slice"] = {"id": slice_id, "max": slices}
+    hits = helpers.scan(client, index=index, query=query, scroll="10m", size=1000)
+    older = (Write(hit["_id"], version, None) for hit in hits if hit["_version"] < version)
+    return write_documents(client, config, index, older).deleted
+
+
+def bulk_actions(index: str, writes: Iterable[Write], version_type: str = "external") -> Iterator[dict[str, Any]]:
     for write in writes:
         action: dict[str, Any] = {
             "_index": index,
             "_id": write.doc_id,
             "version": write.version,
-            "version_type": "external",
+            "version_type": version_type,
         }
         if write.document is None:
             action["_op_type"] = "delete"
@@ -98,17 +121,19 @@ def write_documents(
     index: str,
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
+    version_type: str = "external",
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
     Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items
     refused for good go to `dead_letter` (without one, they fail the batch). A lost connection
     fails the batch: the transport has retried it already, and the checkpoint must not move.
+    A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
     """
     stats = SinkStats()
     for chunk in _chunks(writes, config.bulk_chunk_size):
         for attempt in range(config.max_retries + 1):
-            retry, refused = _write_chunk(client, index, chunk, stats)
+            retry, refused = _write_chunk(client, index, chunk, stats, version_type)
             if refused:
                 if dead_letter is None:
                     quoted = "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refused[:ERRORS_QUOTED])
@@ -128,14 +153,16 @@ def write_documents(
     return stats
 
 
-def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats) -> tuple[list[Refusal], list[Refusal]]:
+def _write_chunk(
+    client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, version_type: str
+) -> tuple[list[Refusal], list[Refusal]]:
     """One bulk request; count what succeeded, return (retryable, refused for good)."""
     retry: list[Refusal] = []
     refused: list[Refusal] = []
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
-            client, bulk_actions(index, chunk), chunk_size=len(chunk), max_retries=0, raise_on_error=False, raise_on_exception=True
+            client, bulk_actions(index, chunk, version_type), chunk_size=len(chunk), max_retries=0, raise_on_error=False, raise_on_exception=True
         )
         for write, (ok, result) in zip(chunk, results):
             op_type, outcome = next(iter(result.items()))

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
+import threading
 import time
+import uuid
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +26,8 @@ from typing import Iterable
 
 from icecdc.config import StateConfig
 from icecdc.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 EXPORT = "export"
 CHANGE = "change"
@@ -32,11 +37,24 @@ DONE = "done"
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """The last snapshot of a table whose changes are all in the index."""
+    """The last snapshot of a table whose changes are all in the index, and the shape they have there."""
 
     table_uuid: str
     snapshot_id: int
     sequence_number: int
+    schema_id: int = -1  # the schema the documents were written in; -1: not recorded
+    identifier_columns: tuple[str, ...] = ()  # what their ids were made of
+
+    @property
+    def token(self) -> str:
+        """Names this checkpoint in the keys of the resync that replaces it: every resync ends on a
+        checkpoint that differs in one of these, so each gets its own keys."""
+        return _sha256(json.dumps([self.table_uuid, self.snapshot_id, self.schema_id, list(self.identifier_columns)]))[:16]
+
+
+# How an export rebuilds an index that already holds documents (WorkItem.resync).
+REWRITE = "rewrite"  # write every row (equal versions overwrite), then delete documents older than the export
+RESET = "reset"  # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,8 @@ class WorkItem:
     added_files: tuple[str, ...] = ()
     deleted_files: tuple[str, ...] = ()
     delete_files: tuple[str, ...] = ()  # position-delete, deletion-vector and equality-delete files added
+    resync: str = ""  # export items only: "" for the first export, else REWRITE or RESET
+    replacing: str = ""  # a resync's export items: the token of the checkpoint it replaces
     status: str = PENDING
     created_at: float = field(default_factory=time.time)
 
@@ -66,7 +86,10 @@ class WorkItem:
     def key(self) -> str:
         if self.kind == EXPORT:
             # one file per export item; an empty table's export is one item with none
-            return f"{self.table}|export|{self.snapshot_id}|{_sha256(''.join(self.added_files))}"
+            file_hash = _sha256("".join(self.added_files))
+            if self.resync:
+                return f"{self.table}|resync|{self.replacing}|{self.snapshot_id}|{file_hash}"
+            return f"{self.table}|export|{self.snapshot_id}|{file_hash}"
         paths = sorted(self.added_files + self.deleted_files + self.delete_files)
         return f"{self.table}|{self.snapshot_id}|{_sha256(chr(10).join(paths))}"
 
@@ -90,8 +113,10 @@ class StateStore(ABC):
     def get_checkpoint(self, table: str) -> Checkpoint | None: ...
 
     @abstractmethod
-    def claim_export(self, table: str, base: Checkpoint) -> Checkpoint:
-        """Record `base` as the table's export snapshot unless one is recorded for its UUID; return the recorded one."""
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        """Record `base` as the export snapshot of the table's UUID that replaces the checkpoint
+        `replacing` names (see `Checkpoint.token`; "": the first export) unless one is recorded;
+        return the recorded one."""
 
     @abstractmethod
     def put_item(self, item: WorkItem) -> bool:
@@ -102,8 +127,15 @@ class StateStore(ABC):
         """The table's pending items, oldest snapshot first."""
 
     @abstractmethod
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem]) -> None:
-        """Advance the checkpoint (never backwards), then mark the items done."""
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
+        """Advance the checkpoint (never backwards, unless `replace`: a resync), then mark the items done."""
+
+    @abstractmethod
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        """Hold the table's processing lease for `seconds` (or renew it); False while another owner holds it."""
+
+    @abstractmethod
+    def release_lease(self, table: str, owner: str) -> None: ...
 
     def close(self) -> None:  # noqa: B027 - optional for stores without a connection
         """Release connections."""
@@ -114,18 +146,20 @@ class SqliteStateStore(StateStore):
 
     def __init__(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # check_same_thread=False: a store may be opened on one thread and used on another, never by two at once.
-        self._db = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
+        # One connection, shared by a sync and its lease renewer thread: every use holds its lock.
+        self._db = _LockedConnection(sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False))
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(
+        self._db.connection.executescript(
             """
             CREATE TABLE IF NOT EXISTS checkpoints (
                 table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
-                snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL, updated_at REAL NOT NULL);
-            CREATE TABLE IF NOT EXISTS export_claims (
-                table_name TEXT NOT NULL, table_uuid TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
-                PRIMARY KEY (table_name, table_uuid));
+                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL, updated_at REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS export_claims (
+                table_name TEXT NOT NULL, table_uuid TEXT NOT NULL, replacing TEXT NOT NULL,
+                snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
+                PRIMARY KEY (table_name, table_uuid, replacing));
+            CREATE TABLE IF NOT EXISTS leases (table_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
             CREATE TABLE IF NOT EXISTS work_items (
                 key TEXT PRIMARY KEY, table_name TEXT NOT NULL, status TEXT NOT NULL,
                 sequence_number INTEGER NOT NULL, body TEXT NOT NULL);
@@ -135,20 +169,35 @@ class SqliteStateStore(StateStore):
 
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number FROM checkpoints WHERE table_name = ?", (table,)
+            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns FROM checkpoints WHERE table_name = ?",
+            (table,),
         ).fetchone()
-        return Checkpoint(*row) if row else None
+        return Checkpoint(*row[:4], tuple(json.loads(row[4]))) if row else None
 
-    def claim_export(self, table: str, base: Checkpoint) -> Checkpoint:
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         self._db.execute(
-            "INSERT OR IGNORE INTO export_claims VALUES (?, ?, ?, ?)",
-            (table, base.table_uuid, base.snapshot_id, base.sequence_number),
+            "INSERT OR IGNORE INTO export_claims VALUES (?, ?, ?, ?, ?)",
+            (table, base.table_uuid, replacing, base.snapshot_id, base.sequence_number),
         )
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims WHERE table_name = ? AND table_uuid = ?",
-            (table, base.table_uuid),
+            "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims WHERE table_name = ? AND table_uuid = ? AND replacing = ?",
+            (table, base.table_uuid, replacing),
         ).fetchone()
         return Checkpoint(*row)
+
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        now = time.time()
+        with self._transaction():
+            cursor = self._db.execute(
+                """INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (table_name) DO UPDATE
+                   SET owner = excluded.owner, expires_at = excluded.expires_at
+                   WHERE leases.owner = excluded.owner OR leases.expires_at < ?""",
+                (table, owner, now + seconds, now),
+            )
+            return cursor.rowcount == 1
+
+    def release_lease(self, table: str, owner: str) -> None:
+        self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
 
     def put_item(self, item: WorkItem) -> bool:
         cursor = self._db.execute(
@@ -161,20 +210,30 @@ class SqliteStateStore(StateStore):
         rows = self._db.execute(
             "SELECT body FROM work_items WHERE table_name = ? AND status = ? ORDER BY sequence_number, key",
             (table, PENDING),
-        )
+        ).fetchall()
         return [WorkItem.from_json(body) for (body,) in rows]
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem]) -> None:
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
         with self._transaction():
             if checkpoint is not None:
                 self._db.execute(
-                    """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)
+                    """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (table_name) DO UPDATE SET
                          table_uuid = excluded.table_uuid, snapshot_id = excluded.snapshot_id,
-                         sequence_number = excluded.sequence_number, updated_at = excluded.updated_at
+                         sequence_number = excluded.sequence_number, schema_id = excluded.schema_id,
+                         identifier_columns = excluded.identifier_columns, updated_at = excluded.updated_at
                        WHERE excluded.sequence_number > checkpoints.sequence_number
-                          OR excluded.table_uuid != checkpoints.table_uuid""",
-                    (table, checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number, time.time()),
+                          OR excluded.table_uuid != checkpoints.table_uuid OR ?""",
+                    (
+                        table,
+                        checkpoint.table_uuid,
+                        checkpoint.snapshot_id,
+                        checkpoint.sequence_number,
+                        checkpoint.schema_id,
+                        json.dumps(list(checkpoint.identifier_columns)),
+                        time.time(),
+                        replace,
+                    ),
                 )
             for item in items:
                 done = WorkItem(**{**asdict(item), "status": DONE})
@@ -189,17 +248,38 @@ class SqliteStateStore(StateStore):
         self._db.close()
 
 
-class _SqliteTransaction:
-    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on error (the connection runs in autocommit mode)."""
+class _LockedConnection:
+    """A SQLite connection whose statements, and transactions, one thread at a time may run."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.lock = threading.RLock()
+
+    def execute(self, sql: str, parameters: tuple = ()) -> sqlite3.Cursor:
+        with self.lock:
+            return self.connection.execute(sql, parameters)
+
+    def close(self) -> None:
+        with self.lock:
+            self.connection.close()
+
+
+class _SqliteTransaction:
+    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on error (the connection runs in autocommit mode),
+    holding the connection's lock throughout."""
+
+    def __init__(self, db: _LockedConnection) -> None:
         self._db = db
 
     def __enter__(self) -> None:
+        self._db.lock.acquire()
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type: object, *_: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._db.lock.release()
 
 
 def open_state_store(config: StateConfig) -> StateStore:
@@ -212,3 +292,42 @@ def open_state_store(config: StateConfig) -> StateStore:
 
         return DynamoDbStateStore(table_name=config.table, region=config.region, endpoint_url=config.endpoint_url)
     raise ConfigError(f"state.type {config.type!r} is not supported")
+
+
+class Lease:
+    """Hold a table's processing lease for a `with` block: wait for it up to its own length (a
+    crashed holder's lease runs out by then), renew it in the background, release it at the end.
+
+    `held` is False when another live run kept it; the block then should leave the table alone.
+    """
+
+    def __init__(self, store: StateStore, table: str, seconds: float) -> None:
+        self._store = store
+        self._table = table
+        self._seconds = seconds
+        self._owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.held = False
+
+    def __enter__(self) -> Lease:
+        deadline = time.monotonic() + self._seconds
+        while not (held := self._store.acquire_lease(self._table, self._owner, self._seconds)) and time.monotonic() < deadline:
+            time.sleep(min(1.0, self._seconds / 10))
+        self.held = held
+        if held:
+            self._renewer = threading.Thread(target=self._renew, name=f"lease-{self._table}", daemon=True)
+            self._renewer.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._seconds / 3):
+            if not self._store.acquire_lease(self._table, self._owner, self._seconds):
+                log.warning("%s: lost the processing lease to another run", self._table)
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if self.held:
+            self._store.release_lease(self._table, self._owner)

@@ -5,7 +5,8 @@ Layout (partition key `pk` = the configured table name, sort key `sk`):
 | record      | sk                                   | lifetime                                 |
 |-------------|--------------------------------------|------------------------------------------|
 | checkpoint  | `checkpoint`                         | forever                                  |
-| export base | `export|<table uuid>`                | forever                                  |
+| export base | `export|<table uuid>|<replaced snapshot>` | forever                             |
+| lease       | `lease`                              | until released or expired                |
 | pending     | `pending|<sequence number:020d>|<key>` | until `complete`                       |
 | done        | `done|<key>`                         | `expires_at` (DynamoDB TTL), default 7 d |
 
@@ -20,6 +21,7 @@ checkpoint and the processor retires it unread (see `icecdc.state`).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -41,6 +43,7 @@ TTL_ATTRIBUTE = "expires_at"
 DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
 
 _CHECKPOINT = "checkpoint"
+_LEASE = "lease"
 _EXPORT = "export|"
 _PENDING = "pending|"
 _DONE = "done|"
@@ -71,8 +74,8 @@ class DynamoDbStateStore(StateStore):
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         return self._get_base(table, _CHECKPOINT)
 
-    def claim_export(self, table: str, base: Checkpoint) -> Checkpoint:
-        sk = _EXPORT + base.table_uuid
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
         try:
             self._client.put_item(
                 TableName=self.table_name,
@@ -129,9 +132,9 @@ class DynamoDbStateStore(StateStore):
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem]) -> None:
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
         if checkpoint is not None:
-            self._advance(table, checkpoint)
+            self._advance(table, checkpoint, replace)
         # Done record first, pending record second: a crash in between leaves the item pending at or
         # below the checkpoint, which the next pass retires again. No transaction is needed.
         expires_at = int(time.time()) + self.done_ttl_seconds
@@ -150,14 +153,46 @@ class DynamoDbStateStore(StateStore):
                 )
                 batch.delete_item(Key={PARTITION_KEY: table, SORT_KEY: _pending_sk(item)})
 
-    def _advance(self, table: str, checkpoint: Checkpoint) -> None:
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        now = time.time()
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item={**_keys(table, _LEASE), "owner": {"S": owner}, "lease_expires_at": {"N": repr(now + seconds)}},
+                ConditionExpression="attribute_not_exists(pk) OR #owner = :owner OR lease_expires_at < :now",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}, ":now": {"N": repr(now)}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def release_lease(self, table: str, owner: str) -> None:
+        try:
+            self._client.delete_item(
+                TableName=self.table_name,
+                Key=_keys(table, _LEASE),
+                ConditionExpression="#owner = :owner",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":owner": {"S": owner}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":  # expired and taken over: not ours to release
+                raise
+
+    def _advance(self, table: str, checkpoint: Checkpoint, replace: bool = False) -> None:
         """Write the checkpoint unless the stored one is as far or further (of the same table incarnation)."""
+        condition = {} if replace else {
+            "ConditionExpression": "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
+            "ExpressionAttributeValues": {":seq": {"N": str(checkpoint.sequence_number)}, ":uuid": {"S": checkpoint.table_uuid}},
+        }
         try:
             self._client.put_item(
                 TableName=self.table_name,
                 Item={**_keys(table, _CHECKPOINT), **_checkpoint_attributes(checkpoint), "updated_at": {"N": repr(time.time())}},
-                ConditionExpression="attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
-                ExpressionAttributeValues={":seq": {"N": str(checkpoint.sequence_number)}, ":uuid": {"S": checkpoint.table_uuid}},
+                **condition,
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
@@ -168,7 +203,13 @@ class DynamoDbStateStore(StateStore):
         record = self._client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")
         if record is None:
             return None
-        return Checkpoint(record["table_uuid"]["S"], int(record["snapshot_id"]["N"]), int(record["sequence_number"]["N"]))
+        return Checkpoint(
+            record["table_uuid"]["S"],
+            int(record["snapshot_id"]["N"]),
+            int(record["sequence_number"]["N"]),
+            int(record["schema_id"]["N"]) if "schema_id" in record else -1,
+            tuple(json.loads(record["identifier_columns"]["S"])) if "identifier_columns" in record else (),
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -204,6 +245,8 @@ def _checkpoint_attributes(checkpoint: Checkpoint) -> dict[str, dict[str, str]]:
         "table_uuid": {"S": checkpoint.table_uuid},
         "snapshot_id": {"N": str(checkpoint.snapshot_id)},
         "sequence_number": {"N": str(checkpoint.sequence_number)},
+        "schema_id": {"N": str(checkpoint.schema_id)},
+        "identifier_columns": {"S": json.dumps(list(checkpoint.identifier_columns))},
     }
 
 

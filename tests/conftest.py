@@ -54,7 +54,8 @@ def spark() -> Iterator[Any]:
 def config_dict(workdir: Path, opensearch_url: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "catalog": {"name": "lake", "type": "sql", "uri": f"sqlite:///{workdir / 'catalog.db'}", "warehouse": (workdir / "warehouse").as_uri()},
-        "state": {"type": "sqlite", "path": str(workdir / "state.db")},
+        # a short lease: a test that kills a sync reruns without waiting long for the dead run's lease
+        "state": {"type": "sqlite", "path": str(workdir / "state.db"), "lease_seconds": 5},
         "opensearch": {"url": opensearch_url},
         "spark": {"master": "local[2]"},
         "tables": tables,

@@ -108,30 +108,6 @@ def test_without_identifier_columns_appends_work_and_deletes_are_refused(pipelin
     assert pipeline.store().pending_items("db.events") == []
 
 
-def test_checkpoint_that_is_no_ancestor_is_refused(pipeline: Pipeline) -> None:
-    table = orders(pipeline)
-    table.append(rows(1))
-    config = pipeline.config({"name": "db.orders"})
-    pipeline.sync(config, "db.orders")
-    first = table.current_snapshot().snapshot_id
-    table.append(rows(2))
-    pipeline.sync(config, "db.orders")
-    table.manage_snapshots().rollback_to_snapshot(first).commit()  # the synced snapshot leaves the history
-    table.append(rows(3))
-    with pytest.raises(PlanningError, match="is not an ancestor of the current snapshot"):
-        sync(config, pipeline.spark)
-
-
-def test_recreated_table_is_refused(pipeline: Pipeline) -> None:
-    orders(pipeline).append(rows(1))
-    config = pipeline.config({"name": "db.orders"})
-    pipeline.sync(config, "db.orders")
-    pipeline.catalog.drop_table("db.orders")
-    orders(pipeline).append(rows(2))
-    with pytest.raises(PlanningError, match="dropped and created again"):
-        sync(config, pipeline.spark)
-
-
 def test_status_reports_lag(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     table.append(rows(1))

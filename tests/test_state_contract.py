@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -113,3 +114,36 @@ def test_done_status_is_not_pending(store: StateStore) -> None:
     store.complete("db.t", None, [item])
     assert store.pending_items("db.t") == []
     assert store.get_checkpoint("db.t") is None
+
+
+def test_checkpoint_keeps_schema_and_identifiers(store: StateStore) -> None:
+    checkpoint = Checkpoint(UUID, 7, 3, schema_id=2, identifier_columns=("tenant", "id"))
+    store.complete("db.t", checkpoint, [])
+    assert store.get_checkpoint("db.t") == checkpoint
+
+
+def test_a_resync_replaces_the_checkpoint_even_backwards(store: StateStore) -> None:
+    store.complete("db.t", Checkpoint(UUID, 20, 5), [])
+    store.complete("db.t", Checkpoint(UUID, 10, 3), [], replace=True)
+    assert store.get_checkpoint("db.t") == Checkpoint(UUID, 10, 3)
+
+
+def test_each_resync_claims_its_own_export(store: StateStore) -> None:
+    first = store.claim_export("db.t", Checkpoint(UUID, 1, 1))
+    assert store.claim_export("db.t", Checkpoint(UUID, 9, 5), replacing="cp1") == Checkpoint(UUID, 9, 5)
+    assert store.claim_export("db.t", Checkpoint(UUID, 10, 6), replacing="cp1") == Checkpoint(UUID, 9, 5)
+    assert store.claim_export("db.t", Checkpoint(UUID, 2, 2)) == first
+
+
+def test_leases_exclude_other_owners_until_they_expire(make_store: Callable[[], StateStore]) -> None:
+    a, b = make_store(), make_store()
+    assert a.acquire_lease("db.t", "run-a", 30)
+    assert a.acquire_lease("db.t", "run-a", 30)  # renewal
+    assert not b.acquire_lease("db.t", "run-b", 30)
+    assert b.acquire_lease("db.other", "run-b", 30)  # per table
+    a.release_lease("db.t", "run-a")
+    assert b.acquire_lease("db.t", "run-b", 0.2)
+    b.release_lease("db.t", "run-a")  # not the owner: no effect
+    assert not a.acquire_lease("db.t", "run-a", 30)
+    time.sleep(0.3)
+    assert a.acquire_lease("db.t", "run-a", 30)  # b's lease expired
