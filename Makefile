@@ -28,6 +28,13 @@ iceberg-jars: $(STAMP) java
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjarjar-java libxerial-sqlite-jdbc-java; }
 	$(BIN)/python local/iceberg_runtime.py
 
+# Benchmarks of issue 6 (bench/): BENCH_SCALE=full for the issue's sizes (1M-row table, 10^7-row
+# scaling point; far longer than the default), smoke for a quick check. Results: docs/bench/; data: .build/bench/.
+.PHONY: bench
+bench: $(STAMP) java iceberg-jars
+	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench
+	$(BIN)/python -m bench.hotpath
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -52,18 +52,41 @@ class SnapshotChanges:
 
 def net_write(doc_id: str, changes: Iterable[tuple[int, str, str]], stats: ChangeStats) -> Write | None:
     """The write one key needs, or None when its changes cancel out."""
-    by_snapshot: dict[int, SnapshotChanges] = {}
+    # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
+    # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
+    by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
+    rows = 0
     for sequence_number, change, document in changes:
-        stats.rows += 1
-        snapshot = by_snapshot.setdefault(sequence_number, SnapshotChanges(Counter(), Counter()))
-        (snapshot.inserts if change == INSERT else snapshot.deletes)[document] += 1
+        rows += 1
+        snapshot = by_snapshot.get(sequence_number)
+        if snapshot is None:
+            snapshot = by_snapshot[sequence_number] = ([], [])
+        snapshot[0 if change == INSERT else 1].append(document)
+    stats.rows += rows
     latest: Write | None = None
     for sequence_number in sorted(by_snapshot):
-        stats.carryovers += remove_carryovers(by_snapshot[sequence_number])
-        write = merge_update(doc_id, sequence_number, by_snapshot[sequence_number])
+        inserts, deletes = by_snapshot[sequence_number]
+        if len(inserts) <= 1 and len(deletes) <= 1:
+            write = _simple_write(doc_id, sequence_number, inserts, deletes, stats)
+        else:
+            general = SnapshotChanges(Counter(deletes), Counter(inserts))
+            stats.carryovers += remove_carryovers(general)
+            write = merge_update(doc_id, sequence_number, general)
         if write is not None:
             latest = write
     return latest
+
+
+def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:
+    """remove_carryovers + merge_update for at most one INSERT and one DELETE."""
+    if inserts and deletes and inserts[0] == deletes[0]:
+        stats.carryovers += 1
+        return None
+    if inserts:
+        return Write(doc_id, sequence_number, inserts[0])
+    if deletes:
+        return Write(doc_id, sequence_number, None)
+    return None
 
 
 def remove_carryovers(snapshot: SnapshotChanges) -> int:

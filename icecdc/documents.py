@@ -48,8 +48,10 @@ def _float(value: float) -> float | None:
 
 
 def _decimal(value: Decimal) -> str:
-    # A string keeps every digit; OpenSearch coerces it into numeric field types.
-    return format(value, "f")
+    # A string keeps every digit; OpenSearch coerces it into numeric field types. str() is 3x faster
+    # than format(); it is plain positional notation except for tiny or exponent-form values.
+    text = str(value)
+    return format(value, "f") if "E" in text else text
 
 
 def _temporal(value: dt.date | dt.time | dt.datetime) -> str:
@@ -139,6 +141,10 @@ def _id_text(value: Any) -> str:
     return str(value)
 
 
+# One encoder for every document: json.dumps with options builds a new encoder per call, a third of its time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_document(document: dict[str, Any]) -> str:
     """Canonical JSON: equal documents give equal text, which carryover removal relies on."""
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(document)

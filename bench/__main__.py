@@ -1,0 +1,62 @@
+"""`python -m bench` (what `make bench` runs): every measurement of issue 6, then the report.
+
+    BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is the issue's
+    python -m bench --only compare   run some measurements (compare, sink, scaling, batching)
+    python -m bench --report-only    redraw charts and README from the JSON already in docs/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+
+from osmem_server import OsmemServer
+
+from bench import report
+from bench.env import RESULTS, MemorySampler, fresh_workdir, machine, spark_settings, start_spark
+from bench.suite import SCALES, Bench, batching, compare, cost_scaling, sink_efficiency
+
+MEASUREMENTS = {"compare": compare, "sink": sink_efficiency, "scaling": cost_scaling, "batching": batching}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", "default"), choices=sorted(SCALES))
+    parser.add_argument("--only", nargs="+", choices=sorted(MEASUREMENTS), default=list(MEASUREMENTS))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        run(SCALES[args.scale].name, args.only)
+    report.write_all()
+
+
+def run(scale_name: str, only: list[str]) -> None:
+    path = RESULTS / f"results-{scale_name}.json"
+    # A partial run (--only) updates its measurements and keeps the others of the same scale.
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results.update({"scale": scale_name, "machine": machine(), "spark": spark_settings()})
+    workdir = fresh_workdir()
+    server = OsmemServer.start(japanese=False)
+    sampler = MemorySampler(server.pid)
+    spark = start_spark(workdir)
+    bench = Bench(workdir, spark, server.url, sampler, SCALES[scale_name])
+    try:
+        for name in only:
+            started = time.monotonic()
+            print(f"bench[{scale_name}]: {name} …", flush=True)
+            results[name] = MEASUREMENTS[name](bench)
+            print(f"bench[{scale_name}]: {name} done in {time.monotonic() - started:.0f}s", flush=True)
+            path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    finally:
+        spark.stop()
+        sampler.close()
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

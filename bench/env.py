@@ -1,0 +1,210 @@
+"""The bench's moving parts: one local Spark with Iceberg's runtime, one osmem server, one catalog.
+
+Everything the bench creates lives under `.build/bench/` (gitignored) and is wiped at the start of
+a run, so every run starts from the same empty catalog and state.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from icecdc.config import Config, parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / ".build" / "bench"
+RESULTS = REPO / "docs" / "bench"
+CATALOG = "lake"  # pyiceberg's SqlCatalog name and Spark's catalog name must match (see tests/spark_sql.py)
+CORES = 2  # the reference machine; both tools get the same local[2]
+
+
+def _spark_sql_module() -> ModuleType:
+    # tests/ is not a package; its spark_sql.py is the one place that knows where the Iceberg jars come from.
+    spec = importlib.util.spec_from_file_location("icecdc_tests_spark_sql", REPO / "tests" / "spark_sql.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def spark_settings() -> dict[str, str]:
+    """The one set of Spark settings both tools run under (a dict so the report can print it)."""
+    return {
+        "spark.master": f"local[{CORES}]",
+        "spark.driver.memory": "6g",  # local mode: driver and executor are one JVM
+        "spark.sql.shuffle.partitions": str(CORES),
+        "spark.default.parallelism": str(CORES),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def start_spark(workdir: Path) -> Any:
+    """A SparkSession with Iceberg's runtime whose catalog `lake` is the bench's SQLite catalog."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
+    iceberg = _spark_sql_module().iceberg_spark_conf()
+    if not iceberg:
+        raise SystemExit("bench: Iceberg's Spark runtime is unavailable; run `make iceberg-jars`")
+    builder = SparkSession.builder.appName("icecdc-bench")
+    settings = {
+        **iceberg,
+        **spark_settings(),
+        f"spark.sql.catalog.{CATALOG}.uri": f"jdbc:sqlite:{workdir / 'catalog.db'}",
+        f"spark.sql.catalog.{CATALOG}.warehouse": (workdir / "warehouse").as_uri(),
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+    return session
+
+
+def fresh_workdir() -> Path:
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    return WORK
+
+
+def icecdc_config(workdir: Path, opensearch_url: str, table: str, index: str, state: str, export: bool = True) -> Config:
+    """A config for one table of the bench catalog, with its own state store (so syncs do not share checkpoints)."""
+    return parse_config(
+        {
+            "catalog": {"name": CATALOG, "type": "sql", "uri": f"sqlite:///{workdir / 'catalog.db'}", "warehouse": (workdir / "warehouse").as_uri()},
+            "state": {"type": "sqlite", "path": str(workdir / f"state-{state}.db")},
+            "opensearch": {"url": opensearch_url},
+            "spark": {"master": f"local[{CORES}]"},
+            "tables": [{"name": table, "index": index, "export": export}],
+        }
+    )
+
+
+@dataclass
+class MemoryPeaks:
+    """Peak resident memory (MiB) of each part during one phase."""
+
+    driver_python: float = 0.0  # this process: planning, the driver side of icecdc
+    jvm: float = 0.0  # Spark's JVM: driver and executor in one (local mode)
+    python_workers: float = 0.0  # PySpark's executor-side Python processes (daemon + workers), summed
+    opensearch: float = 0.0  # the osmem server
+
+    def update(self, sample: dict[str, float]) -> None:
+        for name, value in sample.items():
+            setattr(self, name, max(getattr(self, name), value))
+
+
+class MemorySampler:
+    """Samples RSS of this process tree every `interval` seconds; `phase()` reports the peaks within it.
+
+    RSS, not heap: a JVM rarely returns memory to the OS, so its figure is the peak so far, an upper bound."""
+
+    def __init__(self, opensearch_pid: int, interval: float = 0.2) -> None:
+        self._me = psutil.Process()
+        self._opensearch_pid = opensearch_pid
+        self._interval = interval
+        self._current: MemoryPeaks | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> dict[str, float]:
+        sample = {"driver_python": self._me.memory_info().rss, "jvm": 0.0, "python_workers": 0.0, "opensearch": 0.0}
+        for child in self._me.children(recursive=True):
+            try:
+                rss, name = child.memory_info().rss, child.name()
+            except psutil.Error:  # a worker that exited between listing and reading
+                continue
+            part = "opensearch" if child.pid == self._opensearch_pid else "jvm" if name == "java" else "python_workers" if "python" in name else None
+            if part:
+                sample[part] += rss
+        return {k: v / 2**20 for k, v in sample.items()}
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            current = self._current
+            if current is not None:
+                current.update(self._sample())
+
+    @contextmanager
+    def phase(self) -> Iterator[MemoryPeaks]:
+        peaks = MemoryPeaks()
+        peaks.update(self._sample())
+        self._current = peaks
+        try:
+            yield peaks
+        finally:
+            peaks.update(self._sample())
+            self._current = None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Measure:
+    """Wall time and memory peaks of one measured step."""
+
+    seconds: float = 0.0
+    memory: MemoryPeaks = field(default_factory=MemoryPeaks)
+
+
+@contextmanager
+def measured(sampler: MemorySampler) -> Iterator[Measure]:
+    result = Measure()
+    with sampler.phase() as peaks:
+        started = time.perf_counter()
+        try:
+            yield result
+        finally:
+            result.seconds = time.perf_counter() - started
+    result.memory = peaks
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on: the report prints it beside them."""
+    import opensearchpy
+    import pyiceberg
+    import pyspark
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    java = subprocess.run(["java", "-version"], check=False, capture_output=True, text=True).stderr.splitlines()[0]
+    jars = sorted(p.name for p in (REPO / ".build" / "iceberg-jars").glob("iceberg-spark-runtime*.jar"))
+    return {
+        "cpu": cpu,
+        "cores": psutil.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": java,
+        "pyspark": pyspark.__version__,
+        "pyiceberg": pyiceberg.__version__,
+        "iceberg_spark_runtime": jars[0] if jars else "from ICECDC_SPARK_PACKAGES / ICECDC_ICEBERG_JARS",
+        "opensearch_py": opensearchpy.__versionstr__,
+        "osmem_server": _version("osmem-server"),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import version
+
+    return version(distribution)

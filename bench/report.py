@@ -1,0 +1,229 @@
+"""Charts (PNG) and the results section of docs/bench/README.md, from docs/bench/results-*.json.
+
+The README's text outside the markers is written by hand (analysis, recommendations) and kept;
+only the part between the markers is regenerated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on build machines
+import matplotlib.pyplot as plt
+
+from bench.env import RESULTS
+
+START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
+ORDER = ("smoke", "default", "full")
+MEMORY_PARTS = ("driver_python", "jvm", "python_workers", "opensearch")
+
+
+def write_all() -> None:
+    runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("results-*.json"))]
+    runs.sort(key=lambda r: ORDER.index(r["scale"]) if r["scale"] in ORDER else len(ORDER))
+    for run in runs:
+        _charts(run)
+    _readme(runs)
+
+
+def _charts(run: dict[str, Any]) -> None:
+    scale = run["scale"]
+    if "compare" in run:
+        _compare_chart(run["compare"], RESULTS / f"compare-{scale}.png")
+    if "sink" in run:
+        _sink_chart(run["sink"], RESULTS / f"sink-{scale}.png")
+    if "scaling" in run:
+        _scaling_chart(run["scaling"], RESULTS / f"scaling-{scale}.png")
+    if "batching" in run:
+        _batching_chart(run["batching"], RESULTS / f"batching-{scale}.png")
+    _memory_chart(run, RESULTS / f"memory-{scale}.png")
+
+
+def _save(figure: Any, path: Path) -> None:
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+
+
+def _compare_chart(data: dict[str, Any], path: Path) -> None:
+    rounds = data["rounds"]
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    x = range(len(rounds))
+    axes.bar([i - 0.2 for i in x], [r["icecdc"]["seconds"] for r in rounds], width=0.4, label="icecdc")
+    axes.bar([i + 0.2 for i in x], [r["peer"]["seconds"] for r in rounds], width=0.4, label="create_changelog_view + bulk")
+    axes.set_xticks(list(x), [f"sync {i + 1}\n×{r['ratio']:.2f}" for i, r in enumerate(rounds)])
+    axes.set_ylabel("seconds")
+    axes.set_title(f"{data['snapshots_per_sync']} snapshots per sync, {data['table']['rows']:,} rows")
+    axes.legend()
+    _save(figure, path)
+
+
+def _sink_chart(sink: dict[str, Any], path: Path) -> None:
+    labels = ["icecdc export\n(sync)", "icecdc sink\nalone", "raw bulk", "raw parallel_bulk"]
+    raw = sink["raw_docs_per_second"]
+    values = [sink["icecdc_export_docs_per_second"], raw["icecdc_write_documents"], raw["bulk"], raw["parallel_bulk_2_threads"]]
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    axes.bar(labels, values, color=["C0", "C0", "C1", "C1"])
+    axes.set_ylabel("documents / second")
+    axes.set_title(f"{sink['documents']:,} documents, one OpenSearch")
+    _save(figure, path)
+
+
+def _scaling_chart(data: dict[str, Any], path: Path) -> None:
+    sizes = data["sizes"]
+    rows = [s["rows"] for s in sizes]
+    figure, left = plt.subplots(figsize=(6, 3.2))
+    left.plot(rows, [s["seconds_median"] for s in sizes], "o-", color="C0", label="sync seconds")
+    left.set_xscale("log")
+    left.set_ylim(bottom=0)
+    left.set_xlabel("table rows")
+    left.set_ylabel("seconds (median)")
+    right = left.twinx()
+    right.plot(rows, [s["data_bytes_read"] / 2**20 for s in sizes], "s--", color="C1", label="data MiB read")
+    right.set_ylim(bottom=0)
+    right.set_ylabel("MiB read")
+    left.set_title("a one-row update")
+    figure.legend(loc="lower right")
+    _save(figure, path)
+
+
+def _batching_chart(data: dict[str, Any], path: Path) -> None:
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    axes.bar(["one sync", f"{data['snapshots']} syncs"], [data["one_sync"]["seconds"], data["one_sync_per_snapshot"]["seconds"]], color=["C0", "C1"])
+    axes.set_ylabel("seconds")
+    axes.set_title(f"{data['snapshots']} snapshots of {data['changes_per_snapshot']} changes")
+    _save(figure, path)
+
+
+def _memory_phases(run: dict[str, Any]) -> dict[str, dict[str, float]]:
+    phases: dict[str, dict[str, float]] = {}
+    sink = run.get("sink")
+    if sink:
+        phases["icecdc export"] = sink["export"]["icecdc"]["memory_mib"]
+        phases["peer load"] = sink["export"]["peer_load"]["memory_mib"]
+    compare = run.get("compare")
+    if compare:
+        phases["icecdc sync"] = _max_memory(r["icecdc"]["memory_mib"] for r in compare["rounds"])
+        phases["peer sync"] = _max_memory(r["peer"]["memory_mib"] for r in compare["rounds"])
+    scaling = run.get("scaling")
+    if scaling:
+        largest = scaling["sizes"][-1]
+        phases[f"one row, {largest['rows']:,}"] = _max_memory(s["memory_mib"] for s in largest["samples"])
+    batching = run.get("batching")
+    if batching:
+        phases["batched sync"] = batching["one_sync"]["memory_mib"]
+        phases["per-snapshot syncs"] = batching["one_sync_per_snapshot"]["memory_mib"]
+    return phases
+
+
+def _max_memory(items: Any) -> dict[str, float]:
+    peaks: dict[str, float] = {}
+    for item in items:
+        for part, value in item.items():
+            peaks[part] = max(peaks.get(part, 0.0), value)
+    return peaks
+
+
+def _memory_chart(run: dict[str, Any], path: Path) -> None:
+    phases = _memory_phases(run)
+    if not phases:
+        return
+    figure, axes = plt.subplots(figsize=(7, 3.6))
+    names = list(phases)
+    for offset, part in enumerate(MEMORY_PARTS[:3]):
+        axes.bar([i + (offset - 1) * 0.27 for i in range(len(names))], [phases[n].get(part, 0) for n in names], width=0.27, label=part)
+    axes.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    axes.set_ylabel("peak RSS, MiB")
+    axes.legend()
+    _save(figure, path)
+
+
+def _readme(runs: list[dict[str, Any]]) -> None:
+    path = RESULTS / "README.md"
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text:
+        text += f"\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    body = "\n".join(_run_section(run) for run in runs)
+    path.write_text(f"{head}{START}\n{body}\n{END}{tail}")
+
+
+def _run_section(run: dict[str, Any]) -> str:
+    m = run["machine"]
+    lines = [
+        f"### Scale `{run['scale']}`",
+        "",
+        (
+            f"{m['date']} · {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB · Python {m['python']}, {m['java']}, "
+            f"pyspark {m['pyspark']}, pyiceberg {m['pyiceberg']}, {m['iceberg_spark_runtime']}, opensearch-py {m['opensearch_py']}, "
+            f"osmem-server {m['osmem_server']} · Spark `{run['spark']['spark.master']}`, "
+            f"{run['spark']['spark.sql.shuffle.partitions']} shuffle partitions, driver memory {run['spark']['spark.driver.memory']}"
+        ),
+        "",
+        "| measurement | icecdc | reference | ratio | goal |",
+        "|---|---|---|---|---|",
+    ]
+    lines += _goal_rows(run)
+    lines += ["", _memory_table(run), ""]
+    lines += [f"![{name}]({name}-{run['scale']}.png)" for name in ("compare", "sink", "scaling", "batching", "memory") if (RESULTS / f"{name}-{run['scale']}.png").exists()]
+    return "\n".join(lines) + "\n"
+
+
+def _goal_rows(run: dict[str, Any]) -> list[str]:
+    rows = []
+    c = run.get("compare")
+    if c:
+        r = c["ratio_icecdc_to_peer"]
+        rows.append(
+            f"| 1. {c['rounds'].__len__()} syncs of {c['snapshots_per_sync']} snapshots, {c['table']['rows']:,} rows, "
+            f"{c['changes_per_snapshot']} changes/snapshot | {c['icecdc_seconds']:.1f} s | create_changelog_view + bulk: "
+            f"{c['peer_seconds']:.1f} s | **{r:.2f}** | ≤ 0.5 {_met(r <= 0.5)} |"
+        )
+    s = run.get("sink")
+    if s:
+        e = s["export"]
+        rows.append(
+            f"| initial load, {s['documents']:,} rows | {e['icecdc']['seconds']:.1f} s | Spark read + bulk: {e['peer_load']['seconds']:.1f} s | "
+            f"{s['ratio_export_icecdc_to_peer_load']:.2f} | — |"
+        )
+        rows.append(
+            f"| 2. export, {s['documents']:,} documents | {s['icecdc_export_docs_per_second']:,.0f} docs/s | raw bulk ceiling "
+            f"{s['ceiling_docs_per_second']:,.0f} docs/s | **{s['ratio_sync_to_ceiling']:.2f}** | ≥ 0.8 {_met(s['ratio_sync_to_ceiling'] >= 0.8)} |"
+        )
+        rows.append(
+            f"| 2'. icecdc's sink alone (no Spark), same documents | {s['raw_docs_per_second']['icecdc_write_documents']:,.0f} docs/s | "
+            f"{s['ceiling_docs_per_second']:,.0f} docs/s | {s['ratio_icecdc_sink_alone_to_ceiling']:.2f} | — |"
+        )
+    sc = run.get("scaling")
+    if sc:
+        small, large = sc["sizes"][0], sc["sizes"][-1]
+        rt = sc["ratio_time_largest_to_smallest"]
+        rows.append(
+            f"| 3. one-row update, {small['rows']:,} → {large['rows']:,} rows ({small['data_files']} → {large['data_files']} files) | "
+            f"{small['seconds_median']:.2f} s → {large['seconds_median']:.2f} s | — | **{rt:.2f}** time, "
+            f"{sc['ratio_bytes_largest_to_smallest']:.2f} bytes | ≤ 1.3 {_met(rt <= 1.3)} |"
+        )
+    b = run.get("batching")
+    if b:
+        rows.append(
+            f"| 4. {b['snapshots']} snapshots in one sync vs one sync each | {b['one_sync']['seconds']:.1f} s | "
+            f"{b['one_sync_per_snapshot']['seconds']:.1f} s | **{b['ratio_batched_to_per_snapshot']:.3f}** | — |"
+        )
+    return rows
+
+
+def _met(ok: bool) -> str:
+    return "✅" if ok else "❌ not met"
+
+
+def _memory_table(run: dict[str, Any]) -> str:
+    phases = _memory_phases(run)
+    lines = ["| 5. peak RSS, MiB | " + " | ".join(MEMORY_PARTS) + " |", "|---|" + "---|" * len(MEMORY_PARTS)]
+    for name, peaks in phases.items():
+        lines.append(f"| {name} | " + " | ".join(f"{peaks.get(p, 0):,.0f}" for p in MEMORY_PARTS) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Bench tables and their commits, written by Spark SQL through Iceberg's runtime, copy-on-write.
+
+Both tools read the very same commits: Iceberg's `create_changelog_view` supports copy-on-write
+tables only, so every table here is copy-on-write, format v2, partitioned by `region`.
+
+Rows are laid out in files of `rows_per_file` contiguous ids, so "a table of N rows in many files"
+means N / rows_per_file files whatever N is, and a change to one row rewrites one file.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.env import CATALOG
+
+REGIONS = 8
+COLUMNS = "id, region, customer, amount, qty, status, updated_at"
+STATUSES = ("new", "paid", "shipped", "returned")
+BASE_TS = 1_760_000_000  # seconds; timestamps are BASE_TS + id, then bumped by updates
+
+
+def create_table(spark: Any, name: str, rows: int, rows_per_file: int) -> None:
+    """A partitioned copy-on-write table of `rows` rows in about rows / rows_per_file files."""
+    spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{name}")
+    spark.sql(
+        f"""CREATE TABLE {CATALOG}.{name} (
+              id BIGINT NOT NULL, region STRING, customer STRING, amount DECIMAL(12, 2),
+              qty INT, status STRING, updated_at TIMESTAMP)
+            USING iceberg PARTITIONED BY (region)
+            TBLPROPERTIES (
+              'format-version' = '2',
+              'write.delete.mode' = 'copy-on-write', 'write.update.mode' = 'copy-on-write',
+              'write.merge.mode' = 'copy-on-write',
+              -- keep the files the data lays out (no shuffle into one file per partition)
+              'write.distribution-mode' = 'none', 'write.spark.fanout.enabled' = 'true')"""
+    )
+    spark.sql(f"ALTER TABLE {CATALOG}.{name} SET IDENTIFIER FIELDS id")
+    files = max(1, rows // rows_per_file)
+    # One region per block of rows_per_file ids, and a range partitioning on id: each write task
+    # gets about one block, so each file holds one block.
+    data = spark.range(rows).selectExpr(
+        "id",
+        f"concat('r', cast(floor(id / {rows_per_file}) % {REGIONS} as string)) AS region",
+        "concat('customer-', cast(id % 9973 as string)) AS customer",
+        "cast((id % 100000) / 100.0 as decimal(12, 2)) AS amount",
+        "cast(id % 50 as int) AS qty",
+        f"element_at(array{STATUSES}, cast(id % {len(STATUSES)} as int) + 1) AS status",
+        f"timestamp_seconds({BASE_TS} + id) AS updated_at",
+    )
+    data.repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(f"{CATALOG}.{name}").append()
+
+
+@dataclass
+class Mutator:
+    """Commits snapshots of mixed changes — updates, partition moves, deletes, inserts — one MERGE each.
+
+    Which keys change: `hot` of them within the newest tenth of ids (recent rows change most, as in
+    an orders table), the rest anywhere. Copy-on-write rewrites every file a changed key lives in."""
+
+    spark: Any
+    table: str
+    rows: int  # ids 0 .. rows-1 exist at the start
+    seed: int = 6
+    hot: float = 0.8
+    deleted: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
+        self._next_id = self.rows
+        self._bump = 0
+
+    def commit(self, changes: int) -> None:
+        """One snapshot with about `changes` changed keys: 60% updates, 10% partition moves, 10% deletes, 20% inserts."""
+        keys = self._live_keys(int(changes * 0.8))
+        updates, moves, deletes = keys[: len(keys) * 6 // 8], keys[len(keys) * 6 // 8 : len(keys) * 7 // 8], keys[len(keys) * 7 // 8 :]
+        inserts = list(range(self._next_id, self._next_id + max(1, changes // 5)))
+        self._next_id += len(inserts)
+        self.deleted.update(deletes)
+        self._bump += 1
+        source = [(k, "U") for k in updates] + [(k, "M") for k in moves] + [(k, "D") for k in deletes] + [(k, "I") for k in inserts]
+        self.spark.createDataFrame(source, "id BIGINT, op STRING").createOrReplaceTempView("bench_changes")
+        self.spark.sql(self._merge())
+
+    def update_one(self) -> None:
+        """One snapshot that changes a single row (copy-on-write: its file is rewritten)."""
+        key = self._live_keys(1)[0]
+        self._bump += 1
+        self.spark.sql(f"UPDATE {CATALOG}.{self.table} SET qty = qty + 1, updated_at = timestamp_seconds({BASE_TS} + id + {self._bump}) WHERE id = {key}")
+
+    def _live_keys(self, count: int) -> list[int]:
+        hot_start = self.rows - max(1, self.rows // 10)
+        chosen: set[int] = set()
+        while len(chosen) < count:
+            low = hot_start if self._random.random() < self.hot else 0
+            key = self._random.randrange(low, self.rows)
+            if key not in self.deleted:
+                chosen.add(key)
+        return sorted(chosen)
+
+    def _merge(self) -> str:
+        moved = f"concat('r', cast((cast(substr(t.region, 2) as int) + 1) % {REGIONS} as string))"
+        return f"""
+            MERGE INTO {CATALOG}.{self.table} t USING bench_changes s ON t.id = s.id
+            WHEN MATCHED AND s.op = 'D' THEN DELETE
+            WHEN MATCHED AND s.op = 'U' THEN UPDATE SET
+              t.amount = t.amount + 1, t.qty = t.qty + 1, t.status = 'paid',
+              t.updated_at = timestamp_seconds({BASE_TS} + t.id + {self._bump})
+            WHEN MATCHED AND s.op = 'M' THEN UPDATE SET
+              t.region = {moved}, t.updated_at = timestamp_seconds({BASE_TS} + t.id + {self._bump})
+            WHEN NOT MATCHED AND s.op = 'I' THEN INSERT ({COLUMNS}) VALUES (
+              s.id, concat('r', cast(s.id % {REGIONS} as string)), concat('customer-', cast(s.id % 9973 as string)),
+              cast(1.00 as decimal(12, 2)), 1, 'new', timestamp_seconds({BASE_TS} + s.id))"""
