@@ -1,0 +1,362 @@
+"""kill -9 at random points of `icecdc sync`, with commits in between; the next run converges.
+
+Each run is the real command (`python -m icecdc.cli sync --config FILE`) in a session of its own,
+against a real pyiceberg table and osmem behind the test proxy, killed with SIGKILL — the process,
+its Spark JVM and pyspark's worker daemon — at a point drawn from a seeded random generator. The
+points cover the whole run: interpreter and Spark start, planning (a kill as the first of many
+work items is written), reading, writing (a kill as a bulk request reaches the server), and
+between the last write and the checkpoint (held there by a lock on the state database, so the
+window is not left to luck). Commits land between some kills.
+A final run must then bring the index to the table's state with the checkpoint at the current
+snapshot.
+
+ICECDC_CRASH_SEED picks another schedule; a failure message quotes the seed and every kill.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyiceberg.expressions import In
+from pyiceberg.table import Table
+
+import icecdc
+from icecdc.state import Checkpoint, SqliteStateStore
+from icecdc.verify import diff_index
+from icecdc.writers import compact, update
+from tests.conftest import Pipeline
+from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
+from tests.test_sync import orders, rows
+
+SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
+REGIONS = ("us", "eu", "apac")
+# Every kill kind appears once or twice; an `anytime` kill is spread by time over a whole run.
+KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "before-checkpoint"]
+PLANNING_SNAPSHOTS = 10  # small commits before a `planning` kill: one work item each, so planning takes a while
+RUN_TIMEOUT = 120.0  # seconds a run may take before the test calls it hung
+LEASE_SECONDS = 4
+CHUNK = 10  # documents per bulk request: a batch is several requests, so a kill lands between them
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds a run's processes in /proc (Linux)")
+
+
+@dataclass
+class Kill:
+    """What one round did, for the failure message."""
+
+    kind: str
+    commits: list[str] = field(default_factory=list)
+    phase: str = ""  # where the run was when it died, from what it logged and sent
+    seconds: float = 0.0
+    outcome: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind:<18} after {self.seconds:5.1f}s in {self.phase or '?':<32} {self.outcome}; commits before: {self.commits}"
+
+
+class SyncRun:
+    """`icecdc sync` as a subprocess in a new session, its stderr read as it comes."""
+
+    def __init__(self, config_path: Path, log_path: Path) -> None:
+        env = dict(os.environ)
+        # The run and its Spark workers import this checkout's icecdc, whichever way it is installed.
+        source_root = str(Path(icecdc.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+        self.log = log_path.open("w")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "icecdc.cli", "sync", "--config", str(config_path)],
+            stdout=self.log,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,  # one session holds the run, its JVM and pyspark's daemon: killed as one
+        )
+        self.lines: list[str] = []
+        self.applying_at: float | None = None  # seconds into the run when processing began
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:  # drained continuously, so the run never blocks on a full pipe
+            self.lines.append(line)
+            self.log.write(line)
+            if self.applying_at is None and "applying" in line:
+                self.applying_at = time.monotonic() - self.started
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def saw(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float = RUN_TIMEOUT, every: float = 0.02) -> bool:
+        """Poll `ready()` every `every` seconds; False when the run ended first."""
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if ready():
+                return True
+            assert time.monotonic() < deadline, f"run hung; stderr tail: {self.lines[-5:]}"
+            time.sleep(every)
+        return False
+
+    def wait_until_time(self, at: float) -> bool:
+        return self.wait_until(partial(_past, at))
+
+    def wait_until_logged(self, text: str) -> bool:
+        return self.wait_until(partial(self.saw, text))
+
+    def kill(self) -> None:
+        """SIGKILL every process of the run's session; assert none is left."""
+        os.killpg(self.proc.pid, signal.SIGKILL)  # the CLI and its JVM: at once
+        self.proc.wait(timeout=30)
+        # pyspark's worker daemon puts itself and its workers in a process group of their own (same
+        # session); left alone it would notice the JVM is gone within a second, but a worker could
+        # still send a bulk request meanwhile: a writer outliving its run, which this test must not add.
+        deadline = time.monotonic() + 10
+        while left := session_processes(self.proc.pid):
+            assert time.monotonic() < deadline, f"processes of the killed run survive: {left}"
+            for _, group in left:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        self.close()
+
+    def finish(self) -> int:
+        try:
+            return self.proc.wait(timeout=RUN_TIMEOUT)
+        finally:
+            # pyspark's daemon exits on its own within a second or so of its JVM; give it that long
+            deadline = time.monotonic() + 10
+            while left := session_processes(self.proc.pid):
+                assert time.monotonic() < deadline, f"a finished run left processes behind: {left}"
+                time.sleep(0.1)
+            self.close()
+
+    def close(self) -> None:
+        self._reader.join(timeout=10)
+        self.log.close()
+
+
+def session_processes(session: int) -> list[tuple[int, int]]:
+    """(pid, process group) of every live process in the session; zombies count as gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        # the command name may hold spaces and parentheses: the fields start after the last ')'
+        state, _ppid, group, sid = stat.rsplit(")", 1)[1].split()[:4]
+        if int(sid) == session and state not in ("Z", "X"):
+            found.append((int(entry.name), int(group)))
+    return found
+
+
+def checkpoint_of(pipeline: Pipeline) -> Checkpoint | None:
+    store = pipeline.store()
+    try:
+        return store.get_checkpoint("db.orders")
+    finally:
+        store.close()
+
+
+def _past(at: float) -> bool:
+    return time.monotonic() > at
+
+
+def items_planned(store: SqliteStateStore, before: int) -> bool:
+    return len(store.pending_items("db.orders")) > before
+
+
+def requests_reached(proxy: FaultProxy, path: str, n: int) -> bool:
+    return proxy.count(path) >= n
+
+
+def index_equals(table: Table, pipeline: Pipeline) -> bool:
+    return not diff_index(table, ("id",), pipeline.client, "orders")
+
+
+def live_ids(table: Table) -> list[int]:
+    return sorted(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def commit_randomly(table: Table, rng: random.Random, next_id: int) -> tuple[str, int]:
+    """One commit of a kind icecdc follows; (what it was, the next unused id)."""
+    ids = live_ids(table)
+    kind = rng.choice(["append", "append", "update", "move", "delete", "compact"]) if ids else "append"
+    if kind == "append":
+        n = rng.randint(10, 40)
+        table.append(rows(*range(next_id, next_id + n), region=rng.choice(REGIONS)))
+        return f"append {n}", next_id + n
+    if kind == "update":
+        chosen = rng.sample(ids, min(len(ids), rng.randint(5, 25)))
+        status = f"s{rng.randint(0, 999)}"
+        update(table, In("id", chosen), lambda r: {**r, "status": status})
+        return f"update {len(chosen)}", next_id
+    if kind == "move":  # a partition-column change: the row's file moves to another partition
+        chosen = rng.sample(ids, min(len(ids), rng.randint(1, 5)))
+        region = rng.choice(REGIONS)
+        update(table, In("id", chosen), lambda r: {**r, "region": region})
+        return f"move {len(chosen)} to {region}", next_id
+    if kind == "delete":
+        chosen = rng.sample(ids, min(len(ids), rng.randint(1, 8)))
+        table.delete(In("id", chosen))
+        return f"delete {len(chosen)}", next_id
+    compact(table)
+    return "compact", next_id
+
+
+def phase_of(run: SyncRun, bulks_before: int, proxy: FaultProxy) -> str:
+    """Where a run was when it died, from what it had logged and sent."""
+    if run.saw("; checkpoint "):  # processing's summary line, logged after the checkpoint
+        return "after a checkpoint"
+    if proxy.count("_bulk") > bulks_before:
+        return "writing"
+    if run.saw("applying"):
+        return "reading"
+    if run.saw("planned"):
+        return "planned"
+    return "starting (Python, Spark, catalog)"
+
+
+def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any, fault_proxy: FaultProxy) -> None:
+    rng = random.Random(SEED)
+    # Spark runs only in the subprocesses; this process reads the table and the index to check them.
+    pipeline = Pipeline(tmp_path, osmem_clone.url, spark=None)
+    table = orders(pipeline)
+    for number, region in enumerate(REGIONS):
+        table.append(rows(*range(number * 100, number * 100 + 60), region=region))
+    next_id = 1000
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    # A killed run's table lease outlives it by up to lease_seconds, and the next run waits that
+    # long: short here, so the rounds are not spent waiting (the default is a minute).
+    raw["state"]["lease_seconds"] = LEASE_SECONDS
+    raw["opensearch"] = {"url": fault_proxy.url, "bulk_chunk_size": CHUNK}
+    raw["spark"] = {
+        "master": "local[2]",
+        "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    }
+    config_path = tmp_path / "icecdc.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    config = pipeline.config({"name": "db.orders"})  # direct to osmem, for the checks
+
+    kills = rng.sample(KILLS, len(KILLS))
+    rounds: list[Kill] = []
+    run_seconds = 15.0  # a whole run's length, refined from what runs log; spreads the `anytime` kills
+    for number, kind in enumerate(kills):
+        kill = Kill(kind)
+        rounds.append(kill)
+        # commits between some kills; before a kill that needs writes to happen, always
+        if number and (kind in ("reading", "writing", "before-checkpoint") or rng.random() < 0.5):
+            for _ in range(rng.randint(1, 3)):
+                done, next_id = commit_randomly(table, rng, next_id)
+                kill.commits.append(done)
+        if kind == "planning":
+            for _ in range(PLANNING_SNAPSHOTS):
+                table.append(rows(next_id, next_id + 1, region=rng.choice(REGIONS)))
+                next_id += 2
+            kill.commits.append(f"{PLANNING_SNAPSHOTS} appends of 2")
+        table = pipeline.catalog.load_table("db.orders")
+
+        bulks_before = fault_proxy.count("_bulk")
+        run = SyncRun(config_path, tmp_path / f"run-{number}.log")
+        lock: sqlite3.Connection | None = None
+        try:
+            if kind == "starting":
+                reached = run.wait_until_time(run.started + rng.uniform(0.2, 3.0))
+            elif kind == "anytime":
+                reached = run.wait_until_time(run.started + rng.uniform(0.05, 1.0) * run_seconds)
+            elif kind == "planning":  # as soon as this run wrote its first work item, before its last
+                store = pipeline.store()
+                try:
+                    reached = run.wait_until(partial(items_planned, store, len(store.pending_items("db.orders"))))
+                finally:
+                    store.close()
+            elif kind == "reading":
+                delay = rng.uniform(0.0, 1.5)
+                reached = run.wait_until_logged("applying") and run.wait_until_time(time.monotonic() + delay)
+            elif kind == "writing":
+                k = bulks_before + rng.randint(1, 4)  # the k-th bulk request of this run reached the server
+                reached = run.wait_until(partial(requests_reached, fault_proxy, "_bulk", k))
+            else:  # before-checkpoint: hold the state database so the checkpoint cannot be written
+                reached = run.wait_until_logged("applying")
+                if reached:
+                    lock = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+                    lock.execute("BEGIN IMMEDIATE")
+                    checkpoint = checkpoint_of(pipeline)
+                    # every write is done when the index equals the table; the run waits on our lock
+                    reached = run.wait_until(partial(index_equals, table, pipeline), timeout=25, every=0.5)
+                    assert checkpoint_of(pipeline) == checkpoint, f"seed {SEED} round {number}: the checkpoint moved under the lock"
+            kill.seconds = time.monotonic() - run.started
+            if run.applying_at is not None:  # processing takes a few seconds after it begins
+                run_seconds = max(run_seconds, run.applying_at + 5)
+            if kind == "before-checkpoint" and reached:
+                kill.phase = "between writes and checkpoint"
+            elif kind == "planning" and reached and not run.saw("planned"):
+                kill.phase = "planning"
+            else:
+                kill.phase = phase_of(run, bulks_before, fault_proxy)
+            if reached and run.running():
+                run.kill()
+                kill.outcome = "killed"
+            else:
+                code = run.finish()
+                kill.outcome = f"finished first, exit {code}"
+                assert code == 0, f"seed {SEED} round {number}: the run failed on its own: {run.lines[-3:]}"
+        finally:
+            if run.running():
+                run.kill()
+            if lock is not None:
+                lock.execute("ROLLBACK")
+                lock.close()
+        # whatever was killed, the checkpoint is a snapshot of this table
+        checkpoint = checkpoint_of(pipeline)
+        if checkpoint is not None:
+            assert checkpoint.table_uuid == str(table.metadata.table_uuid), f"seed {SEED} round {number}"
+            assert table.snapshot_by_id(checkpoint.snapshot_id) is not None, f"seed {SEED} round {number}"
+
+    schedule = f"seed {SEED}:\n" + "\n".join(str(k) for k in rounds)
+    # more commits after the last kill, then a run to completion
+    for _ in range(2):
+        _, next_id = commit_randomly(table, rng, next_id)
+    final = SyncRun(config_path, tmp_path / "run-final.log")
+    code = final.finish()
+    assert code == 0, f"{schedule}\nfinal run failed: {final.lines[-5:]}"
+
+    table = pipeline.catalog.load_table("db.orders")
+    diff = diff_index(table, ("id",), pipeline.client, "orders")
+    assert not diff, f"{schedule}\n{diff.summary()}"
+    pipeline.assert_index_equals_table(config, "db.orders")
+    store = pipeline.store()
+    try:
+        assert store.get_checkpoint("db.orders").snapshot_id == table.current_snapshot().snapshot_id, schedule
+        assert store.pending_items("db.orders") == [], schedule
+    finally:
+        store.close()
+    # the kills landed where they were meant to
+    killed = [k for k in rounds if k.outcome == "killed"]
+    assert len(killed) >= len(KILLS) - 1, schedule
+    phases = {k.phase for k in killed}
+    assert {"planning", "writing", "between writes and checkpoint"} <= phases and len(phases) >= 4, schedule
+    print(schedule)  # shown with -s or -rA: what this seed exercised
+
