@@ -49,12 +49,13 @@ class Scale:
     batch_snapshots: int  # issue: 50
     batch_changes: int
     sink_rows: int  # osmem indexes ~2,000 documents/s on 2 cores: this sets the sink measurement's length
+    hot: float  # share of changed keys among the newest tenth of ids; the rest anywhere (rewriting more files)
 
 
 SCALES = {
-    "smoke": Scale("smoke", 20_000, 2_000, 1, 5, 20, (10_000, 40_000), 2, 10_000, 5, 10, 5_000),
-    "default": Scale("default", 200_000, 10_000, 3, 20, 100, (100_000, 1_000_000), 3, 100_000, 50, 20, 30_000),
-    "full": Scale("full", 1_000_000, 10_000, 3, 20, 500, (100_000, 1_000_000, 10_000_000), 3, 100_000, 50, 20, 200_000),
+    "smoke": Scale("smoke", 20_000, 2_000, 1, 5, 20, (10_000, 40_000), 2, 10_000, 5, 10, 5_000, 1.0),
+    "default": Scale("default", 200_000, 10_000, 2, 20, 100, (100_000, 1_000_000), 3, 100_000, 50, 20, 30_000, 1.0),
+    "full": Scale("full", 1_000_000, 10_000, 3, 20, 500, (100_000, 1_000_000, 10_000_000), 3, 100_000, 50, 20, 200_000, 0.8),
 }
 
 
@@ -106,7 +107,7 @@ def compare(bench: Bench) -> dict[str, Any]:
     config = bench.config(name, "ice", export=False)
     bench.sync(config)  # the checkpoint: the current snapshot, where the peer starts too
     ensure_index(bench.client, "peer")
-    mutator = Mutator(spark, name, scale.compare_rows)
+    mutator = Mutator(spark, name, scale.compare_rows, hot=scale.hot)
     start = bench.snapshot_id(name)
     rounds = []
     profile_config = bench.config(name, "profile", export=False)
@@ -124,6 +125,7 @@ def compare(bench: Bench) -> dict[str, Any]:
         "table": {"rows": scale.compare_rows, "rows_per_file": scale.rows_per_file, "data_files": _data_files(bench.table(name))},
         "snapshots_per_sync": scale.snapshots,
         "changes_per_snapshot": scale.changes,
+        "hot": scale.hot,
         "rounds": rounds,
         "icecdc_seconds": ice_seconds,
         "peer_seconds": peer_seconds,
@@ -352,7 +354,7 @@ def batching(bench: Bench) -> dict[str, Any]:
     one, each = bench.config(name, "batch-one", export=False), bench.config(name, "batch-each", export=False)
     bench.sync(one)
     bench.sync(each)
-    mutator = Mutator(bench.spark, name, scale.batch_rows)
+    mutator = Mutator(bench.spark, name, scale.batch_rows, hot=scale.hot)
     per_snapshot: list[Measure] = []
     for _ in range(scale.batch_snapshots):
         mutator.commit(scale.batch_changes)
