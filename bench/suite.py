@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 from pyinstrument import Profiler
 
 from bench import peer
-from bench.env import CATALOG, RESULTS, Measure, MemorySampler, icecdc_config, measured
+from bench.env import CATALOG, REPO, RESULTS, Measure, MemorySampler, icecdc_config, measured
 from bench.tables import Mutator, create_table
 from icecdc.catalog import identifier_columns
 from icecdc.changelog import ChangeStats, Write, net_write
@@ -257,7 +257,7 @@ def profile_executor_path(bench: Bench, config: Config) -> dict[str, Any]:
     writes = _step(steps, "net_change", lambda: [w for k, v in grouped.items() if (w := net_write(k, v, stats)) is not None])
     sink = _step(steps, "bulk", lambda: write_documents(bench.client, config.opensearch, table_config.index, writes))
     profiler.stop()
-    (RESULTS / f"profile-executor-{bench.scale.name}.txt").write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+    _save_profile(profiler, f"profile-executor-{bench.scale.name}.txt")
     return {
         "files": len(tasks),
         "bytes_read": _task_bytes(tasks),
@@ -344,7 +344,13 @@ def profile_largest_sync(bench: Bench, name: str) -> None:
     profiler.start()
     sync(config, bench.spark, [name])
     profiler.stop()
-    (RESULTS / f"profile-driver-one-row-{bench.scale.name}.txt").write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+    _save_profile(profiler, f"profile-driver-one-row-{bench.scale.name}.txt")
+
+
+def _save_profile(profiler: Profiler, name: str) -> None:
+    # Paths relative to the checkout: the committed profile names no machine's directories.
+    text = profiler.output_text(unicode=False, color=False, show_all=False)
+    (RESULTS / name).write_text(text.replace(f"{REPO}/", ""))
 
 
 def batching(bench: Bench) -> dict[str, Any]:
