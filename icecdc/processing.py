@@ -181,13 +181,16 @@ class _Target:
 
 def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: _Target) -> tuple[ChangeStats, SinkStats]:
     context = spark.sparkContext
-    changes = context.parallelize(tasks, len(tasks)).mapPartitions(reader.read)
+    carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
+    # A few tasks per core: each Spark task ships the table's metadata, so one per small file costs more than it reads.
+    slices = min(len(tasks), 4 * max(context.defaultParallelism, 1))
+    changes = context.parallelize(tasks, slices).mapPartitions(partial(reader.read, carried=carried))
     by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
     try:
         per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
     except Py4JJavaError as exc:
         raise _executor_error(exc) from exc
-    change_stats, sink_stats = ChangeStats(), SinkStats()
+    change_stats, sink_stats = ChangeStats(rows=2 * carried.value, carryovers=carried.value), SinkStats()
     for changes_done, writes_done in per_partition:
         change_stats.add(changes_done)
         sink_stats.add(writes_done)

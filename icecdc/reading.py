@@ -21,6 +21,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import ArrowScan, _read_deletes
@@ -66,7 +68,16 @@ class KeyDeleteTask:
     snapshot_id: int
 
 
-Task = FileTask | KeyDeleteTask
+@dataclass(frozen=True)
+class RewriteTask:
+    """The files one snapshot removed from and added to one partition, with no deletes in force:
+    a copy-on-write rewrite. Read together so that unchanged rows cancel in Arrow, before Python."""
+
+    removed: tuple[FileTask, ...]
+    added: tuple[FileTask, ...]
+
+
+Task = FileTask | KeyDeleteTask | RewriteTask
 
 
 def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[Task]:
@@ -134,7 +145,23 @@ def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
             tasks.append(
                 FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry))
             )
-    return tasks
+    return _pair_rewrites(tasks)
+
+
+def _pair_rewrites(tasks: list[Task]) -> list[Task]:
+    """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks."""
+    by_partition: dict[tuple[int, str], list[FileTask]] = {}
+    others: list[Task] = []
+    for task in tasks:
+        if isinstance(task, FileTask) and not task.deletes and task.deletes_after is None:
+            by_partition.setdefault((task.data_file.spec_id, repr(task.data_file.partition)), []).append(task)
+        else:
+            others.append(task)
+    for group in by_partition.values():
+        removed = tuple(t for t in group if t.change == DELETE)
+        added = tuple(t for t in group if t.change == INSERT)
+        others += [RewriteTask(removed, added)] if removed and added else list(group)
+    return others
 
 
 class SnapshotFiles:
@@ -180,6 +207,8 @@ class SnapshotFiles:
     def data_files_touched_by(self, position_deletes: list[DataFile]) -> list[ManifestEntry]:
         """Live data files that position-delete files may point at: the referenced file when the
         delete file names one, else every file of its partition."""
+        if not position_deletes:
+            return []  # no need to read the data manifests
         touched: dict[str, ManifestEntry] = {}
         live = self._live_data()
         for delete_file in position_deletes:
@@ -244,15 +273,25 @@ class TableReader:
     def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None) -> TableReader:
         return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
 
-    def read(self, tasks: Iterable[Task]) -> Iterator[Change]:
-        """Every change the tasks' files carry, keyed by document id."""
+    def read(self, tasks: Iterable[Task], carried: Any = None) -> Iterator[Change]:
+        """Every change the tasks' files carry, keyed by document id.
+
+        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle.
+        """
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
+        dropped = 0
         for task in tasks:
             if isinstance(task, KeyDeleteTask):
                 yield from self._key_deletes(files, task, unreadable)
+            elif isinstance(task, RewriteTask):
+                changes, pairs = self._rewrite_changes(files, task, unreadable)
+                dropped += pairs
+                yield from changes
             else:
                 yield from self._file_changes(files, task, unreadable)
+        if carried is not None:
+            carried.add(dropped)
         if unreadable:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
@@ -271,6 +310,34 @@ class TableReader:
             else:
                 # Insert-only tables: the row's place in its file names it (compactions are never read).
                 doc_id = f"{file_key}-{position}"
+            if doc_id is not None:
+                yield doc_id, (task.sequence_number, task.change, document)
+
+    def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
+        """The rows a rewrite changed, and how many unchanged pairs it dropped.
+
+        Rows equal in every column cancel pairwise (a multiset difference by Arrow's group-by), so
+        only changed rows reach Python. Types Arrow cannot group by (structs, lists, maps) take the
+        row-by-row path, where carryovers cancel after the shuffle instead.
+        """
+        removed = files.table([t.data_file for t in task.removed])
+        added = files.table([t.data_file for t in task.added])
+        try:
+            removed_rows, added_rows, pairs = _cancel_equal_rows(removed, added)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
+        changes = [
+            change
+            for rows, template in ((removed_rows, task.removed[0]), (added_rows, task.added[0]))
+            for change in self._row_changes(files, rows.to_pylist(), template, unreadable)
+        ]
+        return changes, pairs
+
+    def _row_changes(self, files: _Files, rows: list[dict[str, Any]], task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+        for row in rows:
+            fields = files.mapper.document(row)
+            document = encode_document(fields)
+            doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
             if doc_id is not None:
                 yield doc_id, (task.sequence_number, task.change, document)
 
@@ -311,6 +378,10 @@ class _Files:
         schema = metadata.schema()
         return cls(metadata, load_file_io(reader.io_properties, metadata.location), schema, DocumentMapper(schema, reader.identifier_columns))
 
+    def table(self, data_files: list[DataFile]) -> pa.Table:
+        """Every row of the files, deletes NOT applied, projected onto the current schema by field ID."""
+        return ArrowScan(self.metadata, self.io, self.schema, AlwaysTrue()).to_table([FileScanTask(f) for f in data_files])
+
     def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
         """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
         scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
@@ -347,3 +418,29 @@ class _RemovedRows:
         if position in self.positions:
             return True
         return any(tuple(row[n] for n in names) in values for names, values in self.equality)
+
+
+def _cancel_equal_rows(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa.Table, int]:
+    """(removed rows, added rows, pairs dropped): rows equal in every column cancel pairwise."""
+    columns = removed.column_names
+    both = pa.concat_tables(
+        [
+            removed.append_column("__removed", _ones(removed.num_rows)).append_column("__added", _zeros(removed.num_rows)),
+            added.append_column("__removed", _zeros(added.num_rows)).append_column("__added", _ones(added.num_rows)),
+        ]
+    )
+    counts = both.group_by(columns, use_threads=False).aggregate([("__removed", "sum"), ("__added", "sum")])
+    excess = pc.subtract(counts["__removed_sum"], counts["__added_sum"]).to_pylist()
+    pairs = pc.sum(pc.min_element_wise(counts["__removed_sum"], counts["__added_sum"])).as_py() or 0
+    keep_removed = [i for i, n in enumerate(excess) if n > 0 for _ in range(n)]
+    keep_added = [i for i, n in enumerate(excess) if n < 0 for _ in range(-n)]
+    rows = counts.select(columns)
+    return rows.take(pa.array(keep_removed, pa.int64())), rows.take(pa.array(keep_added, pa.int64())), pairs
+
+
+def _ones(n: int) -> pa.Array:
+    return pa.nulls(n, pa.int64()).fill_null(1)
+
+
+def _zeros(n: int) -> pa.Array:
+    return pa.nulls(n, pa.int64()).fill_null(0)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from icecdc.changelog import ChangeStats, Write, net_write
 from icecdc.errors import ProcessingError
-from icecdc.reading import DELETE, INSERT
+from icecdc.reading import DELETE, INSERT, _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
 
@@ -51,3 +52,13 @@ def test_duplicate_carryovers_cancel_pairwise_only() -> None:
 def test_two_live_rows_for_one_key_is_an_error_naming_the_key() -> None:
     with pytest.raises(ProcessingError, match="'1'.*identifier columns must be unique"):
         net((5, INSERT, OLD), (5, INSERT, NEW))
+
+
+def test_equal_rows_cancel_pairwise_in_arrow() -> None:
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    removed = pa.table({"id": [1, 2, 2, 3, None], "s": ["a", "b", "b", "c", None]}, schema=schema)
+    added = pa.table({"id": [1, 2, 3, None, 4], "s": ["a", "b", "C", None, "d"]}, schema=schema)
+    gone, new, pairs = _cancel_equal_rows(removed, added)
+    assert pairs == 3  # (1,a), one of the two (2,b), and (null,null)
+    assert sorted(gone.to_pylist(), key=str) == [{"id": 2, "s": "b"}, {"id": 3, "s": "c"}]
+    assert sorted(new.to_pylist(), key=str) == [{"id": 3, "s": "C"}, {"id": 4, "s": "d"}]

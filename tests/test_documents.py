@@ -125,3 +125,24 @@ def test_columns_are_read_by_field_id(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.paint", "identifier_columns": ["id"]})
     pipeline.sync(config, "db.paint")
     assert pipeline.documents("paint")["1"] == '{"color":"red","id":1,"shade":null}'
+
+
+def test_rewrites_of_nested_columns_take_the_row_path(pipeline: Pipeline) -> None:
+    """Arrow cannot group by struct or list columns: such rewrites cancel carryovers after the shuffle."""
+    from pyiceberg.expressions import EqualTo
+
+    from icecdc.writers import update
+
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "point", StructType(NestedField(3, "x", DoubleType()))),
+        NestedField(4, "tags", ListType(5, StringType())),
+        identifier_field_ids=[1],
+    )
+    table = pipeline.catalog.create_table("db.nested", schema=schema)
+    table.append(pa.Table.from_pylist([{"id": i, "point": {"x": i / 2}, "tags": ["t"]} for i in range(5)], schema=table.schema().as_arrow()))
+    config = pipeline.config({"name": "db.nested"})
+    pipeline.sync(config, "db.nested")
+    update(table, EqualTo("id", 3), lambda r: {**r, "tags": ["t", "u"]})
+    result = pipeline.sync(config, "db.nested")
+    assert (result.writes.indexed, result.changes.carryovers) == (1, 4)

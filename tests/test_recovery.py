@@ -29,10 +29,10 @@ class Crash(Exception):
 class CrashBeforeCheckpoint(SqliteStateStore):
     """The real store, with the process dying where the checkpoint would be written."""
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem]) -> None:
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
         if checkpoint is not None:
             raise Crash("killed after the writes, before the checkpoint")
-        super().complete(table, checkpoint, items)
+        super().complete(table, checkpoint, items, replace)
 
 
 def test_crash_after_the_writes_and_before_the_checkpoint_converges(pipeline: Pipeline) -> None:
