@@ -48,14 +48,15 @@ def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> B
     out = root / ".build"
     return Bundles(
         lambda_code=_lambda_code(root, out / "planner-code", config_path),
-        lambda_layer=_placeholder_layer(out) if placeholder else _lambda_layer(out),
+        lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out),
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
         config=config_path,
     )
 
 
-def _lambda_layer(out: Path) -> Path:
+def lambda_layer(out: Path) -> Path:
+    """The planner's dependency layer under `out`, built with pip once and cached by its requirements."""
     key = hashlib.sha256("\n".join((LAMBDA_PYTHON, LAMBDA_PLATFORM, *LAMBDA_REQUIREMENTS)).encode()).hexdigest()[:16]
     layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():

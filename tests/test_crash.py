@@ -46,7 +46,9 @@ SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
 REGIONS = ("us", "eu", "apac")
 # Every kill kind appears once or twice; an `anytime` kill is spread by time over a whole run.
 KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "before-checkpoint"]
-PLANNING_SNAPSHOTS = 10  # small commits before a `planning` kill: one work item each, so planning takes a while
+# Small commits before a `planning` kill: one work item each, so that the loop writing them lasts
+# long enough (tens of milliseconds) for a kill to land inside it.
+PLANNING_SNAPSHOTS = 40
 RUN_TIMEOUT = 120.0  # seconds a run may take before the test calls it hung
 LEASE_SECONDS = 4
 CHUNK = 10  # documents per bulk request: a batch is several requests, so a kill lands between them
@@ -184,8 +186,29 @@ def _past(at: float) -> bool:
     return time.monotonic() > at
 
 
-def items_planned(store: SqliteStateStore, before: int) -> bool:
-    return len(store.pending_items("db.orders")) > before
+class FirstItemPlanned:
+    """True once the run has written a work item; polled every few milliseconds, so it looks at the
+    SQLite write-ahead log's size and time first (a stat) and reads the items only after a write."""
+
+    def __init__(self, store: SqliteStateStore, database: Path) -> None:
+        self.store = store
+        self.wal = database.with_name(database.name + "-wal")
+        self.before = len(store.pending_items("db.orders"))
+        self.last: tuple[int, int] | None = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            stat = self.wal.stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_size, stat.st_mtime_ns
+
+    def __call__(self) -> bool:
+        now = self._stat()
+        if now == self.last:
+            return False
+        self.last = now
+        return len(self.store.pending_items("db.orders")) > self.before
 
 
 def requests_reached(proxy: FaultProxy, path: str, n: int) -> bool:
@@ -273,9 +296,9 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
                 kill.commits.append(done)
         if kind == "planning":
             for _ in range(PLANNING_SNAPSHOTS):
-                table.append(rows(next_id, next_id + 1, region=rng.choice(REGIONS)))
-                next_id += 2
-            kill.commits.append(f"{PLANNING_SNAPSHOTS} appends of 2")
+                table.append(rows(next_id, region=rng.choice(REGIONS)))
+                next_id += 1
+            kill.commits.append(f"{PLANNING_SNAPSHOTS} appends of 1")
         table = pipeline.catalog.load_table("db.orders")
 
         bulks_before = fault_proxy.count("_bulk")
@@ -289,7 +312,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
             elif kind == "planning":  # as soon as this run wrote its first work item, before its last
                 store = pipeline.store()
                 try:
-                    reached = run.wait_until(partial(items_planned, store, len(store.pending_items("db.orders"))))
+                    reached = run.wait_until(FirstItemPlanned(store, tmp_path / "state.db"), every=0.002)
                 finally:
                     store.close()
             elif kind == "reading":
@@ -305,24 +328,25 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
                     lock.execute("BEGIN IMMEDIATE")
                     checkpoint = checkpoint_of(pipeline)
                     # every write is done when the index equals the table; the run waits on our lock
-                    reached = run.wait_until(partial(index_equals, table, pipeline), timeout=25, every=0.5)
+                    # (the run's SQLite busy timeout, 30 s, starts only when it tries to write the checkpoint)
+                    reached = run.wait_until(partial(index_equals, table, pipeline), every=0.5)
                     assert checkpoint_of(pipeline) == checkpoint, f"seed {SEED} round {number}: the checkpoint moved under the lock"
             kill.seconds = time.monotonic() - run.started
-            if run.applying_at is not None:  # processing takes a few seconds after it begins
-                run_seconds = max(run_seconds, run.applying_at + 5)
-            if kind == "before-checkpoint" and reached:
-                kill.phase = "between writes and checkpoint"
-            elif kind == "planning" and reached and not run.saw("planned"):
-                kill.phase = "planning"
-            else:
-                kill.phase = phase_of(run, bulks_before, fault_proxy)
             if reached and run.running():
-                run.kill()
+                run.kill()  # at once; what the run had done is read from its output afterwards, complete by then
                 kill.outcome = "killed"
             else:
                 code = run.finish()
                 kill.outcome = f"finished first, exit {code}"
                 assert code == 0, f"seed {SEED} round {number}: the run failed on its own: {run.lines[-3:]}"
+            if run.applying_at is not None:  # processing takes a few seconds after it begins
+                run_seconds = max(run_seconds, run.applying_at + 5)
+            if kind == "before-checkpoint" and reached:
+                kill.phase = "between writes and checkpoint"
+            elif kind == "planning" and reached and not run.saw("planned"):
+                kill.phase = "planning"  # it had written work items, and not yet logged that planning was done
+            else:
+                kill.phase = phase_of(run, bulks_before, fault_proxy)
         finally:
             if run.running():
                 run.kill()
