@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import RequestError, TransportError
 
 from icecdc.changelog import Write
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 # How many refused documents a SinkError quotes.
 ERRORS_QUOTED = 5
+# Whole bulk requests answered with these are retried with backoff, like items answered 429 or 5xx.
+RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
 
 
 @dataclass
@@ -177,7 +180,13 @@ def _write_chunk(
                 retry.append((write, status, str(outcome.get("error"))))
             else:
                 refused.append((write, status, str(outcome.get("error"))))
-    except TransportError as exc:  # the connection was lost, or the whole request refused, after the transport's retries
+    except TransportError as exc:
+        # The whole request failed (after the client's own immediate retries). Overload and lost
+        # connections are retried item by item with backoff like a 429 item; anything else fails the batch.
+        status = exc.status_code if isinstance(exc.status_code, int) else 0
+        if isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:
+            # One request per chunk: when it fails, no item of it has an answer yet.
+            return [(write, status, f"bulk request failed: {exc}") for write in chunk], []
         raise SinkError(f"OpenSearch failed a bulk request to index {index!r}: {exc}") from None
     return retry, refused
 

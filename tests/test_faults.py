@@ -235,10 +235,6 @@ def test_503_on_whole_bulk_requests_is_retried_and_the_sync_converges(pipeline: 
     assert fault_proxy.count("_bulk") - before >= 3 + 22 // CHUNK  # every failed request was sent again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="whole-request 429: retried by streaming_bulk until f767ca0; now the batch fails at once (pending library work)",
-)
 def test_429_on_a_whole_bulk_request_is_retried_and_the_sync_converges(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:
     _, config = synced_orders(pipeline, fault_proxy)
     fault_proxy.fail_next(1, status=429, path_contains="_bulk")
@@ -309,7 +305,6 @@ def test_losing_the_connection_mid_batch_fails_it_without_advancing_and_a_rerun_
 # -- whole-request outages, dead letters (issue 5) ------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="whole-request 5xx retry with backoff beyond the transport's immediate retries: pending library work")
 def test_an_outage_longer_than_the_transport_retries_is_ridden_out(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:
     """opensearch-py's transport retries a 503 at once, max_retries times, within milliseconds; a
     node restart of a second outlasts that. Backoff between bulk attempts rides it out."""
