@@ -27,7 +27,7 @@ from icecdc.changelog import ChangeStats, Write, net_write
 from icecdc.config import Config
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.reading import KeyDeleteTask, TableReader, Task, file_tasks
+from icecdc.reading import TableReader, Task, file_tasks, files_read_by
 from icecdc.sink import ensure_index, write_documents
 from icecdc.state import open_state_store
 from icecdc.verify import index_documents, table_documents
@@ -410,8 +410,7 @@ def _task_bytes(tasks: list[Task]) -> int:
     """Bytes of every data and delete file the tasks read: what the executors fetch."""
     seen: dict[str, int] = {}
     for task in tasks:
-        files = [task.delete_file] if isinstance(task, KeyDeleteTask) else [task.data_file, *task.deletes, *(task.deletes_after or ())]
-        for data_file in files:
+        for data_file in files_read_by(task):
             seen[data_file.file_path] = data_file.file_size_in_bytes
     return sum(seen.values())
 

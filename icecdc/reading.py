@@ -80,6 +80,15 @@ class RewriteTask:
 Task = FileTask | KeyDeleteTask | RewriteTask
 
 
+def files_read_by(task: Task) -> list[DataFile]:
+    """Every data and delete file a task reads."""
+    if isinstance(task, KeyDeleteTask):
+        return [task.delete_file]
+    if isinstance(task, RewriteTask):
+        return [f for t in task.removed + task.added for f in files_read_by(t)]
+    return [task.data_file, *task.deletes, *(task.deletes_after or ())]
+
+
 def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[Task]:
     """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only)."""
     tasks: list[Task] = []
