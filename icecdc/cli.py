@@ -6,9 +6,16 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
+
+if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
+    from pyiceberg.table import Table
+
+    from icecdc.config import Config, TableConfig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,20 +72,27 @@ def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
+def _tables(config: Config, names: list[str] | None) -> Iterator[tuple[TableConfig, Table]]:
+    """The named tables (all configured ones when none are named), loaded from the catalog."""
     from icecdc.catalog import load_table, open_catalog
+
+    catalog = open_catalog(config.catalog)
+    for table_config in [config.table(n) for n in names] if names else config.tables:
+        yield table_config, load_table(catalog, table_config.name)
+
+
+def _status(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
     from icecdc.planning import table_status
     from icecdc.state import open_state_store
 
     config = load_config(args.config)
-    catalog = open_catalog(config.catalog)
     store = open_state_store(config.state)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} {'dead letters':>13}")
-    for table_config in config.tables:
-        s = table_status(load_table(catalog, table_config.name), table_config, store, time.time(), dead_letters)
+    for table_config, table in _tables(config, None):
+        s = table_status(table, table_config, store, time.time(), dead_letters)
         checkpoint = s.checkpoint.snapshot_id if s.checkpoint else "none"
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
         print(
@@ -89,17 +103,15 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from icecdc.catalog import identifier_columns, load_table, open_catalog
+    from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.sink import open_client
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
-    catalog = open_catalog(config.catalog)
     client = open_client(config.opensearch)
     differing = 0
-    for table_config in [config.table(n) for n in args.table] if args.table else config.tables:
-        table = load_table(catalog, table_config.name)
+    for table_config, table in _tables(config, args.table):
         diff = diff_index(table, identifier_columns(table, table_config), client, table_config.index)
         differing += bool(diff)
         print(f"{table_config.name} → {table_config.index}: {diff.summary()}")
