@@ -16,8 +16,8 @@ write the same document, so dropping the pair can never leave the index wrong.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from icecdc.errors import ProcessingError
 from icecdc.reading import INSERT

@@ -341,6 +341,6 @@ def _parse_aws(section: _Section) -> AwsConfig | None:
 def _parse_dead_letter(section: _Section) -> str | None:
     path = section.text("path")
     section.reject_unknown()
-    if path is not None and not (path.startswith("s3://") or path.startswith("/")):
+    if path is not None and not (path.startswith(("s3://", "/"))):
         raise ConfigError(f"dead_letter.path must be an absolute directory or an s3:// location, got {path!r}")
     return path

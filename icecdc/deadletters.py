@@ -13,9 +13,9 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 _COUNT = re.compile(r"-n(\d+)\.jsonl$")
 

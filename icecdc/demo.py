@@ -12,9 +12,9 @@ import datetime as dt
 import json
 import os
 import shutil
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import yaml
@@ -74,7 +74,7 @@ def demo_config(workdir: Path, opensearch_url: str) -> Config:
 
 
 def _orders(*rows: tuple[int, str, str, str, str]) -> pa.Table:
-    now = dt.datetime(2026, 11, 21, 9, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 11, 21, 9, 0, tzinfo=dt.UTC)
     return pa.Table.from_pylist(
         [
             {"id": i, "customer": c, "region": r, "amount": Decimal(a), "status": s, "updated_at": now}

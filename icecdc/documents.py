@@ -12,8 +12,9 @@ import datetime as dt
 import json
 import math
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -27,11 +28,11 @@ from pyiceberg.types import (
     ListType,
     MapType,
     StructType,
-    TimeType,
     TimestampNanoType,
     TimestampType,
     TimestamptzNanoType,
     TimestamptzType,
+    TimeType,
     UUIDType,
 )
 
@@ -61,7 +62,7 @@ def _temporal(value: dt.date | dt.time | dt.datetime) -> str:
 
 
 def _timestamptz(value: dt.datetime) -> str:
-    return value.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+    return value.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
 def _uuid(value: bytes | uuid.UUID) -> str:

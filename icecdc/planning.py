@@ -8,8 +8,8 @@ twice, or two planners racing, leaves each item once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table

@@ -13,21 +13,21 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Iterable, Iterator
 
-from pyiceberg.table import Table
 from py4j.protocol import Py4JJavaError
+from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from icecdc import errors
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
-from icecdc.planning import plan_table
-from icecdc.reading import Task, TableReader, file_tasks
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.planning import plan_table
+from icecdc.reading import TableReader, Task, file_tasks
 from icecdc.sink import Refusal, SinkStats, delete_older, ensure_index, open_client, reset_index, write_documents
 from icecdc.state import RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError

@@ -20,9 +20,9 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from icecdc.config import StateConfig
 from icecdc.errors import ConfigError
@@ -137,7 +137,7 @@ class StateStore(ABC):
     @abstractmethod
     def release_lease(self, table: str, owner: str) -> None: ...
 
-    def close(self) -> None:  # noqa: B027 - optional for stores without a connection
+    def close(self) -> None:
         """Release connections."""
 
 

@@ -9,7 +9,8 @@ rewrite_data_files does).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.expressions import BooleanExpression

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pytest
@@ -77,7 +77,7 @@ def test_documents_opensearch_refuses_fail_the_batch_without_advancing(pipeline:
 
 def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.orders"})
-    write = lambda writes: write_documents(pipeline.client, config.opensearch, "orders", writes)  # noqa: E731
+    write = lambda writes: write_documents(pipeline.client, config.opensearch, "orders", writes)
     assert write([Write("1", 5, '{"v":"new"}'), Write("2", 5, None)]).indexed == 1
     replay = write([Write("1", 4, '{"v":"old"}'), Write("2", 4, '{"v":"resurrected"}'), Write("1", 5, '{"v":"same"}')])
     assert (replay.indexed, replay.superseded) == (0, 3)

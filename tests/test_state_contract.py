@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
