@@ -153,21 +153,17 @@ def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", r
 def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...]) -> list[WorkItem]:
     """Items of the files a snapshot added and removed; one empty item for a compaction."""
     files: list[tuple[str, str]] = []  # (path, what it is: ADDED_DATA, REMOVED_DATA or ADDED_DELETES)
-    delete_files: list[DataFile] = []
     if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
         for data_file, added in _files_changed_by(table, snapshot):
             if data_file.content == DataFileContent.DATA:
                 files.append((data_file.file_path, _ADDED_DATA if added else _REMOVED_DATA))
             elif added:  # a delete file; one dropped (replaced by a newer vector, or with its data file) removes no row
-                delete_files.append(data_file)
                 files.append((data_file.file_path, _ADDED_DELETES))
     if not identifier_columns and any(what != _ADDED_DATA for _, what in files):
         raise PlanningError(
             f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
             "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
         )
-    for delete_file in delete_files:
-        _check_delete_file(table, name, snapshot, delete_file, identifier_columns)
     files = sorted(set(files))  # a Puffin file is listed once however many vectors it holds
     groups = [files[i : i + FILES_PER_ITEM] for i in range(0, len(files), FILES_PER_ITEM)] or [[]]
     return [
@@ -199,21 +195,6 @@ def _files_changed_by(table: Table, snapshot: Snapshot) -> Iterator[tuple[DataFi
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
             if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
                 yield entry.data_file, entry.status == ManifestEntryStatus.ADDED
-
-
-def _check_delete_file(table: Table, name: str, snapshot: Snapshot, delete_file: DataFile, identifier_columns: tuple[str, ...]) -> None:
-    """Equality deletes are applied as deletes by key, so their fields must be the identifier columns."""
-    if delete_file.content != DataFileContent.EQUALITY_DELETES:
-        return
-    schema = table.schema()
-    identifier_ids = {schema.find_field(c).field_id for c in identifier_columns}
-    if set(delete_file.equality_ids or ()) != identifier_ids:
-        fields = [schema.find_column_name(i) for i in delete_file.equality_ids or ()]
-        raise PlanningError(
-            f"table {name!r}: snapshot {snapshot.snapshot_id} has equality delete file {delete_file.file_path} on "
-            f"{fields}, which are not the identifier columns {list(identifier_columns)}; icecdc applies equality "
-            "deletes by key only (see README, merge-on-read)"
-        )
 
 
 @dataclass(frozen=True)

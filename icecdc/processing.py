@@ -117,7 +117,7 @@ def process_table(
     result = BatchResult(config.name)
     if not batch:
         return result
-    tasks = file_tasks(table, batch)
+    tasks = file_tasks(table, batch, identifiers)
     last = batch[-1]
     resync = {i.resync for i in batch if i.resync}
     result.snapshots = len({i.snapshot_id for i in batch})

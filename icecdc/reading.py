@@ -90,7 +90,7 @@ def files_read_by(task: Task) -> list[DataFile]:
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]
 
 
-def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[Task]:
+def file_tasks(table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = ()) -> list[Task]:
     """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only)."""
     tasks: list[Task] = []
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
@@ -101,7 +101,7 @@ def file_tasks(table: Table, items: Iterable[WorkItem]) -> list[Task]:
         if snapshot_items[0].kind == EXPORT:
             tasks += _export_tasks(table, snapshot, snapshot_items)
         else:
-            tasks += _change_tasks(table, snapshot, snapshot_items)
+            tasks += _change_tasks(table, snapshot, snapshot_items, identifier_columns)
     return tasks
 
 
@@ -121,7 +121,7 @@ def _export_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
     return tasks
 
 
-def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> list[Task]:
+def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem], identifier_columns: tuple[str, ...]) -> list[Task]:
     name = items[0].table
     wanted = {p for item in items for p in item.added_files + item.deleted_files + item.delete_files}
     after = SnapshotFiles(table, snapshot)
@@ -130,7 +130,7 @@ def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
     seq, snapshot_id = snapshot.sequence_number, snapshot.snapshot_id
     tasks: list[Task] = []
     added_data: set[str] = set()
-    position_deletes: list[DataFile] = []
+    row_deletes: list[DataFile] = []
     found: set[str] = set()
     # Not one entry per path: a Puffin file holds the deletion vectors of many data files, an entry each.
     for entry in after.own_entries():
@@ -143,14 +143,16 @@ def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
             tasks.append(FileTask(entry.data_file, INSERT, seq, snapshot_id, after.deletes_for(entry)))
         elif content == DataFileContent.DATA:
             tasks.append(FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry)))
-        elif content == DataFileContent.EQUALITY_DELETES:
+        elif content == DataFileContent.EQUALITY_DELETES and _on_columns(table, entry.data_file, identifier_columns):
             tasks.append(KeyDeleteTask(entry.data_file, seq, snapshot_id))
         else:
-            position_deletes.append(entry.data_file)
+            # Position deletes and vectors, and equality deletes on other columns (e.g. the identifier
+            # plus partition columns, as Flink writes them): resolved against the rows they touch.
+            row_deletes.append(entry.data_file)
     if wanted - found:
         raise ProcessingError(f"table {name!r}: file {min(wanted - found)} of snapshot {snapshot_id} is not in its manifests")
-    # Rows newly deleted by position: diff each touched data file's deletes before and after.
-    for entry in after.data_files_touched_by(position_deletes):
+    # Rows newly deleted: diff each touched data file's deletes in force before and after.
+    for entry in after.data_files_touched_by(row_deletes):
         if entry.data_file.file_path not in added_data:  # an added file's inserts already had these applied
             tasks.append(
                 FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry))
@@ -214,14 +216,14 @@ class SnapshotFiles:
         ]
         return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
 
-    def data_files_touched_by(self, position_deletes: list[DataFile]) -> list[ManifestEntry]:
-        """Live data files that position-delete files may point at: the referenced file when the
-        delete file names one, else every file of its partition."""
-        if not position_deletes:
+    def data_files_touched_by(self, delete_files: list[DataFile]) -> list[ManifestEntry]:
+        """Live data files that delete files may remove rows of: the referenced file when the
+        delete file names one, else every file of its partition (every file, for a global one)."""
+        if not delete_files:
             return []  # no need to read the data manifests
         touched: dict[str, ManifestEntry] = {}
         live = self._live_data()
-        for delete_file in position_deletes:
+        for delete_file in delete_files:
             # pyiceberg 0.12 does not expose a deletion vector's referenced_data_file; the path bounds
             # name the file for file-scoped deletes, and a partition-scoped file touches its partition.
             referenced = getattr(delete_file, "referenced_data_file", None) or _referenced_data_file_path(delete_file)
@@ -259,6 +261,12 @@ class SnapshotFiles:
                 self._equality.append(entry)
             else:
                 self._positions.add_delete_file(entry, partition_key=entry.data_file.partition)
+
+
+def _on_columns(table: Table, delete_file: DataFile, columns: tuple[str, ...]) -> bool:
+    """Whether an equality-delete file's fields are exactly these columns."""
+    schema = table.schema()
+    return bool(columns) and set(delete_file.equality_ids or ()) == {schema.find_field(c).field_id for c in columns}
 
 
 def _is_global(table: Table, delete_file: DataFile) -> bool:

@@ -113,21 +113,31 @@ def test_equality_deletes_on_the_identifier_columns(pipeline: Pipeline, spark_sq
     synced(pipeline, spark_sql)
 
 
-def test_equality_deletes_on_other_columns_are_refused(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+def test_equality_deletes_on_other_columns_are_resolved_against_the_rows(pipeline: Pipeline, spark_sql: SparkSql) -> None:
     create(spark_sql, 2, partitioned=False)
-    insert(spark_sql, (1, "us", "new"))
+    insert(spark_sql, (1, "us", "new"), (2, "us", "paid"), (3, "eu", "new"))
     synced(pipeline, spark_sql)
-    write_equality_deletes(spark_sql, TABLE, [{"status": "new"}])
-    with pytest.raises(PlanningError, match=r"equality delete file .* on \['status'\], which are not the identifier columns \['id'\]"):
-        synced(pipeline, spark_sql)
-    assert pipeline.store().pending_items(TABLE) == []
+    write_equality_deletes(spark_sql, TABLE, [{"status": "new"}])  # not a key: it deletes rows 1 and 3
+    result = synced(pipeline, spark_sql)
+    assert (result.writes.deleted, result.changes.rows) == (2, 2)
+
+
+def test_flink_style_upserts_on_a_partitioned_table(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    """Flink's equality fields include the partition columns: (id, region), not the key alone."""
+    create(spark_sql, 2)
+    insert(spark_sql, (1, "us", "new"), (2, "eu", "new"))
+    synced(pipeline, spark_sql)
+    write_equality_deletes(spark_sql, TABLE, [{"id": 1, "region": "us"}], inserts=[{"id": 1, "region": "us", "status": "paid", "amount": 3.0}])
+    write_equality_deletes(spark_sql, TABLE, [{"id": 2, "region": "us"}])  # no such row: deletes nothing
+    result = synced(pipeline, spark_sql)
+    assert (result.writes.indexed, result.writes.deleted) == (1, 0)
 
 
 def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
     name = ss.name(TABLE)
     regions = ("us", "eu", "apac")
     ids = [r["id"] for r in ss.sql(f"SELECT id FROM {name}").collect()]
-    kind = rng.choice(["insert", "update", "move", "delete", "merge", "compact"] if ids else ["insert"])
+    kind = rng.choice(["insert", "update", "move", "delete", "merge", "compact", "upsert"] if ids else ["insert"])
     if kind == "insert":
         rows = [(next_id[0] + i, rng.choice(regions), "new") for i in range(rng.randint(1, 4))]
         next_id[0] += len(rows)
@@ -139,7 +149,7 @@ def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
     elif kind == "delete":
         ss.sql(f"DELETE FROM {name} WHERE id IN ({', '.join(map(str, rng.sample(ids, min(len(ids), 2))))})")
     elif kind == "merge":
-        changed, gone = rng.choice(ids), rng.choice(ids)
+        changed, gone = rng.sample(ids, 2) if len(ids) > 1 else (ids[0], -1)  # one source row per target row
         new = next_id[0]
         next_id[0] += 1
         ss.sql(
@@ -147,6 +157,13 @@ def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
             f"({new}, 'apac', 'new', 2.0, 'i') AS s(id, region, status, amount, op)) s ON t.id = s.id "
             "WHEN MATCHED AND s.op = 'd' THEN DELETE WHEN MATCHED THEN UPDATE SET t.status = s.status, t.region = s.region "
             "WHEN NOT MATCHED THEN INSERT (id, region, status, amount) VALUES (s.id, s.region, s.status, s.amount)"
+        )
+    elif kind == "upsert":  # as Flink writes it: an equality delete of the key and its new row, one commit
+        key = rng.choice(ids)
+        region = ss.sql(f"SELECT region FROM {name} WHERE id = {key}").collect()[0]["region"]
+        new_region = rng.choice(regions)
+        write_equality_deletes(
+            ss, TABLE, [{"id": key, "region": region}], inserts=[{"id": key, "region": new_region, "status": "upserted", "amount": 9.5}]
         )
     else:
         ss.sql(f"CALL lake.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
