@@ -12,7 +12,10 @@ from icecdc.errors import PlanningError
 
 
 def open_catalog(config: CatalogConfig) -> Catalog:
-    return load_catalog(config.name, **config.properties)
+    try:
+        return load_catalog(config.name, **config.properties)
+    except Exception as exc:  # any catalog's failure to connect: reported with its own words, nothing written yet
+        raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
 
 
 def load_table(catalog: Catalog, name: str) -> Table:
@@ -20,6 +23,8 @@ def load_table(catalog: Catalog, name: str) -> Table:
         return catalog.load_table(name)
     except NoSuchTableError:
         raise PlanningError(f"table {name!r} does not exist in catalog {catalog.name!r}") from None
+    except Exception as exc:  # unreachable catalog, denied access: reported with its own words
+        raise PlanningError(f"cannot load table {name!r} from catalog {catalog.name!r}: {exc}") from None
 
 
 def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.planning import plan_table
 from icecdc.reading import TableReader, Task, file_tasks
-from icecdc.sink import Refusal, SinkStats, delete_older, ensure_index, open_client, reset_index, write_documents
+from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
 from icecdc.state import RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
 
 log = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
     # Load every table and check its identifier columns before anything is written.
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
+    check_reachable(open_client(config.opensearch), config.opensearch.url)
     store = open_state_store(config.state)
     results = []
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
-from opensearchpy.exceptions import RequestError, TransportError
+from opensearchpy.exceptions import AuthenticationException, AuthorizationException, RequestError, TransportError
 
 from icecdc.changelog import Write
 from icecdc.config import OpenSearchConfig
@@ -63,6 +63,18 @@ def open_client(config: OpenSearchConfig) -> OpenSearch:
         options["http_auth"] = AWSV4SignerAuth(credentials, config.aws_region, config.aws_service)
         options["connection_class"] = RequestsHttpConnection
     return OpenSearch(**options)
+
+
+def check_reachable(client: OpenSearch, url: str) -> None:
+    """Fail fast, before anything is written, when OpenSearch cannot be reached or refuses us."""
+    try:
+        client.info()
+    except (AuthenticationException, AuthorizationException) as exc:
+        raise SinkError(f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity") from None
+    except OpenSearchConnectionError as exc:
+        raise SinkError(f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}") from None
+    except TransportError as exc:
+        raise SinkError(f"OpenSearch at {url} answered {exc.status_code}: {exc.error}") from None
 
 
 def ensure_index(client: OpenSearch, index: str) -> None:

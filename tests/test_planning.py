@@ -10,11 +10,13 @@ import pytest
 from pyiceberg.expressions import EqualTo
 
 from icecdc.catalog import identifier_columns
-from icecdc.errors import PlanningError
+from icecdc.config import parse_config
+from icecdc.errors import PlanningError, SinkError
 from icecdc.planning import plan_table, table_status
 from icecdc.processing import sync
 from icecdc.state import CHANGE, EXPORT, SqliteStateStore
 from tests.conftest import Pipeline
+from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
 from tests.test_sync import SCHEMA, orders, rows
 
 
@@ -124,3 +126,30 @@ def test_status_reports_lag(pipeline: Pipeline) -> None:
     pipeline.sync(config, "db.orders")
     caught_up = table_status(table, config.table("db.orders"), store, now=0)
     assert (caught_up.lag_snapshots, caught_up.pending_items, caught_up.lag_seconds) == (0, 0, 0.0)
+
+
+def test_unreachable_opensearch_fails_fast_and_writes_nothing(pipeline: Pipeline) -> None:
+    orders(pipeline).append(rows(1))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["opensearch"] = {"url": "http://127.0.0.1:9"}  # the discard port: nothing listens
+    with pytest.raises(SinkError, match=r"OpenSearch at http://127.0.0.1:9 is unreachable"):
+        sync(parse_config(raw), pipeline.spark)
+    store = pipeline.store()
+    assert store.get_checkpoint("db.orders") is None and store.pending_items("db.orders") == []
+
+
+def test_refused_credentials_fail_fast_and_write_nothing(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:
+    orders(pipeline).append(rows(1))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["opensearch"] = {"url": fault_proxy.url, "username": "icecdc", "password": "wrong"}
+    fault_proxy.fail_for(60, status=401)
+    with pytest.raises(SinkError, match=r"refused the credentials \(401\)"):
+        sync(parse_config(raw), pipeline.spark)
+    assert_nothing_written(pipeline, "db.orders", "orders")
+
+
+def test_unreachable_catalog_fails_with_its_name(pipeline: Pipeline, tmp_path) -> None:
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["catalog"]["uri"] = f"sqlite:///{tmp_path}/no/such/dir/catalog.db"
+    with pytest.raises(PlanningError, match=r"catalog 'lake'"):
+        sync(parse_config(raw), pipeline.spark)
