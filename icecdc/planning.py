@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
@@ -154,7 +154,8 @@ def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_column
     """Items of the files a snapshot added and removed; one empty item for a compaction."""
     files: list[tuple[str, str]] = []  # (path, what it is: ADDED_DATA, REMOVED_DATA or ADDED_DELETES)
     if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
-        for data_file, added in _files_changed_by(table, snapshot):
+        for entry in entries_changed_by(table, snapshot):
+            data_file, added = entry.data_file, entry.status == ManifestEntryStatus.ADDED
             if data_file.content == DataFileContent.DATA:
                 files.append((data_file.file_path, _ADDED_DATA if added else _REMOVED_DATA))
             elif added:  # a delete file; one dropped (replaced by a newer vector, or with its data file) removes no row
@@ -186,15 +187,15 @@ def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_column
 _ADDED_DATA, _REMOVED_DATA, _ADDED_DELETES = "added data", "removed data", "added deletes"
 
 
-def _files_changed_by(table: Table, snapshot: Snapshot) -> Iterator[tuple[DataFile, bool]]:
-    """(file, True) for every data or delete file the snapshot added, (file, False) for every one it removed."""
+def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:
+    """The manifest entries of every data or delete file the snapshot ADDED or DELETED."""
     for manifest in snapshot.manifests(table.io):
         # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
             if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
-                yield entry.data_file, entry.status == ManifestEntryStatus.ADDED
+                yield entry
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from pyiceberg.table.snapshots import Snapshot
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import ProcessingError
+from icecdc.planning import entries_changed_by
 from icecdc.state import EXPORT, WorkItem
 
 INSERT = "I"
@@ -189,12 +190,7 @@ class SnapshotFiles:
     def own_entries(self) -> Iterator[ManifestEntry]:
         """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
         assert self._snapshot is not None
-        for manifest in self._snapshot.manifests(self._table.io):
-            if manifest.added_snapshot_id != self._snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(self._table.io, discard_deleted=False):
-                if entry.snapshot_id == self._snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
-                    yield entry
+        return entries_changed_by(self._table, self._snapshot)
 
     def data_entry(self, path: str, table_name: str) -> ManifestEntry:
         entry = self._live_data().get(path)
