@@ -94,15 +94,25 @@ def files_read_by(task: Task) -> list[DataFile]:
 def file_tasks(table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = ()) -> list[Task]:
     """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only)."""
     tasks: list[Task] = []
+    # One snapshot's files serve as "after" for it and "before" for its child: load each once.
+    loaded: dict[int | None, SnapshotFiles] = {}
+
+    def files_of(snapshot: Snapshot | None) -> SnapshotFiles:
+        key = snapshot.snapshot_id if snapshot is not None else None
+        if key not in loaded:
+            loaded[key] = SnapshotFiles(table, snapshot)
+        return loaded[key]
+
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
         snapshot = table.snapshot_by_id(snapshot_id)
         name = snapshot_items[0].table
         if snapshot is None:
             raise ProcessingError(f"table {name!r}: snapshot {snapshot_id} no longer exists")
         if snapshot_items[0].kind == EXPORT:
-            tasks += _export_tasks(table, snapshot, snapshot_items)
+            tasks += _export_tasks(snapshot, snapshot_items, files_of(snapshot))
         else:
-            tasks += _change_tasks(table, snapshot, snapshot_items, identifier_columns)
+            parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+            tasks += _change_tasks(table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot))
     return tasks
 
 
@@ -113,8 +123,7 @@ def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
     return grouped
 
 
-def _export_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> list[Task]:
-    files = SnapshotFiles(table, snapshot)
+def _export_tasks(snapshot: Snapshot, items: list[WorkItem], files: SnapshotFiles) -> list[Task]:
     tasks: list[Task] = []
     for path in sorted({p for item in items for p in item.added_files}):
         entry = files.data_entry(path, items[0].table)
@@ -122,12 +131,16 @@ def _export_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem]) -> li
     return tasks
 
 
-def _change_tasks(table: Table, snapshot: Snapshot, items: list[WorkItem], identifier_columns: tuple[str, ...]) -> list[Task]:
+def _change_tasks(
+    table: Table,
+    snapshot: Snapshot,
+    items: list[WorkItem],
+    identifier_columns: tuple[str, ...],
+    before: SnapshotFiles,
+    after: SnapshotFiles,
+) -> list[Task]:
     name = items[0].table
     wanted = {p for item in items for p in item.added_files + item.deleted_files + item.delete_files}
-    after = SnapshotFiles(table, snapshot)
-    parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
-    before = SnapshotFiles(table, parent)
     seq, snapshot_id = snapshot.sequence_number, snapshot.snapshot_id
     tasks: list[Task] = []
     added_data: set[str] = set()
