@@ -28,7 +28,7 @@ class Write:
     """The net write of one document: index `document` (or delete when None) at `version`."""
 
     doc_id: str
-    version: int  # the sequence number of the snapshot whose change this is
+    version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
     document: str | None
 
 
@@ -110,4 +110,3 @@ def merge_update(doc_id: str, sequence_number: int, snapshot: SnapshotChanges) -
     if snapshot.deletes:
         return Write(doc_id, sequence_number, None)
     return None
-

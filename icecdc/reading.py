@@ -13,13 +13,16 @@ What a snapshot's files mean:
   files that were live before and are not after — only newly deleted positions count, and a new
   vector that replaces an older one yields just the difference;
 - an equality-delete file it added (on the identifier columns): a DELETE per key, no scan.
+
+Consecutive copy-on-write commits of one pass collapse into one change (`_collapse`): files
+added and removed within the run are never read.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +35,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_file_path
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
@@ -103,17 +106,59 @@ def file_tasks(table: Table, items: Iterable[WorkItem], identifier_columns: tupl
             loaded[key] = SnapshotFiles(table, snapshot)
         return loaded[key]
 
+    run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
         snapshot = table.snapshot_by_id(snapshot_id)
         name = snapshot_items[0].table
         if snapshot is None:
             raise ProcessingError(f"table {name!r}: snapshot {snapshot_id} no longer exists")
         if snapshot_items[0].kind == EXPORT:
-            tasks += _export_tasks(snapshot, snapshot_items, files_of(snapshot))
+            snapshot_tasks = _export_tasks(snapshot, snapshot_items, files_of(snapshot))
         else:
             parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
-            tasks += _change_tasks(table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot))
-    return tasks
+            snapshot_tasks = _change_tasks(
+                table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot)
+            )
+        if snapshot_items[0].kind != EXPORT and _is_copy_on_write(snapshot, snapshot_tasks):
+            run.append((snapshot, snapshot_tasks))  # type: ignore[arg-type]  # checked by _is_copy_on_write
+            continue
+        tasks += _pair_rewrites(_collapse(run)) + _pair_rewrites(snapshot_tasks)
+        run = []
+    return tasks + _pair_rewrites(_collapse(run))
+
+
+def _is_copy_on_write(snapshot: Snapshot, tasks: list[Task]) -> bool:
+    """Whether a commit only removed and added whole data files, and added no delete files.
+
+    A compaction (`replace`) is not: its files are never read, so it cannot link a run.
+    """
+    if snapshot.summary is not None and snapshot.summary.operation == Operation.REPLACE:
+        return False
+    return all(isinstance(t, FileTask) and t.deletes_after is None and (t.change == DELETE or not t.deletes) for t in tasks)
+
+
+def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
+    """A run of copy-on-write commits as one change at the run's last sequence number.
+
+    The net change of a run is the rows of the files live before it that it removed against the
+    rows of the files it added that are still live after it: a file added and removed within the
+    run is never read. Hot files rewritten by commit after commit are read twice, not once per
+    commit. All changes get the last commit's sequence number, so a key's DELETE (where it was)
+    and INSERT (where it is) always pair, whichever partitions the run touched last; every
+    version of the run is still above the previous pass's and below the next one's.
+    """
+    if len(run) <= 1:
+        return [t for _, tasks in run for t in tasks]
+    last = run[-1][0]
+    added = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == INSERT}
+    removed = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == DELETE}
+    transient = added & removed
+    return [
+        replace(t, sequence_number=last.sequence_number, snapshot_id=last.snapshot_id)
+        for _, tasks in run
+        for t in tasks
+        if t.data_file.file_path not in transient
+    ]
 
 
 def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
@@ -168,10 +213,8 @@ def _change_tasks(
     # Rows newly deleted: diff each touched data file's deletes in force before and after.
     for entry in after.data_files_touched_by(row_deletes):
         if entry.data_file.file_path not in added_data:  # an added file's inserts already had these applied
-            tasks.append(
-                FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry))
-            )
-    return _pair_rewrites(tasks)
+            tasks.append(FileTask(entry.data_file, DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry)))
+    return tasks
 
 
 def _pair_rewrites(tasks: list[Task]) -> list[Task]:
@@ -221,7 +264,8 @@ class SnapshotFiles:
         equality = [
             e.data_file
             for e in self._equality
-            if (e.sequence_number or 0) > data_seq and (_is_global(self._table, e.data_file) or _same_partition(e.data_file, data_file))
+            if (e.sequence_number or 0) > data_seq
+            and (_is_global(self._table, e.data_file) or _same_partition(e.data_file, data_file))
         ]
         return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
 
@@ -297,7 +341,9 @@ class TableReader:
     dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
 
     @classmethod
-    def for_table(cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None) -> TableReader:
+    def for_table(
+        cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None
+    ) -> TableReader:
         return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
 
     def read(self, tasks: Iterable[Task], carried: Any = None) -> Iterator[Change]:
@@ -360,7 +406,9 @@ class TableReader:
         ]
         return changes, pairs
 
-    def _row_changes(self, files: _Files, rows: list[dict[str, Any]], task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+    def _row_changes(
+        self, files: _Files, rows: list[dict[str, Any]], task: FileTask, unreadable: list[DeadLetter]
+    ) -> Iterator[Change]:
         for row in rows:
             fields = files.mapper.document(row)
             document = encode_document(fields)
@@ -403,7 +451,12 @@ class _Files:
     def open(cls, reader: TableReader) -> _Files:
         metadata = reader.metadata
         schema = metadata.schema()
-        return cls(metadata, load_file_io(reader.io_properties, metadata.location), schema, DocumentMapper(schema, reader.identifier_columns))
+        return cls(
+            metadata,
+            load_file_io(reader.io_properties, metadata.location),
+            schema,
+            DocumentMapper(schema, reader.identifier_columns),
+        )
 
     def table(self, data_files: list[DataFile]) -> pa.Table:
         """Every row of the files, deletes NOT applied, projected onto the current schema by field ID."""

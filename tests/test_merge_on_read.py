@@ -10,7 +10,6 @@ import pytest
 from pyiceberg.manifest import DataFileContent, FileFormat
 
 from icecdc.documents import DocumentMapper, encode_document
-from icecdc.errors import PlanningError
 from icecdc.processing import BatchResult, sync
 from tests.conftest import Pipeline
 from tests.spark_sql import SparkSql, write_equality_deletes
@@ -59,7 +58,9 @@ def delete_contents(pipeline: Pipeline) -> list[tuple[DataFileContent, FileForma
 
 
 @pytest.mark.parametrize(("version", "delete_format"), [(2, FileFormat.PARQUET), (3, FileFormat.PUFFIN)])
-def test_position_deletes_and_deletion_vectors(pipeline: Pipeline, spark_sql: SparkSql, version: int, delete_format: FileFormat) -> None:
+def test_position_deletes_and_deletion_vectors(
+    pipeline: Pipeline, spark_sql: SparkSql, version: int, delete_format: FileFormat
+) -> None:
     create(spark_sql, version)
     insert(spark_sql, (1, "us", "new"), (2, "us", "new"), (3, "us", "new"), (4, "eu", "new"))
     synced(pipeline, spark_sql)
@@ -127,7 +128,9 @@ def test_flink_style_upserts_on_a_partitioned_table(pipeline: Pipeline, spark_sq
     create(spark_sql, 2)
     insert(spark_sql, (1, "us", "new"), (2, "eu", "new"))
     synced(pipeline, spark_sql)
-    write_equality_deletes(spark_sql, TABLE, [{"id": 1, "region": "us"}], inserts=[{"id": 1, "region": "us", "status": "paid", "amount": 3.0}])
+    write_equality_deletes(
+        spark_sql, TABLE, [{"id": 1, "region": "us"}], inserts=[{"id": 1, "region": "us", "status": "paid", "amount": 3.0}]
+    )
     write_equality_deletes(spark_sql, TABLE, [{"id": 2, "region": "us"}])  # no such row: deletes nothing
     result = synced(pipeline, spark_sql)
     assert (result.writes.indexed, result.writes.deleted) == (1, 0)
@@ -143,7 +146,9 @@ def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
         next_id[0] += len(rows)
         insert(ss, *rows)
     elif kind == "update":
-        ss.sql(f"UPDATE {name} SET status = '{rng.choice(['paid', 'packed', 'late'])}', amount = amount + 1 WHERE id IN ({', '.join(map(str, rng.sample(ids, min(len(ids), 3))))})")
+        ss.sql(
+            f"UPDATE {name} SET status = '{rng.choice(['paid', 'packed', 'late'])}', amount = amount + 1 WHERE id IN ({', '.join(map(str, rng.sample(ids, min(len(ids), 3))))})"
+        )
     elif kind == "move":
         ss.sql(f"UPDATE {name} SET region = '{rng.choice(regions)}' WHERE id = {rng.choice(ids)}")
     elif kind == "delete":
@@ -163,22 +168,31 @@ def random_commit(rng: random.Random, ss: SparkSql, next_id: list[int]) -> str:
         region = ss.sql(f"SELECT region FROM {name} WHERE id = {key}").collect()[0]["region"]
         new_region = rng.choice(regions)
         write_equality_deletes(
-            ss, TABLE, [{"id": key, "region": region}], inserts=[{"id": key, "region": new_region, "status": "upserted", "amount": 9.5}]
+            ss,
+            TABLE,
+            [{"id": key, "region": region}],
+            inserts=[{"id": key, "region": new_region, "status": "upserted", "amount": 9.5}],
         )
     else:
         ss.sql(f"CALL lake.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
     return kind
 
 
-@pytest.mark.parametrize(("version", "mode", "seed"), [(2, "merge-on-read", 1), (3, "merge-on-read", 2), (2, "copy-on-write", 3)])
-def test_random_spark_commits(pipeline: Pipeline, spark_sql: SparkSql, version: int, mode: str, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("version", "mode", "seed", "most_per_sync"),
+    # the last: long runs of copy-on-write commits per sync, which collapse into one change
+    [(2, "merge-on-read", 1, 3), (3, "merge-on-read", 2, 3), (2, "copy-on-write", 3, 3), (2, "copy-on-write", 4, 8)],
+)
+def test_random_spark_commits(
+    pipeline: Pipeline, spark_sql: SparkSql, version: int, mode: str, seed: int, most_per_sync: int
+) -> None:
     rng = random.Random(seed)
     create(spark_sql, version, mode)
     insert(spark_sql, *[(i, ("us", "eu", "apac")[i % 3], "new") for i in range(1, 13)])
     next_id = [13]
     done = []
     for _ in range(8):
-        for _ in range(rng.randint(1, 3)):
+        for _ in range(rng.randint(1, most_per_sync)):
             done.append(random_commit(rng, spark_sql, next_id))
         synced(pipeline, spark_sql)
     assert {"update", "delete"} & set(done), done

@@ -12,7 +12,9 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+from icecdc.planning import plan_table
 from icecdc.processing import sync
+from icecdc.reading import file_tasks, files_read_by
 from icecdc.writers import compact, update
 from tests.conftest import Pipeline
 
@@ -123,6 +125,56 @@ def test_delete_then_reinsert(pipeline: Pipeline, config) -> None:
     table.append(rows(2, status="back"))
     pipeline.sync(config, "db.orders")  # in separate batches: the tombstone's version is lower
     assert sorted(pipeline.documents("orders")) == ["1", "2"]
+
+
+def test_a_run_of_copy_on_write_commits_reads_only_the_files_before_and_after_it(pipeline: Pipeline, config) -> None:
+    """Consecutive copy-on-write commits collapse into one change: files added and removed within
+    the batch are never read, and a key's DELETE and INSERT still pair across partitions."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3, region="us"))
+    table.append(rows(4, 5, region="eu"))
+    pipeline.sync(config, "db.orders")
+    before = live_files(table)
+
+    update(table, EqualTo("id", 1), lambda r: {**r, "region": "eu"})  # moves 1 from us to eu...
+    update(table, EqualTo("id", 2), lambda r: {**r, "status": "paid"})  # ...then us is rewritten again
+    table.append(rows(6))
+    table.delete(EqualTo("id", 6))  # inserted and deleted within the run: never a document
+    table.delete(EqualTo("id", 4))
+    table.append(rows(4, region="eu"))  # deleted and inserted again unchanged: no write
+    update(table, EqualTo("id", 3), lambda r: {**r, "status": "late"})
+    after = live_files(table)
+
+    plan_table(table, config.table("db.orders"), pipeline.store(), ("id",))
+    read = {
+        f.file_path
+        for task in file_tasks(table, pipeline.store().pending_items("db.orders"), ("id",))
+        for f in files_read_by(task)
+    }
+    assert read == (before - after) | (after - before)  # no file of the 7 commits' intermediate states
+
+    result = pipeline.sync(config, "db.orders")
+    assert (result.writes.indexed, result.writes.deleted) == (3, 0)
+    last = table.current_snapshot().sequence_number  # a run's changes carry its last sequence number
+    assert pipeline.versions("orders") == {"1": last, "2": last, "3": last, "4": 2, "5": 2}
+
+
+def test_a_compaction_ends_a_run_of_copy_on_write_commits(pipeline: Pipeline, config) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    pipeline.sync(config, "db.orders")
+
+    update(table, EqualTo("id", 1), lambda r: {**r, "status": "paid"})
+    compact(table)  # its files are never read: the updates around it are two runs
+    update(table, EqualTo("id", 2), lambda r: {**r, "status": "paid"})
+    update(table, EqualTo("id", 1), lambda r: {**r, "region": "eu"})
+    result = pipeline.sync(config, "db.orders")
+    assert (result.writes.indexed, result.writes.deleted) == (2, 0)
+
+
+def live_files(table: Table) -> set[str]:
+    table.refresh()
+    return {task.file.file_path for task in table.scan().plan_files()}
 
 
 def test_compaction_writes_nothing(pipeline: Pipeline, config) -> None:
