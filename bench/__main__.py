@@ -1,8 +1,8 @@
 """`python -m bench` (what `make bench` runs): every measurement of issue 6, then the report.
 
-    BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is the issue's
-    python -m bench --only compare   run some measurements (compare, sink, scaling, batching)
-    python -m bench --report-only    redraw charts and README from the JSON already in docs/bench
+BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is the issue's
+python -m bench --only compare   run some measurements (compare, sink, scaling, batching)
+python -m bench --report-only    redraw charts and README from the JSON already in docs/bench
 """
 
 from __future__ import annotations

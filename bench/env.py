@@ -88,7 +88,12 @@ def icecdc_config(workdir: Path, opensearch_url: str, table: str, index: str, st
     """A config for one table of the bench catalog, with its own state store (so syncs do not share checkpoints)."""
     return parse_config(
         {
-            "catalog": {"name": CATALOG, "type": "sql", "uri": f"sqlite:///{workdir / 'catalog.db'}", "warehouse": (workdir / "warehouse").as_uri()},
+            "catalog": {
+                "name": CATALOG,
+                "type": "sql",
+                "uri": f"sqlite:///{workdir / 'catalog.db'}",
+                "warehouse": (workdir / "warehouse").as_uri(),
+            },
             "state": {"type": "sqlite", "path": str(workdir / f"state-{state}.db")},
             "opensearch": {"url": opensearch_url},
             "spark": {"master": f"local[{CORES}]"},
@@ -132,7 +137,15 @@ class MemorySampler:
                 rss, name = child.memory_info().rss, child.name()
             except psutil.Error:  # a worker that exited between listing and reading
                 continue
-            part = "opensearch" if child.pid == self._opensearch_pid else "jvm" if name == "java" else "python_workers" if "python" in name else None
+            part = (
+                "opensearch"
+                if child.pid == self._opensearch_pid
+                else "jvm"
+                if name == "java"
+                else "python_workers"
+                if "python" in name
+                else None
+            )
             if part:
                 sample[part] += rss
         return {k: v / 2**20 for k, v in sample.items()}
@@ -185,7 +198,14 @@ def machine() -> dict[str, Any]:
     import pyiceberg
     import pyspark
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     java = subprocess.run(["java", "-version"], check=False, capture_output=True, text=True).stderr.splitlines()[0]
     jars = sorted(p.name for p in (REPO / ".build" / "iceberg-jars").glob("iceberg-spark-runtime*.jar"))
     return {

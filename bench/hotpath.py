@@ -62,7 +62,9 @@ def rows(count: int) -> list[dict[str, Any]]:
 
 
 def _module_at(revision: str, path: str, name: str) -> ModuleType:
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"{revision}:{path}"], capture_output=True, text=True, check=True).stdout
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{revision}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
     file = Path(tempfile.mkdtemp(prefix="icecdc-hotpath-")) / f"{name}.py"
     file.write_text(source)
     spec = importlib.util.spec_from_file_location(name, file)
@@ -113,7 +115,11 @@ def main() -> None:
     import icecdc.changelog as changelog_now
     import icecdc.documents as documents_now
 
-    before = measure(_module_at(args.baseline, "icecdc/documents.py", "documents_before"), _module_at(args.baseline, "icecdc/changelog.py", "changelog_before"), sample)
+    before = measure(
+        _module_at(args.baseline, "icecdc/documents.py", "documents_before"),
+        _module_at(args.baseline, "icecdc/changelog.py", "changelog_before"),
+        sample,
+    )
     after = measure(documents_now, changelog_now, sample)
     result = {
         "baseline": args.baseline,

@@ -93,7 +93,11 @@ def _scaling_chart(data: dict[str, Any], path: Path) -> None:
 
 def _batching_chart(data: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 3.2))
-    axes.bar(["one sync", f"{data['snapshots']} syncs"], [data["one_sync"]["seconds"], data["one_sync_per_snapshot"]["seconds"]], color=["C0", "C1"])
+    axes.bar(
+        ["one sync", f"{data['snapshots']} syncs"],
+        [data["one_sync"]["seconds"], data["one_sync_per_snapshot"]["seconds"]],
+        color=["C0", "C1"],
+    )
     axes.set_ylabel("seconds")
     axes.set_title(f"{data['snapshots']} snapshots of {data['changes_per_snapshot']} changes")
     _save(figure, path)
@@ -135,7 +139,9 @@ def _memory_chart(run: dict[str, Any], path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 3.6))
     names = list(phases)
     for offset, part in enumerate(MEMORY_PARTS[:3]):
-        axes.bar([i + (offset - 1) * 0.27 for i in range(len(names))], [phases[n].get(part, 0) for n in names], width=0.27, label=part)
+        axes.bar(
+            [i + (offset - 1) * 0.27 for i in range(len(names))], [phases[n].get(part, 0) for n in names], width=0.27, label=part
+        )
     axes.set_xticks(range(len(names)), names, rotation=20, ha="right")
     axes.set_ylabel("peak RSS, MiB")
     axes.legend()
@@ -170,7 +176,11 @@ def _run_section(run: dict[str, Any]) -> str:
     ]
     lines += _goal_rows(run)
     lines += ["", _memory_table(run), ""]
-    lines += [f"![{name}]({name}-{run['scale']}.png)" for name in ("compare", "sink", "scaling", "batching", "memory") if (RESULTS / f"{name}-{run['scale']}.png").exists()]
+    lines += [
+        f"![{name}]({name}-{run['scale']}.png)"
+        for name in ("compare", "sink", "scaling", "batching", "memory")
+        if (RESULTS / f"{name}-{run['scale']}.png").exists()
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -70,7 +70,9 @@ class Bench:
     scale: Scale
 
     def __post_init__(self) -> None:
-        self.catalog = SqlCatalog(CATALOG, uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri())
+        self.catalog = SqlCatalog(
+            CATALOG, uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri()
+        )
         self.client = OpenSearch(hosts=[self.opensearch_url], timeout=120)
 
     def config(self, table: str, index: str, export: bool = True) -> Config:
@@ -207,7 +209,9 @@ def sink_efficiency(bench: Bench) -> dict[str, Any]:
 
     raw = {
         "bulk": timed("raw-bulk", lambda a: helpers.bulk(bench.client, a, chunk_size=500)),
-        "parallel_bulk_2_threads": timed("raw-parallel", lambda a: _drain(helpers.parallel_bulk(bench.client, a, thread_count=2, chunk_size=500))),
+        "parallel_bulk_2_threads": timed(
+            "raw-parallel", lambda a: _drain(helpers.parallel_bulk(bench.client, a, thread_count=2, chunk_size=500))
+        ),
         "icecdc_write_documents": timed("raw-icecdc-sink", lambda a: _icecdc_sink(bench, a)),
     }
     rates = {k: count / v for k, v in raw.items()}

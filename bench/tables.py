@@ -74,12 +74,18 @@ class Mutator:
     def commit(self, changes: int) -> None:
         """One snapshot with about `changes` changed keys: 60% updates, 10% partition moves, 10% deletes, 20% inserts."""
         keys = self._live_keys(int(changes * 0.8))
-        updates, moves, deletes = keys[: len(keys) * 6 // 8], keys[len(keys) * 6 // 8 : len(keys) * 7 // 8], keys[len(keys) * 7 // 8 :]
+        updates, moves, deletes = (
+            keys[: len(keys) * 6 // 8],
+            keys[len(keys) * 6 // 8 : len(keys) * 7 // 8],
+            keys[len(keys) * 7 // 8 :],
+        )
         inserts = list(range(self._next_id, self._next_id + max(1, changes // 5)))
         self._next_id += len(inserts)
         self.deleted.update(deletes)
         self._bump += 1
-        source = [(k, "U") for k in updates] + [(k, "M") for k in moves] + [(k, "D") for k in deletes] + [(k, "I") for k in inserts]
+        source = (
+            [(k, "U") for k in updates] + [(k, "M") for k in moves] + [(k, "D") for k in deletes] + [(k, "I") for k in inserts]
+        )
         self.spark.createDataFrame(source, "id BIGINT, op STRING").createOrReplaceTempView("bench_changes")
         self.spark.sql(self._merge())
 
@@ -87,7 +93,9 @@ class Mutator:
         """One snapshot that changes a single row (copy-on-write: its file is rewritten)."""
         key = self._live_keys(1)[0]
         self._bump += 1
-        self.spark.sql(f"UPDATE {CATALOG}.{self.table} SET qty = qty + 1, updated_at = timestamp_seconds({BASE_TS} + id + {self._bump}) WHERE id = {key}")
+        self.spark.sql(
+            f"UPDATE {CATALOG}.{self.table} SET qty = qty + 1, updated_at = timestamp_seconds({BASE_TS} + id + {self._bump}) WHERE id = {key}"
+        )
 
     def _live_keys(self, count: int) -> list[int]:
         hot_start = self.rows - max(1, self.rows // 10)

@@ -49,7 +49,14 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
     for r in results:
         log.info(
             "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded in %.1fs",
-            r.table, r.snapshots, r.files, r.changes.rows, r.writes.indexed, r.writes.deleted, r.writes.superseded, r.seconds,
+            r.table,
+            r.snapshots,
+            r.files,
+            r.changes.rows,
+            r.writes.indexed,
+            r.writes.deleted,
+            r.writes.superseded,
+            r.seconds,
         )
     return results
 

@@ -14,7 +14,7 @@ from icecdc.errors import PlanningError
 def open_catalog(config: CatalogConfig) -> Catalog:
     try:
         return load_catalog(config.name, **config.properties)
-    except Exception as exc:  # any catalog's failure to connect: reported with its own words, nothing written yet
+    except Exception as exc:  # noqa: BLE001 - any catalog's failure to connect: reported with its own words, nothing written yet
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
 
 
@@ -23,7 +23,7 @@ def load_table(catalog: Catalog, name: str) -> Table:
         return catalog.load_table(name)
     except NoSuchTableError:
         raise PlanningError(f"table {name!r} does not exist in catalog {catalog.name!r}") from None
-    except Exception as exc:  # unreachable catalog, denied access: reported with its own words
+    except Exception as exc:  # noqa: BLE001 - unreachable catalog, denied access: reported with its own words
         raise PlanningError(f"cannot load table {name!r} from catalog {catalog.name!r}: {exc}") from None
 
 
@@ -50,4 +50,3 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
                 f"table {config.name!r}: identifier column {name!r} has type {field.field_type}; it must be a primitive type"
             )
     return tuple(names)
-

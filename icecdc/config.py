@@ -256,7 +256,9 @@ def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
         columns = section.get("identifier_columns", list)
         if columns is not None:
             if not columns or not all(isinstance(c, str) and c for c in columns):
-                raise ConfigError(f"tables[{position}].identifier_columns must be a non-empty list of column names, got {columns!r}")
+                raise ConfigError(
+                    f"tables[{position}].identifier_columns must be a non-empty list of column names, got {columns!r}"
+                )
             if len(set(columns)) != len(columns):
                 raise ConfigError(f"tables[{position}].identifier_columns lists a column twice: {columns!r}")
         index = section.text("index", default=name.split(".")[-1])

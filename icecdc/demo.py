@@ -76,10 +76,7 @@ def demo_config(workdir: Path, opensearch_url: str) -> Config:
 def _orders(*rows: tuple[int, str, str, str, str]) -> pa.Table:
     now = dt.datetime(2026, 11, 21, 9, 0, tzinfo=dt.UTC)
     return pa.Table.from_pylist(
-        [
-            {"id": i, "customer": c, "region": r, "amount": Decimal(a), "status": s, "updated_at": now}
-            for i, c, r, a, s in rows
-        ],
+        [{"id": i, "customer": c, "region": r, "amount": Decimal(a), "status": s, "updated_at": now} for i, c, r, a, s in rows],
         schema=ARROW_SCHEMA,
     )
 
@@ -117,7 +114,9 @@ def _commits(table: Table) -> list[tuple[str, Callable[[], object]]]:
         ("compaction (replace snapshot: no document written)", lambda: compact(table)),
         (
             "upsert: order 3 changes, order 9 is new",
-            lambda: table.upsert(_orders((3, "cy", "eu", "40.00", "refunded"), (9, "ivy", "apac", "1.00", "new")), join_cols=["id"]),
+            lambda: table.upsert(
+                _orders((3, "cy", "eu", "40.00", "refunded"), (9, "ivy", "apac", "1.00", "new")), join_cols=["id"]
+            ),
         ),
     ]
 

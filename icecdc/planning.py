@@ -124,7 +124,11 @@ def _retire_other_branches(table: Table, name: str, store: StateStore, valid: se
     Items of commits newer than this planner's view of the table are kept: their sequence numbers
     are above every one it knows.
     """
-    stale = [i for i in store.pending_items(name) if i.snapshot_id not in valid and i.sequence_number <= table.metadata.last_sequence_number]
+    stale = [
+        i
+        for i in store.pending_items(name)
+        if i.snapshot_id not in valid and i.sequence_number <= table.metadata.last_sequence_number
+    ]
     if stale:
         log.info("%s: retiring %d work items of snapshots left behind", name, len(stale))
         store.complete(name, None, stale)
@@ -145,7 +149,18 @@ def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", r
     paths.sort()
     groups = [(path,) for path in paths] or [()]
     return [
-        WorkItem(name, base.table_uuid, EXPORT, base.snapshot_id, base.sequence_number, i, len(groups), added_files=files, resync=resync, replacing=replacing)
+        WorkItem(
+            name,
+            base.table_uuid,
+            EXPORT,
+            base.snapshot_id,
+            base.sequence_number,
+            i,
+            len(groups),
+            added_files=files,
+            resync=resync,
+            replacing=replacing,
+        )
         for i, files in enumerate(groups)
     ]
 
@@ -209,7 +224,9 @@ class TableStatus:
     dead_letters: int = 0  # documents kept aside because they can never be written
 
 
-def table_status(table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None) -> TableStatus:
+def table_status(
+    table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None
+) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag and dead letters."""
     status = _lag(table, config, store, now)
     return replace(status, dead_letters=dead_letters.count(config.name)) if dead_letters else status

@@ -78,6 +78,7 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None) -> tuple[
     The batch: every item of the longest run of snapshots, oldest first, whose items are all
     present; a snapshot a planner is still writing waits for the next pass.
     """
+
     def applied(item: WorkItem) -> bool:
         # A resync's export may be of the checkpoint's own snapshot (a schema change): never stale.
         return (
@@ -122,7 +123,13 @@ def process_table(
     resync = {i.resync for i in batch if i.resync}
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
-    log.info("%s: applying %d snapshots, %d files%s", config.name, result.snapshots, result.files, f" ({', '.join(resync)})" if resync else "")
+    log.info(
+        "%s: applying %d snapshots, %d files%s",
+        config.name,
+        result.snapshots,
+        result.files,
+        f" ({', '.join(resync)})" if resync else "",
+    )
     client = open_client(opensearch)
     if RESET in resync:
         reset_index(client, config.index)
@@ -271,4 +278,3 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
     finally:
         store.close()
     return results
-

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
-from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import AuthenticationException, AuthorizationException, RequestError, TransportError
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.changelog import Write
 from icecdc.config import OpenSearchConfig
@@ -70,7 +70,9 @@ def check_reachable(client: OpenSearch, url: str) -> None:
     try:
         client.info()
     except (AuthenticationException, AuthorizationException) as exc:
-        raise SinkError(f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity") from None
+        raise SinkError(
+            f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity"
+        ) from None
     except OpenSearchConnectionError as exc:
         raise SinkError(f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}") from None
     except TransportError as exc:
@@ -178,7 +180,12 @@ def _write_chunk(
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
-            client, bulk_actions(index, chunk, version_type), chunk_size=len(chunk), max_retries=0, raise_on_error=False, raise_on_exception=True
+            client,
+            bulk_actions(index, chunk, version_type),
+            chunk_size=len(chunk),
+            max_retries=0,
+            raise_on_error=False,
+            raise_on_exception=True,
         )
         for write, (ok, result) in zip(chunk, results):
             op_type, outcome = next(iter(result.items()))

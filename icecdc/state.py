@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Self
 
 from icecdc.config import StateConfig
 from icecdc.errors import ConfigError
@@ -237,9 +238,7 @@ class SqliteStateStore(StateStore):
                 )
             for item in items:
                 done = WorkItem(**{**asdict(item), "status": DONE})
-                self._db.execute(
-                    "UPDATE work_items SET status = ?, body = ? WHERE key = ?", (DONE, done.to_json(), item.key)
-                )
+                self._db.execute("UPDATE work_items SET status = ?, body = ? WHERE key = ?", (DONE, done.to_json(), item.key))
 
     def _transaction(self) -> _SqliteTransaction:
         return _SqliteTransaction(self._db)
@@ -310,7 +309,7 @@ class Lease:
         self._renewer: threading.Thread | None = None
         self.held = False
 
-    def __enter__(self) -> Lease:
+    def __enter__(self) -> Self:
         deadline = time.monotonic() + self._seconds
         while not (held := self._store.acquire_lease(self._table, self._owner, self._seconds)) and time.monotonic() < deadline:
             time.sleep(min(1.0, self._seconds / 10))

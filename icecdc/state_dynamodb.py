@@ -184,10 +184,17 @@ class DynamoDbStateStore(StateStore):
 
     def _advance(self, table: str, checkpoint: Checkpoint, replace: bool = False) -> None:
         """Write the checkpoint unless the stored one is as far or further (of the same table incarnation)."""
-        condition = {} if replace else {
-            "ConditionExpression": "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
-            "ExpressionAttributeValues": {":seq": {"N": str(checkpoint.sequence_number)}, ":uuid": {"S": checkpoint.table_uuid}},
-        }
+        condition = (
+            {}
+            if replace
+            else {
+                "ConditionExpression": "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
+                "ExpressionAttributeValues": {
+                    ":seq": {"N": str(checkpoint.sequence_number)},
+                    ":uuid": {"S": checkpoint.table_uuid},
+                },
+            }
+        )
         try:
             self._client.put_item(
                 TableName=self.table_name,
@@ -252,4 +259,3 @@ def _checkpoint_attributes(checkpoint: Checkpoint) -> dict[str, dict[str, str]]:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
-

@@ -31,7 +31,11 @@ LAMBDA_PLATFORM = "manylinux2014_x86_64"
 LAMBDA_REQUIREMENTS = (f"pyiceberg[glue,s3fs]=={version('pyiceberg')}", f"pyyaml=={version('pyyaml')}")
 LAMBDA_CATALOG_PROPERTIES = {"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}
 # What Glue installs with --additional-python-modules: the versions this repo is tested with.
-GLUE_PYTHON_MODULES = (f"pyiceberg[pyarrow]=={version('pyiceberg')}", f"opensearch-py=={version('opensearch-py')}", f"pyyaml=={version('pyyaml')}")
+GLUE_PYTHON_MODULES = (
+    f"pyiceberg[pyarrow]=={version('pyiceberg')}",
+    f"opensearch-py=={version('opensearch-py')}",
+    f"pyyaml=={version('pyyaml')}",
+)
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 

@@ -66,7 +66,9 @@ class IcecdcStack(Stack):
         if config.aws is None:
             raise SystemExit("the configuration has no `aws:` section: the stack needs at least aws.warehouse_buckets")
         if config.catalog.properties.get("type") != "glue":
-            raise SystemExit(f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}")
+            raise SystemExit(
+                f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
+            )
         aws = config.aws
         self.aws = aws
         self.config = config
@@ -83,7 +85,9 @@ class IcecdcStack(Stack):
         config_asset = s3_assets.Asset(self, "Config", path=str(bundles.config))
         self._read_catalog_and_warehouse(job_role, aws, names)
         job_role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self._object_arn(a) for a in (script, library, config_asset)])
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[self._object_arn(a) for a in (script, library, config_asset)]
+            )
         )
         job_role.add_to_policy(iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table_arn]))
         job_role.add_to_policy(
@@ -92,7 +96,14 @@ class IcecdcStack(Stack):
         job_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[self.format_arn(service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME)],
+                resources=[
+                    self.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws-glue/*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
             )
         )
         job_role.add_to_policy(_put_metrics_statement("Glue"))
@@ -135,8 +146,12 @@ class IcecdcStack(Stack):
             jobs.append(job)
 
         # --- the planner Lambda ----------------------------------------------------------------
-        planner_logs = logs.LogGroup(self, "PlannerLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY)
-        planner_role = iam.Role(self, "PlannerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="icecdc planner")
+        planner_logs = logs.LogGroup(
+            self, "PlannerLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        planner_role = iam.Role(
+            self, "PlannerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="icecdc planner"
+        )
         planner_role.add_to_policy(
             iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[planner_logs.log_group_arn])
         )
@@ -242,7 +257,9 @@ class IcecdcStack(Stack):
             "removal_policy": RemovalPolicy.RETAIN,
         }
         access_logs = s3.Bucket(self, "AccessLogs", lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))], **common)
-        dead_letters = s3.Bucket(self, "DeadLetters", server_access_logs_bucket=access_logs, server_access_logs_prefix="dead-letters/", **common)
+        dead_letters = s3.Bucket(
+            self, "DeadLetters", server_access_logs_bucket=access_logs, server_access_logs_prefix="dead-letters/", **common
+        )
         return access_logs, dead_letters
 
     def _alarm_topic(self, aws: AwsConfig) -> sns.Topic:
@@ -267,7 +284,9 @@ class IcecdcStack(Stack):
             resources.append(self.format_arn(service="glue", resource="table", resource_name=f"{database}/{table}"))
         role.add_to_policy(iam.PolicyStatement(actions=GLUE_READ_ACTIONS, resources=sorted(set(resources))))
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"arn:{self.partition}:s3:::{b}/*" for b in aws.warehouse_buckets])
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[f"arn:{self.partition}:s3:::{b}/*" for b in aws.warehouse_buckets]
+            )
         )
 
     def _object_arn(self, asset: s3_assets.Asset) -> str:
@@ -277,9 +296,13 @@ class IcecdcStack(Stack):
         """The endpoint the job must use instead of the configured one (a domain of this stack), or None."""
         if not aws.create_domain:
             if aws.opensearch_domain_arn:
-                job_role.add_to_policy(iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[f"{aws.opensearch_domain_arn}/*"]))
+                job_role.add_to_policy(
+                    iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[f"{aws.opensearch_domain_arn}/*"])
+                )
             return None
-        slow_logs = logs.LogGroup(self, "DomainLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY)
+        slow_logs = logs.LogGroup(
+            self, "DomainLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
         domain = opensearch.Domain(
             self,
             "Domain",
@@ -342,7 +365,9 @@ class IcecdcStack(Stack):
     def _dashboard(self, names: list[str], planner: lambda_.Function, alarm_action: cloudwatch.IAlarmAction) -> None:
         def per_table(metric: str, statistic: str) -> list[cloudwatch.IMetric]:
             return [
-                cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": n}, statistic=statistic, label=n)
+                cloudwatch.Metric(
+                    namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": n}, statistic=statistic, label=n
+                )
                 for n in names
             ]
 
@@ -371,16 +396,22 @@ class IcecdcStack(Stack):
                 [
                     cloudwatch.GraphWidget(title="Pending work items", left=per_table("PendingItems", "Maximum"), width=12),
                     cloudwatch.GraphWidget(
-                        title="Planner", left=[planner.metric_invocations(), planner.metric_errors()], right=[planner.metric_duration()], width=12
+                        title="Planner",
+                        left=[planner.metric_invocations(), planner.metric_errors()],
+                        right=[planner.metric_duration()],
+                        width=12,
                     ),
                 ],
             ],
         )
 
-    def _suppressions(self, logs_bucket: s3.Bucket, job_role: iam.Role, planner_role: iam.Role, planner: lambda_.Function) -> None:
+    def _suppressions(
+        self, logs_bucket: s3.Bucket, job_role: iam.Role, planner_role: iam.Role, planner: lambda_.Function
+    ) -> None:
         """cdk-nag findings accepted on purpose, each with its reason."""
         NagSuppressions.add_resource_suppressions(
-            logs_bucket, [NagPackSuppression(id="AwsSolutions-S1", reason="this is the access-log bucket; logging it to itself would loop")]
+            logs_bucket,
+            [NagPackSuppression(id="AwsSolutions-S1", reason="this is the access-log bucket; logging it to itself would loop")],
         )
         wildcards = NagPackSuppression(
             id="AwsSolutions-IAM5",
@@ -426,7 +457,10 @@ class IcecdcStack(Stack):
                         id="AwsSolutions-OS5",
                         reason="no resource policy on purpose (CDK would set one through a custom-resource Lambda): unsigned requests are anonymous, which fine-grained access control refuses; the job role is its only user",
                     ),
-                    NagPackSuppression(id="AwsSolutions-OS3", reason="access is by IAM identity (SigV4), not by IP: Glue workers have no fixed addresses"),
+                    NagPackSuppression(
+                        id="AwsSolutions-OS3",
+                        reason="access is by IAM identity (SigV4), not by IP: Glue workers have no fixed addresses",
+                    ),
                     NagPackSuppression(
                         id="AwsSolutions-OS4",
                         reason="dedicated master nodes are worth their cost above ~10 data nodes; set them up for large domains",

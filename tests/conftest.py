@@ -54,7 +54,12 @@ def spark() -> Iterator[Any]:
 
 def config_dict(workdir: Path, opensearch_url: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "catalog": {"name": "lake", "type": "sql", "uri": f"sqlite:///{workdir / 'catalog.db'}", "warehouse": (workdir / "warehouse").as_uri()},
+        "catalog": {
+            "name": "lake",
+            "type": "sql",
+            "uri": f"sqlite:///{workdir / 'catalog.db'}",
+            "warehouse": (workdir / "warehouse").as_uri(),
+        },
         # a short lease: a test that kills a sync reruns without waiting long for the dead run's lease
         "state": {"type": "sqlite", "path": str(workdir / "state.db"), "lease_seconds": 5},
         "opensearch": {"url": opensearch_url},
@@ -72,7 +77,9 @@ class Pipeline:
     spark: Any
 
     def __post_init__(self) -> None:
-        self.catalog = SqlCatalog("lake", uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri())
+        self.catalog = SqlCatalog(
+            "lake", uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri()
+        )
         self.catalog.create_namespace_if_not_exists("db")
         self.client: OpenSearch = open_client(parse_config(self.config_dict([{"name": "db.x"}])).opensearch)
 

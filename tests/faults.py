@@ -225,7 +225,11 @@ class FaultProxy:
         """Requests received (or, answered=True, finished: the answer or the drop under way) whose path contains the text."""
         with self._lock:
             counter = self._answered if answered else self._received
-            return sum(n for (m, p), n in counter.items() if (method is None or m == method) and (path_contains is None or path_contains in p))
+            return sum(
+                n
+                for (m, p), n in counter.items()
+                if (method is None or m == method) and (path_contains is None or path_contains in p)
+            )
 
     @property
     def counts(self) -> dict[str, int]:
@@ -239,7 +243,11 @@ class FaultProxy:
             return [s for s in self._log if path_contains is None or path_contains in s.path]
 
     def wait_for(
-        self, n: int, path_contains: str | None = None, answered: bool = False, timeout: float = 60.0,
+        self,
+        n: int,
+        path_contains: str | None = None,
+        answered: bool = False,
+        timeout: float = 60.0,
         stop: Callable[[], bool] | None = None,
     ) -> bool:
         """Block until `count(...)` reaches n; False on timeout or when `stop()` turns true (checked every 50 ms)."""
@@ -374,12 +382,24 @@ class _Handler(BaseHTTPRequestHandler):
         if drop is not None:
             if drop.forward and not (items and len(failed) == len(items)):
                 self._forward(method, body)
-            proxy._finished(Seen(time.monotonic(), method, path, "dropped after forwarding" if drop.forward else "dropped", *_counts(items, failed)))
+            proxy._finished(
+                Seen(
+                    time.monotonic(),
+                    method,
+                    path,
+                    "dropped after forwarding" if drop.forward else "dropped",
+                    *_counts(items, failed),
+                )
+            )
             self._drop()
             return
 
         if items and len(failed) == len(items):
-            status, headers, answer = 200, [("Content-Type", "application/json; charset=UTF-8")], {"took": 0, "errors": False, "items": []}
+            status, headers, answer = (
+                200,
+                [("Content-Type", "application/json; charset=UTF-8")],
+                {"took": 0, "errors": False, "items": []},
+            )
         else:
             status, headers, raw = self._forward(method, body)
             if status != 200:
@@ -443,7 +463,9 @@ class _Handler(BaseHTTPRequestHandler):
         # identity encoding upstream: the proxy must be able to read and rewrite bulk answers
         connection = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=UPSTREAM_TIMEOUT)
         try:
-            connection.request(method, self.path, body=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=headers)
+            connection.request(
+                method, self.path, body=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=headers
+            )
             response = connection.getresponse()
             raw = response.read()
             kept = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
@@ -496,7 +518,9 @@ def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:
             own, source = lines[position : position + 2], json.loads(lines[position + 1])
         position += len(own)
         version = meta.get("version")
-        items.append((BulkItem(op, meta.get("_index"), meta.get("_id"), int(version) if version is not None else None, source), own))
+        items.append(
+            (BulkItem(op, meta.get("_index"), meta.get("_id"), int(version) if version is not None else None, source), own)
+        )
     return items
 
 
@@ -523,7 +547,10 @@ def _splice(answer: dict[str, Any], failed: dict[int, dict[str, Any]], total: in
 def _error_body(status: int) -> dict[str, Any]:
     error_type = ERROR_TYPES.get(status, "injected_fault")
     reason = f"injected {status} by the test proxy"
-    return {"error": {"root_cause": [{"type": error_type, "reason": reason}], "type": error_type, "reason": reason}, "status": status}
+    return {
+        "error": {"root_cause": [{"type": error_type, "reason": reason}], "type": error_type, "reason": reason},
+        "status": status,
+    }
 
 
 @pytest.fixture(name="fault_proxy")

@@ -34,7 +34,9 @@ def test_delete_and_insert_of_a_key_in_one_snapshot_is_an_update() -> None:
 
 
 def test_the_latest_snapshot_wins_whatever_the_arrival_order() -> None:
-    write, _ = net((7, INSERT, NEWER), (6, DELETE, NEW), (5, INSERT, NEW), (6, INSERT, NEWER), (5, DELETE, OLD), (7, DELETE, NEWER))
+    write, _ = net(
+        (7, INSERT, NEWER), (6, DELETE, NEW), (5, INSERT, NEW), (6, INSERT, NEWER), (5, DELETE, OLD), (7, DELETE, NEWER)
+    )
     # 7 is a carryover of NEWER; 6 is the last real change
     assert write == Write("1", 6, NEWER)
 

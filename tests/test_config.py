@@ -37,7 +37,11 @@ def test_the_documented_example_parses(tmp_path: Path) -> None:
     path = tmp_path / "icecdc.yaml"
     path.write_text(VALID)
     config = load_config(path)
-    assert config.catalog.properties == {"type": "sql", "uri": "sqlite:////tmp/x/catalog.db", "warehouse": "file:///tmp/x/warehouse"}
+    assert config.catalog.properties == {
+        "type": "sql",
+        "uri": "sqlite:////tmp/x/catalog.db",
+        "warehouse": "file:///tmp/x/warehouse",
+    }
     assert config.spark.conf == {"spark.sql.shuffle.partitions": "4"}
     assert config.tables[0].identifier_columns == ("id",)
     assert config.tables[1].index == "returns" and config.tables[1].identifier_columns is None

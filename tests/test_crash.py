@@ -330,7 +330,9 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
                     # every write is done when the index equals the table; the run waits on our lock
                     # (the run's SQLite busy timeout, 30 s, starts only when it tries to write the checkpoint)
                     reached = run.wait_until(partial(index_equals, table, pipeline), every=0.5)
-                    assert checkpoint_of(pipeline) == checkpoint, f"seed {SEED} round {number}: the checkpoint moved under the lock"
+                    assert checkpoint_of(pipeline) == checkpoint, (
+                        f"seed {SEED} round {number}: the checkpoint moved under the lock"
+                    )
             kill.seconds = time.monotonic() - run.started
             if reached and run.running():
                 run.kill()  # at once; what the run had done is read from its output afterwards, complete by then
@@ -383,4 +385,3 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
     phases = {k.phase for k in killed}
     assert {"planning", "writing", "between writes and checkpoint"} <= phases and len(phases) >= 4, schedule
     print(schedule)  # shown with -s or -rA: what this seed exercised
-

@@ -13,6 +13,7 @@ def test_demo(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓ index equals table") == 7

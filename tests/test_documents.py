@@ -140,7 +140,11 @@ def test_rewrites_of_nested_columns_take_the_row_path(pipeline: Pipeline) -> Non
         identifier_field_ids=[1],
     )
     table = pipeline.catalog.create_table("db.nested", schema=schema)
-    table.append(pa.Table.from_pylist([{"id": i, "point": {"x": i / 2}, "tags": ["t"]} for i in range(5)], schema=table.schema().as_arrow()))
+    table.append(
+        pa.Table.from_pylist(
+            [{"id": i, "point": {"x": i / 2}, "tags": ["t"]} for i in range(5)], schema=table.schema().as_arrow()
+        )
+    )
     config = pipeline.config({"name": "db.nested"})
     pipeline.sync(config, "db.nested")
     update(table, EqualTo("id", 3), lambda r: {**r, "tags": ["t", "u"]})

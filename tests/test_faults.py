@@ -127,7 +127,11 @@ def test_drop_connection_after_closes_the_connection_unanswered(fault_proxy: Fau
     client.bulk(body=bulk_body("things", "c"))  # a new connection works again
     # forward=True: the server applied the write whose answer was lost
     assert ids_in(direct(osmem_clone), "things") == (["a", "b", "c"] if forward else ["a", "c"])
-    assert [s.outcome for s in fault_proxy.seen("_bulk")] == ["forwarded", "dropped after forwarding" if forward else "dropped", "forwarded"]
+    assert [s.outcome for s in fault_proxy.seen("_bulk")] == [
+        "forwarded",
+        "dropped after forwarding" if forward else "dropped",
+        "forwarded",
+    ]
 
 
 def test_reject_documents_fails_the_chosen_items_every_time(fault_proxy: FaultProxy, osmem_clone: Any) -> None:
@@ -135,7 +139,9 @@ def test_reject_documents_fails_the_chosen_items_every_time(fault_proxy: FaultPr
     client.indices.create(index="things")
     fault_proxy.reject_documents(lambda item: item.source is not None and item.source.get("n") == "b")
     for _ in range(2):
-        results = list(helpers.streaming_bulk(client, [{"_index": "things", "_id": i, "n": i} for i in "abc"], raise_on_error=False))
+        results = list(
+            helpers.streaming_bulk(client, [{"_index": "things", "_id": i, "n": i} for i in "abc"], raise_on_error=False)
+        )
         outcomes = [(r["index"]["_id"], r["index"]["status"], r["index"].get("error", {}).get("type")) for _, r in results]
         assert outcomes[1] == ("b", 400, "mapper_parsing_exception")
         assert [o[1] for o in outcomes[::2]] in ([201, 201], [200, 200])
@@ -244,7 +250,9 @@ def test_429_on_a_whole_bulk_request_is_retried_and_the_sync_converges(pipeline:
 
 
 @pytest.mark.parametrize("status", [429, 503])
-def test_429_and_5xx_on_bulk_items_are_retried_and_the_sync_converges(pipeline: Pipeline, fault_proxy: FaultProxy, status: int) -> None:
+def test_429_and_5xx_on_bulk_items_are_retried_and_the_sync_converges(
+    pipeline: Pipeline, fault_proxy: FaultProxy, status: int
+) -> None:
     """OpenSearch answers a partial failure item by item: only those items are sent again, after a backoff."""
     _, config = synced_orders(pipeline, fault_proxy, opensearch={"initial_backoff_seconds": 0.4})
     fault_proxy.fail_items(4, status=status)
@@ -273,7 +281,9 @@ def test_429_past_max_retries_fails_the_batch_and_the_checkpoint_stays(pipeline:
     converged(pipeline, config)
 
 
-def test_a_connection_lost_after_the_write_is_retried_and_the_replay_is_harmless(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:
+def test_a_connection_lost_after_the_write_is_retried_and_the_replay_is_harmless(
+    pipeline: Pipeline, fault_proxy: FaultProxy
+) -> None:
     _, config = synced_orders(pipeline, fault_proxy)
     # the server applies the request, the answer is lost, the client sends it again
     fault_proxy.drop_connection_after(1, times=1, path_contains="_bulk", forward=True)
@@ -317,12 +327,24 @@ def test_an_outage_longer_than_the_transport_retries_is_ridden_out(pipeline: Pip
 
 def dead_letters(directory: Path) -> list[dict[str, Any]]:
     """Every dead letter under the directory: a JSON object per line, in any file."""
-    return [json.loads(line) for path in sorted(directory.rglob("*")) if path.is_file() for line in path.read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def status_dead_letters(config_path: Path, table: str) -> int:
     """The `dead letters` count `icecdc status` prints for the table (a column of its table, or `dead letters: N`)."""
-    result = subprocess.run([sys.executable, "-m", "icecdc.cli", "status", "--config", str(config_path)], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "icecdc.cli", "status", "--config", str(config_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(line for line in lines if "dead letters" in line)

@@ -104,7 +104,10 @@ def test_without_identifier_columns_appends_work_and_deletes_are_refused(pipelin
 
     checkpoint = pipeline.store().get_checkpoint("db.events")
     table.delete(EqualTo("event", "b"))
-    with pytest.raises(PlanningError, match=rf"snapshot {table.current_snapshot().snapshot_id} removes rows, but the table has no identifier columns"):
+    with pytest.raises(
+        PlanningError,
+        match=rf"snapshot {table.current_snapshot().snapshot_id} removes rows, but the table has no identifier columns",
+    ):
         sync(config, pipeline.spark)
     assert pipeline.store().get_checkpoint("db.events") == checkpoint
     assert pipeline.store().pending_items("db.events") == []

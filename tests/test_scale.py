@@ -18,7 +18,7 @@ from icecdc.processing import sync
 from tests.conftest import Pipeline
 from tests.test_sync import ARROW, orders, rows
 
-EXPORT_ROWS = int(os.environ.get("ICECDC_SCALE_ROWS", 200_000))
+EXPORT_ROWS = int(os.environ.get("ICECDC_SCALE_ROWS", "200000"))
 FILES = 20
 
 
@@ -33,8 +33,12 @@ def test_large_export_and_a_200_snapshot_batch(pipeline: Pipeline) -> None:
         ids = pa.array(range(f * per_file, (f + 1) * per_file), pa.int64())
         table.append(
             pa.table(
-                {"id": ids, "region": pa.array(["us"] * per_file),
-                 "status": pa.array(["new"] * per_file), "amount": pc.multiply(ids.cast(pa.float64()), 0.5)},
+                {
+                    "id": ids,
+                    "region": pa.array(["us"] * per_file),
+                    "status": pa.array(["new"] * per_file),
+                    "amount": pc.multiply(ids.cast(pa.float64()), 0.5),
+                },
                 schema=ARROW,
             )
         )

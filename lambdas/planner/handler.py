@@ -37,7 +37,9 @@ def _config(config_uri: str, state_table: str, region: str | None, catalog_prope
 
 def handler(event: Any, context: Any = None) -> dict[str, Any]:
     env = os.environ
-    config = _config(env["ICECDC_CONFIG"], env["ICECDC_STATE_TABLE"], env.get("AWS_REGION"), env.get("ICECDC_CATALOG_PROPERTIES", "{}"))
+    config = _config(
+        env["ICECDC_CONFIG"], env["ICECDC_STATE_TABLE"], env.get("AWS_REGION"), env.get("ICECDC_CATALOG_PROPERTIES", "{}")
+    )
     selected = event_tables(event, config)
     if selected.ignored:
         log.warning("no work for this event: %s", selected.ignored)

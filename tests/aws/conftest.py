@@ -139,7 +139,9 @@ class Lake:
 
 
 def rows(*ids: int, region: str = "us") -> pa.Table:
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string()), pa.field("amount", pa.float64())]
+    )
     return pa.Table.from_pylist([{"id": i, "region": region, "amount": i * 1.5} for i in ids], schema=schema)
 
 

@@ -28,7 +28,13 @@ def synth(tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None
         "state": {"type": "sqlite", "path": "/tmp/unused.db"},
         "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
         "tables": [{"name": t} for t in TABLES],
-        "aws": {"stack_name": "cdc", "warehouse_buckets": ["lake-bucket"], "region": "us-east-1", "account": "123456789012", **aws},
+        "aws": {
+            "stack_name": "cdc",
+            "warehouse_buckets": ["lake-bucket"],
+            "region": "us-east-1",
+            "account": "123456789012",
+            **aws,
+        },
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -41,7 +47,11 @@ def synth(tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None
 def existing_endpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Annotations]:
     return synth(
         tmp_path_factory.mktemp("existing"),
-        {"opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search", "schedule_minutes": 7, "alarm_email": "ops@example.com"},
+        {
+            "opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search",
+            "schedule_minutes": 7,
+            "alarm_email": "ops@example.com",
+        },
     )
 
 
@@ -58,7 +68,11 @@ def test_table_change_rule_matches_update_table_of_the_configured_tables(existin
             "EventPattern": {
                 "source": ["aws.glue"],
                 "detail-type": ["Glue Data Catalog Table State Change"],
-                "detail": {"databaseName": ["crm", "shop"], "tableName": ["accounts", "customers", "orders"], "typeOfChange": ["UpdateTable"]},
+                "detail": {
+                    "databaseName": ["crm", "shop"],
+                    "tableName": ["accounts", "customers", "orders"],
+                    "typeOfChange": ["UpdateTable"],
+                },
             },
             "Targets": [Match.object_like({"RetryPolicy": {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600}})],
         },
@@ -109,7 +123,9 @@ def test_planner_is_wired_to_the_state_table_and_the_jobs(existing_endpoint) -> 
             "Runtime": "python3.11",
             "Handler": "handler.handler",
             "Environment": {
-                "Variables": Match.object_like({"ICECDC_CONFIG": "icecdc.yaml", "ICECDC_STACK_NAME": "cdc", "ICECDC_STATE_TABLE": Match.any_value()})
+                "Variables": Match.object_like(
+                    {"ICECDC_CONFIG": "icecdc.yaml", "ICECDC_STACK_NAME": "cdc", "ICECDC_STATE_TABLE": Match.any_value()}
+                )
             },
         },
     )
@@ -136,7 +152,10 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
             assert "*" not in action, statement
         if "*" in as_list(statement["Resource"]):
             # only the API without resource-level permissions, and only for one namespace
-            assert statement["Action"] == "cloudwatch:PutMetricData" and "cloudwatch:namespace" in statement["Condition"]["StringEquals"]
+            assert (
+                statement["Action"] == "cloudwatch:PutMetricData"
+                and "cloudwatch:namespace" in statement["Condition"]["StringEquals"]
+            )
     text = str(found)
     # Glue: the configured tables, read only; the planner may start exactly the stack's jobs
     assert "table/shop/orders" in text and "table/crm/accounts" in text and "glue:UpdateTable" not in text
@@ -176,7 +195,11 @@ def test_operations_alarms_dead_letters_and_dashboard(existing_endpoint) -> None
     template, _ = existing_endpoint
     template.has_resource_properties(
         "AWS::Events::Rule",
-        {"EventPattern": Match.object_like({"detail-type": ["Glue Job State Change"], "detail": Match.object_like({"state": ["FAILED", "TIMEOUT", "ERROR"]})})},
+        {
+            "EventPattern": Match.object_like(
+                {"detail-type": ["Glue Job State Change"], "detail": Match.object_like({"state": ["FAILED", "TIMEOUT", "ERROR"]})}
+            )
+        },
     )
     template.has_resource_properties("AWS::CloudWatch::Alarm", {"MetricName": "Errors", "Namespace": "AWS/Lambda"})
     template.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "LagSeconds"}, len(TABLES))

@@ -30,7 +30,6 @@ def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str)
     store.close()
 
 
-
 def test_done_records_carry_a_ttl(store: DynamoDbStateStore, state_table: str, moto_url: str) -> None:
     item = change(1, 1, "s3://b/f1.parquet")
     store.put_item(item)
@@ -51,7 +50,6 @@ def test_pending_items_page_through_large_queues_in_sequence_order(store: Dynamo
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(store.put_item, items))
     assert [i.sequence_number for i in store.pending_items("db.t")] == list(range(1, 101))
-
 
 
 def test_racing_export_claims_agree(store: DynamoDbStateStore) -> None:
