@@ -42,8 +42,8 @@ def run(scale_name: str, only: list[str]) -> None:
     results.update({"scale": scale_name, "machine": machine(), "spark": spark_settings()})
     workdir = fresh_workdir()
     server = OsmemServer.start(japanese=False)
-    sampler = MemorySampler(server.pid)
     spark = start_spark(workdir)
+    sampler = MemorySampler(server.pid, spark._jvm)
     bench = Bench(workdir, spark, server.url, sampler, SCALES[scale_name])
     try:
         for name in only:

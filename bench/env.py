@@ -108,6 +108,7 @@ class MemoryPeaks:
 
     driver_python: float = 0.0  # this process: planning, the driver side of icecdc
     jvm: float = 0.0  # Spark's JVM: driver and executor in one (local mode)
+    jvm_heap: float = 0.0  # that JVM's heap in use at its peak within the phase (garbage included)
     python_workers: float = 0.0  # PySpark's executor-side Python processes (daemon + workers), summed
     opensearch: float = 0.0  # the osmem server
 
@@ -119,11 +120,13 @@ class MemoryPeaks:
 class MemorySampler:
     """Samples RSS of this process tree every `interval` seconds; `phase()` reports the peaks within it.
 
-    RSS, not heap: a JVM rarely returns memory to the OS, so its figure is the peak so far, an upper bound."""
+    A JVM rarely returns memory to the OS, so its RSS is the peak so far, an upper bound. Its heap
+    figure is per phase: the JVM's own peak usage of each heap pool, reset when a phase starts."""
 
-    def __init__(self, opensearch_pid: int, interval: float = 0.2) -> None:
+    def __init__(self, opensearch_pid: int, jvm: Any = None, interval: float = 0.2) -> None:
         self._me = psutil.Process()
         self._opensearch_pid = opensearch_pid
+        self._heap_pools = _heap_pools(jvm) if jvm is not None else []
         self._interval = interval
         self._current: MemoryPeaks | None = None
         self._stop = threading.Event()
@@ -160,16 +163,26 @@ class MemorySampler:
     def phase(self) -> Iterator[MemoryPeaks]:
         peaks = MemoryPeaks()
         peaks.update(self._sample())
+        for pool in self._heap_pools:
+            pool.resetPeakUsage()
         self._current = peaks
         try:
             yield peaks
         finally:
             peaks.update(self._sample())
+            # Each pool's peak, summed: pools peak at different moments, so this bounds the heap's peak from above.
+            peaks.jvm_heap = sum(pool.getPeakUsage().getUsed() for pool in self._heap_pools) / 2**20
             self._current = None
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _heap_pools(jvm: Any) -> list[Any]:
+    """The JVM's heap memory pools (eden, survivor, old generation), through py4j."""
+    heap = jvm.java.lang.management.MemoryType.HEAP
+    return [pool for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans() if pool.getType() == heap]
 
 
 @dataclass
