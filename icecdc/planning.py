@@ -34,8 +34,16 @@ class PlanResult:
     written: int  # of which this call wrote (the others existed already)
 
 
-def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_columns: tuple[str, ...]) -> PlanResult:
-    """Write the work items that bring the index from the table's checkpoint to its current snapshot."""
+def plan_table(
+    table: Table,
+    config: TableConfig,
+    store: StateStore,
+    identifier_columns: tuple[str, ...],
+    changed: ChangedEntries | None = None,
+) -> PlanResult:
+    """Write the work items that bring the index from the table's checkpoint to its current snapshot.
+
+    `changed`: the snapshots' entries, shared with the reading that follows in the same process."""
     current = table.current_snapshot()
     if current is None:
         log.info("%s: no snapshot yet, nothing to plan", config.name)
@@ -45,6 +53,7 @@ def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_
             f"table {config.name!r} is Iceberg format v1, which has no sequence numbers to version documents by; "
             "upgrade it with the table property format-version=2"
         )
+    changed = changed or ChangedEntries()
     table_uuid = str(table.metadata.table_uuid)
     checkpoint = store.get_checkpoint(config.name)
     resync, reason = _resync_needed(table, config.name, checkpoint, identifier_columns)
@@ -64,7 +73,7 @@ def plan_table(table: Table, config: TableConfig, store: StateStore, identifier_
 
     snapshots = _snapshots_after(table, config.name, base)
     for snapshot in snapshots:
-        items += _change_items(table, config.name, snapshot, identifier_columns)
+        items += _change_items(table, config.name, snapshot, identifier_columns, changed)
     if resync:
         _retire_other_branches(table, config.name, store, {base.snapshot_id} | {s.snapshot_id for s in snapshots})
 
@@ -165,11 +174,13 @@ def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", r
     ]
 
 
-def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...]) -> list[WorkItem]:
+def _change_items(
+    table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...], changed: ChangedEntries
+) -> list[WorkItem]:
     """Items of the files a snapshot added and removed; one empty item for a compaction."""
     files: list[tuple[str, str]] = []  # (path, what it is: ADDED_DATA, REMOVED_DATA or ADDED_DELETES)
     if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
-        for entry in entries_changed_by(table, snapshot):
+        for entry in changed.of(table, snapshot):
             data_file, added = entry.data_file, entry.status == ManifestEntryStatus.ADDED
             if data_file.content == DataFileContent.DATA:
                 files.append((data_file.file_path, _ADDED_DATA if added else _REMOVED_DATA))
@@ -200,6 +211,22 @@ def _change_items(table: Table, name: str, snapshot: Snapshot, identifier_column
 
 
 _ADDED_DATA, _REMOVED_DATA, _ADDED_DELETES = "added data", "removed data", "added deletes"
+
+
+class ChangedEntries:
+    """The manifest entries each snapshot ADDED or DELETED, read from its manifests once.
+
+    Planning lists them as work items and reading resolves the items against them; in one process
+    (a local sync) both share an instance and each manifest is read once. Snapshots never change,
+    so the entries cannot go stale; they are metadata, a few hundred bytes a file."""
+
+    def __init__(self) -> None:
+        self._by_snapshot: dict[int, list[ManifestEntry]] = {}
+
+    def of(self, table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
+        if snapshot.snapshot_id not in self._by_snapshot:
+            self._by_snapshot[snapshot.snapshot_id] = list(entries_changed_by(table, snapshot))
+        return self._by_snapshot[snapshot.snapshot_id]
 
 
 def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:

@@ -9,6 +9,7 @@ from the executors. The checkpoint advances only after every write of the batch 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyiceberg.table import Table
@@ -26,8 +28,8 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.planning import plan_table
-from icecdc.reading import TableReader, Task, file_tasks
+from icecdc.planning import ChangedEntries, plan_table
+from icecdc.reading import Change, TableReader, Task, file_tasks, files_read_by
 from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
 from icecdc.state import RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
 
@@ -109,8 +111,11 @@ def process_table(
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
     dead_letter: str | None = None,
+    changed: ChangedEntries | None = None,
 ) -> BatchResult:
-    """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint."""
+    """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint.
+
+    `changed`: the snapshots' manifest entries, when planning in this process has read them."""
     started = time.monotonic()
     batch, stale = select_batch(store.pending_items(config.name), store.get_checkpoint(config.name))
     if stale:
@@ -118,7 +123,7 @@ def process_table(
     result = BatchResult(config.name)
     if not batch:
         return result
-    tasks = file_tasks(table, batch, identifiers)
+    tasks = file_tasks(table, batch, identifiers, changed)
     last = batch[-1]
     resync = {i.resync for i in batch if i.resync}
     result.snapshots = len({i.snapshot_id for i in batch})
@@ -189,9 +194,8 @@ class _Target:
 def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: _Target) -> tuple[ChangeStats, SinkStats]:
     context = spark.sparkContext
     carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
-    # A few tasks per core: each Spark task ships the table's metadata, so one per small file costs more than it reads.
-    slices = min(len(tasks), 4 * max(context.defaultParallelism, 1))
-    changes = context.parallelize(tasks, slices).mapPartitions(partial(reader.read, carried=carried))
+    slices = balanced_slices(tasks, max(context.defaultParallelism, 1))
+    changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried))
     by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
     try:
         per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
@@ -202,6 +206,33 @@ def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: 
         change_stats.add(changes_done)
         sink_stats.add(writes_done)
     return change_stats, sink_stats
+
+
+def balanced_slices(tasks: list[Task], cores: int) -> list[list[Task]]:
+    """The tasks in Spark partitions of about equal bytes to read: one per core for a small batch,
+    up to four per core as the bytes grow (so a slow slice can be balanced by the others).
+
+    Spark's own `parallelize` splits by count, and one rewrite of a large file can outweigh a
+    hundred small ones; every Spark task also costs a fixed ~50 ms in PySpark, more than a small
+    slice takes to read. Largest first into the lightest slice (LPT): within 4/3 of the best split.
+    """
+    sizes = {id(task): max(sum(f.file_size_in_bytes for f in files_read_by(task)), 1) for task in tasks}
+    wanted = math.ceil(sum(sizes.values()) / BYTES_PER_SLICE)
+    count = min(len(tasks), max(cores, min(4 * cores, wanted)))
+    slices: list[list[Task]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for task in sorted(tasks, key=lambda t: sizes[id(t)], reverse=True):
+        lightest = loads.index(min(loads))
+        slices[lightest].append(task)
+        loads[lightest] += sizes[id(task)]
+    return slices
+
+
+BYTES_PER_SLICE = 32 * 2**20  # compressed Parquet; a slice's rows stream through, so this bounds time, not memory
+
+
+def _read_slices(reader: TableReader, carried: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
+    return reader.read((task for tasks in slices for task in tasks), carried=carried)
 
 
 def _executor_error(exc: Py4JJavaError) -> Exception:
@@ -265,10 +296,18 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
                 if not lease.held:
                     log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
                     total.skipped = True
+                changed = ChangedEntries()  # planning and reading of this table share its manifest reads
                 for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
-                    plan_table(table, table_config, store, identifiers[table_config.name])
+                    plan_table(table, table_config, store, identifiers[table_config.name], changed)
                     batch = process_table(
-                        spark, table, table_config, store, config.opensearch, identifiers[table_config.name], config.dead_letter
+                        spark,
+                        table,
+                        table_config,
+                        store,
+                        config.opensearch,
+                        identifiers[table_config.name],
+                        config.dead_letter,
+                        changed,
                     )
                     total.add(batch)
                     if batch.snapshots == 0:

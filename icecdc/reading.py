@@ -40,7 +40,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import ProcessingError
-from icecdc.planning import entries_changed_by
+from icecdc.planning import ChangedEntries
 from icecdc.state import EXPORT, WorkItem
 
 INSERT = "I"
@@ -94,8 +94,13 @@ def files_read_by(task: Task) -> list[DataFile]:
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]
 
 
-def file_tasks(table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = ()) -> list[Task]:
-    """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only)."""
+def file_tasks(
+    table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = (), changed: ChangedEntries | None = None
+) -> list[Task]:
+    """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only).
+
+    `changed`: the snapshots' entries, when planning in this process has read them already."""
+    changed = changed or ChangedEntries()
     tasks: list[Task] = []
     # One snapshot's files serve as "after" for it and "before" for its child: load each once.
     loaded: dict[int | None, SnapshotFiles] = {}
@@ -103,7 +108,7 @@ def file_tasks(table: Table, items: Iterable[WorkItem], identifier_columns: tupl
     def files_of(snapshot: Snapshot | None) -> SnapshotFiles:
         key = snapshot.snapshot_id if snapshot is not None else None
         if key not in loaded:
-            loaded[key] = SnapshotFiles(table, snapshot)
+            loaded[key] = SnapshotFiles(table, snapshot, changed)
         return loaded[key]
 
     run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
@@ -236,17 +241,18 @@ def _pair_rewrites(tasks: list[Task]) -> list[Task]:
 class SnapshotFiles:
     """A snapshot's live data files and delete files in force, loaded from its manifests on first use."""
 
-    def __init__(self, table: Table, snapshot: Snapshot | None) -> None:
+    def __init__(self, table: Table, snapshot: Snapshot | None, changed: ChangedEntries) -> None:
         self._table = table
         self._snapshot = snapshot
+        self._changed = changed
         self._data: dict[str, ManifestEntry] | None = None
         self._positions: DeleteFileIndex | None = None
         self._equality: list[ManifestEntry] = []
 
-    def own_entries(self) -> Iterator[ManifestEntry]:
+    def own_entries(self) -> list[ManifestEntry]:
         """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
         assert self._snapshot is not None
-        return entries_changed_by(self._table, self._snapshot)
+        return self._changed.of(self._table, self._snapshot)
 
     def data_entry(self, path: str, table_name: str) -> ManifestEntry:
         entry = self._live_data().get(path)
