@@ -15,7 +15,7 @@ import time
 
 from osmem_server import OsmemServer
 
-from bench import report
+from bench import report, sparklog
 from bench.env import RESULTS, MemorySampler, fresh_workdir, machine, spark_settings, start_spark
 from bench.suite import SCALES, Bench, batching, compare, cost_scaling, sink_efficiency
 
@@ -43,7 +43,7 @@ def run(scale_name: str, only: list[str]) -> None:
     workdir = fresh_workdir()
     server = OsmemServer.start(japanese=False)
     spark = start_spark(workdir)
-    sampler = MemorySampler(server.pid, spark._jvm)
+    sampler = MemorySampler(server.pid, spark)
     bench = Bench(workdir, spark, server.url, sampler, SCALES[scale_name])
     try:
         for name in only:
@@ -53,9 +53,11 @@ def run(scale_name: str, only: list[str]) -> None:
             print(f"bench[{scale_name}]: {name} done in {time.monotonic() - started:.0f}s", flush=True)
             path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     finally:
-        spark.stop()
+        spark.stop()  # closes the event log
         sampler.close()
         server.close()
+    sparklog.attach(results, sparklog.phase_metrics(workdir / sparklog.EVENTS))
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from bench import sparklog
 from icecdc.config import Config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,9 +65,13 @@ def start_spark(workdir: Path) -> Any:
     if not iceberg:
         raise SystemExit("bench: Iceberg's Spark runtime is unavailable; run `make iceberg-jars`")
     builder = SparkSession.builder.appName("icecdc-bench")
+    events = workdir / sparklog.EVENTS
+    events.mkdir()
     settings = {
         **iceberg,
         **spark_settings(),
+        "spark.eventLog.enabled": "true",  # read per measured phase by bench/sparklog.py
+        "spark.eventLog.dir": events.as_uri(),
         f"spark.sql.catalog.{CATALOG}.uri": f"jdbc:sqlite:{workdir / 'catalog.db'}",
         f"spark.sql.catalog.{CATALOG}.warehouse": (workdir / "warehouse").as_uri(),
     }
@@ -121,12 +126,17 @@ class MemorySampler:
     """Samples RSS of this process tree every `interval` seconds; `phase()` reports the peaks within it.
 
     A JVM rarely returns memory to the OS, so its RSS is the peak so far, an upper bound. Its heap
-    figure is per phase: the JVM's own peak usage of each heap pool, reset when a phase starts."""
+    figure is per phase: the JVM's own peak usage of each heap pool, reset when a phase starts.
+    Each phase also names the Spark jobs it runs (`sparklog.PHASE`), so Spark's event log can be
+    read per phase afterwards."""
 
-    def __init__(self, opensearch_pid: int, jvm: Any = None, interval: float = 0.2) -> None:
+    def __init__(self, opensearch_pid: int, spark: Any = None, interval: float = 0.2) -> None:
         self._me = psutil.Process()
         self._opensearch_pid = opensearch_pid
-        self._heap_pools = _heap_pools(jvm) if jvm is not None else []
+        self._spark = spark
+        self._heap_pools = _heap_pools(spark._jvm) if spark is not None else []
+        self._phases = 0
+        self._run = time.strftime("%Y%m%dT%H%M%S")  # phase names stay unique across partial runs
         self._interval = interval
         self._current: MemoryPeaks | None = None
         self._stop = threading.Event()
@@ -160,18 +170,25 @@ class MemorySampler:
                 current.update(self._sample())
 
     @contextmanager
-    def phase(self) -> Iterator[MemoryPeaks]:
+    def phase(self) -> Iterator[tuple[MemoryPeaks, str]]:
+        """(the phase's memory peaks, filled in when it ends; the description its Spark jobs carry)."""
+        self._phases += 1
+        name = f"{sparklog.PHASE}{self._run}-{self._phases}"
         peaks = MemoryPeaks()
         peaks.update(self._sample())
         for pool in self._heap_pools:
             pool.resetPeakUsage()
+        if self._spark is not None:
+            self._spark.sparkContext.setJobDescription(name)
         self._current = peaks
         try:
-            yield peaks
+            yield peaks, name
         finally:
             peaks.update(self._sample())
             # Each pool's peak, summed: pools peak at different moments, so this bounds the heap's peak from above.
             peaks.jvm_heap = sum(pool.getPeakUsage().getUsed() for pool in self._heap_pools) / 2**20
+            if self._spark is not None:
+                self._spark.sparkContext.setJobDescription(None)
             self._current = None
 
     def close(self) -> None:
@@ -191,12 +208,13 @@ class Measure:
 
     seconds: float = 0.0
     memory: MemoryPeaks = field(default_factory=MemoryPeaks)
+    spark_phase: str = ""  # the description of its Spark jobs in the event log
 
 
 @contextmanager
 def measured(sampler: MemorySampler) -> Iterator[Measure]:
     result = Measure()
-    with sampler.phase() as peaks:
+    with sampler.phase() as (peaks, result.spark_phase):
         started = time.perf_counter()
         try:
             yield result

@@ -19,7 +19,7 @@ from bench.env import RESULTS
 
 START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
 ORDER = ("smoke", "default", "full")
-MEMORY_PARTS = ("driver_python", "jvm", "jvm_heap", "python_workers", "opensearch")
+MEMORY_PARTS = ("driver_python", "jvm", "jvm_heap", "spark_task_peak", "python_workers", "opensearch")
 
 
 def write_all() -> None:
@@ -138,7 +138,7 @@ def _memory_chart(run: dict[str, Any], path: Path) -> None:
         return
     figure, axes = plt.subplots(figsize=(7, 3.6))
     names = list(phases)
-    parts = [p for p in MEMORY_PARTS if p != "jvm"]  # the JVM's RSS only grows; its heap per phase says more
+    parts = [p for p in MEMORY_PARTS if p not in ("jvm", "spark_task_peak")]  # RSS only grows; tasks' peaks are small
     width = 0.8 / len(parts)
     for offset, part in enumerate(parts):
         axes.bar(
@@ -181,6 +181,7 @@ def _run_section(run: dict[str, Any]) -> str:
     ]
     lines += _goal_rows(run)
     lines += ["", _memory_table(run), ""]
+    lines += _spark_table(run)
     lines += [
         f"![{name}]({name}-{run['scale']}.png)"
         for name in ("compare", "sink", "scaling", "batching", "memory")
@@ -236,10 +237,30 @@ def _met(ok: bool) -> str:
     return "✅" if ok else "❌ not met"
 
 
+def _spark_table(run: dict[str, Any]) -> list[str]:
+    """Spark's event log for one sync of each tool in measurement 1 (the last round)."""
+    rounds = (run.get("compare") or {}).get("rounds") or []
+    if not rounds or "spark" not in rounds[-1]["icecdc"]:
+        return []
+    lines = [
+        "| Spark event log, last sync of 1 | jobs | stages | tasks | executor run, s | shuffle written, MiB | peak execution memory of a task, MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for tool in ("icecdc", "peer"):
+        m = rounds[-1][tool]["spark"]
+        lines.append(
+            f"| {tool} | {m.get('jobs', 0):.0f} | {m.get('stages', 0):.0f} | {m.get('tasks', 0):.0f} | "
+            f"{m.get('executor_run_s', 0):.2f} | {m.get('shuffle_written_mib', 0):.2f} | {m.get('peak_execution_memory_mib', 0):.0f} |"
+        )
+    return [*lines, ""]
+
+
 def _memory_table(run: dict[str, Any]) -> str:
     phases = _memory_phases(run)
     lines = [
-        "| 5. peak memory, MiB (RSS; jvm_heap: heap in use) | " + " | ".join(MEMORY_PARTS) + " |",
+        "| 5. peak memory, MiB (RSS; jvm_heap: heap in use; spark_task_peak: a task's peak execution memory) | "
+        + " | ".join(MEMORY_PARTS)
+        + " |",
         "|---|" + "---|" * len(MEMORY_PARTS),
     ]
     for name, peaks in phases.items():

@@ -19,7 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 from pyinstrument import Profiler
 
-from bench import peer
+from bench import peer, sparklog
 from bench.env import CATALOG, REPO, RESULTS, Measure, MemorySampler, icecdc_config, measured
 from bench.tables import Mutator, create_table
 from icecdc.catalog import identifier_columns
@@ -399,7 +399,11 @@ def _peak(measures: list[Measure]) -> dict[str, float]:
 
 
 def _measure(measure: Measure) -> dict[str, Any]:
-    return {"seconds": measure.seconds, "memory_mib": {k: round(v, 1) for k, v in asdict(measure.memory).items()}}
+    return {
+        "seconds": measure.seconds,
+        "memory_mib": {k: round(v, 1) for k, v in asdict(measure.memory).items()},
+        sparklog.KEY: measure.spark_phase,
+    }
 
 
 def _counters(result: BatchResult) -> dict[str, Any]:
