@@ -5,14 +5,17 @@ After every run the index equals the table."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 from pyiceberg.expressions import EqualTo
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import OpenSearchConfig, TableConfig
+from icecdc.deadletters import DeadLetters
 from icecdc.sink import open_client
 from icecdc.verify import diff_index
 from tests.aws.conftest import REGION, Lake, aws_client, rows
@@ -31,19 +34,13 @@ def load_job() -> ModuleType:
 job = load_job()
 
 
-def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
-    opensearch_url = osmem_server.clone().url
-    name = f"{lake.database}.orders"
-    table = lake.create_table(name)
-    table.append(rows(1, 2, 3))
-    table.append(rows(4, 5, region="eu"))
-
-    # the config as the stack uploads it, read back from S3 as on Glue
+def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str) -> list[str]:
+    """The job's arguments as the stack passes them, with the config uploaded to S3 as the stack does."""
     config_key = "assets/icecdc.yaml"
     aws_client("s3", lake.moto_url).put_object(
         Bucket=lake.bucket, Key=config_key, Body=lake.config_file(opensearch_url, [name]).read_bytes()
     )
-    argv = [
+    return [
         "icecdc_job.py",
         "--JOB_NAME", f"icecdc-{name}",
         "--icecdc_config", f"s3://{lake.bucket}/{config_key}",
@@ -52,6 +49,16 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
         "--icecdc_region", REGION,
         "--icecdc_dead_letter", f"s3://{lake.bucket}/dead-letter/",
     ]  # fmt: skip
+
+
+def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
+    opensearch_url = osmem_server.clone().url
+    name = f"{lake.database}.orders"
+    table = lake.create_table(name)
+    table.append(rows(1, 2, 3))
+    table.append(rows(4, 5, region="eu"))
+
+    argv = glue_argv(lake, name, opensearch_url, state_table)
     client = open_client(OpenSearchConfig(url=opensearch_url))
 
     def assert_index_equals_table() -> None:
@@ -72,3 +79,36 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
 
     [idle] = job.main(argv, spark)
     assert idle.snapshots == 0
+
+
+def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
+    lake: Lake, state_table: str, osmem_server: Any, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Glue job's dead-letter location is the stack's S3 prefix: refused documents land there
+    (one JSON line each), the batch completes and the checkpoint advances."""
+    opensearch_url = osmem_server.clone().url
+    name = f"{lake.database}.orders"
+    table = lake.create_table(name)
+    table.append(rows(1, 2))
+    table.append(rows(3, region="7"))  # a number in text: an integer field takes it
+    # Executors write the dead letters: their Python workers get moto's endpoint as Spark passes
+    # any executor environment (spark.executorEnv.*), not from this process's later changes.
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.setitem(spark.sparkContext.environment, variable, os.environ[variable])
+    client = open_client(OpenSearchConfig(url=opensearch_url))
+    # a mapping that conflicts with the table: "us" is no integer, refused for good
+    client.indices.create(index="orders", body={"mappings": {"properties": {"region": {"type": "integer"}}}})
+
+    [exported] = job.main(glue_argv(lake, name, opensearch_url, state_table), spark)
+    assert (exported.writes.indexed, exported.writes.dead_lettered) == (1, 2)
+    assert exported.checkpoint is not None and exported.checkpoint.snapshot_id == table.current_snapshot().snapshot_id
+
+    dead_letters = DeadLetters(f"s3://{lake.bucket}/dead-letter/")
+    assert dead_letters.count(name) == 2
+    letters = sorted(dead_letters.read(name), key=lambda letter: letter["doc_id"])
+    assert [(letter["doc_id"], letter["status"]) for letter in letters] == [("1", 400), ("2", 400)]
+    assert all("mapper_parsing_exception" in letter["reason"] and '"region":"us"' in letter["document"] for letter in letters)
+    keys = [
+        o["Key"] for o in aws_client("s3", lake.moto_url).list_objects_v2(Bucket=lake.bucket, Prefix="dead-letter/")["Contents"]
+    ]
+    assert keys and all(k.startswith(f"dead-letter/{name}/") and k.endswith(".jsonl") for k in keys)
