@@ -167,8 +167,9 @@ def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
 
 
 def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
+    """The items per snapshot, oldest snapshot first (a collapsed run ends at its newest)."""
     grouped: dict[int, list[WorkItem]] = {}
-    for item in items:
+    for item in sorted(items, key=lambda i: (i.sequence_number, i.group)):
         grouped.setdefault(item.snapshot_id, []).append(item)
     return grouped
 
