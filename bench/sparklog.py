@@ -35,17 +35,15 @@ def phase_metrics(events: Path) -> dict[str, dict[str, float]]:
                 stage_phase.update(dict.fromkeys(event["Stage IDs"], phase))
         elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in stage_phase:
             task = event.get("Task Metrics") or {}
-            phase_metrics = metrics[stage_phase[event["Stage ID"]]]
-            phase_metrics["tasks"] += 1
-            phase_metrics["executor_run_s"] += task.get("Executor Run Time", 0) / 1000
-            phase_metrics["executor_deserialize_s"] += task.get("Executor Deserialize Time", 0) / 1000
-            phase_metrics["peak_execution_memory_mib"] = max(
-                phase_metrics["peak_execution_memory_mib"], task.get("Peak Execution Memory", 0) / 2**20
+            totals = metrics[stage_phase[event["Stage ID"]]]
+            totals["tasks"] += 1
+            totals["executor_run_s"] += task.get("Executor Run Time", 0) / 1000
+            totals["executor_deserialize_s"] += task.get("Executor Deserialize Time", 0) / 1000
+            totals["peak_execution_memory_mib"] = max(
+                totals["peak_execution_memory_mib"], task.get("Peak Execution Memory", 0) / 2**20
             )
-            phase_metrics["shuffle_written_mib"] += (task.get("Shuffle Write Metrics") or {}).get(
-                "Shuffle Bytes Written", 0
-            ) / 2**20
-            phase_metrics["input_mib"] += (task.get("Input Metrics") or {}).get("Bytes Read", 0) / 2**20
+            totals["shuffle_written_mib"] += (task.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0) / 2**20
+            totals["input_mib"] += (task.get("Input Metrics") or {}).get("Bytes Read", 0) / 2**20
     return {phase: {k: round(v, 3) for k, v in values.items()} for phase, values in metrics.items()}
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -124,15 +124,15 @@ def file_tasks(
             snapshot_tasks = _change_tasks(
                 table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot)
             )
-        if snapshot_items[0].kind != EXPORT and _is_copy_on_write(snapshot, snapshot_tasks):
-            run.append((snapshot, snapshot_tasks))  # type: ignore[arg-type]  # checked by _is_copy_on_write
+        if snapshot_items[0].kind != EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
+            run.append((snapshot, snapshot_tasks))
             continue
         tasks += _pair_rewrites(_collapse(run)) + _pair_rewrites(snapshot_tasks)
         run = []
     return tasks + _pair_rewrites(_collapse(run))
 
 
-def _is_copy_on_write(snapshot: Snapshot, tasks: list[Task]) -> bool:
+def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
     """Whether a commit only removed and added whole data files, and added no delete files.
 
     A compaction (`replace`) is not: its files are never read, so it cannot link a run.
