@@ -1,5 +1,7 @@
 """The errors icecdc raises on purpose; each message names its culprit."""
 
+from __future__ import annotations
+
 
 class IcecdcError(Exception):
     """Base of every error icecdc raises deliberately."""
@@ -19,3 +21,15 @@ class ProcessingError(IcecdcError):
 
 class SinkError(ProcessingError):
     """OpenSearch refused writes for a reason other than a newer version."""
+
+
+class LeaseLost(ProcessingError):
+    """Another run took the table's processing lease: this run must not advance the checkpoint."""
+
+    @classmethod
+    def of(cls, table: str) -> LeaseLost:
+        return cls(f"table {table!r}: another run took the processing lease; this run stops and advances nothing")
+
+
+class FilesGone(ProcessingError):
+    """A file a batch needs was deleted (its snapshot expired) between planning and reading."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
@@ -24,6 +24,34 @@ log = logging.getLogger(__name__)
 
 # Files per change item: keeps an item far below DynamoDB's 400 KB item limit.
 FILES_PER_ITEM = 200
+# Export claims tried in one plan when the claimed snapshots keep being rolled back.
+MAX_EXPORT_CLAIMS = 10
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The current snapshot's ancestry as one view of the table knows it: the only commits the
+    index may follow. A commit off it was rolled back, or left behind when `main` was moved."""
+
+    snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
+    known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
+
+    @classmethod
+    def of(cls, table: Table) -> Lineage:
+        ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
+        return cls(tuple(reversed(ancestors)), table.metadata.last_sequence_number)
+
+    def position(self, snapshot_id: int) -> int | None:
+        """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
+        try:
+            return self.snapshot_ids.index(snapshot_id)
+        except ValueError:
+            return None
+
+    def abandoned(self, item: WorkItem) -> bool:
+        """The item's snapshot is off the lineage, and not a commit newer than this view (which a
+        planner with a fresher view may have planned): it must never be applied."""
+        return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number
 
 
 @dataclass(frozen=True)
@@ -40,10 +68,15 @@ def plan_table(
     store: StateStore,
     identifier_columns: tuple[str, ...],
     changed: ChangedEntries | None = None,
+    resync: tuple[str, str] | None = None,
 ) -> PlanResult:
-    """Write the work items that bring the index from the table's checkpoint to its current snapshot.
+    """Write the work items that bring the index from the table's checkpoint to its current snapshot,
+    and retire pending items of commits that are no longer on the current snapshot's lineage.
 
-    `changed`: the snapshots' entries, shared with the reading that follows in the same process."""
+    `changed`: the snapshots' entries, shared with the reading that follows in the same process.
+    `resync`: (REWRITE or RESET, why) when the processor found that the index needs rebuilding."""
+    checkpoint = store.get_checkpoint(config.name)
+    table = current_view(table, config.name, checkpoint)
     current = table.current_snapshot()
     if current is None:
         log.info("%s: no snapshot yet, nothing to plan", config.name)
@@ -54,18 +87,19 @@ def plan_table(
             "upgrade it with the table property format-version=2"
         )
     changed = changed or ChangedEntries()
-    table_uuid = str(table.metadata.table_uuid)
-    checkpoint = store.get_checkpoint(config.name)
-    resync, reason = _resync_needed(table, config.name, checkpoint, identifier_columns)
+    lineage = Lineage.of(table)
+    retire_abandoned(store, config.name, lineage)
+    kind, reason = resync or _resync_needed(table, config.name, checkpoint, identifier_columns)
+    resync = (kind, reason) if kind else None
 
     items: list[WorkItem] = []
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
-        base = store.claim_export(config.name, Checkpoint(table_uuid, current.snapshot_id, current.sequence_number), replacing)
+        base = _claim_export(table, config.name, store, lineage, replacing)
         if resync:
-            log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, resync)
+            log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
         if config.export or resync:
-            items += _export_items(table, config.name, base, resync, replacing)
+            items += _export_items(table, config.name, base, kind, replacing)
         else:
             store.complete(config.name, base, [])
     else:
@@ -80,6 +114,58 @@ def plan_table(
     written = sum(store.put_item(item) for item in items)
     log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
     return PlanResult(config.name, len(snapshots), len(items), written)
+
+
+def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Table:
+    """`table`, reloaded from the catalog when its metadata is older than the checkpoint.
+
+    A planner (or a Glue run) may hold metadata loaded before another run advanced the checkpoint;
+    its current snapshot then looks like a rollback, which would reset the index for nothing."""
+    if checkpoint is None or checkpoint.table_uuid != str(table.metadata.table_uuid):
+        return table
+    if table.metadata.last_sequence_number >= checkpoint.sequence_number:
+        return table
+    log.info("%s: loaded metadata is older than the checkpoint (sequence number %d); reloading", name, checkpoint.sequence_number)
+    table = table.refresh()
+    if table.metadata.last_sequence_number < checkpoint.sequence_number:
+        raise PlanningError(
+            f"table {name!r}: the catalog's metadata (last sequence number {table.metadata.last_sequence_number}) is "
+            f"older than the checkpoint (sequence number {checkpoint.sequence_number}); nothing planned"
+        )
+    return table
+
+
+def retire_abandoned(store: StateStore, name: str, lineage: Lineage) -> None:
+    """Retire pending items of commits off the current snapshot's lineage (rolled back, or left
+    behind by a moved `main`), unread: applying them would put rows into the index that the table
+    no longer has, or take out rows it has."""
+    abandoned = [i for i in store.pending_items(name) if lineage.abandoned(i)]
+    if abandoned:
+        log.warning(
+            "%s: retiring %d work items of snapshots off the current lineage: %s",
+            name,
+            len(abandoned),
+            sorted({i.snapshot_id for i in abandoned}),
+        )
+        store.complete(name, None, abandoned)
+
+
+def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, replacing: str) -> Checkpoint:
+    """The snapshot to export (the current one, unless a racing planner claimed another first).
+
+    A claimed snapshot that has been rolled back since can never be exported; the next claim is
+    keyed after it, so that every planner agrees on the one that replaces it."""
+    current = table.current_snapshot()
+    assert current is not None
+    wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, current.sequence_number)
+    claim_key = replacing
+    for _ in range(MAX_EXPORT_CLAIMS):
+        base = store.claim_export(name, wanted, claim_key)
+        if base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None:
+            return base
+        log.warning("%s: export snapshot %d was rolled back before it was applied; claiming another", name, base.snapshot_id)
+        claim_key = f"{claim_key}>{base.snapshot_id}"
+    raise PlanningError(f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again")
 
 
 def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:

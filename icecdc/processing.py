@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from opensearchpy import OpenSearch
 from py4j.protocol import Py4JJavaError
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
@@ -28,10 +29,12 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.planning import ChangedEntries, plan_table
+from icecdc.errors import FilesGone, LeaseLost, ProcessingError
+from icecdc.index import index_uuid
+from icecdc.planning import ChangedEntries, Lineage, current_view, plan_table
 from icecdc.reading import Change, TableReader, Task, file_tasks, files_read_by
 from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
-from icecdc.state import RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
+from icecdc.state import EXPORT, RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -73,31 +76,38 @@ def spark_session(config: SparkConfig) -> SparkSession:
     return builder.getOrCreate()
 
 
-def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None) -> tuple[list[WorkItem], list[WorkItem]]:
+def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
     """Split pending items into (the batch to apply now, stale items to retire unread).
 
-    Stale: at or below the checkpoint (applied by a run that crashed before marking them done).
-    The batch: every item of the longest run of snapshots, oldest first, whose items are all
-    present; a snapshot a planner is still writing waits for the next pass.
+    Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
+    before marking them done), off the current snapshot's lineage (rolled back), or before a
+    pending export on it (the export brings the index past them).
+    The batch: the run of snapshots on the lineage that starts right after the checkpoint (or at a
+    pending export), oldest first, each with all its items present; a snapshot a planner is still
+    writing, or has not planned yet, ends it. Items of commits newer than this view wait.
     """
-
-    def applied(item: WorkItem) -> bool:
-        # A resync's export may be of the checkpoint's own snapshot (a schema change): never stale.
-        return (
-            checkpoint is not None
-            and not item.resync
-            and item.table_uuid == checkpoint.table_uuid
-            and item.sequence_number <= checkpoint.sequence_number
-        )
-
-    stale = [i for i in items if applied(i)]
-    live = [i for i in items if not applied(i)]
-    by_snapshot: dict[int, list[WorkItem]] = {}
-    for item in sorted(live, key=lambda i: (i.sequence_number, i.group)):
-        by_snapshot.setdefault(item.snapshot_id, []).append(item)
+    stale = [i for i in items if (checkpoint is not None and checkpoint.supersedes(i)) or lineage.abandoned(i)]
+    retired = {i.key for i in stale}
+    by_position: dict[int, list[WorkItem]] = {}
+    for item in items:
+        position = lineage.position(item.snapshot_id)
+        if position is not None and item.key not in retired:
+            by_position.setdefault(position, []).append(item)
+    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == EXPORT for i in snapshot_items)]
+    if exports:
+        start = max(exports)
+        # the export snapshot's own change items, planned before the resync was: the export covers them
+        stale += [i for i in by_position[start] if i.kind != EXPORT]
+        by_position[start] = [i for i in by_position[start] if i.kind == EXPORT]
+    elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
+        start = at + 1
+    else:
+        return [], stale  # the checkpoint is off the lineage: the planner resyncs first
+    stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]
     batch: list[WorkItem] = []
-    for snapshot_items in by_snapshot.values():
-        if len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
+    for position in range(start, len(lineage.snapshot_ids)):
+        snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
+        if not snapshot_items or len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
             break
         batch += snapshot_items
     return batch, stale
@@ -112,55 +122,117 @@ def process_table(
     identifiers: tuple[str, ...],
     dead_letter: str | None = None,
     changed: ChangedEntries | None = None,
+    lease: Lease | None = None,
 ) -> BatchResult:
     """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint.
 
-    `changed`: the snapshots' manifest entries, when planning in this process has read them."""
+    `changed`: the snapshots' manifest entries, when planning in this process has read them.
+    `lease`: the table's lease this run holds; the checkpoint advances only while it is held."""
+    checkpoint = store.get_checkpoint(config.name)
+    table = current_view(table, config.name, checkpoint)
+    client = open_client(opensearch)
+    replaced = _index_replaced(client, config.index, checkpoint)
+    if replaced:
+        log.warning("%s: %s; exporting the table again", config.name, replaced)
+        plan_table(table, config, store, identifiers, changed, resync=(REWRITE, replaced))
+    run = _TableRun(spark, config, store, opensearch, identifiers, dead_letter, changed, lease)
+    try:
+        return _process_batch(run, table)
+    except FilesGone as exc:
+        # Snapshot expiration deleted files this batch needed after it was planned: the changes in
+        # between cannot be read any more, so the index is rebuilt from the current snapshot.
+        log.warning("%s: %s; resyncing from the current snapshot", config.name, exc)
+        table = table.refresh()
+        plan_table(table, config, store, identifiers, changed, resync=(REWRITE, str(exc)))
+        return _process_batch(run, table)
+
+
+def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None) -> str:
+    """Why the checkpoint's documents are no longer in the index ("" when they are)."""
+    if checkpoint is None or not checkpoint.index_uuid:
+        return ""
+    found = index_uuid(client, index)
+    if found is None:
+        return f"index {index!r} was deleted"
+    if found != checkpoint.index_uuid:
+        return f"index {index!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
+    return ""
+
+
+@dataclass(frozen=True)
+class _TableRun:
+    """What a pass over one table works with, but the table's metadata (which a pass may reload)."""
+
+    spark: SparkSession
+    config: TableConfig
+    store: StateStore
+    opensearch: OpenSearchConfig
+    identifiers: tuple[str, ...]
+    dead_letter: str | None
+    changed: ChangedEntries | None
+    lease: Lease | None
+
+
+def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     started = time.monotonic()
-    batch, stale = select_batch(store.pending_items(config.name), store.get_checkpoint(config.name))
+    name = run.config.name
+    batch, stale = select_batch(run.store.pending_items(name), run.store.get_checkpoint(name), Lineage.of(table))
     if stale:
-        store.complete(config.name, None, stale)
-    result = BatchResult(config.name)
+        run.store.complete(name, None, stale)
+    result = BatchResult(name)
     if not batch:
         return result
-    tasks = file_tasks(table, batch, identifiers, changed)
+    try:
+        tasks = file_tasks(table, batch, run.identifiers, run.changed)
+    except FileNotFoundError as exc:  # a manifest of the batch's snapshots was deleted
+        raise FilesGone(f"table {name!r}: a manifest of the batch is gone (expired?): {exc}") from None
     last = batch[-1]
     resync = {i.resync for i in batch if i.resync}
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
     log.info(
         "%s: applying %d snapshots, %d files%s",
-        config.name,
+        name,
         result.snapshots,
         result.files,
         f" ({', '.join(resync)})" if resync else "",
     )
-    client = open_client(opensearch)
+    client = open_client(run.opensearch)
     if RESET in resync:
-        reset_index(client, config.index)
-    ensure_index(client, config.index)
+        reset_index(client, run.config.index)
+    ensure_index(client, run.config.index)
+    written_to = index_uuid(client, run.config.index)
     target = _Target(
-        config.name,
-        config.index,
-        opensearch,
-        dead_letter,
+        name,
+        run.config.index,
+        run.opensearch,
+        run.dead_letter,
         {i.sequence_number: i.snapshot_id for i in batch},
         "external_gte" if resync else "external",
     )
     if tasks:
-        reader = TableReader.for_table(table, config.name, identifiers, dead_letter)
-        result.changes, result.writes = _apply(spark, reader, tasks, target)
+        reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
+        result.changes, result.writes = _apply(run.spark, reader, tasks, target)
     if REWRITE in resync:
         export_version = min(i.sequence_number for i in batch if i.resync)
-        result.writes.deleted += _delete_older(spark, target, export_version)
+        result.writes.deleted += _delete_older(run.spark, target, export_version)
+    if index_uuid(client, run.config.index) != written_to:
+        raise ProcessingError(f"table {name!r}: index {run.config.index!r} was deleted or replaced during the pass")
+    if run.lease is not None and run.lease.lost:
+        raise LeaseLost.of(name)
     result.checkpoint = Checkpoint(
-        last.table_uuid, last.snapshot_id, last.sequence_number, table.metadata.current_schema_id, identifiers
+        last.table_uuid,
+        last.snapshot_id,
+        last.sequence_number,
+        table.metadata.current_schema_id,
+        run.identifiers,
+        written_to or "",
     )
-    store.complete(config.name, result.checkpoint, batch, replace=bool(resync))
+    run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=run.lease.owner if run.lease else None)
     result.seconds = time.monotonic() - started
     log.info(
         "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
-        config.name,
+        name,
         result.changes.rows,
         result.changes.carryovers,
         result.writes.indexed,
@@ -298,6 +370,8 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
                     total.skipped = True
                 changed = ChangedEntries()  # planning and reading of this table share its manifest reads
                 for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
+                    if lease.lost:
+                        raise LeaseLost.of(table_config.name)
                     plan_table(table, table_config, store, identifiers[table_config.name], changed)
                     batch = process_table(
                         spark,
@@ -308,6 +382,7 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
                         identifiers[table_config.name],
                         config.dead_letter,
                         changed,
+                        lease,
                     )
                     total.add(batch)
                     if batch.snapshots == 0:

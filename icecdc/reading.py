@@ -39,7 +39,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
-from icecdc.errors import ProcessingError
+from icecdc.errors import FilesGone, ProcessingError
 from icecdc.planning import ChangedEntries
 from icecdc.state import EXPORT, WorkItem
 
@@ -361,15 +361,18 @@ class TableReader:
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         dropped = 0
-        for task in tasks:
-            if isinstance(task, KeyDeleteTask):
-                yield from self._key_deletes(files, task, unreadable)
-            elif isinstance(task, RewriteTask):
-                changes, pairs = self._rewrite_changes(files, task, unreadable)
-                dropped += pairs
-                yield from changes
-            else:
-                yield from self._file_changes(files, task, unreadable)
+        try:
+            for task in tasks:
+                if isinstance(task, KeyDeleteTask):
+                    yield from self._key_deletes(files, task, unreadable)
+                elif isinstance(task, RewriteTask):
+                    changes, pairs = self._rewrite_changes(files, task, unreadable)
+                    dropped += pairs
+                    yield from changes
+                else:
+                    yield from self._file_changes(files, task, unreadable)
+        except FileNotFoundError as exc:
+            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
         if carried is not None:
             carried.add(dropped)
         if unreadable:

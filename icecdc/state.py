@@ -7,7 +7,9 @@ Rules every store keeps:
 - work items are written put-if-absent by their deterministic key, so planning twice is a no-op;
 - the export base of a table is claimed put-if-absent, so racing planners export one snapshot;
 - `complete` advances the checkpoint before it marks items done: a crash between the two leaves
-  items whose sequence number is not above the checkpoint, which the processor retires unread.
+  items the new checkpoint has superseded (see `superseded_by`), which the processor retires unread;
+- `complete` with a `fence` (the lease owner) advances nothing unless that owner still holds the
+  table's lease, so a run that lost its lease can never move the checkpoint of the run that took it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Self
 
 from icecdc.config import StateConfig
-from icecdc.errors import ConfigError
+from icecdc.errors import ConfigError, LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +47,25 @@ class Checkpoint:
     sequence_number: int
     schema_id: int = -1  # the schema the documents were written in; -1: not recorded
     identifier_columns: tuple[str, ...] = ()  # what their ids were made of
+    index_uuid: str = ""  # the OpenSearch index they are in (its settings' index.uuid); "": not recorded
 
     @property
     def token(self) -> str:
         """Names this checkpoint in the keys of the resync that replaces it: every resync ends on a
         checkpoint that differs in one of these, so each gets its own keys."""
-        return _sha256(json.dumps([self.table_uuid, self.snapshot_id, self.schema_id, list(self.identifier_columns)]))[:16]
+        parts: list[object] = [self.table_uuid, self.snapshot_id, self.schema_id, list(self.identifier_columns)]
+        if self.index_uuid:  # absent from checkpoints written before it was recorded: their tokens stay
+            parts.append(self.index_uuid)
+        return _sha256(json.dumps(parts))[:16]
+
+    def supersedes(self, item: WorkItem) -> bool:
+        """True when the item's changes are in the index as of this checkpoint (it was applied by a
+        run that crashed before marking it done, or replaced by a resync): retire it unread."""
+        if item.resync:
+            # A resync's export may be of the checkpoint's own snapshot (a schema change); it is
+            # done once the checkpoint it replaces is no longer the current one.
+            return item.replacing != self.token
+        return item.table_uuid == self.table_uuid and item.sequence_number <= self.sequence_number
 
 
 # How an export rebuilds an index that already holds documents (WorkItem.resync).
@@ -128,8 +143,18 @@ class StateStore(ABC):
         """The table's pending items, oldest snapshot first."""
 
     @abstractmethod
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
-        """Advance the checkpoint (never backwards, unless `replace`: a resync), then mark the items done."""
+    def complete(
+        self,
+        table: str,
+        checkpoint: Checkpoint | None,
+        items: Iterable[WorkItem],
+        replace: bool = False,
+        fence: str | None = None,
+    ) -> None:
+        """Advance the checkpoint (never backwards, unless `replace`: a resync), then mark the items done.
+
+        `fence`: the lease owner this run holds the table's lease as; when it no longer holds it,
+        raise `LeaseLost` and advance nothing."""
 
     @abstractmethod
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
@@ -155,7 +180,8 @@ class SqliteStateStore(StateStore):
             CREATE TABLE IF NOT EXISTS checkpoints (
                 table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
-                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL, updated_at REAL NOT NULL);
+                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL, updated_at REAL NOT NULL,
+                index_uuid TEXT NOT NULL DEFAULT '');
             CREATE TABLE IF NOT EXISTS export_claims (
                 table_name TEXT NOT NULL, table_uuid TEXT NOT NULL, replacing TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
@@ -167,13 +193,17 @@ class SqliteStateStore(StateStore):
             CREATE INDEX IF NOT EXISTS work_items_pending ON work_items (table_name, status, sequence_number);
             """
         )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(checkpoints)").fetchall()}
+        if "index_uuid" not in columns:  # a state file written before the index's identity was recorded
+            self._db.execute("ALTER TABLE checkpoints ADD COLUMN index_uuid TEXT NOT NULL DEFAULT ''")
 
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns FROM checkpoints WHERE table_name = ?",
+            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid "
+            "FROM checkpoints WHERE table_name = ?",
             (table,),
         ).fetchone()
-        return Checkpoint(*row[:4], tuple(json.loads(row[4]))) if row else None
+        return Checkpoint(*row[:4], tuple(json.loads(row[4])), row[5]) if row else None
 
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         self._db.execute(
@@ -214,15 +244,25 @@ class SqliteStateStore(StateStore):
         ).fetchall()
         return [WorkItem.from_json(body) for (body,) in rows]
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
+    def complete(
+        self,
+        table: str,
+        checkpoint: Checkpoint | None,
+        items: Iterable[WorkItem],
+        replace: bool = False,
+        fence: str | None = None,
+    ) -> None:
         with self._transaction():
             if checkpoint is not None:
+                if fence is not None and not self._holds_lease(table, fence):
+                    raise LeaseLost.of(table)
                 self._db.execute(
-                    """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (table_name) DO UPDATE SET
                          table_uuid = excluded.table_uuid, snapshot_id = excluded.snapshot_id,
                          sequence_number = excluded.sequence_number, schema_id = excluded.schema_id,
-                         identifier_columns = excluded.identifier_columns, updated_at = excluded.updated_at
+                         identifier_columns = excluded.identifier_columns, updated_at = excluded.updated_at,
+                         index_uuid = excluded.index_uuid
                        WHERE excluded.sequence_number > checkpoints.sequence_number
                           OR excluded.table_uuid != checkpoints.table_uuid OR ?""",
                     (
@@ -233,12 +273,17 @@ class SqliteStateStore(StateStore):
                         checkpoint.schema_id,
                         json.dumps(list(checkpoint.identifier_columns)),
                         time.time(),
+                        checkpoint.index_uuid,
                         replace,
                     ),
                 )
             for item in items:
                 done = WorkItem(**{**asdict(item), "status": DONE})
                 self._db.execute("UPDATE work_items SET status = ?, body = ? WHERE key = ?", (DONE, done.to_json(), item.key))
+
+    def _holds_lease(self, table: str, owner: str) -> bool:
+        row = self._db.execute("SELECT owner, expires_at FROM leases WHERE table_name = ?", (table,)).fetchone()
+        return row is not None and row[0] == owner and row[1] >= time.time()
 
     def _transaction(self) -> _SqliteTransaction:
         return _SqliteTransaction(self._db)
@@ -298,20 +343,23 @@ class Lease:
     crashed holder's lease runs out by then), renew it in the background, release it at the end.
 
     `held` is False when another live run kept it; the block then should leave the table alone.
+    `owner` fences the run's checkpoint writes (`StateStore.complete`); `lost` turns True when a
+    renewal failed, and the run should stop: it can no longer advance anything.
     """
 
     def __init__(self, store: StateStore, table: str, seconds: float) -> None:
         self._store = store
         self._table = table
         self._seconds = seconds
-        self._owner = uuid.uuid4().hex
+        self.owner = uuid.uuid4().hex
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.held = False
+        self.lost = False
 
     def __enter__(self) -> Self:
         deadline = time.monotonic() + self._seconds
-        while not (held := self._store.acquire_lease(self._table, self._owner, self._seconds)) and time.monotonic() < deadline:
+        while not (held := self._store.acquire_lease(self._table, self.owner, self._seconds)) and time.monotonic() < deadline:
             time.sleep(min(1.0, self._seconds / 10))
         self.held = held
         if held:
@@ -321,12 +369,14 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self._seconds / 3):
-            if not self._store.acquire_lease(self._table, self._owner, self._seconds):
-                log.warning("%s: lost the processing lease to another run", self._table)
+            if not self._store.acquire_lease(self._table, self.owner, self._seconds):
+                log.warning("%s: lost the processing lease to another run; this run stops", self._table)
+                self.lost = True
+                return
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
         if self.held:
-            self._store.release_lease(self._table, self._owner)
+            self._store.release_lease(self._table, self.owner)

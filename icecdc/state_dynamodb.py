@@ -17,6 +17,12 @@ index would be eventually consistent). `put_item` is a transaction that writes t
 only if neither it nor its done record exists, so planning an already applied snapshot again is
 still a no-op while the done record lives; after its TTL, a re-planned item is at or below the
 checkpoint and the processor retires it unread (see `icecdc.state`).
+
+`complete` writes the checkpoint first (in one transaction with a check of the lease, when
+fenced), then retires the items in transactions that each write an item's done record and delete
+its pending record together. A crash between any two writes leaves pending items that the new
+checkpoint supersedes (`Checkpoint.supersedes`), and the next pass retires them unread; an item is
+never half done (a done record beside its pending one, or neither).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
+from icecdc.errors import LeaseLost
 from icecdc.state import DONE, Checkpoint, StateStore, WorkItem
 
 log = logging.getLogger(__name__)
@@ -41,6 +48,8 @@ SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
 # How long finished items are kept: long enough that a planner racing a processor finds them.
 DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
+# Items retired per transaction: two actions each, within DynamoDB's 100 actions per transaction.
+ITEMS_PER_TRANSACTION = 50
 
 _CHECKPOINT = "checkpoint"
 _LEASE = "lease"
@@ -58,18 +67,18 @@ class DynamoDbStateStore(StateStore):
         region: str | None = None,
         endpoint_url: str | None = None,
         done_ttl_seconds: int = DEFAULT_DONE_TTL_SECONDS,
+        items_per_transaction: int = ITEMS_PER_TRANSACTION,
     ) -> None:
         self.table_name = table_name
         self.done_ttl_seconds = done_ttl_seconds
+        self.items_per_transaction = items_per_transaction
         # Standard retry mode retries throttling and transaction conflicts with backoff.
         options: dict[str, Any] = {
             "region_name": region,
             "endpoint_url": endpoint_url,
             "config": BotoConfig(retries={"mode": "standard", "max_attempts": 10}),
         }
-        self._client = boto3.client("dynamodb", **options)
-        # The resource API only for its batch writer (chunks of 25, resends unprocessed items).
-        self._table = boto3.resource("dynamodb", **options).Table(table_name)
+        self.client = boto3.client("dynamodb", **options)
 
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         return self._get_base(table, _CHECKPOINT)
@@ -77,7 +86,7 @@ class DynamoDbStateStore(StateStore):
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
         try:
-            self._client.put_item(
+            self.client.put_item(
                 TableName=self.table_name,
                 Item={**_keys(table, sk), **_checkpoint_attributes(base)},
                 ConditionExpression="attribute_not_exists(pk)",
@@ -97,7 +106,7 @@ class DynamoDbStateStore(StateStore):
             "body": {"S": item.to_json()},
         }
         try:
-            self._client.transact_write_items(
+            self.client.transact_write_items(
                 TransactItems=[
                     {"Put": {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}},
                     {
@@ -126,37 +135,43 @@ class DynamoDbStateStore(StateStore):
             "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
         }
         while True:
-            page = self._client.query(**request)
+            page = self.client.query(**request)
             items += [WorkItem.from_json(record["body"]["S"]) for record in page["Items"]]
             if "LastEvaluatedKey" not in page:
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
+    def complete(
+        self,
+        table: str,
+        checkpoint: Checkpoint | None,
+        items: Iterable[WorkItem],
+        replace: bool = False,
+        fence: str | None = None,
+    ) -> None:
         if checkpoint is not None:
-            self._advance(table, checkpoint, replace)
-        # Done record first, pending record second: a crash in between leaves the item pending at or
-        # below the checkpoint, which the next pass retires again. No transaction is needed.
+            self._advance(table, checkpoint, replace, fence)
         expires_at = int(time.time()) + self.done_ttl_seconds
-        with self._table.batch_writer() as batch:
-            for item in items:
+        items = list(items)
+        for start in range(0, len(items), self.items_per_transaction):
+            actions: list[dict[str, Any]] = []
+            for item in items[start : start + self.items_per_transaction]:
                 done = WorkItem(**{**asdict(item), "status": DONE})
-                batch.put_item(
-                    Item={
-                        PARTITION_KEY: table,
-                        SORT_KEY: _DONE + item.key,
-                        "status": DONE,
-                        "sequence_number": item.sequence_number,
-                        "body": done.to_json(),
-                        TTL_ATTRIBUTE: expires_at,
-                    }
-                )
-                batch.delete_item(Key={PARTITION_KEY: table, SORT_KEY: _pending_sk(item)})
+                record = {
+                    **_keys(table, _DONE + item.key),
+                    "status": {"S": DONE},
+                    "sequence_number": {"N": str(item.sequence_number)},
+                    "body": {"S": done.to_json()},
+                    TTL_ATTRIBUTE: {"N": str(expires_at)},
+                }
+                actions.append({"Put": {"TableName": self.table_name, "Item": record}})
+                actions.append({"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}})
+            self.client.transact_write_items(TransactItems=actions)
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
         try:
-            self._client.put_item(
+            self.client.put_item(
                 TableName=self.table_name,
                 Item={**_keys(table, _LEASE), "owner": {"S": owner}, "lease_expires_at": {"N": repr(now + seconds)}},
                 ConditionExpression="attribute_not_exists(pk) OR #owner = :owner OR lease_expires_at < :now",
@@ -171,7 +186,7 @@ class DynamoDbStateStore(StateStore):
 
     def release_lease(self, table: str, owner: str) -> None:
         try:
-            self._client.delete_item(
+            self.client.delete_item(
                 TableName=self.table_name,
                 Key=_keys(table, _LEASE),
                 ConditionExpression="#owner = :owner",
@@ -182,32 +197,44 @@ class DynamoDbStateStore(StateStore):
             if _code(exc) != "ConditionalCheckFailedException":  # expired and taken over: not ours to release
                 raise
 
-    def _advance(self, table: str, checkpoint: Checkpoint, replace: bool = False) -> None:
-        """Write the checkpoint unless the stored one is as far or further (of the same table incarnation)."""
-        condition = (
-            {}
-            if replace
-            else {
-                "ConditionExpression": "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid",
-                "ExpressionAttributeValues": {
-                    ":seq": {"N": str(checkpoint.sequence_number)},
-                    ":uuid": {"S": checkpoint.table_uuid},
-                },
+    def _advance(self, table: str, checkpoint: Checkpoint, replace: bool, fence: str | None) -> None:
+        """Write the checkpoint unless the stored one is as far or further (of the same table
+        incarnation); with a `fence`, in one transaction with a check that its owner holds the lease."""
+        put: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": {**_keys(table, _CHECKPOINT), **_checkpoint_attributes(checkpoint), "updated_at": {"N": repr(time.time())}},
+        }
+        if not replace:
+            put["ConditionExpression"] = "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid"
+            put["ExpressionAttributeValues"] = {
+                ":seq": {"N": str(checkpoint.sequence_number)},
+                ":uuid": {"S": checkpoint.table_uuid},
             }
-        )
-        try:
-            self._client.put_item(
-                TableName=self.table_name,
-                Item={**_keys(table, _CHECKPOINT), **_checkpoint_attributes(checkpoint), "updated_at": {"N": repr(time.time())}},
-                **condition,
+        actions: list[dict[str, Any]] = [{"Put": put}]
+        if fence is not None:
+            actions.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table_name,
+                        "Key": _keys(table, _LEASE),
+                        "ConditionExpression": "#owner = :owner AND lease_expires_at >= :now",
+                        "ExpressionAttributeNames": {"#owner": "owner"},
+                        "ExpressionAttributeValues": {":owner": {"S": fence}, ":now": {"N": repr(time.time())}},
+                    }
+                }
             )
+        try:
+            self.client.transact_write_items(TransactItems=actions)
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
                 raise
+            if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                raise LeaseLost.of(table) from None
             log.info("%s: checkpoint already at or past sequence number %d", table, checkpoint.sequence_number)
 
     def _get_base(self, table: str, sk: str) -> Checkpoint | None:
-        record = self._client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")
+        record = self.client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")
         if record is None:
             return None
         return Checkpoint(
@@ -216,10 +243,11 @@ class DynamoDbStateStore(StateStore):
             int(record["sequence_number"]["N"]),
             int(record["schema_id"]["N"]) if "schema_id" in record else -1,
             tuple(json.loads(record["identifier_columns"]["S"])) if "identifier_columns" in record else (),
+            record["index_uuid"]["S"] if "index_uuid" in record else "",
         )
 
     def close(self) -> None:
-        self._client.close()
+        self.client.close()
 
 
 def create_state_table(table_name: str, region: str | None = None, endpoint_url: str | None = None) -> None:
@@ -254,6 +282,7 @@ def _checkpoint_attributes(checkpoint: Checkpoint) -> dict[str, dict[str, str]]:
         "sequence_number": {"N": str(checkpoint.sequence_number)},
         "schema_id": {"N": str(checkpoint.schema_id)},
         "identifier_columns": {"S": json.dumps(list(checkpoint.identifier_columns))},
+        "index_uuid": {"S": checkpoint.index_uuid},
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -29,10 +30,10 @@ class Crash(Exception):
 class CrashBeforeCheckpoint(SqliteStateStore):
     """The real store, with the process dying where the checkpoint would be written."""
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], replace: bool = False) -> None:
+    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any) -> None:
         if checkpoint is not None:
             raise Crash("killed after the writes, before the checkpoint")
-        super().complete(table, checkpoint, items, replace)
+        super().complete(table, checkpoint, items, *args, **kwargs)
 
 
 def test_crash_after_the_writes_and_before_the_checkpoint_converges(pipeline: Pipeline) -> None:

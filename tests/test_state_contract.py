@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from icecdc.errors import LeaseLost
 from icecdc.state import CHANGE, EXPORT, Checkpoint, SqliteStateStore, StateStore, WorkItem
 
 UUID = "9d6f3c5e-0000-4000-8000-000000000001"
@@ -147,3 +148,27 @@ def test_leases_exclude_other_owners_until_they_expire(make_store: Callable[[], 
     assert not a.acquire_lease("db.t", "run-a", 30)
     time.sleep(0.3)
     assert a.acquire_lease("db.t", "run-a", 30)  # b's lease expired
+
+
+def test_a_fenced_checkpoint_advances_only_while_its_owner_holds_the_lease(store: StateStore) -> None:
+    assert store.acquire_lease("db.t", "first", 60)
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [], fence="first")
+    # the first run's lease ran out (a long GC pause, a lost network) and a second run took it
+    store.release_lease("db.t", "first")
+    assert store.acquire_lease("db.t", "second", 0.2)
+    with pytest.raises(LeaseLost, match="db.t"):
+        store.complete("db.t", Checkpoint(UUID, 2, 2), [], fence="first")
+    assert store.get_checkpoint("db.t") == Checkpoint(UUID, 1, 1)
+    time.sleep(0.3)  # and the second run's own lease expired without renewal
+    with pytest.raises(LeaseLost):
+        store.complete("db.t", Checkpoint(UUID, 2, 2), [], replace=True, fence="second")
+    assert store.acquire_lease("db.t", "second", 60)
+    store.complete("db.t", Checkpoint(UUID, 2, 2), [], fence="second")
+    assert store.get_checkpoint("db.t") == Checkpoint(UUID, 2, 2)
+
+
+def test_the_checkpoint_keeps_the_index_identity(store: StateStore) -> None:
+    checkpoint = Checkpoint(UUID, 1, 1, 0, ("id",), "index-uuid-1")
+    store.complete("db.t", checkpoint, [])
+    assert store.get_checkpoint("db.t") == checkpoint
+    assert checkpoint.token != Checkpoint(UUID, 1, 1, 0, ("id",), "index-uuid-2").token
