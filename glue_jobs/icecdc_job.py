@@ -21,6 +21,7 @@ import logging
 import sys
 from typing import Any
 
+import boto3
 from awsglue.utils import getResolvedOptions
 
 from icecdc import aws
@@ -46,9 +47,10 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
     config = dataclasses.replace(config, dead_letter=args[aws.ARG_DEAD_LETTER])
     log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
     results = sync(config, spark or spark_session(config.spark), [args[aws.ARG_TABLE]])
+    cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])
     for r in results:
         log.info(
-            "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded in %.1fs",
+            "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded, %d dead-lettered in %.1fs",
             r.table,
             r.snapshots,
             r.files,
@@ -56,8 +58,11 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
             r.writes.indexed,
             r.writes.deleted,
             r.writes.superseded,
+            r.writes.dead_lettered,
             r.seconds,
         )
+        # Every run publishes its count, zero included: the stack alarms on a sum above zero.
+        aws.put_dead_letters(cloudwatch, r.table, r.writes.dead_lettered)
     return results
 
 

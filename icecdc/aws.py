@@ -147,8 +147,18 @@ def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue:
     return TableOutcome(name, planned, status.pending_items, job_run_id=run_id)
 
 
+def put_dead_letters(cloudwatch: Any, table: str, count: int) -> None:
+    """Publish how many documents of the table a run sent to the dead letters (the stack alarms on any)."""
+    metric = {"MetricName": "DeadLetters", "Dimensions": _dimensions(table), "Value": count, "Unit": "Count"}
+    cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=[metric])
+
+
+def _dimensions(table: str) -> list[dict[str, str]]:
+    return [{"Name": "Table", "Value": table}]
+
+
 def _put_lag(cloudwatch: Any, table: str, pending: int, lag_snapshots: int | None, lag_seconds: float) -> None:
-    dimensions = [{"Name": "Table", "Value": table}]
+    dimensions = _dimensions(table)
     metrics = [
         {"MetricName": "PendingItems", "Dimensions": dimensions, "Value": pending, "Unit": "Count"},
         {"MetricName": "LagSeconds", "Dimensions": dimensions, "Value": lag_seconds, "Unit": "Seconds"},

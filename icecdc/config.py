@@ -277,6 +277,16 @@ def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"tables lists {duplicates[0]!r} more than once")
+    # Two tables writing one index would overwrite and delete each other's documents (and a resync
+    # of one would wipe the other), so each index belongs to exactly one table.
+    owners: dict[str, int] = {}
+    for position, table in enumerate(tables):
+        first = owners.setdefault(table.index, position)
+        if first != position:
+            raise ConfigError(
+                f"tables[{first}] ({tables[first].name!r}) and tables[{position}] ({table.name!r}) "
+                f"both write index {table.index!r}: each table needs its own index"
+            )
     return tuple(tables)
 
 

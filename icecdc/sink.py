@@ -4,6 +4,11 @@ Every write carries `version_type=external` and the change's sequence number as 
 replayed or reordered write never overwrites a newer document: OpenSearch answers it 409, which
 counts as done. A delete of an absent document answers 404 and also counts as done (OpenSearch
 keeps the version as a tombstone, so an older index of it is still refused for a while).
+
+Only a document's own fault becomes a dead letter (`DocumentFault`, or a single document too large
+for a request). Anything else OpenSearch refuses (a block, missing rights, a missing or closed
+index, an error type we do not know) fails the batch with a SinkError that says what is wrong: a
+systemic refusal must stop the table, not send every one of its documents to the dead letters.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
@@ -29,6 +35,62 @@ log = logging.getLogger(__name__)
 ERRORS_QUOTED = 5
 # Whole bulk requests answered with these are retried with backoff, like items answered 429 or 5xx.
 RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
+# A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
+# split in halves and sent again; a single document still answered this is too large itself.
+TOO_LARGE = 413
+# Settings that make an index, or every index of the cluster, refuse writes.
+INDEX_WRITE_BLOCKS = ("index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete")
+CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_allow_delete")
+
+
+class DocumentFault(StrEnum):
+    """Error types of a bulk item answered 400 that are the document's own fault: writing it again
+    can never succeed until the document (or the mapping) changes, so it becomes a dead letter.
+    Every other refusal is the cluster's or the setup's and fails the batch."""
+
+    MAPPER_PARSING = "mapper_parsing_exception"  # a value does not fit its field's mapped type
+    STRICT_DYNAMIC_MAPPING = "strict_dynamic_mapping_exception"  # a field the strict mapping does not have
+    DOCUMENT_PARSING = "document_parsing_exception"  # the body cannot be indexed as the mapping says (newer versions' name)
+    ILLEGAL_ARGUMENT = "illegal_argument_exception"  # a value the field refuses: an immense term, too many fields added
+    PARSE = "parse_exception"  # the body is not parseable
+    JSON_PARSE = "json_parse_exception"  # the body is not valid JSON
+    X_CONTENT_PARSE = "x_content_parse_exception"  # the body's structure is not what a field expects
+    MAX_BYTES_LENGTH_EXCEEDED = "max_bytes_length_exceeded_exception"  # a term of the body is longer than Lucene allows
+
+
+# The types' strings (an enum member hashes by its name, so a set of members would not find a str).
+DOCUMENT_FAULTS = frozenset(fault.value for fault in DocumentFault)
+
+
+class ItemOutcome(StrEnum):
+    """What one bulk item's answer means for icecdc."""
+
+    INDEXED = "indexed"
+    DELETED = "deleted"  # also a delete of an absent document
+    SUPERSEDED = "superseded"  # the index holds this or a newer version already
+    RETRY = "retry"  # overload or a server error: send it again after a backoff
+    DEAD_LETTER = "dead letter"  # the document's own fault
+    FAIL = "fail"  # not the document's fault: the batch fails, nothing is dead-lettered
+
+
+def classify_item(op_type: str, outcome: dict[str, Any]) -> ItemOutcome:
+    """The meaning of one item of a bulk answer (`{"index": outcome}`), by status and error type."""
+    status = outcome.get("status", 0)
+    error = outcome.get("error")
+    error_type = error.get("type") if isinstance(error, dict) else None
+    if error is None and 200 <= status < 300:
+        return ItemOutcome.INDEXED if op_type == "index" else ItemOutcome.DELETED
+    if error is None and op_type == "delete" and status == 404:  # result "not_found": the document is absent
+        return ItemOutcome.DELETED
+    if status == 409:
+        return ItemOutcome.SUPERSEDED
+    if error_type == "cluster_block_exception":  # a read-only index or cluster, also when answered 429
+        return ItemOutcome.FAIL
+    if status == 429 or status >= 500:
+        return ItemOutcome.RETRY
+    if status == TOO_LARGE or (status == 400 and error_type in DOCUMENT_FAULTS):
+        return ItemOutcome.DEAD_LETTER
+    return ItemOutcome.FAIL
 
 
 @dataclass
@@ -80,14 +142,54 @@ def check_reachable(client: OpenSearch, url: str) -> None:
 
 
 def ensure_index(client: OpenSearch, index: str) -> None:
-    """Create the index when it does not exist, so an empty table still has one."""
-    if client.indices.exists(index=index):
+    """Create the index when it does not exist, so an empty table still has one. Raise SinkError
+    first when the index or the cluster refuses writes, so that nothing of the batch is written."""
+    exists = client.indices.exists(index=index)
+    check_writable(client, index, index_exists=exists)
+    if exists:
         return
     try:
         client.indices.create(index=index)
     except RequestError as exc:
         if exc.error != "resource_already_exists_exception":  # created meanwhile by another writer
             raise
+
+
+def check_writable(client: OpenSearch, index: str, index_exists: bool = True) -> None:
+    """Raise SinkError naming the block when the index (when it exists) or the cluster refuses writes.
+
+    Settings that cannot be read (a role allowed to write but not to read them, a service without
+    the API) skip their check with a warning: the bulk answers' block errors still fail the batch."""
+    blocks: list[str] = []
+    cluster = _read_settings(lambda: client.cluster.get_settings(flat_settings=True), "the cluster")
+    for scope in ("persistent", "transient"):
+        blocks += [f"{name} ({scope})" for name in CLUSTER_WRITE_BLOCKS if _is_true(cluster.get(scope, {}).get(name))]
+    if index_exists:
+        indices = _read_settings(lambda: client.indices.get_settings(index=index, flat_settings=True), f"index {index!r}")
+        for concrete, settings in indices.items():
+            named = f" on index {concrete!r}" if concrete != index else ""  # an alias names its indices
+            blocks += [f"{name}{named}" for name in INDEX_WRITE_BLOCKS if _is_true(settings.get("settings", {}).get(name))]
+    if blocks:
+        raise SinkError(
+            f"OpenSearch index {index!r} does not accept writes: {', '.join(blocks)} is set; nothing was written "
+            "(a flood-stage disk watermark sets read_only_allow_delete: free disk space, then clear the block)"
+        )
+
+
+def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
+    try:
+        return read()
+    except OpenSearchConnectionError:
+        raise
+    except TransportError as exc:
+        log.warning(
+            "cannot read the settings of %s to check for write blocks (%s %s); writing anyway", what, exc.status_code, exc.error
+        )
+        return {}
+
+
+def _is_true(value: Any) -> bool:
+    return str(value).lower() == "true"  # settings come back as strings
 
 
 def reset_index(client: OpenSearch, index: str) -> None:
@@ -133,6 +235,16 @@ def bulk_actions(index: str, writes: Iterable[Write], version_type: str = "exter
 Refusal = tuple[Write, int, str]
 
 
+@dataclass
+class _Answer:
+    """One bulk request's items that need more than counting."""
+
+    retry: list[Refusal] = field(default_factory=list)  # answered 429 or 5xx
+    refused: list[Refusal] = field(default_factory=list)  # the document's own fault
+    failed: list[Refusal] = field(default_factory=list)  # not the document's fault
+    too_large: str | None = None  # the whole request was answered 413, with this reason
+
+
 def write_documents(
     client: OpenSearch,
     config: OpenSearchConfig,
@@ -143,40 +255,78 @@ def write_documents(
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
-    Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items
-    refused for good go to `dead_letter` (without one, they fail the batch). A lost connection
-    fails the batch: the transport has retried it already, and the checkpoint must not move.
+    Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items that
+    are the document's own fault (`classify_item`) go to `dead_letter` (without one, they fail the
+    batch); any other refusal fails the batch before anything of its request is dead-lettered. A
+    request answered 413 is split in halves; a lone document answered 413 is a dead letter. A lost
+    connection fails the batch: the transport has retried it already, and the checkpoint must not move.
     A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
     """
     stats = SinkStats()
     for chunk in _chunks(writes, config.bulk_chunk_size):
-        for attempt in range(config.max_retries + 1):
-            retry, refused = _write_chunk(client, index, chunk, stats, version_type)
-            if refused:
-                if dead_letter is None:
-                    quoted = "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refused[:ERRORS_QUOTED])
-                    raise SinkError(f"OpenSearch refused {len(refused)} documents of index {index!r}: {quoted}")
-                dead_letter(refused)
-                stats.dead_lettered += len(refused)
-            if not retry:
-                break
-            if attempt == config.max_retries:
-                raise SinkError(
-                    f"OpenSearch kept answering {retry[0][1]} for {len(retry)} documents of index {index!r} "
-                    f"after {config.max_retries} retries: {retry[0][2]}"
-                )
-            chunk = [write for write, _, _ in retry]
-            stats.retried += len(chunk)
-            time.sleep(_backoff(config, attempt))
+        _write_with_retries(client, config, index, chunk, stats, dead_letter, version_type)
     return stats
 
 
-def _write_chunk(
-    client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, version_type: str
-) -> tuple[list[Refusal], list[Refusal]]:
-    """One bulk request; count what succeeded, return (retryable, refused for good)."""
-    retry: list[Refusal] = []
-    refused: list[Refusal] = []
+def _write_with_retries(
+    client: OpenSearch,
+    config: OpenSearchConfig,
+    index: str,
+    chunk: list[Write],
+    stats: SinkStats,
+    dead_letter: Callable[[list[Refusal]], None] | None,
+    version_type: str,
+) -> None:
+    for attempt in range(config.max_retries + 1):
+        answer = _write_chunk(client, index, chunk, stats, version_type)
+        if answer.too_large is not None:
+            if len(chunk) > 1:
+                half = len(chunk) // 2
+                for part in (chunk[:half], chunk[half:]):
+                    _write_with_retries(client, config, index, part, stats, dead_letter, version_type)
+                return
+            answer.refused = [(chunk[0], TOO_LARGE, f"the document alone is too large for a request: {answer.too_large}")]
+        if answer.failed:
+            raise SinkError(
+                f"OpenSearch refused {len(answer.failed)} writes to index {index!r} for a reason that is not "
+                f"the documents' fault (nothing was dead-lettered): {_quote(answer.failed)}"
+            )
+        if answer.refused:
+            if dead_letter is None:
+                raise SinkError(
+                    f"OpenSearch refused {len(answer.refused)} documents of index {index!r}: {_quote(answer.refused)}"
+                )
+            dead_letter(answer.refused)
+            stats.dead_lettered += len(answer.refused)
+        if not answer.retry:
+            return
+        if attempt == config.max_retries:
+            raise SinkError(
+                f"OpenSearch kept answering {answer.retry[0][1]} for {len(answer.retry)} documents of index {index!r} "
+                f"after {config.max_retries} retries: {answer.retry[0][2]}"
+            )
+        chunk = [write for write, _, _ in answer.retry]
+        stats.retried += len(chunk)
+        time.sleep(_backoff(config, attempt))
+
+
+def _quote(refusals: list[Refusal]) -> str:
+    return "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refusals[:ERRORS_QUOTED])
+
+
+def _reason(outcome: dict[str, Any]) -> str:
+    """An item's error as `type: reason`, with its cause and the index it names."""
+    error = outcome.get("error")
+    if not isinstance(error, dict):
+        return str(error)
+    cause = error.get("caused_by")
+    caused_by = f" (caused by {cause.get('type')}: {cause.get('reason')})" if isinstance(cause, dict) else ""
+    return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {outcome.get('_index')!r}"
+
+
+def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, version_type: str) -> _Answer:
+    """One bulk request; count what succeeded, return what did not."""
+    answer = _Answer()
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
@@ -187,28 +337,38 @@ def _write_chunk(
             raise_on_error=False,
             raise_on_exception=True,
         )
-        for write, (ok, result) in zip(chunk, results):
+        for write, (_, result) in zip(chunk, results):
             op_type, outcome = next(iter(result.items()))
-            status = outcome.get("status", 0)
-            if ok and op_type == "index":
+            kind = classify_item(op_type, outcome)
+            if kind == ItemOutcome.INDEXED:
                 stats.indexed += 1
-            elif ok or (op_type == "delete" and status == 404):
+            elif kind == ItemOutcome.DELETED:
                 stats.deleted += 1
-            elif status == 409:
+            elif kind == ItemOutcome.SUPERSEDED:
                 stats.superseded += 1
-            elif status == 429 or status >= 500:
-                retry.append((write, status, str(outcome.get("error"))))
             else:
-                refused.append((write, status, str(outcome.get("error"))))
+                listed = {ItemOutcome.RETRY: answer.retry, ItemOutcome.DEAD_LETTER: answer.refused}.get(kind, answer.failed)
+                listed.append((write, outcome.get("status", 0), _reason(outcome)))
     except TransportError as exc:
         # The whole request failed (after the client's own immediate retries). Overload and lost
         # connections are retried item by item with backoff like a 429 item; anything else fails the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
-        if isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:
+        if status == TOO_LARGE:
+            answer.too_large = f"{status} {exc.error}"
+        elif isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:
             # One request per chunk: when it fails, no item of it has an answer yet.
-            return [(write, status, f"bulk request failed: {exc}") for write in chunk], []
-        raise SinkError(f"OpenSearch failed a bulk request to index {index!r}: {exc}") from None
-    return retry, refused
+            answer.retry = [(write, status, f"bulk request failed: {exc}") for write in chunk]
+        else:
+            raise SinkError(f"OpenSearch refused a bulk request to index {index!r}: {status} {_request_error(exc)}") from None
+    return answer
+
+
+def _request_error(exc: TransportError) -> str:
+    """A failed request's error as `type: reason`, when its body is OpenSearch's error JSON."""
+    error = exc.info.get("error") if isinstance(exc.info, dict) else None
+    if isinstance(error, dict):
+        return f"{error.get('type')}: {error.get('reason')}"
+    return str(exc.error)
 
 
 def _chunks(writes: Iterable[Write], size: int) -> Iterator[list[Write]]:

@@ -107,6 +107,7 @@ class IcecdcStack(Stack):
             )
         )
         job_role.add_to_policy(_put_metrics_statement("Glue"))
+        job_role.add_to_policy(_put_metrics_statement(METRIC_NAMESPACE))  # the job's DeadLetters per table
 
         opensearch_url = self._opensearch(aws, job_role)
         arguments = {
@@ -383,6 +384,23 @@ class IcecdcStack(Stack):
                 evaluation_periods=3,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,  # no metric: the planner stopped
                 alarm_description=f"{name}: the index is more than an hour behind the table",
+            ).add_alarm_action(alarm_action)
+            # The Glue job publishes how many documents each run sent to the dead letters: any is worth a look.
+            cloudwatch.Alarm(
+                self,
+                f"DeadLetters{position}",
+                metric=cloudwatch.Metric(
+                    namespace=METRIC_NAMESPACE,
+                    metric_name="DeadLetters",
+                    dimensions_map={"Table": name},
+                    statistic="Sum",
+                    period=Duration.minutes(5),
+                ),
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no run, no new dead letters
+                alarm_description=f"{name}: OpenSearch refused documents for good; they are in the dead letters",
             ).add_alarm_action(alarm_action)
         cloudwatch.Dashboard(
             self,

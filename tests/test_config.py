@@ -68,6 +68,14 @@ def base() -> dict:
         (lambda c: c["tables"][0].update(name="orders"), r"tables\[0\].name must be '<namespace>.<table>'"),
         (lambda c: c["tables"].append({"name": "db.orders"}), "lists 'db.orders' more than once"),
         (lambda c: c.update(tables=[]), "tables must list at least one entry"),
+        (
+            lambda c: c["tables"][1].update(index="orders"),
+            r"tables\[0\] \('db.orders'\) and tables\[1\] \('db.returns'\) both write index 'orders'",
+        ),
+        (
+            lambda c: c["tables"].append({"name": "sales.returns"}),  # the default index is the table's last part
+            r"tables\[1\] \('db.returns'\) and tables\[2\] \('sales.returns'\) both write index 'returns'",
+        ),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
         (lambda c: c["opensearch"].update(username="u"), "username and opensearch.password go together"),

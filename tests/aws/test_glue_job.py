@@ -5,7 +5,9 @@ After every run the index equals the table."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 from pyiceberg.expressions import EqualTo
 
+from icecdc.aws import METRIC_NAMESPACE
 from icecdc.catalog import identifier_columns
 from icecdc.config import OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters
@@ -51,6 +54,21 @@ def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str) -> l
     ]  # fmt: skip
 
 
+def dead_letter_metric(lake: Lake, name: str) -> list[float]:
+    """The DeadLetters values the job published for the table (moto's CloudWatch), one per run."""
+    now = datetime.now(UTC)
+    points = aws_client("cloudwatch", lake.moto_url).get_metric_statistics(
+        Namespace=METRIC_NAMESPACE,
+        MetricName="DeadLetters",
+        Dimensions=[{"Name": "Table", "Value": name}],
+        StartTime=now - timedelta(hours=1),
+        EndTime=now + timedelta(minutes=5),
+        Period=3600 * 2,
+        Statistics=["Sum", "SampleCount"],
+    )["Datapoints"]
+    return [points[0]["Sum"], points[0]["SampleCount"]] if points else []
+
+
 def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
     opensearch_url = osmem_server.clone().url
     name = f"{lake.database}.orders"
@@ -79,13 +97,15 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
 
     [idle] = job.main(argv, spark)
     assert idle.snapshots == 0
+    assert dead_letter_metric(lake, name) == [0, 3]  # every run publishes its count, zero included
 
 
 def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
-    lake: Lake, state_table: str, osmem_server: Any, spark: Any, monkeypatch: pytest.MonkeyPatch
+    lake: Lake, state_table: str, osmem_server: Any, spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The Glue job's dead-letter location is the stack's S3 prefix: refused documents land there
-    (one JSON line each), the batch completes and the checkpoint advances."""
+    (one JSON line each), the batch completes and the checkpoint advances; the job logs and
+    publishes (CloudWatch metric DeadLetters, which the stack alarms on) how many."""
     opensearch_url = osmem_server.clone().url
     name = f"{lake.database}.orders"
     table = lake.create_table(name)
@@ -99,8 +119,11 @@ def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
     # a mapping that conflicts with the table: "us" is no integer, refused for good
     client.indices.create(index="orders", body={"mappings": {"properties": {"region": {"type": "integer"}}}})
 
-    [exported] = job.main(glue_argv(lake, name, opensearch_url, state_table), spark)
+    with caplog.at_level(logging.INFO, logger="icecdc.glue_job"):
+        [exported] = job.main(glue_argv(lake, name, opensearch_url, state_table), spark)
     assert (exported.writes.indexed, exported.writes.dead_lettered) == (1, 2)
+    assert any(r.getMessage().startswith(f"{name}: ") and ", 2 dead-lettered in " in r.getMessage() for r in caplog.records)
+    assert dead_letter_metric(lake, name) == [2, 1]
     assert exported.checkpoint is not None and exported.checkpoint.snapshot_id == table.current_snapshot().snapshot_id
 
     dead_letters = DeadLetters(f"s3://{lake.bucket}/dead-letter/")

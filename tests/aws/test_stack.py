@@ -17,7 +17,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 
 from app import build
-from icecdc.aws import job_name
+from icecdc.aws import METRIC_NAMESPACE, job_name
 
 TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
 
@@ -205,6 +205,34 @@ def test_operations_alarms_dead_letters_and_dashboard(existing_endpoint) -> None
     template.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "LagSeconds"}, len(TABLES))
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
+
+
+def test_dead_letters_alarm_per_table_and_the_job_may_publish_them(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    (topic,) = template.find_resources("AWS::SNS::Topic")
+    for name in TABLES:
+        template.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "Namespace": METRIC_NAMESPACE,
+                "MetricName": "DeadLetters",
+                "Dimensions": [{"Name": "Table", "Value": name}],
+                "Statistic": "Sum",
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+                "AlarmActions": [{"Ref": topic}],
+            },
+        )
+    template.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "DeadLetters"}, len(TABLES))
+    (job_role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": "icecdc Glue job"}})
+    job_policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": job_role}]}})
+    job_statements = [s for policy in job_policies.values() for s in policy["Properties"]["PolicyDocument"]["Statement"]]
+    assert {
+        "Action": "cloudwatch:PutMetricData",
+        "Effect": "Allow",
+        "Resource": "*",
+        "Condition": {"StringEquals": {"cloudwatch:namespace": METRIC_NAMESPACE}},
+    } in job_statements
 
 
 @pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])
