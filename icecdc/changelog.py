@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from icecdc.errors import ProcessingError
+from icecdc.errors import DuplicateIdentifier
 from icecdc.reading import INSERT
 
 
@@ -50,8 +50,16 @@ class SnapshotChanges:
     inserts: Counter[str]
 
 
-def net_write(doc_id: str, changes: Iterable[tuple[int, str, str]], stats: ChangeStats) -> Write | None:
-    """The write one key needs, or None when its changes cancel out."""
+def net_write(
+    doc_id: str,
+    changes: Iterable[tuple[int, str, str]],
+    stats: ChangeStats,
+    duplicates: list[DuplicateIdentifier] | None = None,
+) -> Write | None:
+    """The write one key needs, or None when its changes cancel out.
+
+    `duplicates`: where a snapshot with several live rows of this key is reported (that snapshot
+    then changes nothing of the document); without it, such a snapshot raises `DuplicateIdentifier`."""
     # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
@@ -71,7 +79,13 @@ def net_write(doc_id: str, changes: Iterable[tuple[int, str, str]], stats: Chang
         else:
             general = SnapshotChanges(Counter(deletes), Counter(inserts))
             stats.carryovers += remove_carryovers(general)
-            write = merge_update(doc_id, sequence_number, general)
+            try:
+                write = merge_update(doc_id, sequence_number, general)
+            except DuplicateIdentifier as duplicate:
+                if duplicates is None:
+                    raise
+                duplicates.append(duplicate)
+                continue
         if write is not None:
             latest = write
     return latest
@@ -101,10 +115,7 @@ def merge_update(doc_id: str, sequence_number: int, snapshot: SnapshotChanges) -
     """One snapshot's remaining changes of a key as one write (None when nothing remains)."""
     inserted = list(snapshot.inserts.elements())
     if len(inserted) > 1:
-        raise ProcessingError(
-            f"document {doc_id!r}: {len(inserted)} rows with this identifier at sequence number {sequence_number}; "
-            "identifier columns must be unique"
-        )
+        raise DuplicateIdentifier(doc_id, sequence_number, inserted)
     if inserted:
         return Write(doc_id, sequence_number, inserted[0])
     if snapshot.deletes:

@@ -33,3 +33,16 @@ class LeaseLost(ProcessingError):
 
 class FilesGone(ProcessingError):
     """A file a batch needs was deleted (its snapshot expired) between planning and reading."""
+
+
+class DuplicateIdentifier(ProcessingError):
+    """Two live rows of one snapshot share an identifier: the index can hold only one document."""
+
+    def __init__(self, doc_id: str, sequence_number: int, documents: list[str]) -> None:
+        super().__init__(f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number {sequence_number}")
+        self.doc_id = doc_id
+        self.sequence_number = sequence_number
+        self.documents = documents
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields, as Spark ships errors
+        return (type(self), (self.doc_id, self.sequence_number, self.documents))

@@ -29,7 +29,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.errors import FilesGone, LeaseLost, ProcessingError
+from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
 from icecdc.index import index_uuid
 from icecdc.planning import ChangedEntries, Lineage, current_view, plan_table
 from icecdc.reading import Change, TableReader, Task, file_tasks, files_read_by
@@ -209,6 +209,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         run.dead_letter,
         {i.sequence_number: i.snapshot_id for i in batch},
         "external_gte" if resync else "external",
+        run.identifiers,
     )
     if tasks:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
@@ -254,12 +255,26 @@ class _Target:
     dead_letter: str | None
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
     version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
+    identifier_columns: tuple[str, ...]
 
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
         DeadLetters(self.dead_letter).write(
             DeadLetter(self.table, self.snapshot_ids.get(w.version), w.version, w.doc_id, status, reason, w.document)
             for w, status, reason in refused
+        )
+
+    def duplicates(self, found: list[DuplicateIdentifier]) -> None:
+        """Keys with several live rows in one snapshot: dead letters, or the error that stops the batch."""
+        columns = ", ".join(self.identifier_columns)
+        reasons = [(d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}") for d in found]
+        reasons = [(d, f"{reason}; the identifier columns ({columns}) must be unique") for d, reason in reasons]
+        if self.dead_letter is None:
+            raise ProcessingError(f"{reasons[0][1]} ({len(found)} such identifiers in this part of the batch)")
+        DeadLetters(self.dead_letter).write(
+            DeadLetter(self.table, self.snapshot_ids.get(d.sequence_number), d.sequence_number, d.doc_id, None, reason, document)
+            for d, reason in reasons
+            for document in d.documents
         )
 
 
@@ -324,7 +339,8 @@ def _write_partition(
 ) -> Iterator[tuple[ChangeStats, SinkStats]]:
     """Executor side: reduce each key to its net write and bulk them; yield this partition's counters."""
     change_stats = ChangeStats()
-    writes = (net_write(doc_id, changes, change_stats) for doc_id, changes in keyed_changes)
+    duplicates: list[DuplicateIdentifier] = []
+    writes = (net_write(doc_id, changes, change_stats, duplicates) for doc_id, changes in keyed_changes)
     sink_stats = write_documents(
         open_client(target.opensearch),
         target.opensearch,
@@ -333,6 +349,9 @@ def _write_partition(
         target.dead_letters if target.dead_letter else None,
         target.version_type,
     )
+    if duplicates:
+        target.duplicates(duplicates)
+        sink_stats.dead_lettered += sum(len(d.documents) for d in duplicates)
     yield change_stats, sink_stats
 
 

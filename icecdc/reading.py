@@ -386,6 +386,9 @@ class TableReader:
         for position, row in files.rows(task.data_file):
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
                 continue
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                continue
             fields = files.mapper.document(row)
             document = encode_document(fields)
             if self.identifier_columns:
@@ -411,41 +414,67 @@ class TableReader:
             return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
         changes = [
             change
-            for rows, template in ((removed_rows, task.removed[0]), (added_rows, task.added[0]))
-            for change in self._row_changes(files, rows.to_pylist(), template, unreadable)
+            for rows, side in ((removed_rows, task.removed), (added_rows, task.added))
+            for change in self._row_changes(files, _python_rows(rows), side, unreadable)
         ]
         return changes, pairs
 
     def _row_changes(
-        self, files: _Files, rows: list[dict[str, Any]], task: FileTask, unreadable: list[DeadLetter]
+        self, files: _Files, rows: Iterable[dict[str, Any] | BadText], side: list[FileTask], unreadable: list[DeadLetter]
     ) -> Iterator[Change]:
+        """Changes of rows read from the files of one side of a rewrite (which file each came from is not kept)."""
+        task, paths = side[0], " or ".join(sorted(t.data_file.file_path for t in side))
         for row in rows:
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable, paths)
+                continue
             fields = files.mapper.document(row)
             document = encode_document(fields)
-            doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
+            doc_id = self._document_id(files.mapper, fields, document, task, unreadable, paths)
             if doc_id is not None:
                 yield doc_id, (task.sequence_number, task.change, document)
 
     def _key_deletes(self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                continue
             fields = files.mapper.document(row)
             doc_id = self._document_id(files.mapper, fields, encode_document(fields), task, unreadable)
             if doc_id is not None:
                 yield doc_id, (task.sequence_number, DELETE, NO_IMAGE)
 
     def _document_id(
-        self, mapper: DocumentMapper, fields: dict, document: str, task: Task, unreadable: list[DeadLetter]
+        self,
+        mapper: DocumentMapper,
+        fields: dict,
+        document: str,
+        task: FileTask | KeyDeleteTask,
+        unreadable: list[DeadLetter],
+        paths: str | None = None,
     ) -> str | None:
         """The document's `_id`; None (and a dead letter) when its identifier is null."""
         try:
             return mapper.document_id(fields)
         except ValueError as exc:
-            path = task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path
-            reason = f"{exc} in file {path} (snapshot {task.snapshot_id})"
-            if self.dead_letter is None:
-                raise ProcessingError(f"table {self.table_name!r}: {reason}") from None
-            unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
+            self._unreadable(task, str(exc), document, unreadable, paths)
             return None
+
+    def _unreadable(
+        self,
+        task: FileTask | KeyDeleteTask,
+        problem: str,
+        document: str | None,
+        unreadable: list[DeadLetter],
+        paths: str | None = None,
+    ) -> None:
+        """A row that cannot become a document: a dead letter naming where it is, or, without a
+        dead-letter location, an error that stops the batch."""
+        paths = paths or (task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path)
+        reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
+        if self.dead_letter is None:
+            raise ProcessingError(f"table {self.table_name!r}: {reason}")
+        unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
 
 
 @dataclass
@@ -472,14 +501,48 @@ class _Files:
         """Every row of the files, deletes NOT applied, projected onto the current schema by field ID."""
         return ArrowScan(self.metadata, self.io, self.schema, AlwaysTrue()).to_table([FileScanTask(f) for f in data_files])
 
-    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
         """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
         scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
         position = 0
         for batch in scan.to_record_batches([FileScanTask(data_file)]):
-            for row in batch.to_pylist():
+            for row in _python_rows(batch):
                 yield position, row
                 position += 1
+
+
+@dataclass(frozen=True)
+class BadText:
+    """A row in place of which only this can be said: its `column` holds a string that is not UTF-8."""
+
+    column: str
+
+
+def _python_rows(data: pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any] | BadText]:
+    """The rows as dicts, and a `BadText` for a row with a string that is not valid UTF-8.
+
+    Arrow does not validate the strings it reads from Parquet (Spark writes whatever bytes a
+    string holds), and converting them to Python fails for the whole batch; only a batch that
+    fails is converted again row by row, to find the rows and the column."""
+    try:
+        rows = data.to_pylist()
+    except UnicodeDecodeError:
+        for i in range(data.num_rows):
+            row = data.slice(i, 1)
+            try:
+                yield row.to_pylist()[0]
+            except UnicodeDecodeError:
+                yield BadText(next(name for name in row.column_names if _undecodable(row.column(name))))
+        return
+    yield from rows
+
+
+def _undecodable(column: pa.ChunkedArray | pa.Array) -> bool:
+    try:
+        column.to_pylist()
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 @dataclass
@@ -495,7 +558,11 @@ class _RemovedRows:
         for delete_file in {d.file_path: d for d in delete_files}.values():  # a Puffin file once, for all its vectors
             if delete_file.content == DataFileContent.EQUALITY_DELETES:
                 names = tuple(files.schema.find_column_name(i) for i in delete_file.equality_ids or ())
-                values = {tuple(row[n] for n in names) for _, row in files.rows(delete_file, files.schema.select(*names))}
+                values = {
+                    tuple(row[n] for n in names)
+                    for _, row in files.rows(delete_file, files.schema.select(*names))
+                    if not isinstance(row, BadText)  # equal to no row that can become a document
+                }
                 removed.equality.append((names, values))
             else:
                 # pyiceberg reads position-delete files and deletion vectors (Puffin) alike.
@@ -504,9 +571,11 @@ class _RemovedRows:
                     removed.positions.update(deleted.to_pylist())
         return removed
 
-    def removes(self, position: int, row: dict[str, Any]) -> bool:
+    def removes(self, position: int, row: dict[str, Any] | BadText) -> bool:
         if position in self.positions:
             return True
+        if isinstance(row, BadText):
+            return False  # its values cannot be compared; it becomes a dead letter, deleted or not
         return any(tuple(row[n] for n in names) in values for names, values in self.equality)
 
 

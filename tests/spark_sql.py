@@ -130,6 +130,17 @@ def spark_catalog(spark: Any, workdir: Path, namespace: str | None = "db") -> Sp
     return result
 
 
+def run_sql(spark: Any, workdir: Path, *statements: str) -> None:
+    """Statements of Iceberg's Spark SQL on `workdir`'s catalog, its connections closed after:
+    SQLite lets one process write at a time, and tests commit with pyiceberg in between."""
+    session = spark_catalog(spark, workdir, namespace=None)
+    try:
+        for statement in statements:
+            session.sql(statement).collect()
+    finally:
+        session.close()
+
+
 @pytest.fixture
 def spark_sql(spark: Any, tmp_path: Path) -> Iterator[SparkSql]:
     """Spark SQL on this test's catalog (the one `pipeline.catalog` opens: same tmp_path)."""

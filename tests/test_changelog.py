@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from icecdc.changelog import ChangeStats, Write, net_write
-from icecdc.errors import ProcessingError
+from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.reading import DELETE, INSERT, _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
@@ -52,8 +52,15 @@ def test_duplicate_carryovers_cancel_pairwise_only() -> None:
 
 
 def test_two_live_rows_for_one_key_is_an_error_naming_the_key() -> None:
-    with pytest.raises(ProcessingError, match="'1'.*identifier columns must be unique"):
+    with pytest.raises(ProcessingError, match="2 live rows share the identifier '1' at sequence number 5"):
         net((5, INSERT, OLD), (5, INSERT, NEW))
+
+
+def test_a_snapshot_with_two_live_rows_for_one_key_is_reported_and_the_next_snapshot_still_applies() -> None:
+    duplicates: list[DuplicateIdentifier] = []
+    write = net_write("1", [(5, INSERT, OLD), (5, INSERT, NEW), (6, INSERT, NEW)], ChangeStats(), duplicates)
+    assert write == Write("1", 6, NEW)
+    assert [(d.doc_id, d.sequence_number, sorted(d.documents)) for d in duplicates] == [("1", 5, sorted([OLD, NEW]))]
 
 
 def test_equal_rows_cancel_pairwise_in_arrow() -> None:

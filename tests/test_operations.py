@@ -18,7 +18,7 @@ from icecdc.processing import process_table
 from icecdc.state import Lease
 from icecdc.writers import update
 from tests.conftest import Pipeline
-from tests.spark_sql import spark_catalog
+from tests.spark_sql import run_sql
 from tests.test_sync import orders, rows
 
 NAME = "db.orders"
@@ -39,14 +39,7 @@ def plan(pipeline: Pipeline, config: Config, table: Table | None = None) -> None
 
 
 def operate(pipeline: Pipeline, *statements: str) -> None:
-    """Iceberg's Spark SQL on the test's catalog, its connections closed after: SQLite lets one
-    process write at a time, and the tests commit with pyiceberg in between."""
-    session = spark_catalog(pipeline.spark, pipeline.workdir, namespace=None)
-    try:
-        for statement in statements:
-            session.sql(statement).collect()
-    finally:
-        session.close()
+    run_sql(pipeline.spark, pipeline.workdir, *statements)
 
 
 def current_id(pipeline: Pipeline) -> int:
