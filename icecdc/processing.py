@@ -281,14 +281,18 @@ class _Target:
 def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: _Target) -> tuple[ChangeStats, SinkStats]:
     context = spark.sparkContext
     carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
+    unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
     slices = balanced_slices(tasks, max(context.defaultParallelism, 1))
-    changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried))
+    changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried, unreadable))
     by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
     try:
         per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
     except Py4JJavaError as exc:
         raise _executor_error(exc) from exc
-    change_stats, sink_stats = ChangeStats(rows=2 * carried.value, carryovers=carried.value), SinkStats()
+    change_stats, sink_stats = (
+        ChangeStats(rows=2 * carried.value, carryovers=carried.value),
+        SinkStats(dead_lettered=unreadable.value),
+    )
     for changes_done, writes_done in per_partition:
         change_stats.add(changes_done)
         sink_stats.add(writes_done)
@@ -318,8 +322,8 @@ def balanced_slices(tasks: list[Task], cores: int) -> list[list[Task]]:
 BYTES_PER_SLICE = 32 * 2**20  # compressed Parquet; a slice's rows stream through, so this bounds time, not memory
 
 
-def _read_slices(reader: TableReader, carried: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
-    return reader.read((task for tasks in slices for task in tasks), carried=carried)
+def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
+    return reader.read((task for tasks in slices for task in tasks), carried, unreadable)
 
 
 def _executor_error(exc: Py4JJavaError) -> Exception:

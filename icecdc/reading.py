@@ -353,10 +353,11 @@ class TableReader:
     ) -> TableReader:
         return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
 
-    def read(self, tasks: Iterable[Task], carried: Any = None) -> Iterator[Change]:
+    def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id.
 
-        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle.
+        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle;
+        `dead_lettered` (likewise) the rows that could not become documents.
         """
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
@@ -378,6 +379,8 @@ class TableReader:
         if unreadable:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
+            if dead_lettered is not None:
+                dead_lettered.add(len(unreadable))
 
     def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)

@@ -49,6 +49,7 @@ def test_a_string_that_is_not_utf8_is_a_dead_letter_naming_table_file_snapshot_a
 
     (result,) = sync(with_dead_letters, pipeline.spark, [NAME])
     assert sorted(pipeline.documents("u")) == ["1", "3"]
+    assert result.writes.dead_lettered == 1  # counted, as the job's log line and metric report it
     (letter,) = DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)
     assert letter["table"] == NAME and letter["snapshot_id"] == snapshot.snapshot_id
     assert "column 'v' is not valid UTF-8 in file" in letter["reason"] and ".parquet" in letter["reason"]
@@ -68,8 +69,9 @@ def test_two_live_rows_with_one_identifier_are_dead_letters_naming_table_snapsho
         sync(without, pipeline.spark, [NAME])
     assert pipeline.store().get_checkpoint(NAME) is None
 
-    sync(with_dead_letters, pipeline.spark, [NAME])
+    (result,) = sync(with_dead_letters, pipeline.spark, [NAME])
     assert sorted(pipeline.documents("u")) == ["1", "3"]
+    assert result.writes.dead_lettered == 2
     letters = DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)
     assert sorted(letter["document"] for letter in letters) == ['{"id":2,"v":"first"}', '{"id":2,"v":"second"}']
     assert all(letter["doc_id"] == "2" and letter["snapshot_id"] == snapshot.snapshot_id for letter in letters)
