@@ -61,6 +61,9 @@ class TableConfig:
     index: str
     identifier_columns: tuple[str, ...] | None  # None: the schema's identifier fields
     export: bool = True
+    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
+    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
+    protect_checkpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,7 @@ def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
                 index=index,
                 identifier_columns=tuple(columns) if columns is not None else None,
                 export=section.get("export", bool, default=True),
+                protect_checkpoint=section.get("protect_checkpoint", bool, default=False),
             )
         )
         section.reject_unknown()

@@ -18,6 +18,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
+from icecdc.protection import keep_unapplied
 from icecdc.state import CHANGE, EXPORT, RESET, REWRITE, Checkpoint, StateStore, WorkItem
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ def plan_table(
         _retire_other_branches(table, config.name, store, {base.snapshot_id} | {s.snapshot_id for s in snapshots})
 
     written = sum(store.put_item(item) for item in items)
+    keep_unapplied(table, config, base.snapshot_id)
     log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
     return PlanResult(config.name, len(snapshots), len(items), written)
 

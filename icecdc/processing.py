@@ -32,6 +32,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
 from icecdc.index import index_uuid
 from icecdc.planning import ChangedEntries, Lineage, current_view, plan_table
+from icecdc.protection import keep_unapplied
 from icecdc.reading import Change, TableReader, Task, file_tasks, files_read_by
 from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
 from icecdc.state import EXPORT, RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
@@ -230,6 +231,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         written_to or "",
     )
     run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=run.lease.owner if run.lease else None)
+    keep_unapplied(table, run.config, last.snapshot_id)
     result.seconds = time.monotonic() - started
     log.info(
         "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",

@@ -84,6 +84,7 @@ class IcecdcStack(Stack):
         library = s3_assets.Asset(self, "JobLibrary", path=str(bundles.glue_library))
         config_asset = s3_assets.Asset(self, "Config", path=str(bundles.config))
         self._read_catalog_and_warehouse(job_role, aws, names)
+        self._tag_protected_tables(job_role, aws, config)
         job_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject"], resources=[self._object_arn(a) for a in (script, library, config_asset)]
@@ -157,6 +158,7 @@ class IcecdcStack(Stack):
             iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[planner_logs.log_group_arn])
         )
         self._read_catalog_and_warehouse(planner_role, aws, names)
+        self._tag_protected_tables(planner_role, aws, config)
         planner_role.add_to_policy(iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table_arn]))
         planner_role.add_to_policy(
             iam.PolicyStatement(
@@ -287,6 +289,23 @@ class IcecdcStack(Stack):
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject"], resources=[f"arn:{self.partition}:s3:::{b}/*" for b in aws.warehouse_buckets]
+            )
+        )
+
+    def _tag_protected_tables(self, role: iam.Role, aws: AwsConfig, config: Config) -> None:
+        """`protect_checkpoint` tables: icecdc commits tags to their metadata (icecdc.protection),
+        so the role may update those tables, and write metadata files (never data) in the warehouse."""
+        protected = [t.name.split(".", 1) for t in config.tables if t.protect_checkpoint]
+        if not protected:
+            return
+        resources = [self.format_arn(service="glue", resource="catalog")]
+        for database, table in protected:
+            resources.append(self.format_arn(service="glue", resource="database", resource_name=database))
+            resources.append(self.format_arn(service="glue", resource="table", resource_name=f"{database}/{table}"))
+        role.add_to_policy(iam.PolicyStatement(actions=["glue:UpdateTable"], resources=sorted(set(resources))))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[f"arn:{self.partition}:s3:::{b}/*/metadata/*" for b in aws.warehouse_buckets]
             )
         )
 

@@ -15,6 +15,7 @@ from icecdc.config import Config
 from icecdc.errors import LeaseLost
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
+from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
 from icecdc.writers import update
 from tests.conftest import Pipeline
@@ -158,3 +159,32 @@ def test_snapshots_expired_between_planning_and_reading_resync_the_table(pipelin
     pipeline.assert_index_equals_table(config, NAME)
     assert '"status":"shipped"' in pipeline.documents("orders")["2"]
     assert store.pending_items(NAME) == []
+
+
+def test_protect_checkpoint_keeps_what_is_not_applied_yet_through_snapshot_expiration(pipeline: Pipeline) -> None:
+    table, _ = synced_orders(pipeline, 1, 2, 3)
+    config = pipeline.config({"name": NAME, "protect_checkpoint": True})
+    pipeline.sync(config, NAME)
+    checkpoint = current_id(pipeline)
+    assert protected_snapshots(pipeline.catalog.load_table(NAME), "orders") == {f"icecdc-orders-{checkpoint}": checkpoint}
+
+    update(table, EqualTo("id", 2), lambda r: {**r, "status": "paid"})
+    update(pipeline.catalog.load_table(NAME), EqualTo("id", 2), lambda r: {**r, "status": "shipped"})
+    plan(pipeline, config)  # the planner tags the commits it planned
+    unapplied = {s.snapshot_id for s in pipeline.catalog.load_table(NAME).snapshots()}
+    assert set(protected_snapshots(pipeline.catalog.load_table(NAME), "orders").values()) == unapplied
+    # expire every snapshot but the current one, deleting the files only they reference
+    operate(
+        pipeline, f"CALL lake.system.expire_snapshots(table => '{NAME}', older_than => TIMESTAMP '2999-01-01', retain_last => 1)"
+    )
+    kept = pipeline.catalog.load_table(NAME)
+    assert all(kept.snapshot_by_id(s) is not None for s in unapplied)
+
+    result = pipeline.sync(config, NAME)
+    assert (result.writes.indexed, result.files) != (3, 1)  # applied commit by commit, not exported again
+    assert result.writes.indexed == 1
+    now = current_id(pipeline)
+    assert protected_snapshots(pipeline.catalog.load_table(NAME), "orders") == {f"icecdc-orders-{now}": now}
+
+    pipeline.sync(pipeline.config({"name": NAME}), NAME)  # turned off: the tags go
+    assert protected_snapshots(pipeline.catalog.load_table(NAME), "orders") == {}

@@ -22,12 +22,14 @@ from icecdc.aws import METRIC_NAMESPACE, job_name
 TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
 
 
-def synth(tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None) -> tuple[Template, Annotations]:
+def synth(
+    tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
+) -> tuple[Template, Annotations]:
     config = {
         "catalog": {"name": "lake", "type": "glue"},
         "state": {"type": "sqlite", "path": "/tmp/unused.db"},
         "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
-        "tables": [{"name": t} for t in TABLES],
+        "tables": tables or [{"name": t} for t in TABLES],
         "aws": {
             "stack_name": "cdc",
             "warehouse_buckets": ["lake-bucket"],
@@ -256,3 +258,15 @@ def test_the_stack_refuses_a_catalog_other_than_glue(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
     with pytest.raises(SystemExit, match="catalog.type must be 'glue'"):
         build(App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "out")))
+
+
+def test_protected_tables_may_commit_tags_to_their_own_metadata_only(tmp_path: Path) -> None:
+    tables = [{"name": "shop.orders", "protect_checkpoint": True}, {"name": "crm.accounts"}]
+    template, annotations = synth(tmp_path, {}, tables=tables)
+    found = statements(template)
+    updates = [s for s in found if s["Action"] == "glue:UpdateTable"]
+    assert len(updates) == 2  # the job's role and the planner's
+    assert all("table/shop/orders" in str(s["Resource"]) and "crm/accounts" not in str(s["Resource"]) for s in updates)
+    metadata = [s for s in found if "s3:PutObject" in as_list(s["Action"]) and "metadata" in str(s["Resource"])]
+    assert len(metadata) == 2 and all(":s3:::lake-bucket/*/metadata/*" in str(s["Resource"]) for s in metadata)
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
