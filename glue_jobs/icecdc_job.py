@@ -16,7 +16,6 @@ Arguments (the stack sets them as job defaults; the planner repeats --icecdc_tab
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from typing import Any
@@ -44,7 +43,7 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
         opensearch_url=args.get(aws.ARG_OPENSEARCH_URL),
     )
     # Documents OpenSearch refuses for good go to the stack's dead-letter prefix, not into a failed run.
-    config = dataclasses.replace(config, dead_letter=args[aws.ARG_DEAD_LETTER])
+    config = config.with_dead_letter(args[aws.ARG_DEAD_LETTER])
     log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
     results = sync(config, spark or spark_session(config.spark), [args[aws.ARG_TABLE]])
     cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, parse_config
-from icecdc.errors import ConfigError, IcecdcError
+from icecdc.errors import IcecdcError
 from icecdc.planning import PlanResult, plan_table, table_status
 from icecdc.state import StateStore
 
@@ -63,21 +63,22 @@ def runtime_config(
     opensearch_url: str | None = None,
     catalog_properties: dict[str, str] | None = None,
 ) -> Config:
-    """The configuration as deployed: the YAML's, with the stack's state table, no Spark master (a
-    local one would keep Glue's work on the driver) and, when the stack created the OpenSearch
-    domain, its endpoint signed with SigV4."""
-    raw = yaml.safe_load(text)
-    if not isinstance(raw, dict):
-        raise ConfigError("the configuration must be a mapping")
-    raw["state"] = {"type": "dynamodb", "table": state_table, "region": region}
-    if isinstance(raw.get("spark"), dict):
-        raw["spark"] = {k: v for k, v in raw["spark"].items() if k != "master"}  # Glue provides the cluster
+    """The configuration as deployed: the YAML's, validated, then revised (and validated again) with
+    the stack's state table (keeping the file's `lease_seconds` and, from a dynamodb state,
+    `done_ttl_days`), no Spark master (a local one would keep Glue's work on the driver) and, when
+    the stack created the OpenSearch domain, its endpoint signed with SigV4."""
+    config = parse_config(yaml.safe_load(text))
+    kept = config.state.model_dump(include={"lease_seconds", "done_ttl_days"})
+    changes: dict[str, Any] = {
+        "state": {**kept, "type": "dynamodb", "table": state_table, "region": region},
+        "spark": config.spark.revised(master=None),  # Glue provides the cluster
+    }
     if opensearch_url:
-        opensearch = {k: v for k, v in (raw.get("opensearch") or {}).items() if k not in ("username", "password")}
-        raw["opensearch"] = {**opensearch, "url": opensearch_url, "aws_region": region, "aws_service": "es"}
+        signed = {"url": opensearch_url, "aws_region": region, "aws_service": "es", "username": None, "password": None}
+        changes["opensearch"] = {**config.opensearch.as_mapping(), **signed}
     if catalog_properties:
-        raw["catalog"] = {**(raw.get("catalog") or {}), **catalog_properties}
-    return parse_config(raw)
+        changes["catalog"] = {**config.catalog.as_mapping(), **catalog_properties}
+    return config.revised(**changes)
 
 
 @dataclass(frozen=True)

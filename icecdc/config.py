@@ -1,82 +1,315 @@
-"""The YAML configuration: parsed strictly into dataclasses before anything runs.
+"""The YAML configuration: validated strictly into frozen pydantic models before anything runs.
 
 The keys are a contract other tools rely on (see the README). Every unknown key and every bad
 value raises `ConfigError` naming its path in the file, e.g. ``tables[1].identifier_columns``.
+Each default is written once, on its field. Values are strict: a number is never read from a
+string, a bool never from a number (or the reverse); an explicit ``null`` means the default.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from icecdc.errors import ConfigError
 
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """Any pyiceberg catalog: ``load_catalog(name, **properties)``."""
-
-    name: str
-    properties: dict[str, str]
+# Stands for the path of the key a validator checks, in the messages the validators raise:
+# `_message` puts the path there (a validator sees values, not where they are in the file).
+_AT = "{at}"
 
 
-@dataclass(frozen=True)
-class StateConfig:
-    """Where checkpoints and work items live."""
-
-    type: str  # "sqlite" or "dynamodb"
-    path: str | None = None  # sqlite
-    table: str | None = None  # dynamodb
-    region: str | None = None  # dynamodb
-    endpoint_url: str | None = None  # dynamodb (moto, DynamoDB local)
-    lease_seconds: float = 60.0  # a table's processing lease; renewed while held, so it outlives no crash by more
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{_AT} must not be empty")
+    return value
 
 
-@dataclass(frozen=True)
-class OpenSearchConfig:
-    url: str
-    username: str | None = None
+def _scalar_text(value: Any) -> Any:
+    """A catalog property or Spark setting as the string its consumer expects (YAML `true` → "true")."""
+    if isinstance(value, dict | list):
+        raise ValueError(f"{_AT} must be a scalar setting, got {value!r}")  # noqa: TRY004 (pydantic reports ValueErrors)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+Setting = Annotated[str, BeforeValidator(_scalar_text)]
+
+
+class _Model(BaseModel):
+    """A section of the file: unknown keys refused, values strict, instances immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The section's keys as the file names them (sections within stay models)."""
+        keys = {field.alias or name: getattr(self, name) for name, field in type(self).model_fields.items()}
+        return {**keys, **(self.__pydantic_extra__ or {})}
+
+    def revised(self, **changes: Any) -> Self:
+        """A copy with `changes` (keys as the file names them; a section may be given as a mapping),
+        validated as the file is: `model_copy(update=...)` would check nothing."""
+        return _validated(type(self), {**self.as_mapping(), **changes})
+
+
+class CatalogConfig(_Model):
+    """Any pyiceberg catalog: ``load_catalog(name, **properties)``; every key but `name` is a property."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Setting] = Field(init=False)
+
+    name: Text
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.__pydantic_extra__ or {})
+
+
+class _StoreConfig(_Model):
+    lease_seconds: float = Field(60.0, gt=0)  # a table's processing lease; renewed while held, so it outlives no crash by more
+
+
+class SqliteStateConfig(_StoreConfig):
+    """Checkpoints and work items in a local SQLite file."""
+
+    type: Literal["sqlite"] = "sqlite"
+    path: Text
+
+
+class DynamoDbStateConfig(_StoreConfig):
+    """Checkpoints and work items in a DynamoDB table (the stack's, in AWS)."""
+
+    type: Literal["dynamodb"] = "dynamodb"
+    table: Text
+    region: Text | None = None
+    endpoint_url: Text | None = None  # moto, DynamoDB local
+    done_ttl_days: int = Field(7, ge=1)  # finished work items are deleted by DynamoDB's TTL after this
+
+
+# Where checkpoints and work items live; `type` picks the store (default sqlite).
+StateConfig = Annotated[SqliteStateConfig | DynamoDbStateConfig, Field(discriminator="type")]
+
+
+class OpenSearchConfig(_Model):
+    url: Text
+    username: Text | None = None
     password: str | None = None
-    aws_region: str | None = None  # set to sign requests with SigV4
-    aws_service: str = "es"  # "es" for managed domains, "aoss" for Serverless
+    aws_region: Text | None = None  # set to sign requests with SigV4
+    aws_service: Literal["es", "aoss"] = "es"  # "es" for managed domains, "aoss" for Serverless
     verify_certs: bool = True
-    bulk_chunk_size: int = 500  # documents per bulk request
-    max_retries: int = 5  # for 429 and 5xx answers, with exponential backoff and jitter
-    initial_backoff_seconds: float = 0.5
-    max_backoff_seconds: float = 30.0
+    bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
+    max_retries: int = Field(5, ge=1)  # for 429 and 5xx answers, with exponential backoff and jitter
+    initial_backoff_seconds: float = Field(0.5, gt=0)
+    max_backoff_seconds: float = Field(30.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{_AT} must start with http:// or https://, got {url!r}")
+        return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> Self:
+        if (self.username is None) != (self.password is None):
+            raise ValueError(f"{_AT}.username and {_AT}.password go together")
+        if self.username is not None and self.aws_region is not None:
+            raise ValueError(f"{_AT}: choose basic auth (username/password) or SigV4 (aws_region), not both")
+        return self
 
 
-@dataclass(frozen=True)
-class SparkConfig:
-    master: str | None = None
-    conf: dict[str, str] = field(default_factory=dict)
+class SparkConfig(_Model):
+    master: Text | None = None
+    conf: dict[str, Setting] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class TableConfig:
-    name: str  # "<namespace>.<table>" as the catalog knows it
-    index: str
-    identifier_columns: tuple[str, ...] | None  # None: the schema's identifier fields
+class TableConfig(_Model):
+    name: Text  # "<namespace>.<table>" as the catalog knows it
+    index: Text  # default: the name's last part
+    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
     export: bool = True
     # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
     # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
     protect_checkpoint: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _index_defaults_to_the_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
+            return {**data, "index": data["name"].split(".")[-1]}
+        return data
 
-@dataclass(frozen=True)
-class Config:
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, name: str) -> str:
+        if "." not in name:
+            raise ValueError(f"{_AT} must be '<namespace>.<table>', got {name!r}")
+        return name
+
+    @field_validator("index")
+    @classmethod
+    def _valid_index_name(cls, index: str) -> str:
+        if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
+            raise ValueError(f"{_AT} {index!r} is not a valid OpenSearch index name")
+        return index
+
+    @field_validator("identifier_columns")
+    @classmethod
+    def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if columns is not None and not columns:
+            raise ValueError(f"{_AT} must be a non-empty list of column names, got []")
+        if columns is not None and len(set(columns)) != len(columns):
+            raise ValueError(f"{_AT} lists a column twice: {list(columns)!r}")
+        return columns
+
+
+class AwsConfig(_Model):
+    """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
+
+    # The buckets holding the tables' metadata and data: the only ones the roles read.
+    warehouse_buckets: tuple[str, ...] = Field(strict=False)
+    stack_name: Text = "icecdc"  # also the prefix of every resource name
+    account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
+    region: Text | None = None  # default: CDK_DEFAULT_REGION
+    schedule_minutes: int = Field(5, ge=1)  # the fallback sweep over all tables (Glue's events are best-effort)
+    glue_worker_type: Text = "G.1X"
+    glue_max_workers: int = 10  # auto scaling's upper bound per table's job
+    glue_timeout_minutes: int = Field(120, ge=1)
+    opensearch_domain_arn: Text | None = None  # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
+    create_domain: bool = False  # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
+    domain_instance_type: Text = "r7g.large.search"
+    domain_instance_count: int = Field(2, ge=1)
+    domain_volume_gb: int = Field(20, ge=1)
+    dead_letter_prefix: Text = "dead-letter/"
+    alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "done_ttl_days" in data:
+            raise ValueError(
+                f"{_AT}.done_ttl_days moved to state.done_ttl_days (with state type dynamodb; at run time the stack's "
+                "state table keeps it)"
+            )
+        return data
+
+    @field_validator("warehouse_buckets")
+    @classmethod
+    def _bucket_names(cls, buckets: tuple[str, ...]) -> tuple[str, ...]:
+        if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
+            raise ValueError(f"{_AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}")
+        return buckets
+
+    @field_validator("stack_name")
+    @classmethod
+    def _resource_prefix(cls, name: str) -> str:
+        if not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
+            raise ValueError(f"{_AT} must be letters, digits and '-', starting with a letter, got {name!r}")
+        return name
+
+    @field_validator("glue_max_workers")
+    @classmethod
+    def _driver_and_executor(cls, workers: int) -> int:
+        if workers < 2:
+            raise ValueError(f"{_AT} must be at least 2 (a driver and an executor), got {workers}")
+        return workers
+
+    @field_validator("dead_letter_prefix")
+    @classmethod
+    def _one_trailing_slash(cls, prefix: str) -> str:
+        return prefix.strip("/") + "/"
+
+    @model_validator(mode="after")
+    def _one_domain(self) -> Self:
+        if self.create_domain and self.opensearch_domain_arn is not None:
+            raise ValueError(f"{_AT}: choose create_domain or opensearch_domain_arn, not both")
+        return self
+
+
+class DeadLetterConfig(_Model):
+    """Where documents that can never be written go; without one, such a document fails the batch."""
+
+    path: Text | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith(("s3://", "/")):
+            raise ValueError(f"{_AT} must be an absolute directory or an s3:// location, got {path!r}")
+        return path
+
+
+class Config(_Model):
     catalog: CatalogConfig
     state: StateConfig
     opensearch: OpenSearchConfig
-    spark: SparkConfig
-    tables: tuple[TableConfig, ...]
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    tables: tuple[TableConfig, ...] = Field(strict=False)
     aws: AwsConfig | None = None
-    # Where documents that can never be written go (a directory or s3://bucket/prefix);
-    # without one, such a document fails the batch.
-    dead_letter: str | None = None
+    # The file's `dead_letter:` section; read `dead_letter` (its path).
+    dead_letter_section: DeadLetterConfig = Field(default_factory=DeadLetterConfig, alias="dead_letter")
+
+    @property
+    def dead_letter(self) -> str | None:
+        """Where documents that can never be written go (a directory or s3://bucket/prefix), or None."""
+        return self.dead_letter_section.path
+
+    def with_dead_letter(self, path: str) -> Config:
+        return self.revised(dead_letter={"path": path})
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _sqlite_by_default(cls, state: Any) -> Any:
+        if isinstance(state, dict) and state.get("type") is None:
+            return {**state, "type": SqliteStateConfig.model_fields["type"].default}
+        return state
+
+    @field_validator("aws", mode="before")
+    @classmethod
+    def _empty_aws_is_none(cls, aws: Any) -> Any:
+        return None if aws == {} else aws
+
+    @field_validator("tables")
+    @classmethod
+    def _some_tables(cls, tables: tuple[TableConfig, ...]) -> tuple[TableConfig, ...]:
+        if not tables:
+            raise ValueError(f"{_AT} must list at least one entry")
+        return tables
+
+    @model_validator(mode="after")
+    def _one_index_per_table(self) -> Self:
+        names = [t.name for t in self.tables]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tables lists {duplicates[0]!r} more than once")
+        # Two tables writing one index would overwrite and delete each other's documents (and a resync
+        # of one would wipe the other), so each index belongs to exactly one table.
+        owners: dict[str, int] = {}
+        for position, table in enumerate(self.tables):
+            first = owners.setdefault(table.index, position)
+            if first != position:
+                raise ValueError(
+                    f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
+                    f"both write index {table.index!r}: each table needs its own index"
+                )
+        return self
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:
@@ -100,263 +333,60 @@ def load_config(path: str | Path) -> Config:
 
 def parse_config(raw: Any) -> Config:
     """Validate an already-parsed configuration mapping."""
-    top = _Section(raw, "")
-    config = Config(
-        catalog=_parse_catalog(top.section("catalog")),
-        state=_parse_state(top.section("state")),
-        opensearch=_parse_opensearch(top.section("opensearch")),
-        spark=_parse_spark(top.section("spark", required=False)),
-        tables=_parse_tables(top.list("tables")),
-        aws=_parse_aws(top.section("aws", required=False)),
-        dead_letter=_parse_dead_letter(top.section("dead_letter", required=False)),
-    )
-    top.reject_unknown()
-    return config
+    return _validated(Config, {} if raw is None else raw)
 
 
-class _Section:
-    """A mapping of the file, read key by key; remembers which keys were read."""
-
-    def __init__(self, raw: Any, path: str) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path or 'the configuration'} must be a mapping, got {type(raw).__name__}")
-        self.raw = raw
-        self.path = path
-        self.read: set[str] = set()
-
-    def _where(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
-        self.read.add(key)
-        if key not in self.raw or self.raw[key] is None:
-            if required:
-                raise ConfigError(f"{self._where(key)} is required")
-            return default
-        value = self.raw[key]
-        # bool is an int in Python; never accept one where a number is meant, or the reverse
-        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
-            expected = " or ".join(k.__name__ for k in _as_tuple(kind))
-            raise ConfigError(f"{self._where(key)} must be {expected}, got {value!r}")
-        return value
-
-    def text(self, key: str, default: str | None = None, required: bool = False) -> str | None:
-        value = self.get(key, str, default, required)
-        if value is not None and not value.strip():
-            raise ConfigError(f"{self._where(key)} must not be empty")
-        return value
-
-    def positive_int(self, key: str, default: int) -> int:
-        value = self.get(key, int, default)
-        if value < 1:
-            raise ConfigError(f"{self._where(key)} must be at least 1, got {value}")
-        return value
-
-    def positive_number(self, key: str, default: float) -> float:
-        value = self.get(key, (int, float), default)
-        if value <= 0:
-            raise ConfigError(f"{self._where(key)} must be above 0, got {value}")
-        return float(value)
-
-    def section(self, key: str, required: bool = True) -> _Section:
-        self.get(key, dict, required=required)
-        return _Section(self.raw.get(key), self._where(key))
-
-    def list(self, key: str) -> list[Any]:
-        value = self.get(key, list, required=True)
-        if not value:
-            raise ConfigError(f"{self._where(key)} must list at least one entry")
-        return value
-
-    def rest(self) -> dict[str, Any]:
-        """Every key not read yet, marked as read (free-form sections such as a catalog's)."""
-        rest = {k: v for k, v in self.raw.items() if k not in self.read}
-        self.read.update(rest)
-        return rest
-
-    def reject_unknown(self) -> None:
-        unknown = sorted(set(self.raw) - self.read)
-        if unknown:
-            raise ConfigError(f"unknown key {self._where(unknown[0])}" + (f" (and {unknown[1:]})" if unknown[1:] else ""))
+_M = TypeVar("_M", bound=_Model)
 
 
-def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
+def _validated(model: type[_M], raw: Any) -> _M:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("; ".join(_message(e) for e in exc.errors())) from None
 
 
-def _parse_catalog(section: _Section) -> CatalogConfig:
-    name = section.text("name", required=True)
-    properties = {}
-    for key, value in section.rest().items():
-        if isinstance(value, (dict, list)):
-            raise ConfigError(f"catalog.{key} must be a scalar catalog property, got {value!r}")
-        properties[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    return CatalogConfig(name=name, properties=properties)
+# pydantic's errors as the file's reader reads them, filled from the error's path, input and ctx
+# (a validator's own ValueError names its problem itself: see `_AT`).
+_PROBLEMS = {
+    "extra_forbidden": "unknown key {path}",
+    "missing": "{path} is required",
+    "union_tag_invalid": "{path}.{discriminator} must be {expected_tags}, got {tag!r}",
+    "literal_error": "{path} must be {expected}, got {input!r}",
+    "greater_than": "{path} must be above {gt:g}, got {input!r}",
+    "greater_than_equal": "{path} must be at least {ge:g}, got {input!r}",
+    "bool_type": "{path} must be bool, got {input!r}",
+    "string_type": "{path} must be str, got {input!r}",
+    "int_type": "{path} must be int, got {input!r}",
+    "float_type": "{path} must be int or float, got {input!r}",
+    "list_type": "{path} must be list, got {input!r}",
+    "tuple_type": "{path} must be list, got {input!r}",
+    "dict_type": "{path} must be a mapping, got {input!r}",
+    "model_type": "{path} must be a mapping, got {input!r}",
+    "model_attributes_type": "{path} must be a mapping, got {input!r}",
+}
+# A discriminated union puts the chosen variant's tag into the location (state.dynamodb.table); the file has no such key.
+_UNIONS = {name for name, field in Config.model_fields.items() if field.discriminator}
 
 
-def _parse_state(section: _Section) -> StateConfig:
-    kind = section.text("type", default="sqlite")
-    lease = section.positive_number("lease_seconds", 60.0)
-    if kind == "sqlite":
-        state = StateConfig(type=kind, path=section.text("path", required=True), lease_seconds=lease)
-    elif kind == "dynamodb":
-        state = StateConfig(
-            type=kind,
-            table=section.text("table", required=True),
-            region=section.text("region"),
-            endpoint_url=section.text("endpoint_url"),
-            lease_seconds=lease,
-        )
-    else:
-        raise ConfigError(f"state.type must be 'sqlite' or 'dynamodb', got {kind!r}")
-    section.reject_unknown()
-    return state
-
-
-def _parse_opensearch(section: _Section) -> OpenSearchConfig:
-    url = section.text("url", required=True)
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"opensearch.url must start with http:// or https://, got {url!r}")
-    service = section.text("aws_service", default="es")
-    if service not in ("es", "aoss"):
-        raise ConfigError(f"opensearch.aws_service must be 'es' or 'aoss', got {service!r}")
-    config = OpenSearchConfig(
-        url=url.rstrip("/"),
-        username=section.text("username"),
-        password=section.get("password", str),
-        aws_region=section.text("aws_region"),
-        aws_service=service,
-        verify_certs=section.get("verify_certs", bool, default=True),
-        bulk_chunk_size=section.positive_int("bulk_chunk_size", 500),
-        max_retries=section.positive_int("max_retries", 5),
-        initial_backoff_seconds=section.positive_number("initial_backoff_seconds", 0.5),
-        max_backoff_seconds=section.positive_number("max_backoff_seconds", 30.0),
-    )
-    if (config.username is None) != (config.password is None):
-        raise ConfigError("opensearch.username and opensearch.password go together")
-    if config.username is not None and config.aws_region is not None:
-        raise ConfigError("opensearch: choose basic auth (username/password) or SigV4 (aws_region), not both")
-    section.reject_unknown()
-    return config
-
-
-def _parse_spark(section: _Section) -> SparkConfig:
-    master = section.text("master")
-    conf = section.section("conf", required=False).rest()
-    section.reject_unknown()
-    return SparkConfig(master=master, conf={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()})
-
-
-def _parse_tables(entries: list[Any]) -> tuple[TableConfig, ...]:
-    tables: list[TableConfig] = []
-    for position, entry in enumerate(entries):
-        section = _Section(entry, f"tables[{position}]")
-        name = section.text("name", required=True)
-        if "." not in name:
-            raise ConfigError(f"tables[{position}].name must be '<namespace>.<table>', got {name!r}")
-        columns = section.get("identifier_columns", list)
-        if columns is not None:
-            if not columns or not all(isinstance(c, str) and c for c in columns):
-                raise ConfigError(
-                    f"tables[{position}].identifier_columns must be a non-empty list of column names, got {columns!r}"
-                )
-            if len(set(columns)) != len(columns):
-                raise ConfigError(f"tables[{position}].identifier_columns lists a column twice: {columns!r}")
-        index = section.text("index", default=name.split(".")[-1])
-        if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
-            raise ConfigError(f"tables[{position}].index {index!r} is not a valid OpenSearch index name")
-        tables.append(
-            TableConfig(
-                name=name,
-                index=index,
-                identifier_columns=tuple(columns) if columns is not None else None,
-                export=section.get("export", bool, default=True),
-                protect_checkpoint=section.get("protect_checkpoint", bool, default=False),
-            )
-        )
-        section.reject_unknown()
-    names = [t.name for t in tables]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(f"tables lists {duplicates[0]!r} more than once")
-    # Two tables writing one index would overwrite and delete each other's documents (and a resync
-    # of one would wipe the other), so each index belongs to exactly one table.
-    owners: dict[str, int] = {}
-    for position, table in enumerate(tables):
-        first = owners.setdefault(table.index, position)
-        if first != position:
-            raise ConfigError(
-                f"tables[{first}] ({tables[first].name!r}) and tables[{position}] ({table.name!r}) "
-                f"both write index {table.index!r}: each table needs its own index"
-            )
-    return tuple(tables)
-
-
-@dataclass(frozen=True)
-class AwsConfig:
-    """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
-
-    warehouse_buckets: tuple[str, ...]  # S3 buckets holding the tables' metadata and data: the only ones the roles read
-    stack_name: str = "icecdc"  # also the prefix of every resource name
-    account: str | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
-    region: str | None = None  # default: CDK_DEFAULT_REGION
-    schedule_minutes: int = 5  # the fallback sweep over all tables (Glue's events are best-effort)
-    glue_worker_type: str = "G.1X"
-    glue_max_workers: int = 10  # auto scaling's upper bound per table's job
-    glue_timeout_minutes: int = 120
-    opensearch_domain_arn: str | None = None  # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
-    create_domain: bool = False  # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
-    domain_instance_type: str = "r7g.large.search"
-    domain_instance_count: int = 2
-    domain_volume_gb: int = 20
-    dead_letter_prefix: str = "dead-letter/"
-    alarm_email: str | None = None  # subscribed to the alarms' SNS topic
-    done_ttl_days: int = 7  # finished work items are deleted by DynamoDB's TTL after this
-
-
-def _parse_aws(section: _Section) -> AwsConfig | None:
-    if not section.raw:
-        return None
-    buckets = section.get("warehouse_buckets", list, required=True)
-    if not buckets or not all(isinstance(b, str) and b and "/" not in b and "*" not in b for b in buckets):
-        raise ConfigError(f"aws.warehouse_buckets must list bucket names (no paths, no wildcards), got {buckets!r}")
-    stack_name = section.text("stack_name", default="icecdc")
-    if not all(c.isalnum() or c == "-" for c in stack_name) or not stack_name[0].isalpha():
-        raise ConfigError(f"aws.stack_name must be letters, digits and '-', starting with a letter, got {stack_name!r}")
-    create_domain = section.get("create_domain", bool, default=False)
-    domain_arn = section.text("opensearch_domain_arn")
-    if create_domain and domain_arn is not None:
-        raise ConfigError("aws: choose create_domain or opensearch_domain_arn, not both")
-    prefix = section.text("dead_letter_prefix", default="dead-letter/")
-    config = AwsConfig(
-        warehouse_buckets=tuple(buckets),
-        stack_name=stack_name,
-        account=section.text("account"),
-        region=section.text("region"),
-        schedule_minutes=section.positive_int("schedule_minutes", 5),
-        glue_worker_type=section.text("glue_worker_type", default="G.1X"),
-        glue_max_workers=section.positive_int("glue_max_workers", 10),
-        glue_timeout_minutes=section.positive_int("glue_timeout_minutes", 120),
-        opensearch_domain_arn=domain_arn,
-        create_domain=create_domain,
-        domain_instance_type=section.text("domain_instance_type", default="r7g.large.search"),
-        domain_instance_count=section.positive_int("domain_instance_count", 2),
-        domain_volume_gb=section.positive_int("domain_volume_gb", 20),
-        dead_letter_prefix=prefix.strip("/") + "/",
-        alarm_email=section.text("alarm_email"),
-        done_ttl_days=section.positive_int("done_ttl_days", 7),
-    )
-    if config.glue_max_workers < 2:
-        raise ConfigError("aws.glue_max_workers must be at least 2 (a driver and an executor)")
-    section.reject_unknown()
-    return config
-
-
-def _parse_dead_letter(section: _Section) -> str | None:
-    path = section.text("path")
-    section.reject_unknown()
-    if path is not None and not (path.startswith(("s3://", "/"))):
-        raise ConfigError(f"dead_letter.path must be an absolute directory or an s3:// location, got {path!r}")
+def _path(loc: tuple[int | str, ...]) -> str:
+    """pydantic's location of an error as the key's path in the file: ``tables[0].index``."""
+    if loc[:1] and loc[0] in _UNIONS:
+        loc = loc[:1] + loc[2:]
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
     return path
+
+
+def _message(error: ErrorDetails) -> str:
+    path, ctx = _path(error["loc"]) or "the configuration", error.get("ctx", {})
+    if error["type"] == "value_error":
+        return str(ctx["error"]).replace(_AT, path)
+    if error["type"] == "union_tag_invalid":  # pydantic quotes them: "'type'", "'sqlite', 'dynamodb'"
+        ctx = {
+            **ctx,
+            "discriminator": ctx["discriminator"].strip("'"),
+            "expected_tags": ctx["expected_tags"].replace(", ", " or "),
+        }
+    return _PROBLEMS.get(error["type"], "{path}: {msg}").format(path=path, input=error["input"], msg=error["msg"], **ctx)

@@ -28,12 +28,19 @@ LAMBDA_PYTHON = "3.11"  # the library requires 3.11, as Glue 5.1 runs it
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 # The planner reads only metadata (manifests are Avro): no pyarrow (the largest wheel by far) and
 # no opensearch-py. fsspec's s3fs is its FileIO instead (see LAMBDA_CATALOG_PROPERTIES).
-LAMBDA_REQUIREMENTS = (f"pyiceberg[glue,s3fs]=={version('pyiceberg')}", f"pyyaml=={version('pyyaml')}")
+# pydantic (icecdc.config; pyiceberg's too) pins its compiled pydantic-core, so the layer gets that
+# wheel for the platform above.
+LAMBDA_REQUIREMENTS = (
+    f"pyiceberg[glue,s3fs]=={version('pyiceberg')}",
+    f"pydantic=={version('pydantic')}",
+    f"pyyaml=={version('pyyaml')}",
+)
 LAMBDA_CATALOG_PROPERTIES = {"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}
 # What Glue installs with --additional-python-modules: the versions this repo is tested with.
 GLUE_PYTHON_MODULES = (
     f"pyiceberg[pyarrow]=={version('pyiceberg')}",
     f"opensearch-py=={version('opensearch-py')}",
+    f"pydantic=={version('pydantic')}",
     f"pyyaml=={version('pyyaml')}",
 )
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)

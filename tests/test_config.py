@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
+import yaml
 
-from icecdc.config import load_config, parse_config
+from icecdc.config import DynamoDbStateConfig, SparkConfig, load_config, parse_config
 from icecdc.errors import ConfigError
 
 VALID = """
@@ -48,8 +50,6 @@ def test_the_documented_example_parses(tmp_path: Path) -> None:
 
 
 def base() -> dict:
-    import yaml
-
     return yaml.safe_load(VALID)
 
 
@@ -100,3 +100,93 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 def test_unknown_table_name_is_named() -> None:
     with pytest.raises(ConfigError, match="'db.nope' is not in the configuration"):
         parse_config(base()).table("db.nope")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.update(state={"type": "dynamodb"}), "state.table is required"),
+        (lambda c: c.update(state={"type": "dynamodb", "table": "t", "path": "x"}), "unknown key state.path"),
+        (
+            lambda c: c.update(state={"type": "dynamodb", "table": "t", "done_ttl_days": 0}),
+            "state.done_ttl_days must be at least 1",
+        ),
+        (lambda c: c["state"].update(lease_seconds=True), "state.lease_seconds must be int or float, got True"),
+        (lambda c: c["state"].update(lease_seconds=0), "state.lease_seconds must be above 0, got 0"),
+        (
+            lambda c: c["tables"][0].update(identifier_columns=["id", "id"]),
+            r"tables\[0\].identifier_columns lists a column twice",
+        ),
+        (lambda c: c["tables"][0].update(identifier_columns=["id", 3]), r"tables\[0\].identifier_columns\[1\] must be str"),
+        (lambda c: c["catalog"].update(nested={"a": 1}), "catalog.nested must be a scalar setting"),
+        (lambda c: c["spark"].update(conf=[]), "spark.conf must be a mapping"),
+        (lambda c: c.update(dead_letter={"path": "relative/dir"}), "dead_letter.path must be an absolute directory or an s3://"),
+        (lambda c: c.update(dead_letter={"pth": "/x"}), "unknown key dead_letter.pth"),
+        (lambda c: c.update(aws={"stack_name": "x"}), "aws.warehouse_buckets is required"),
+        (lambda c: c.update(aws={"warehouse_buckets": ["b/p"]}), r"aws.warehouse_buckets must list bucket names"),
+        (lambda c: c.update(aws={"warehouse_buckets": ["b"], "stack_name": "1x"}), "aws.stack_name must be letters"),
+        (lambda c: c.update(aws={"warehouse_buckets": ["b"], "glue_max_workers": 1}), "aws.glue_max_workers must be at least 2"),
+        (
+            lambda c: c.update(aws={"warehouse_buckets": ["b"], "create_domain": True, "opensearch_domain_arn": "arn"}),
+            "aws: choose create_domain or opensearch_domain_arn",
+        ),
+        (
+            lambda c: c.update(aws={"warehouse_buckets": ["b"], "done_ttl_days": 3}),
+            "aws.done_ttl_days moved to state.done_ttl_days",
+        ),
+        (lambda c: c["opensearch"].update(aws_service="x"), "opensearch.aws_service must be 'es' or 'aoss', got 'x'"),
+        (lambda c: c["opensearch"].update(username="u", password="p", aws_region="r"), "opensearch: choose basic auth"),
+    ],
+)
+def test_more_bad_values_are_named(edit, message: str) -> None:
+    config = base()
+    edit(config)
+    with pytest.raises(ConfigError, match=message):
+        parse_config(config)
+
+
+def test_defaults_and_nulls() -> None:
+    config = base()
+    config["state"] = {"type": None, "path": "/tmp/s.db", "lease_seconds": None}  # null means the default
+    config["spark"] = None
+    config["tables"][0]["index"] = None
+    config["aws"] = {"warehouse_buckets": ["b"], "dead_letter_prefix": "/letters//"}
+    parsed = parse_config(config)
+    assert (parsed.state.type, parsed.state.lease_seconds) == ("sqlite", 60.0)
+    assert parsed.spark == SparkConfig() and parsed.tables[0].index == "orders"
+    assert parsed.aws is not None and parsed.aws.dead_letter_prefix == "letters/" and parsed.aws.stack_name == "icecdc"
+    assert parsed.dead_letter is None
+    config["state"] = {"type": "dynamodb", "table": "t", "lease_seconds": 5}
+    state = parse_config(config).state
+    assert isinstance(state, DynamoDbStateConfig) and (state.done_ttl_days, state.lease_seconds) == (7, 5.0)
+
+
+def test_sections_travel_to_executors_and_revisions_are_validated() -> None:
+    config = parse_config(base())
+    assert pickle.loads(pickle.dumps(config.opensearch)) == config.opensearch
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert config.with_dead_letter("s3://bucket/letters/").dead_letter == "s3://bucket/letters/"
+    with pytest.raises(ConfigError, match="dead_letter.path must be an absolute directory"):
+        config.with_dead_letter("letters")
+    with pytest.raises(ConfigError, match="url must start with http"):
+        config.opensearch.revised(url="localhost")
+
+
+def test_runtime_config_revises_the_parsed_file() -> None:
+    from icecdc.aws import runtime_config
+
+    raw = base()
+    raw["state"] = {"type": "dynamodb", "table": "placeholder", "lease_seconds": 30, "done_ttl_days": 14}
+    raw["opensearch"].update(username="u", password="p")
+    config = runtime_config(yaml.safe_dump(raw), "stack-state", "eu-west-1", "https://domain/", {"py-io-impl": "fsspec"})
+    assert config.state == DynamoDbStateConfig(table="stack-state", region="eu-west-1", lease_seconds=30, done_ttl_days=14)
+    assert config.spark.master is None and config.spark.conf == {"spark.sql.shuffle.partitions": "4"}
+    signed = config.opensearch
+    assert (signed.url, signed.aws_region, signed.aws_service, signed.username) == ("https://domain", "eu-west-1", "es", None)
+    assert config.catalog.properties["py-io-impl"] == "fsspec" and config.catalog.properties["type"] == "sql"
+    # a local file's sqlite state: the stack's table, the file's lease, the default TTL
+    config = runtime_config(VALID, "stack-state")
+    assert config.state == DynamoDbStateConfig(table="stack-state")
+    assert config.opensearch == parse_config(base()).opensearch
+    with pytest.raises(ConfigError, match="state.path is required"):
+        runtime_config(VALID.replace("  path: /tmp/x/state.db\n", ""), "stack-state")

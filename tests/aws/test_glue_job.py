@@ -81,7 +81,7 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
 
     def assert_index_equals_table() -> None:
         current = lake.catalog().load_table(name)
-        diff = diff_index(current, identifier_columns(current, TableConfig(name, "orders", None)), client, "orders")
+        diff = diff_index(current, identifier_columns(current, TableConfig(name=name, index="orders")), client, "orders")
         assert not diff, diff.summary()
 
     [exported] = job.main(argv, spark)

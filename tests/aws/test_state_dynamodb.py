@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from icecdc.config import StateConfig
+from icecdc.config import DynamoDbStateConfig
 from icecdc.state import CHANGE, Checkpoint, WorkItem, open_state_store
 from icecdc.state_dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
 from tests.aws.conftest import REGION, aws_client
@@ -24,7 +24,7 @@ def change(snapshot: int, sequence: int, *files: str) -> WorkItem:
 
 
 def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str) -> None:
-    store = open_state_store(StateConfig(type="dynamodb", table=state_table, region=REGION, endpoint_url=moto_url))
+    store = open_state_store(DynamoDbStateConfig(table=state_table, region=REGION, endpoint_url=moto_url))
     assert isinstance(store, DynamoDbStateStore)
     assert store.get_checkpoint("db.t") is None
     store.close()
