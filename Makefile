@@ -5,13 +5,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test java clean iceberg-jars
+.PHONY: demo test test-fast lint java clean iceberg-jars
 
 demo: $(STAMP) java
 	$(BIN)/icecdc demo
 
 test: $(STAMP) java iceberg-jars
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The inner loop: what needs none of Spark, OpenSearch (osmem) or moto (markers: see tests/conftest.py).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not spark and not opensearch and not aws and not slow" $(PYTEST_ARGS)
+
+# Guardrails CI runs before the tests: ruff (lint and format) and mypy, strict on icecdc/.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Spark needs a JVM (Java 17, as on AWS Glue 5.1); install Debian's when there is none.
 java:

@@ -28,7 +28,7 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 
 from bench.env import REPO, RESULTS
 from icecdc.changelog import ChangeStats
-from icecdc.reading import DELETE, INSERT
+from icecdc.model import ChangeType
 
 BASELINE = "f767ca0"  # main before the bench's changes to documents.py and changelog.py
 
@@ -91,7 +91,7 @@ def measure(documents: ModuleType, changelog: ModuleType, sample: list[dict[str,
         stats = ChangeStats()
         for number, (doc_id, text) in enumerate(encoded):
             after = text if number % 10 else text.replace('"qty":', '"qty":1')
-            changelog.net_write(doc_id, [(5, DELETE, text), (5, INSERT, after)], stats)
+            changelog.net_write(doc_id, [(5, ChangeType.DELETE, text), (5, ChangeType.INSERT, after)], stats)
 
     scale = 1e6 / len(sample)
     return {"document_id_encode": _best(encode) * scale, "net_write_per_key_pair": _best(net) * scale}

@@ -23,11 +23,14 @@ from bench import peer, sparklog
 from bench.env import CATALOG, REPO, RESULTS, Measure, MemorySampler, icecdc_config, measured
 from bench.tables import Mutator, create_table
 from icecdc.catalog import identifier_columns
-from icecdc.changelog import ChangeStats, Write, net_write
+from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config
+from icecdc.model import Change, ChangeRow, Write
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.reading import TableReader, Task, file_tasks, files_read_by
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import Task, files_read_by
 from icecdc.sink import ensure_index, write_documents
 from icecdc.state import open_state_store
 from icecdc.verify import index_documents, table_documents
@@ -286,8 +289,8 @@ def _step(steps: dict[str, float], name: str, run: Callable[[], Any]) -> Any:
     return result
 
 
-def _group(changes: list[tuple[str, tuple[int, str, str]]]) -> dict[str, list[tuple[int, str, str]]]:
-    grouped: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+def _group(changes: list[Change]) -> dict[str, list[ChangeRow]]:
+    grouped: dict[str, list[ChangeRow]] = defaultdict(list)
     for key, change in changes:
         grouped[key].append(change)
     return grouped

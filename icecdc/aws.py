@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, parse_config
 from icecdc.errors import IcecdcError
+from icecdc.model import StateStoreType
 from icecdc.planning import PlanResult, plan_table, table_status
 from icecdc.state import StateStore
 
@@ -51,7 +52,8 @@ def read_text(uri: str) -> str:
     """A file's text from `s3://bucket/key` or a local path."""
     if uri.startswith("s3://"):
         bucket, _, key = uri[len("s3://") :].partition("/")
-        return boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        body: bytes = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+        return body.decode()
     with open(uri, encoding="utf-8") as file:
         return file.read()
 
@@ -70,7 +72,7 @@ def runtime_config(
     config = parse_config(yaml.safe_load(text))
     kept = config.state.model_dump(include={"lease_seconds", "done_ttl_days"})
     changes: dict[str, Any] = {
-        "state": {**kept, "type": "dynamodb", "table": state_table, "region": region},
+        "state": {**kept, "type": StateStoreType.DYNAMODB, "table": state_table, "region": region},
         "spark": config.spark.revised(master=None),  # Glue provides the cluster
     }
     if opensearch_url:

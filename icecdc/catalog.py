@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig
@@ -50,3 +51,14 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
                 f"table {config.name!r}: identifier column {name!r} has type {field.field_type}; it must be a primitive type"
             )
     return tuple(names)
+
+
+def sequence_number(snapshot: Snapshot) -> int:
+    """A snapshot's sequence number: set in every format v2+ table, the only ones icecdc follows
+    (pyiceberg types it optional for v1, whose snapshots have none: 0, as the spec reads them)."""
+    return snapshot.sequence_number or 0
+
+
+def last_sequence_number(table: Table) -> int:
+    """The newest sequence number the table's metadata has handed out (0 for format v1)."""
+    return getattr(table.metadata, "last_sequence_number", 0)

@@ -3,9 +3,9 @@
 After the shuffle every change of a key is in one place. Three small steps, in the spirit of
 Iceberg's RemoveCarryoverIterator and ComputeUpdateIterator, run per snapshot and then across:
 
-1. carryover removal: a DELETE and an INSERT of an identical document within one snapshot
+1. carryover removal: a DELETE and an ChangeType.INSERT of an identical document within one snapshot
    cancel (a copy-on-write rewrite carries untouched rows over into a new file);
-2. update merge: what remains of a snapshot is an index of its INSERT (an insert or an update,
+2. update merge: what remains of a snapshot is an index of its ChangeType.INSERT (an insert or an update,
    also when a partition column moved the row to another file) or a delete;
 3. net change: across snapshots the latest one that changed the key wins.
 
@@ -20,22 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from icecdc.errors import DuplicateIdentifier
-from icecdc.reading import INSERT
-
-
-@dataclass(frozen=True)
-class Write:
-    """The net write of one document: index `document` (or delete when None) at `version`."""
-
-    doc_id: str
-    version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
-    document: str | None
+from icecdc.model import ChangeRow, ChangeType, Write
 
 
 @dataclass
 class ChangeStats:
     rows: int = 0
-    carryovers: int = 0  # DELETE+INSERT pairs dropped as unchanged
+    carryovers: int = 0  # DELETE+ChangeType.INSERT pairs dropped as unchanged
 
     def add(self, other: ChangeStats) -> None:
         self.rows += other.rows
@@ -52,7 +43,7 @@ class SnapshotChanges:
 
 def net_write(
     doc_id: str,
-    changes: Iterable[tuple[int, str, str]],
+    changes: Iterable[ChangeRow],
     stats: ChangeStats,
     duplicates: list[DuplicateIdentifier] | None = None,
 ) -> Write | None:
@@ -60,7 +51,7 @@ def net_write(
 
     `duplicates`: where a snapshot with several live rows of this key is reported (that snapshot
     then changes nothing of the document); without it, such a snapshot raises `DuplicateIdentifier`."""
-    # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
+    # Plain lists per snapshot: nearly every key has at most one DELETE and one ChangeType.INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
     rows = 0
@@ -69,7 +60,7 @@ def net_write(
         snapshot = by_snapshot.get(sequence_number)
         if snapshot is None:
             snapshot = by_snapshot[sequence_number] = ([], [])
-        snapshot[0 if change == INSERT else 1].append(document)
+        snapshot[0 if change == ChangeType.INSERT else 1].append(document)
     stats.rows += rows
     latest: Write | None = None
     for sequence_number in sorted(by_snapshot):
@@ -92,7 +83,7 @@ def net_write(
 
 
 def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:
-    """remove_carryovers + merge_update for at most one INSERT and one DELETE."""
+    """remove_carryovers + merge_update for at most one ChangeType.INSERT and one DELETE."""
     if inserts and deletes and inserts[0] == deletes[0]:
         stats.carryovers += 1
         return None
@@ -104,7 +95,7 @@ def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes
 
 
 def remove_carryovers(snapshot: SnapshotChanges) -> int:
-    """Cancel identical DELETE/INSERT pairs in place; return how many pairs were dropped."""
+    """Cancel identical DELETE/ChangeType.INSERT pairs in place; return how many pairs were dropped."""
     carried = snapshot.deletes & snapshot.inserts  # multiset intersection: min of the counts
     snapshot.deletes -= carried
     snapshot.inserts -= carried

@@ -8,6 +8,7 @@ string, a bool never from a number (or the reverse); an explicit ``null`` means 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
@@ -25,6 +26,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from icecdc.errors import ConfigError
+from icecdc.model import StateStoreType
 
 # Stands for the path of the key a validator checks, in the messages the validators raise:
 # `_message` puts the path there (a validator sees values, not where they are in the file).
@@ -89,14 +91,14 @@ class _StoreConfig(_Model):
 class SqliteStateConfig(_StoreConfig):
     """Checkpoints and work items in a local SQLite file."""
 
-    type: Literal["sqlite"] = "sqlite"
+    type: Literal[StateStoreType.SQLITE] = StateStoreType.SQLITE
     path: Text
 
 
 class DynamoDbStateConfig(_StoreConfig):
     """Checkpoints and work items in a DynamoDB table (the stack's, in AWS)."""
 
-    type: Literal["dynamodb"] = "dynamodb"
+    type: Literal[StateStoreType.DYNAMODB] = StateStoreType.DYNAMODB
     table: Text
     region: Text | None = None
     endpoint_url: Text | None = None  # moto, DynamoDB local
@@ -387,6 +389,7 @@ def _message(error: ErrorDetails) -> str:
         ctx = {
             **ctx,
             "discriminator": ctx["discriminator"].strip("'"),
-            "expected_tags": ctx["expected_tags"].replace(", ", " or "),
+            # enum tags print as "<StateStoreType.SQLITE: 'sqlite'>": keep what the file would say
+            "expected_tags": re.sub(r"<\w+\.\w+: ('[^']*')>", r"\1", ctx["expected_tags"]).replace(", ", " or "),
         }
     return _PROBLEMS.get(error["type"], "{path}: {msg}").format(path=path, input=error["input"], msg=error["msg"], **ctx)

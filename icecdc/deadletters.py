@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 _COUNT = re.compile(r"-n(\d+)\.jsonl$")
 
@@ -51,7 +52,7 @@ class DeadLetters:
     def count(self, table: str) -> int:
         return sum(int(m.group(1)) for name in self._names(table) if (m := _COUNT.search(name)))
 
-    def read(self, table: str) -> list[dict]:
+    def read(self, table: str) -> list[dict[str, Any]]:
         """Every dead letter of a table (for operators and tests)."""
         return [json.loads(line) for name in sorted(self._names(table)) for line in self._get(name).splitlines()]
 
@@ -75,7 +76,8 @@ class DeadLetters:
     def _get(self, name: str) -> str:
         if self.location.startswith("s3://"):
             s3, bucket, prefix = self._s3()
-            return s3.get_object(Bucket=bucket, Key=prefix + name)["Body"].read().decode()  # type: ignore[attr-defined]
+            body: bytes = s3.get_object(Bucket=bucket, Key=prefix + name)["Body"].read()  # type: ignore[attr-defined]
+            return body.decode()
         return (Path(self.location) / name).read_text()
 
     def _names(self, table: str) -> list[str]:

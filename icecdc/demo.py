@@ -15,12 +15,12 @@ import shutil
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import yaml
 from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
-from pyiceberg.expressions import EqualTo, In
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -31,8 +31,8 @@ from icecdc.catalog import open_catalog
 from icecdc.config import Config, parse_config
 from icecdc.processing import spark_session, sync
 from icecdc.sink import open_client
+from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents
-from icecdc.writers import compact, update
 
 TABLE = "shop.orders"
 SCHEMA = Schema(
@@ -90,7 +90,7 @@ def _create_table(catalog: Catalog) -> Table:
 def _commits(table: Table) -> list[tuple[str, Callable[[], object]]]:
     """The demo's story: each step is one or more commits, followed by a sync."""
 
-    def move_region(row: dict) -> dict:
+    def move_region(row: dict[str, Any]) -> dict[str, Any]:
         return {**row, "region": "eu", "status": "shipped"}
 
     return [
@@ -108,9 +108,9 @@ def _commits(table: Table) -> list[tuple[str, Callable[[], object]]]:
             ),
         ),
         ("append 2 more orders", lambda: table.append(_orders((7, "gus", "us", "3.50", "new"), (8, "hal", "eu", "8.80", "new")))),
-        ("update: order 2 paid", lambda: update(table, EqualTo("id", 2), lambda r: {**r, "status": "paid"})),
-        ("update a partition column: order 1 moves us → eu", lambda: update(table, EqualTo("id", 1), move_region)),
-        ("delete orders 5 and 7", lambda: table.delete(In("id", [5, 7]))),
+        ("update: order 2 paid", lambda: update(table, "id = 2", lambda r: {**r, "status": "paid"})),
+        ("update a partition column: order 1 moves us → eu", lambda: update(table, "id = 1", move_region)),
+        ("delete orders 5 and 7", lambda: table.delete("id in (5, 7)")),
         ("compaction (replace snapshot: no document written)", lambda: compact(table)),
         (
             "upsert: order 3 changes, order 9 is new",
@@ -157,10 +157,10 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
     return all_equal
 
 
-def _config_as_yaml(config: Config) -> dict:
+def _config_as_yaml(config: Config) -> dict[str, Any]:
     return {
         "catalog": {"name": config.catalog.name, **config.catalog.properties},
-        "state": {"type": config.state.type, "path": config.state.path},
+        "state": config.state.model_dump(mode="json"),
         "opensearch": {"url": config.opensearch.url},
         "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
         "tables": [{"name": t.name, "index": t.index} for t in config.tables],
@@ -169,11 +169,11 @@ def _config_as_yaml(config: Config) -> dict:
 
 def _side_by_side(table: Table, client: OpenSearch) -> str:
     """Each order as the table has it and as the index has it (the columns that change in the story)."""
-    rows = {doc_id: json.loads(doc) for doc_id, doc in table_documents(table, ("id",))}
+    rows = {str(doc_id): json.loads(doc) for doc_id, doc in table_documents(table, ("id",))}
     docs = {doc_id: json.loads(doc) for doc_id, doc in index_documents(client, "orders").items()}
     shown = ("customer", "region", "amount", "status")
 
-    def cells(document: dict | None) -> str:
+    def cells(document: dict[str, Any] | None) -> str:
         return " ".join(f"{document[c]!s:<9}" for c in shown) if document else f"{'—':<39}"
 
     header = " ".join(f"{c:<9}" for c in shown)

@@ -114,7 +114,8 @@ class DocumentMapper:
 
     def document(self, row: dict[str, Any]) -> dict[str, Any]:
         """Every column of the schema, mapped to JSON."""
-        return self._to_document(row)
+        document: dict[str, Any] = self._to_document(row)
+        return document
 
     def document_id(self, document: dict[str, Any]) -> str:
         """The `_id`: the identifier value as text; for several columns, a JSON array of their texts.
@@ -124,7 +125,7 @@ class DocumentMapper:
         The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
         """
         texts = []
-        for name, path in zip(self._identifier_columns, self._identifier_paths):
+        for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
             value: Any = document
             for part in path:
                 value = value.get(part) if isinstance(value, dict) else None

@@ -21,4 +21,4 @@ def index_uuid(client: OpenSearch, index: str) -> str | None:
     uuids = sorted({settings["settings"]["index"].get("uuid", "") for settings in found.values()})
     if len(uuids) != 1:
         raise SinkError(f"index {index!r} names {len(found)} indices ({', '.join(sorted(found))}); icecdc writes to exactly one")
-    return uuids[0]
+    return str(uuids[0])

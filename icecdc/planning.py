@@ -8,18 +8,21 @@ twice, or two planners racing, leaves each item once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
-from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
 
+from icecdc.catalog import last_sequence_number, sequence_number
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
+from icecdc.manifests import ChangedEntries
+from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
-from icecdc.state import CHANGE, EXPORT, RESET, REWRITE, Checkpoint, StateStore, WorkItem
+from icecdc.state import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class Lineage:
     @classmethod
     def of(cls, table: Table) -> Lineage:
         ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
-        return cls(tuple(reversed(ancestors)), table.metadata.last_sequence_number)
+        return cls(tuple(reversed(ancestors)), last_sequence_number(table))
 
     def position(self, snapshot_id: int) -> int | None:
         """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
@@ -69,7 +72,7 @@ def plan_table(
     store: StateStore,
     identifier_columns: tuple[str, ...],
     changed: ChangedEntries | None = None,
-    resync: tuple[str, str] | None = None,
+    resync: tuple[ResyncKind, str] | None = None,
 ) -> PlanResult:
     """Write the work items that bring the index from the table's checkpoint to its current snapshot,
     and retire pending items of commits that are no longer on the current snapshot's lineage.
@@ -125,13 +128,13 @@ def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Tabl
     its current snapshot then looks like a rollback, which would reset the index for nothing."""
     if checkpoint is None or checkpoint.table_uuid != str(table.metadata.table_uuid):
         return table
-    if table.metadata.last_sequence_number >= checkpoint.sequence_number:
+    if last_sequence_number(table) >= checkpoint.sequence_number:
         return table
     log.info("%s: loaded metadata is older than the checkpoint (sequence number %d); reloading", name, checkpoint.sequence_number)
     table = table.refresh()
-    if table.metadata.last_sequence_number < checkpoint.sequence_number:
+    if last_sequence_number(table) < checkpoint.sequence_number:
         raise PlanningError(
-            f"table {name!r}: the catalog's metadata (last sequence number {table.metadata.last_sequence_number}) is "
+            f"table {name!r}: the catalog's metadata (last sequence number {last_sequence_number(table)}) is "
             f"older than the checkpoint (sequence number {checkpoint.sequence_number}); nothing planned"
         )
     return table
@@ -159,7 +162,7 @@ def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, 
     keyed after it, so that every planner agrees on the one that replaces it."""
     current = table.current_snapshot()
     assert current is not None
-    wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, current.sequence_number)
+    wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, sequence_number(current))
     claim_key = replacing
     for _ in range(MAX_EXPORT_CLAIMS):
         base = store.claim_export(name, wanted, claim_key)
@@ -190,29 +193,35 @@ def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot
 
 def _resync_needed(
     table: Table, name: str, checkpoint: Checkpoint | None, identifier_columns: tuple[str, ...]
-) -> tuple[str, str]:
-    """("", "") when the index can follow the table commit by commit; else how to rebuild it and why.
+) -> tuple[ResyncKind, str]:
+    """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and why.
 
     REWRITE (export, then delete what the export did not write) works while versions only grow;
     RESET (empty the index, then export) where they would go backwards or ids change.
     """
     if checkpoint is None:
-        return "", ""
+        return ResyncKind.NONE, ""
     if checkpoint.table_uuid != str(table.metadata.table_uuid):
-        return RESET, f"the table was dropped and created again (UUID {checkpoint.table_uuid} → {table.metadata.table_uuid})"
+        return (
+            ResyncKind.RESET,
+            f"the table was dropped and created again (UUID {checkpoint.table_uuid} → {table.metadata.table_uuid})",
+        )
     if checkpoint.identifier_columns and checkpoint.identifier_columns != identifier_columns:
-        return RESET, f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})"
+        return (
+            ResyncKind.RESET,
+            f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})",
+        )
     try:
         _snapshots_after(table, name, checkpoint)
     except PlanningError:
         current = table.current_snapshot()
         assert current is not None
-        if table.snapshot_by_id(checkpoint.snapshot_id) is not None or current.sequence_number <= checkpoint.sequence_number:
-            return RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
-        return REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
+        if table.snapshot_by_id(checkpoint.snapshot_id) is not None or sequence_number(current) <= checkpoint.sequence_number:
+            return ResyncKind.RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
+        return ResyncKind.REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
     if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
-        return REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
-    return "", ""
+        return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
+    return ResyncKind.NONE, ""
 
 
 def _retire_other_branches(table: Table, name: str, store: StateStore, valid: set[int]) -> None:
@@ -222,16 +231,16 @@ def _retire_other_branches(table: Table, name: str, store: StateStore, valid: se
     are above every one it knows.
     """
     stale = [
-        i
-        for i in store.pending_items(name)
-        if i.snapshot_id not in valid and i.sequence_number <= table.metadata.last_sequence_number
+        i for i in store.pending_items(name) if i.snapshot_id not in valid and i.sequence_number <= last_sequence_number(table)
     ]
     if stale:
         log.info("%s: retiring %d work items of snapshots left behind", name, len(stale))
         store.complete(name, None, stale)
 
 
-def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", replacing: str = "") -> list[WorkItem]:
+def _export_items(
+    table: Table, name: str, base: Checkpoint, resync: ResyncKind = ResyncKind.NONE, replacing: str = ""
+) -> list[WorkItem]:
     """One item per live data file of the export snapshot (one empty item for an empty table).
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
@@ -244,17 +253,17 @@ def _export_items(table: Table, name: str, base: Checkpoint, resync: str = "", r
         if manifest.content == ManifestContent.DATA:
             paths += [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
     paths.sort()
-    groups = [(path,) for path in paths] or [()]
+    groups: list[tuple[str, ...]] = [(path,) for path in paths] or [()]
     return [
         WorkItem(
             name,
             base.table_uuid,
-            EXPORT,
+            ItemKind.EXPORT,
             base.snapshot_id,
             base.sequence_number,
             i,
             len(groups),
-            added_files=files,
+            added_data_files=files,
             resync=resync,
             replacing=replacing,
         )
@@ -266,15 +275,15 @@ def _change_items(
     table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...], changed: ChangedEntries
 ) -> list[WorkItem]:
     """Items of the files a snapshot added and removed; one empty item for a compaction."""
-    files: list[tuple[str, str]] = []  # (path, what it is: ADDED_DATA, REMOVED_DATA or ADDED_DELETES)
+    files: list[tuple[str, _Role]] = []
     if snapshot.summary is None or snapshot.summary.operation != Operation.REPLACE:
         for entry in changed.of(table, snapshot):
             data_file, added = entry.data_file, entry.status == ManifestEntryStatus.ADDED
             if data_file.content == DataFileContent.DATA:
-                files.append((data_file.file_path, _ADDED_DATA if added else _REMOVED_DATA))
+                files.append((data_file.file_path, _Role.ADDED_DATA if added else _Role.REMOVED_DATA))
             elif added:  # a delete file; one dropped (replaced by a newer vector, or with its data file) removes no row
-                files.append((data_file.file_path, _ADDED_DELETES))
-    if not identifier_columns and any(what != _ADDED_DATA for _, what in files):
+                files.append((data_file.file_path, _Role.ADDED_DELETES))
+    if not identifier_columns and any(what != _Role.ADDED_DATA for _, what in files):
         raise PlanningError(
             f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
             "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
@@ -285,47 +294,25 @@ def _change_items(
         WorkItem(
             name,
             str(table.metadata.table_uuid),
-            CHANGE,
+            ItemKind.CHANGE,
             snapshot.snapshot_id,
-            snapshot.sequence_number,
+            sequence_number(snapshot),
             i,
             len(groups),
-            added_files=tuple(p for p, what in group if what == _ADDED_DATA),
-            deleted_files=tuple(p for p, what in group if what == _REMOVED_DATA),
-            delete_files=tuple(p for p, what in group if what == _ADDED_DELETES),
+            added_data_files=tuple(p for p, what in group if what == _Role.ADDED_DATA),
+            removed_data_files=tuple(p for p, what in group if what == _Role.REMOVED_DATA),
+            added_delete_files=tuple(p for p, what in group if what == _Role.ADDED_DELETES),
         )
         for i, group in enumerate(groups)
     ]
 
 
-_ADDED_DATA, _REMOVED_DATA, _ADDED_DELETES = "added data", "removed data", "added deletes"
+class _Role(StrEnum):
+    """What a file listed in a change item is to its snapshot."""
 
-
-class ChangedEntries:
-    """The manifest entries each snapshot ADDED or DELETED, read from its manifests once.
-
-    Planning lists them as work items and reading resolves the items against them; in one process
-    (a local sync) both share an instance and each manifest is read once. Snapshots never change,
-    so the entries cannot go stale; they are metadata, a few hundred bytes a file."""
-
-    def __init__(self) -> None:
-        self._by_snapshot: dict[int, list[ManifestEntry]] = {}
-
-    def of(self, table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
-        if snapshot.snapshot_id not in self._by_snapshot:
-            self._by_snapshot[snapshot.snapshot_id] = list(entries_changed_by(table, snapshot))
-        return self._by_snapshot[snapshot.snapshot_id]
-
-
-def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:
-    """The manifest entries of every data or delete file the snapshot ADDED or DELETED."""
-    for manifest in snapshot.manifests(table.io):
-        # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-            if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
-                yield entry
+    ADDED_DATA = "added data"
+    REMOVED_DATA = "removed data"
+    ADDED_DELETES = "added deletes"
 
 
 @dataclass(frozen=True)

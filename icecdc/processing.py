@@ -31,11 +31,15 @@ from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
 from icecdc.index import index_uuid
-from icecdc.planning import ChangedEntries, Lineage, current_view, plan_table
+from icecdc.manifests import ChangedEntries
+from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ResyncKind, WorkItem
+from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
-from icecdc.reading import Change, TableReader, Task, file_tasks, files_read_by
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import Task, files_read_by
 from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
-from icecdc.state import EXPORT, RESET, REWRITE, Checkpoint, Lease, StateStore, WorkItem, open_state_store
+from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +98,12 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
         position = lineage.position(item.snapshot_id)
         if position is not None and item.key not in retired:
             by_position.setdefault(position, []).append(item)
-    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == EXPORT for i in snapshot_items)]
+    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == ItemKind.EXPORT for i in snapshot_items)]
     if exports:
         start = max(exports)
         # the export snapshot's own change items, planned before the resync was: the export covers them
-        stale += [i for i in by_position[start] if i.kind != EXPORT]
-        by_position[start] = [i for i in by_position[start] if i.kind == EXPORT]
+        stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
+        by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
     else:
@@ -135,7 +139,7 @@ def process_table(
     replaced = _index_replaced(client, config.index, checkpoint)
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
-        plan_table(table, config, store, identifiers, changed, resync=(REWRITE, replaced))
+        plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
     run = _TableRun(spark, config, store, opensearch, identifiers, dead_letter, changed, lease)
     try:
         return _process_batch(run, table)
@@ -144,7 +148,7 @@ def process_table(
         # between cannot be read any more, so the index is rebuilt from the current snapshot.
         log.warning("%s: %s; resyncing from the current snapshot", config.name, exc)
         table = table.refresh()
-        plan_table(table, config, store, identifiers, changed, resync=(REWRITE, str(exc)))
+        plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, str(exc)))
         return _process_batch(run, table)
 
 
@@ -199,7 +203,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         f" ({', '.join(resync)})" if resync else "",
     )
     client = open_client(run.opensearch)
-    if RESET in resync:
+    if ResyncKind.RESET in resync:
         reset_index(client, run.config.index)
     ensure_index(client, run.config.index)
     written_to = index_uuid(client, run.config.index)
@@ -215,7 +219,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if tasks:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
         result.changes, result.writes = _apply(run.spark, reader, tasks, target)
-    if REWRITE in resync:
+    if ResyncKind.REWRITE in resync:
         export_version = min(i.sequence_number for i in batch if i.resync)
         result.writes.deleted += _delete_older(run.spark, target, export_version)
     if index_uuid(client, run.config.index) != written_to:
@@ -336,12 +340,14 @@ def _executor_error(exc: Py4JJavaError) -> Exception:
         name, message = found[-1]
         error_class = getattr(errors, name, None)
         if isinstance(error_class, type) and issubclass(error_class, errors.IcecdcError):
-            return error_class(message)
-    return exc
+            rebuilt: Exception = error_class(message)
+            return rebuilt
+    spark_error: Exception = exc
+    return spark_error
 
 
 def _write_partition(
-    target: _Target, keyed_changes: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]
+    target: _Target, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
 ) -> Iterator[tuple[ChangeStats, SinkStats]]:
     """Executor side: reduce each key to its net write and bulk them; yield this partition's counters."""
     change_stats = ChangeStats()

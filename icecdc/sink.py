@@ -25,9 +25,9 @@ from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
 from opensearchpy.exceptions import AuthenticationException, AuthorizationException, RequestError, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
-from icecdc.changelog import Write
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
+from icecdc.model import Write
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: Sink
             raise_on_error=False,
             raise_on_exception=True,
         )
-        for write, (_, result) in zip(chunk, results):
+        for write, (_, result) in zip(chunk, results, strict=True):
             op_type, outcome = next(iter(result.items()))
             kind = classify_item(op_type, outcome)
             if kind == ItemOutcome.INDEXED:

@@ -100,11 +100,15 @@ def _placeholder_layer(out: Path) -> Path:
     return layer
 
 
+# What the entries never run: the demo and the test commits stay out of the Lambda and Glue bundles.
+NOT_SHIPPED = ("demo.py", "testing")
+
+
 def _lambda_code(root: Path, target: Path, config_path: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     shutil.copy2(root / "lambdas" / "planner" / "handler.py", target / "handler.py")
-    shutil.copytree(root / "icecdc", target / "icecdc", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(root / "icecdc", target / "icecdc", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_SHIPPED))
     shutil.copy2(config_path, target / "icecdc.yaml")
     return target
 
@@ -113,6 +117,8 @@ def _library_zip(root: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted((root / "icecdc").rglob("*.py")):
+            if any(part in NOT_SHIPPED for part in path.relative_to(root / "icecdc").parts):
+                continue
             info = zipfile.ZipInfo(str(path.relative_to(root)), _FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())

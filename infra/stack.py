@@ -44,7 +44,7 @@ from icecdc.aws import (
     job_name,
 )
 from icecdc.config import AwsConfig, Config
-from icecdc.state_dynamodb import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from icecdc.state.dynamodb import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from infra.bundling import GLUE_PYTHON_MODULES, LAMBDA_CATALOG_PROPERTIES, Bundles
 
 GLUE_VERSION = "5.1"
@@ -248,7 +248,7 @@ class IcecdcStack(Stack):
             billing=dynamodb.Billing.on_demand(),  # no cost while idle
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
             encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
-            time_to_live_attribute=TTL_ATTRIBUTE,  # finished work items (see icecdc.state_dynamodb)
+            time_to_live_attribute=TTL_ATTRIBUTE,  # finished work items (see icecdc.state.dynamodb)
             removal_policy=RemovalPolicy.RETAIN,  # checkpoints outlive the stack: a redeploy resumes
         )
 

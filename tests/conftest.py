@@ -29,6 +29,19 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
 
 
+# Markers from what a test uses, so that `make test-fast` (-m "not spark and not opensearch and
+# not aws and not slow") never starts a JVM, an osmem or a moto server.
+MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"moto_url"}}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in MARKER_FIXTURES.items():
+            if used & fixtures:
+                item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession

@@ -23,6 +23,7 @@ a bounded log of what it saw.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import json
@@ -339,10 +340,8 @@ class _Server(ThreadingHTTPServer):
     def close_connections(self) -> None:
         with self._open_lock:
             for sock in list(self._open):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -499,10 +498,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         """Close the client's connection without an answer, as a crashed node or a cut network does."""
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:

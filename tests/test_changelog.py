@@ -5,60 +5,68 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from icecdc.changelog import ChangeStats, Write, net_write
+from icecdc.changelog import ChangeStats, net_write
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.reading import DELETE, INSERT, _cancel_equal_rows
+from icecdc.model import ChangeRow, ChangeType, Write
+from icecdc.reading.reader import _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
 
 
-def net(*changes: tuple[int, str, str]) -> tuple[Write | None, ChangeStats]:
+def net(*changes: tuple[int, ChangeType, str]) -> tuple[Write | None, ChangeStats]:
     stats = ChangeStats()
-    return net_write("1", changes, stats), stats
+    return net_write("1", [ChangeRow(*c) for c in changes], stats), stats
 
 
 def test_identical_delete_and_insert_in_one_snapshot_is_a_carryover() -> None:
-    write, stats = net((5, DELETE, OLD), (5, INSERT, OLD))
+    write, stats = net((5, ChangeType.DELETE, OLD), (5, ChangeType.INSERT, OLD))
     assert write is None
     assert (stats.rows, stats.carryovers) == (2, 1)
 
 
 def test_identical_rows_in_different_snapshots_are_not_carryovers() -> None:
-    write, stats = net((5, DELETE, OLD), (6, INSERT, OLD))
+    write, stats = net((5, ChangeType.DELETE, OLD), (6, ChangeType.INSERT, OLD))
     assert write == Write("1", 6, OLD)
     assert stats.carryovers == 0
 
 
 def test_delete_and_insert_of_a_key_in_one_snapshot_is_an_update() -> None:
-    assert net((5, DELETE, OLD), (5, INSERT, NEW))[0] == Write("1", 5, NEW)
+    assert net((5, ChangeType.DELETE, OLD), (5, ChangeType.INSERT, NEW))[0] == Write("1", 5, NEW)
 
 
 def test_the_latest_snapshot_wins_whatever_the_arrival_order() -> None:
     write, _ = net(
-        (7, INSERT, NEWER), (6, DELETE, NEW), (5, INSERT, NEW), (6, INSERT, NEWER), (5, DELETE, OLD), (7, DELETE, NEWER)
+        (7, ChangeType.INSERT, NEWER),
+        (6, ChangeType.DELETE, NEW),
+        (5, ChangeType.INSERT, NEW),
+        (6, ChangeType.INSERT, NEWER),
+        (5, ChangeType.DELETE, OLD),
+        (7, ChangeType.DELETE, NEWER),
     )
     # 7 is a carryover of NEWER; 6 is the last real change
     assert write == Write("1", 6, NEWER)
 
 
 def test_a_delete_last_is_a_delete() -> None:
-    assert net((5, INSERT, NEW), (6, DELETE, NEW))[0] == Write("1", 6, None)
+    assert net((5, ChangeType.INSERT, NEW), (6, ChangeType.DELETE, NEW))[0] == Write("1", 6, None)
 
 
 def test_duplicate_carryovers_cancel_pairwise_only() -> None:
     # two identical rows deleted, one carried over: one delete remains
-    write, stats = net((5, DELETE, OLD), (5, DELETE, OLD), (5, INSERT, OLD))
+    write, stats = net((5, ChangeType.DELETE, OLD), (5, ChangeType.DELETE, OLD), (5, ChangeType.INSERT, OLD))
     assert write == Write("1", 5, None) and stats.carryovers == 1
 
 
 def test_two_live_rows_for_one_key_is_an_error_naming_the_key() -> None:
     with pytest.raises(ProcessingError, match="2 live rows share the identifier '1' at sequence number 5"):
-        net((5, INSERT, OLD), (5, INSERT, NEW))
+        net((5, ChangeType.INSERT, OLD), (5, ChangeType.INSERT, NEW))
 
 
 def test_a_snapshot_with_two_live_rows_for_one_key_is_reported_and_the_next_snapshot_still_applies() -> None:
     duplicates: list[DuplicateIdentifier] = []
-    write = net_write("1", [(5, INSERT, OLD), (5, INSERT, NEW), (6, INSERT, NEW)], ChangeStats(), duplicates)
+    write = net_write(
+        "1", [(5, ChangeType.INSERT, OLD), (5, ChangeType.INSERT, NEW), (6, ChangeType.INSERT, NEW)], ChangeStats(), duplicates
+    )
     assert write == Write("1", 6, NEW)
     assert [(d.doc_id, d.sequence_number, sorted(d.documents)) for d in duplicates] == [("1", 5, sorted([OLD, NEW]))]
 

@@ -15,6 +15,7 @@ ICECDC_CRASH_SEED picks another schedule; a failure message quotes the seed and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -35,9 +36,10 @@ from pyiceberg.expressions import In
 from pyiceberg.table import Table
 
 import icecdc
-from icecdc.state import Checkpoint, SqliteStateStore
+from icecdc.model import Checkpoint
+from icecdc.state import SqliteStateStore
+from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index
-from icecdc.writers import compact, update
 from tests.conftest import Pipeline
 from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
 from tests.test_sync import orders, rows
@@ -134,10 +136,8 @@ class SyncRun:
         while left := session_processes(self.proc.pid):
             assert time.monotonic() < deadline, f"processes of the killed run survive: {left}"
             for _, group in left:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(group, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             time.sleep(0.05)
         self.close()
 
@@ -262,6 +262,8 @@ def phase_of(run: SyncRun, bulks_before: int, proxy: FaultProxy) -> str:
     return "starting (Python, Spark, catalog)"
 
 
+@pytest.mark.slow
+@pytest.mark.spark  # in the killed subprocesses
 def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any, fault_proxy: FaultProxy) -> None:
     rng = random.Random(SEED)
     # Spark runs only in the subprocesses; this process reads the table and the index to check them.

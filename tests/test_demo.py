@@ -6,7 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
+@pytest.mark.spark  # the demo runs its own Spark and osmem
+@pytest.mark.opensearch
 def test_demo(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "icecdc.cli", "demo", "--dir", str(tmp_path / "demo")],

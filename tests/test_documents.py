@@ -131,7 +131,7 @@ def test_rewrites_of_nested_columns_take_the_row_path(pipeline: Pipeline) -> Non
     """Arrow cannot group by struct or list columns: such rewrites cancel carryovers after the shuffle."""
     from pyiceberg.expressions import EqualTo
 
-    from icecdc.writers import update
+    from icecdc.testing.commits import update
 
     schema = Schema(
         NestedField(1, "id", LongType(), required=True),

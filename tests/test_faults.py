@@ -28,8 +28,8 @@ from pyiceberg.expressions import EqualTo, In
 from icecdc.config import Config, parse_config
 from icecdc.errors import IcecdcError
 from icecdc.processing import BatchResult, sync
+from icecdc.testing.commits import update
 from icecdc.verify import table_documents
-from icecdc.writers import update
 from tests import faults
 from tests.conftest import Pipeline
 from tests.faults import BulkItem, FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture

@@ -17,7 +17,7 @@ from icecdc.planning import plan_table
 from icecdc.processing import process_table
 from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
-from icecdc.writers import update
+from icecdc.testing.commits import update
 from tests.conftest import Pipeline
 from tests.spark_sql import run_sql
 from tests.test_sync import orders, rows

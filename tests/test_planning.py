@@ -12,9 +12,10 @@ from pyiceberg.expressions import EqualTo
 from icecdc.catalog import identifier_columns
 from icecdc.config import parse_config
 from icecdc.errors import PlanningError, SinkError
+from icecdc.model import ItemKind
 from icecdc.planning import plan_table, table_status
 from icecdc.processing import sync
-from icecdc.state import CHANGE, EXPORT, SqliteStateStore
+from icecdc.state import SqliteStateStore
 from tests.conftest import Pipeline
 from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
 from tests.test_sync import SCHEMA, orders, rows
@@ -38,7 +39,7 @@ def test_planning_twice_is_a_no_op(pipeline: Pipeline) -> None:
     again = plan_table(table, config, store, ("id",))
     assert (first.items, first.written) == (2, 2)  # export of the current snapshot: one item per data file
     assert (again.items, again.written) == (2, 0)
-    assert [i.kind for i in store.pending_items("db.orders")] == [EXPORT, EXPORT]
+    assert [i.kind for i in store.pending_items("db.orders")] == [ItemKind.EXPORT, ItemKind.EXPORT]
 
 
 def test_racing_planners_plan_each_item_once(pipeline: Pipeline) -> None:
@@ -59,7 +60,7 @@ def test_racing_planners_plan_each_item_once(pipeline: Pipeline) -> None:
     for t in threads:
         t.join()
     assert sum(r.written for r in results) == 10
-    assert [i.kind for i in pipeline.store().pending_items("db.orders")] == [CHANGE] * 10
+    assert [i.kind for i in pipeline.store().pending_items("db.orders")] == [ItemKind.CHANGE] * 10
 
 
 def test_unknown_table(pipeline: Pipeline) -> None:

@@ -10,15 +10,15 @@ import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.changelog import Write
 from icecdc.config import parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError, SinkError
+from icecdc.model import Checkpoint, WorkItem, Write
 from icecdc.planning import plan_table, table_status
 from icecdc.processing import process_table, sync
-from icecdc.sink import write_documents
-from icecdc.state import Checkpoint, SqliteStateStore, WorkItem
-from icecdc.writers import update
+from icecdc.sink import SinkStats, write_documents
+from icecdc.state import SqliteStateStore
+from icecdc.testing.commits import update
 from tests.conftest import Pipeline
 from tests.test_sync import orders, rows
 
@@ -78,7 +78,10 @@ def test_documents_opensearch_refuses_fail_the_batch_without_advancing(pipeline:
 
 def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.orders"})
-    write = lambda writes: write_documents(pipeline.client, config.opensearch, "orders", writes)
+
+    def write(writes: list[Write]) -> SinkStats:
+        return write_documents(pipeline.client, config.opensearch, "orders", writes)
+
     assert write([Write("1", 5, '{"v":"new"}'), Write("2", 5, None)]).indexed == 1
     replay = write([Write("1", 4, '{"v":"old"}'), Write("2", 4, '{"v":"resurrected"}'), Write("1", 5, '{"v":"same"}')])
     assert (replay.indexed, replay.superseded) == (0, 3)

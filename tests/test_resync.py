@@ -10,9 +10,9 @@ import pyarrow as pa
 from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType, StringType
 
+from icecdc.model import ResyncKind, WorkItem
 from icecdc.processing import sync
-from icecdc.state import RESET, REWRITE, WorkItem
-from icecdc.writers import update
+from icecdc.testing.commits import update
 from tests.conftest import Pipeline
 from tests.test_sync import orders, rows
 
@@ -33,7 +33,7 @@ def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline:
     pipeline.sync(config, "db.orders")  # asserts index == table: 2 is gone, 3 is paid, 5 is there
     assert pipeline.store().pending_items("db.orders") == []
     item_kinds = {i.resync for i in _done_export_items(pipeline)}
-    assert REWRITE in item_kinds
+    assert ResyncKind.REWRITE in item_kinds
     table.append(rows(6))
     pipeline.sync(config, "db.orders")  # and it goes on commit by commit
 
@@ -58,7 +58,7 @@ def test_dropped_and_recreated_table_resets_the_index(pipeline: Pipeline) -> Non
     orders(pipeline).append(rows(2, 9))  # the new table's sequence numbers start again at 1
     pipeline.sync(config, "db.orders")
     assert sorted(pipeline.documents("orders")) == ["2", "9"]
-    assert RESET in {i.resync for i in _done_export_items(pipeline)}
+    assert ResyncKind.RESET in {i.resync for i in _done_export_items(pipeline)}
 
 
 def test_rollback_resets_the_index(pipeline: Pipeline) -> None:

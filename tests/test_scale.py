@@ -29,6 +29,7 @@ def driver_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600 + EXPORT_ROWS // 500)  # the ini's 600 s fit the suite's size; 2 million rows get 75 minutes
 def test_large_export_and_a_200_snapshot_batch(pipeline: Pipeline) -> None:
     table = orders(pipeline, partitioned=False)

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from icecdc.changelog import Write
 from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import SinkError
+from icecdc.model import Write
 from icecdc.sink import ItemOutcome, Refusal, classify_item, ensure_index, open_client, write_documents
 from tests import faults
 from tests.conftest import Pipeline

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pyiceberg.manifest import DataFile, DataFileContent
 
+from icecdc.model import ChangeType
 from icecdc.processing import BYTES_PER_SLICE, balanced_slices
-from icecdc.reading import INSERT, FileTask, files_read_by
+from icecdc.reading.tasks import FileTask, files_read_by
 
 MB = 2**20
 
 
 def task(name: str, size: int) -> FileTask:
-    return FileTask(DataFile.from_args(content=DataFileContent.DATA, file_path=name, file_size_in_bytes=size), INSERT, 1, 1)
+    return FileTask(
+        DataFile.from_args(content=DataFileContent.DATA, file_path=name, file_size_in_bytes=size), ChangeType.INSERT, 1, 1
+    )
 
 
 def slice_bytes(slices: list[list[FileTask]]) -> list[int]:

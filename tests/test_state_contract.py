@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from icecdc.errors import LeaseLost
-from icecdc.state import CHANGE, EXPORT, Checkpoint, SqliteStateStore, StateStore, WorkItem
+from icecdc.model import Checkpoint, ItemKind, WorkItem
+from icecdc.state import SqliteStateStore, StateStore
 
 UUID = "9d6f3c5e-0000-4000-8000-000000000001"
 
@@ -37,13 +38,13 @@ def store(make_store: Callable[[], StateStore]) -> StateStore:
 
 
 def change_item(snapshot_id: int, sequence_number: int, added: tuple[str, ...] = ("a.parquet",), table: str = "db.t") -> WorkItem:
-    return WorkItem(table, UUID, CHANGE, snapshot_id, sequence_number, 0, 1, added_files=added)
+    return WorkItem(table, UUID, ItemKind.CHANGE, snapshot_id, sequence_number, 0, 1, added_data_files=added)
 
 
 def test_keys_follow_the_architecture_contract() -> None:
-    export = WorkItem("db.t", UUID, EXPORT, 7, 3, 0, 2, added_files=("s3://b/f.parquet",))
+    export = WorkItem("db.t", UUID, ItemKind.EXPORT, 7, 3, 0, 2, added_data_files=("s3://b/f.parquet",))
     assert export.key == "db.t|export|7|" + hashlib.sha256(b"s3://b/f.parquet").hexdigest()
-    change = WorkItem("db.t", UUID, CHANGE, 8, 4, 0, 1, added_files=("b",), deleted_files=("a",))
+    change = WorkItem("db.t", UUID, ItemKind.CHANGE, 8, 4, 0, 1, added_data_files=("b",), removed_data_files=("a",))
     assert change.key == "db.t|8|" + hashlib.sha256(b"a\nb").hexdigest()
 
 
@@ -80,7 +81,7 @@ def test_pending_items_are_oldest_first_and_per_table(store: StateStore) -> None
 
 
 def test_items_round_trip_every_field(store: StateStore) -> None:
-    item = WorkItem("db.t", UUID, CHANGE, 2**62, 9, 1, 3, added_files=("x", "y"), deleted_files=("z",))
+    item = WorkItem("db.t", UUID, ItemKind.CHANGE, 2**62, 9, 1, 3, added_data_files=("x", "y"), removed_data_files=("z",))
     store.put_item(item)
     assert store.pending_items("db.t") == [item]
 

@@ -14,8 +14,9 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icecdc.planning import plan_table
 from icecdc.processing import sync
-from icecdc.reading import file_tasks, files_read_by
-from icecdc.writers import compact, update
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.tasks import files_read_by
+from icecdc.testing.commits import compact, update
 from tests.conftest import Pipeline
 
 SCHEMA = Schema(
@@ -75,7 +76,7 @@ def test_update_of_a_non_key_column_writes_only_the_changed_row(pipeline: Pipeli
 
 
 def test_update_of_a_partition_column_keeps_the_document(pipeline: Pipeline, config) -> None:
-    """data-prepper #6666: the DELETE (old partition) and INSERT (new partition) meet in one place."""
+    """data-prepper #6666: the ChangeType.DELETE (old partition) and ChangeType.INSERT (new partition) meet in one place."""
     table = orders(pipeline)
     table.append(rows(1, 2, region="us"))
     table.append(rows(3, region="eu"))
@@ -129,7 +130,7 @@ def test_delete_then_reinsert(pipeline: Pipeline, config) -> None:
 
 def test_a_run_of_copy_on_write_commits_reads_only_the_files_before_and_after_it(pipeline: Pipeline, config) -> None:
     """Consecutive copy-on-write commits collapse into one change: files added and removed within
-    the batch are never read, and a key's DELETE and INSERT still pair across partitions."""
+    the batch are never read, and a key's ChangeType.DELETE and ChangeType.INSERT still pair across partitions."""
     table = orders(pipeline)
     table.append(rows(1, 2, 3, region="us"))
     table.append(rows(4, 5, region="eu"))

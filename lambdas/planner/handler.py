@@ -19,7 +19,7 @@ import boto3
 
 from icecdc.aws import event_tables, job_name, plan_and_start, read_text, runtime_config
 from icecdc.config import Config
-from icecdc.state_dynamodb import DynamoDbStateStore
+from icecdc.state import open_state_store
 
 log = logging.getLogger("icecdc.planner")
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler exists already; set its level only
@@ -45,8 +45,7 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         log.warning("no work for this event: %s", selected.ignored)
         return {"tables": [], "ignored": selected.ignored}
 
-    assert config.state.table is not None
-    store = DynamoDbStateStore(config.state.table, config.state.region)
+    store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
     glue, cloudwatch = boto3.client("glue"), boto3.client("cloudwatch")
     try:
         outcomes = [

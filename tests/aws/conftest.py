@@ -66,7 +66,7 @@ def unique() -> str:
 @pytest.fixture
 def state_table_factory(moto_url: str) -> Callable[[], str]:
     """Creates a fresh DynamoDB state table in moto and returns its name."""
-    from icecdc.state_dynamodb import create_state_table
+    from icecdc.state.dynamodb import create_state_table
 
     def create() -> str:
         name = f"icecdc-state-{uuid.uuid4().hex[:10]}"

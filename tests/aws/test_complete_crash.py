@@ -13,10 +13,10 @@ import pytest
 from pyiceberg.types import StringType
 
 from icecdc.config import Config, parse_config
+from icecdc.model import ResyncKind
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
-from icecdc.state import REWRITE
-from icecdc.state_dynamodb import DynamoDbStateStore
+from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.aws.conftest import REGION
 from tests.conftest import Pipeline
 from tests.test_sync import orders, rows
@@ -63,7 +63,7 @@ def test_a_crash_after_any_write_of_complete_leaves_a_state_the_next_run_finishe
 
     store = DynamoDbStateStore(state_table, REGION, moto_url, items_per_transaction=1)
     plan_table(table, config.table(NAME), store, ("id",))
-    assert {i.resync for i in store.pending_items(NAME)} == {REWRITE}
+    assert {i.resync for i in store.pending_items(NAME)} == {ResyncKind.REWRITE}
     KillAfterWrites(store, survive)
     with pytest.raises(Killed):
         process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",))

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from icecdc.aws import job_name
-from icecdc.state import Checkpoint
-from icecdc.state_dynamodb import DynamoDbStateStore
+from icecdc.model import Checkpoint
+from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.aws.conftest import REGION, Lake, aws_client, rows
 
 STACK = "icecdc-test"

@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from icecdc.config import DynamoDbStateConfig
-from icecdc.state import CHANGE, Checkpoint, WorkItem, open_state_store
-from icecdc.state_dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
+from icecdc.model import Checkpoint, ItemKind, WorkItem
+from icecdc.state import open_state_store
+from icecdc.state.dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
 from tests.aws.conftest import REGION, aws_client
 
 
@@ -20,7 +21,7 @@ def store(state_table: str, moto_url: str) -> DynamoDbStateStore:
 
 
 def change(snapshot: int, sequence: int, *files: str) -> WorkItem:
-    return WorkItem("db.t", "uuid-1", CHANGE, snapshot, sequence, 0, 1, added_files=files)
+    return WorkItem("db.t", "uuid-1", ItemKind.CHANGE, snapshot, sequence, 0, 1, added_data_files=files)
 
 
 def test_open_state_store_builds_it_from_config(state_table: str, moto_url: str) -> None:

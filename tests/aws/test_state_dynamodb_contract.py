@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from icecdc.state import StateStore
-from icecdc.state_dynamodb import DynamoDbStateStore
+from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.aws.conftest import REGION
 
 _contract = pytest.importorskip("tests.test_state_contract", reason="the core contract suite is not there yet")

@@ -14,20 +14,20 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.expressions import BooleanExpression
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Summary
-from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+from icecdc.compat import OverwriteFiles, data_files_from_arrow
 
 
-def update(table: Table, row_filter: BooleanExpression, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+def update(table: Table, row_filter: str | BooleanExpression, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
     """Apply `change` to every row matching `row_filter` (copy-on-write); return how many rows changed."""
     rows = table.scan(row_filter=row_filter).to_arrow()
     if rows.num_rows == 0:
         return 0
     changed = pa.Table.from_pylist([change(dict(row)) for row in rows.to_pylist()], schema=rows.schema)
     table.overwrite(changed, overwrite_filter=row_filter)
-    return rows.num_rows
+    return int(rows.num_rows)
 
 
 def compact(table: Table) -> None:
@@ -38,14 +38,12 @@ def compact(table: Table) -> None:
         rewrite = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
         for data_file in old_files:
             rewrite.delete_data_file(data_file)
-        for data_file in _dataframe_to_data_files(
-            table_metadata=transaction.table_metadata, df=rows, io=table.io, write_uuid=uuid.uuid4()
-        ):
+        for data_file in data_files_from_arrow(transaction.table_metadata, rows, table.io, uuid.uuid4()):
             rewrite.append_data_file(data_file)
         rewrite.commit()
 
 
-class _ReplaceFiles(_OverwriteFiles):
+class _ReplaceFiles(OverwriteFiles):
     """pyiceberg 0.12 has no rewrite_data_files: its overwrite producer, recorded as `replace`.
 
     pyiceberg's summary code knows only append, overwrite and delete, so the summary is computed

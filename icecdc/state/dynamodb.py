@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -39,7 +38,8 @@ from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
 from icecdc.errors import LeaseLost
-from icecdc.state import DONE, Checkpoint, StateStore, WorkItem
+from icecdc.model import Checkpoint, ItemStatus, WorkItem
+from icecdc.state.store import Completion, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -141,25 +141,18 @@ class DynamoDbStateStore(StateStore):
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def complete(
-        self,
-        table: str,
-        checkpoint: Checkpoint | None,
-        items: Iterable[WorkItem],
-        replace: bool = False,
-        fence: str | None = None,
-    ) -> None:
-        if checkpoint is not None:
-            self._advance(table, checkpoint, replace, fence)
+    def _complete(self, table: str, completion: Completion) -> None:
+        if completion.checkpoint is not None:
+            self._advance(table, completion.checkpoint, completion.replace, completion.fence)
         expires_at = int(time.time()) + self.done_ttl_seconds
-        items = list(items)
+        items = completion.items
         for start in range(0, len(items), self.items_per_transaction):
             actions: list[dict[str, Any]] = []
             for item in items[start : start + self.items_per_transaction]:
-                done = WorkItem(**{**asdict(item), "status": DONE})
+                done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 record = {
                     **_keys(table, _DONE + item.key),
-                    "status": {"S": DONE},
+                    "status": {"S": ItemStatus.DONE},
                     "sequence_number": {"N": str(item.sequence_number)},
                     "body": {"S": done.to_json()},
                     TTL_ATTRIBUTE: {"N": str(expires_at)},

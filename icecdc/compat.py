@@ -1,0 +1,49 @@
+"""Every pyiceberg private API icecdc uses, in one place, next to the version pin in pyproject.toml.
+
+pyiceberg does not expose these as public API; each one is what no public function offers (why:
+next to each). tests/test_compat.py checks that each still exists with the signature used here, so
+an upgrade that breaks one fails there, loudly, and not deep inside a Spark task.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile
+from pyiceberg.table.delete_file_index import _referenced_data_file_path
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# The pyiceberg release these were checked against (pyproject.toml pins it).
+PYICEBERG_VERSION = "0.12.0"
+
+
+def read_position_deletes(io: FileIO, delete_file: DataFile) -> dict[str, pa.ChunkedArray]:
+    """The positions a position-delete file or deletion vector (Puffin) deletes, per data file path.
+    Why private: pyiceberg applies deletes only inside a scan; icecdc needs the positions themselves
+    to tell rows deleted before a commit from rows deleted by it."""
+    from pyiceberg.io.pyarrow import _read_deletes  # pyarrow: executors only, never the planner Lambda
+
+    return _read_deletes(io, delete_file)
+
+
+def referenced_data_file_path(delete_file: DataFile) -> str | None:
+    """The one data file a file-scoped delete file applies to (from its path bounds), or None.
+    Why private: pyiceberg 0.12's DataFile has no `referenced_data_file` yet."""
+    return _referenced_data_file_path(delete_file)
+
+
+def data_files_from_arrow(table_metadata: Any, df: pa.Table, io: FileIO, write_uuid: Any) -> Any:
+    """Write an Arrow table as data files of the table (test and demo commits only).
+    Why private: pyiceberg has no public way to write files without committing them."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    return _dataframe_to_data_files(table_metadata=table_metadata, df=df, io=io, write_uuid=write_uuid)
+
+
+# pyiceberg's producer of overwrite snapshots; the test commits subclass it to record a `replace`
+# (pyiceberg 0.12 has no rewrite_data_files).
+OverwriteFiles = _OverwriteFiles

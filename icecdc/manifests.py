@@ -1,0 +1,139 @@
+"""What a snapshot added, removed and holds, read from its manifests once and shared by planning
+(which lists the files as work items) and the reading planner (which resolves them to tasks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.table import Table
+from pyiceberg.table.delete_file_index import DeleteFileIndex
+from pyiceberg.table.snapshots import Snapshot
+
+from icecdc.compat import referenced_data_file_path
+from icecdc.errors import ProcessingError
+
+
+class SnapshotFiles:
+    """A snapshot's live data files and delete files in force, loaded from its manifests on first use."""
+
+    def __init__(self, table: Table, snapshot: Snapshot | None, changed: ChangedEntries) -> None:
+        self._table = table
+        self._snapshot = snapshot
+        self._changed = changed
+        self._data: dict[str, ManifestEntry] | None = None
+        self._positions: DeleteFileIndex | None = None
+        self._equality: list[ManifestEntry] = []
+
+    def own_entries(self) -> list[ManifestEntry]:
+        """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
+        assert self._snapshot is not None
+        return self._changed.of(self._table, self._snapshot)
+
+    def data_entry(self, path: str, table_name: str) -> ManifestEntry:
+        entry = self._live_data().get(path)
+        if entry is None:
+            raise ProcessingError(f"table {table_name!r}: data file {path} is not live in snapshot {self._snapshot_id}")
+        return entry
+
+    def deletes_for(self, entry: ManifestEntry) -> tuple[DataFile, ...]:
+        """The delete files in force for a data file: position deletes and vectors, and equality
+        deletes of a higher sequence number in its partition (or unpartitioned)."""
+        self._load_deletes()
+        assert self._positions is not None
+        data_file, data_seq = entry.data_file, entry.sequence_number or 0
+        positions = self._positions.for_data_file(data_seq, data_file, partition_key=data_file.partition)
+        equality = [
+            e.data_file
+            for e in self._equality
+            if (e.sequence_number or 0) > data_seq
+            and (_is_global(self._table, e.data_file) or _same_partition(e.data_file, data_file))
+        ]
+        return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
+
+    def data_files_touched_by(self, delete_files: list[DataFile]) -> list[ManifestEntry]:
+        """Live data files that delete files may remove rows of: the referenced file when the
+        delete file names one, else every file of its partition (every file, for a global one)."""
+        if not delete_files:
+            return []  # no need to read the data manifests
+        touched: dict[str, ManifestEntry] = {}
+        live = self._live_data()
+        for delete_file in delete_files:
+            # pyiceberg 0.12 does not expose a deletion vector's referenced_data_file; the path bounds
+            # name the file for file-scoped deletes, and a partition-scoped file touches its partition.
+            referenced = getattr(delete_file, "referenced_data_file", None) or referenced_data_file_path(delete_file)
+            if referenced is not None:
+                if referenced in live:
+                    touched[referenced] = live[referenced]
+                continue
+            for path, entry in live.items():
+                if _is_global(self._table, delete_file) or _same_partition(delete_file, entry.data_file):
+                    touched[path] = entry
+        return [touched[p] for p in sorted(touched)]
+
+    @property
+    def _snapshot_id(self) -> int | None:
+        return self._snapshot.snapshot_id if self._snapshot else None
+
+    def _entries(self, content: ManifestContent) -> Iterator[ManifestEntry]:
+        if self._snapshot is None:
+            return
+        for manifest in self._snapshot.manifests(self._table.io):
+            if manifest.content == content:
+                yield from manifest.fetch_manifest_entry(self._table.io, discard_deleted=True)
+
+    def _live_data(self) -> dict[str, ManifestEntry]:
+        if self._data is None:
+            self._data = {e.data_file.file_path: e for e in self._entries(ManifestContent.DATA)}
+        return self._data
+
+    def _load_deletes(self) -> None:
+        if self._positions is not None:
+            return
+        self._positions = DeleteFileIndex()
+        for entry in self._entries(ManifestContent.DELETES):
+            if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
+                self._equality.append(entry)
+            else:
+                self._positions.add_delete_file(entry, partition_key=entry.data_file.partition)
+
+
+def equality_deletes_on(table: Table, delete_file: DataFile, columns: tuple[str, ...]) -> bool:
+    """Whether an equality-delete file's fields are exactly these columns (then each of its rows deletes one key)."""
+    schema = table.schema()
+    return bool(columns) and set(delete_file.equality_ids or ()) == {schema.find_field(c).field_id for c in columns}
+
+
+def _is_global(table: Table, delete_file: DataFile) -> bool:
+    return table.specs()[delete_file.spec_id].is_unpartitioned()
+
+
+def _same_partition(a: DataFile, b: DataFile) -> bool:
+    return a.spec_id == b.spec_id and a.partition == b.partition
+
+
+class ChangedEntries:
+    """The manifest entries each snapshot ADDED or DELETED, read from its manifests once.
+
+    Planning lists them as work items and reading resolves the items against them; in one process
+    (a local sync) both share an instance and each manifest is read once. Snapshots never change,
+    so the entries cannot go stale; they are metadata, a few hundred bytes a file."""
+
+    def __init__(self) -> None:
+        self._by_snapshot: dict[int, list[ManifestEntry]] = {}
+
+    def of(self, table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
+        if snapshot.snapshot_id not in self._by_snapshot:
+            self._by_snapshot[snapshot.snapshot_id] = list(entries_changed_by(table, snapshot))
+        return self._by_snapshot[snapshot.snapshot_id]
+
+
+def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:
+    """The manifest entries of every data or delete file the snapshot ADDED or DELETED."""
+    for manifest in snapshot.manifests(table.io):
+        # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+                yield entry

@@ -1,0 +1,158 @@
+"""The value types every layer shares: what a change is, what a work item and a checkpoint are,
+what a write to the index is. This module imports nothing of icecdc; every other module may
+import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+
+class ChangeType(StrEnum):
+    """What a change row does to its document. One letter: millions of them cross the shuffle."""
+
+    INSERT = "I"
+    DELETE = "D"
+
+
+# The document of a delete by key (an equality delete): no row image, so it never cancels an insert.
+NO_IMAGE = ""
+
+
+class ChangeRow(NamedTuple):
+    """One row's change, as it crosses the shuffle keyed by its document id."""
+
+    sequence_number: int
+    change: ChangeType
+    document: str  # canonical JSON text of the row; NO_IMAGE for a delete by key
+
+
+# A change row with its key, as the readers emit it and the shuffle groups it.
+Change = tuple[str, ChangeRow]
+
+
+class ItemKind(StrEnum):
+    EXPORT = "export"  # one file of the export snapshot, read as inserts
+    CHANGE = "change"  # the files a snapshot added and removed
+
+
+class ItemStatus(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+
+
+class ResyncKind(StrEnum):
+    """How an export rebuilds an index that already holds documents (WorkItem.resync)."""
+
+    NONE = ""  # the first export: the index is empty
+    REWRITE = "rewrite"  # write every row (equal versions overwrite), then delete documents older than the export
+    RESET = "reset"  # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
+
+
+class StateStoreType(StrEnum):
+    SQLITE = "sqlite"
+    DYNAMODB = "dynamodb"
+
+
+@dataclass(frozen=True)
+class Write:
+    """The net write of one document: index `document` (or delete when None) at `version`."""
+
+    doc_id: str
+    version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
+    document: str | None
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A group of files of one snapshot to read and apply.
+
+    An export item lists one data file of the export snapshot, read as inserts. A change item
+    lists the data files a snapshot added (inserts) and removed (deletes), and the delete files it
+    added (merge-on-read: the rows they newly delete are deletes); a snapshot that changes no rows
+    (a compaction) still gets one empty item so the checkpoint can move past it.
+    """
+
+    table: str
+    table_uuid: str
+    kind: ItemKind
+    snapshot_id: int
+    sequence_number: int
+    group: int  # this item's position among its snapshot's items, from 0
+    groups: int  # how many items the snapshot has; a snapshot is applied only when all are present
+    added_data_files: tuple[str, ...] = ()
+    removed_data_files: tuple[str, ...] = ()
+    added_delete_files: tuple[str, ...] = ()  # position-delete, deletion-vector and equality-delete files
+    resync: ResyncKind = ResyncKind.NONE  # export items only
+    replacing: str = ""  # a resync's export items: the token of the checkpoint it replaces
+    status: ItemStatus = ItemStatus.PENDING
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def key(self) -> str:
+        if self.kind == ItemKind.EXPORT:
+            # one file per export item; an empty table's export is one item with none
+            file_hash = sha256("".join(self.added_data_files))
+            if self.resync:
+                return f"{self.table}|resync|{self.replacing}|{self.snapshot_id}|{file_hash}"
+            return f"{self.table}|export|{self.snapshot_id}|{file_hash}"
+        paths = sorted(self.added_data_files + self.removed_data_files + self.added_delete_files)
+        return f"{self.table}|{self.snapshot_id}|{sha256(chr(10).join(paths))}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkItem:
+        raw: dict[str, Any] = {_RENAMED.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+        return cls(
+            **{
+                **raw,
+                "kind": ItemKind(raw["kind"]),
+                "resync": ResyncKind(raw.get("resync", "")),
+                "status": ItemStatus(raw.get("status", ItemStatus.PENDING)),
+            }
+        )
+
+
+# Field names of items stored before the rename, so that a store written by an earlier version reads.
+_RENAMED = {"added_files": "added_data_files", "deleted_files": "removed_data_files", "delete_files": "added_delete_files"}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The last snapshot of a table whose changes are all in the index, and the shape they have there."""
+
+    table_uuid: str
+    snapshot_id: int
+    sequence_number: int
+    schema_id: int = -1  # the schema the documents were written in; -1: not recorded
+    identifier_columns: tuple[str, ...] = ()  # what their ids were made of
+    index_uuid: str = ""  # the OpenSearch index they are in (its settings' index.uuid); "": not recorded
+
+    @property
+    def token(self) -> str:
+        """Names this checkpoint in the keys of the resync that replaces it: every resync ends on a
+        checkpoint that differs in one of these, so each gets its own keys."""
+        parts: list[object] = [self.table_uuid, self.snapshot_id, self.schema_id, list(self.identifier_columns)]
+        if self.index_uuid:  # absent from checkpoints written before it was recorded: their tokens stay
+            parts.append(self.index_uuid)
+        return sha256(json.dumps(parts))[:16]
+
+    def supersedes(self, item: WorkItem) -> bool:
+        """True when the item's changes are in the index as of this checkpoint (it was applied by a
+        run that crashed before marking it done, or replaced by a resync): retire it unread."""
+        if item.resync:
+            # A resync's export may be of the checkpoint's own snapshot (a schema change); it is
+            # done once the checkpoint it replaces is no longer the current one.
+            return item.replacing != self.token
+        return item.table_uuid == self.table_uuid and item.sequence_number <= self.sequence_number
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

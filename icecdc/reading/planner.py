@@ -1,0 +1,174 @@
+"""Driver side of reading: work items → tasks, through the manifests of their snapshots (metadata
+only). Consecutive copy-on-write commits collapse into one change; a snapshot's whole-file removals
+and additions in one partition pair up into rewrites."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TypeGuard
+
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Snapshot
+
+from icecdc.catalog import sequence_number
+from icecdc.errors import ProcessingError
+from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
+from icecdc.model import ChangeType, ItemKind, WorkItem
+from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
+
+
+def file_tasks(
+    table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = (), changed: ChangedEntries | None = None
+) -> list[Task]:
+    """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only).
+
+    `changed`: the snapshots' entries, when planning in this process has read them already."""
+    changed = changed or ChangedEntries()
+    tasks: list[Task] = []
+    # One snapshot's files serve as "after" for it and "before" for its child: load each once.
+    loaded: dict[int | None, SnapshotFiles] = {}
+
+    def files_of(snapshot: Snapshot | None) -> SnapshotFiles:
+        key = snapshot.snapshot_id if snapshot is not None else None
+        if key not in loaded:
+            loaded[key] = SnapshotFiles(table, snapshot, changed)
+        return loaded[key]
+
+    run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
+    for snapshot_id, snapshot_items in _by_snapshot(items).items():
+        snapshot = table.snapshot_by_id(snapshot_id)
+        name = snapshot_items[0].table
+        if snapshot is None:
+            raise ProcessingError(f"table {name!r}: snapshot {snapshot_id} no longer exists")
+        if snapshot_items[0].kind == ItemKind.EXPORT:
+            snapshot_tasks = _export_tasks(snapshot, snapshot_items, files_of(snapshot))
+        else:
+            parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+            snapshot_tasks = _change_tasks(
+                table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot)
+            )
+        if snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
+            run.append((snapshot, snapshot_tasks))
+            continue
+        tasks += _pair_rewrites(_collapse(run)) + _pair_rewrites(snapshot_tasks)
+        run = []
+    return tasks + _pair_rewrites(_collapse(run))
+
+
+def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
+    """Whether a commit only removed and added whole data files, and added no delete files.
+
+    A compaction (`replace`) is not: its files are never read, so it cannot link a run.
+    """
+    if snapshot.summary is not None and snapshot.summary.operation == Operation.REPLACE:
+        return False
+    return all(
+        isinstance(t, FileTask) and t.deletes_after is None and (t.change == ChangeType.DELETE or not t.deletes) for t in tasks
+    )
+
+
+def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
+    """A run of copy-on-write commits as one change at the run's last sequence number.
+
+    The net change of a run is the rows of the files live before it that it removed against the
+    rows of the files it added that are still live after it: a file added and removed within the
+    run is never read. Hot files rewritten by commit after commit are read twice, not once per
+    commit. All changes get the last commit's sequence number, so a key's ChangeType.DELETE (where it was)
+    and ChangeType.INSERT (where it is) always pair, whichever partitions the run touched last; every
+    version of the run is still above the previous pass's and below the next one's.
+    """
+    if len(run) <= 1:
+        return [t for _, tasks in run for t in tasks]
+    last = run[-1][0]
+    added = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.INSERT}
+    removed = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.DELETE}
+    transient = added & removed
+    return [
+        replace(t, sequence_number=sequence_number(last), snapshot_id=last.snapshot_id)
+        for _, tasks in run
+        for t in tasks
+        if t.data_file.file_path not in transient
+    ]
+
+
+def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
+    """The items per snapshot, oldest snapshot first (a collapsed run ends at its newest)."""
+    grouped: dict[int, list[WorkItem]] = {}
+    for item in sorted(items, key=lambda i: (i.sequence_number, i.group)):
+        grouped.setdefault(item.snapshot_id, []).append(item)
+    return grouped
+
+
+def _export_tasks(snapshot: Snapshot, items: list[WorkItem], files: SnapshotFiles) -> list[Task]:
+    tasks: list[Task] = []
+    for path in sorted({p for item in items for p in item.added_data_files}):
+        entry = files.data_entry(path, items[0].table)
+        tasks.append(
+            FileTask(
+                entry.data_file, ChangeType.INSERT, sequence_number(snapshot), snapshot.snapshot_id, files.deletes_for(entry)
+            )
+        )
+    return tasks
+
+
+def _change_tasks(
+    table: Table,
+    snapshot: Snapshot,
+    items: list[WorkItem],
+    identifier_columns: tuple[str, ...],
+    before: SnapshotFiles,
+    after: SnapshotFiles,
+) -> list[Task]:
+    name = items[0].table
+    wanted = {p for item in items for p in item.added_data_files + item.removed_data_files + item.added_delete_files}
+    seq, snapshot_id = sequence_number(snapshot), snapshot.snapshot_id
+    tasks: list[Task] = []
+    added_data: set[str] = set()
+    row_deletes: list[DataFile] = []
+    found: set[str] = set()
+    # Not one entry per path: a Puffin file holds the deletion vectors of many data files, an entry each.
+    for entry in after.own_entries():
+        if entry.data_file.file_path not in wanted:
+            continue
+        found.add(entry.data_file.file_path)
+        content, added = entry.data_file.content, entry.status == ManifestEntryStatus.ADDED
+        if content == DataFileContent.DATA and added:
+            added_data.add(entry.data_file.file_path)
+            tasks.append(FileTask(entry.data_file, ChangeType.INSERT, seq, snapshot_id, after.deletes_for(entry)))
+        elif content == DataFileContent.DATA:
+            tasks.append(FileTask(entry.data_file, ChangeType.DELETE, seq, snapshot_id, before.deletes_for(entry)))
+        elif content == DataFileContent.EQUALITY_DELETES and equality_deletes_on(table, entry.data_file, identifier_columns):
+            tasks.append(KeyDeleteTask(entry.data_file, seq, snapshot_id))
+        else:
+            # Position deletes and vectors, and equality deletes on other columns (e.g. the identifier
+            # plus partition columns, as Flink writes them): resolved against the rows they touch.
+            row_deletes.append(entry.data_file)
+    if wanted - found:
+        raise ProcessingError(f"table {name!r}: file {min(wanted - found)} of snapshot {snapshot_id} is not in its manifests")
+    # Rows newly deleted: diff each touched data file's deletes in force before and after.
+    for entry in after.data_files_touched_by(row_deletes):
+        if entry.data_file.file_path not in added_data:  # an added file's inserts already had these applied
+            tasks.append(
+                FileTask(
+                    entry.data_file, ChangeType.DELETE, seq, snapshot_id, before.deletes_for(entry), after.deletes_for(entry)
+                )
+            )
+    return tasks
+
+
+def _pair_rewrites(tasks: list[Task]) -> list[Task]:
+    """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks."""
+    by_partition: dict[tuple[int, str], list[FileTask]] = {}
+    others: list[Task] = []
+    for task in tasks:
+        if isinstance(task, FileTask) and not task.deletes and task.deletes_after is None:
+            by_partition.setdefault((task.data_file.spec_id, repr(task.data_file.partition)), []).append(task)
+        else:
+            others.append(task)
+    for group in by_partition.values():
+        removed = tuple(t for t in group if t.change == ChangeType.DELETE)
+        added = tuple(t for t in group if t.change == ChangeType.INSERT)
+        others += [RewriteTask(removed, added)] if removed and added else list(group)
+    return others

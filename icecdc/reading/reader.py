@@ -1,0 +1,301 @@
+"""Executor side of reading: tasks → files → change rows keyed by document id.
+
+Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID, projected onto the
+current schema, identity-partition values come from metadata. Each row becomes a document (see
+`documents.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.metadata import TableMetadata
+
+from icecdc.compat import read_position_deletes
+from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.documents import DocumentMapper, encode_document
+from icecdc.errors import FilesGone, ProcessingError
+from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
+from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
+
+
+@dataclass(frozen=True)
+class TableReader:
+    """What an executor needs to read a table's files; small and picklable."""
+
+    table_name: str
+    metadata: TableMetadata  # pickled as is: pyiceberg 0.12 cannot write v3 metadata as JSON
+    io_properties: dict[str, str]
+    identifier_columns: tuple[str, ...]
+    dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
+
+    @classmethod
+    def for_table(
+        cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None
+    ) -> TableReader:
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
+
+    def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
+        """Every change the tasks' files carry, keyed by document id.
+
+        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle;
+        `dead_lettered` (likewise) the rows that could not become documents.
+        """
+        files = _Files.open(self)
+        unreadable: list[DeadLetter] = []
+        dropped = 0
+        try:
+            for task in tasks:
+                if isinstance(task, KeyDeleteTask):
+                    yield from self._key_deletes(files, task, unreadable)
+                elif isinstance(task, RewriteTask):
+                    changes, pairs = self._rewrite_changes(files, task, unreadable)
+                    dropped += pairs
+                    yield from changes
+                else:
+                    yield from self._file_changes(files, task, unreadable)
+        except FileNotFoundError as exc:
+            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
+        if carried is not None:
+            carried.add(dropped)
+        if unreadable:
+            assert self.dead_letter is not None
+            DeadLetters(self.dead_letter).write(unreadable)
+            if dead_lettered is not None:
+                dead_lettered.add(len(unreadable))
+
+    def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+        removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
+        removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
+        file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
+        for position, row in files.rows(task.data_file):
+            if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
+                continue
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                continue
+            fields = files.mapper.document(row)
+            document = encode_document(fields)
+            if self.identifier_columns:
+                doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
+            else:
+                # Insert-only tables: the row's place in its file names it (compactions are never read).
+                doc_id = f"{file_key}-{position}"
+            if doc_id is not None:
+                yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+
+    def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
+        """The rows a rewrite changed, and how many unchanged pairs it dropped.
+
+        Rows equal in every column cancel pairwise (a multiset difference by Arrow's group-by), so
+        only changed rows reach Python. Types Arrow cannot group by (structs, lists, maps) take the
+        row-by-row path, where carryovers cancel after the shuffle instead.
+        """
+        removed = files.table([t.data_file for t in task.removed])
+        added = files.table([t.data_file for t in task.added])
+        try:
+            removed_rows, added_rows, pairs = _cancel_equal_rows(removed, added)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
+        changes = [
+            change
+            for rows, side in ((removed_rows, task.removed), (added_rows, task.added))
+            for change in self._row_changes(files, _python_rows(rows), side, unreadable)
+        ]
+        return changes, pairs
+
+    def _row_changes(
+        self, files: _Files, rows: Iterable[dict[str, Any] | BadText], side: tuple[FileTask, ...], unreadable: list[DeadLetter]
+    ) -> Iterator[Change]:
+        """Changes of rows read from the files of one side of a rewrite (which file each came from is not kept)."""
+        task, paths = side[0], " or ".join(sorted(t.data_file.file_path for t in side))
+        for row in rows:
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable, paths)
+                continue
+            fields = files.mapper.document(row)
+            document = encode_document(fields)
+            doc_id = self._document_id(files.mapper, fields, document, task, unreadable, paths)
+            if doc_id is not None:
+                yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+
+    def _key_deletes(self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+        for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
+            if isinstance(row, BadText):
+                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                continue
+            fields = files.mapper.document(row)
+            doc_id = self._document_id(files.mapper, fields, encode_document(fields), task, unreadable)
+            if doc_id is not None:
+                yield doc_id, ChangeRow(task.sequence_number, ChangeType.DELETE, NO_IMAGE)
+
+    def _document_id(
+        self,
+        mapper: DocumentMapper,
+        fields: dict[str, Any],
+        document: str,
+        task: FileTask | KeyDeleteTask,
+        unreadable: list[DeadLetter],
+        paths: str | None = None,
+    ) -> str | None:
+        """The document's `_id`; None (and a dead letter) when its identifier is null."""
+        try:
+            return mapper.document_id(fields)
+        except ValueError as exc:
+            self._unreadable(task, str(exc), document, unreadable, paths)
+            return None
+
+    def _unreadable(
+        self,
+        task: FileTask | KeyDeleteTask,
+        problem: str,
+        document: str | None,
+        unreadable: list[DeadLetter],
+        paths: str | None = None,
+    ) -> None:
+        """A row that cannot become a document: a dead letter naming where it is, or, without a
+        dead-letter location, an error that stops the batch."""
+        paths = paths or (task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path)
+        reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
+        if self.dead_letter is None:
+            raise ProcessingError(f"table {self.table_name!r}: {reason}")
+        unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
+
+
+@dataclass
+class _Files:
+    """An executor's handle on the table's files: metadata, FileIO and the document mapper."""
+
+    metadata: TableMetadata
+    io: FileIO
+    schema: Schema
+    mapper: DocumentMapper
+
+    @classmethod
+    def open(cls, reader: TableReader) -> _Files:
+        metadata = reader.metadata
+        schema = metadata.schema()
+        return cls(
+            metadata,
+            load_file_io(reader.io_properties, metadata.location),
+            schema,
+            DocumentMapper(schema, reader.identifier_columns),
+        )
+
+    def table(self, data_files: list[DataFile]) -> pa.Table:
+        """Every row of the files, deletes NOT applied, projected onto the current schema by field ID."""
+        return ArrowScan(self.metadata, self.io, self.schema, AlwaysTrue()).to_table([FileScanTask(f) for f in data_files])
+
+    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
+        """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
+        scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
+        position = 0
+        for batch in scan.to_record_batches([FileScanTask(data_file)]):
+            for row in _python_rows(batch):
+                yield position, row
+                position += 1
+
+
+@dataclass(frozen=True)
+class BadText:
+    """A row in place of which only this can be said: its `column` holds a string that is not UTF-8."""
+
+    column: str
+
+
+def _python_rows(data: pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any] | BadText]:
+    """The rows as dicts, and a `BadText` for a row with a string that is not valid UTF-8.
+
+    Arrow does not validate the strings it reads from Parquet (Spark writes whatever bytes a
+    string holds), and converting them to Python fails for the whole batch; only a batch that
+    fails is converted again row by row, to find the rows and the column."""
+    try:
+        rows = data.to_pylist()
+    except UnicodeDecodeError:
+        for i in range(data.num_rows):
+            row = data.slice(i, 1)
+            try:
+                yield row.to_pylist()[0]
+            except UnicodeDecodeError:
+                yield BadText(next(name for name in row.column_names if _undecodable(row.column(name))))
+        return
+    yield from rows
+
+
+def _undecodable(column: pa.ChunkedArray | pa.Array) -> bool:
+    try:
+        column.to_pylist()
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+@dataclass
+class _RemovedRows:
+    """Which rows of one data file a set of delete files removes: by position, or by equal values."""
+
+    positions: set[int] = field(default_factory=set)
+    equality: list[tuple[tuple[str, ...], set[tuple[Any, ...]]]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, files: _Files, data_file: DataFile, delete_files: Iterable[DataFile]) -> _RemovedRows:
+        removed = cls()
+        for delete_file in {d.file_path: d for d in delete_files}.values():  # a Puffin file once, for all its vectors
+            if delete_file.content == DataFileContent.EQUALITY_DELETES:
+                names = tuple(files.schema.find_column_name(i) or f"field {i}" for i in delete_file.equality_ids or ())
+                values = {
+                    tuple(row[n] for n in names)
+                    for _, row in files.rows(delete_file, files.schema.select(*names))
+                    if not isinstance(row, BadText)  # equal to no row that can become a document
+                }
+                removed.equality.append((names, values))
+            else:
+                # pyiceberg reads position-delete files and deletion vectors (Puffin) alike.
+                deleted = read_position_deletes(files.io, delete_file).get(data_file.file_path)
+                if deleted is not None:
+                    removed.positions.update(deleted.to_pylist())
+        return removed
+
+    def removes(self, position: int, row: dict[str, Any] | BadText) -> bool:
+        if position in self.positions:
+            return True
+        if isinstance(row, BadText):
+            return False  # its values cannot be compared; it becomes a dead letter, deleted or not
+        return any(tuple(row[n] for n in names) in values for names, values in self.equality)
+
+
+def _cancel_equal_rows(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa.Table, int]:
+    """(removed rows, added rows, pairs dropped): rows equal in every column cancel pairwise."""
+    columns = removed.column_names
+    both = pa.concat_tables(
+        [
+            removed.append_column("__removed", _ones(removed.num_rows)).append_column("__added", _zeros(removed.num_rows)),
+            added.append_column("__removed", _zeros(added.num_rows)).append_column("__added", _ones(added.num_rows)),
+        ]
+    )
+    counts = both.group_by(columns, use_threads=False).aggregate([("__removed", "sum"), ("__added", "sum")])
+    excess = pc.subtract(counts["__removed_sum"], counts["__added_sum"]).to_pylist()
+    pairs = pc.sum(pc.min_element_wise(counts["__removed_sum"], counts["__added_sum"])).as_py() or 0
+    keep_removed = [i for i, n in enumerate(excess) if n > 0 for _ in range(n)]
+    keep_added = [i for i, n in enumerate(excess) if n < 0 for _ in range(-n)]
+    rows = counts.select(columns)
+    return rows.take(pa.array(keep_removed, pa.int64())), rows.take(pa.array(keep_added, pa.int64())), pairs
+
+
+def _ones(n: int) -> pa.Array:
+    return pa.nulls(n, pa.int64()).fill_null(1)
+
+
+def _zeros(n: int) -> pa.Array:
+    return pa.nulls(n, pa.int64()).fill_null(0)

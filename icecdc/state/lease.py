@@ -1,0 +1,57 @@
+"""A table's processing lease: one run at a time writes a table, and a run that lost it stops."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Self
+
+from icecdc.state.store import StateStore
+
+log = logging.getLogger(__name__)
+
+
+class Lease:
+    """Hold a table's processing lease for a `with` block: wait for it up to its own length (a
+    crashed holder's lease runs out by then), renew it in the background, release it at the end.
+
+    `held` is False when another live run kept it; the block then should leave the table alone.
+    `owner` fences the run's checkpoint writes (`StateStore.complete`); `lost` turns True when a
+    renewal failed, and the run should stop: it can no longer advance anything.
+    """
+
+    def __init__(self, store: StateStore, table: str, seconds: float) -> None:
+        self._store = store
+        self._table = table
+        self._seconds = seconds
+        self.owner = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.held = False
+        self.lost = False
+
+    def __enter__(self) -> Self:
+        deadline = time.monotonic() + self._seconds
+        while not (held := self._store.acquire_lease(self._table, self.owner, self._seconds)) and time.monotonic() < deadline:
+            time.sleep(min(1.0, self._seconds / 10))
+        self.held = held
+        if held:
+            self._renewer = threading.Thread(target=self._renew, name=f"lease-{self._table}", daemon=True)
+            self._renewer.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._seconds / 3):
+            if not self._store.acquire_lease(self._table, self.owner, self._seconds):
+                log.warning("%s: lost the processing lease to another run; this run stops", self._table)
+                self.lost = True
+                return
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if self.held:
+            self._store.release_lease(self._table, self.owner)

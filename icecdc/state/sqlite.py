@@ -1,0 +1,172 @@
+"""The local state store: one SQLite file, safe for several processes (SQLite's own locking)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from icecdc.errors import LeaseLost
+from icecdc.model import Checkpoint, ItemStatus, WorkItem
+from icecdc.state.store import Completion, StateStore
+
+
+class SqliteStateStore(StateStore):
+    """The local store: one SQLite file, safe for several processes (SQLite's own locking)."""
+
+    def __init__(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # One connection, shared by a sync and its lease renewer thread: every use holds its lock.
+        self._db = _LockedConnection(sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False))
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.connection.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS checkpoints (
+                table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
+                snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
+                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL, updated_at REAL NOT NULL,
+                index_uuid TEXT NOT NULL DEFAULT '');
+            CREATE TABLE IF NOT EXISTS export_claims (
+                table_name TEXT NOT NULL, table_uuid TEXT NOT NULL, replacing TEXT NOT NULL,
+                snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
+                PRIMARY KEY (table_name, table_uuid, replacing));
+            CREATE TABLE IF NOT EXISTS leases (table_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS work_items (
+                key TEXT PRIMARY KEY, table_name TEXT NOT NULL, status TEXT NOT NULL,
+                sequence_number INTEGER NOT NULL, body TEXT NOT NULL);
+            CREATE INDEX IF NOT EXISTS work_items_pending ON work_items (table_name, status, sequence_number);
+            """
+        )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(checkpoints)").fetchall()}
+        if "index_uuid" not in columns:  # a state file written before the index's identity was recorded
+            self._db.execute("ALTER TABLE checkpoints ADD COLUMN index_uuid TEXT NOT NULL DEFAULT ''")
+
+    def get_checkpoint(self, table: str) -> Checkpoint | None:
+        row = self._db.execute(
+            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid "
+            "FROM checkpoints WHERE table_name = ?",
+            (table,),
+        ).fetchone()
+        if row is None:
+            return None
+        table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid = row
+        return Checkpoint(table_uuid, snapshot_id, sequence_number, schema_id, tuple(json.loads(identifier_columns)), index_uuid)
+
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        self._db.execute(
+            "INSERT OR IGNORE INTO export_claims VALUES (?, ?, ?, ?, ?)",
+            (table, base.table_uuid, replacing, base.snapshot_id, base.sequence_number),
+        )
+        row = self._db.execute(
+            "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims WHERE table_name = ? AND table_uuid = ? AND replacing = ?",
+            (table, base.table_uuid, replacing),
+        ).fetchone()
+        return Checkpoint(*row)
+
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        now = time.time()
+        with self._transaction():
+            cursor = self._db.execute(
+                """INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (table_name) DO UPDATE
+                   SET owner = excluded.owner, expires_at = excluded.expires_at
+                   WHERE leases.owner = excluded.owner OR leases.expires_at < ?""",
+                (table, owner, now + seconds, now),
+            )
+            return cursor.rowcount == 1
+
+    def release_lease(self, table: str, owner: str) -> None:
+        self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
+
+    def put_item(self, item: WorkItem) -> bool:
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)",
+            (item.key, item.table, item.status, item.sequence_number, item.to_json()),
+        )
+        return cursor.rowcount == 1
+
+    def pending_items(self, table: str) -> list[WorkItem]:
+        rows = self._db.execute(
+            "SELECT body FROM work_items WHERE table_name = ? AND status = ? ORDER BY sequence_number, key",
+            (table, ItemStatus.PENDING),
+        ).fetchall()
+        return [WorkItem.from_json(body) for (body,) in rows]
+
+    def _complete(self, table: str, completion: Completion) -> None:
+        checkpoint, fence = completion.checkpoint, completion.fence
+        with self._transaction():
+            if checkpoint is not None:
+                if fence is not None and not self._holds_lease(table, fence):
+                    raise LeaseLost.of(table)
+                self._db.execute(
+                    """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (table_name) DO UPDATE SET
+                         table_uuid = excluded.table_uuid, snapshot_id = excluded.snapshot_id,
+                         sequence_number = excluded.sequence_number, schema_id = excluded.schema_id,
+                         identifier_columns = excluded.identifier_columns, updated_at = excluded.updated_at,
+                         index_uuid = excluded.index_uuid
+                       WHERE excluded.sequence_number > checkpoints.sequence_number
+                          OR excluded.table_uuid != checkpoints.table_uuid OR ?""",
+                    (
+                        table,
+                        checkpoint.table_uuid,
+                        checkpoint.snapshot_id,
+                        checkpoint.sequence_number,
+                        checkpoint.schema_id,
+                        json.dumps(list(checkpoint.identifier_columns)),
+                        time.time(),
+                        checkpoint.index_uuid,
+                        completion.replace,
+                    ),
+                )
+            for item in completion.items:
+                done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
+                self._db.execute(
+                    "UPDATE work_items SET status = ?, body = ? WHERE key = ?", (ItemStatus.DONE, done.to_json(), item.key)
+                )
+
+    def _holds_lease(self, table: str, owner: str) -> bool:
+        row = self._db.execute("SELECT owner, expires_at FROM leases WHERE table_name = ?", (table,)).fetchone()
+        return row is not None and row[0] == owner and row[1] >= time.time()
+
+    def _transaction(self) -> _SqliteTransaction:
+        return _SqliteTransaction(self._db)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class _LockedConnection:
+    """A SQLite connection whose statements, and transactions, one thread at a time may run."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.lock = threading.RLock()
+
+    def execute(self, sql: str, parameters: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        with self.lock:
+            return self.connection.execute(sql, parameters)
+
+    def close(self) -> None:
+        with self.lock:
+            self.connection.close()
+
+
+class _SqliteTransaction:
+    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on error (the connection runs in autocommit mode),
+    holding the connection's lock throughout."""
+
+    def __init__(self, db: _LockedConnection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.lock.acquire()
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        try:
+            self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._db.lock.release()

@@ -1,0 +1,80 @@
+"""The state-store contract: checkpoints and work items, what has been applied to the index and what is still to do.
+
+`StateStore` is the contract; `SqliteStateStore` is the local implementation, DynamoDB the AWS one.
+Every implementation passes the same contract suite (tests/test_state_contract.py).
+
+Rules every store keeps:
+- work items are written put-if-absent by their deterministic key, so planning twice is a no-op;
+- the export base of a table is claimed put-if-absent, so racing planners export one snapshot;
+- `complete` advances the checkpoint before it marks items done: a crash between the two leaves
+  items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor retires unread;
+- `complete` with a `fence` (the lease owner) advances nothing unless that owner still holds the
+  table's lease, so a run that lost its lease can never move the checkpoint of the run that took it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from icecdc.model import Checkpoint, WorkItem
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What `StateStore.complete` is asked to record."""
+
+    checkpoint: Checkpoint | None
+    items: tuple[WorkItem, ...]
+    replace: bool
+    fence: str | None
+
+
+class StateStore(ABC):
+    """Checkpoints, export claims and work items of every configured table."""
+
+    @abstractmethod
+    def get_checkpoint(self, table: str) -> Checkpoint | None: ...
+
+    @abstractmethod
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        """Record `base` as the export snapshot of the table's UUID that replaces the checkpoint
+        `replacing` names (see `Checkpoint.token`; "": the first export) unless one is recorded;
+        return the recorded one."""
+
+    @abstractmethod
+    def put_item(self, item: WorkItem) -> bool:
+        """Write the item unless its key exists; True when this call wrote it."""
+
+    @abstractmethod
+    def pending_items(self, table: str) -> list[WorkItem]:
+        """The table's pending items, oldest snapshot first."""
+
+    def complete(
+        self,
+        table: str,
+        checkpoint: Checkpoint | None,
+        items: Iterable[WorkItem],
+        replace: bool = False,
+        fence: str | None = None,
+    ) -> None:
+        """Advance the checkpoint (never backwards, unless `replace`: a resync), then mark the items done.
+
+        `fence`: the lease owner this run holds the table's lease as; when it no longer holds it,
+        raise `LeaseLost` and advance nothing."""
+        self._complete(table, Completion(checkpoint, tuple(items), replace, fence))
+
+    @abstractmethod
+    def _complete(self, table: str, completion: Completion) -> None:
+        """`complete`, as the store does it."""
+
+    @abstractmethod
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        """Hold the table's processing lease for `seconds` (or renew it); False while another owner holds it."""
+
+    @abstractmethod
+    def release_lease(self, table: str, owner: str) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional: a store without connections has nothing to release
+        """Release connections."""

@@ -1,0 +1,38 @@
+"""pyiceberg's private APIs icecdc uses (icecdc/compat.py): an upgrade that moves or changes one
+fails here, by name, instead of deep inside a Spark task."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+from pyiceberg.io import pyarrow as pyiceberg_pyarrow
+from pyiceberg.table import delete_file_index
+from pyiceberg.table.update import snapshot
+
+from icecdc import compat
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def parameters(function: object) -> list[str]:
+    return list(inspect.signature(function).parameters)  # type: ignore[arg-type]
+
+
+def test_the_installed_pyiceberg_is_the_pinned_one_compat_was_checked_against() -> None:
+    pinned = re.search(r'"pyiceberg\[[^\]]*\]==([^"]+)"', PYPROJECT.read_text())
+    assert pinned is not None
+    assert version("pyiceberg") == pinned.group(1) == compat.PYICEBERG_VERSION
+
+
+def test_the_private_functions_still_take_what_compat_passes() -> None:
+    assert parameters(pyiceberg_pyarrow._read_deletes) == ["io", "data_file"]
+    assert parameters(delete_file_index._referenced_data_file_path) == ["delete_file"]
+    assert parameters(pyiceberg_pyarrow._dataframe_to_data_files)[:4] == ["table_metadata", "df", "io", "write_uuid"]
+
+
+def test_the_overwrite_producer_still_has_the_summary_hook_the_test_commits_override() -> None:
+    assert compat.OverwriteFiles is snapshot._OverwriteFiles
+    assert parameters(snapshot._OverwriteFiles._summary) == ["self", "snapshot_properties"]

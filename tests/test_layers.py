@@ -1,0 +1,67 @@
+"""The import graph of icecdc points one way (see ARCHITECTURE.md and the README's layout): a
+module imports only modules of lower layers, or of its own package. Read from the source, so a
+new upward import fails here by name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
+
+# Bottom first. A package name covers its modules.
+LAYERS: list[set[str]] = [
+    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents"},  # value types, no icecdc imports
+    {"icecdc.config"},
+    {
+        "icecdc.catalog",
+        "icecdc.deadletters",
+        "icecdc.index",
+        "icecdc.manifests",
+        "icecdc.protection",
+        "icecdc.state",
+        "icecdc.verify",
+    },
+    {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
+    {"icecdc.reading.planner", "icecdc.reading.reader", "icecdc.planning"},
+    {"icecdc.processing"},
+    {"icecdc.aws", "icecdc.demo"},  # what the entries call
+    {"icecdc.cli"},
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    for level, names in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return level
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def imports_of(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("icecdc"):
+            found |= {f"icecdc.{a.name}" for a in node.names} if node.module == "icecdc" else {node.module}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("icecdc")}
+    return found
+
+
+def package_of(module: str) -> str:
+    return module.rsplit(".", 1)[0] if module.count(".") > 1 else module
+
+
+def test_every_import_points_down_or_stays_in_its_package() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        for target in imports_of(path):
+            same_package = package_of(target) == package_of(module) or target.startswith(module + ".")
+            if not same_package and target != "icecdc" and layer_of(target) >= layer_of(module):
+                upward.append(f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})")
+    assert upward == []
