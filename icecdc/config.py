@@ -117,6 +117,11 @@ class OpenSearchConfig(_Model):
     aws_service: Literal["es", "aoss"] = "es"  # "es" for managed domains, "aoss" for Serverless
     verify_certs: bool = True
     bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
+    # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch Service
+    # refuses HTTP requests over 10 MiB on its smallest instance types (100 MiB on large ones), and
+    # AWS advises bulk requests of 5 to 15 MiB: 5 MiB stays under every domain's limit. A document
+    # whose action alone is larger is a dead letter, never sent.
+    max_chunk_bytes: int = Field(5 * 1024 * 1024, gt=0)
     max_retries: int = Field(5, ge=1)  # for 429 and 5xx answers, with exponential backoff and jitter
     initial_backoff_seconds: float = Field(0.5, gt=0)
     max_backoff_seconds: float = Field(30.0, gt=0)

@@ -5,6 +5,9 @@ replayed or reordered write never overwrites a newer document: OpenSearch answer
 counts as done. A delete of an absent document answers 404 and also counts as done (OpenSearch
 keeps the version as a tombstone, so an older index of it is still refused for a while).
 
+Requests are bounded by count (`bulk_chunk_size`) and by bytes (`max_chunk_bytes`); a document
+whose action alone is larger than `max_chunk_bytes` is never sent.
+
 Only a document's own fault becomes a dead letter (`DocumentFault`, or a single document too large
 for a request). Anything else OpenSearch refuses (a block, missing rights, a missing or closed
 index, an error type we do not know) fails the batch with a SinkError that says what is wrong: a
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -217,18 +221,22 @@ def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, versi
 
 def bulk_actions(index: str, writes: Iterable[Write], version_type: str = "external") -> Iterator[dict[str, Any]]:
     for write in writes:
-        action: dict[str, Any] = {
-            "_index": index,
-            "_id": write.doc_id,
-            "version": write.version,
-            "version_type": version_type,
-        }
-        if write.document is None:
-            action["_op_type"] = "delete"
-        else:
-            action["_op_type"] = "index"
-            action["_source"] = write.document  # already JSON text: the serializer passes strings through
-        yield action
+        yield _bulk_action(index, write, version_type)
+
+
+def _bulk_action(index: str, write: Write, version_type: str) -> dict[str, Any]:
+    action: dict[str, Any] = {
+        "_index": index,
+        "_id": write.doc_id,
+        "version": write.version,
+        "version_type": version_type,
+    }
+    if write.document is None:
+        action["_op_type"] = "delete"
+    else:
+        action["_op_type"] = "index"
+        action["_source"] = write.document  # already JSON text: the serializer passes strings through
+    return action
 
 
 # A refused item: the write, OpenSearch's status for it, and its reason.
@@ -258,13 +266,17 @@ def write_documents(
     Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items that
     are the document's own fault (`classify_item`) go to `dead_letter` (without one, they fail the
     batch); any other refusal fails the batch before anything of its request is dead-lettered. A
-    request answered 413 is split in halves; a lone document answered 413 is a dead letter. A lost
-    connection fails the batch: the transport has retried it already, and the checkpoint must not move.
+    request answered 413 is split in halves; a lone document answered 413 is a dead letter, and so is,
+    without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
+    fails the batch: the transport has retried it already, and the checkpoint must not move.
     A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
     """
     stats = SinkStats()
-    for chunk in _chunks(writes, config.bulk_chunk_size):
-        _write_with_retries(client, config, index, chunk, stats, dead_letter, version_type)
+    for chunk_or_refusal in _chunks(client, config, index, writes, version_type):
+        if isinstance(chunk_or_refusal, list):
+            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, version_type)
+        else:  # a document too large for any request
+            _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
 
 
@@ -292,12 +304,7 @@ def _write_with_retries(
                 f"the documents' fault (nothing was dead-lettered): {_quote(answer.failed)}"
             )
         if answer.refused:
-            if dead_letter is None:
-                raise SinkError(
-                    f"OpenSearch refused {len(answer.refused)} documents of index {index!r}: {_quote(answer.refused)}"
-                )
-            dead_letter(answer.refused)
-            stats.dead_lettered += len(answer.refused)
+            _dead_letter(answer.refused, "OpenSearch refused", index, stats, dead_letter)
         if not answer.retry:
             return
         if attempt == config.max_retries:
@@ -308,6 +315,20 @@ def _write_with_retries(
         chunk = [write for write, _, _ in answer.retry]
         stats.retried += len(chunk)
         time.sleep(_backoff(config, attempt))
+
+
+def _dead_letter(
+    refused: list[Refusal],
+    who_refused: str,
+    index: str,
+    stats: SinkStats,
+    dead_letter: Callable[[list[Refusal]], None] | None,
+) -> None:
+    """Hand documents that can never be written to `dead_letter`; without one, fail the batch naming them."""
+    if dead_letter is None:
+        raise SinkError(f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}")
+    dead_letter(refused)
+    stats.dead_lettered += len(refused)
 
 
 def _quote(refusals: list[Refusal]) -> str:
@@ -333,6 +354,7 @@ def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: Sink
             client,
             bulk_actions(index, chunk, version_type),
             chunk_size=len(chunk),
+            max_chunk_bytes=sys.maxsize,  # the chunk is one request: `_chunks` bounded its bytes already
             max_retries=0,
             raise_on_error=False,
             raise_on_exception=True,
@@ -371,15 +393,45 @@ def _request_error(exc: TransportError) -> str:
     return str(exc.error)
 
 
-def _chunks(writes: Iterable[Write], size: int) -> Iterator[list[Write]]:
+def _chunks(
+    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], version_type: str
+) -> Iterator[list[Write] | Refusal]:
+    """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
+    bytes of body. A write whose action alone is over `max_chunk_bytes` comes as its refusal (413),
+    in no chunk: no request within the limit can carry it."""
+    serializer = client.transport.serializer
+    limit = config.max_chunk_bytes
     chunk: list[Write] = []
+    chunk_bytes = 0
     for write in writes:
-        chunk.append(write)
-        if len(chunk) == size:
+        size = _action_bytes(serializer, _bulk_action(index, write, version_type))
+        if size > limit:
+            yield (
+                write,
+                TOO_LARGE,
+                f"the document's bulk action is {size} bytes, over opensearch.max_chunk_bytes ({limit}): not sent",
+            )
+            continue
+        if chunk and chunk_bytes + size > limit:
             yield chunk
-            chunk = []
+            chunk, chunk_bytes = [], 0
+        chunk.append(write)
+        chunk_bytes += size
+        if len(chunk) == config.bulk_chunk_size:
+            yield chunk
+            chunk, chunk_bytes = [], 0
     if chunk:
         yield chunk
+
+
+def _action_bytes(serializer: Any, action: dict[str, Any]) -> int:
+    """The bytes one action takes in a bulk body, counted as opensearch-py's bulk helper counts them:
+    the action line and the source (JSON text, passed through), each with its newline."""
+    line, source = helpers.expand_action(action)
+    size = len(serializer.dumps(line).encode("utf-8")) + 1
+    if source is not None:
+        size += len(serializer.dumps(source).encode("utf-8")) + 1
+    return size
 
 
 def _backoff(config: OpenSearchConfig, attempt: int) -> float:
