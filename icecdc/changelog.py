@@ -3,9 +3,9 @@
 After the shuffle every change of a key is in one place. Three small steps, in the spirit of
 Iceberg's RemoveCarryoverIterator and ComputeUpdateIterator, run per snapshot and then across:
 
-1. carryover removal: a DELETE and an ChangeType.INSERT of an identical document within one snapshot
+1. carryover removal: a DELETE and an INSERT of an identical document within one snapshot
    cancel (a copy-on-write rewrite carries untouched rows over into a new file);
-2. update merge: what remains of a snapshot is an index of its ChangeType.INSERT (an insert or an update,
+2. update merge: what remains of a snapshot is an index of its INSERT (an insert or an update,
    also when a partition column moved the row to another file) or a delete;
 3. net change: across snapshots the latest one that changed the key wins.
 
@@ -26,7 +26,7 @@ from icecdc.model import ChangeRow, ChangeType, Write
 @dataclass
 class ChangeStats:
     rows: int = 0
-    carryovers: int = 0  # DELETE+ChangeType.INSERT pairs dropped as unchanged
+    carryovers: int = 0  # DELETE+INSERT pairs dropped as unchanged
 
     def add(self, other: ChangeStats) -> None:
         self.rows += other.rows
@@ -51,7 +51,7 @@ def net_write(
 
     `duplicates`: where a snapshot with several live rows of this key is reported (that snapshot
     then changes nothing of the document); without it, such a snapshot raises `DuplicateIdentifier`."""
-    # Plain lists per snapshot: nearly every key has at most one DELETE and one ChangeType.INSERT per
+    # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
     rows = 0
@@ -83,7 +83,7 @@ def net_write(
 
 
 def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:
-    """remove_carryovers + merge_update for at most one ChangeType.INSERT and one DELETE."""
+    """remove_carryovers + merge_update for at most one INSERT and one DELETE."""
     if inserts and deletes and inserts[0] == deletes[0]:
         stats.carryovers += 1
         return None
@@ -95,7 +95,7 @@ def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes
 
 
 def remove_carryovers(snapshot: SnapshotChanges) -> int:
-    """Cancel identical DELETE/ChangeType.INSERT pairs in place; return how many pairs were dropped."""
+    """Cancel identical DELETE/INSERT pairs in place; return how many pairs were dropped."""
     carried = snapshot.deletes & snapshot.inserts  # multiset intersection: min of the counts
     snapshot.deletes -= carried
     snapshot.inserts -= carried

@@ -7,23 +7,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
-from opensearchpy import OpenSearch
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import Table
-from spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - spark_sql is a fixture for every test module
 
-from icecdc.catalog import identifier_columns
-from icecdc.config import Config, parse_config
-from icecdc.processing import BatchResult, sync
-from icecdc.sink import open_client
-from icecdc.state import SqliteStateStore
-from icecdc.verify import diff_index, index_documents
+from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
+from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
+
+# moto's server and the per-test DynamoDB tables: the AWS tests and the state-store contract use them
+pytest_plugins = ["tests.support.moto"]
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
@@ -65,75 +59,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def config_dict(workdir: Path, opensearch_url: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "catalog": {
-            "name": "lake",
-            "type": "sql",
-            "uri": f"sqlite:///{workdir / 'catalog.db'}",
-            "warehouse": (workdir / "warehouse").as_uri(),
-        },
-        # a short lease: a test that kills a sync reruns without waiting long for the dead run's lease
-        "state": {"type": "sqlite", "path": str(workdir / "state.db"), "lease_seconds": 5},
-        "opensearch": {"url": opensearch_url},
-        "spark": {"master": "local[2]"},
-        "tables": tables,
-    }
-
-
-@dataclass
-class Pipeline:
-    """A catalog, a state store and an OpenSearch, wired by one config, for one test."""
-
-    workdir: Path
-    opensearch_url: str
-    spark: Any
-
-    def __post_init__(self) -> None:
-        self.catalog = SqlCatalog(
-            "lake", uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri()
-        )
-        self.catalog.create_namespace_if_not_exists("db")
-        self.client: OpenSearch = open_client(parse_config(self.config_dict([{"name": "db.x"}])).opensearch)
-
-    def config_dict(self, tables: list[dict[str, Any]]) -> dict[str, Any]:
-        return config_dict(self.workdir, self.opensearch_url, tables)
-
-    def config(self, *tables: dict[str, Any]) -> Config:
-        return parse_config(self.config_dict(list(tables)))
-
-    def store(self) -> SqliteStateStore:
-        return SqliteStateStore(self.workdir / "state.db")
-
-    def sync(self, config: Config, name: str) -> BatchResult:
-        """Sync one table and assert the invariant."""
-        (result,) = sync(config, self.spark, [name])
-        self.assert_index_equals_table(config, name)
-        return result
-
-    def assert_index_equals_table(self, config: Config, name: str) -> None:
-        table_config = config.table(name)
-        table = self.catalog.load_table(name)
-        diff = diff_index(table, identifier_columns(table, table_config), self.client, table_config.index)
-        assert not diff, diff.summary()
-
-    def documents(self, index: str) -> dict[str, str]:
-        return index_documents(self.client, index)
-
-    def versions(self, index: str) -> dict[str, int]:
-        self.client.indices.refresh(index=index)
-        hits = self.client.search(index=index, body={"query": {"match_all": {}}, "version": True, "size": 10000})["hits"]["hits"]
-        return {h["_id"]: h["_version"] for h in hits}
-
-
 @pytest.fixture
 def pipeline(tmp_path: Path, osmem_clone: Any, spark: Any) -> Pipeline:
     return Pipeline(tmp_path, osmem_clone.url, spark)
-
-
-def arrow_rows(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-def reload(pipeline: Pipeline, name: str) -> Table:
-    return pipeline.catalog.load_table(name)

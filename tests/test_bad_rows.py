@@ -12,8 +12,8 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
 from icecdc.processing import sync
-from tests.conftest import Pipeline
-from tests.spark_sql import run_sql
+from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import run_sql
 
 NAME = "db.u"
 

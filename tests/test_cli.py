@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import Pipeline
-from tests.test_sync import orders, rows
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 
 def icecdc(*args: str) -> subprocess.CompletedProcess[str]:

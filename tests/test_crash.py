@@ -40,9 +40,9 @@ from icecdc.model import Checkpoint
 from icecdc.state import SqliteStateStore
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index
-from tests.conftest import Pipeline
-from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
-from tests.test_sync import orders, rows
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
 REGIONS = ("us", "eu", "apac")

@@ -30,7 +30,7 @@ from pyiceberg.types import (
 )
 
 from icecdc.documents import DocumentMapper
-from tests.conftest import Pipeline
+from tests.support.pipeline import Pipeline
 
 SCHEMA = Schema(
     NestedField(1, "tenant", StringType(), required=True),

@@ -27,17 +27,16 @@ from pyiceberg.expressions import EqualTo, In
 
 from icecdc.config import Config, parse_config
 from icecdc.errors import IcecdcError
-from icecdc.processing import BatchResult, sync
 from icecdc.testing.commits import update
 from icecdc.verify import table_documents
-from tests import faults
-from tests.conftest import Pipeline
-from tests.faults import BulkItem, FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
-from tests.test_sync import orders, rows
+from tests.support import faults
+from tests.support.faults import BulkItem, FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.proxied import CHUNK, converged, dead_letters, proxied, proxied_raw, run
+from tests.support.tables import orders, rows
 
 # Small bulk requests, so a batch of a few dozen documents is several requests and a fault can
 # land in the middle of it.
-CHUNK = 5
 
 
 def direct(osmem_clone: Any) -> OpenSearch:
@@ -191,31 +190,6 @@ def test_the_proxy_is_loopback_only_and_bounded(fault_proxy: FaultProxy, monkeyp
 # -- syncs through the proxy ----------------------------------------------------------------------
 
 
-def proxied_raw(pipeline: Pipeline, proxy: FaultProxy, **settings: Any) -> dict[str, Any]:
-    """The pipeline's configuration mapping with OpenSearch reached through the proxy; `settings` are
-    further top-level sections, `opensearch` merged into the proxy's. Verification goes direct."""
-    raw = pipeline.config_dict([{"name": "db.orders"}])
-    raw.update({k: v for k, v in settings.items() if k != "opensearch"})
-    raw["opensearch"] = {"url": proxy.url, "bulk_chunk_size": CHUNK, **settings.get("opensearch", {})}
-    return raw
-
-
-def proxied(pipeline: Pipeline, proxy: FaultProxy, **settings: Any) -> Config:
-    return parse_config(proxied_raw(pipeline, proxy, **settings))
-
-
-def run(pipeline: Pipeline, config: Config) -> BatchResult:
-    (result,) = sync(config, pipeline.spark, ["db.orders"])
-    return result
-
-
-def converged(pipeline: Pipeline, config: Config) -> None:
-    pipeline.assert_index_equals_table(config, "db.orders")
-    table = pipeline.catalog.load_table("db.orders")
-    assert pipeline.store().get_checkpoint("db.orders").snapshot_id == table.current_snapshot().snapshot_id
-    assert pipeline.store().pending_items("db.orders") == []
-
-
 def synced_orders(pipeline: Pipeline, proxy: FaultProxy, **settings: Any) -> tuple[Any, Config]:
     """An orders table of 20 rows in two partitions, synced without faults; then a batch of changes to apply."""
     table = orders(pipeline)
@@ -323,17 +297,6 @@ def test_an_outage_longer_than_the_transport_retries_is_ridden_out(pipeline: Pip
     run(pipeline, config)
     converged(pipeline, config)
     assert "failed 503" in [s.outcome for s in fault_proxy.seen("_bulk")]
-
-
-def dead_letters(directory: Path) -> list[dict[str, Any]]:
-    """Every dead letter under the directory: a JSON object per line, in any file."""
-    return [
-        json.loads(line)
-        for path in sorted(directory.rglob("*"))
-        if path.is_file()
-        for line in path.read_text().splitlines()
-        if line.strip()
-    ]
 
 
 def status_dead_letters(config_path: Path, table: str) -> int:

@@ -42,13 +42,14 @@ def layer_of(module: str) -> int:
     raise AssertionError(f"{module} is in no layer: add it to LAYERS")
 
 
-def imports_of(path: Path) -> set[str]:
+def imports_of(path: Path, package: str = "icecdc") -> set[str]:
+    """The modules of `package` the file imports (`from package import x` counts as `package.x`)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("icecdc"):
-            found |= {f"icecdc.{a.name}" for a in node.names} if node.module == "icecdc" else {node.module}
+        if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith(package + "."):
+            found |= {f"{package}.{a.name}" for a in node.names} if node.module == package else {node.module}
         elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("icecdc")}
+            found |= {a.name for a in node.names if (a.name + ".").startswith(package + ".")}
     return found
 
 
@@ -65,3 +66,15 @@ def test_every_import_points_down_or_stays_in_its_package() -> None:
             if not same_package and target != "icecdc" and layer_of(target) >= layer_of(module):
                 upward.append(f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})")
     assert upward == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in tests/support; a test module importing another would run its tests twice."""
+    tests = PACKAGE.parent / "tests"
+    crossing = [
+        f"{path.relative_to(tests)} imports {target}"
+        for path in sorted(tests.rglob("*.py"))
+        for target in imports_of(path, "tests")
+        if not target.startswith("tests.support")
+    ]
+    assert crossing == []

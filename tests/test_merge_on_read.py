@@ -11,8 +11,8 @@ from pyiceberg.manifest import DataFileContent, FileFormat
 
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.processing import BatchResult, sync
-from tests.conftest import Pipeline
-from tests.spark_sql import SparkSql, write_equality_deletes
+from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import SparkSql, write_equality_deletes
 
 TABLE = "db.t"
 COLUMNS = "id BIGINT, region STRING, status STRING, amount DOUBLE"

@@ -18,9 +18,9 @@ from icecdc.processing import process_table
 from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
 from icecdc.testing.commits import update
-from tests.conftest import Pipeline
-from tests.spark_sql import run_sql
-from tests.test_sync import orders, rows
+from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import run_sql
+from tests.support.tables import orders, rows
 
 NAME = "db.orders"
 

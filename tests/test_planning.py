@@ -16,9 +16,9 @@ from icecdc.model import ItemKind
 from icecdc.planning import plan_table, table_status
 from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
-from tests.conftest import Pipeline
-from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
-from tests.test_sync import SCHEMA, orders, rows
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.tables import SCHEMA, orders, rows
 
 
 def assert_nothing_written(pipeline: Pipeline, name: str, index: str) -> None:

@@ -19,8 +19,8 @@ from icecdc.processing import process_table, sync
 from icecdc.sink import SinkStats, write_documents
 from icecdc.state import SqliteStateStore
 from icecdc.testing.commits import update
-from tests.conftest import Pipeline
-from tests.test_sync import orders, rows
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 
 class Crash(Exception):

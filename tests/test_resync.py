@@ -13,8 +13,8 @@ from pyiceberg.types import LongType, StringType
 from icecdc.model import ResyncKind, WorkItem
 from icecdc.processing import sync
 from icecdc.testing.commits import update
-from tests.conftest import Pipeline
-from tests.test_sync import orders, rows
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 
 def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline: Pipeline) -> None:

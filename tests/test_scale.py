@@ -18,8 +18,8 @@ import pytest
 from pyiceberg.expressions import EqualTo
 
 from icecdc.processing import sync
-from tests.conftest import Pipeline
-from tests.test_sync import ARROW, orders, rows
+from tests.support.pipeline import Pipeline
+from tests.support.tables import ARROW, orders, rows
 
 EXPORT_ROWS = int(os.environ.get("ICECDC_SCALE_ROWS", "200000"))
 FILES = 20

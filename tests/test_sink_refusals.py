@@ -19,11 +19,11 @@ from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import SinkError
 from icecdc.model import Write
 from icecdc.sink import ItemOutcome, Refusal, classify_item, ensure_index, open_client, write_documents
-from tests import faults
-from tests.conftest import Pipeline
-from tests.faults import FaultProxy, fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture
-from tests.test_faults import converged, dead_letters, proxied_raw, run
-from tests.test_sync import orders, rows
+from tests.support import faults
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.proxied import converged, dead_letters, proxied_raw, run
+from tests.support.tables import orders, rows
 
 INDEX = "things"
 

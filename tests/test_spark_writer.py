@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Pipeline
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus
 from pyiceberg.table import Table
-from spark_sql import SparkSql, write_equality_deletes
+
+from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import SparkSql, write_equality_deletes
 
 MOR = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read'"
 

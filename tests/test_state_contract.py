@@ -1,6 +1,6 @@
-"""The state-store contract. Every StateStore implementation runs these tests: override the
-`make_store` fixture, a callable that opens one more client of the same store (SQLite here;
-DynamoDB on moto in tests/aws)."""
+"""The state-store contract: every test runs on each StateStore implementation, the local SQLite
+store and the DynamoDB store on moto's server. `make_store` opens one more client of the same
+store (planners and processors are separate processes with their own clients)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,22 @@ import pytest
 from icecdc.errors import LeaseLost
 from icecdc.model import Checkpoint, ItemKind, WorkItem
 from icecdc.state import SqliteStateStore, StateStore
+from icecdc.state.dynamodb import DynamoDbStateStore
+from tests.support.aws import REGION
 
 UUID = "9d6f3c5e-0000-4000-8000-000000000001"
 
 
-@pytest.fixture
-def make_store(tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
+@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.aws)])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
     opened: list[StateStore] = []
 
     def make() -> StateStore:
-        opened.append(SqliteStateStore(tmp_path / "state.db"))
+        if request.param == "sqlite":
+            opened.append(SqliteStateStore(tmp_path / "state.db"))
+        else:
+            table, url = request.getfixturevalue("state_table"), request.getfixturevalue("moto_url")
+            opened.append(DynamoDbStateStore(table, region=REGION, endpoint_url=url))
         return opened[-1]
 
     yield make

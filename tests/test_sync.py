@@ -6,43 +6,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import AlwaysTrue, EqualTo, In
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icecdc.planning import plan_table
 from icecdc.processing import sync
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.tasks import files_read_by
 from icecdc.testing.commits import compact, update
-from tests.conftest import Pipeline
-
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "region", StringType(), required=False),
-    NestedField(3, "status", StringType(), required=False),
-    NestedField(4, "amount", DoubleType(), required=False),
-    identifier_field_ids=[1],
-)
-ARROW = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("region", pa.string()),
-        pa.field("status", pa.string()),
-        pa.field("amount", pa.float64()),
-    ]
-)
-BY_REGION = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
-
-
-def rows(*ids: int, region: str = "us", status: str = "new") -> pa.Table:
-    return pa.Table.from_pylist([{"id": i, "region": region, "status": status, "amount": i * 1.5} for i in ids], schema=ARROW)
-
-
-def orders(pipeline: Pipeline, partitioned: bool = True) -> Table:
-    return pipeline.catalog.create_table("db.orders", schema=SCHEMA, partition_spec=BY_REGION if partitioned else PartitionSpec())
+from tests.support.pipeline import Pipeline
+from tests.support.tables import SCHEMA, orders, rows
 
 
 @pytest.fixture
@@ -76,7 +48,7 @@ def test_update_of_a_non_key_column_writes_only_the_changed_row(pipeline: Pipeli
 
 
 def test_update_of_a_partition_column_keeps_the_document(pipeline: Pipeline, config) -> None:
-    """data-prepper #6666: the ChangeType.DELETE (old partition) and ChangeType.INSERT (new partition) meet in one place."""
+    """data-prepper #6666: the DELETE (old partition) and INSERT (new partition) meet in one place."""
     table = orders(pipeline)
     table.append(rows(1, 2, region="us"))
     table.append(rows(3, region="eu"))
@@ -130,7 +102,7 @@ def test_delete_then_reinsert(pipeline: Pipeline, config) -> None:
 
 def test_a_run_of_copy_on_write_commits_reads_only_the_files_before_and_after_it(pipeline: Pipeline, config) -> None:
     """Consecutive copy-on-write commits collapse into one change: files added and removed within
-    the batch are never read, and a key's ChangeType.DELETE and ChangeType.INSERT still pair across partitions."""
+    the batch are never read, and a key's DELETE and INSERT still pair across partitions."""
     table = orders(pipeline)
     table.append(rows(1, 2, 3, region="us"))
     table.append(rows(4, 5, region="eu"))

@@ -75,8 +75,8 @@ def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
     The net change of a run is the rows of the files live before it that it removed against the
     rows of the files it added that are still live after it: a file added and removed within the
     run is never read. Hot files rewritten by commit after commit are read twice, not once per
-    commit. All changes get the last commit's sequence number, so a key's ChangeType.DELETE (where it was)
-    and ChangeType.INSERT (where it is) always pair, whichever partitions the run touched last; every
+    commit. All changes get the last commit's sequence number, so a key's DELETE (where it was)
+    and INSERT (where it is) always pair, whichever partitions the run touched last; every
     version of the run is still above the previous pass's and below the next one's.
     """
     if len(run) <= 1:

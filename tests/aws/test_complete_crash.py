@@ -17,9 +17,9 @@ from icecdc.model import ResyncKind
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
 from icecdc.state.dynamodb import DynamoDbStateStore
-from tests.aws.conftest import REGION
-from tests.conftest import Pipeline
-from tests.test_sync import orders, rows
+from tests.support.aws import REGION
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 NAME = "db.orders"
 FILES = 3  # the resync exports one item per file; each item is retired in a write of its own below

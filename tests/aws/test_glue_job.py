@@ -21,7 +21,7 @@ from icecdc.config import OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.sink import open_client
 from icecdc.verify import diff_index
-from tests.aws.conftest import REGION, Lake, aws_client, rows
+from tests.support.aws import REGION, Lake, aws_client, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

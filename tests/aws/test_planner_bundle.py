@@ -10,10 +10,7 @@ import subprocess
 import sys
 
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, lambda_layer
-from tests.aws import test_planner
-from tests.aws.test_planner import ROOT, Deployment, table_event
-
-deployment = test_planner.deployment  # the same fixture: a Glue-catalog table, its job, the planner's environment
+from tests.support.planner import ROOT, Deployment, table_event
 
 
 def test_the_bundled_planner_plans_without_pyarrow(deployment: Deployment) -> None:

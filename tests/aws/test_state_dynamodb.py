@@ -1,5 +1,5 @@
 """DynamoDbStateStore against moto: what the shared contract suite does not see (the layout, TTL,
-pagination, racing writers). The contract suite itself runs in test_state_dynamodb_contract.py."""
+pagination, racing writers). The contract suite runs on it in tests/test_state_contract.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from icecdc.config import DynamoDbStateConfig
 from icecdc.model import Checkpoint, ItemKind, WorkItem
 from icecdc.state import open_state_store
 from icecdc.state.dynamodb import TTL_ATTRIBUTE, DynamoDbStateStore
-from tests.aws.conftest import REGION, aws_client
+from tests.support.aws import REGION, aws_client
 
 
 @pytest.fixture
