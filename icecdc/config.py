@@ -147,6 +147,16 @@ class SparkConfig(_Model):
     conf: dict[str, Setting] = Field(default_factory=dict)
 
 
+class BatchConfig(_Model):
+    """How much one pass applies (a Glue run makes as many passes as it has time for). Each pass
+    ends with a checkpoint, and an export's files are recorded as they complete, so a run that is
+    stopped resumes where the last pass ended. A pass always takes at least one snapshot, or one
+    export file; a single change snapshot larger than the caps is still applied whole."""
+
+    max_files: int = Field(default=10_000, gt=0)  # data and delete files to read in one pass
+    max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
+
+
 class TableConfig(_Model):
     name: Text  # "<namespace>.<table>" as the catalog knows it
     index: Text  # default: the name's last part
@@ -268,6 +278,7 @@ class Config(_Model):
     state: StateConfig
     opensearch: OpenSearchConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
     tables: tuple[TableConfig, ...] = Field(strict=False)
     aws: AwsConfig | None = None
     # The file's `dead_letter:` section; read `dead_letter` (its path).

@@ -43,6 +43,7 @@ class ItemKind(StrEnum):
 
 class ItemStatus(StrEnum):
     PENDING = "pending"
+    APPLIED = "applied"  # an export item whose file is in the index; its snapshot is not finished yet
     DONE = "done"
 
 
@@ -91,6 +92,7 @@ class WorkItem:
     resync: ResyncKind = ResyncKind.NONE  # export items only
     replacing: str = ""  # a resync's export items: the token of the checkpoint it replaces
     status: ItemStatus = ItemStatus.PENDING
+    applied_to: str = ""  # APPLIED items: the uuid of the index their rows were written to
     created_at: float = field(default_factory=time.time)
 
     @property

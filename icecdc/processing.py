@@ -15,6 +15,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -27,12 +28,12 @@ from pyspark.sql import SparkSession
 from icecdc import errors
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats, net_write
-from icecdc.config import Config, OpenSearchConfig, SparkConfig, TableConfig
+from icecdc.config import BatchConfig, Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
 from icecdc.index import index_uuid
-from icecdc.manifests import ChangedEntries
-from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ResyncKind, WorkItem
+from icecdc.manifests import ChangedEntries, SnapshotFiles
+from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
@@ -59,6 +60,7 @@ class BatchResult:
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
     skipped: bool = False  # another run held the table's lease
+    partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
     def add(self, other: BatchResult) -> None:
         self.snapshots += other.snapshots
@@ -128,11 +130,13 @@ def process_table(
     dead_letter: str | None = None,
     changed: ChangedEntries | None = None,
     lease: Lease | None = None,
+    limits: BatchConfig | None = None,
 ) -> BatchResult:
     """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint.
 
     `changed`: the snapshots' manifest entries, when planning in this process has read them.
-    `lease`: the table's lease this run holds; the checkpoint advances only while it is held."""
+    `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
+    `limits`: how much this pass may read (default: the configuration's defaults)."""
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     client = open_client(opensearch)
@@ -140,7 +144,7 @@ def process_table(
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
-    run = _TableRun(spark, config, store, opensearch, identifiers, dead_letter, changed, lease)
+    run = _TableRun(spark, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig())
     try:
         return _process_batch(run, table)
     except FilesGone as exc:
@@ -150,6 +154,59 @@ def process_table(
         table = table.refresh()
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, str(exc)))
         return _process_batch(run, table)
+
+
+def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> tuple[list[WorkItem], bool]:
+    """The part of the batch one pass applies, and whether it ends inside an export.
+
+    Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
+    export, always the first snapshot of its batch, is cut file by file: the pass ends inside it,
+    and its APPLIED items are kept so the pass that reads its last files can finish it."""
+    taken: list[WorkItem] = []
+    files = size = 0
+
+    def fits(more_files: int, more_bytes: int) -> bool:
+        return files + more_files <= limits.max_files and size + more_bytes <= limits.max_bytes
+
+    for snapshot_id, items in _by_snapshot(batch):
+        snapshot = table.snapshot_by_id(snapshot_id)
+        if items[0].kind == ItemKind.EXPORT and snapshot is not None:
+            live = SnapshotFiles(table, snapshot, changed)
+            applied = [i for i in items if i.status == ItemStatus.APPLIED]  # kept: they tell later passes it has begun
+            for item in (i for i in items if i.status != ItemStatus.APPLIED):
+                item_bytes = sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
+                if (files or size) and not fits(len(item.added_data_files), item_bytes):
+                    return taken + applied, True
+                taken.append(item)
+                files, size = files + len(item.added_data_files), size + item_bytes
+            taken += applied
+            continue
+        snapshot_files = sum(len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files) for i in items)
+        snapshot_bytes = (
+            sum(e.data_file.file_size_in_bytes for e in changed.of(table, snapshot)) if snapshot_files and snapshot else 0
+        )
+        if taken and not fits(snapshot_files, snapshot_bytes):
+            return taken, False
+        taken += items
+        files, size = files + snapshot_files, size + snapshot_bytes
+    return taken, False
+
+
+def _by_snapshot(items: list[WorkItem]) -> list[tuple[int, list[WorkItem]]]:
+    """The items grouped by snapshot, in the batch's order."""
+    grouped: dict[int, list[WorkItem]] = {}
+    for item in items:
+        grouped.setdefault(item.snapshot_id, []).append(item)
+    return list(grouped.items())
+
+
+@contextmanager
+def _manifests_of(table: str) -> Iterator[None]:
+    """Reading the batch's manifests: one deleted meanwhile (its snapshot expired) is `FilesGone`."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise FilesGone(f"table {table!r}: a manifest of the batch is gone (expired?): {exc}") from None
 
 
 def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None) -> str:
@@ -176,6 +233,7 @@ class _TableRun:
     dead_letter: str | None
     changed: ChangedEntries | None
     lease: Lease | None
+    limits: BatchConfig
 
 
 def _process_batch(run: _TableRun, table: Table) -> BatchResult:
@@ -187,12 +245,19 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     result = BatchResult(name)
     if not batch:
         return result
-    try:
-        tasks = file_tasks(table, batch, run.identifiers, run.changed)
-    except FileNotFoundError as exc:  # a manifest of the batch's snapshots was deleted
-        raise FilesGone(f"table {name!r}: a manifest of the batch is gone (expired?): {exc}") from None
-    last = batch[-1]
+    with _manifests_of(name):
+        batch, result.partial = cap_batch(table, batch, run.limits, run.changed or ChangedEntries())
     resync = {i.resync for i in batch if i.resync}
+    client = open_client(run.opensearch)
+    if ResyncKind.RESET in resync and not any(i.status == ItemStatus.APPLIED for i in batch):
+        reset_index(client, run.config.index)  # only before an export's first pass: later ones add to it
+    ensure_index(client, run.config.index)
+    written_to = index_uuid(client, run.config.index)
+    # what an earlier pass applied to this very index is not read again
+    unread = [i for i in batch if i.status != ItemStatus.APPLIED or i.applied_to != written_to]
+    with _manifests_of(name):
+        tasks = file_tasks(table, unread, run.identifiers, run.changed)
+    last = batch[-1]
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
     log.info(
@@ -202,11 +267,6 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         result.files,
         f" ({', '.join(resync)})" if resync else "",
     )
-    client = open_client(run.opensearch)
-    if ResyncKind.RESET in resync:
-        reset_index(client, run.config.index)
-    ensure_index(client, run.config.index)
-    written_to = index_uuid(client, run.config.index)
     target = _Target(
         name,
         run.config.index,
@@ -219,6 +279,11 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if tasks:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
         result.changes, result.writes = _apply(run.spark, reader, tasks, target)
+    if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
+        run.store.mark_applied(name, unread, written_to or "")
+        result.seconds = time.monotonic() - started
+        log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
+        return result
     if ResyncKind.REWRITE in resync:
         export_version = min(i.sequence_number for i in batch if i.resync)
         result.writes.deleted += _delete_older(run.spark, target, export_version)
@@ -414,6 +479,7 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
                         config.dead_letter,
                         changed,
                         lease,
+                        config.batch,
                     )
                     total.add(batch)
                     if batch.snapshots == 0:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from icecdc.errors import LeaseLost
-from icecdc.model import Checkpoint, ItemKind, WorkItem
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem
 from icecdc.state import SqliteStateStore, StateStore
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION
@@ -179,3 +179,15 @@ def test_the_checkpoint_keeps_the_index_identity(store: StateStore) -> None:
     store.complete("db.t", checkpoint, [])
     assert store.get_checkpoint("db.t") == checkpoint
     assert checkpoint.token != Checkpoint(UUID, 1, 1, 0, ("id",), "index-uuid-2").token
+
+
+def test_applied_items_stay_until_completed_and_a_done_item_is_never_applied_again(store: StateStore) -> None:
+    first, second = change_item(1, 1, ("a",)), change_item(1, 1, ("b",))
+    for item in (first, second):
+        store.put_item(item)
+    store.mark_applied("db.t", [first], "index-uuid")
+    by_status = {i.key: (i.status, i.applied_to) for i in store.pending_items("db.t")}
+    assert by_status == {first.key: (ItemStatus.APPLIED, "index-uuid"), second.key: (ItemStatus.PENDING, "")}
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [first, second])
+    store.mark_applied("db.t", [second], "index-uuid")  # a slow pass marking what another completed
+    assert store.pending_items("db.t") == []

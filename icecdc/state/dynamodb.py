@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
+from collections.abc import Iterable
+from dataclasses import asdict, replace
 from typing import Any
 
 import boto3
@@ -99,12 +100,7 @@ class DynamoDbStateStore(StateStore):
         return recorded
 
     def put_item(self, item: WorkItem) -> bool:
-        record = {
-            **_keys(item.table, _pending_sk(item)),
-            "status": {"S": item.status},
-            "sequence_number": {"N": str(item.sequence_number)},
-            "body": {"S": item.to_json()},
-        }
+        record = _pending_record(item)
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -160,6 +156,19 @@ class DynamoDbStateStore(StateStore):
                 actions.append({"Put": {"TableName": self.table_name, "Item": record}})
                 actions.append({"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}})
             self.client.transact_write_items(TransactItems=actions)
+
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+        for item in items:
+            applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
+            try:
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=_pending_record(applied),
+                    ConditionExpression="attribute_exists(pk)",  # never resurrect an item completed meanwhile
+                )
+            except ClientError as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    raise
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
@@ -261,6 +270,15 @@ def create_state_table(table_name: str, region: str | None = None, endpoint_url:
 
 def _keys(table: str, sk: str) -> dict[str, dict[str, str]]:
     return {PARTITION_KEY: {"S": table}, SORT_KEY: {"S": sk}}
+
+
+def _pending_record(item: WorkItem) -> dict[str, dict[str, str]]:
+    return {
+        **_keys(item.table, _pending_sk(item)),
+        "status": {"S": item.status},
+        "sequence_number": {"N": str(item.sequence_number)},
+        "body": {"S": item.to_json()},
+    }
 
 
 def _pending_sk(item: WorkItem) -> str:

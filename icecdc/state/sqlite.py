@@ -6,7 +6,8 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import asdict
+from collections.abc import Iterable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from icecdc.errors import LeaseLost
@@ -89,8 +90,8 @@ class SqliteStateStore(StateStore):
 
     def pending_items(self, table: str) -> list[WorkItem]:
         rows = self._db.execute(
-            "SELECT body FROM work_items WHERE table_name = ? AND status = ? ORDER BY sequence_number, key",
-            (table, ItemStatus.PENDING),
+            "SELECT body FROM work_items WHERE table_name = ? AND status IN (?, ?) ORDER BY sequence_number, key",
+            (table, ItemStatus.PENDING, ItemStatus.APPLIED),
         ).fetchall()
         return [WorkItem.from_json(body) for (body,) in rows]
 
@@ -125,6 +126,15 @@ class SqliteStateStore(StateStore):
                 done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 self._db.execute(
                     "UPDATE work_items SET status = ?, body = ? WHERE key = ?", (ItemStatus.DONE, done.to_json(), item.key)
+                )
+
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+        with self._transaction():
+            for item in items:
+                applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
+                self._db.execute(
+                    "UPDATE work_items SET status = ?, body = ? WHERE key = ? AND status != ?",
+                    (ItemStatus.APPLIED, applied.to_json(), item.key, ItemStatus.DONE),
                 )
 
     def _holds_lease(self, table: str, owner: str) -> bool:

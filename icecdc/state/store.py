@@ -49,7 +49,12 @@ class StateStore(ABC):
 
     @abstractmethod
     def pending_items(self, table: str) -> list[WorkItem]:
-        """The table's pending items, oldest snapshot first."""
+        """The table's items not done yet (PENDING or APPLIED), oldest snapshot first."""
+
+    @abstractmethod
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+        """Record that the items' rows are in the index `index_uuid` while their snapshot is not
+        finished (a capped pass of an export): the next pass does not read them again."""
 
     def complete(
         self,

@@ -1,0 +1,84 @@
+"""Passes bounded by files and bytes (`batch:` in the config), with durable progress: a run that
+stops after any pass leaves a state the next run goes on from, and the index equals the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from icecdc.config import Config, parse_config
+from icecdc.model import ItemStatus
+from icecdc.planning import plan_table
+from icecdc.processing import process_table
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
+
+NAME = "db.orders"
+
+
+def capped(pipeline: Pipeline, **batch: Any) -> Config:
+    return parse_config({**pipeline.config_dict([{"name": NAME}]), "batch": batch})
+
+
+def one_pass(pipeline: Pipeline, config: Config) -> Any:
+    """What a Glue run that times out after one pass leaves behind."""
+    table = pipeline.catalog.load_table(NAME)
+    store = pipeline.store()
+    plan_table(table, config.table(NAME), store, ("id",))
+    return process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",), limits=config.batch)
+
+
+def test_an_export_larger_than_the_caps_goes_on_where_a_stopped_run_ended(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    for i in range(7):
+        table.append(rows(i))  # one file each
+    config = capped(pipeline, max_files=2)
+
+    first = one_pass(pipeline, config)
+    assert first.partial and first.writes.indexed == 2
+    assert pipeline.store().get_checkpoint(NAME) is None  # nothing finished: the export goes on
+    statuses = sorted(i.status for i in pipeline.store().pending_items(NAME))
+    assert statuses == [ItemStatus.APPLIED] * 2 + [ItemStatus.PENDING] * 5
+
+    result = pipeline.sync(config, NAME)  # the next run: index == table
+    assert result.writes.indexed == 5  # the files applied before are not read again
+    assert pipeline.store().pending_items(NAME) == []
+
+
+def test_a_backlog_is_applied_in_capped_passes_each_ending_in_a_checkpoint(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(0))
+    config = capped(pipeline, max_files=2)
+    pipeline.sync(config, NAME)
+    for i in range(1, 7):
+        table.append(rows(i))
+    snapshots = [s.snapshot_id for s in pipeline.catalog.load_table(NAME).snapshots()]
+
+    first = one_pass(pipeline, config)
+    assert first.snapshots == 2 and not first.partial
+    assert pipeline.store().get_checkpoint(NAME).snapshot_id == snapshots[2]  # durable: two of six applied
+
+    result = pipeline.sync(config, NAME)
+    assert result.snapshots == 4
+
+
+def test_a_byte_cap_cuts_an_export_too(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    for i in range(4):
+        table.append(rows(*range(i * 50, i * 50 + 50)))
+    config = capped(pipeline, max_bytes=1)  # below any file: one file a pass
+    assert one_pass(pipeline, config).writes.indexed == 50
+    pipeline.sync(config, NAME)
+
+
+def test_a_reset_resync_larger_than_the_caps_empties_the_index_once(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    config = capped(pipeline, max_files=1)
+    pipeline.sync(config, NAME)
+    pipeline.catalog.drop_table(NAME)
+    table = orders(pipeline)  # the same name, a new table: its sequence numbers start again
+    for i in (4, 5, 6):
+        table.append(rows(i))
+    result = pipeline.sync(config, NAME)  # three passes, one reset: before the first
+    assert sorted(pipeline.documents("orders")) == ["4", "5", "6"]
+    assert result.writes.indexed == 3  # each file written once (a reset per pass would rewrite the earlier ones)
