@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, parse_config
 from icecdc.errors import IcecdcError
 from icecdc.model import StateStoreType
-from icecdc.planning import PlanResult, plan_table, table_status
+from icecdc.planning import has_work, table_status
 from icecdc.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def event_tables(event: Any, config: Config) -> EventTables:
 @dataclass(frozen=True)
 class TableOutcome:
     table: str
-    planned: PlanResult | None = None
+    has_work: bool = False  # the table is behind its checkpoint, or has items not done
     pending: int = 0
     job_run_id: str | None = None  # the run this call started
     job_running: bool = False  # a run of the table's job was already on (it drains the queue)
@@ -125,29 +126,48 @@ class TableOutcome:
 
 
 def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue: Any, cloudwatch: Any) -> TableOutcome:
-    """Plan one table into the store, publish its lag, and start its Glue job if work is pending."""
+    """Decide whether one table has work, publish its lag, and start its Glue job when it has.
+
+    Only the table's metadata and its checkpoint are read, so an invocation takes the same time for
+    a table of ten files as for one of a million: the job, which has no 15-minute limit, plans
+    (lists an export's files, walks a backlog's manifests) and applies."""
     table_config = config.table(name)
     try:
         table = load_table(open_catalog(config.catalog), name)
-        planned = plan_table(table, table_config, store, identifier_columns(table, table_config))
         status = table_status(table, table_config, store, time.time())
+        work = has_work(table, name, store, identifier_columns(table, table_config))
     except IcecdcError as exc:
         log.error("%s: planning failed: %s", name, exc)
         return TableOutcome(name, error=str(exc))
     _put_lag(cloudwatch, name, status.pending_items, status.lag_snapshots, status.lag_seconds)
-    if status.pending_items == 0:
-        log.info("%s: nothing pending, no job started", name)
-        return TableOutcome(name, planned, 0)
+    if not work:
+        log.info("%s: caught up, no job started", name)
+        return TableOutcome(name, False, 0)
     try:
         run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ConcurrentRunsExceededException":
             raise
         # Normal: the running job plans and processes until the table is caught up before it exits.
-        log.info("%s: job %s is already running; it will pick up the %d pending items", name, job, status.pending_items)
-        return TableOutcome(name, planned, status.pending_items, job_running=True)
-    log.info("%s: started job %s run %s for %d pending items", name, job, run_id, status.pending_items)
-    return TableOutcome(name, planned, status.pending_items, job_run_id=run_id)
+        log.info("%s: job %s is already running; it catches up with the table before it exits", name, job)
+        return TableOutcome(name, True, status.pending_items, job_running=True)
+    log.info("%s: started job %s run %s", name, job, run_id)
+    return TableOutcome(name, True, status.pending_items, job_run_id=run_id)
+
+
+def plan_and_start_each(
+    config: Config, store: StateStore, names: Iterable[str], stack_name: str, glue: Any, cloudwatch: Any
+) -> list[TableOutcome]:
+    """`plan_and_start` for every table on its own: one that fails (throttled, denied, dropped)
+    delays no other and hides no other's outcome."""
+    outcomes = []
+    for name in names:
+        try:
+            outcomes.append(plan_and_start(config, store, name, job_name(stack_name, name), glue, cloudwatch))
+        except Exception as exc:  # noqa: BLE001 - reported as this table's outcome once the others ran
+            log.exception("%s: failed", name)
+            outcomes.append(TableOutcome(name, error=f"{type(exc).__name__}: {exc}"))
+    return outcomes
 
 
 def put_dead_letters(cloudwatch: Any, table: str, count: int) -> None:

@@ -326,6 +326,22 @@ class TableStatus:
     dead_letters: int = 0  # documents kept aside because they can never be written
 
 
+def has_work(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> bool:
+    """Whether a sync of the table would do anything, from its metadata and the checkpoint alone: the
+    planner Lambda's question, answered in time independent of the table's size (listing an
+    export's files and walking a backlog's manifests are the Glue job's work)."""
+    if store.count_pending(name):
+        return True
+    current = table.current_snapshot()
+    if current is None:
+        return False
+    checkpoint = store.get_checkpoint(name)
+    if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
+        return True
+    kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync
+    return kind != ResyncKind.NONE
+
+
 def table_status(
     table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None
 ) -> TableStatus:
@@ -337,7 +353,7 @@ def table_status(
 def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
     checkpoint = store.get_checkpoint(config.name)
     current = table.current_snapshot()
-    pending = len(store.pending_items(config.name))
+    pending = store.count_pending(config.name)
     if current is None:
         return TableStatus(config.name, checkpoint, None, pending, 0, 0.0)
     if checkpoint is None:

@@ -188,6 +188,7 @@ def test_applied_items_stay_until_completed_and_a_done_item_is_never_applied_aga
     store.mark_applied("db.t", [first], "index-uuid")
     by_status = {i.key: (i.status, i.applied_to) for i in store.pending_items("db.t")}
     assert by_status == {first.key: (ItemStatus.APPLIED, "index-uuid"), second.key: (ItemStatus.PENDING, "")}
+    assert store.count_pending("db.t") == 2
     store.complete("db.t", Checkpoint(UUID, 1, 1), [first, second])
     store.mark_applied("db.t", [second], "index-uuid")  # a slow pass marking what another completed
-    assert store.pending_items("db.t") == []
+    assert store.pending_items("db.t") == [] and store.count_pending("db.t") == 0

@@ -123,13 +123,7 @@ class DynamoDbStateStore(StateStore):
 
     def pending_items(self, table: str) -> list[WorkItem]:
         items: list[WorkItem] = []
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pending)",
-            "ExpressionAttributeValues": {":pk": {"S": table}, ":pending": {"S": _PENDING}},
-            "ProjectionExpression": "body",
-            "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
-        }
+        request: dict[str, Any] = {**self._pending_query(table), "ProjectionExpression": "body"}
         while True:
             page = self.client.query(**request)
             items += [WorkItem.from_json(record["body"]["S"]) for record in page["Items"]]
@@ -156,6 +150,25 @@ class DynamoDbStateStore(StateStore):
                 actions.append({"Put": {"TableName": self.table_name, "Item": record}})
                 actions.append({"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}})
             self.client.transact_write_items(TransactItems=actions)
+
+    def count_pending(self, table: str) -> int:
+        # Select=COUNT reads no item into the answer; a page still covers at most 1 MB of records.
+        request: dict[str, Any] = {**self._pending_query(table), "Select": "COUNT"}
+        count = 0
+        while True:
+            page = self.client.query(**request)
+            count += int(page["Count"])
+            if "LastEvaluatedKey" not in page:
+                return count
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _pending_query(self, table: str) -> dict[str, Any]:
+        return {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pending)",
+            "ExpressionAttributeValues": {":pk": {"S": table}, ":pending": {"S": _PENDING}},
+            "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
+        }
 
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
         for item in items:

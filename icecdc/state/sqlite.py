@@ -128,6 +128,13 @@ class SqliteStateStore(StateStore):
                     "UPDATE work_items SET status = ?, body = ? WHERE key = ?", (ItemStatus.DONE, done.to_json(), item.key)
                 )
 
+    def count_pending(self, table: str) -> int:
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM work_items WHERE table_name = ? AND status IN (?, ?)",
+            (table, ItemStatus.PENDING, ItemStatus.APPLIED),
+        ).fetchone()
+        return int(row[0])
+
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
         with self._transaction():
             for item in items:

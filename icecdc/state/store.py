@@ -52,6 +52,10 @@ class StateStore(ABC):
         """The table's items not done yet (PENDING or APPLIED), oldest snapshot first."""
 
     @abstractmethod
+    def count_pending(self, table: str) -> int:
+        """How many items of the table are not done (without reading them)."""
+
+    @abstractmethod
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
         """Record that the items' rows are in the index `index_uuid` while their snapshot is not
         finished (a capped pass of an export): the next pass does not read them again."""

@@ -1,5 +1,5 @@
-"""Planner Lambda: an EventBridge event (a Glue table change, or the schedule) → plan the table(s)
-into DynamoDB → start each table's Glue job when work is pending.
+"""Planner Lambda: an EventBridge event (a Glue table change, or the schedule) → for each table,
+whether it has work (metadata and checkpoint only) → start its Glue job, which plans and applies.
 
 Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
 the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
@@ -17,7 +17,7 @@ from typing import Any
 
 import boto3
 
-from icecdc.aws import event_tables, job_name, plan_and_start, read_text, runtime_config
+from icecdc.aws import event_tables, plan_and_start_each, read_text, runtime_config
 from icecdc.config import Config
 from icecdc.state import open_state_store
 
@@ -48,10 +48,7 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
     store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
     glue, cloudwatch = boto3.client("glue"), boto3.client("cloudwatch")
     try:
-        outcomes = [
-            plan_and_start(config, store, name, job_name(env["ICECDC_STACK_NAME"], name), glue, cloudwatch)
-            for name in selected.tables
-        ]
+        outcomes = plan_and_start_each(config, store, selected.tables, env["ICECDC_STACK_NAME"], glue, cloudwatch)
     finally:
         store.close()
     failed = [o for o in outcomes if o.error]

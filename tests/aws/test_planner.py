@@ -9,20 +9,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from pyiceberg.types import StringType
 
+from icecdc.aws import job_name
 from icecdc.model import Checkpoint
 from icecdc.state.dynamodb import DynamoDbStateStore
-from tests.support.aws import REGION, Lake, aws_client
-from tests.support.planner import SCHEDULE_EVENT, Deployment, handler_module, table_event
+from tests.support.aws import REGION, Lake, aws_client, rows
+from tests.support.planner import SCHEDULE_EVENT, STACK, Deployment, handler_module, table_event
 
 
-def test_table_change_plans_the_table_and_starts_its_job(deployment: Deployment, lake: Lake) -> None:
+def test_table_change_starts_the_tables_job_and_leaves_the_planning_to_it(deployment: Deployment, lake: Lake) -> None:
     result = deployment.invoke(table_event(deployment.db, "orders"))
     [outcome] = result["tables"]
     assert outcome["table"] == deployment.orders and outcome["error"] is None
-    assert outcome["planned"]["written"] == 2  # the export: one item per data file
-    assert outcome["job_run_id"]
-    assert [i.kind for i in deployment.pending(deployment.orders)] == ["export", "export"]
+    assert outcome["has_work"] and outcome["job_run_id"]
+    assert deployment.pending(deployment.orders) == []  # the export is listed by the job, not here
     assert deployment.pending(deployment.customers) == []  # another table: untouched
 
     [run] = deployment.runs(deployment.orders)
@@ -40,42 +41,72 @@ def test_table_change_plans_the_table_and_starts_its_job(deployment: Deployment,
     assert {d["Value"] for m in metrics for d in m["Dimensions"]} == {deployment.orders}
 
 
-def test_duplicate_events_give_each_item_once_and_a_running_job_is_normal(deployment: Deployment) -> None:
+def test_duplicate_events_start_one_run_and_a_running_job_is_normal(deployment: Deployment) -> None:
     first = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
     again = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
-    assert first["planned"]["written"] == 2 and again["planned"]["written"] == 0
+    assert first["job_run_id"]
     # the first run is still on: ConcurrentRunsExceededException is an outcome, not an error
     assert again["job_running"] and again["job_run_id"] is None and again["error"] is None
-    assert len(deployment.pending(deployment.orders)) == 2
     assert len(deployment.runs(deployment.orders)) == 1
 
 
-def test_concurrent_invocations_plan_once_and_start_one_run(deployment: Deployment) -> None:
+def test_concurrent_invocations_start_one_run(deployment: Deployment) -> None:
     event = table_event(deployment.db, "orders")
     with ThreadPoolExecutor(2) as pool:
         outcomes = [r["tables"][0] for r in pool.map(deployment.invoke, [event, event])]
-    assert sum(o["planned"]["written"] for o in outcomes) == 2
     assert sorted(bool(o["job_run_id"]) for o in outcomes) == [False, True]
-    assert len(deployment.pending(deployment.orders)) == 2
     assert len(deployment.runs(deployment.orders)) == 1
 
 
-def test_schedule_plans_every_table(deployment: Deployment) -> None:
+def test_schedule_looks_at_every_table(deployment: Deployment) -> None:
     result = deployment.invoke(SCHEDULE_EVENT)
     assert [o["table"] for o in result["tables"]] == [deployment.orders, deployment.customers]
-    assert len(deployment.pending(deployment.customers)) == 1
     assert len(deployment.runs(deployment.customers)) == 1
 
 
-def test_a_caught_up_table_starts_no_job(deployment: Deployment) -> None:
-    deployment.invoke(table_event(deployment.db, "orders"))
+def test_a_caught_up_table_starts_no_job(deployment: Deployment, lake: Lake) -> None:
+    table = lake.catalog().load_table(deployment.orders)
+    current = table.current_snapshot()
+    assert current is not None
     store = DynamoDbStateStore(deployment.state_table, REGION, deployment.lake.moto_url)
-    items = store.pending_items(deployment.orders)
-    last = items[-1]
-    store.complete(deployment.orders, Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number), items)
+    # what the job leaves when it has applied the current snapshot
+    applied = Checkpoint(
+        str(table.metadata.table_uuid), current.snapshot_id, current.sequence_number, table.metadata.current_schema_id, ("id",)
+    )
+    store.complete(deployment.orders, applied, [])
     outcome = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]
-    assert (outcome["pending"], outcome["job_run_id"], outcome["job_running"]) == (0, None, False)
-    assert len(deployment.runs(deployment.orders)) == 1
+    assert (outcome["has_work"], outcome["job_run_id"], outcome["job_running"]) == (False, None, False)
+    assert deployment.runs(deployment.orders) == []
+    with table.update_schema() as schema:  # a schema change without a commit: the documents must follow
+        schema.add_column("note", StringType())
+    assert deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]["job_run_id"]
+
+
+def test_a_table_that_fails_for_any_reason_delays_no_other(deployment: Deployment) -> None:
+    deployment.glue.delete_job(JobName=job_name(STACK, deployment.orders))  # e.g. a job the stack has not created yet
+    with pytest.raises(handler_module.PlanningFailed, match="orders: EntityNotFoundException"):
+        deployment.invoke(SCHEDULE_EVENT)
+    assert len(deployment.runs(deployment.customers)) == 1
+
+
+def test_the_work_of_an_invocation_does_not_grow_with_the_tables_files(
+    deployment: Deployment, lake: Lake, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One invocation reads the table's metadata and its checkpoint: the same number of requests to
+    AWS (moto's server logs each) for a table of 2 files as for one of 1,000."""
+    lake.catalog().drop_table(deployment.customers)
+    wide = lake.create_table(deployment.customers, partitioned_by_id=True)
+    wide.append(rows(*range(1000)))  # one file per partition
+    assert len(wide.inspect.files()) == 1000
+
+    def requests_of(table: str) -> int:
+        with caplog.at_level(logging.INFO, logger="werkzeug"):
+            caplog.clear()
+            deployment.invoke(table_event(deployment.db, table))
+            return sum("HTTP/1.1" in r.getMessage() for r in caplog.records if r.name == "werkzeug")
+
+    small, large = requests_of("orders"), requests_of("customers")
+    assert small > 0 and large <= small
 
 
 @pytest.mark.parametrize(
@@ -103,4 +134,4 @@ def test_a_planning_error_fails_the_invocation_after_the_other_tables(deployment
     lake.catalog().drop_table(deployment.orders)
     with pytest.raises(handler_module.PlanningFailed, match="orders.*does not exist"):
         deployment.invoke(SCHEDULE_EVENT)
-    assert len(deployment.pending(deployment.customers)) == 1  # the healthy table was still planned
+    assert len(deployment.runs(deployment.customers)) == 1  # the healthy table's job was still started

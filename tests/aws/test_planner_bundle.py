@@ -34,5 +34,4 @@ def test_the_bundled_planner_plans_without_pyarrow(deployment: Deployment) -> No
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     [outcome] = json.loads(done.stdout.strip().splitlines()[-1])["tables"]
-    assert outcome["planned"]["written"] == 2 and outcome["job_run_id"]
-    assert len(deployment.pending(deployment.orders)) == 2
+    assert outcome["has_work"] and outcome["job_run_id"] and outcome["error"] is None

@@ -10,8 +10,10 @@ import boto3
 import pyarrow as pa
 import yaml
 from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 REGION = "us-east-1"
@@ -48,7 +50,8 @@ class Lake:
         properties = dict(self.catalog_properties)
         return load_catalog(properties.pop("name"), **properties)
 
-    def create_table(self, name: str) -> Table:
+    def create_table(self, name: str, partitioned_by_id: bool = False) -> Table:
+        """The orders-like table; `partitioned_by_id`: identity-partitioned on id (a file per row)."""
         schema = Schema(
             NestedField(1, "id", LongType(), required=True),
             NestedField(2, "region", StringType(), required=False),
@@ -57,7 +60,8 @@ class Lake:
         )
         catalog = self.catalog()
         catalog.create_namespace_if_not_exists(name.split(".")[0])
-        return catalog.create_table(name, schema=schema)
+        spec = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "id_part")) if partitioned_by_id else PartitionSpec()
+        return catalog.create_table(name, schema=schema, partition_spec=spec)
 
     def config_file(self, opensearch_url: str, tables: list[str]) -> Path:
         raw: dict[str, Any] = {
