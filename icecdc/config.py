@@ -157,6 +157,10 @@ class BatchConfig(_Model):
     max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
 
 
+# How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).
+StringMapping = Literal["text", "keyword"]
+
+
 class TableConfig(_Model):
     name: Text  # "<namespace>.<table>" as the catalog knows it
     index: Text  # default: the name's last part
@@ -165,6 +169,12 @@ class TableConfig(_Model):
     # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
     # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
     protect_checkpoint: bool = False
+    # The index icecdc creates: the mapping derived from the schema (icecdc.index) with `mappings`
+    # merged over it and these `settings`; or, instead, the index template named `index_template`.
+    strings: StringMapping = "text"
+    mappings: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
+    index_template: Text | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -187,6 +197,24 @@ class TableConfig(_Model):
             raise ValueError(f"{_AT} {index!r} is not a valid OpenSearch index name")
         return index
 
+    @field_validator("mappings")
+    @classmethod
+    def _mapping_of_fields(cls, mappings: dict[str, Any] | None) -> dict[str, Any] | None:
+        properties = (mappings or {}).get("properties", {})
+        if not isinstance(properties, dict):
+            raise ValueError(f"{_AT}.properties must be a mapping of field names to fields, got {properties!r}")
+        _check_fields(properties, f"{_AT}.properties")
+        return mappings
+
+    @model_validator(mode="after")
+    def _template_or_own_mapping(self) -> Self:
+        if self.index_template is not None and (self.mappings is not None or self.settings is not None or self.strings != "text"):
+            raise ValueError(
+                f"{_AT}: index_template applies the template's mappings and settings; "
+                "choose it or mappings/settings/strings, not both"
+            )
+        return self
+
     @field_validator("identifier_columns")
     @classmethod
     def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -195,6 +223,17 @@ class TableConfig(_Model):
         if columns is not None and len(set(columns)) != len(columns):
             raise ValueError(f"{_AT} lists a column twice: {list(columns)!r}")
         return columns
+
+
+def _check_fields(properties: dict[str, Any], at: str) -> None:
+    """Each field of a mapping's `properties` is a mapping; an object's `properties` too, within."""
+    for name, field in properties.items():
+        if not isinstance(field, dict):
+            raise ValueError(f"{at}.{name} must be a mapping of the field's parameters, got {field!r}")
+        inner = field.get("properties", {})
+        if not isinstance(inner, dict):
+            raise ValueError(f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}")
+        _check_fields(inner, f"{at}.{name}.properties")
 
 
 class AwsConfig(_Model):

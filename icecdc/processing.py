@@ -31,7 +31,7 @@ from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
-from icecdc.index import index_uuid
+from icecdc.index import index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.planning import Lineage, current_view, plan_table
@@ -249,9 +249,10 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         batch, result.partial = cap_batch(table, batch, run.limits, run.changed or ChangedEntries())
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
+    spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
     if ResyncKind.RESET in resync and not any(i.status == ItemStatus.APPLIED for i in batch):
-        reset_index(client, run.config.index)  # only before an export's first pass: later ones add to it
-    ensure_index(client, run.config.index)
+        reset_index(client, run.config.index, spec)  # only before an export's first pass: later ones add to it
+    ensure_index(client, run.config.index, spec)
     written_to = index_uuid(client, run.config.index)
     # what an earlier pass applied to this very index is not read again
     unread = [i for i in batch if i.status != ItemStatus.APPLIED or i.applied_to != written_to]

@@ -26,11 +26,12 @@ from enum import StrEnum
 from typing import Any
 
 from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
-from opensearchpy.exceptions import AuthenticationException, AuthorizationException, RequestError, TransportError
+from opensearchpy.exceptions import AuthenticationException, AuthorizationException, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
+from icecdc.index import IndexSpec, add_missing_fields, check_template, create_index
 from icecdc.model import Write
 
 log = logging.getLogger(__name__)
@@ -145,18 +146,17 @@ def check_reachable(client: OpenSearch, url: str) -> None:
         raise SinkError(f"OpenSearch at {url} answered {exc.status_code}: {exc.error}") from None
 
 
-def ensure_index(client: OpenSearch, index: str) -> None:
-    """Create the index when it does not exist, so an empty table still has one. Raise SinkError
-    first when the index or the cluster refuses writes, so that nothing of the batch is written."""
+def ensure_index(client: OpenSearch, index: str, spec: IndexSpec | None = None) -> None:
+    """Create the index from `spec` when it does not exist, so an empty table still has one; when it
+    exists, add the fields of `spec` its mapping lacks (columns a schema change added). Raise
+    SinkError first when the index or the cluster refuses writes, or the spec's index template is
+    missing, so that nothing of the batch is written. Without `spec`: OpenSearch's dynamic mapping."""
     exists = client.indices.exists(index=index)
     check_writable(client, index, index_exists=exists)
-    if exists:
-        return
-    try:
-        client.indices.create(index=index)
-    except RequestError as exc:
-        if exc.error != "resource_already_exists_exception":  # created meanwhile by another writer
-            raise
+    if not exists:
+        create_index(client, index, spec)
+    elif spec is not None:
+        add_missing_fields(client, index, spec)
 
 
 def check_writable(client: OpenSearch, index: str, index_exists: bool = True) -> None:
@@ -196,13 +196,15 @@ def _is_true(value: Any) -> bool:
     return str(value).lower() == "true"  # settings come back as strings
 
 
-def reset_index(client: OpenSearch, index: str) -> None:
-    """Delete and recreate the index with its mappings: the only way to let versions go backwards."""
-    mappings: dict[str, Any] = {}
+def reset_index(client: OpenSearch, index: str, spec: IndexSpec) -> None:
+    """Delete and recreate the index: the only way to let versions go backwards. It is recreated from
+    `spec` (the configured mapping and settings, or template), never from what the old index had, so
+    a reset also applies a changed configuration; a missing template fails before the delete."""
+    if spec.template is not None:
+        check_template(client, spec.template, index)
     if client.indices.exists(index=index):
-        mappings = client.indices.get_mapping(index=index).get(index, {}).get("mappings", {})
         client.indices.delete(index=index)
-    client.indices.create(index=index, body={"mappings": mappings} if mappings else None)
+    create_index(client, index, spec)
 
 
 def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:
