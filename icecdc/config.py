@@ -155,6 +155,9 @@ class BatchConfig(_Model):
 
     max_files: int = Field(default=10_000, gt=0)  # data and delete files to read in one pass
     max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
+    # A partition's copy-on-write rewrite up to this size is read whole by one task, so unchanged
+    # rows cancel in Arrow; a larger one streams file by file and cancels after the shuffle.
+    max_rewrite_bytes: int = Field(default=256 * 2**20, gt=0)
 
 
 # How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).

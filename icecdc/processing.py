@@ -257,7 +257,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     # what an earlier pass applied to this very index is not read again
     unread = [i for i in batch if i.status != ItemStatus.APPLIED or i.applied_to != written_to]
     with _manifests_of(name):
-        tasks = file_tasks(table, unread, run.identifiers, run.changed)
+        tasks = file_tasks(table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
     last = batch[-1]
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)

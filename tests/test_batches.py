@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyiceberg.expressions import In
+
 from icecdc.config import Config, parse_config
-from icecdc.model import ItemStatus
+from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.tasks import RewriteTask
+from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -82,3 +87,26 @@ def test_a_reset_resync_larger_than_the_caps_empties_the_index_once(pipeline: Pi
     result = pipeline.sync(config, NAME)  # three passes, one reset: before the first
     assert sorted(pipeline.documents("orders")) == ["4", "5", "6"]
     assert result.writes.indexed == 3  # each file written once (a reset per pass would rewrite the earlier ones)
+
+
+def test_a_rewrite_over_the_budget_streams_file_by_file_and_still_cancels_every_carryover(pipeline: Pipeline) -> None:
+    table = orders(pipeline, partitioned=False)
+    for i in range(4):
+        table.append(rows(*range(i * 10, i * 10 + 10)))
+    config = capped(pipeline, max_rewrite_bytes=1)  # below any file: no rewrite is loaded whole
+    pipeline.sync(config, NAME)
+    update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "status": "paid"})  # one row in every file
+
+    items = _planned(pipeline, config)
+    whole = file_tasks(pipeline.catalog.load_table(NAME), items, ("id",))
+    streamed = file_tasks(pipeline.catalog.load_table(NAME), items, ("id",), rewrite_budget=1)
+    assert any(isinstance(t, RewriteTask) for t in whole)
+    assert not any(isinstance(t, RewriteTask) for t in streamed)
+
+    result = pipeline.sync(config, NAME)
+    assert (result.writes.indexed, result.changes.carryovers) == (4, 36)  # cancelled after the shuffle, exactly
+
+
+def _planned(pipeline: Pipeline, config: Config) -> list[WorkItem]:
+    plan_table(pipeline.catalog.load_table(NAME), config.table(NAME), pipeline.store(), ("id",))
+    return pipeline.store().pending_items(NAME)

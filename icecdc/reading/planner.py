@@ -13,18 +13,28 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import sequence_number
+from icecdc.config import BatchConfig
 from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
 from icecdc.model import ChangeType, ItemKind, WorkItem
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
 
+# What one executor task may load whole to cancel a rewrite's unchanged rows in Arrow: the files
+# one partition's rewrite removed and added, compressed as stored (decompressed, several times more).
+DEFAULT_REWRITE_BUDGET = BatchConfig().max_rewrite_bytes
+
 
 def file_tasks(
-    table: Table, items: Iterable[WorkItem], identifier_columns: tuple[str, ...] = (), changed: ChangedEntries | None = None
+    table: Table,
+    items: Iterable[WorkItem],
+    identifier_columns: tuple[str, ...] = (),
+    changed: ChangedEntries | None = None,
+    rewrite_budget: int = DEFAULT_REWRITE_BUDGET,
 ) -> list[Task]:
     """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only).
 
-    `changed`: the snapshots' entries, when planning in this process has read them already."""
+    `changed`: the snapshots' entries, when planning in this process has read them already.
+    `rewrite_budget`: the bytes of files one rewrite task may hold (see `_pair_rewrites`)."""
     changed = changed or ChangedEntries()
     tasks: list[Task] = []
     # One snapshot's files serve as "after" for it and "before" for its child: load each once.
@@ -52,9 +62,9 @@ def file_tasks(
         if snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
             run.append((snapshot, snapshot_tasks))
             continue
-        tasks += _pair_rewrites(_collapse(run)) + _pair_rewrites(snapshot_tasks)
+        tasks += _pair_rewrites(_collapse(run), rewrite_budget) + _pair_rewrites(snapshot_tasks, rewrite_budget)
         run = []
-    return tasks + _pair_rewrites(_collapse(run))
+    return tasks + _pair_rewrites(_collapse(run), rewrite_budget)
 
 
 def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
@@ -158,8 +168,14 @@ def _change_tasks(
     return tasks
 
 
-def _pair_rewrites(tasks: list[Task]) -> list[Task]:
-    """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks."""
+def _pair_rewrites(tasks: list[Task], budget: int) -> list[Task]:
+    """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks.
+
+    A rewrite task loads its files whole, so that unchanged rows cancel in Arrow before Python. One
+    larger than `budget` (a MERGE that rewrote every file of a big partition, or of an unpartitioned
+    table) stays plain file tasks instead: each file streams through its own task, and the
+    unchanged rows cancel after the shuffle, exactly as well (`changelog.remove_carryovers`), at
+    the price of shuffling them. Memory per task is then bounded by a record batch, whatever the commit."""
     by_partition: dict[tuple[int, str], list[FileTask]] = {}
     others: list[Task] = []
     for task in tasks:
@@ -170,5 +186,6 @@ def _pair_rewrites(tasks: list[Task]) -> list[Task]:
     for group in by_partition.values():
         removed = tuple(t for t in group if t.change == ChangeType.DELETE)
         added = tuple(t for t in group if t.change == ChangeType.INSERT)
-        others += [RewriteTask(removed, added)] if removed and added else list(group)
+        size = sum(t.data_file.file_size_in_bytes for t in group)
+        others += [RewriteTask(removed, added)] if removed and added and size <= budget else list(group)
     return others
