@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -112,9 +113,9 @@ StateConfig = Annotated[SqliteStateConfig | DynamoDbStateConfig, Field(discrimin
 class OpenSearchConfig(_Model):
     url: Text
     username: Text | None = None
-    password: str | None = None
+    password: str | None = Field(None, repr=False)  # never in a repr, a log line or an error
     aws_region: Text | None = None  # set to sign requests with SigV4
-    aws_service: Literal["es", "aoss"] = "es"  # "es" for managed domains, "aoss" for Serverless
+    aws_service: Literal["es"] = "es"  # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
     verify_certs: bool = True
     bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
     # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch Service
@@ -131,7 +132,24 @@ class OpenSearchConfig(_Model):
     def _http(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"{_AT} must start with http:// or https://, got {url!r}")
+        if "@" in urlsplit(url).netloc:  # the URL is not quoted back: it holds a secret
+            raise ValueError(
+                f"{_AT} must not carry credentials (user:password@host): they would reach logs and error "
+                "messages; set opensearch.username and opensearch.password instead"
+            )
         return url.rstrip("/")
+
+    @field_validator("aws_service", mode="before")
+    @classmethod
+    def _managed_domains_only(cls, service: Any) -> Any:
+        if service == "aoss":
+            raise ValueError(
+                f"{_AT} 'aoss' (OpenSearch Serverless) is not supported: icecdc checks an endpoint with GET /, which "
+                "Serverless answers 404; a resync removes what the table lost with a scroll, which Serverless lacks; "
+                "and Serverless does not document external versions, which keep replayed writes harmless "
+                "(docs/deploy.md). Use a managed domain (aws_service: es)"
+            )
+        return service
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> Self:

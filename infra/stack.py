@@ -56,6 +56,11 @@ DYNAMODB_ACTIONS = [  # what DynamoDbStateStore calls (transactions need the act
     "dynamodb:ConditionCheckItem",
     "dynamodb:BatchWriteItem",
 ]
+# The planner only reads state (the checkpoint; a count of pending items): the job plans and writes.
+PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
+# Planner invocations at once: each is O(1) per table, so a burst of commit events queues briefly
+# (EventBridge retries throttled invocations) instead of taking the account's Lambda concurrency.
+PLANNER_CONCURRENCY = 2
 GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
 ES_WRITE_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"]
 
@@ -159,7 +164,7 @@ class IcecdcStack(Stack):
         )
         self._read_catalog_and_warehouse(planner_role, aws, names)
         self._tag_protected_tables(planner_role, aws, config)
-        planner_role.add_to_policy(iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table_arn]))
+        planner_role.add_to_policy(iam.PolicyStatement(actions=PLANNER_DYNAMODB_ACTIONS, resources=[state.table_arn]))
         planner_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["glue:StartJobRun"],
@@ -187,13 +192,14 @@ class IcecdcStack(Stack):
             log_group=planner_logs,
             memory_size=1024,
             timeout=Duration.minutes(5),
+            reserved_concurrent_executions=PLANNER_CONCURRENCY,
             environment={
                 "ICECDC_CONFIG": "icecdc.yaml",
                 "ICECDC_STATE_TABLE": state.table_name,
                 "ICECDC_STACK_NAME": aws.stack_name,
                 "ICECDC_CATALOG_PROPERTIES": json.dumps(LAMBDA_CATALOG_PROPERTIES, sort_keys=True),
             },
-            description="icecdc planner: Glue table change or schedule → work items → Glue job",
+            description="icecdc planner: Glue table change or schedule → has the table work? → its Glue job",
         )
         planner.node.add_dependency(planner_role)
 

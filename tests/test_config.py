@@ -134,7 +134,7 @@ def test_unknown_table_name_is_named() -> None:
             lambda c: c.update(aws={"warehouse_buckets": ["b"], "done_ttl_days": 3}),
             "aws.done_ttl_days moved to state.done_ttl_days",
         ),
-        (lambda c: c["opensearch"].update(aws_service="x"), "opensearch.aws_service must be 'es' or 'aoss', got 'x'"),
+        (lambda c: c["opensearch"].update(aws_service="x"), "opensearch.aws_service must be 'es', got 'x'"),
         (lambda c: c["opensearch"].update(username="u", password="p", aws_region="r"), "opensearch: choose basic auth"),
     ],
 )
@@ -190,3 +190,24 @@ def test_runtime_config_revises_the_parsed_file() -> None:
     assert config.opensearch == parse_config(base()).opensearch
     with pytest.raises(ConfigError, match="state.path is required"):
         runtime_config(VALID.replace("  path: /tmp/x/state.db\n", ""), "stack-state")
+
+
+def test_credentials_never_travel_in_the_url_or_show_in_a_repr() -> None:
+    raw = base()
+    raw["opensearch"] = {"url": "https://admin:s3cret@search.example.com"}
+    with pytest.raises(ConfigError, match=r"opensearch.url must not carry credentials") as refused:
+        parse_config(raw)
+    assert "s3cret" not in str(refused.value)
+    raw["opensearch"] = {"url": "https://search.example.com", "username": "admin", "password": "s3cret"}
+    config = parse_config(raw)
+    assert config.opensearch.password == "s3cret"
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config)
+
+
+def test_opensearch_serverless_is_refused_with_the_reason() -> None:
+    raw = base()
+    raw["opensearch"] = {"url": "https://x.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1", "aws_service": "aoss"}
+    with pytest.raises(
+        ConfigError, match=r"opensearch.aws_service 'aoss' \(OpenSearch Serverless\) is not supported: .*GET /.*scroll"
+    ):
+        parse_config(raw)

@@ -270,3 +270,19 @@ def test_protected_tables_may_commit_tags_to_their_own_metadata_only(tmp_path: P
     metadata = [s for s in found if "s3:PutObject" in as_list(s["Action"]) and "metadata" in str(s["Resource"])]
     assert len(metadata) == 2 and all(":s3:::lake-bucket/*/metadata/*" in str(s["Resource"]) for s in metadata)
     assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_the_planner_only_reads_state_and_runs_at_bounded_concurrency(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    (planner,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}).values()
+    assert planner["Properties"]["ReservedConcurrentExecutions"] == 2
+    role = planner["Properties"]["Role"]["Fn::GetAtt"][0]
+    policies = [p for p in template.find_resources("AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
+    dynamodb = {
+        a
+        for p in policies
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in as_list(st["Action"])
+        if a.startswith("dynamodb:")
+    }
+    assert dynamodb == {"dynamodb:GetItem", "dynamodb:Query"}
