@@ -275,6 +275,7 @@ class AwsConfig(_Model):
     domain_instance_count: int = Field(2, ge=1)
     domain_volume_gb: int = Field(20, ge=1)
     dead_letter_prefix: Text = "dead-letter/"
+    dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
     alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
 
     @model_validator(mode="before")

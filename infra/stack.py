@@ -80,7 +80,8 @@ class IcecdcStack(Stack):
         names = [t.name for t in config.tables]
 
         state = self._state_table(aws)
-        logs_bucket, dead_letters = self._buckets(aws)
+        data_key = self._data_key()
+        logs_bucket, dead_letters = self._buckets(aws, data_key)
         alarm_topic = self._alarm_topic(aws)
 
         # --- the Glue job, one per table ---------------------------------------------------------
@@ -131,6 +132,7 @@ class IcecdcStack(Stack):
         }
         if opensearch_url is not None:
             arguments[f"--{ARG_OPENSEARCH_URL}"] = opensearch_url
+        security = self._glue_security(aws, data_key, job_role)
         jobs = []
         for position, name in enumerate(names):
             job = glue.CfnJob(
@@ -149,6 +151,7 @@ class IcecdcStack(Stack):
                 execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
                 timeout=aws.glue_timeout_minutes,
                 max_retries=0,  # the schedule re-plans and restarts; a retry would only race it
+                security_configuration=security.name,
             )
             jobs.append(job)
 
@@ -258,16 +261,93 @@ class IcecdcStack(Stack):
             removal_policy=RemovalPolicy.RETAIN,  # checkpoints outlive the stack: a redeploy resumes
         )
 
-    def _buckets(self, aws: AwsConfig) -> tuple[s3.Bucket, s3.Bucket]:
+    def _data_key(self) -> kms.Key:
+        """The customer-managed key of what holds row data or job output: dead letters (whole
+        documents), and the Glue jobs' S3 output, CloudWatch logs and bookmarks."""
+        key = kms.Key(
+            self,
+            "DataKey",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            description="icecdc dead letters and Glue output",
+        )
+        # CloudWatch Logs encrypts the Glue jobs' log groups with it (Glue's security configuration)
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": self.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="/aws-glue/*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
+        return key
+
+    def _glue_security(self, aws: AwsConfig, key: kms.Key, job_role: iam.Role) -> glue.CfnSecurityConfiguration:
+        """The jobs' S3 output, CloudWatch logs and bookmarks under the data key."""
+        # Explicit actions (the L2 grant would add kms:ReEncrypt* and kms:GenerateDataKey*)
+        job_role.add_to_policy(
+            iam.PolicyStatement(actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn])
+        )
+        job_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:AssociateKmsKey"],
+                resources=[
+                    self.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws-glue/*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        configuration = glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
+            s3_encryptions=[
+                glue.CfnSecurityConfiguration.S3EncryptionProperty(s3_encryption_mode="SSE-KMS", kms_key_arn=key.key_arn)
+            ],
+            cloud_watch_encryption=glue.CfnSecurityConfiguration.CloudWatchEncryptionProperty(
+                cloud_watch_encryption_mode="SSE-KMS", kms_key_arn=key.key_arn
+            ),
+            job_bookmarks_encryption=glue.CfnSecurityConfiguration.JobBookmarksEncryptionProperty(
+                job_bookmarks_encryption_mode="CSE-KMS", kms_key_arn=key.key_arn
+            ),
+        )
+        return glue.CfnSecurityConfiguration(
+            self, "JobSecurity", name=f"{aws.stack_name}-jobs", encryption_configuration=configuration
+        )
+
+    def _buckets(self, aws: AwsConfig, key: kms.Key) -> tuple[s3.Bucket, s3.Bucket]:
         common = {
             "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
-            "encryption": s3.BucketEncryption.S3_MANAGED,
             "enforce_ssl": True,
             "removal_policy": RemovalPolicy.RETAIN,
         }
-        access_logs = s3.Bucket(self, "AccessLogs", lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))], **common)
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # S3 server access logging cannot write under a KMS key
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+            **common,
+        )
         dead_letters = s3.Bucket(
-            self, "DeadLetters", server_access_logs_bucket=access_logs, server_access_logs_prefix="dead-letters/", **common
+            self,
+            "DeadLetters",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(aws.dead_letter_retention_days))],
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="dead-letters/",
+            **common,
         )
         return access_logs, dead_letters
 
@@ -474,18 +554,6 @@ class IcecdcStack(Stack):
                     id="AwsSolutions-L1",
                     reason="Python 3.11 on purpose: the same interpreter as Glue 5.1, which runs the same icecdc library",
                 )
-            ],
-        )
-        NagSuppressions.add_stack_suppressions(
-            self,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-GL1",
-                    reason="job logs hold table names, counts and errors, no row data; encryption of CloudWatch logs needs a KMS key policy per log group, not worth it for that",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-GL3", reason="job bookmarks are not used: icecdc keeps its own checkpoints in DynamoDB"
-                ),
             ],
         )
         if getattr(self, "domain", None) is not None:

@@ -286,3 +286,27 @@ def test_the_planner_only_reads_state_and_runs_at_bounded_concurrency(existing_e
         if a.startswith("dynamodb:")
     }
     assert dynamodb == {"dynamodb:GetItem", "dynamodb:Query"}
+
+
+def test_dead_letters_and_job_output_are_under_a_rotated_customer_key_and_expire(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    keys = template.find_resources("AWS::KMS::Key", {"Properties": {"Description": "icecdc dead letters and Glue output"}})
+    ((key_id, key),) = keys.items()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    buckets = [
+        b["Properties"]
+        for b in template.find_resources("AWS::S3::Bucket").values()
+        if "dead-letters/" in str(b["Properties"].get("LoggingConfiguration"))
+    ]
+    (bucket,) = buckets
+    (encryption,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert key_id in str(encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"])
+    assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 90
+    (security,) = template.find_resources("AWS::Glue::SecurityConfiguration").values()
+    encryption_config = security["Properties"]["EncryptionConfiguration"]
+    assert encryption_config["S3Encryptions"][0]["S3EncryptionMode"] == "SSE-KMS"
+    assert encryption_config["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
+    assert encryption_config["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
+    jobs = template.find_resources("AWS::Glue::Job").values()
+    assert all(job["Properties"]["SecurityConfiguration"] == security["Properties"]["Name"] for job in jobs)
