@@ -103,14 +103,7 @@ class IcecdcStack(Stack):
         job_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[
-                    self.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="/aws-glue/*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                resources=[self._glue_log_groups()],
             )
         )
         job_role.add_to_policy(_put_metrics_statement("Glue"))
@@ -261,6 +254,12 @@ class IcecdcStack(Stack):
             removal_policy=RemovalPolicy.RETAIN,  # checkpoints outlive the stack: a redeploy resumes
         )
 
+    def _glue_log_groups(self) -> str:
+        """Glue's own log groups, where the jobs log (and the data key may encrypt)."""
+        return self.format_arn(
+            service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+
     def _data_key(self) -> kms.Key:
         """The customer-managed key of what holds row data or job output: dead letters (whole
         documents), and the Glue jobs' S3 output, CloudWatch logs and bookmarks."""
@@ -277,16 +276,7 @@ class IcecdcStack(Stack):
                 actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
                 principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
                 resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": self.format_arn(
-                            service="logs",
-                            resource="log-group",
-                            resource_name="/aws-glue/*",
-                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                        )
-                    }
-                },
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": self._glue_log_groups()}},
             )
         )
         return key
@@ -300,14 +290,7 @@ class IcecdcStack(Stack):
         job_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:AssociateKmsKey"],
-                resources=[
-                    self.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="/aws-glue/*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                resources=[self._glue_log_groups()],
             )
         )
         configuration = glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
