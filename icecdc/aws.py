@@ -77,7 +77,14 @@ def runtime_config(
         "spark": config.spark.revised(master=None),  # Glue provides the cluster
     }
     if opensearch_url:
-        signed = {"url": opensearch_url, "aws_region": region, "aws_service": "es", "username": None, "password": None}
+        signed = {
+            "url": opensearch_url,
+            "aws_region": region,
+            "aws_service": "es",
+            "username": None,
+            "password": None,
+            "password_secret_arn": None,
+        }
         changes["opensearch"] = {**config.opensearch.as_mapping(), **signed}
     if catalog_properties:
         changes["catalog"] = {**config.catalog.as_mapping(), **catalog_properties}

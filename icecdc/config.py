@@ -114,6 +114,9 @@ class OpenSearchConfig(_Model):
     url: Text
     username: Text | None = None
     password: str | None = Field(None, repr=False)  # never in a repr, a log line or an error
+    # Or the password in AWS Secrets Manager (the secret's string, or its JSON's "password"), read
+    # when a client is opened: in AWS, no secret is in the config file, an asset or the template.
+    password_secret_arn: Text | None = None
     aws_region: Text | None = None  # set to sign requests with SigV4
     aws_service: Literal["es"] = "es"  # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
     verify_certs: bool = True
@@ -153,8 +156,10 @@ class OpenSearchConfig(_Model):
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> Self:
-        if (self.username is None) != (self.password is None):
-            raise ValueError(f"{_AT}.username and {_AT}.password go together")
+        if self.password is not None and self.password_secret_arn is not None:
+            raise ValueError(f"{_AT}: set password or password_secret_arn, not both")
+        if (self.username is None) != (self.password is None and self.password_secret_arn is None):
+            raise ValueError(f"{_AT}.username and {_AT}.password (or password_secret_arn) go together")
         if self.username is not None and self.aws_region is not None:
             raise ValueError(f"{_AT}: choose basic auth (username/password) or SigV4 (aws_region), not both")
         return self

@@ -74,6 +74,11 @@ class IcecdcStack(Stack):
             raise SystemExit(
                 f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
             )
+        if config.opensearch.password is not None:
+            raise SystemExit(
+                "opensearch.password would be uploaded with the configuration asset: keep the password in AWS "
+                "Secrets Manager and set opensearch.password_secret_arn"
+            )
         aws = config.aws
         self.aws = aws
         self.config = config
@@ -110,6 +115,10 @@ class IcecdcStack(Stack):
         job_role.add_to_policy(_put_metrics_statement(METRIC_NAMESPACE))  # the job's DeadLetters per table
 
         opensearch_url = self._opensearch(aws, job_role)
+        if opensearch_url is None and config.opensearch.password_secret_arn:  # basic auth: that secret, nothing else
+            job_role.add_to_policy(
+                iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[config.opensearch.password_secret_arn])
+            )
         arguments = {
             "--job-language": "python",
             "--enable-auto-scaling": "true",  # workers grow with the batch, up to glue_max_workers

@@ -15,6 +15,7 @@ LAYERS: list[set[str]] = [
     {"icecdc.config"},
     {
         "icecdc.catalog",
+        "icecdc.secrets",
         "icecdc.deadletters",
         "icecdc.index",
         "icecdc.manifests",

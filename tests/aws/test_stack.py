@@ -310,3 +310,15 @@ def test_dead_letters_and_job_output_are_under_a_rotated_customer_key_and_expire
     assert encryption_config["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
     jobs = template.find_resources("AWS::Glue::Job").values()
     assert all(job["Properties"]["SecurityConfiguration"] == security["Properties"]["Name"] for job in jobs)
+
+
+def test_basic_auth_reads_one_secret_and_a_password_never_reaches_an_asset(tmp_path: Path) -> None:
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icecdc-search-AbCdEf"
+    opensearch = {"url": "https://search.example.com", "username": "icecdc", "password_secret_arn": arn}
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "plain").mkdir()
+    template, _ = synth(tmp_path / "secret", {}, opensearch=opensearch)
+    reads = [s for s in statements(template) if "secretsmanager:GetSecretValue" in as_list(s["Action"])]
+    assert len(reads) == 1 and reads[0]["Resource"] == arn
+    with pytest.raises(SystemExit, match="opensearch.password would be uploaded"):
+        synth(tmp_path / "plain", {}, opensearch={"url": "https://search.example.com", "username": "u", "password": "p"})

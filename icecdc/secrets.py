@@ -1,0 +1,39 @@
+"""Basic-auth credentials for OpenSearch, with the password from AWS Secrets Manager when the
+configuration names a secret (`opensearch.password_secret_arn`): read where a client is opened, on
+the driver and on each executor, so it is never written into a file, an asset or an argument."""
+
+from __future__ import annotations
+
+import json
+
+from icecdc.config import OpenSearchConfig
+from icecdc.errors import ConfigError
+
+
+def basic_auth(config: OpenSearchConfig) -> tuple[str, str] | None:
+    """(username, password) for OpenSearch, or None when the configuration has no basic auth."""
+    if config.username is None:
+        return None
+    if config.password_secret_arn is None:
+        assert config.password is not None  # the configuration checked that they go together
+        return config.username, config.password
+    return config.username, _secret_password(config.password_secret_arn)
+
+
+def _secret_password(arn: str) -> str:
+    import boto3  # only this path needs it
+    from botocore.exceptions import ClientError
+
+    region = arn.split(":")[3] if arn.startswith("arn:") and arn.count(":") >= 6 else None
+    try:
+        value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        raise ConfigError(f"opensearch.password_secret_arn {arn}: Secrets Manager answered {code}") from None
+    text = str(value.get("SecretString", ""))
+    if text.startswith("{"):  # a JSON secret, as the console's "other type of secret" stores it
+        password = json.loads(text).get("password")
+        if not isinstance(password, str):
+            raise ConfigError(f"opensearch.password_secret_arn {arn}: the secret's JSON has no string 'password'")
+        return password
+    return text
