@@ -22,12 +22,14 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as lambda_destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
@@ -185,6 +187,18 @@ class IcecdcStack(Stack):
             compatible_architectures=[lambda_.Architecture.X86_64],
             description="pyiceberg (glue, s3fs) and pyyaml, manylinux wheels",
         )
+        # Invocations that failed after Lambda's own retries (EventBridge invokes asynchronously) land
+        # here, with the event, instead of being dropped; an alarm says so.
+        failures = sqs.Queue(
+            self,
+            "PlannerFailures",
+            encryption=sqs.QueueEncryption.KMS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(
+            failures, [NagPackSuppression(id="AwsSolutions-SQS3", reason="this queue is the planner's failure destination")]
+        )
         planner = lambda_.Function(
             self,
             "Planner",
@@ -198,6 +212,8 @@ class IcecdcStack(Stack):
             memory_size=1024,
             timeout=Duration.minutes(5),
             reserved_concurrent_executions=PLANNER_CONCURRENCY,
+            retry_attempts=2,
+            on_failure=lambda_destinations.SqsDestination(failures),
             environment={
                 "ICECDC_CONFIG": "icecdc.yaml",
                 "ICECDC_STATE_TABLE": state.table_name,
@@ -207,6 +223,15 @@ class IcecdcStack(Stack):
             description="icecdc planner: Glue table change or schedule → has the table work? → its Glue job",
         )
         planner.node.add_dependency(planner_role)
+        cloudwatch.Alarm(
+            self,
+            "PlannerFailed",
+            metric=failures.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            alarm_description="planner invocations failed after retries: their events are in the PlannerFailures queue",
+        ).add_alarm_action(cloudwatch_actions.SnsAction(alarm_topic))
 
         # --- triggers ----------------------------------------------------------------------------
         databases = sorted({n.split(".", 1)[0] for n in names})

@@ -322,3 +322,16 @@ def test_basic_auth_reads_one_secret_and_a_password_never_reaches_an_asset(tmp_p
     assert len(reads) == 1 and reads[0]["Resource"] == arn
     with pytest.raises(SystemExit, match="opensearch.password would be uploaded"):
         synth(tmp_path / "plain", {}, opensearch={"url": "https://search.example.com", "username": "u", "password": "p"})
+
+
+def test_planner_invocations_that_fail_after_retries_are_kept_and_alarmed(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    (config,) = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["MaximumRetryAttempts"] == 2
+    destination = config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+    (queue_id,) = template.find_resources("AWS::SQS::Queue").keys()
+    assert queue_id in str(destination)
+    alarms = template.find_resources(
+        "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "ApproximateNumberOfMessagesVisible"}}
+    )
+    assert len(alarms) == 1
