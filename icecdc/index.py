@@ -288,3 +288,110 @@ def index_uuid(client: OpenSearch, index: str) -> str | None:
     if len(uuids) != 1:
         raise SinkError(f"index {index!r} names {len(found)} indices ({', '.join(sorted(found))}); icecdc writes to exactly one")
     return str(uuids[0])
+
+
+# What an index under construction runs with until its swap: no refreshes, no replicas to copy to.
+BUILD_SETTINGS: Mapping = {"refresh_interval": "-1", "number_of_replicas": 0}
+
+
+def generation(index: str, number: int) -> str:
+    """The name of the index's generation `number` (from 1): the concrete index the alias `index` names."""
+    return f"{index}-{number}"
+
+
+def generation_number(index: str, concrete: str) -> int | None:
+    """`concrete`'s generation of `index`: 0 for a pre-alias index named `index` itself, None for another index."""
+    if concrete == index:
+        return 0
+    number = concrete.removeprefix(f"{index}-")
+    return int(number) if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0") else None
+
+
+def current_generation(client: OpenSearch, index: str) -> str | None:
+    """The concrete index searches of `index` read: the alias's index, or a concrete index named
+    `index` (made by an icecdc before generations, or auto-created by a write); None when neither exists."""
+    try:
+        found = client.indices.get_alias(name=index)
+    except NotFoundError:
+        found = {}
+    if len(found) > 1:
+        raise SinkError(f"alias {index!r} names {len(found)} indices ({', '.join(sorted(found))}); icecdc writes to exactly one")
+    if found:
+        return str(next(iter(found)))
+    return index if client.indices.exists(index=index) else None
+
+
+def generations(client: OpenSearch, index: str) -> dict[str, str]:
+    """Every generation `<index>-<n>` that exists, with its uuid."""
+    try:
+        found = client.indices.get_settings(index=f"{index}-*")
+    except NotFoundError:
+        return {}
+    return {
+        name: str(settings["settings"]["index"].get("uuid", ""))
+        for name, settings in found.items()
+        if generation_number(index, name)
+    }
+
+
+def create_generation(client: OpenSearch, index: str, spec: IndexSpec | None) -> str:
+    """Create the next generation of `index` and point the alias at it, when `index` names no index:
+    the first sync, or its generation was deleted. Return the generation's name."""
+    name = generation(index, max((generation_number(index, g) or 0 for g in generations(client, index)), default=0) + 1)
+    create_index(client, name, spec)
+    client.indices.put_alias(index=name, name=index)
+    log.info("index %r: created generation %r", index, name)
+    return name
+
+
+def start_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
+    """The generation a rebuild of `index` writes to while the current one keeps serving searches.
+
+    A generation whose uuid is in `resumable` (where the rebuild's earlier passes wrote) is resumed.
+    Otherwise every generation the alias does not name (an earlier rebuild's, never finished or never
+    deleted) is deleted and the next one is created from `spec`, with `BUILD_SETTINGS` (but for an
+    index from a template: its settings are the template's) until `finish_generation`."""
+    current = current_generation(client, index)
+    found = generations(client, index)
+    for name, uuid in found.items():
+        if name != current and uuid in resumable:
+            log.info("index %r: resuming the rebuild into generation %r", index, name)
+            return name
+    name = generation(index, (generation_number(index, current) or 0) + 1 if current is not None else 1)
+    if spec.template is not None:
+        check_template(client, spec.template, name)
+    for stale in (g for g in found if g != current):
+        log.info("index %r: deleting generation %r, which the alias does not name", index, stale)
+        client.indices.delete(index=stale, ignore=404)
+    create_index(client, name, spec)
+    if spec.template is None:
+        client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
+    log.info("index %r: building generation %r (searches read %r until the swap)", index, name, current)
+    return name
+
+
+def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec) -> None:
+    """Restore the generation `name`'s settings, point the alias `index` at it in one atomic request,
+    and delete the generation it named. A pre-alias index named `index` is deleted in that same
+    request (`remove_index`): searches see the old index, then the new one, never neither."""
+    if spec.template is None:
+        client.indices.put_settings(index=name, body={"index": {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}})
+    current = current_generation(client, index)
+    actions: list[Mapping] = [{"add": {"index": name, "alias": index}}]
+    if current == index:
+        actions.insert(0, {"remove_index": {"index": index}})
+    elif current is not None and current != name:
+        actions.insert(0, {"remove": {"index": current, "alias": index}})
+    client.indices.update_aliases(body={"actions": actions})
+    log.info("index %r: swapped from %r to generation %r", index, current, name)
+    if current is not None and current not in (index, name):
+        client.indices.delete(index=current, ignore=404)
+
+
+def _setting(settings: Mapping, name: str) -> Any:
+    """The value `settings` (nested or flat) gives the index setting `name`; None: the default."""
+    nested = settings.get("index")
+    for value in (nested.get(name) if isinstance(nested, dict) else None, settings.get(f"index.{name}"), settings.get(name)):
+        if value is not None:
+            return value
+    return None

@@ -31,7 +31,7 @@ from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
-from icecdc.index import index_spec, index_uuid
+from icecdc.index import IndexSpec, finish_generation, generations, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.planning import Lineage, current_view, plan_table
@@ -39,7 +39,16 @@ from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import Task, files_read_by
-from icecdc.sink import Refusal, SinkStats, check_reachable, delete_older, ensure_index, open_client, reset_index, write_documents
+from icecdc.sink import (
+    Refusal,
+    SinkStats,
+    check_reachable,
+    delete_older,
+    ensure_index,
+    open_client,
+    start_rebuild,
+    write_documents,
+)
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -140,7 +149,7 @@ def process_table(
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     client = open_client(opensearch)
-    replaced = _index_replaced(client, config.index, checkpoint)
+    replaced = _index_replaced(client, config.index, checkpoint, index_spec(table.schema(), config))
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
@@ -209,11 +218,20 @@ def _manifests_of(table: str) -> Iterator[None]:
         raise FilesGone(f"table {table!r}: a manifest of the batch is gone (expired?): {exc}") from None
 
 
-def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None) -> str:
-    """Why the checkpoint's documents are no longer in the index ("" when they are)."""
+def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None, spec: IndexSpec) -> str:
+    """Why the checkpoint's documents are no longer in the index ("" when they are).
+
+    A rebuild records its new generation in the checkpoint before it swaps the alias: when a run
+    stopped in between, the swap is done now."""
     if checkpoint is None or not checkpoint.index_uuid:
         return ""
     found = index_uuid(client, index)
+    if found != checkpoint.index_uuid:
+        built = [name for name, uuid in generations(client, index).items() if uuid == checkpoint.index_uuid]
+        if built:
+            log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", index, built[0])
+            finish_generation(client, index, built[0], spec)
+            found = index_uuid(client, index)
     if found is None:
         return f"index {index!r} was deleted"
     if found != checkpoint.index_uuid:
@@ -250,10 +268,16 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
     spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
-    if ResyncKind.RESET in resync and not any(i.status == ItemStatus.APPLIED for i in batch):
-        reset_index(client, run.config.index, spec)  # only before an export's first pass: later ones add to it
-    ensure_index(client, run.config.index, spec)
-    written_to = index_uuid(client, run.config.index)
+    # A reset exports into a new generation while the alias keeps serving the current one; its
+    # later passes (batch caps, a rerun after a crash) resume the generation their APPLIED items name.
+    rebuild = ResyncKind.RESET in resync
+    if rebuild:
+        resumable = {i.applied_to for i in batch if i.status == ItemStatus.APPLIED and i.applied_to}
+        index = start_rebuild(client, run.config.index, spec, resumable)
+    else:
+        ensure_index(client, run.config.index, spec)
+        index = run.config.index
+    written_to = index_uuid(client, index)
     # what an earlier pass applied to this very index is not read again
     unread = [i for i in batch if i.status != ItemStatus.APPLIED or i.applied_to != written_to]
     with _manifests_of(name):
@@ -270,7 +294,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     )
     target = _Target(
         name,
-        run.config.index,
+        index,
         run.opensearch,
         run.dead_letter,
         {i.sequence_number: i.snapshot_id for i in batch},
@@ -288,8 +312,8 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if ResyncKind.REWRITE in resync:
         export_version = min(i.sequence_number for i in batch if i.resync)
         result.writes.deleted += _delete_older(run.spark, target, export_version)
-    if index_uuid(client, run.config.index) != written_to:
-        raise ProcessingError(f"table {name!r}: index {run.config.index!r} was deleted or replaced during the pass")
+    if index_uuid(client, index) != written_to:
+        raise ProcessingError(f"table {name!r}: index {index!r} was deleted or replaced during the pass")
     if run.lease is not None and run.lease.lost:
         raise LeaseLost.of(name)
     result.checkpoint = Checkpoint(
@@ -301,6 +325,8 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         written_to or "",
     )
     run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=run.lease.owner if run.lease else None)
+    if rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
+        finish_generation(client, run.config.index, index, spec)
     keep_unapplied(table, run.config, last.snapshot_id)
     result.seconds = time.monotonic() - started
     log.info(

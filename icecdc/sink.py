@@ -31,7 +31,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.index import IndexSpec, add_missing_fields, check_template, create_index
+from icecdc.index import IndexSpec, add_missing_fields, create_generation, current_generation, start_generation
 from icecdc.model import Write
 
 log = logging.getLogger(__name__)
@@ -147,14 +147,16 @@ def check_reachable(client: OpenSearch, url: str) -> None:
 
 
 def ensure_index(client: OpenSearch, index: str, spec: IndexSpec | None = None) -> None:
-    """Create the index from `spec` when it does not exist, so an empty table still has one; when it
-    exists, add the fields of `spec` its mapping lacks (columns a schema change added). Raise
-    SinkError first when the index or the cluster refuses writes, or the spec's index template is
-    missing, so that nothing of the batch is written. Without `spec`: OpenSearch's dynamic mapping."""
-    exists = client.indices.exists(index=index)
-    check_writable(client, index, index_exists=exists)
-    if not exists:
-        create_index(client, index, spec)
+    """Create the index's first generation from `spec` behind the alias `index` when `index` names no
+    index, so an empty table still has one; when it does, add the fields of `spec` its mapping lacks
+    (columns a schema change added). Raise SinkError first when the index or the cluster refuses
+    writes, or the spec's index template is missing, so that nothing of the batch is written.
+    Without `spec`: OpenSearch's dynamic mapping. A concrete index named `index` (made by an icecdc
+    before generations) is written to as it is, until a rebuild replaces it with a generation."""
+    current = current_generation(client, index)
+    check_writable(client, index, index_exists=current is not None)
+    if current is None:
+        create_generation(client, index, spec)
     elif spec is not None:
         add_missing_fields(client, index, spec)
 
@@ -196,15 +198,13 @@ def _is_true(value: Any) -> bool:
     return str(value).lower() == "true"  # settings come back as strings
 
 
-def reset_index(client: OpenSearch, index: str, spec: IndexSpec) -> None:
-    """Delete and recreate the index: the only way to let versions go backwards. It is recreated from
-    `spec` (the configured mapping and settings, or template), never from what the old index had, so
-    a reset also applies a changed configuration; a missing template fails before the delete."""
-    if spec.template is not None:
-        check_template(client, spec.template, index)
-    if client.indices.exists(index=index):
-        client.indices.delete(index=index)
-    create_index(client, index, spec)
+def start_rebuild(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
+    """The new generation a reset exports into (`icecdc.index.start_generation`), after checking that
+    the cluster accepts writes: the only way to let versions go backwards. It is made from `spec` (the
+    configured mapping and settings, or template), never from what the old index had, so a reset also
+    applies a changed configuration; a missing template fails before anything is created."""
+    check_writable(client, index, index_exists=False)
+    return start_generation(client, index, spec, resumable)
 
 
 def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:

@@ -240,7 +240,7 @@ def test_an_index_template_applies_and_must_exist_and_match(pipeline: Pipeline) 
 
     pipeline.client.indices.put_index_template(name="other", body={**TEMPLATE, "index_patterns": ["logs-*"]})
     elsewhere = pipeline.config({"name": "db.orders", "index_template": "other"})
-    with pytest.raises(SinkError, match=r"index template 'other' does not apply to index 'orders' \(its patterns: logs-\*\)"):
+    with pytest.raises(SinkError, match=r"index template 'other' does not apply to index 'orders-1' \(its patterns: logs-\*\)"):
         sync(elsewhere, pipeline.spark, ["db.orders"])
     assert not pipeline.client.indices.exists(index="orders")
 
