@@ -33,6 +33,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.index import IndexSpec, add_missing_fields, create_generation, current_generation, start_generation
 from icecdc.model import Write
+from icecdc.secrets import basic_auth
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,9 @@ def open_client(config: OpenSearchConfig) -> OpenSearch:
         "retry_on_status": (502, 503, 504),
         "retry_on_timeout": True,
     }
-    if config.username is not None:
-        options["http_auth"] = (config.username, config.password)
+    credentials = basic_auth(config)  # the password from Secrets Manager when the config names a secret
+    if credentials is not None:
+        options["http_auth"] = credentials
     elif config.aws_region is not None:
         import boto3  # only the SigV4 path needs it
         from opensearchpy import AWSV4SignerAuth

@@ -11,6 +11,7 @@ import pytest
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import ConfigError
 from icecdc.secrets import basic_auth
+from icecdc.sink import open_client
 from tests.support.aws import REGION, aws_client
 
 
@@ -39,3 +40,9 @@ def test_a_missing_secret_is_an_error_naming_it(secrets: Any) -> None:
     arn = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:nowhere-AbCdEf"
     with pytest.raises(ConfigError, match="password_secret_arn .*nowhere.*ResourceNotFoundException"):
         basic_auth(OpenSearchConfig(url="https://search", username="icecdc", password_secret_arn=arn))
+
+
+def test_the_client_authenticates_with_the_secrets_password(secrets: Any, unique: str) -> None:
+    arn = secrets.create_secret(Name=f"client-{unique}", SecretString="s3cret")["ARN"]
+    client = open_client(OpenSearchConfig(url="https://search", username="icecdc", password_secret_arn=arn))
+    assert client.transport.kwargs["http_auth"] == ("icecdc", "s3cret")
