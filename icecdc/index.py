@@ -247,6 +247,18 @@ def add_missing_fields(client: OpenSearch, index: str, spec: IndexSpec) -> None:
             client.indices.put_mapping(index=concrete, body={"properties": additions})
 
 
+def mapping_conflicts(client: OpenSearch, index: str, spec: IndexSpec) -> list[str]:
+    """The fields the index `index` maps otherwise than `spec` (a type change such as int → long):
+    OpenSearch cannot change them in place, so a rewrite resync builds a new generation instead."""
+    if spec.mappings is None:
+        return []
+    conflicts: list[str] = []
+    for found in client.indices.get_mapping(index=index).values():
+        mapped = found.get("mappings", {}).get("properties", {})
+        conflicts += _missing(mapped, spec.mappings.get("properties", {}), "")[1]
+    return conflicts
+
+
 def _missing(mapped: Mapping, wanted: Mapping, prefix: str) -> tuple[Mapping, list[str]]:
     """(the part of the `wanted` properties absent from the `mapped` ones, the paths of fields mapped otherwise)."""
     additions: Mapping = {}

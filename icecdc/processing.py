@@ -31,7 +31,15 @@ from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, SparkConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
-from icecdc.index import IndexSpec, finish_generation, generations, index_spec, index_uuid
+from icecdc.index import (
+    IndexSpec,
+    current_generation,
+    finish_generation,
+    generations,
+    index_spec,
+    index_uuid,
+    mapping_conflicts,
+)
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.planning import Lineage, current_view, plan_table
@@ -239,6 +247,17 @@ def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | Non
     return ""
 
 
+def _mapping_changed(client: OpenSearch, index: str, spec: IndexSpec) -> bool:
+    """Whether the index `index` names maps a field otherwise than `spec` (checked again by every
+    pass of a rewrite: the current generation does not change until the swap)."""
+    if current_generation(client, index) is None:
+        return False
+    conflicts = mapping_conflicts(client, index, spec)
+    if conflicts:
+        log.info("index %r maps %s otherwise than the schema: rebuilding it in a new generation", index, ", ".join(conflicts))
+    return bool(conflicts)
+
+
 @dataclass(frozen=True)
 class _TableRun:
     """What a pass over one table works with, but the table's metadata (which a pass may reload)."""
@@ -268,9 +287,10 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
     spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
-    # A reset exports into a new generation while the alias keeps serving the current one; its
-    # later passes (batch caps, a rerun after a crash) resume the generation their APPLIED items name.
-    rebuild = ResyncKind.RESET in resync
+    # A reset, and a rewrite the current mapping cannot take (a type change), export into a new
+    # generation while the alias keeps serving the current one; their later passes (batch caps, a
+    # rerun after a crash) resume the generation their APPLIED items name.
+    rebuild = ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, run.config.index, spec))
     if rebuild:
         resumable = {i.applied_to for i in batch if i.status == ItemStatus.APPLIED and i.applied_to}
         index = start_rebuild(client, run.config.index, spec, resumable)
@@ -309,7 +329,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         result.seconds = time.monotonic() - started
         log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
         return result
-    if ResyncKind.REWRITE in resync:
+    if ResyncKind.REWRITE in resync and not rebuild:  # a new generation holds only the export
         export_version = min(i.sequence_number for i in batch if i.resync)
         result.writes.deleted += _delete_older(run.spark, target, export_version)
     if index_uuid(client, index) != written_to:

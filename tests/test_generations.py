@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import IntegerType, LongType, NestedField
 
 import icecdc.processing
 from icecdc.config import Config, parse_config
@@ -57,8 +60,8 @@ def uuid_of(pipeline: Pipeline, index: str) -> str:
 
 
 @contextmanager
-def polled(pipeline: Pipeline) -> Iterator[list[int]]:
-    """Count the documents a search of the alias sees, over and over, until the block ends."""
+def polled(pipeline: Pipeline, index: str = INDEX) -> Iterator[list[int]]:
+    """Count the documents a search of the alias `index` sees, over and over, until the block ends."""
     counts: list[int] = []
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -66,7 +69,7 @@ def polled(pipeline: Pipeline) -> Iterator[list[int]]:
     def poll() -> None:
         while not stop.is_set():
             try:
-                counts.append(pipeline.client.count(index=INDEX)["count"])
+                counts.append(pipeline.client.count(index=index)["count"])
             except Exception as exc:  # noqa: BLE001 - a failed search is what the test looks for
                 errors.append(exc)
 
@@ -203,3 +206,27 @@ def test_a_generation_deleted_behind_icecdcs_back_is_rebuilt(pipeline: Pipeline)
     (current,) = aliased(pipeline)
     assert uuid_of(pipeline, current) != before
     assert pipeline.store().get_checkpoint(NAME).index_uuid == uuid_of(pipeline, current)
+
+
+COUNTS = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "n", IntegerType()), identifier_field_ids=[1])
+
+
+def test_a_type_change_the_mapping_cannot_take_rebuilds_in_a_new_generation(pipeline: Pipeline) -> None:
+    table = pipeline.catalog.create_table("db.counts", schema=COUNTS)
+    for f in range(3):
+        table.append(pa.Table.from_pylist([{"id": i, "n": i} for i in range(3 * f, 3 * f + 3)], schema=COUNTS.as_arrow()))
+    config = parse_config({**pipeline.config_dict([{"name": "db.counts"}]), "batch": {"max_files": 1}})
+    pipeline.sync(config, "db.counts")
+    assert pipeline.client.indices.get_mapping(index="counts")["counts-1"]["mappings"]["properties"]["n"] == {"type": "integer"}
+
+    with table.update_schema() as change:
+        change.update_column("n", LongType())  # OpenSearch cannot widen an integer field in place
+    table = pipeline.catalog.load_table("db.counts")
+    table.append(pa.Table.from_pylist([{"id": 9, "n": 2**40}], schema=table.schema().as_arrow()))
+    with polled(pipeline, "counts") as counts:
+        pipeline.sync(config, "db.counts")  # a rewrite resync over four passes, into generation 2
+    assert min(counts) == 9
+    assert sorted(pipeline.client.indices.get_alias(name="counts")) == ["counts-2"]
+    assert not pipeline.client.indices.exists(index="counts-1")
+    assert pipeline.client.indices.get_mapping(index="counts")["counts-2"]["mappings"]["properties"]["n"] == {"type": "long"}
+    assert pipeline.client.count(index="counts")["count"] == 10
