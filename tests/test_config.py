@@ -78,7 +78,10 @@ def base() -> dict:
         ),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
-        (lambda c: c["opensearch"].update(username="u"), r"username and opensearch.password \(or password_secret_arn\) go together"),
+        (
+            lambda c: c["opensearch"].update(username="u"),
+            r"username and opensearch.password \(or password_secret_arn\) go together",
+        ),
     ],
 )
 def test_bad_values_are_named(edit, message: str) -> None:

@@ -230,3 +230,19 @@ def test_a_type_change_the_mapping_cannot_take_rebuilds_in_a_new_generation(pipe
     assert not pipeline.client.indices.exists(index="counts-1")
     assert pipeline.client.indices.get_mapping(index="counts")["counts-2"]["mappings"]["properties"]["n"] == {"type": "long"}
     assert pipeline.client.count(index="counts")["count"] == 10
+
+
+def test_a_column_rename_rewrites_every_document_while_searches_see_them_all(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    for f in range(3):
+        table.append(rows(*range(3 * f, 3 * f + 3)))
+    config = capped(pipeline)
+    pipeline.sync(config, NAME)
+    with table.update_schema() as change:
+        change.rename_column("status", "state")  # a compatible change: the new name is added to the mapping
+
+    with polled(pipeline) as counts:
+        pipeline.sync(config, NAME)  # a rewrite resync over three passes, in place
+    assert min(counts) == 9
+    documents = pipeline.documents(INDEX)
+    assert all('"state":"new"' in d and '"status"' not in d for d in documents.values())
