@@ -29,13 +29,14 @@ from icecdc.config import Config, parse_config
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".build" / "bench"
 RESULTS = REPO / "docs" / "bench"
-CATALOG = "lake"  # pyiceberg's SqlCatalog name and Spark's catalog name must match (see tests/spark_sql.py)
+CATALOG = "lake"  # pyiceberg's SqlCatalog name and Spark's catalog name must match (see tests/support/spark_sql.py)
 CORES = 2  # the reference machine; both tools get the same local[2]
 
 
 def _spark_sql_module() -> ModuleType:
-    # tests/ is not a package; its spark_sql.py is the one place that knows where the Iceberg jars come from.
-    spec = importlib.util.spec_from_file_location("icecdc_tests_spark_sql", REPO / "tests" / "spark_sql.py")
+    # tests/support/spark_sql.py is the one place that knows where the Iceberg jars come from; loaded by
+    # path so that the bench runs from any directory.
+    spec = importlib.util.spec_from_file_location("icecdc_tests_spark_sql", REPO / "tests" / "support" / "spark_sql.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
