@@ -112,8 +112,6 @@ def plan_table(
     snapshots = _snapshots_after(table, config.name, base)
     for snapshot in snapshots:
         items += _change_items(table, config.name, snapshot, identifier_columns, changed)
-    if resync:
-        _retire_other_branches(table, config.name, store, {base.snapshot_id} | {s.snapshot_id for s in snapshots})
 
     written = sum(store.put_item(item) for item in items)
     keep_unapplied(table, config, base.snapshot_id)
@@ -222,20 +220,6 @@ def _resync_needed(
     if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
         return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
     return ResyncKind.NONE, ""
-
-
-def _retire_other_branches(table: Table, name: str, store: StateStore, valid: set[int]) -> None:
-    """Retire pending items of snapshots a resync leaves behind (expired, or on a rolled-back branch).
-
-    Items of commits newer than this planner's view of the table are kept: their sequence numbers
-    are above every one it knows.
-    """
-    stale = [
-        i for i in store.pending_items(name) if i.snapshot_id not in valid and i.sequence_number <= last_sequence_number(table)
-    ]
-    if stale:
-        log.info("%s: retiring %d work items of snapshots left behind", name, len(stale))
-        store.complete(name, None, stale)
 
 
 def _export_items(

@@ -154,6 +154,7 @@ def process_table(
     `changed`: the snapshots' manifest entries, when planning in this process has read them.
     `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
     `limits`: how much this pass may read (default: the configuration's defaults)."""
+    changed = changed or ChangedEntries()  # one read of each manifest for capping, planning and reading
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     client = open_client(opensearch)
@@ -268,7 +269,7 @@ class _TableRun:
     opensearch: OpenSearchConfig
     identifiers: tuple[str, ...]
     dead_letter: str | None
-    changed: ChangedEntries | None
+    changed: ChangedEntries
     lease: Lease | None
     limits: BatchConfig
 
@@ -283,7 +284,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if not batch:
         return result
     with _manifests_of(name):
-        batch, result.partial = cap_batch(table, batch, run.limits, run.changed or ChangedEntries())
+        batch, result.partial = cap_batch(table, batch, run.limits, run.changed)
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
     spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
