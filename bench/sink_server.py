@@ -1,0 +1,648 @@
+"""The bench's sink: an in-memory OpenSearch bulk endpoint that is not the bottleneck (issue 12 item 5).
+
+osmem replaces a document in time that grows with the index, so with it every sink-heavy figure
+measures osmem. This server keeps an index as a dict `_id → (version, source)` and answers what
+icecdc's sink, index lifecycle and verification and the bench's peer call, with OpenSearch's
+versioning semantics:
+
+- `index` / `delete` with `version_type=external`: a version at or below the stored one (a live
+  document's or a tombstone's) is answered 409 `version_conflict_engine_exception`;
+  `external_gte`: a version below it. Without a version (internal, the peer's plain writes): the
+  stored version + 1. A delete keeps a tombstone with its version (OpenSearch keeps one for
+  `index.gc_deletes`, 60 s; here for the server's life); a delete of an absent document is 404
+  `not_found`, and leaves a tombstone too.
+- Indexes are auto-created by a write, as OpenSearch does; aliases, settings (flat or nested,
+  `index.uuid`), mappings (kept, merged by `PUT _mapping`, never applied), `_aliases` actions
+  (`add`, `remove`, `remove_index`), `_refresh`, `_count`, and match_all searches with scroll,
+  slices and `version`, enough for `helpers.scan` and `icecdc.verify.index_documents`.
+
+What it does not do: sources are kept as the bytes sent, never parsed, so no mapping is applied
+(no strict-mapping refusals, no type checks) and no query but match_all is answered. It is for
+throughput figures only; the correctness tests run against osmem, which checks all that.
+
+    python -m bench.sink_server [--port 0]   prints its URL, serves until killed or its parent exits
+
+`SinkServer.start()` runs it as a subprocess (its own process: its CPU and memory are its own,
+and it never competes with the bench's driver for the GIL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+VERSION = "2.19.0"  # the OpenSearch version `GET /` claims (icecdc needs nothing version-specific)
+SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
+
+Json = dict[str, Any]
+
+
+class ApiError(Exception):
+    """An answer OpenSearch gives as `{"error": {"type", "reason"}, "status"}`."""
+
+    def __init__(self, status: int, error_type: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.error_type, self.reason = status, error_type, reason
+
+    def body(self) -> Json:
+        return {"error": {"type": self.error_type, "reason": self.reason}, "status": self.status}
+
+
+def _missing(name: str) -> ApiError:
+    return ApiError(404, "index_not_found_exception", f"no such index [{name}]")
+
+
+@dataclass
+class Index:
+    name: str
+    mappings: Json = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)  # flat: "index.number_of_shards" → "1"
+    aliases: set[str] = field(default_factory=set)
+    docs: dict[str, tuple[int, bytes | None]] = field(default_factory=dict)  # _id → (version, source; None: tombstone)
+    live: int = 0
+
+    def __post_init__(self) -> None:
+        defaults = {
+            "index.number_of_shards": "1",
+            "index.number_of_replicas": "1",
+            "index.uuid": uuid.uuid4().hex[:22],
+            "index.provided_name": self.name,
+            "index.creation_date": str(int(time.time() * 1000)),
+            "index.version.created": "136408127",
+        }
+        self.settings = {**defaults, **self.settings}
+
+    def live_documents(self) -> Iterator[tuple[str, int, bytes]]:
+        for doc_id, (version, source) in self.docs.items():
+            if source is not None:
+                yield doc_id, version, source
+
+
+@dataclass
+class Scroll:
+    index: dict[str, str]  # _id → concrete index name
+    hits: list[tuple[str, str, int, bytes]]  # (index, _id, version, source)
+    size: int
+    version: bool
+    source: bool
+    position: int = 0
+
+
+@dataclass
+class Stats:
+    bulk_requests: int = 0
+    bulk_items: int = 0
+    bulk_bytes: int = 0
+    bulk_seconds: float = 0.0  # wall time spent inside bulk requests (parsing, applying, answering)
+
+
+class Store:
+    """Every index, alias and open scroll; one lock (bulk requests apply one at a time)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.indices: dict[str, Index] = {}
+        self.scrolls: dict[str, Scroll] = {}
+        self.stats = Stats()
+        self._seq = itertools.count(1)
+
+    # ----- names
+
+    def alias_targets(self, alias: str) -> list[str]:
+        return sorted(name for name, index in self.indices.items() if alias in index.aliases)
+
+    def resolve(self, expression: str, ignore_unavailable: bool = False) -> list[str]:
+        """The concrete indexes of a comma-separated list of names, aliases and wildcards."""
+        found: list[str] = []
+        for part in expression.split(","):
+            if part in ("_all", "*"):
+                found += sorted(self.indices)
+            elif "*" in part:
+                found += sorted(n for n in self.indices if fnmatchcase(n, part))
+            elif part in self.indices:
+                found.append(part)
+            elif targets := self.alias_targets(part):
+                found += targets
+            elif not ignore_unavailable:
+                raise _missing(part)
+        return list(dict.fromkeys(found))
+
+    def write_index(self, name: str) -> Index:
+        """The index a write to `name` goes to: the index, an alias's only index, or a new index."""
+        if name in self.indices:
+            return self.indices[name]
+        targets = self.alias_targets(name)
+        if len(targets) > 1:
+            raise ApiError(400, "illegal_argument_exception", f"no write index is defined for alias [{name}]")
+        if targets:
+            return self.indices[targets[0]]
+        return self.create(name, {})  # auto-created, as OpenSearch's action.auto_create_index does
+
+    def create(self, name: str, body: Json) -> Index:
+        if name in self.indices:
+            raise ApiError(400, "resource_already_exists_exception", f"index [{name}] already exists")
+        if self.alias_targets(name):
+            raise ApiError(400, "invalid_index_name_exception", f"Invalid index name [{name}], already exists as alias")
+        index = Index(name, dict(body.get("mappings") or {}), _flat_settings(body.get("settings") or {}))
+        self.indices[name] = index
+        for alias in body.get("aliases") or {}:
+            index.aliases.add(alias)
+        return index
+
+    # ----- bulk
+
+    def bulk(self, body: bytes, default_index: str | None) -> bytes:
+        started = time.perf_counter()
+        lines = body.split(b"\n")
+        items: list[Json] = []
+        errors = False
+        with self.lock:
+            position = 0
+            while position < len(lines):
+                line = lines[position]
+                position += 1
+                if not line.strip():
+                    continue
+                ((op, meta),) = json.loads(line).items()
+                source = None
+                if op in ("index", "create", "update"):
+                    source = lines[position]
+                    position += 1
+                try:
+                    outcome = self._write(op, meta, source, default_index)
+                except ApiError as exc:
+                    errors = True
+                    error: Json = {"type": exc.error_type, "reason": exc.reason}
+                    outcome = {"_index": meta.get("_index", default_index), "_id": meta.get("_id"), "status": exc.status}
+                    outcome["error"] = error
+                items.append({op: outcome})
+            self.stats.bulk_requests += 1
+            self.stats.bulk_items += len(items)
+            self.stats.bulk_bytes += len(body)
+            answer = json.dumps({"took": 1, "errors": errors, "items": items}).encode()
+            self.stats.bulk_seconds += time.perf_counter() - started
+        return answer
+
+    def _write(self, op: str, meta: Json, source: bytes | None, default_index: str | None) -> Json:
+        name = meta.get("_index") or default_index
+        if name is None:
+            raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
+        index = self.write_index(name)
+        if op == "update":
+            raise ApiError(400, "illegal_argument_exception", "the bench sink does not support update actions")
+        doc_id = meta.get("_id")
+        if doc_id is None:
+            if op == "delete":
+                raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: id is missing;")
+            doc_id = uuid.uuid4().hex
+        doc_id = str(doc_id)
+        version_type = meta.get("version_type", "internal")
+        version = meta.get("version")
+        stored = index.docs.get(doc_id)
+        if version_type in ("external", "external_gte"):
+            if not isinstance(version, int):
+                raise ApiError(400, "action_request_validation_exception", "an external versioning type requires a version")
+            if stored is not None and (version < stored[0] or (version_type == "external" and version == stored[0])):
+                raise _conflict(index, doc_id, stored[0], version)
+            new_version = version
+        elif version_type == "internal" and version is None:
+            new_version = stored[0] + 1 if stored is not None else 1
+        else:
+            raise ApiError(
+                400, "action_request_validation_exception", f"version_type [{version_type}] with version is not supported"
+            )
+        live = stored is not None and stored[1] is not None
+        if op == "create" and live:
+            raise ApiError(409, "version_conflict_engine_exception", f"[{doc_id}]: version conflict, document already exists")
+        answer: Json = {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": new_version,
+            "_shards": {"total": 1, "successful": 1, "failed": 0},
+            "_seq_no": next(self._seq),
+            "_primary_term": 1,
+        }
+        if op == "delete":
+            index.docs[doc_id] = (new_version, None)
+            index.live -= live
+            return {**answer, "result": "deleted" if live else "not_found", "status": 200 if live else 404}
+        if op not in ("index", "create"):
+            raise ApiError(400, "illegal_argument_exception", f"Malformed action/metadata line, unknown action [{op}]")
+        assert source is not None
+        index.docs[doc_id] = (new_version, source)
+        index.live += not live
+        return {**answer, "result": "updated" if live else "created", "status": 200 if live else 201}
+
+    # ----- search
+
+    def search(self, expression: str, body: Json, params: dict[str, str]) -> bytes:
+        query = body.get("query") or {"match_all": {}}
+        if set(query) != {"match_all"}:
+            raise ApiError(400, "parsing_exception", f"the bench sink answers match_all queries only, not {sorted(query)}")
+        size = int(params.get("size", body.get("size", 10)))
+        piece = body.get("slice")
+        hits = [
+            (name, doc_id, version, source)
+            for name in self.resolve(expression)
+            for doc_id, version, source in self.indices[name].live_documents()
+            if piece is None or zlib.crc32(doc_id.encode()) % int(piece["max"]) == int(piece["id"])
+        ]
+        scroll = Scroll({}, hits, size, _true(params.get("version", body.get("version"))), body.get("_source", True) is not False)
+        scroll_id = None
+        if "scroll" in params:
+            scroll_id = uuid.uuid4().hex
+            self.scrolls[scroll_id] = scroll
+        else:
+            scroll.position = int(params.get("from", body.get("from", 0)))
+        return self._page(scroll, scroll_id)
+
+    def scroll(self, scroll_id: str) -> bytes:
+        scroll = self.scrolls.get(scroll_id)
+        if scroll is None:
+            raise ApiError(404, "search_context_missing_exception", f"No search context found for id [{scroll_id}]")
+        return self._page(scroll, scroll_id)
+
+    def _page(self, scroll: Scroll, scroll_id: str | None) -> bytes:
+        page = scroll.hits[scroll.position : scroll.position + scroll.size]
+        scroll.position += len(page)
+        hits = b",".join(
+            _hit(name, doc_id, version, source, scroll.version, scroll.source) for name, doc_id, version, source in page
+        )
+        head: Json = {"took": 1, "timed_out": False, "_shards": SHARDS}
+        if scroll_id is not None:
+            head["_scroll_id"] = scroll_id
+        total = json.dumps({"value": len(scroll.hits), "relation": "eq"}).encode()
+        return json.dumps(head).encode()[:-1] + b',"hits":{"total":' + total + b',"max_score":1.0,"hits":[' + hits + b"]}}"
+
+
+def _hit(name: str, doc_id: str, version: int, source: bytes, with_version: bool, with_source: bool) -> bytes:
+    meta: Json = {"_index": name, "_id": doc_id, "_score": 1.0}
+    if with_version:
+        meta["_version"] = version
+    text = json.dumps(meta).encode()
+    return text[:-1] + b',"_source":' + source + b"}" if with_source else text
+
+
+def _conflict(index: Index, doc_id: str, stored: int, version: int) -> ApiError:
+    return ApiError(
+        409,
+        "version_conflict_engine_exception",
+        f"[{doc_id}]: version conflict, current version [{stored}] is higher or equal to the one provided [{version}]",
+    )
+
+
+def _true(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
+def _flat_settings(settings: Json, prefix: str = "") -> dict[str, str]:
+    """Settings as OpenSearch's flat form, every key under `index.`, values as strings (None stays None: a reset)."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    if prefix:
+        return flat
+    return {
+        (k if k.startswith("index.") else f"index.{k}"): (
+            None if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        )
+        for k, v in flat.items()
+    }
+
+
+def _nested(flat: dict[str, str]) -> Json:
+    nested: Json = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def _merge_properties(current: Json, added: Json) -> None:
+    for name, mapping in added.items():
+        have = current.get(name)
+        if isinstance(have, dict) and "properties" in mapping:
+            _merge_properties(have.setdefault("properties", {}), mapping["properties"])
+        else:
+            current[name] = mapping
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes OpenSearch's REST paths to the store; JSON in, JSON out, HTTP/1.1 keep-alive."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def _serve(self, method: str) -> None:
+        url = urlsplit(self.path)
+        parts = [unquote(p) for p in url.path.split("/") if p]
+        params = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            status, answer = route(self.server.store, method, parts, params, raw)
+        except ApiError as exc:
+            status, answer = exc.status, json.dumps(exc.body()).encode()
+        except Exception as exc:  # noqa: BLE001 (a bug here must answer, not hang the client)
+            status, answer = 500, json.dumps(ApiError(500, "exception", repr(exc)).body()).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(answer)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, Handler)
+        self.store = Store()
+
+
+def route(store: Store, method: str, parts: list[str], params: dict[str, str], raw: bytes) -> tuple[int, bytes]:
+    """(status, body) of one request."""
+    if parts and parts[-1] == "_bulk":
+        return 200, store.bulk(raw, parts[0] if len(parts) == 2 else None)
+    body = json.loads(raw) if raw.strip() else {}
+    with store.lock:
+        if parts[:2] == ["_search", "scroll"]:
+            if method == "DELETE":
+                for scroll_id in _list(body.get("scroll_id") or parts[2:]):
+                    store.scrolls.pop(scroll_id, None)
+                return 200, json.dumps({"succeeded": True, "num_freed": 1}).encode()
+            return 200, store.scroll(body.get("scroll_id") or params["scroll_id"])
+        if parts and parts[-1] == "_search":
+            return 200, store.search(parts[0] if len(parts) == 2 else "_all", body, params)
+        status, answer = _json_route(store, method, parts, params, body)
+    return status, json.dumps(answer).encode()
+
+
+def _list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _json_route(store: Store, method: str, parts: list[str], params: dict[str, str], body: Json) -> tuple[int, Any]:
+    if not parts:
+        return 200, {
+            "name": "bench-sink",
+            "cluster_name": "bench-sink",
+            "cluster_uuid": "bench-sink",
+            "version": {"distribution": "opensearch", "number": VERSION, "lucene_version": "9.12.1"},
+            "tagline": "The OpenSearch Project: https://opensearch.org/",
+        }
+    head, rest = parts[0], parts[1:]
+    if head == "_bench" and rest == ["stats"]:
+        return 200, {**vars(store.stats), "documents": {n: i.live for n, i in store.indices.items()}}
+    if head == "_cluster" and rest[:1] == ["settings"]:
+        return 200, {"persistent": {}, "transient": {}}
+    if head == "_cluster" and rest[:1] == ["health"]:
+        return 200, {"cluster_name": "bench-sink", "status": "green", "number_of_nodes": 1}
+    if head == "_aliases" and method in ("POST", "PUT"):
+        _update_aliases(store, body.get("actions", []))
+        return 200, {"acknowledged": True}
+    if head == "_alias":
+        return _get_aliases(store, "_all", rest[0] if rest else None)
+    if head == "_refresh" or rest == ["_refresh"] or rest == ["_flush"]:
+        if rest:
+            store.resolve(head, _true(params.get("ignore_unavailable")))
+        return 200, {"_shards": SHARDS}
+    if head.startswith("_"):
+        raise ApiError(400, "illegal_argument_exception", f"the bench sink does not answer {method} /{'/'.join(parts)}")
+    return _index_route(store, method, head, rest, params, body)
+
+
+def _index_route(store: Store, method: str, name: str, rest: list[str], params: dict[str, str], body: Json) -> tuple[int, Any]:
+    ignore_unavailable = _true(params.get("ignore_unavailable"))
+    if not rest:
+        if method == "HEAD":
+            return (200 if store.resolve(name, ignore_unavailable=True) else 404), {}
+        if method == "PUT":
+            store.create(name, body)
+            return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
+        if method == "DELETE":
+            if name not in store.indices and store.alias_targets(name):
+                raise ApiError(400, "illegal_argument_exception", f"The provided expression [{name}] matches an alias")
+            for concrete in store.resolve(name, ignore_unavailable):
+                del store.indices[concrete]
+            return 200, {"acknowledged": True}
+        return 200, {
+            n: {
+                "aliases": {a: {} for a in sorted(store.indices[n].aliases)},
+                "mappings": store.indices[n].mappings,
+                "settings": _nested(store.indices[n].settings),
+            }
+            for n in store.resolve(name, ignore_unavailable)
+        }
+    what = rest[0]
+    if what == "_settings":
+        concrete = store.resolve(name, ignore_unavailable)
+        if method == "PUT":
+            for n in concrete:
+                for key, value in _flat_settings(body).items():
+                    if value is None:
+                        store.indices[n].settings.pop(key, None)
+                    else:
+                        store.indices[n].settings[key] = value
+            return 200, {"acknowledged": True}
+        flat = _true(params.get("flat_settings"))
+        return 200, {
+            n: {"settings": dict(store.indices[n].settings) if flat else _nested(store.indices[n].settings)} for n in concrete
+        }
+    if what == "_mapping":
+        concrete = store.resolve(name, ignore_unavailable)
+        if method == "PUT":
+            for n in concrete:
+                _merge_properties(store.indices[n].mappings.setdefault("properties", {}), body.get("properties", {}))
+            return 200, {"acknowledged": True}
+        return 200, {n: {"mappings": store.indices[n].mappings} for n in concrete}
+    if what in ("_alias", "_aliases"):
+        alias = rest[1] if len(rest) > 1 else None
+        if method in ("PUT", "POST") and alias is not None:
+            _update_aliases(store, [{"add": {"index": name, "alias": alias}}])
+            return 200, {"acknowledged": True}
+        if method == "DELETE" and alias is not None:
+            _update_aliases(store, [{"remove": {"index": name, "alias": alias}}])
+            return 200, {"acknowledged": True}
+        status, answer = _get_aliases(store, name, alias)
+        return (status, {}) if method == "HEAD" else (status, answer)
+    if what == "_count":
+        return 200, {"count": sum(store.indices[n].live for n in store.resolve(name, ignore_unavailable)), "_shards": SHARDS}
+    if what == "_doc" and len(rest) == 2 and method in ("GET", "HEAD"):
+        index = store.indices[store.resolve(name)[0]]
+        found = index.docs.get(rest[1])
+        if found is None or found[1] is None:
+            return 404, {"_index": index.name, "_id": rest[1], "found": False}
+        return 200, {"_index": index.name, "_id": rest[1], "_version": found[0], "found": True, "_source": json.loads(found[1])}
+    raise ApiError(400, "illegal_argument_exception", f"the bench sink does not answer {method} /{name}/{'/'.join(rest)}")
+
+
+def _get_aliases(store: Store, expression: str, alias: str | None) -> tuple[int, Any]:
+    names = store.resolve(expression, ignore_unavailable=True)
+    found = {
+        n: {"aliases": {a: {} for a in sorted(store.indices[n].aliases) if alias is None or fnmatchcase(a, alias)}} for n in names
+    }
+    if alias is None:
+        return 200, found
+    found = {n: v for n, v in found.items() if v["aliases"]}
+    if not found:
+        return 404, {"error": f"alias [{alias}] missing", "status": 404}
+    return 200, found
+
+
+def _update_aliases(store: Store, actions: list[Json]) -> None:
+    """Every action, checked first, then applied together (OpenSearch's `_aliases` is atomic)."""
+    steps: list[Callable[[], None]] = []
+    for action in actions:
+        ((kind, spec),) = action.items()
+        names = [n for expr in _list(spec.get("indices") or spec.get("index")) for n in store.resolve(expr)]
+        if kind == "add":
+            alias = spec["alias"]
+            if alias in store.indices:
+                raise ApiError(
+                    400, "invalid_alias_name_exception", f"Invalid alias name [{alias}]: an index exists with the same name"
+                )
+            steps += [lambda n=n, a=alias: store.indices[n].aliases.add(a) for n in names]
+        elif kind == "remove":
+            alias = spec["alias"]
+            for n in names:
+                if alias not in store.indices[n].aliases:
+                    raise ApiError(404, "aliases_not_found_exception", f"aliases [{alias}] missing")
+            steps += [lambda n=n, a=alias: store.indices[n].aliases.discard(a) for n in names]
+        elif kind == "remove_index":
+            steps += [lambda n=n: store.indices.pop(n, None) for n in names]
+        else:
+            raise ApiError(400, "illegal_argument_exception", f"unknown alias action [{kind}]")
+    for step in steps:
+        step()
+
+
+# ----- the process, seen from the bench
+
+
+@dataclass
+class SinkServer:
+    """The sink server running as a subprocess of this process."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+
+    @classmethod
+    def start(cls, timeout: float = 30.0) -> SinkServer:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.sink_server", "--parent-pid", str(os.getpid())],
+            stdout=subprocess.PIPE,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
+        assert process.stdout is not None
+        line = process.stdout.readline().decode().strip()  # the URL, once it listens
+        if not line.startswith("http://"):
+            process.kill()
+            raise RuntimeError(f"bench sink server did not start: {line!r}")
+        server = cls(process, line)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                server.request("GET", "/")
+                return server
+            except OSError:
+                if time.monotonic() > deadline:
+                    server.close()
+                    raise
+                time.sleep(0.1)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def request(self, method: str, path: str) -> Json:
+        with urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=60) as answer:
+            result: Json = json.loads(answer.read())
+            return result
+
+    def stats(self) -> Json:
+        """Bulk requests, items, bytes and seconds spent in them so far; live documents per index."""
+        return self.request("GET", "/_bench/stats")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> SinkServer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+
+def _exit_with(parent: int) -> None:
+    """Stop when the process that started this one is gone (no server outlives a killed bench)."""
+    while True:
+        time.sleep(1)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.sink_server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--parent-pid", type=int)
+    args = parser.parse_args()
+    server = Server((args.host, args.port))
+    if args.parent_pid:
+        threading.Thread(target=_exit_with, args=(args.parent_pid,), daemon=True).start()
+    host, port = server.server_address[:2]
+    print(f"http://{host}:{port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The bench's in-memory sink (bench/sink_server.py) answers icecdc's sink and index lifecycle with
+OpenSearch's versioning semantics, so that `make bench`'s throughput figures measure icecdc and
+still mean what they would against OpenSearch. The bench's own tool, not a correctness oracle:
+every other test runs against osmem."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+
+import pytest
+from opensearchpy import NotFoundError, OpenSearch, helpers
+
+from bench.sink_server import SinkServer
+from icecdc.config import OpenSearchConfig
+from icecdc.errors import SinkError
+from icecdc.index import BUILD_SETTINGS, IndexSpec, current_generation, finish_generation, index_uuid
+from icecdc.model import Write
+from icecdc.sink import check_writable, delete_older, ensure_index, start_rebuild, write_documents
+from icecdc.verify import index_documents
+
+_names = count()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SinkServer]:
+    with SinkServer.start() as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: SinkServer) -> OpenSearch:
+    return OpenSearch(hosts=[server.url], timeout=30)
+
+
+@pytest.fixture
+def config(server: SinkServer) -> OpenSearchConfig:
+    return OpenSearchConfig(url=server.url, bulk_chunk_size=3)
+
+
+@pytest.fixture
+def index() -> str:
+    return f"bench-{next(_names)}"
+
+
+def write(client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: str = "external") -> dict[str, int]:
+    stats = write_documents(client, config, index, writes, version_type=version_type)
+    return {k: v for k, v in vars(stats).items() if v}
+
+
+def test_external_versions_refuse_older_and_equal_writes_and_deletes_keep_a_tombstone(
+    client: OpenSearch, config: OpenSearchConfig, index: str
+) -> None:
+    ensure_index(client, index)
+    assert write(client, config, index, Write("a", 5, '{"v": 5}'), Write("b", 5, '{"v": 5}')) == {"indexed": 2}
+    assert write(client, config, index, Write("a", 5, '{"v": 55}'), Write("a", 4, '{"v": 4}')) == {"superseded": 2}
+    assert write(client, config, index, Write("a", 6, '{"v": 6}')) == {"indexed": 1}
+    assert write(client, config, index, Write("b", 7, None)) == {"deleted": 1}
+    # the tombstone keeps version 7: an older or equal index of b is refused, a newer one is not
+    assert write(client, config, index, Write("b", 7, '{"v": 7}'), Write("b", 6, '{"v": 6}')) == {"superseded": 2}
+    # a delete of an absent document answers 404 (counted as done) and leaves a tombstone too
+    assert write(client, config, index, Write("c", 3, None)) == {"deleted": 1}
+    assert write(client, config, index, Write("c", 3, '{"v": 3}')) == {"superseded": 1}
+    assert write(client, config, index, Write("c", 4, '{"v": 4}'), Write("b", 8, '{"v": 8}')) == {"indexed": 2}
+    # a resync's external_gte rewrites documents of equal version, never older ones
+    assert write(client, config, index, Write("a", 6, '{"v": 66}'), version_type="external_gte") == {"indexed": 1}
+    assert write(client, config, index, Write("a", 5, '{"v": 5}'), version_type="external_gte") == {"superseded": 1}
+    assert index_documents(client, index) == {"a": '{"v":66}', "b": '{"v":8}', "c": '{"v":4}'}
+    assert client.count(index=index)["count"] == 3
+    assert client.get(index=index, id="a")["_version"] == 6
+
+
+def test_unversioned_writes_as_the_peer_sends_them(client: OpenSearch, index: str) -> None:
+    actions = [
+        {"_op_type": "index", "_index": index, "_id": "1", "_source": {"x": 1}},
+        {"_op_type": "index", "_index": index, "_id": "1", "_source": {"x": 2}},
+        {"_op_type": "delete", "_index": index, "_id": "2"},
+    ]
+    ok, errors = helpers.bulk(client, actions, raise_on_error=False)
+    assert ok == 2
+    assert [next(iter(e.values()))["status"] for e in errors] == [404]  # auto-created index, absent document
+    assert client.get(index=index, id="1")["_version"] == 2
+
+
+def test_index_lifecycle_generations_behind_an_alias(client: OpenSearch, config: OpenSearchConfig, index: str) -> None:
+    spec = IndexSpec({"dynamic": "strict", "properties": {"x": {"type": "long"}}}, {"number_of_shards": 1})
+    ensure_index(client, index, spec)
+    assert current_generation(client, index) == f"{index}-1"
+    first = index_uuid(client, index)
+    assert first is not None
+    write(client, config, index, Write("1", 2, '{"x": 1}'))
+    ensure_index(client, index, IndexSpec({"properties": {"x": {"type": "long"}, "y": {"type": "keyword"}}}))
+    assert set(client.indices.get_mapping(index=index)[f"{index}-1"]["mappings"]["properties"]) == {"x", "y"}
+
+    building = start_rebuild(client, index, spec, resumable=set())
+    assert building == f"{index}-2"
+    settings = client.indices.get_settings(index=building, flat_settings=True)[building]["settings"]
+    assert settings["index.refresh_interval"] == BUILD_SETTINGS["refresh_interval"]
+    write(client, config, building, Write("2", 1, '{"x": 2}'))
+    assert index_documents(client, index) == {"1": '{"x":1}'}  # searches read the old generation until the swap
+    finish_generation(client, index, building, spec)
+    assert current_generation(client, index) == building
+    assert index_uuid(client, index) not in (None, first)
+    assert index_documents(client, index) == {"2": '{"x":2}'}
+    with pytest.raises(NotFoundError):
+        client.indices.get(index=f"{index}-1")
+
+
+def test_write_blocks_are_seen_and_scrolled_deletes_of_older_documents(
+    client: OpenSearch, config: OpenSearchConfig, index: str
+) -> None:
+    ensure_index(client, index)
+    write(client, config, index, *(Write(str(i), 1 if i % 2 else 3, f'{{"i": {i}}}') for i in range(25)))
+    deleted = sum(delete_older(client, config, index, 3, piece, 3) for piece in range(3))
+    assert deleted == 12
+    assert sorted(index_documents(client, index), key=int) == [str(i) for i in range(0, 25, 2)]
+    client.indices.put_settings(index=index, body={"index": {"blocks": {"write": True}}})
+    with pytest.raises(SinkError, match="index.blocks.write"):
+        check_writable(client, index)
