@@ -43,7 +43,9 @@ def index() -> str:
     return f"bench-{next(_names)}"
 
 
-def write(client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: str = "external") -> dict[str, int]:
+def write(
+    client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: str = "external"
+) -> dict[str, int]:
     stats = write_documents(client, config, index, writes, version_type=version_type)
     return {k: v for k, v in vars(stats).items() if v}
 
