@@ -1,7 +1,8 @@
-"""`python -m bench` (what `make bench` runs): every measurement of issue 6, then the report.
+"""`python -m bench` (what `make bench` runs): every measurement of issues 6 and 12, then the report.
 
-BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is the issue's
-python -m bench --only compare   run some measurements (compare, sink, scaling, batching)
+BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is issue 6's
+python -m bench --only compare   run some measurements (compare, sink, scaling, batching, throughput, probe)
+python -m bench --only export_2m the 2,000,000-row export (`make bench-export-2m`; not part of a plain run)
 python -m bench --report-only    redraw charts and README from the JSON already in docs/bench
 """
 
@@ -17,15 +18,26 @@ from osmem_server import OsmemServer
 
 from bench import report, sparklog
 from bench.env import RESULTS, MemorySampler, fresh_workdir, machine, spark_settings, start_spark
+from bench.sink_server import SinkServer
 from bench.suite import SCALES, Bench, batching, compare, cost_scaling, sink_efficiency
+from bench.throughput import export_2m, memory_probe, throughput
 
-MEASUREMENTS = {"compare": compare, "sink": sink_efficiency, "scaling": cost_scaling, "batching": batching}
+# What a plain run measures, in order; osmem serves the first four, the bench sink the others.
+MEASUREMENTS = {
+    "compare": compare,
+    "sink": sink_efficiency,
+    "scaling": cost_scaling,
+    "batching": batching,
+    "throughput": throughput,
+    "probe": memory_probe,
+}
+ON_REQUEST = {"export_2m": export_2m}  # long: its own make target
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", "default"), choices=sorted(SCALES))
-    parser.add_argument("--only", nargs="+", choices=sorted(MEASUREMENTS), default=list(MEASUREMENTS))
+    parser.add_argument("--only", nargs="+", choices=sorted({**MEASUREMENTS, **ON_REQUEST}), default=list(MEASUREMENTS))
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -42,19 +54,21 @@ def run(scale_name: str, only: list[str]) -> None:
     results.update({"scale": scale_name, "machine": machine(), "spark": spark_settings()})
     workdir = fresh_workdir()
     server = OsmemServer.start(japanese=False)
+    sink = SinkServer.start()
     spark = start_spark(workdir)
-    sampler = MemorySampler(server.pid, spark)
-    bench = Bench(workdir, spark, server.url, sampler, SCALES[scale_name])
+    sampler = MemorySampler(server.pid, spark, sink_pid=sink.pid)
+    bench = Bench(workdir, spark, server.url, sampler, SCALES[scale_name], sink.url, sink.pid)
     try:
         for name in only:
             started = time.monotonic()
             print(f"bench[{scale_name}]: {name} …", flush=True)
-            results[name] = MEASUREMENTS[name](bench)
+            results[name] = {**MEASUREMENTS, **ON_REQUEST}[name](bench)
             print(f"bench[{scale_name}]: {name} done in {time.monotonic() - started:.0f}s", flush=True)
             path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     finally:
         spark.stop()  # closes the event log
         sampler.close()
+        sink.close()
         server.close()
     sparklog.attach(results, sparklog.phase_metrics(workdir / sparklog.EVENTS))
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

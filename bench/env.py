@@ -56,31 +56,36 @@ def spark_settings() -> dict[str, str]:
     }
 
 
-def start_spark(workdir: Path) -> Any:
-    """A SparkSession with Iceberg's runtime whose catalog `lake` is the bench's SQLite catalog."""
+def start_spark(workdir: Path, iceberg: bool = True) -> Any:
+    """A SparkSession under `spark_settings()`; with `iceberg`, Iceberg's runtime and the catalog `lake`
+    (the bench's SQLite catalog, for Spark SQL's writes and the peer) and an event log per measured
+    phase. Without: what icecdc alone needs (it reads with pyiceberg), as in `bench.isolated`'s runs."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
-    iceberg = _spark_sql_module().iceberg_spark_conf()
-    if not iceberg:
-        raise SystemExit("bench: Iceberg's Spark runtime is unavailable; run `make iceberg-jars`")
+    settings = dict(spark_settings())
+    if iceberg:
+        runtime = _spark_sql_module().iceberg_spark_conf()
+        if not runtime:
+            raise SystemExit("bench: Iceberg's Spark runtime is unavailable; run `make iceberg-jars`")
+        events = workdir / sparklog.EVENTS
+        events.mkdir()
+        settings = {
+            **runtime,
+            **settings,
+            "spark.eventLog.enabled": "true",  # read per measured phase by bench/sparklog.py
+            "spark.eventLog.dir": events.as_uri(),
+            f"spark.sql.catalog.{CATALOG}.uri": f"jdbc:sqlite:{workdir / 'catalog.db'}",
+            f"spark.sql.catalog.{CATALOG}.warehouse": (workdir / "warehouse").as_uri(),
+        }
     builder = SparkSession.builder.appName("icecdc-bench")
-    events = workdir / sparklog.EVENTS
-    events.mkdir()
-    settings = {
-        **iceberg,
-        **spark_settings(),
-        "spark.eventLog.enabled": "true",  # read per measured phase by bench/sparklog.py
-        "spark.eventLog.dir": events.as_uri(),
-        f"spark.sql.catalog.{CATALOG}.uri": f"jdbc:sqlite:{workdir / 'catalog.db'}",
-        f"spark.sql.catalog.{CATALOG}.warehouse": (workdir / "warehouse").as_uri(),
-    }
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+    if iceberg:
+        session.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
     return session
 
 
@@ -90,22 +95,36 @@ def fresh_workdir() -> Path:
     return WORK
 
 
-def icecdc_config(workdir: Path, opensearch_url: str, table: str, index: str, state: str, export: bool = True) -> Config:
+def icecdc_config(
+    workdir: Path, opensearch_url: str, table: str, index: str, state: str, export: bool = True, **sections: Any
+) -> Config:
     """A config for one table of the bench catalog, with its own state store (so syncs do not share checkpoints)."""
-    return parse_config(
-        {
-            "catalog": {
-                "name": CATALOG,
-                "type": "sql",
-                "uri": f"sqlite:///{workdir / 'catalog.db'}",
-                "warehouse": (workdir / "warehouse").as_uri(),
-            },
-            "state": {"type": "sqlite", "path": str(workdir / f"state-{state}.db")},
-            "opensearch": {"url": opensearch_url},
-            "spark": {"master": f"local[{CORES}]"},
-            "tables": [{"name": table, "index": index, "export": export}],
-        }
-    )
+    return parse_config(config_dict(workdir, opensearch_url, table, index, state, export, **sections))
+
+
+def config_dict(
+    workdir: Path, opensearch_url: str, table: str, index: str, state: str, export: bool = True, **sections: Any
+) -> dict[str, Any]:
+    """`icecdc_config`'s YAML as a dict; `sections` adds or replaces top-level sections (`batch`, `engine`)."""
+    return {
+        "catalog": {
+            "name": CATALOG,
+            "type": "sql",
+            "uri": f"sqlite:///{workdir / 'catalog.db'}",
+            "warehouse": (workdir / "warehouse").as_uri(),
+        },
+        "state": {"type": "sqlite", "path": str(workdir / f"state-{state}.db")},
+        "opensearch": {"url": opensearch_url},
+        "spark": {"master": f"local[{CORES}]"},
+        "tables": [{"name": table, "index": index, "export": export}],
+        **sections,
+    }
+
+
+def on_spark() -> dict[str, Any]:
+    """The config sections that make every pass run on Spark, where icecdc can choose (an `engine`
+    section, when this icecdc has one: small passes may otherwise run in-process, without Spark)."""
+    return {"engine": {"use": "spark"}} if "engine" in Config.model_fields else {}
 
 
 @dataclass
@@ -116,7 +135,10 @@ class MemoryPeaks:
     jvm: float = 0.0  # Spark's JVM: driver and executor in one (local mode)
     jvm_heap: float = 0.0  # that JVM's heap in use at its peak within the phase (garbage included)
     python_workers: float = 0.0  # PySpark's executor-side Python processes (daemon + workers), summed
+    python_worker_largest: float = 0.0  # the largest of them
+    largest_process: float = 0.0  # the largest single process of the sampled tree, the server excluded
     opensearch: float = 0.0  # the osmem server
+    bench_sink: float = 0.0  # the bench's in-memory sink (bench/sink_server.py)
 
     def update(self, sample: dict[str, float]) -> None:
         for name, value in sample.items():
@@ -131,13 +153,15 @@ class MemorySampler:
     Each phase also names the Spark jobs it runs (`sparklog.PHASE`), so Spark's event log can be
     read per phase afterwards."""
 
-    def __init__(self, opensearch_pid: int, spark: Any = None, interval: float = 0.2) -> None:
-        self._me = psutil.Process()
-        self._opensearch_pid = opensearch_pid
+    def __init__(
+        self, opensearch_pid: int, spark: Any = None, interval: float = 0.2, root_pid: int | None = None, sink_pid: int = -1
+    ) -> None:
+        self._me = psutil.Process(root_pid)  # the tree sampled: this process, or another one (`bench.isolated`)
+        self._servers = {opensearch_pid: "opensearch", sink_pid: "bench_sink"}
         self._spark = spark
         self._heap_pools = _heap_pools(spark._jvm) if spark is not None else []
         self._phases = 0
-        self._run = time.strftime("%Y%m%dT%H%M%S")  # phase names stay unique across partial runs
+        self._run_id = time.strftime("%Y%m%dT%H%M%S")  # phase names stay unique across partial runs
         self._interval = interval
         self._current: MemoryPeaks | None = None
         self._stop = threading.Event()
@@ -145,24 +169,27 @@ class MemorySampler:
         self._thread.start()
 
     def _sample(self) -> dict[str, float]:
-        sample = {"driver_python": self._me.memory_info().rss, "jvm": 0.0, "python_workers": 0.0, "opensearch": 0.0}
-        for child in self._me.children(recursive=True):
+        try:
+            root = self._me.memory_info().rss
+            children = self._me.children(recursive=True)
+        except psutil.Error:  # the sampled process has exited
+            return {}
+        sample = {"driver_python": root, "jvm": 0.0, "python_workers": 0.0, "opensearch": 0.0, "bench_sink": 0.0}
+        largest = {"python_worker_largest": 0.0, "largest_process": root}
+        for child in children:
             try:
                 rss, name = child.memory_info().rss, child.name()
             except psutil.Error:  # a worker that exited between listing and reading
                 continue
-            part = (
-                "opensearch"
-                if child.pid == self._opensearch_pid
-                else "jvm"
-                if name == "java"
-                else "python_workers"
-                if "python" in name
-                else None
-            )
+            kind = "jvm" if name == "java" else "python_workers" if "python" in name else None
+            part = self._servers.get(child.pid, kind)
             if part:
                 sample[part] += rss
-        return {k: v / 2**20 for k, v in sample.items()}
+            if part == "python_workers":
+                largest["python_worker_largest"] = max(largest["python_worker_largest"], rss)
+            if part not in self._servers.values():
+                largest["largest_process"] = max(largest["largest_process"], rss)
+        return {k: v / 2**20 for k, v in {**sample, **largest}.items()}
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -174,7 +201,7 @@ class MemorySampler:
     def phase(self) -> Iterator[tuple[MemoryPeaks, str]]:
         """(the phase's memory peaks, filled in when it ends; the description its Spark jobs carry)."""
         self._phases += 1
-        name = f"{sparklog.PHASE}{self._run}-{self._phases}"
+        name = f"{sparklog.PHASE}{self._run_id}-{self._phases}"
         peaks = MemoryPeaks()
         peaks.update(self._sample())
         for pool in self._heap_pools:

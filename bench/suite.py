@@ -54,12 +54,56 @@ class Scale:
     batch_changes: int
     sink_rows: int  # osmem indexes ~2,000 documents/s on 2 cores: this sets the sink measurement's length
     hot: float  # share of changed keys among the newest tenth of ids; the rest anywhere (rewriting more files)
+    # On the bench sink (bench/throughput.py): the export and carryover-heavy update of one table,
+    throughput_rows: int
+    throughput_rows_per_file: int
+    # and the memory probe's two sizes (issue: 1M and 4M rows, in files of one size).
+    probe_rows: tuple[int, int]
+    probe_rows_per_file: int
 
 
 SCALES = {
-    "smoke": Scale("smoke", 20_000, 2_000, 1, 5, 20, (10_000, 40_000), 2, 10_000, 5, 10, 5_000, 1.0),
-    "default": Scale("default", 200_000, 10_000, 2, 20, 100, (100_000, 1_000_000), 3, 100_000, 50, 20, 30_000, 1.0),
-    "full": Scale("full", 1_000_000, 10_000, 3, 20, 500, (100_000, 1_000_000, 10_000_000), 3, 100_000, 50, 20, 200_000, 0.8),
+    "smoke": Scale(
+        "smoke", 20_000, 2_000, 1, 5, 20, (10_000, 40_000), 2, 10_000, 5, 10, 5_000, 1.0, 50_000, 5_000, (50_000, 200_000), 5_000
+    ),
+    "default": Scale(
+        "default",
+        200_000,
+        10_000,
+        2,
+        20,
+        100,
+        (100_000, 1_000_000),
+        3,
+        100_000,
+        50,
+        20,
+        30_000,
+        1.0,
+        1_000_000,
+        100_000,
+        (1_000_000, 4_000_000),
+        100_000,
+    ),
+    "full": Scale(
+        "full",
+        1_000_000,
+        10_000,
+        3,
+        20,
+        500,
+        (100_000, 1_000_000, 10_000_000),
+        3,
+        100_000,
+        50,
+        20,
+        200_000,
+        0.8,
+        2_000_000,
+        100_000,
+        (1_000_000, 4_000_000),
+        100_000,
+    ),
 }
 
 
@@ -72,12 +116,15 @@ class Bench:
     opensearch_url: str
     sampler: MemorySampler
     scale: Scale
+    sink_url: str = ""  # the bench sink (bench/sink_server.py), for the measurements of bench/throughput.py
+    sink_pid: int = -1
 
     def __post_init__(self) -> None:
         self.catalog = SqlCatalog(
             CATALOG, uri=f"sqlite:///{self.workdir / 'catalog.db'}", warehouse=(self.workdir / "warehouse").as_uri()
         )
         self.client = OpenSearch(hosts=[self.opensearch_url], timeout=120)
+        self.sink_client = OpenSearch(hosts=[self.sink_url], timeout=120) if self.sink_url else None
 
     def config(self, table: str, index: str, export: bool = True) -> Config:
         return icecdc_config(self.workdir, self.opensearch_url, table, index, state=index, export=export)
@@ -99,8 +146,15 @@ class Bench:
         self.client.indices.refresh(index=index)
         return int(self.client.count(index=index)["count"])
 
-    def drop_index(self, index: str) -> None:
-        self.client.indices.delete(index=index, ignore_unavailable=True)
+    def drop_index(self, index: str, sink: bool = False) -> None:
+        """Delete `index` from osmem, or from the bench sink (with the generations the alias `index` names)."""
+        if not sink:
+            self.client.indices.delete(index=index, ignore_unavailable=True)
+            return
+        assert self.sink_client is not None
+        named = self.sink_client.indices.get_alias(name=index, ignore=404)
+        for concrete in [*(k for k in named if k not in ("error", "status")), index]:
+            self.sink_client.indices.delete(index=concrete, ignore_unavailable=True)
 
 
 def compare(bench: Bench) -> dict[str, Any]:

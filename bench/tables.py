@@ -1,7 +1,8 @@
 """Bench tables and their commits, written by Spark SQL through Iceberg's runtime, copy-on-write.
 
 Both tools read the very same commits: Iceberg's `create_changelog_view` supports copy-on-write
-tables only, so every table here is copy-on-write, format v2, partitioned by `region`.
+tables only, so every table here is copy-on-write, format v2, partitioned by `region` (or not
+partitioned at all, for the memory probe).
 
 Rows are laid out in files of `rows_per_file` contiguous ids, so "a table of N rows in many files"
 means N / rows_per_file files whatever N is, and a change to one row rewrites one file.
@@ -13,6 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg.table import Table
+
 from bench.env import CATALOG
 
 REGIONS = 8
@@ -21,14 +24,15 @@ STATUSES = ("new", "paid", "shipped", "returned")
 BASE_TS = 1_760_000_000  # seconds; timestamps are BASE_TS + id, then bumped by updates
 
 
-def create_table(spark: Any, name: str, rows: int, rows_per_file: int) -> None:
-    """A partitioned copy-on-write table of `rows` rows in about rows / rows_per_file files."""
+def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partitioned: bool = True) -> None:
+    """A copy-on-write table of `rows` rows in about rows / rows_per_file files, partitioned by `region` or not."""
     spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{name}")
+    partitioning = "PARTITIONED BY (region)" if partitioned else ""
     spark.sql(
         f"""CREATE TABLE {CATALOG}.{name} (
               id BIGINT NOT NULL, region STRING, customer STRING, amount DECIMAL(12, 2),
               qty INT, status STRING, updated_at TIMESTAMP)
-            USING iceberg PARTITIONED BY (region)
+            USING iceberg {partitioning}
             TBLPROPERTIES (
               'format-version' = '2',
               'write.delete.mode' = 'copy-on-write', 'write.update.mode' = 'copy-on-write',
@@ -50,6 +54,20 @@ def create_table(spark: Any, name: str, rows: int, rows_per_file: int) -> None:
         f"timestamp_seconds({BASE_TS} + id) AS updated_at",
     )
     data.repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(f"{CATALOG}.{name}").append()
+
+
+def update_every_file(spark: Any, table: Table, bump: int = 1) -> list[int]:
+    """One copy-on-write UPDATE that changes one row in every data file of `table` (the row with
+    the file's lowest id, from the manifests' bounds): every file is rewritten, and all but one row
+    of each is a carryover. Returns the ids of the rows it changed."""
+    lowest = table.inspect.files().column("readable_metrics").combine_chunks().field("id").field("lower_bound")
+    keys = sorted({int(k) for k in lowest.to_pylist()})
+    spark.createDataFrame([(k,) for k in keys], "id BIGINT").createOrReplaceTempView("bench_every_file")
+    spark.sql(
+        f"""MERGE INTO {CATALOG}.{table.name()[-2]}.{table.name()[-1]} t USING bench_every_file s ON t.id = s.id
+            WHEN MATCHED THEN UPDATE SET t.qty = t.qty + 1, t.updated_at = timestamp_seconds({BASE_TS} + t.id + {bump})"""
+    )
+    return keys
 
 
 @dataclass

@@ -1,0 +1,70 @@
+"""One icecdc sync in a process tree of its own: a fresh Python driver, a fresh JVM and fresh Python
+workers, sampled by the bench from outside, so that each process's peak RSS belongs to that sync.
+
+In the bench's own process a JVM keeps the memory it took (its RSS is a running peak over every
+earlier measurement, the tables Spark SQL wrote included), so a memory figure of one sync needs a
+JVM of its own. The child runs `icecdc.processing.sync` on a Spark session of the bench's settings
+(`bench.env.spark_settings`) without Iceberg's runtime (icecdc reads with pyiceberg); the sync's
+time is measured inside it, without the JVM's start.
+
+    python -m bench.isolated CONFIG.json TABLE     (the child; prints its result as one JSON line)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.env import REPO, WORK, MemorySampler
+
+RESULT = "bench-isolated-result: "  # the child's stdout line that carries its result
+
+
+def run_sync(config: dict[str, Any], table: str, label: str, server_pids: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Sync `table` under `config` (a config's YAML as a dict) in a child process; its result with
+    the peak RSS of each part of the child's tree, over the child's whole life (MiB)."""
+    path = WORK / f"isolated-{label}.json"
+    path.write_text(json.dumps(config))
+    process = subprocess.Popen([sys.executable, "-m", "bench.isolated", str(path), table], cwd=REPO, stdout=subprocess.PIPE)
+    sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.1)
+    try:
+        with sampler.phase() as (peaks, _):
+            out, _ = process.communicate()
+    finally:
+        sampler.close()
+    if process.returncode != 0:
+        raise RuntimeError(f"bench: the isolated sync {label!r} failed (exit {process.returncode}); its stderr is above")
+    lines = [line for line in out.decode().splitlines() if line.startswith(RESULT)]
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT))
+    memory = {k: round(v, 1) for k, v in asdict(peaks).items() if k not in ("opensearch", "jvm_heap")}
+    return {**result, "memory_mib": memory, "wall_seconds_with_start": result["spark_start_seconds"] + result["seconds"]}
+
+
+def main() -> None:
+    from bench.env import start_spark
+    from bench.suite import _counters
+    from icecdc.config import parse_config
+    from icecdc.processing import sync
+
+    config_path, table = sys.argv[1], sys.argv[2]
+    config = parse_config(json.loads(Path(config_path).read_text()))
+    started = time.perf_counter()
+    spark = start_spark(WORK, iceberg=False)
+    spark.sparkContext.parallelize(range(4), 2).count()  # the executors' Python workers start here, not in the sync
+    spark_start = time.perf_counter() - started
+    try:
+        started = time.perf_counter()
+        (result,) = sync(config, spark, [table])
+        seconds = time.perf_counter() - started
+    finally:
+        spark.stop()
+    print(RESULT + json.dumps({"seconds": seconds, "spark_start_seconds": spark_start, **_counters(result)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
