@@ -24,7 +24,7 @@ import boto3
 from awsglue.utils import getResolvedOptions
 
 from icecdc import aws
-from icecdc.processing import BatchResult, spark_session, sync
+from icecdc.processing import BatchResult, sync
 
 log = logging.getLogger("icecdc.glue_job")
 
@@ -33,7 +33,8 @@ OPTIONAL = [aws.ARG_OPENSEARCH_URL]
 
 
 def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
-    """Run the job; `spark` lets a local run reuse a session (Glue's comes from the builder)."""
+    """Run the job; `spark` lets a local run reuse a session (on Glue, the first pass that needs
+    Spark gets Glue's session from the builder; small passes run in-process)."""
     # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.
     args = getResolvedOptions(argv, REQUIRED + [o for o in OPTIONAL if f"--{o}" in argv])
     config = aws.runtime_config(
@@ -45,7 +46,7 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
     # Documents OpenSearch refuses for good go to the stack's dead-letter prefix, not into a failed run.
     config = config.with_dead_letter(args[aws.ARG_DEAD_LETTER])
     log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
-    results = sync(config, spark or spark_session(config.spark), [args[aws.ARG_TABLE]])
+    results = sync(config, spark, [args[aws.ARG_TABLE]])
     cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])
     for r in results:
         log.info(

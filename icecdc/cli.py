@@ -51,21 +51,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
-    from icecdc.processing import spark_session, sync
+    from icecdc.processing import sync
 
     config = load_config(args.config)
     if args.table:
         for name in args.table:
-            config.table(name)  # fail on an unknown name before Spark starts
-    spark = spark_session(config.spark)
-    try:
-        results = sync(config, spark, args.table)
-    finally:
-        spark.stop()
+            config.table(name)  # fail on an unknown name before anything is read
+    results = sync(config, table_names=args.table)  # Spark starts only for a pass that needs it
     for r in results:
         checkpoint = r.checkpoint.snapshot_id if r.checkpoint else "unchanged"
         print(
-            f"{r.table}: {r.snapshots} snapshots, {r.files} files, {r.changes.rows} rows read, "
+            f"{r.table}: {r.snapshots} snapshots ({r.engine or 'no'} engine), {r.files} files, {r.changes.rows} rows read, "
             f"{r.changes.carryovers} carryovers dropped, {r.writes.indexed} indexed, {r.writes.deleted} deleted, "
             f"{r.writes.superseded} superseded, {r.writes.dead_lettered} dead-lettered, checkpoint {checkpoint}, {r.seconds:.1f}s"
         )

@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from icecdc.errors import ConfigError
-from icecdc.model import StateStoreType
+from icecdc.model import EngineChoice, StateStoreType
 
 # Stands for the path of the key a validator checks, in the messages the validators raise:
 # `_message` puts the path there (a validator sees values, not where they are in the file).
@@ -183,6 +183,19 @@ class BatchConfig(_Model):
     max_rewrite_bytes: int = Field(default=256 * 2**20, gt=0)
 
 
+class EngineConfig(_Model):
+    """Where each pass runs. `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the
+    pass reads at most both limits, else Spark; `spark` or `in_process` force one engine. A pass
+    never mixes them. The in-process engine holds a pass's changed rows in memory: the limits
+    bound that too (an in-process pass needs a few times `in_process_max_bytes` of memory)."""
+
+    use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
+    # Files to read (data and delete, compressed as stored) up to which `auto` stays in-process:
+    # below these a Spark start costs more than the work (see the README's benchmarks).
+    in_process_max_bytes: int = Field(default=64 * 2**20, gt=0)
+    in_process_max_files: int = Field(default=200, gt=0)
+
+
 # How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).
 StringMapping = Literal["text", "keyword"]
 
@@ -262,6 +275,10 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
         _check_fields(inner, f"{at}.{name}.properties")
 
 
+# The retention periods CloudWatch Logs accepts, in days (aws.log_retention_days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
 class AwsConfig(_Model):
     """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
 
@@ -282,6 +299,7 @@ class AwsConfig(_Model):
     dead_letter_prefix: Text = "dead-letter/"
     dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
     alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
+    log_retention_days: int = 30  # the jobs', the planner's and a created domain's log groups (CloudWatch's periods)
 
     @model_validator(mode="before")
     @classmethod
@@ -314,6 +332,15 @@ class AwsConfig(_Model):
             raise ValueError(f"{_AT} must be at least 2 (a driver and an executor), got {workers}")
         return workers
 
+    @field_validator("log_retention_days")
+    @classmethod
+    def _cloudwatch_period(cls, days: int) -> int:
+        if days not in LOG_RETENTION_DAYS:
+            raise ValueError(
+                f"{_AT} must be one of CloudWatch Logs' periods {', '.join(map(str, LOG_RETENTION_DAYS))}, got {days}"
+            )
+        return days
+
     @field_validator("dead_letter_prefix")
     @classmethod
     def _one_trailing_slash(cls, prefix: str) -> str:
@@ -345,6 +372,7 @@ class Config(_Model):
     opensearch: OpenSearchConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     tables: tuple[TableConfig, ...] = Field(strict=False)
     aws: AwsConfig | None = None
     # The file's `dead_letter:` section; read `dead_letter` (its path).

@@ -46,3 +46,8 @@ class DuplicateIdentifier(ProcessingError):
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields, as Spark ships errors
         return (type(self), (self.doc_id, self.sequence_number, self.documents))
+
+
+class SparkRequired(ProcessingError):
+    """A pass needs the Spark engine where there is none (the planner Lambda): it was left
+    untouched, for a Glue run to apply."""

@@ -55,6 +55,22 @@ class ResyncKind(StrEnum):
     RESET = "reset"  # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
 
 
+class EngineKind(StrEnum):
+    """Where a pass runs: on Spark (exports, backlogs, wide rewrites) or in the calling process on
+    Arrow, with no JVM (small batches)."""
+
+    SPARK = "spark"
+    IN_PROCESS = "in_process"
+
+
+class EngineChoice(StrEnum):
+    """The configuration's `engine.use`: one engine always, or each pass's from its size."""
+
+    AUTO = "auto"
+    SPARK = EngineKind.SPARK.value
+    IN_PROCESS = EngineKind.IN_PROCESS.value
+
+
 class StateStoreType(StrEnum):
     SQLITE = "sqlite"
     DYNAMODB = "dynamodb"

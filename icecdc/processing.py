@@ -1,36 +1,29 @@
-"""Processing: apply a table's pending work items to OpenSearch in one Spark pass.
+"""Processing: apply a table's pending work items to OpenSearch, one pass at a time.
 
-This is the Glue job's work, and `icecdc sync`'s second step. The driver handles metadata only
-(work items, file lists, counters); executors read the files, and after ONE shuffle by document
-id (the identifier columns) each key's changes are reduced to one versioned write, sent in bulk
-from the executors. The checkpoint advances only after every write of the batch succeeded.
+This is the Glue job's work, the planner Lambda's for small batches, and `icecdc sync`'s second
+step. A pass selects and caps the batch, prepares the index, resolves the items to file tasks
+(metadata only) and hands them to an engine (`icecdc.engines`: Spark, or in-process for small
+passes), which reads the files, brings every change of a key together and writes each key's net
+change, versioned. The checkpoint advances only after every write of the pass succeeded.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import os
-import re
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from opensearchpy import OpenSearch
-from py4j.protocol import Py4JJavaError
 from pyiceberg.table import Table
-from pyspark.sql import SparkSession
 
-from icecdc import errors
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.changelog import ChangeStats, net_write
-from icecdc.config import BatchConfig, Config, OpenSearchConfig, SparkConfig, TableConfig
-from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.errors import DuplicateIdentifier, FilesGone, LeaseLost, ProcessingError
+from icecdc.changelog import ChangeStats
+from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
+from icecdc.engines import Engines, Target
+from icecdc.errors import FilesGone, LeaseLost, ProcessingError
 from icecdc.index import (
     IndexSpec,
     current_generation,
@@ -41,22 +34,12 @@ from icecdc.index import (
     mapping_conflicts,
 )
 from icecdc.manifests import ChangedEntries, SnapshotFiles
-from icecdc.model import Change, ChangeRow, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import Task, files_read_by
-from icecdc.sink import (
-    Refusal,
-    SinkStats,
-    check_reachable,
-    delete_older,
-    ensure_index,
-    open_client,
-    start_rebuild,
-    write_documents,
-)
+from icecdc.sink import SinkStats, check_reachable, ensure_index, open_client, start_rebuild
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -76,6 +59,7 @@ class BatchResult:
     writes: SinkStats = field(default_factory=SinkStats)
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
+    engine: EngineKind | None = None  # where the last pass ran
     skipped: bool = False  # another run held the table's lease
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
@@ -85,19 +69,8 @@ class BatchResult:
         self.changes.add(other.changes)
         self.writes.add(other.writes)
         self.checkpoint = other.checkpoint or self.checkpoint
+        self.engine = other.engine or self.engine
         self.seconds += other.seconds
-
-
-def spark_session(config: SparkConfig) -> SparkSession:
-    """A SparkSession with the configured master and settings (Glue supplies its own master)."""
-    # Executors must run the interpreter that has icecdc and its dependencies installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("icecdc")
-    if config.master:
-        builder = builder.master(config.master)
-    for key, value in config.conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
@@ -138,7 +111,7 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
 
 
 def process_table(
-    spark: SparkSession,
+    engines: Engines,
     table: Table,
     config: TableConfig,
     store: StateStore,
@@ -149,7 +122,7 @@ def process_table(
     lease: Lease | None = None,
     limits: BatchConfig | None = None,
 ) -> BatchResult:
-    """Apply the table's pending complete snapshots in one Spark pass and advance its checkpoint.
+    """Apply the table's pending complete snapshots in one pass and advance its checkpoint.
 
     `changed`: the snapshots' manifest entries, when planning in this process has read them.
     `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
@@ -162,7 +135,7 @@ def process_table(
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
-    run = _TableRun(spark, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig())
+    run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig())
     try:
         return _process_batch(run, table)
     except FilesGone as exc:
@@ -174,7 +147,17 @@ def process_table(
         return _process_batch(run, table)
 
 
-def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> tuple[list[WorkItem], bool]:
+@dataclass(frozen=True)
+class CappedBatch:
+    """The part of a batch one pass applies: its items, and how much they read."""
+
+    items: list[WorkItem]
+    partial: bool  # it ends inside an export
+    files: int  # data and delete files to read
+    size: int  # their bytes, compressed as stored
+
+
+def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> CappedBatch:
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
@@ -194,7 +177,7 @@ def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed:
             for item in (i for i in items if i.status != ItemStatus.APPLIED):
                 item_bytes = sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
                 if (files or size) and not fits(len(item.added_data_files), item_bytes):
-                    return taken + applied, True
+                    return CappedBatch(taken + applied, True, files, size)
                 taken.append(item)
                 files, size = files + len(item.added_data_files), size + item_bytes
             taken += applied
@@ -204,10 +187,10 @@ def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed:
             sum(e.data_file.file_size_in_bytes for e in changed.of(table, snapshot)) if snapshot_files and snapshot else 0
         )
         if taken and not fits(snapshot_files, snapshot_bytes):
-            return taken, False
+            return CappedBatch(taken, False, files, size)
         taken += items
         files, size = files + snapshot_files, size + snapshot_bytes
-    return taken, False
+    return CappedBatch(taken, False, files, size)
 
 
 def _by_snapshot(items: list[WorkItem]) -> list[tuple[int, list[WorkItem]]]:
@@ -263,7 +246,7 @@ def _mapping_changed(client: OpenSearch, index: str, spec: IndexSpec) -> bool:
 class _TableRun:
     """What a pass over one table works with, but the table's metadata (which a pass may reload)."""
 
-    spark: SparkSession
+    engines: Engines
     config: TableConfig
     store: StateStore
     opensearch: OpenSearchConfig
@@ -284,7 +267,10 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if not batch:
         return result
     with _manifests_of(name):
-        batch, result.partial = cap_batch(table, batch, run.limits, run.changed)
+        capped = cap_batch(table, batch, run.limits, run.changed)
+    batch, result.partial = capped.items, capped.partial
+    engine = run.engines.for_pass(name, capped.files, capped.size)  # before anything is written
+    result.engine = engine.kind
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
     spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
@@ -313,7 +299,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         result.files,
         f" ({', '.join(resync)})" if resync else "",
     )
-    target = _Target(
+    target = Target(
         name,
         index,
         run.opensearch,
@@ -324,7 +310,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     )
     if tasks:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
-        result.changes, result.writes = _apply(run.spark, reader, tasks, target)
+        result.changes, result.writes = engine.apply(reader, tasks, target)
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
         run.store.mark_applied(name, unread, written_to or "")
         result.seconds = time.monotonic() - started
@@ -332,7 +318,9 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         return result
     if ResyncKind.REWRITE in resync and not rebuild:  # a new generation holds only the export
         export_version = min(i.sequence_number for i in batch if i.resync)
-        result.writes.deleted += _delete_older(run.spark, target, export_version)
+        deleted = engine.delete_older(target, export_version)
+        log.info("%s: deleted %d documents older than the resync", name, deleted)
+        result.writes.deleted += deleted
     if index_uuid(client, index) != written_to:
         raise ProcessingError(f"table {name!r}: index {index!r} was deleted or replaced during the pass")
     if run.lease is not None and run.lease.lost:
@@ -364,137 +352,11 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     return result
 
 
-@dataclass(frozen=True)
-class _Target:
-    """Where executors write a table's documents, and their dead letters; small and picklable."""
+def sync(config: Config, spark: Any = None, table_names: Iterable[str] | None = None) -> list[BatchResult]:
+    """Plan and process every selected table until it is caught up with its current snapshot.
 
-    table: str
-    index: str
-    opensearch: OpenSearchConfig
-    dead_letter: str | None
-    snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
-    version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
-    identifier_columns: tuple[str, ...]
-
-    def dead_letters(self, refused: list[Refusal]) -> None:
-        assert self.dead_letter is not None
-        DeadLetters(self.dead_letter).write(
-            DeadLetter(self.table, self.snapshot_ids.get(w.version), w.version, w.doc_id, status, reason, w.document)
-            for w, status, reason in refused
-        )
-
-    def duplicates(self, found: list[DuplicateIdentifier]) -> None:
-        """Keys with several live rows in one snapshot: dead letters, or the error that stops the batch."""
-        columns = ", ".join(self.identifier_columns)
-        reasons = [(d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}") for d in found]
-        reasons = [(d, f"{reason}; the identifier columns ({columns}) must be unique") for d, reason in reasons]
-        if self.dead_letter is None:
-            raise ProcessingError(f"{reasons[0][1]} ({len(found)} such identifiers in this part of the batch)")
-        DeadLetters(self.dead_letter).write(
-            DeadLetter(self.table, self.snapshot_ids.get(d.sequence_number), d.sequence_number, d.doc_id, None, reason, document)
-            for d, reason in reasons
-            for document in d.documents
-        )
-
-
-def _apply(spark: SparkSession, reader: TableReader, tasks: list[Task], target: _Target) -> tuple[ChangeStats, SinkStats]:
-    context = spark.sparkContext
-    carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
-    unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
-    slices = balanced_slices(tasks, max(context.defaultParallelism, 1))
-    changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried, unreadable))
-    by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
-    try:
-        per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
-    except Py4JJavaError as exc:
-        raise _executor_error(exc) from exc
-    change_stats, sink_stats = (
-        ChangeStats(rows=2 * carried.value, carryovers=carried.value),
-        SinkStats(dead_lettered=unreadable.value),
-    )
-    for changes_done, writes_done in per_partition:
-        change_stats.add(changes_done)
-        sink_stats.add(writes_done)
-    return change_stats, sink_stats
-
-
-def balanced_slices(tasks: list[Task], cores: int) -> list[list[Task]]:
-    """The tasks in Spark partitions of about equal bytes to read: one per core for a small batch,
-    up to four per core as the bytes grow (so a slow slice can be balanced by the others).
-
-    Spark's own `parallelize` splits by count, and one rewrite of a large file can outweigh a
-    hundred small ones; every Spark task also costs a fixed ~50 ms in PySpark, more than a small
-    slice takes to read. Largest first into the lightest slice (LPT): within 4/3 of the best split.
-    """
-    sizes = {id(task): max(sum(f.file_size_in_bytes for f in files_read_by(task)), 1) for task in tasks}
-    wanted = math.ceil(sum(sizes.values()) / BYTES_PER_SLICE)
-    count = min(len(tasks), max(cores, min(4 * cores, wanted)))
-    slices: list[list[Task]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for task in sorted(tasks, key=lambda t: sizes[id(t)], reverse=True):
-        lightest = loads.index(min(loads))
-        slices[lightest].append(task)
-        loads[lightest] += sizes[id(task)]
-    return slices
-
-
-BYTES_PER_SLICE = 32 * 2**20  # compressed Parquet; a slice's rows stream through, so this bounds time, not memory
-
-
-def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
-    return reader.read((task for tasks in slices for task in tasks), carried, unreadable)
-
-
-def _executor_error(exc: Py4JJavaError) -> Exception:
-    """The IcecdcError an executor raised, rebuilt from the text Spark carried back; else the Spark error."""
-    # Executors' exceptions reach the driver only as the text of a Python traceback inside a Java one.
-    found = re.findall(r"^icecdc\.errors\.(\w+): (.*)$", str(exc.java_exception), flags=re.MULTILINE)
-    if found:
-        name, message = found[-1]
-        error_class = getattr(errors, name, None)
-        if isinstance(error_class, type) and issubclass(error_class, errors.IcecdcError):
-            rebuilt: Exception = error_class(message)
-            return rebuilt
-    spark_error: Exception = exc
-    return spark_error
-
-
-def _write_partition(
-    target: _Target, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
-) -> Iterator[tuple[ChangeStats, SinkStats]]:
-    """Executor side: reduce each key to its net write and bulk them; yield this partition's counters."""
-    change_stats = ChangeStats()
-    duplicates: list[DuplicateIdentifier] = []
-    writes = (net_write(doc_id, changes, change_stats, duplicates) for doc_id, changes in keyed_changes)
-    sink_stats = write_documents(
-        open_client(target.opensearch),
-        target.opensearch,
-        target.index,
-        (w for w in writes if w is not None),
-        target.dead_letters if target.dead_letter else None,
-        target.version_type,
-    )
-    if duplicates:
-        target.duplicates(duplicates)
-        sink_stats.dead_lettered += sum(len(d.documents) for d in duplicates)
-    yield change_stats, sink_stats
-
-
-def _delete_older(spark: SparkSession, target: _Target, version: int) -> int:
-    """After a resync's export: delete every document older than it (rows the table no longer has),
-    scanning the index in slices on the executors."""
-    slices = max(spark.sparkContext.defaultParallelism, 1)
-    deleted = (
-        spark.sparkContext.parallelize(range(slices), slices)
-        .map(lambda i: delete_older(open_client(target.opensearch), target.opensearch, target.index, version, i, slices))
-        .sum()
-    )
-    log.info("%s: deleted %d documents older than the resync", target.table, deleted)
-    return int(deleted)
-
-
-def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None = None) -> list[BatchResult]:
-    """Plan and process every selected table until it is caught up with its current snapshot."""
+    `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
+    starts a session from the configuration, stopped when the sync ends."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
@@ -502,6 +364,7 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
     check_reachable(open_client(config.opensearch), config.opensearch.url)
     store = open_state_store(config.state)
+    engines = Engines(config.engine, config.spark, spark)
     results = []
     try:
         for table_config, table in loaded:
@@ -518,7 +381,7 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
                         raise LeaseLost.of(table_config.name)
                     plan_table(table, table_config, store, identifiers[table_config.name], changed)
                     batch = process_table(
-                        spark,
+                        engines,
                         table,
                         table_config,
                         store,
@@ -536,4 +399,5 @@ def sync(config: Config, spark: SparkSession, table_names: Iterable[str] | None 
             results.append(total)
     finally:
         store.close()
+        engines.close()
     return results

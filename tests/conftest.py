@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from icecdc.model import EngineKind
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
 from tests.support.pipeline import Pipeline
 from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
@@ -60,5 +61,11 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path, osmem_clone: Any, spark: Any) -> Pipeline:
-    return Pipeline(tmp_path, osmem_clone.url, spark)
+def engine() -> EngineKind:
+    """The engine a test's pipeline forces; `@pytest.mark.parametrize("engine", ENGINES)` runs it on both."""
+    return EngineKind.SPARK
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, osmem_clone: Any, spark: Any, engine: EngineKind) -> Pipeline:
+    return Pipeline(tmp_path, osmem_clone.url, spark, engine)

@@ -8,6 +8,7 @@ from typing import Any
 from pyiceberg.expressions import In
 
 from icecdc.config import Config, parse_config
+from icecdc.engines import Engines
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
@@ -29,7 +30,15 @@ def one_pass(pipeline: Pipeline, config: Config) -> Any:
     table = pipeline.catalog.load_table(NAME)
     store = pipeline.store()
     plan_table(table, config.table(NAME), store, ("id",))
-    return process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",), limits=config.batch)
+    return process_table(
+        Engines(config.engine, spark=pipeline.spark),
+        table,
+        config.table(NAME),
+        store,
+        config.opensearch,
+        ("id",),
+        limits=config.batch,
+    )
 
 
 def test_an_export_larger_than_the_caps_goes_on_where_a_stopped_run_ended(pipeline: Pipeline) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,16 @@ from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
 
-def icecdc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "icecdc.cli", *args], capture_output=True, text=True, timeout=300, check=False)
+def icecdc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "icecdc.cli", *args], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+
+
+def without_java() -> dict[str, str]:
+    """An environment in which Spark cannot start: no JAVA_HOME, and no java (nor bash) on the PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    return {**env, "PATH": str(Path(sys.executable).parent), "JAVA_HOME": "/nonexistent"}
 
 
 def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
@@ -28,7 +37,7 @@ def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
 
     synced = icecdc("sync", "--config", str(path), "--table", "db.orders")
     assert synced.returncode == 0, synced.stderr
-    assert "db.orders: 1 snapshots, 1 files, 3 rows read, 0 carryovers dropped, 3 indexed" in synced.stdout
+    assert "db.orders: 1 snapshots (spark engine), 1 files, 3 rows read, 0 carryovers dropped, 3 indexed" in synced.stdout
 
     verified = icecdc("verify", "--config", str(path))
     assert (verified.returncode, verified.stdout.strip()) == (0, "db.orders → orders: index equals table")
@@ -36,6 +45,26 @@ def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
     pipeline.client.delete(index="orders", id="2", refresh=True)
     drifted = icecdc("verify", "--config", str(path))
     assert drifted.returncode == 1 and "1 missing (e.g. ['2'])" in drifted.stdout
+
+
+def test_a_small_sync_runs_without_a_jvm(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`engine.use: auto`: a small commit is applied in-process; the same sync forced onto Spark
+    fails in this environment, so the first one cannot have started a JVM."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    forced, auto = tmp_path / "spark.yaml", tmp_path / "auto.yaml"
+    forced.write_text(yaml.safe_dump(raw))
+    auto.write_text(yaml.safe_dump({**raw, "engine": {"use": "auto"}}))
+
+    assert icecdc("sync", "--config", str(forced), env=without_java()).returncode != 0
+
+    synced = icecdc("sync", "--config", str(auto), env=without_java())
+    assert synced.returncode == 0, synced.stderr
+    assert "db.orders: 1 snapshots (in_process engine), 1 files, 3 rows read" in synced.stdout
+    table.append(rows(4))
+    assert "1 snapshots (in_process engine)" in icecdc("sync", "--config", str(auto), env=without_java()).stdout
+    pipeline.assert_index_equals_table(pipeline.config({"name": "db.orders"}), "db.orders")
 
 
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:

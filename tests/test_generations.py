@@ -18,6 +18,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField
 
 import icecdc.processing
 from icecdc.config import Config, parse_config
+from icecdc.engines import Engines
 from icecdc.index import create_index, index_spec
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, process_table
@@ -38,7 +39,15 @@ def one_pass(pipeline: Pipeline, config: Config) -> BatchResult:
     table = pipeline.catalog.load_table(NAME)
     store = pipeline.store()
     plan_table(table, config.table(NAME), store, ("id",))
-    return process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",), limits=config.batch)
+    return process_table(
+        Engines(config.engine, spark=pipeline.spark),
+        table,
+        config.table(NAME),
+        store,
+        config.opensearch,
+        ("id",),
+        limits=config.batch,
+    )
 
 
 def aliased(pipeline: Pipeline) -> list[str]:

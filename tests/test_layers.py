@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     },
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
     {"icecdc.reading.planner", "icecdc.reading.reader", "icecdc.planning"},
+    {"icecdc.engines"},  # where a pass runs: Spark or in-process
     {"icecdc.processing"},
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
     {"icecdc.cli"},

@@ -11,8 +11,11 @@ from pyiceberg.manifest import DataFileContent, FileFormat
 
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.processing import BatchResult, sync
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql, write_equality_deletes
+
+# Every test here runs on both engines: the same Spark-written commits, the same oracle.
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
 TABLE = "db.t"
 COLUMNS = "id BIGINT, region STRING, status STRING, amount DOUBLE"
@@ -34,6 +37,7 @@ def insert(ss: SparkSql, *rows: tuple[int, str, str]) -> None:
 def synced(pipeline: Pipeline, ss: SparkSql) -> BatchResult:
     config = pipeline.config({"name": TABLE, "index": "t", "identifier_columns": ["id"]})
     (result,) = sync(config, pipeline.spark, [TABLE])
+    assert result.engine in (None, pipeline.engine)  # None: nothing to apply
     table = pipeline.catalog.load_table(TABLE)
     mapper = DocumentMapper(table.schema(), ("id",))
     expected = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyiceberg.manifest import DataFile, DataFileContent
 
+from icecdc.engines.spark import BYTES_PER_SLICE, balanced_slices
 from icecdc.model import ChangeType
-from icecdc.processing import BYTES_PER_SLICE, balanced_slices
 from icecdc.reading.tasks import FileTask, files_read_by
 
 MB = 2**20

@@ -14,13 +14,19 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
+from icecdc.model import EngineKind
 from icecdc.processing import BatchResult, sync
 from icecdc.sink import open_client
 from icecdc.state import SqliteStateStore
 from icecdc.verify import diff_index, index_documents
 
+# Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.
+ENGINES = [EngineKind.SPARK, EngineKind.IN_PROCESS]
 
-def config_dict(workdir: Path, opensearch_url: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
+
+def config_dict(
+    workdir: Path, opensearch_url: str, tables: list[dict[str, Any]], engine: EngineKind = EngineKind.SPARK
+) -> dict[str, Any]:
     return {
         "catalog": {
             "name": "lake",
@@ -32,6 +38,7 @@ def config_dict(workdir: Path, opensearch_url: str, tables: list[dict[str, Any]]
         "state": {"type": "sqlite", "path": str(workdir / "state.db"), "lease_seconds": 5},
         "opensearch": {"url": opensearch_url},
         "spark": {"master": "local[2]"},
+        "engine": {"use": str(engine)},  # forced: a test runs where it says, whatever its size
         "tables": tables,
     }
 
@@ -43,6 +50,7 @@ class Pipeline:
     workdir: Path
     opensearch_url: str
     spark: Any
+    engine: EngineKind = EngineKind.SPARK
 
     def __post_init__(self) -> None:
         self.catalog = SqlCatalog(
@@ -52,7 +60,7 @@ class Pipeline:
         self.client: OpenSearch = open_client(parse_config(self.config_dict([{"name": "db.x"}])).opensearch)
 
     def config_dict(self, tables: list[dict[str, Any]]) -> dict[str, Any]:
-        return config_dict(self.workdir, self.opensearch_url, tables)
+        return config_dict(self.workdir, self.opensearch_url, tables, self.engine)
 
     def config(self, *tables: dict[str, Any]) -> Config:
         return parse_config(self.config_dict(list(tables)))

@@ -1,0 +1,64 @@
+"""Where a pass runs: `Engines` picks each pass's engine from how much it reads, and starts Spark
+only when a pass needs it (a small `icecdc sync` never starts a JVM)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from icecdc.config import EngineConfig, SparkConfig
+from icecdc.engines.base import Engine
+from icecdc.engines.in_process import InProcessEngine
+from icecdc.engines.target import Target
+from icecdc.errors import SparkRequired
+from icecdc.model import EngineChoice, EngineKind
+
+__all__ = ["Engine", "Engines", "Target"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Engines:
+    """The engines a run may use, and the rule that picks one per pass.
+
+    `spark`: a session to use (tests, a Glue job's own); without one, `spark_config` starts one
+    the first time a pass needs it, and `close` stops it. `spark_config=None` and no session: no
+    Spark here (the planner Lambda), so a pass that needs it raises `SparkRequired`."""
+
+    config: EngineConfig = field(default_factory=EngineConfig)
+    spark_config: SparkConfig | None = field(default_factory=SparkConfig)
+    spark: Any = None
+    _started: bool = field(default=False, init=False)
+
+    def kind_for(self, files: int, size: int) -> EngineKind:
+        """The engine of a pass that reads `files` files of `size` bytes (compressed, as stored)."""
+        if self.config.use != EngineChoice.AUTO:
+            return EngineKind(self.config.use)
+        small = files <= self.config.in_process_max_files and size <= self.config.in_process_max_bytes
+        return EngineKind.IN_PROCESS if small else EngineKind.SPARK
+
+    def for_pass(self, table: str, files: int, size: int) -> Engine:
+        """The engine for a pass; raises `SparkRequired` (before anything is written) where a pass
+        needs Spark and this run has none."""
+        kind = self.kind_for(files, size)
+        log.info("%s: this pass reads %d files, %d bytes: %s engine", table, files, size, kind)
+        if kind == EngineKind.IN_PROCESS:
+            return InProcessEngine()
+        return self._spark_engine(table)
+
+    def _spark_engine(self, table: str) -> Engine:
+        from icecdc.engines.spark import SparkEngine, spark_session  # pyspark only where Spark runs
+
+        if self.spark is None:
+            if self.spark_config is None:
+                raise SparkRequired(f"table {table!r}: this pass is too large to apply without Spark")
+            self.spark, self._started = spark_session(self.spark_config), True
+        return SparkEngine(self.spark)
+
+    def close(self) -> None:
+        """Stop the Spark session these engines started (a session given to them is left running)."""
+        if self._started:
+            self.spark.stop()
+            self.spark, self._started = None, False

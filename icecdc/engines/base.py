@@ -1,0 +1,27 @@
+"""What an engine does for a pass: read the tasks' files into keyed changes, bring every key's
+changes together (the one shuffle), write each key's net change; and, after a resync's export,
+delete what the table no longer has."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from icecdc.changelog import ChangeStats
+from icecdc.engines.target import Target
+from icecdc.model import EngineKind
+from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import Task
+from icecdc.sink import SinkStats
+
+
+class Engine(Protocol):
+    @property
+    def kind(self) -> EngineKind: ...
+
+    def apply(self, reader: TableReader, tasks: list[Task], target: Target) -> tuple[ChangeStats, SinkStats]:
+        """Read the tasks' files, group the changes by document id, write each key's net change."""
+        ...
+
+    def delete_older(self, target: Target, version: int) -> int:
+        """Delete every document of the target's index older than `version`; return how many."""
+        ...
