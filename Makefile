@@ -38,12 +38,17 @@ iceberg-jars: $(STAMP) java
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjarjar-java libxerial-sqlite-jdbc-java; }
 	$(BIN)/python local/iceberg_runtime.py
 
-# Benchmarks of issue 6 (bench/): BENCH_SCALE=full for the issue's sizes (1M-row table, 10^7-row
+# Benchmarks of issues 6 and 12 (bench/): BENCH_SCALE=full for issue 6's sizes (1M-row table, 10^7-row
 # scaling point; far longer than the default), smoke for a quick check. Results: docs/bench/; data: .build/bench/.
-.PHONY: bench
+.PHONY: bench bench-export-2m
 bench: $(STAMP) java iceberg-jars
 	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench
 	$(BIN)/python -m bench.hotpath
+
+# Issue 12's 2,000,000-row export on 2 cores (local[2]) into the bench's in-memory sink, in processes of
+# its own: wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).
+bench-export-2m: $(STAMP) java iceberg-jars
+	$(BIN)/python -m bench --scale $(or $(BENCH_SCALE),default) --only export_2m
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

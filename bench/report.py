@@ -19,7 +19,18 @@ from bench.env import RESULTS
 
 START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
 ORDER = ("smoke", "default", "full")
-MEMORY_PARTS = ("driver_python", "jvm", "jvm_heap", "spark_task_peak", "python_workers", "opensearch")
+MEMORY_PARTS = (
+    "driver_python",
+    "jvm",
+    "jvm_heap",
+    "spark_task_peak",
+    "python_workers",
+    "python_worker_largest",
+    "largest_process",
+    "opensearch",
+    "bench_sink",
+)
+CHART_PARTS = ("driver_python", "jvm_heap", "python_workers", "opensearch", "bench_sink")  # RSS of a JVM only grows
 
 
 def write_all() -> None:
@@ -40,6 +51,10 @@ def _charts(run: dict[str, Any]) -> None:
         _scaling_chart(run["scaling"], RESULTS / f"scaling-{scale}.png")
     if "batching" in run:
         _batching_chart(run["batching"], RESULTS / f"batching-{scale}.png")
+    if "throughput" in run:
+        _throughput_chart(run["throughput"], RESULTS / f"throughput-{scale}.png")
+    if "probe" in run:
+        _probe_chart(run["probe"], RESULTS / f"probe-{scale}.png")
     _memory_chart(run, RESULTS / f"memory-{scale}.png")
 
 
@@ -103,6 +118,41 @@ def _batching_chart(data: dict[str, Any], path: Path) -> None:
     _save(figure, path)
 
 
+def _throughput_chart(data: dict[str, Any], path: Path) -> None:
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    kinds = ("export", "update")
+    for offset, (tool, label) in enumerate((("icecdc", "icecdc"), ("peer", "peer (Spark + bulk)"))):
+        axes.bar(
+            [i + (offset - 0.5) * 0.4 for i in range(len(kinds))],
+            [data[k][tool]["rows_per_second_per_core"] for k in kinds],
+            width=0.4,
+            label=label,
+        )
+    axes.set_xticks(range(len(kinds)), ["export", "update of every file\n(rows of the rewritten files)"])
+    axes.set_ylabel("rows / second / core")
+    axes.set_title(f"{data['table']['rows']:,} rows, bench sink, local[{data['cores']}]")
+    axes.legend()
+    _save(figure, path)
+
+
+def _probe_chart(data: dict[str, Any], path: Path) -> None:
+    sizes = data["sizes"]
+    figure, (memory, seconds) = plt.subplots(1, 2, figsize=(8, 3.2))
+    for offset, variant in enumerate(PROBE_VARIANTS):
+        xs = [i + (offset - 0.5) * 0.4 for i in range(len(sizes))]
+        memory.bar(xs, [s[variant]["memory_mib"]["largest_process"] for s in sizes], width=0.4, label=PROBE_VARIANTS[variant])
+        seconds.bar(xs, [s[variant]["seconds"] for s in sizes], width=0.4, label=PROBE_VARIANTS[variant])
+    for axes, label in ((memory, "largest process, peak RSS MiB"), (seconds, "sync seconds")):
+        axes.set_xticks(range(len(sizes)), [f"{s['rows']:,} rows" for s in sizes])
+        axes.set_ylabel(label)
+    memory.legend(fontsize=7)
+    figure.suptitle("one row updated in every file of an unpartitioned table")
+    _save(figure, path)
+
+
+PROBE_VARIANTS = {"streamed": "streamed (budget below the rewrite)", "default": "default budget (read whole)"}
+
+
 def _memory_phases(run: dict[str, Any]) -> dict[str, dict[str, float]]:
     phases: dict[str, dict[str, float]] = {}
     sink = run.get("sink")
@@ -121,6 +171,15 @@ def _memory_phases(run: dict[str, Any]) -> dict[str, dict[str, float]]:
     if batching:
         phases["batched sync"] = batching["one_sync"]["memory_mib"]
         phases["per-snapshot syncs"] = batching["one_sync_per_snapshot"]["memory_mib"]
+    throughput = run.get("throughput")
+    if throughput:
+        for kind, tool, label in (
+            ("export", "icecdc", "icecdc export (sink)"),
+            ("export", "peer", "peer load (sink)"),
+            ("update", "icecdc", "icecdc update (sink)"),
+            ("update", "peer", "peer update (sink)"),
+        ):
+            phases[label] = throughput[kind][tool]["memory_mib"]
     return phases
 
 
@@ -138,7 +197,7 @@ def _memory_chart(run: dict[str, Any], path: Path) -> None:
         return
     figure, axes = plt.subplots(figsize=(7, 3.6))
     names = list(phases)
-    parts = [p for p in MEMORY_PARTS if p not in ("jvm", "spark_task_peak")]  # RSS only grows; tasks' peaks are small
+    parts = list(CHART_PARTS)
     width = 0.8 / len(parts)
     for offset, part in enumerate(parts):
         axes.bar(
@@ -181,10 +240,12 @@ def _run_section(run: dict[str, Any]) -> str:
     ]
     lines += _goal_rows(run)
     lines += ["", _memory_table(run), ""]
+    lines += _probe_table(run)
+    lines += _export_2m_table(run)
     lines += _spark_table(run)
     lines += [
         f"![{name}]({name}-{run['scale']}.png)"
-        for name in ("compare", "sink", "scaling", "batching", "memory")
+        for name in ("compare", "sink", "scaling", "batching", "throughput", "probe", "memory")
         if (RESULTS / f"{name}-{run['scale']}.png").exists()
     ]
     return "\n".join(lines) + "\n"
@@ -230,7 +291,100 @@ def _goal_rows(run: dict[str, Any]) -> list[str]:
             f"| 4. {b['snapshots']} snapshots in one sync vs one sync each | {b['one_sync']['seconds']:.1f} s | "
             f"{b['one_sync_per_snapshot']['seconds']:.1f} s | **{b['ratio_batched_to_per_snapshot']:.3f}** | — |"
         )
+    t = run.get("throughput")
+    if t:
+        rows += _throughput_rows(t)
+    p = run.get("probe")
+    if p:
+        rows += _probe_rows(p)
+    e = run.get("export_2m")
+    if e:
+        rows.append(
+            f"| 8. export of {e['rows']:,} rows, bench sink, {e['data_files']} files, own processes | "
+            f"{e['seconds']:.1f} s, {e['rows_per_second']:,.0f} rows/s ({e['rows_per_second_per_core']:,.0f} per core) | — | — | "
+            f"index == table {_met(e['index_equals_table'])} |"
+        )
     return rows
+
+
+def _throughput_rows(t: dict[str, Any]) -> list[str]:
+    """6: rows/s per core of each tool on the bench sink."""
+    table = f"{t['table']['rows']:,} rows, {t['table']['data_files']} files"
+    export, update = t["export"], t["update"]
+    check = t["check"]
+    ok = check["icecdc_index_equals_table"] and check["peer_same_ids"]
+    export_row = (
+        f"| 6a. export, {table}, bench sink | {export['icecdc']['rows_per_second_per_core']:,.0f} rows/s/core "
+        f"({export['icecdc']['seconds']:.1f} s) | Spark read + bulk: {export['peer']['rows_per_second_per_core']:,.0f} rows/s/core "
+        f"({export['peer']['seconds']:.1f} s) | **{export['ratio_icecdc_to_peer_rows_per_second']:.2f}** | — |"
+    )
+    update_row = (
+        f"| 6b. copy-on-write update of one row in each of the {t['table']['data_files']} files "
+        f"({update['rows_in_rewritten_files']:,} rows rewritten, {update['rows_changed']} changed), bench sink | "
+        f"{update['icecdc']['rows_per_second_per_core']:,.0f} rows/s/core ({update['icecdc']['seconds']:.1f} s) | "
+        f"create_changelog_view + bulk: {update['peer']['rows_per_second_per_core']:,.0f} rows/s/core ({update['peer']['seconds']:.1f} s) | "
+        f"**{update['ratio_icecdc_to_peer_rows_per_second']:.2f}** | index == table {_met(ok)} |"
+    )
+    return [export_row, update_row]
+
+
+def _probe_rows(p: dict[str, Any]) -> list[str]:
+    """7: the memory probe's ratios, larger table over smaller, per variant."""
+    small, large = p["sizes"][0], p["sizes"][-1]
+    rows = []
+    for variant, label in PROBE_VARIANTS.items():
+        memory, seconds = p[variant]["ratio_largest_process_rss"], p[variant]["ratio_seconds"]
+        rows.append(
+            f"| 7. one row in every file, unpartitioned, {small['rows']:,} → {large['rows']:,} rows, {label} | "
+            f"largest process {small[variant]['memory_mib']['largest_process']:,.0f} → {large[variant]['memory_mib']['largest_process']:,.0f} MiB; "
+            f"{small[variant]['seconds']:.1f} → {large[variant]['seconds']:.1f} s | — | **{memory:.2f}** memory, "
+            f"**{seconds:.2f}** time ({p['ratio_rows']:.0f}× rows) | memory ≤ 1.25 {_met(memory <= 1.25)}, "
+            f"time ≤ {p['ratio_rows']:.0f} {_met(seconds <= p['ratio_rows'])} |"
+        )
+    return rows
+
+
+def _probe_table(run: dict[str, Any]) -> list[str]:
+    """Each probe sync: its path, time and each process's peak RSS."""
+    probe = run.get("probe")
+    if not probe:
+        return []
+    lines = [
+        "| 7. probe sync (own processes) | rewrite read as | seconds | largest process | jvm | largest Python worker | Python workers, summed | driver_python | index == changed rows |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size in probe["sizes"]:
+        for variant in PROBE_VARIANTS:
+            r = size[variant]
+            planned, memory = r["planned"], r["memory_mib"]
+            path = (
+                f"{planned['rewrite_tasks']} task, whole ({planned['rewrite_task_bytes'] / 2**20:.1f} MiB ≤ budget {r['max_rewrite_bytes'] / 2**20:g} MiB)"
+                if planned["rewrite_tasks"]
+                else f"{planned['file_tasks']} file tasks ({planned['file_task_bytes'] / 2**20:.1f} MiB > budget {r['max_rewrite_bytes'] / 2**20:g} MiB)"
+            )
+            lines.append(
+                f"| {size['rows']:,} rows, {size['data_files']} files, {variant} | {path} | {r['seconds']:.1f} | "
+                f"{memory['largest_process']:,.0f} | {memory['jvm']:,.0f} | {memory['python_worker_largest']:,.0f} | "
+                f"{memory['python_workers']:,.0f} | {memory['driver_python']:,.0f} | {_met(r['index_equals_changed_rows'])} |"
+            )
+    return [*lines, ""]
+
+
+def _export_2m_table(run: dict[str, Any]) -> list[str]:
+    e = run.get("export_2m")
+    if not e:
+        return []
+    m = e["memory_mib"]
+    return [
+        "| 8. export of 2,000,000 rows (`make bench-export-2m`) | sync, s | with Spark's start, s | rows/s | rows/s/core | largest process | jvm | largest Python worker | Python workers, summed | driver_python |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        (
+            f"| {e['data_files']} files, {e['table_bytes'] / 2**20:.0f} MiB, bench sink | {e['seconds']:.1f} | {e['wall_seconds_with_start']:.1f} | "
+            f"{e['rows_per_second']:,.0f} | {e['rows_per_second_per_core']:,.0f} | {m['largest_process']:,.0f} | {m['jvm']:,.0f} | "
+            f"{m['python_worker_largest']:,.0f} | {m['python_workers']:,.0f} | {m['driver_python']:,.0f} |"
+        ),
+        "",
+    ]
 
 
 def _met(ok: bool) -> str:
@@ -264,5 +418,5 @@ def _memory_table(run: dict[str, Any]) -> str:
         "|---|" + "---|" * len(MEMORY_PARTS),
     ]
     for name, peaks in phases.items():
-        lines.append(f"| {name} | " + " | ".join(f"{peaks.get(p, 0):,.0f}" for p in MEMORY_PARTS) + " |")
+        lines.append(f"| {name} | " + " | ".join(f"{peaks[p]:,.0f}" if p in peaks else "—" for p in MEMORY_PARTS) + " |")
     return "\n".join(lines)
