@@ -4,9 +4,11 @@ credentials, and per-test resources named uniquely so tests never see each other
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.aws.cdk_support import synth
 from tests.support.aws import Lake, aws_client, rows
 from tests.support.planner import Deployment
 
@@ -28,3 +30,21 @@ def deployment(lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch) ->
     orders.append(rows(4, region="eu"))
     lake.create_table(f"{lake.database}.customers").append(rows(7))
     return Deployment(lake, state_table, [f"{lake.database}.orders", f"{lake.database}.customers"], monkeypatch)
+
+
+# The stack synthesized once per module for an existing domain and for one it creates.
+@pytest.fixture(scope="module")
+def existing_endpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    return synth(
+        tmp_path_factory.mktemp("existing"),
+        {
+            "opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search",
+            "schedule_minutes": 7,
+            "alarm_email": "ops@example.com",
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def created_domain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    return synth(tmp_path_factory.mktemp("domain"), {"create_domain": True})

@@ -4,62 +4,17 @@ but for asset hashes)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
 from aws_cdk import App
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Match, Template
 
 from app import build
 from icecdc.aws import METRIC_NAMESPACE, job_name
-
-TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
-
-
-def synth(
-    tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
-) -> tuple[Template, Annotations]:
-    config = {
-        "catalog": {"name": "lake", "type": "glue"},
-        "state": {"type": "sqlite", "path": "/tmp/unused.db"},
-        "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
-        "tables": tables or [{"name": t} for t in TABLES],
-        "aws": {
-            "stack_name": "cdc",
-            "warehouse_buckets": ["lake-bucket"],
-            "region": "us-east-1",
-            "account": "123456789012",
-            **aws,
-        },
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    app = App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "cdk.out"))
-    stack = build(app)
-    return Template.from_stack(stack), Annotations.from_stack(stack)
-
-
-@pytest.fixture(scope="module")
-def existing_endpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Annotations]:
-    return synth(
-        tmp_path_factory.mktemp("existing"),
-        {
-            "opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search",
-            "schedule_minutes": 7,
-            "alarm_email": "ops@example.com",
-        },
-    )
-
-
-@pytest.fixture(scope="module")
-def created_domain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Annotations]:
-    return synth(tmp_path_factory.mktemp("domain"), {"create_domain": True})
+from tests.aws.cdk_support import TABLES, synth
 
 
 def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:

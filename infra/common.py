@@ -1,0 +1,157 @@
+"""What the constructs of the stack share: IAM statements they all build, ARNs, logical IDs, and
+cdk-nag suppressions scoped to the exact findings they accept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from aws_cdk import ArnFormat, CfnResource, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from cdk_nag import NagPackSuppression, NagSuppressions
+from constructs import Construct, IConstruct
+
+from icecdc.config import LOG_RETENTION_DAYS, AwsConfig, Config
+
+GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
+# CloudWatch Logs' retention periods (icecdc.config.LOG_RETENTION_DAYS) as CDK names them, in order.
+RETENTION = dict(zip(LOG_RETENTION_DAYS, [r for r in logs.RetentionDays if r is not logs.RetentionDays.INFINITE], strict=True))
+
+
+def log_group(
+    scope: Construct, construct_id: str, aws: AwsConfig, name: str | None = None, key: kms.IKey | None = None
+) -> logs.LogGroup:
+    """A log group that keeps `aws.log_retention_days` and goes with the stack."""
+    return logs.LogGroup(
+        scope,
+        construct_id,
+        log_group_name=name,
+        retention=RETENTION[aws.log_retention_days],
+        encryption_key=key,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+
+
+def keep_logical_id(construct: IConstruct, logical_id: str) -> None:
+    """Pin the CloudFormation logical ID a resource had before the stack was split into constructs:
+    a deployed stack must keep its table, keys, buckets, domain and named resources (a new logical
+    ID would replace them: a retained one is orphaned, a named one fails to create)."""
+    resource = construct.node.default_child if not isinstance(construct, CfnResource) else construct
+    assert isinstance(resource, CfnResource), construct.node.path
+    resource.override_logical_id(logical_id)
+
+
+def suppress(construct: IConstruct, rule: str, reason: str, applies_to: Sequence[str] = ()) -> None:
+    """Accept one cdk-nag finding on one resource (not its children), for exactly the listed
+    resources or actions when the rule reports them (IAM4, IAM5)."""
+    NagSuppressions.add_resource_suppressions(
+        construct, [NagPackSuppression(id=rule, reason=reason, applies_to=list(applies_to) or None)]
+    )
+
+
+def allow(role: iam.IRole, statement: iam.PolicyStatement, wildcards: str | None = None) -> None:
+    """Add `statement` to `role`'s policy. Resources with a wildcard (objects under a prefix, log
+    groups under a path, an API without resource-level permissions) need `wildcards`, the reason they
+    are accepted: cdk-nag's IAM5 is then suppressed for exactly those resources, on that policy."""
+    role.add_to_principal_policy(statement)
+    findings = [f"Resource::{flat}" for flat in (nag_text(role, r) for r in statement.resources) if "*" in flat]
+    if not findings:
+        return
+    if wildcards is None:
+        raise ValueError(f"{role.node.path}: resources {findings} hold a wildcard: say why it is needed")
+    suppress(role.node.find_child("DefaultPolicy"), "AwsSolutions-IAM5", wildcards, findings)
+
+
+def nag_text(scope: IConstruct, value: str) -> str:
+    """A resource as cdk-nag's findings spell it (its flattenCfnReference): `<Logical.Arn>/prefix/*`."""
+
+    def visit(node: object) -> str:
+        if isinstance(node, str):
+            return node.replace("${", "<").replace("}", ">")
+        if isinstance(node, dict) and "Fn::Join" in node:
+            delimiter, items = node["Fn::Join"]
+            return str(delimiter).join(visit(i) for i in items)
+        if isinstance(node, dict) and "Fn::GetAtt" in node:
+            resource, attribute = node["Fn::GetAtt"]
+            return f"<{visit(resource)}.{visit(attribute)}>"
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{visit(node['Ref'])}>"
+        return json.dumps(node, separators=(",", ":"))
+
+    return visit(Stack.of(scope).resolve(value))
+
+
+def table_parts(config: Config) -> list[tuple[str, str]]:
+    return [(t.name.split(".", 1)[0], t.name.split(".", 1)[1]) for t in config.tables]
+
+
+def glue_table_arns(scope: Construct, tables: Iterable[tuple[str, str]]) -> list[str]:
+    """The Data Catalog, the databases and the tables: what GetTable and UpdateTable are authorized on."""
+    stack = Stack.of(scope)
+    resources = [stack.format_arn(service="glue", resource="catalog")]
+    for database, table in tables:
+        resources.append(stack.format_arn(service="glue", resource="database", resource_name=database))
+        resources.append(stack.format_arn(service="glue", resource="table", resource_name=f"{database}/{table}"))
+    return sorted(set(resources))
+
+
+def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
+    """The configured tables' catalog entries (read only) and the objects of the warehouse buckets."""
+    aws = _aws(config)
+    allow(role, iam.PolicyStatement(actions=GLUE_READ_ACTIONS, resources=glue_table_arns(role, table_parts(config))))
+    allow(
+        role,
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{_s3(role)}{b}/*" for b in aws.warehouse_buckets]),
+        wildcards="the tables' metadata and data files: object keys are not known at synth time (read only, no listing)",
+    )
+
+
+def tag_protected_tables(role: iam.IRole, config: Config) -> None:
+    """`protect_checkpoint` tables: icecdc commits tags to their metadata (icecdc.protection), so the
+    role may update those tables, and write metadata files (never data) in the warehouse."""
+    protected = [(t.name.split(".", 1)[0], t.name.split(".", 1)[1]) for t in config.tables if t.protect_checkpoint]
+    if not protected:
+        return
+    allow(role, iam.PolicyStatement(actions=["glue:UpdateTable"], resources=glue_table_arns(role, protected)))
+    allow(
+        role,
+        iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[f"{_s3(role)}{b}/*/metadata/*" for b in _aws(config).warehouse_buckets]
+        ),
+        wildcards="metadata files of the protected tables (new metadata.json and manifests); never data files",
+    )
+
+
+def allow_metrics(role: iam.IRole, namespace: str) -> None:
+    allow(
+        role,
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],  # PutMetricData has no resource-level permissions
+            conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+        ),
+        wildcards="cloudwatch:PutMetricData has no resource-level permissions; a condition limits it to one namespace",
+    )
+
+
+def object_arn(asset: s3_assets.Asset) -> str:
+    return f"{_s3(asset)}{asset.s3_bucket_name}/{asset.s3_object_key}"
+
+
+def glue_log_groups(scope: Construct) -> str:
+    """Glue's own log groups, where the jobs log (and the data key may encrypt)."""
+    return Stack.of(scope).format_arn(
+        service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
+def _s3(scope: IConstruct) -> str:
+    return f"arn:{Stack.of(scope).partition}:s3:::"
+
+
+def _aws(config: Config) -> AwsConfig:
+    assert config.aws is not None  # IcecdcStack refuses a configuration without it
+    return config.aws

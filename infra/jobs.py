@@ -1,0 +1,183 @@
+"""One Glue 5.1 job per table, the role they share, their code and configuration assets, their
+security configuration and their log groups."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from icecdc.aws import (
+    ARG_CONFIG,
+    ARG_DEAD_LETTER,
+    ARG_OPENSEARCH_URL,
+    ARG_REGION,
+    ARG_STATE_TABLE,
+    ARG_TABLE,
+    METRIC_NAMESPACE,
+    job_name,
+)
+from icecdc.config import Config
+from infra.bundling import GLUE_PYTHON_MODULES, Bundles
+from infra.common import (
+    allow,
+    allow_metrics,
+    glue_log_groups,
+    keep_logical_id,
+    log_group,
+    object_arn,
+    read_catalog_and_warehouse,
+    tag_protected_tables,
+)
+from infra.state import State
+
+GLUE_VERSION = "5.1"
+DYNAMODB_ACTIONS = [  # what DynamoDbStateStore calls (transactions need the actions of their parts)
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchWriteItem",
+]
+
+
+class Jobs(Construct):
+    """The Glue jobs, run as `role`, which the stack passes in because the OpenSearch side (a
+    created domain's access, or an existing domain's rights) is granted to it as well.
+
+    `opensearch_url`: the endpoint of a domain the stack created, which replaces the configured one."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        bundles: Bundles,
+        state: State,
+        role: iam.Role,
+        opensearch_url: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        assert config.aws is not None
+        aws = config.aws
+        self.role = role
+        script = s3_assets.Asset(self, "Script", path=str(bundles.glue_script))
+        library = s3_assets.Asset(self, "Library", path=str(bundles.glue_library))
+        config_asset = s3_assets.Asset(self, "Config", path=str(bundles.config))
+        read_catalog_and_warehouse(role, config)
+        tag_protected_tables(role, config)
+        allow(
+            role,
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[object_arn(a) for a in (script, library, config_asset)]),
+        )
+        allow(role, iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table.table_arn]))
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[state.dead_letters.arn_for_objects(f"{aws.dead_letter_prefix}*")]
+            ),
+            wildcards="dead letters are new objects under the dead-letter prefix, named per run",
+        )
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], resources=[glue_log_groups(self)]
+            ),
+            wildcards="Glue's own log groups /aws-glue/*: Glue names the streams per run, and the group per security configuration",
+        )
+        allow_metrics(role, "Glue")
+        allow_metrics(role, METRIC_NAMESPACE)  # the job's DeadLetters per table
+        if opensearch_url is None and config.opensearch.password_secret_arn:  # basic auth: that secret, nothing else
+            allow(
+                role,
+                iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[config.opensearch.password_secret_arn]),
+            )
+        self.security = self._security(state, aws.stack_name)
+        # Glue 5 writes the driver's and executors' logs to <prefix>/output and <prefix>/error: the
+        # stack creates both, with a retention and under the data key, instead of Glue's shared groups
+        # /aws-glue/jobs/output and /error, which keep everything forever.
+        self.log_prefix = f"/aws-glue/jobs/{aws.stack_name}"
+        self.log_groups = [
+            log_group(self, f"{kind.capitalize()}Logs", aws, name=f"{self.log_prefix}/{kind}", key=state.data_key)
+            for kind in ("output", "error")
+        ]
+        arguments = {
+            "--job-language": "python",
+            "--enable-auto-scaling": "true",  # workers grow with the batch, up to glue_max_workers
+            "--enable-metrics": "true",
+            "--enable-observability-metrics": "true",
+            "--enable-continuous-cloudwatch-log": "true",
+            "--custom-logGroup-prefix": self.log_prefix,
+            "--extra-py-files": library.s3_object_url,
+            "--additional-python-modules": ",".join(GLUE_PYTHON_MODULES),
+            f"--{ARG_CONFIG}": config_asset.s3_object_url,
+            f"--{ARG_STATE_TABLE}": state.table.table_name,
+            f"--{ARG_REGION}": Stack.of(self).region,
+            f"--{ARG_DEAD_LETTER}": state.dead_letters.s3_url_for_object(aws.dead_letter_prefix),
+        }
+        if opensearch_url is not None:
+            arguments[f"--{ARG_OPENSEARCH_URL}"] = opensearch_url
+        self.jobs: list[glue.CfnJob] = []
+        for position, table in enumerate(t.name for t in config.tables):
+            job = glue.CfnJob(
+                self,
+                f"Job{position}",
+                name=job_name(aws.stack_name, table),
+                description=f"icecdc: apply the changes of {table} to OpenSearch",
+                role=role.role_arn,
+                glue_version=GLUE_VERSION,
+                command=glue.CfnJob.JobCommandProperty(name="glueetl", python_version="3", script_location=script.s3_object_url),
+                default_arguments={**arguments, f"--{ARG_TABLE}": table},
+                worker_type=aws.glue_worker_type,
+                number_of_workers=aws.glue_max_workers,  # with auto scaling: the maximum
+                # One run per table: a second start fails with ConcurrentRunsExceeded while the
+                # running one drains the queue; other tables have their own jobs and never wait.
+                execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
+                timeout=aws.glue_timeout_minutes,
+                max_retries=0,  # the schedule re-plans and restarts; a retry would only race it
+                security_configuration=self.security.name,
+            )
+            keep_logical_id(job, f"Job{position}")
+            job.node.add_dependency(*self.log_groups)  # a first run logs into the stack's groups
+            self.jobs.append(job)
+
+    @property
+    def names(self) -> list[str]:
+        return [str(job.name) for job in self.jobs]
+
+    def arns(self) -> list[str]:
+        stack = Stack.of(self)
+        return [stack.format_arn(service="glue", resource="job", resource_name=name) for name in self.names]
+
+    def _security(self, state: State, stack_name: str) -> glue.CfnSecurityConfiguration:
+        """The jobs' S3 output, CloudWatch logs and bookmarks under the data key."""
+        key = state.data_key
+        # Explicit actions (the L2 grant would add kms:ReEncrypt* and kms:GenerateDataKey*)
+        allow(
+            self.role, iam.PolicyStatement(actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"], resources=[key.key_arn])
+        )
+        allow(
+            self.role,
+            iam.PolicyStatement(actions=["logs:AssociateKmsKey"], resources=[glue_log_groups(self)]),
+            wildcards="Glue associates the data key with its log groups under /aws-glue/* (security configuration)",
+        )
+        configuration = glue.CfnSecurityConfiguration.EncryptionConfigurationProperty(
+            s3_encryptions=[
+                glue.CfnSecurityConfiguration.S3EncryptionProperty(s3_encryption_mode="SSE-KMS", kms_key_arn=key.key_arn)
+            ],
+            cloud_watch_encryption=glue.CfnSecurityConfiguration.CloudWatchEncryptionProperty(
+                cloud_watch_encryption_mode="SSE-KMS", kms_key_arn=key.key_arn
+            ),
+            job_bookmarks_encryption=glue.CfnSecurityConfiguration.JobBookmarksEncryptionProperty(
+                job_bookmarks_encryption_mode="CSE-KMS", kms_key_arn=key.key_arn
+            ),
+        )
+        security = glue.CfnSecurityConfiguration(
+            self, "Security", name=f"{stack_name}-jobs", encryption_configuration=configuration
+        )
+        keep_logical_id(security, "JobSecurity")
+        return security

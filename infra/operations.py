@@ -1,0 +1,136 @@
+"""What tells an operator something is wrong: the alarm topic, alarms on job runs, the planner,
+lag and dead letters, and the lag dashboard."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from icecdc.aws import METRIC_NAMESPACE
+from icecdc.config import Config
+from infra.common import keep_logical_id
+from infra.jobs import Jobs
+from infra.planner import Planner
+
+
+class Operations(Construct):
+    """`topic`: where every alarm goes (subscribed by `aws.alarm_email`)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: Config, jobs: Jobs, planner: Planner) -> None:
+        super().__init__(scope, construct_id)
+        assert config.aws is not None
+        aws = config.aws
+        self.topic = self._topic(aws.alarm_email)
+        action = cloudwatch_actions.SnsAction(self.topic)
+        events.Rule(
+            self,
+            "JobFailed",
+            description="a run of an icecdc Glue job failed, timed out or errored",
+            event_pattern=events.EventPattern(
+                source=["aws.glue"],
+                detail_type=["Glue Job State Change"],
+                detail={"jobName": jobs.names, "state": ["FAILED", "TIMEOUT", "ERROR"]},
+            ),
+            targets=[targets.SnsTopic(self.topic)],
+        )
+        cloudwatch.Alarm(
+            self,
+            "PlannerErrors",
+            metric=planner.function.metric_errors(period=Duration.minutes(5)),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="the planner failed (bad event handling, a planning error, or no access)",
+        ).add_alarm_action(action)
+        cloudwatch.Alarm(
+            self,
+            "PlannerFailed",
+            metric=planner.failures.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            alarm_description="planner invocations failed after retries: their events are in the planner's Failures queue",
+        ).add_alarm_action(action)
+        names = [t.name for t in config.tables]
+        for position, name in enumerate(names):
+            # Seconds behind: the planner publishes it on every sweep, so an hour means the job keeps failing.
+            cloudwatch.Alarm(
+                self,
+                f"Lag{position}",
+                metric=_per_table("LagSeconds", name, "Maximum"),
+                threshold=3600,
+                evaluation_periods=3,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,  # no metric: the planner stopped
+                alarm_description=f"{name}: the index is more than an hour behind the table",
+            ).add_alarm_action(action)
+            # The Glue job publishes how many documents each run sent to the dead letters: any is worth a look.
+            cloudwatch.Alarm(
+                self,
+                f"DeadLetters{position}",
+                metric=_per_table("DeadLetters", name, "Sum", period=Duration.minutes(5)),
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no run, no new dead letters
+                alarm_description=f"{name}: OpenSearch refused documents for good; they are in the dead letters",
+            ).add_alarm_action(action)
+        dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{aws.stack_name}-lag",
+            widgets=[
+                [
+                    cloudwatch.GraphWidget(title="Seconds behind", left=_each_table("LagSeconds", names), width=12),
+                    cloudwatch.GraphWidget(title="Snapshots behind", left=_each_table("LagSnapshots", names), width=12),
+                ],
+                [
+                    cloudwatch.GraphWidget(title="Pending work items", left=_each_table("PendingItems", names), width=12),
+                    cloudwatch.GraphWidget(
+                        title="Planner",
+                        left=[planner.function.metric_invocations(), planner.function.metric_errors()],
+                        right=[planner.function.metric_duration()],
+                        width=12,
+                    ),
+                ],
+            ],
+        )
+        keep_logical_id(dashboard, "Dashboard9E4231ED")
+
+    def _topic(self, email: str | None) -> sns.Topic:
+        # A key of our own: EventBridge and CloudWatch cannot publish to a topic under the AWS-managed SNS key.
+        key = kms.Key(self, "AlarmKey", enable_key_rotation=True, description="icecdc alarm topic")
+        keep_logical_id(key, "AlarmKeyE05DE300")
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"], principals=[iam.ServicePrincipal(service)], resources=["*"]
+                )
+            )
+        topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True, display_name="icecdc alarms")
+        if email:
+            topic.add_subscription(subscriptions.EmailSubscription(email))
+        return topic
+
+
+def _per_table(metric: str, table: str, statistic: str, period: Duration | None = None) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": table}, statistic=statistic, period=period
+    )
+
+
+def _each_table(metric: str, names: list[str]) -> list[cloudwatch.IMetric]:
+    return [
+        cloudwatch.Metric(
+            namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": n}, statistic="Maximum", label=n
+        )
+        for n in names
+    ]

@@ -1,0 +1,72 @@
+"""Synthesizing the stack, or one of its constructs alone, for Template assertions (placeholder
+bundles: no pip run; the template is the same but for asset hashes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Annotations, Template
+
+from icecdc.config import Config, load_config
+from infra.bundling import Bundles, build_bundles
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
+ENV = Environment(account="123456789012", region="us-east-1")
+
+
+def config_dict(
+    aws: dict[str, Any] | None = None, opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "catalog": {"name": "lake", "type": "glue"},
+        "state": {"type": "sqlite", "path": "/tmp/unused.db"},
+        "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
+        "tables": tables or [{"name": t} for t in TABLES],
+        "aws": {
+            "stack_name": "cdc",
+            "warehouse_buckets": ["lake-bucket"],
+            "region": "us-east-1",
+            "account": "123456789012",
+            **(aws or {}),
+        },
+    }
+
+
+def write_config(tmp_path: Path, raw: dict[str, Any]) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class Parts:
+    """A bare stack to put one construct (and what it needs) into, with the config and bundles."""
+
+    def __init__(self, tmp_path: Path, raw: dict[str, Any]) -> None:
+        path = write_config(tmp_path, raw)
+        self.config: Config = load_config(path)
+        self.bundles: Bundles = build_bundles(ROOT, path, placeholder=True)
+        self.app = App(outdir=str(tmp_path / "cdk.out"))
+        self.stack = Stack(self.app, "Parts", env=ENV)
+
+    def template(self) -> Template:
+        return Template.from_stack(self.stack)
+
+
+def synth(
+    tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
+) -> tuple[Template, Annotations]:
+    """The whole stack as `app.py` builds it (cdk-nag included)."""
+    from app import build
+
+    path = write_config(tmp_path, config_dict(aws, opensearch, tables))
+    app = App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "cdk.out"))
+    stack = build(app)
+    return Template.from_stack(stack), Annotations.from_stack(stack)

@@ -1,0 +1,147 @@
+"""Each construct of the stack alone in a bare stack (Template assertions), and what holds across
+the composed stack: scoped cdk-nag suppressions and the logical IDs of stateful resources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Match
+
+from icecdc.config import parse_config
+from icecdc.errors import ConfigError
+from infra.domain import Search
+from infra.jobs import Jobs
+from infra.operations import Operations
+from infra.planner import Planner
+from infra.state import State
+from tests.aws.cdk_support import TABLES, Parts, config_dict, synth
+
+
+def job_role(parts: Parts) -> iam.Role:
+    return iam.Role(parts.stack, "JobRole", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"))
+
+
+def retention(template: Any, name: str) -> int:
+    (group,) = template.find_resources("AWS::Logs::LogGroup", {"Properties": {"LogGroupName": name}}).values()
+    return int(group["Properties"]["RetentionInDays"])
+
+
+def test_state_alone_keeps_checkpoints_and_dead_letters_retained_under_the_data_key(tmp_path: Path) -> None:
+    parts = Parts(tmp_path, config_dict({"dead_letter_retention_days": 30}))
+    State(parts.stack, "State", aws=parts.config.aws)
+    template = parts.template()
+    template.has_resource(
+        "AWS::DynamoDB::GlobalTable", {"DeletionPolicy": "Retain", "Properties": Match.object_like({"TableName": "cdc-state"})}
+    )
+    template.has_resource(
+        "AWS::KMS::Key", {"DeletionPolicy": "Retain", "Properties": Match.object_like({"EnableKeyRotation": True})}
+    )
+    template.has_resource_properties(
+        "AWS::S3::Bucket", {"LifecycleConfiguration": {"Rules": [Match.object_like({"ExpirationInDays": 30})]}}
+    )
+    # a deployed stack keeps its table, key and buckets: their logical IDs are those of the flat stack
+    assert {"State1C20CC9A", "DataKey17AFBB84", "DeadLettersBBF8BAAB", "AccessLogs8B620ECA"} <= set(
+        template.to_json()["Resources"]
+    )
+
+
+@pytest.mark.parametrize("days", [None, 90])
+def test_jobs_alone_log_into_groups_of_their_own_with_a_retention(tmp_path: Path, days: int | None) -> None:
+    parts = Parts(tmp_path, config_dict({"log_retention_days": days} if days else {}))
+    state = State(parts.stack, "State", aws=parts.config.aws)
+    Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=job_role(parts))
+    template = parts.template()
+    for kind in ("output", "error"):
+        assert retention(template, f"/aws-glue/jobs/cdc/{kind}") == (days or 30)
+        template.has_resource_properties(
+            "AWS::Logs::LogGroup", {"LogGroupName": f"/aws-glue/jobs/cdc/{kind}", "KmsKeyId": Match.any_value()}
+        )
+    jobs = template.find_resources("AWS::Glue::Job")
+    assert sorted(jobs) == ["Job0", "Job1", "Job2"]  # the flat stack's logical IDs (the jobs are named)
+    for job in jobs.values():
+        assert job["Properties"]["DefaultArguments"]["--custom-logGroup-prefix"] == "/aws-glue/jobs/cdc"
+        assert len(job["DependsOn"]) == 2  # a first run finds the groups in place
+    template.has_resource_properties("AWS::Glue::SecurityConfiguration", {"Name": "cdc-jobs"})
+
+
+def test_planner_alone_is_triggered_by_commits_and_the_sweep_and_logs_with_a_retention(tmp_path: Path) -> None:
+    parts = Parts(tmp_path, config_dict({"log_retention_days": 14}))
+    state = State(parts.stack, "State", aws=parts.config.aws)
+    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=job_role(parts))
+    Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs)
+    template = parts.template()
+    (function_id,) = template.find_resources("AWS::Lambda::Function")
+    (logs,) = [g for g in template.find_resources("AWS::Logs::LogGroup").values() if "LogGroupName" not in g["Properties"]]
+    assert logs["Properties"]["RetentionInDays"] == 14
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(5 minutes)"})
+    template.has_resource_properties(
+        "AWS::Events::Rule", {"EventPattern": Match.object_like({"detail-type": ["Glue Data Catalog Table State Change"]})}
+    )
+    assert function_id
+
+
+def test_search_alone_grants_an_existing_domain_or_creates_one(tmp_path: Path) -> None:
+    (tmp_path / "existing").mkdir()
+    existing = Parts(tmp_path / "existing", config_dict({"opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/d"}))
+    search = Search(existing.stack, "Search", config=existing.config, writer=job_role(existing))
+    assert search.url is None
+    existing.template().resource_count_is("AWS::OpenSearchService::Domain", 0)
+
+    (tmp_path / "created").mkdir()
+    created = Parts(tmp_path / "created", config_dict({"create_domain": True}))
+    search = Search(created.stack, "Search", config=created.config, writer=job_role(created))
+    assert search.url is not None
+    template = created.template()
+    template.resource_count_is("AWS::OpenSearchService::Domain", 1)
+    assert "Domain66AC69E0" in template.to_json()["Resources"]
+
+
+def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> None:
+    parts = Parts(tmp_path, config_dict({"alarm_email": "ops@example.com"}))
+    state = State(parts.stack, "State", aws=parts.config.aws)
+    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=job_role(parts))
+    planner = Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs)
+    Operations(parts.stack, "Operations", config=parts.config, jobs=jobs, planner=planner)
+    template = parts.template()
+    template.resource_count_is("AWS::CloudWatch::Alarm", 2 + 2 * len(TABLES))
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+    assert "Dashboard9E4231ED" in template.to_json()["Resources"]
+
+
+@pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])
+def test_every_suppression_names_the_findings_it_accepts_on_one_resource(variant: str, request: pytest.FixtureRequest) -> None:
+    template, _ = request.getfixturevalue(variant)
+    suppressed: list[tuple[str, dict[str, Any]]] = []
+    for logical_id, resource in template.to_json()["Resources"].items():
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+            suppressed.append((logical_id, rule))
+            assert rule["reason"], rule
+            assert resource["Type"] != "AWS::IAM::Role", f"{logical_id}: a whole role's findings are suppressed"
+            if rule["id"] in ("AwsSolutions-IAM4", "AwsSolutions-IAM5"):
+                assert rule.get("applies_to"), f"{logical_id}: {rule['id']} suppressed for every resource"
+                assert all(str(a).startswith(("Resource::", "Action::", "Policy::")) for a in rule["applies_to"])
+    assert suppressed
+
+
+def test_stateful_and_named_resources_keep_their_logical_ids(tmp_path: Path) -> None:
+    template, _ = synth(tmp_path, {"create_domain": True})
+    resources = template.to_json()["Resources"]
+    assert {
+        "State1C20CC9A": "AWS::DynamoDB::GlobalTable",
+        "DataKey17AFBB84": "AWS::KMS::Key",
+        "AlarmKeyE05DE300": "AWS::KMS::Key",
+        "AccessLogs8B620ECA": "AWS::S3::Bucket",
+        "DeadLettersBBF8BAAB": "AWS::S3::Bucket",
+        "Domain66AC69E0": "AWS::OpenSearchService::Domain",
+        "JobSecurity": "AWS::Glue::SecurityConfiguration",
+        "Dashboard9E4231ED": "AWS::CloudWatch::Dashboard",
+        "Job0": "AWS::Glue::Job",
+    }.items() <= {k: v["Type"] for k, v in resources.items()}.items()
+
+
+def test_log_retention_must_be_a_cloudwatch_period() -> None:
+    with pytest.raises(ConfigError, match="log_retention_days must be one of"):
+        parse_config(config_dict({"log_retention_days": 31}))
