@@ -326,6 +326,49 @@ def has_work(table: Table, name: str, store: StateStore, identifier_columns: tup
     return kind != ResyncKind.NONE
 
 
+@dataclass(frozen=True)
+class WorkSize:
+    """How much a sync of a table would read: data and delete files, and their bytes as stored."""
+
+    files: int
+    bytes: int
+
+
+def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
+    """An estimate, from snapshot summaries alone (no manifest read), of what a sync would read
+    when nothing is pending: the current snapshot whole for an export or a resync, else what
+    every snapshot since the checkpoint added and removed. None when it cannot be told (work is
+    pending, a summary lacks the counts): the caller then assumes the work is large."""
+    current = table.current_snapshot()
+    if store.count_pending(name) or current is None:
+        return None
+    checkpoint = store.get_checkpoint(name)
+    kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)
+    if checkpoint is None or kind != ResyncKind.NONE:
+        return _summed([current], _TOTAL_FILES, _TOTAL_BYTES)
+    return _summed(_snapshots_after(table, name, checkpoint), _CHANGED_FILES, _CHANGED_BYTES)
+
+
+# Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them all).
+_TOTAL_FILES = ("total-data-files", "total-delete-files")
+_TOTAL_BYTES = ("total-files-size",)
+_CHANGED_FILES = ("added-data-files", "deleted-data-files", "added-delete-files")
+_CHANGED_BYTES = ("added-files-size", "removed-files-size")
+
+
+def _summed(snapshots: list[Snapshot], file_keys: tuple[str, ...], byte_keys: tuple[str, ...]) -> WorkSize | None:
+    files = size = 0
+    for snapshot in snapshots:
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if snapshot.summary is None or snapshot.summary.operation == Operation.REPLACE:
+            continue  # a compaction changes no row: icecdc reads none of its files
+        if _TOTAL_BYTES[0] not in summary:
+            return None  # a writer that records no sizes: a zero would be a guess
+        files += sum(int(summary.get(k, 0)) for k in file_keys)  # writers leave out counts that are zero
+        size += sum(int(summary.get(k, 0)) for k in byte_keys)
+    return WorkSize(files, size)
+
+
 def table_status(
     table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None
 ) -> TableStatus:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opensearchpy import OpenSearch
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
@@ -61,6 +62,7 @@ class BatchResult:
     seconds: float = 0.0
     engine: EngineKind | None = None  # where the last pass ran
     skipped: bool = False  # another run held the table's lease
+    unfinished: bool = False  # the run's deadline came before the table was caught up
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
     def add(self, other: BatchResult) -> None:
@@ -365,39 +367,60 @@ def sync(config: Config, spark: Any = None, table_names: Iterable[str] | None = 
     check_reachable(open_client(config.opensearch), config.opensearch.url)
     store = open_state_store(config.state)
     engines = Engines(config.engine, config.spark, spark)
-    results = []
     try:
-        for table_config, table in loaded:
-            total = BatchResult(table_config.name)
-            # One processor per table at a time; a second run waits for the lease, or leaves the
-            # table to the run that holds it (versioned writes make an overlap harmless anyway).
-            with Lease(store, table_config.name, config.state.lease_seconds) as lease:
-                if not lease.held:
-                    log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
-                    total.skipped = True
-                changed = ChangedEntries()  # planning and reading of this table share its manifest reads
-                for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
-                    if lease.lost:
-                        raise LeaseLost.of(table_config.name)
-                    plan_table(table, table_config, store, identifiers[table_config.name], changed)
-                    batch = process_table(
-                        engines,
-                        table,
-                        table_config,
-                        store,
-                        config.opensearch,
-                        identifiers[table_config.name],
-                        config.dead_letter,
-                        changed,
-                        lease,
-                        config.batch,
-                    )
-                    total.add(batch)
-                    if batch.snapshots == 0:
-                        break
-                    table = load_table(catalog, table_config.name)  # commits made while we worked
-            results.append(total)
+        return [
+            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines)
+            for table_config, table in loaded
+        ]
     finally:
         store.close()
         engines.close()
-    return results
+
+
+def sync_table(
+    config: Config,
+    catalog: Catalog,
+    table_config: TableConfig,
+    table: Table,
+    identifiers: tuple[str, ...],
+    store: StateStore,
+    engines: Engines,
+    wait: bool = True,
+    deadline: float | None = None,
+) -> BatchResult:
+    """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
+
+    One run per table at a time: a second run waits for the lease (`wait`), or leaves the table to
+    the run that holds it (versioned writes make an overlap harmless anyway). `deadline`
+    (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
+    Lambda's time budget)."""
+    total = BatchResult(table_config.name)
+    with Lease(store, table_config.name, config.state.lease_seconds, wait) as lease:
+        if not lease.held:
+            log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
+            total.skipped = True
+        changed = ChangedEntries()  # planning and reading of this table share its manifest reads
+        for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
+            if lease.lost:
+                raise LeaseLost.of(table_config.name)
+            if deadline is not None and time.monotonic() > deadline:
+                total.unfinished = True
+                break
+            plan_table(table, table_config, store, identifiers, changed)
+            batch = process_table(
+                engines,
+                table,
+                table_config,
+                store,
+                config.opensearch,
+                identifiers,
+                config.dead_letter,
+                changed,
+                lease,
+                config.batch,
+            )
+            total.add(batch)
+            if batch.snapshots == 0:
+                break
+            table = load_table(catalog, table_config.name)  # commits made while we worked
+    return total

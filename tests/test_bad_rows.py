@@ -12,8 +12,11 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
 from icecdc.processing import sync
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import run_sql
+
+# Errors cross from Spark's executors as text and are rebuilt; in-process they are raised as they are.
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
 NAME = "db.u"
 

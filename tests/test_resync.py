@@ -7,14 +7,18 @@ from __future__ import annotations
 import threading
 
 import pyarrow as pa
+import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType, StringType
 
 from icecdc.model import ResyncKind, WorkItem
 from icecdc.processing import sync
 from icecdc.testing.commits import update
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import orders, rows
+
+# A resync deletes what the table no longer has on the engine of its pass: both engines, every test.
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
 
 def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline: Pipeline) -> None:

@@ -22,8 +22,9 @@ class Lease:
     renewal failed, and the run should stop: it can no longer advance anything.
     """
 
-    def __init__(self, store: StateStore, table: str, seconds: float) -> None:
+    def __init__(self, store: StateStore, table: str, seconds: float, wait: bool = True) -> None:
         self._store = store
+        self._wait = wait  # False: take the lease if it is free, else leave the table at once
         self._table = table
         self._seconds = seconds
         self.owner = uuid.uuid4().hex
@@ -33,7 +34,7 @@ class Lease:
         self.lost = False
 
     def __enter__(self) -> Self:
-        deadline = time.monotonic() + self._seconds
+        deadline = time.monotonic() + (self._seconds if self._wait else 0.0)
         while not (held := self._store.acquire_lease(self._table, self.owner, self._seconds)) and time.monotonic() < deadline:
             time.sleep(min(1.0, self._seconds / 10))
         self.held = held

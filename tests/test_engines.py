@@ -1,0 +1,114 @@
+"""Each pass runs on one engine, picked from what it reads before anything is written (issue 14).
+
+The correctness of the in-process engine is tested where the Spark engine's is: the modules that
+parametrize `engine` (merge-on-read and the random Spark-written sequences, resyncs, bad rows)
+run every test on both. Here: the choice itself, the estimate the planner Lambda makes it from,
+and a run without Spark leaving a large pass untouched."""
+
+from __future__ import annotations
+
+import pytest
+from pyiceberg.expressions import EqualTo
+
+from icecdc.catalog import open_catalog
+from icecdc.config import EngineConfig, parse_config
+from icecdc.engines import Engines
+from icecdc.errors import SparkRequired
+from icecdc.manifests import ChangedEntries
+from icecdc.model import EngineChoice, EngineKind
+from icecdc.planning import Lineage, WorkSize, plan_table, work_size
+from icecdc.processing import cap_batch, select_batch, sync, sync_table
+from icecdc.testing.commits import update
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
+
+NAME = "db.orders"
+KIB = 1024
+
+
+@pytest.mark.parametrize(
+    ("use", "files", "size", "expected"),
+    [
+        (EngineChoice.AUTO, 3, 10 * KIB, EngineKind.IN_PROCESS),
+        (EngineChoice.AUTO, 3, 10 * KIB + 1, EngineKind.SPARK),  # above the bytes
+        (EngineChoice.AUTO, 4, 1, EngineKind.SPARK),  # above the files
+        (EngineChoice.SPARK, 1, 1, EngineKind.SPARK),
+        (EngineChoice.IN_PROCESS, 10**6, 10**12, EngineKind.IN_PROCESS),
+    ],
+)
+def test_a_pass_runs_in_process_up_to_both_limits_unless_forced(
+    use: EngineChoice, files: int, size: int, expected: EngineKind
+) -> None:
+    engines = Engines(EngineConfig(use=use, in_process_max_files=3, in_process_max_bytes=10 * KIB), spark_config=None)
+    assert engines.kind_for(files, size) == expected
+
+
+def test_without_spark_a_pass_that_needs_it_raises_before_choosing() -> None:
+    engines = Engines(EngineConfig(use=EngineChoice.SPARK), spark_config=None)
+    with pytest.raises(SparkRequired, match="'db.orders'"):
+        engines.for_pass(NAME, 1, 1)
+    assert Engines(EngineConfig(), spark_config=None).for_pass(NAME, 1, 1).kind == EngineKind.IN_PROCESS
+
+
+def passes_size(pipeline: Pipeline) -> WorkSize:
+    """What the next pass of the table reads, as the pass itself counts it (planned, then capped)."""
+    config = pipeline.config({"name": NAME})
+    table, store, changed = pipeline.catalog.load_table(NAME), pipeline.store(), ChangedEntries()
+    plan_table(table, config.table(NAME), store, ("id",), changed)
+    batch, _ = select_batch(store.pending_items(NAME), store.get_checkpoint(NAME), Lineage.of(table))
+    capped = cap_batch(table, batch, config.batch, changed)
+    return WorkSize(capped.files, capped.size)
+
+
+def test_the_planners_estimate_from_summaries_is_what_the_pass_reads(pipeline: Pipeline) -> None:
+    """The planner Lambda decides from snapshot summaries alone (no manifest read); the estimate
+    must be the pass's own count, for an export and for a run of changes."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    table.append(rows(4, 5, region="eu"))
+    store = pipeline.store()
+    estimate = work_size(table, NAME, store, ("id",))
+    assert estimate == passes_size(pipeline) and estimate.files == 2
+
+    pipeline.sync(pipeline.config({"name": NAME}), NAME)
+    table = pipeline.catalog.load_table(NAME)
+    update(table, EqualTo("id", 2), lambda r: {**r, "status": "paid"})
+    table.delete(EqualTo("id", 5))
+    table.append(rows(6))
+    estimate = work_size(table, NAME, store, ("id",))
+    assert estimate == passes_size(pipeline) and estimate.files >= 4
+    assert work_size(table, NAME, store, ("id",)) is None  # items are pending now: the estimate cannot tell
+
+
+def test_auto_runs_small_passes_in_process_and_large_ones_on_spark(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(*range(1, 200)))
+    raw = pipeline.config_dict([{"name": NAME}])
+    config = parse_config({**raw, "engine": {"use": "auto", "in_process_max_files": 1}})
+    (export,) = sync(config, pipeline.spark, [NAME])
+    assert export.engine == EngineKind.IN_PROCESS  # one file
+
+    update(table, EqualTo("id", 7), lambda r: {**r, "status": "paid"})  # removes one file, adds one: two to read
+    (changed,) = sync(config, pipeline.spark, [NAME])
+    assert changed.engine == EngineKind.SPARK
+    pipeline.assert_index_equals_table(config, NAME)
+
+
+def test_a_run_without_spark_leaves_a_large_pass_untouched(pipeline: Pipeline) -> None:
+    """The planner Lambda's run: a pass above the limits raises `SparkRequired` before the index
+    is touched or the checkpoint moves, and the Glue run that follows applies it."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    table.append(rows(4, 5))
+    raw = pipeline.config_dict([{"name": NAME}])
+    config = parse_config({**raw, "engine": {"use": "auto", "in_process_max_files": 1}})
+    store, catalog = pipeline.store(), open_catalog(config.catalog)
+    without_spark = Engines(config.engine, spark_config=None)
+    with pytest.raises(SparkRequired):
+        sync_table(config, catalog, config.table(NAME), table, ("id",), store, without_spark, wait=False)
+    assert store.get_checkpoint(NAME) is None
+    assert not pipeline.client.indices.exists(index="orders")
+
+    (result,) = sync(config, pipeline.spark, [NAME])  # the Glue run
+    assert result.engine == EngineKind.SPARK
+    pipeline.assert_index_equals_table(config, NAME)
