@@ -10,9 +10,10 @@ This module imports neither Spark nor pyarrow: the Lambda package has neither.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ GLUE_EVENT_SOURCE = "aws.glue"
 GLUE_EVENT_TYPE = "Glue Data Catalog Table State Change"
 SCHEDULE_EVENT_SOURCE = "aws.events"
 SCHEDULE_EVENT_TYPE = "Scheduled Event"
+SQS_EVENT_SOURCE = "aws:sqs"  # a batch of buffered events, as Lambda's SQS event source delivers it
 METRIC_NAMESPACE = "icecdc"
 
 # Glue job arguments (without their leading "--", as getResolvedOptions names them).
@@ -123,6 +125,47 @@ def event_tables(event: Any, config: Config) -> EventTables:
 
 
 @dataclass(frozen=True)
+class BatchTables:
+    """The tables a batch of buffered events asks to plan, each once however many events named it,
+    with the messages that asked for each (they are redelivered if that table fails)."""
+
+    tables: tuple[str, ...]
+    messages: dict[str, tuple[str, ...]]
+    ignored: tuple[str, ...] = ()  # why some messages asked for nothing (never redelivered: a retry cannot help)
+
+    def failed_messages(self, outcomes: Iterable[TableOutcome]) -> list[str]:
+        """The messages that named a table whose planning failed."""
+        failed = {o.table for o in outcomes if o.error}
+        return sorted({m for table in failed for m in self.messages.get(table, ())})
+
+
+def is_batch(event: Any) -> bool:
+    """Whether `event` is a batch of buffered events (Lambda's SQS event source) rather than one event."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    return isinstance(records, list) and all(isinstance(r, dict) and r.get("eventSource") == SQS_EVENT_SOURCE for r in records)
+
+
+def batch_tables(event: dict[str, Any], config: Config) -> BatchTables:
+    """Coalesce a batch: every message's body is an EventBridge event (a table change or the sweep);
+    a burst of commits of one table within the batching window becomes one planning pass."""
+    asked: dict[str, list[str]] = {}
+    ignored: list[str] = []
+    for record in event["Records"]:
+        message = str(record.get("messageId"))
+        try:
+            body = json.loads(record.get("body") or "")
+        except ValueError:
+            ignored.append(f"message {message}: malformed event: the body is not JSON")
+            continue
+        selected = event_tables(body, config)
+        if selected.ignored:
+            ignored.append(f"message {message}: {selected.ignored}")
+        for table in selected.tables:
+            asked.setdefault(table, []).append(message)
+    return BatchTables(tuple(asked), {table: tuple(messages) for table, messages in asked.items()}, tuple(ignored))
+
+
+@dataclass(frozen=True)
 class TableOutcome:
     table: str
     has_work: bool = False  # the table is behind its checkpoint, or has items not done
@@ -174,6 +217,7 @@ def plan_and_start_each(
         except Exception as exc:  # noqa: BLE001 - reported as this table's outcome once the others ran
             log.exception("%s: failed", name)
             outcomes.append(TableOutcome(name, error=f"{type(exc).__name__}: {exc}"))
+    _put_planning_errors(cloudwatch, [o for o in outcomes if o.error])
     return outcomes
 
 
@@ -185,6 +229,18 @@ def put_dead_letters(cloudwatch: Any, table: str, count: int) -> None:
 
 def _dimensions(table: str) -> list[dict[str, str]]:
     return [{"Name": "Table", "Value": table}]
+
+
+def _put_planning_errors(cloudwatch: Any, failed: Sequence[TableOutcome]) -> None:
+    """How many tables an invocation could not plan (the stack alarms on any): a batch that reports
+    its failures to SQS succeeds as an invocation, so Lambda's own Errors metric does not count them."""
+    if not failed:
+        return
+    metric = {"MetricName": "PlanningErrors", "Value": len(failed), "Unit": "Count"}
+    try:
+        cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=[metric])
+    except ClientError:  # the failures are reported anyway (the invocation's error, or the batch's failed messages)
+        log.exception("could not publish PlanningErrors for %s", ", ".join(o.table for o in failed))
 
 
 def _put_lag(cloudwatch: Any, table: str, pending: int, lag_snapshots: int | None, lag_seconds: float) -> None:

@@ -288,6 +288,9 @@ class AwsConfig(_Model):
     account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
     region: Text | None = None  # default: CDK_DEFAULT_REGION
     schedule_minutes: int = Field(5, ge=1)  # the fallback sweep over all tables (Glue's events are best-effort)
+    # The planner's events wait in a queue up to this long (Lambda's SQS batching window, at most 300 s),
+    # so that a burst of commits of one table is planned once.
+    planner_batch_window_seconds: int = Field(20, ge=1, le=300)
     glue_worker_type: Text = "G.1X"
     glue_max_workers: int = 10  # auto scaling's upper bound per table's job
     glue_timeout_minutes: int = Field(120, ge=1)

@@ -51,6 +51,20 @@ class Operations(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description="the planner failed (bad event handling, a planning error, or no access)",
         ).add_alarm_action(action)
+        # Tables the planner could not plan: a batch from the queue reports them to SQS (its messages
+        # come again) and so succeeds as an invocation, which Errors above does not count.
+        cloudwatch.Alarm(
+            self,
+            "PlanningErrors",
+            metric=cloudwatch.Metric(
+                namespace=METRIC_NAMESPACE, metric_name="PlanningErrors", statistic="Sum", period=Duration.minutes(5)
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # published only when a table fails
+            alarm_description="the planner could not plan a table (throttled, denied, a planning error); the logs name it",
+        ).add_alarm_action(action)
         cloudwatch.Alarm(
             self,
             "PlannerFailed",
@@ -58,7 +72,7 @@ class Operations(Construct):
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
-            alarm_description="planner invocations failed after retries: their events are in the planner's Failures queue",
+            alarm_description="planner events failed for good (5 deliveries, or 2 retries of a direct invocation): they are in the planner's Failures queue",
         ).add_alarm_action(action)
         names = [t.name for t in config.tables]
         for position, name in enumerate(names):
@@ -96,8 +110,12 @@ class Operations(Construct):
                     cloudwatch.GraphWidget(title="Pending work items", left=_each_table("PendingItems", names), width=12),
                     cloudwatch.GraphWidget(
                         title="Planner",
-                        left=[planner.function.metric_invocations(), planner.function.metric_errors()],
-                        right=[planner.function.metric_duration()],
+                        left=[
+                            planner.function.metric_invocations(),
+                            planner.function.metric_errors(),
+                            cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name="PlanningErrors", statistic="Sum"),
+                        ],
+                        right=[planner.function.metric_duration(), planner.buffer.metric_approximate_age_of_oldest_message()],
                         width=12,
                     ),
                 ],

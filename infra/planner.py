@@ -1,5 +1,5 @@
 """The planner Lambda and what triggers it: a Glue Data Catalog change of a configured table, and a
-sweep on a schedule (Glue's events are best-effort)."""
+sweep on a schedule (Glue's events are best-effort), both through a queue that buffers them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as lambda_destinations
+from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -23,9 +24,16 @@ from infra.state import State
 
 # The planner only reads state (the checkpoint; a count of pending items): the job plans and writes.
 PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
-# Planner invocations at once: each is O(1) per table, so a burst of commit events queues briefly
-# (EventBridge retries throttled invocations) instead of taking the account's Lambda concurrency.
+# Planner invocations at once, and the most the queue's event source starts: each is O(1) per table,
+# so events wait in the queue instead of taking the account's Lambda concurrency (equal, so that the
+# event source is never throttled, which would count against a message's receives).
 PLANNER_CONCURRENCY = 2
+PLANNER_TIMEOUT = Duration.minutes(5)
+# Events per invocation at most: Glue's table events are about 1 KB, so a batch stays far below
+# Lambda's 6 MB payload; a burst of a streaming writer's commits is one batch, one pass per table.
+PLANNER_BATCH_SIZE = 1000
+# Receives of a message (its tables failed each time) before it moves to the failure queue.
+PLANNER_MAX_RECEIVES = 5
 
 
 class Planner(Construct):
@@ -57,8 +65,8 @@ class Planner(Construct):
             compatible_architectures=[lambda_.Architecture.X86_64],
             description="pyiceberg (glue, s3fs) and pyyaml, manylinux wheels",
         )
-        # Invocations that failed after Lambda's own retries (EventBridge invokes asynchronously) land
-        # here, with the event, instead of being dropped; Operations alarms on it.
+        # Events that could not be planned for good land here, with the event: a buffered one after
+        # PLANNER_MAX_RECEIVES deliveries, one invoked directly after Lambda's 2 retries. Operations alarms on it.
         self.failures = sqs.Queue(
             self,
             "Failures",
@@ -66,7 +74,21 @@ class Planner(Construct):
             enforce_ssl=True,
             retention_period=Duration.days(14),
         )
-        suppress(self.failures, "AwsSolutions-SQS3", "this queue is the planner's failure destination")
+        # The buffer: both rules send here (EventBridge can write to a queue under SQS's own key, not
+        # under the AWS-managed KMS key); the event source hands the planner batches of up to
+        # PLANNER_BATCH_SIZE events gathered for up to the batching window. A message whose tables
+        # failed is delivered again after the visibility timeout (AWS's advice: six times the
+        # function's timeout, plus the window), until it goes to `failures`.
+        window = Duration.seconds(aws.planner_batch_window_seconds)
+        self.buffer = sqs.Queue(
+            self,
+            "Buffer",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(6 * PLANNER_TIMEOUT.to_seconds() + window.to_seconds()),
+            retention_period=Duration.days(1),  # an older event is stale: the sweep has planned its table since
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.failures, max_receive_count=PLANNER_MAX_RECEIVES),
+        )
         self.function = lambda_.Function(
             self,
             "Function",
@@ -78,9 +100,9 @@ class Planner(Construct):
             role=role,
             log_group=self.log_group,
             memory_size=1024,
-            timeout=Duration.minutes(5),
+            timeout=PLANNER_TIMEOUT,
             reserved_concurrent_executions=PLANNER_CONCURRENCY,
-            retry_attempts=2,
+            retry_attempts=2,  # direct asynchronous invocations (an operator's test); the rules go through the buffer
             on_failure=lambda_destinations.SqsDestination(self.failures),
             environment={
                 "ICECDC_CONFIG": "icecdc.yaml",
@@ -91,6 +113,15 @@ class Planner(Construct):
             description="icecdc planner: Glue table change or schedule → has the table work? → its Glue job",
         )
         self.function.node.add_dependency(role)
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.buffer,
+                batch_size=PLANNER_BATCH_SIZE,
+                max_batching_window=window,
+                report_batch_item_failures=True,  # the handler names the messages of the tables that failed
+                max_concurrency=PLANNER_CONCURRENCY,
+            )
+        )
         suppress(
             self.function,
             "AwsSolutions-L1",
@@ -109,12 +140,12 @@ class Planner(Construct):
                 # a database × table cross product may match more than configured: the planner ignores those
                 detail={"databaseName": databases, "tableName": tables, "typeOfChange": ["UpdateTable"]},
             ),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2, max_event_age=Duration.hours(1))],
+            targets=[targets.SqsQueue(self.buffer, retry_attempts=2, max_event_age=Duration.hours(1))],
         )
         events.Rule(
             self,
             "Sweep",
             description="Glue's events are best-effort: plan every table on a schedule too",
             schedule=events.Schedule.rate(Duration.minutes(aws.schedule_minutes)),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],  # the next sweep is the retry
+            targets=[targets.SqsQueue(self.buffer, retry_attempts=0)],  # the next sweep is the retry
         )

@@ -23,12 +23,21 @@ fenced), then retires the items in transactions that each write an item's done r
 its pending record together. A crash between any two writes leaves pending items that the new
 checkpoint supersedes (`Checkpoint.supersedes`), and the next pass retires them unread; an item is
 never half done (a done record beside its pending one, or neither).
+
+Every write is retried when it lost a race on an item, not a condition: a transaction cancelled
+with a `TransactionConflict` reason (another transaction or write touched one of its items), or a
+single write refused with `TransactionConflictException` (it met a transaction in flight).
+botocore retries neither (only throttling and transient errors), so the store does, with
+exponential backoff and full jitter. A cancellation naming `ConditionalCheckFailed` is an answer
+(the item exists, the lease is another's) and is never retried.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import random
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, replace
@@ -51,6 +60,11 @@ TTL_ATTRIBUTE = "expires_at"
 DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
 # Items retired per transaction: two actions each, within DynamoDB's 100 actions per transaction.
 ITEMS_PER_TRANSACTION = 50
+# A write that lost a race (TransactionConflict) is tried again this many times, after a random wait
+# of up to CONFLICT_BACKOFF_SECONDS * 2**attempt, at most CONFLICT_BACKOFF_CAP_SECONDS (about 6 s in all).
+CONFLICT_RETRIES = 8
+CONFLICT_BACKOFF_SECONDS = 0.05
+CONFLICT_BACKOFF_CAP_SECONDS = 2.0
 
 _CHECKPOINT = "checkpoint"
 _LEASE = "lease"
@@ -69,11 +83,13 @@ class DynamoDbStateStore(StateStore):
         endpoint_url: str | None = None,
         done_ttl_seconds: int = DEFAULT_DONE_TTL_SECONDS,
         items_per_transaction: int = ITEMS_PER_TRANSACTION,
+        conflict_retries: int = CONFLICT_RETRIES,
     ) -> None:
         self.table_name = table_name
         self.done_ttl_seconds = done_ttl_seconds
         self.items_per_transaction = items_per_transaction
-        # Standard retry mode retries throttling and transaction conflicts with backoff.
+        self.conflict_retries = conflict_retries
+        # Standard retry mode retries throttling and transient errors with backoff; conflicts: `_write`.
         options: dict[str, Any] = {
             "region_name": region,
             "endpoint_url": endpoint_url,
@@ -87,7 +103,8 @@ class DynamoDbStateStore(StateStore):
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
         try:
-            self.client.put_item(
+            self._write(
+                "put_item",
                 TableName=self.table_name,
                 Item={**_keys(table, sk), **_checkpoint_attributes(base)},
                 ConditionExpression="attribute_not_exists(pk)",
@@ -102,7 +119,8 @@ class DynamoDbStateStore(StateStore):
     def put_item(self, item: WorkItem) -> bool:
         record = _pending_record(item)
         try:
-            self.client.transact_write_items(
+            self._write(
+                "transact_write_items",
                 TransactItems=[
                     {"Put": {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}},
                     {
@@ -112,10 +130,10 @@ class DynamoDbStateStore(StateStore):
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
                     },
-                ]
+                ],
             )
         except ClientError as exc:
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            reasons = _reasons(exc)
             if _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
                 return False
             raise
@@ -149,7 +167,7 @@ class DynamoDbStateStore(StateStore):
                 }
                 actions.append({"Put": {"TableName": self.table_name, "Item": record}})
                 actions.append({"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}})
-            self.client.transact_write_items(TransactItems=actions)
+            self._write("transact_write_items", TransactItems=actions)
 
     def count_pending(self, table: str) -> int:
         # Select=COUNT reads no item into the answer; a page still covers at most 1 MB of records.
@@ -174,7 +192,8 @@ class DynamoDbStateStore(StateStore):
         for item in items:
             applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
             try:
-                self.client.put_item(
+                self._write(
+                    "put_item",
                     TableName=self.table_name,
                     Item=_pending_record(applied),
                     ConditionExpression="attribute_exists(pk)",  # never resurrect an item completed meanwhile
@@ -186,7 +205,8 @@ class DynamoDbStateStore(StateStore):
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
         try:
-            self.client.put_item(
+            self._write(
+                "put_item",
                 TableName=self.table_name,
                 Item={**_keys(table, _LEASE), "owner": {"S": owner}, "lease_expires_at": {"N": repr(now + seconds)}},
                 ConditionExpression="attribute_not_exists(pk) OR #owner = :owner OR lease_expires_at < :now",
@@ -201,7 +221,8 @@ class DynamoDbStateStore(StateStore):
 
     def release_lease(self, table: str, owner: str) -> None:
         try:
-            self.client.delete_item(
+            self._write(
+                "delete_item",
                 TableName=self.table_name,
                 Key=_keys(table, _LEASE),
                 ConditionExpression="#owner = :owner",
@@ -239,9 +260,9 @@ class DynamoDbStateStore(StateStore):
                 }
             )
         try:
-            self.client.transact_write_items(TransactItems=actions)
+            self._write("transact_write_items", TransactItems=actions)
         except ClientError as exc:
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            reasons = _reasons(exc)
             if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
                 raise
             if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
@@ -263,6 +284,25 @@ class DynamoDbStateStore(StateStore):
 
     def close(self) -> None:
         self.client.close()
+
+    def _write(self, operation: str, **request: Any) -> Any:
+        """One write request, tried again with backoff while it loses races (see the module's doc)."""
+        for attempt in itertools.count():
+            try:
+                return getattr(self.client, operation)(**request)
+            except ClientError as exc:
+                if not _lost_race(exc) or attempt >= self.conflict_retries:
+                    raise
+                delay = random.uniform(0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt))
+                log.info(
+                    "%s: transaction conflict; trying again in %.2f s (%d of %d)",
+                    operation,
+                    delay,
+                    attempt + 1,
+                    self.conflict_retries,
+                )
+                time.sleep(delay)
+        raise AssertionError("unreachable")
 
 
 def create_state_table(table_name: str, region: str | None = None, endpoint_url: str | None = None) -> None:
@@ -312,3 +352,19 @@ def _checkpoint_attributes(checkpoint: Checkpoint) -> dict[str, dict[str, str]]:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _reasons(exc: ClientError) -> list[str]:
+    """The cancellation reasons of a cancelled transaction, one per action ("None" for those that were fine)."""
+    return [str(r.get("Code")) for r in exc.response.get("CancellationReasons", [])]
+
+
+def _lost_race(exc: ClientError) -> bool:
+    if _code(exc) == "TransactionConflictException":
+        return True
+    reasons = _reasons(exc)
+    return (
+        _code(exc) == "TransactionCanceledException"
+        and "TransactionConflict" in reasons
+        and "ConditionalCheckFailed" not in reasons
+    )

@@ -1,5 +1,11 @@
-"""Planner Lambda: an EventBridge event (a Glue table change, or the schedule) → for each table,
+"""Planner Lambda: EventBridge events (a Glue table change, or the schedule) → for each table,
 whether it has work (metadata and checkpoint only) → start its Glue job, which plans and applies.
+
+The stack delivers the events through an SQS queue, in batches (Lambda's SQS event source with a
+batching window): each table a batch names is planned once, however many events named it, and
+the messages of a table that failed are reported back (`batchItemFailures`) so that SQS delivers
+them again; the others are done. One event invoked directly (an operator's test) is planned the
+same way, and the invocation fails after every table was tried if any failed.
 
 Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
 the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
@@ -17,7 +23,7 @@ from typing import Any
 
 import boto3
 
-from icecdc.aws import event_tables, plan_and_start_each, read_text, runtime_config
+from icecdc.aws import TableOutcome, batch_tables, event_tables, is_batch, plan_and_start_each, read_text, runtime_config
 from icecdc.config import Config
 from icecdc.state import open_state_store
 
@@ -40,18 +46,31 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
     config = _config(
         env["ICECDC_CONFIG"], env["ICECDC_STATE_TABLE"], env.get("AWS_REGION"), env.get("ICECDC_CATALOG_PROPERTIES", "{}")
     )
+    if is_batch(event):
+        batch = batch_tables(event, config)
+        for reason in batch.ignored:
+            log.warning("no work for %s", reason)
+        failed = batch.failed_messages(_plan(config, batch.tables))
+        return {"batchItemFailures": [{"itemIdentifier": message} for message in failed]}
+
     selected = event_tables(event, config)
     if selected.ignored:
         log.warning("no work for this event: %s", selected.ignored)
         return {"tables": [], "ignored": selected.ignored}
-
-    store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
-    glue, cloudwatch = boto3.client("glue"), boto3.client("cloudwatch")
-    try:
-        outcomes = plan_and_start_each(config, store, selected.tables, env["ICECDC_STACK_NAME"], glue, cloudwatch)
-    finally:
-        store.close()
+    outcomes = _plan(config, selected.tables)
     failed = [o for o in outcomes if o.error]
     if failed:
         raise PlanningFailed("; ".join(f"{o.table}: {o.error}" for o in failed))
     return {"tables": [dataclasses.asdict(o) for o in outcomes]}
+
+
+def _plan(config: Config, tables: tuple[str, ...]) -> list[TableOutcome]:
+    if not tables:
+        return []
+    store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
+    try:
+        return plan_and_start_each(
+            config, store, tables, os.environ["ICECDC_STACK_NAME"], boto3.client("glue"), boto3.client("cloudwatch")
+        )
+    finally:
+        store.close()

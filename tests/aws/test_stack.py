@@ -284,9 +284,41 @@ def test_planner_invocations_that_fail_after_retries_are_kept_and_alarmed(existi
     (config,) = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
     assert config["Properties"]["MaximumRetryAttempts"] == 2
     destination = config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
-    (queue_id,) = template.find_resources("AWS::SQS::Queue").keys()
+    # the failure queue (the other queue is the planner's buffer, which redrives to it: see test_planner_buffers_events)
+    (queue_id,) = [q for q, r in template.find_resources("AWS::SQS::Queue").items() if "RedrivePolicy" not in r["Properties"]]
     assert queue_id in str(destination)
     alarms = template.find_resources(
         "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "ApproximateNumberOfMessagesVisible"}}
     )
     assert len(alarms) == 1
+
+
+def test_planner_buffers_events_and_coalesces_them_in_batches(tmp_path: Path) -> None:
+    template, annotations = synth(tmp_path, {"planner_batch_window_seconds": 30})
+    queues = template.find_resources("AWS::SQS::Queue")
+    ((buffer_id, buffer),) = [(q, r) for q, r in queues.items() if "RedrivePolicy" in r["Properties"]]
+    ((failures_id, _),) = [(q, r) for q, r in queues.items() if q != buffer_id]
+    assert buffer["Properties"]["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [failures_id, "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    assert buffer["Properties"]["SqsManagedSseEnabled"] is True  # EventBridge can send to it
+    assert buffer["Properties"]["VisibilityTimeout"] >= 6 * 300 + 30
+    # both rules send to the buffer, none invokes the planner directly
+    for rule in template.find_resources("AWS::Events::Rule", {"Properties": {"State": "ENABLED"}}).values():
+        if "Glue Job State Change" in str(rule["Properties"].get("EventPattern")):
+            continue
+        (target,) = rule["Properties"]["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [buffer_id, "Arn"]}
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [buffer_id, "Arn"]},
+            "BatchSize": 1000,
+            "MaximumBatchingWindowInSeconds": 30,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "ScalingConfig": {"MaximumConcurrency": 2},
+        },
+    )
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {"Namespace": METRIC_NAMESPACE, "MetricName": "PlanningErrors"})
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
