@@ -12,15 +12,19 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
 from icecdc.config import Config
+from icecdc.engines import Engines
 from icecdc.errors import LeaseLost
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
 from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
 from icecdc.testing.commits import update
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import run_sql
 from tests.support.tables import orders, rows
+
+# Operators' actions between the planner and the pass hold on both engines.
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
 NAME = "db.orders"
 
@@ -135,7 +139,15 @@ def test_a_run_that_lost_its_lease_advances_nothing(pipeline: Pipeline) -> None:
         store.release_lease(NAME, lease.owner)
         assert store.acquire_lease(NAME, "another run", 60)
         with pytest.raises(LeaseLost, match="db.orders"):
-            process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",), lease=lease)
+            process_table(
+                Engines(config.engine, spark=pipeline.spark),
+                table,
+                config.table(NAME),
+                store,
+                config.opensearch,
+                ("id",),
+                lease=lease,
+            )
     assert pipeline.store().get_checkpoint(NAME) == before
     store.release_lease(NAME, "another run")
     pipeline.sync(config, NAME)
@@ -154,7 +166,9 @@ def test_snapshots_expired_between_planning_and_reading_resync_the_table(pipelin
     operate(pipeline, f"CALL lake.system.expire_snapshots(table => '{NAME}', snapshot_ids => array({synced}, {middle}))")
 
     store = pipeline.store()
-    result = process_table(pipeline.spark, view, config.table(NAME), store, config.opensearch, ("id",))
+    result = process_table(
+        Engines(config.engine, spark=pipeline.spark), view, config.table(NAME), store, config.opensearch, ("id",)
+    )
     assert result.checkpoint is not None and result.checkpoint.snapshot_id == current_id(pipeline)
     pipeline.assert_index_equals_table(config, NAME)
     assert '"status":"shipped"' in pipeline.documents("orders")["2"]

@@ -12,6 +12,7 @@ from pyiceberg.expressions import EqualTo
 
 from icecdc.config import parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.engines import Engines
 from icecdc.errors import ProcessingError, SinkError
 from icecdc.model import Checkpoint, WorkItem, Write
 from icecdc.planning import plan_table, table_status
@@ -49,7 +50,7 @@ def test_crash_after_the_writes_and_before_the_checkpoint_converges(pipeline: Pi
     table_config = config.table("db.orders")
     plan_table(table, table_config, crashing, ("id",))
     with pytest.raises(Crash):
-        process_table(pipeline.spark, table, table_config, crashing, config.opensearch, ("id",))
+        process_table(Engines(config.engine, spark=pipeline.spark), table, table_config, crashing, config.opensearch, ("id",))
     assert pipeline.store().get_checkpoint("db.orders") == checkpoint  # the writes happened, the checkpoint did not move
     assert sorted(pipeline.documents("orders")) == ["1", "2"]
 

@@ -13,8 +13,11 @@ from icecdc.processing import sync
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.tasks import files_read_by
 from icecdc.testing.commits import compact, update
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, orders, rows
+
+# The core of sync, commit kind by commit kind, on both engines.
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 from pyiceberg.types import StringType
 
 from icecdc.config import Config, parse_config
+from icecdc.engines import Engines
 from icecdc.model import ResyncKind
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
@@ -66,7 +67,7 @@ def test_a_crash_after_any_write_of_complete_leaves_a_state_the_next_run_finishe
     assert {i.resync for i in store.pending_items(NAME)} == {ResyncKind.REWRITE}
     KillAfterWrites(store, survive)
     with pytest.raises(Killed):
-        process_table(pipeline.spark, table, config.table(NAME), store, config.opensearch, ("id",))
+        process_table(Engines(config.engine, spark=pipeline.spark), table, config.table(NAME), store, config.opensearch, ("id",))
 
     pipeline.sync(config, NAME)  # the next run converges ...
     table.append(rows(10))
