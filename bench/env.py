@@ -1,7 +1,7 @@
 """The bench's moving parts: one local Spark with Iceberg's runtime, one osmem server, one catalog.
 
-Everything the bench creates lives under `.build/bench/` (gitignored) and is wiped at the start of
-a run, so every run starts from the same empty catalog and state.
+Everything the bench creates lives under `.build/bench/suite/` (gitignored) and is wiped at the start
+of a run, so every run starts from the same empty catalog and state.
 """
 
 from __future__ import annotations
@@ -90,9 +90,11 @@ def start_spark(workdir: Path, iceberg: bool = True) -> Any:
 
 
 def fresh_workdir() -> Path:
-    shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir(parents=True)
-    return WORK
+    """The suite's own directory under `.build/bench/`, emptied (other tools' directories beside it are left alone)."""
+    workdir = WORK / "suite"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    return workdir
 
 
 def icecdc_config(

@@ -13,6 +13,7 @@ time is measured inside it, without the JVM's start.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,8 @@ RESULT = "bench-isolated-result: "  # the child's stdout line that carries its r
 def run_sync(config: dict[str, Any], table: str, label: str, server_pids: tuple[int, ...] = ()) -> dict[str, Any]:
     """Sync `table` under `config` (a config's YAML as a dict) in a child process; its result with
     the peak RSS of each part of the child's tree, over the child's whole life (MiB)."""
-    path = WORK / f"isolated-{label}.json"
+    path = WORK / "isolated" / f"{label}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config))
     process = subprocess.Popen([sys.executable, "-m", "bench.isolated", str(path), table], cwd=REPO, stdout=subprocess.PIPE)
     sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.1)
@@ -42,7 +44,12 @@ def run_sync(config: dict[str, Any], table: str, label: str, server_pids: tuple[
     lines = [line for line in out.decode().splitlines() if line.startswith(RESULT)]
     result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT))
     memory = {k: round(v, 1) for k, v in asdict(peaks).items() if k not in ("opensearch", "jvm_heap")}
-    return {**result, "memory_mib": memory, "wall_seconds_with_start": result["spark_start_seconds"] + result["seconds"]}
+    return {
+        **result,
+        "memory_mib": memory,
+        "wall_seconds_with_start": result["spark_start_seconds"] + result["seconds"],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],  # 1, 5, 15 min: the cores are shared
+    }
 
 
 def main() -> None:
@@ -54,7 +61,7 @@ def main() -> None:
     config_path, table = sys.argv[1], sys.argv[2]
     config = parse_config(json.loads(Path(config_path).read_text()))
     started = time.perf_counter()
-    spark = start_spark(WORK, iceberg=False)
+    spark = start_spark(Path(config_path).parent, iceberg=False)
     spark.sparkContext.parallelize(range(4), 2).count()  # the executors' Python workers start here, not in the sync
     spark_start = time.perf_counter() - started
     try:
