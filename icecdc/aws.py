@@ -3,9 +3,10 @@
 Both are thin: they turn their environment or arguments into a `Config` with `runtime_config`
 and call into the library. The YAML is the same file as for local runs; the stack only overrides
 what exists once deployed (the DynamoDB state table, the endpoint of a domain it created) and may
-add catalog properties (the Lambda reads manifests with fsspec instead of pyarrow to stay small).
+add catalog properties (the Lambda reads files with fsspec, pyarrow's S3 filesystem left out).
 
-This module imports neither Spark nor pyarrow: the Lambda package has neither.
+This module imports no Spark: the Lambda package has none. The planner applies a small batch
+itself on the in-process engine (`apply_here`) and starts the table's Glue job for the rest.
 """
 
 from __future__ import annotations
@@ -15,18 +16,22 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import yaml
 from botocore.exceptions import ClientError
+from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, parse_config
-from icecdc.errors import IcecdcError
-from icecdc.model import StateStoreType
-from icecdc.planning import has_work, table_status
+from icecdc.errors import IcecdcError, SparkRequired
+from icecdc.model import EngineKind, StateStoreType
+from icecdc.planning import has_work, table_status, work_size
 from icecdc.state import StateStore
+
+if TYPE_CHECKING:
+    from icecdc.processing import BatchResult
 
 log = logging.getLogger(__name__)
 
@@ -173,19 +178,68 @@ class TableOutcome:
     job_run_id: str | None = None  # the run this call started
     job_running: bool = False  # a run of the table's job was already on (it drains the queue)
     error: str | None = None
+    applied_snapshots: int = 0  # snapshots this call applied itself (a small batch, no Glue run)
+    checkpoint: int | None = None  # the snapshot the index is at after them
 
 
-def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue: Any, cloudwatch: Any) -> TableOutcome:
-    """Decide whether one table has work, publish its lag, and start its Glue job when it has.
+# No pass starts in the planner with less than this left before the Lambda's timeout: a pass the
+# in-process engine takes (engine.in_process_max_bytes) ends well within it.
+PASS_RESERVE_SECONDS = 120.0
 
-    Only the table's metadata and its checkpoint are read, so an invocation takes the same time for
-    a table of ten files as for one of a million: the job, which has no 15-minute limit, plans
-    (lists an export's files, walks a backlog's manifests) and applies."""
+
+def planner_deadline(context: Any) -> float | None:
+    """The time.monotonic() after which the planner starts no pass: from the Lambda's context
+    (its remaining time), None without one (an invocation by hand or a test)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return None if remaining is None else time.monotonic() + remaining() / 1000 - PASS_RESERVE_SECONDS
+
+
+def apply_here(
+    config: Config, store: StateStore, name: str, table: Table, identifiers: tuple[str, ...], deadline: float | None
+) -> BatchResult | None:
+    """Apply the table's work in this process when it is small enough for the in-process engine;
+    None when it is not (or not all of it was), and the Glue job must run.
+
+    The size is estimated from snapshot summaries (`work_size`), so a large export or backlog is
+    never listed here; a pass that turns out larger (commits made meanwhile) raises `SparkRequired`
+    before it writes anything. The table's lease is taken without waiting: a run that holds it
+    (a Glue run, another planner) goes on, and the job is started anyway to cover the commit it
+    may have finished before."""
+    from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
+    from icecdc.processing import sync_table
+
+    table_config = config.table(name)
+    engines = Engines(config.engine, spark_config=None)  # no Spark here
+    size = work_size(table, name, store, identifiers)
+    if size is None or engines.kind_for(size.files, size.bytes) != EngineKind.IN_PROCESS:
+        return None
+    log.info("%s: %d files, %d bytes to read: applying them here", name, size.files, size.bytes)
+    try:
+        result = sync_table(
+            config, open_catalog(config.catalog), table_config, table, identifiers, store, engines, wait=False, deadline=deadline
+        )
+    except SparkRequired as exc:
+        log.info("%s: %s; the Glue job applies it", name, exc)
+        return None
+    return None if result.skipped or result.unfinished else result
+
+
+def plan_and_start(
+    config: Config, store: StateStore, name: str, job: str, glue: Any, cloudwatch: Any, deadline: float | None = None
+) -> TableOutcome:
+    """Decide whether one table has work, publish its lag, apply a small batch here, and start
+    the table's Glue job for anything larger.
+
+    Deciding reads only the table's metadata and its checkpoint, so an invocation takes the same
+    time for a table of ten files as for one of a million: the job, which has no 15-minute limit,
+    plans (lists an export's files, walks a backlog's manifests) and applies. `deadline`
+    (time.monotonic()): no pass starts here after it."""
     table_config = config.table(name)
     try:
         table = load_table(open_catalog(config.catalog), name)
         status = table_status(table, table_config, store, time.time())
-        work = has_work(table, name, store, identifier_columns(table, table_config))
+        identifiers = identifier_columns(table, table_config)
+        work = has_work(table, name, store, identifiers)
     except IcecdcError as exc:
         log.error("%s: planning failed: %s", name, exc)
         return TableOutcome(name, error=str(exc))
@@ -193,6 +247,12 @@ def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue:
     if not work:
         log.info("%s: caught up, no job started", name)
         return TableOutcome(name, False, 0)
+    applies = config.aws is None or config.aws.planner_applies
+    applied = apply_here(config, store, name, table, identifiers, deadline) if applies else None
+    if applied is not None:
+        checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
+        log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
+        return TableOutcome(name, True, 0, applied_snapshots=applied.snapshots, checkpoint=checkpoint)
     try:
         run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
     except ClientError as exc:
@@ -206,14 +266,20 @@ def plan_and_start(config: Config, store: StateStore, name: str, job: str, glue:
 
 
 def plan_and_start_each(
-    config: Config, store: StateStore, names: Iterable[str], stack_name: str, glue: Any, cloudwatch: Any
+    config: Config,
+    store: StateStore,
+    names: Iterable[str],
+    stack_name: str,
+    glue: Any,
+    cloudwatch: Any,
+    deadline: float | None = None,
 ) -> list[TableOutcome]:
     """`plan_and_start` for every table on its own: one that fails (throttled, denied, dropped)
     delays no other and hides no other's outcome."""
     outcomes = []
     for name in names:
         try:
-            outcomes.append(plan_and_start(config, store, name, job_name(stack_name, name), glue, cloudwatch))
+            outcomes.append(plan_and_start(config, store, name, job_name(stack_name, name), glue, cloudwatch, deadline))
         except Exception as exc:  # noqa: BLE001 - reported as this table's outcome once the others ran
             log.exception("%s: failed", name)
             outcomes.append(TableOutcome(name, error=f"{type(exc).__name__}: {exc}"))

@@ -291,6 +291,9 @@ class AwsConfig(_Model):
     # The planner's events wait in a queue up to this long (Lambda's SQS batching window, at most 300 s),
     # so that a burst of commits of one table is planned once.
     planner_batch_window_seconds: int = Field(20, ge=1, le=300)
+    # The planner applies a batch the in-process engine takes (see `engine:`) itself, in seconds and
+    # without a Glue run; it then reaches OpenSearch from the Lambda. False: every batch starts the job.
+    planner_applies: bool = True
     glue_worker_type: Text = "G.1X"
     glue_max_workers: int = 10  # auto scaling's upper bound per table's job
     glue_timeout_minutes: int = Field(120, ge=1)

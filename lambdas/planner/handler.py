@@ -1,5 +1,6 @@
 """Planner Lambda: EventBridge events (a Glue table change, or the schedule) → for each table,
-whether it has work (metadata and checkpoint only) → start its Glue job, which plans and applies.
+whether it has work (metadata and checkpoint only) → a small batch applied here, in-process, or
+the table's Glue job started, which plans and applies the rest.
 
 The stack delivers the events through an SQS queue, in batches (Lambda's SQS event source with a
 batching window): each table a batch names is planned once, however many events named it, and
@@ -23,7 +24,16 @@ from typing import Any
 
 import boto3
 
-from icecdc.aws import TableOutcome, batch_tables, event_tables, is_batch, plan_and_start_each, read_text, runtime_config
+from icecdc.aws import (
+    TableOutcome,
+    batch_tables,
+    event_tables,
+    is_batch,
+    plan_and_start_each,
+    planner_deadline,
+    read_text,
+    runtime_config,
+)
 from icecdc.config import Config
 from icecdc.state import open_state_store
 
@@ -50,27 +60,33 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         batch = batch_tables(event, config)
         for reason in batch.ignored:
             log.warning("no work for %s", reason)
-        failed = batch.failed_messages(_plan(config, batch.tables))
+        failed = batch.failed_messages(_plan(config, batch.tables, context))
         return {"batchItemFailures": [{"itemIdentifier": message} for message in failed]}
 
     selected = event_tables(event, config)
     if selected.ignored:
         log.warning("no work for this event: %s", selected.ignored)
         return {"tables": [], "ignored": selected.ignored}
-    outcomes = _plan(config, selected.tables)
+    outcomes = _plan(config, selected.tables, context)
     failed = [o for o in outcomes if o.error]
     if failed:
         raise PlanningFailed("; ".join(f"{o.table}: {o.error}" for o in failed))
     return {"tables": [dataclasses.asdict(o) for o in outcomes]}
 
 
-def _plan(config: Config, tables: tuple[str, ...]) -> list[TableOutcome]:
+def _plan(config: Config, tables: tuple[str, ...], context: Any) -> list[TableOutcome]:
     if not tables:
         return []
     store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
     try:
         return plan_and_start_each(
-            config, store, tables, os.environ["ICECDC_STACK_NAME"], boto3.client("glue"), boto3.client("cloudwatch")
+            config,
+            store,
+            tables,
+            os.environ["ICECDC_STACK_NAME"],
+            boto3.client("glue"),
+            boto3.client("cloudwatch"),
+            planner_deadline(context),
         )
     finally:
         store.close()

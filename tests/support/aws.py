@@ -63,7 +63,9 @@ class Lake:
         spec = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "id_part")) if partitioned_by_id else PartitionSpec()
         return catalog.create_table(name, schema=schema, partition_spec=spec)
 
-    def config_file(self, opensearch_url: str, tables: list[str]) -> Path:
+    def config_file(
+        self, opensearch_url: str, tables: list[str], planner_applies: bool = True, engine: dict[str, Any] | None = None
+    ) -> Path:
         raw: dict[str, Any] = {
             "catalog": self.catalog_properties,
             # replaced by the stack's table at run time (icecdc.aws.runtime_config)
@@ -71,7 +73,8 @@ class Lake:
             "opensearch": {"url": opensearch_url},
             "spark": {"master": "local[2]"},
             "tables": [{"name": t} for t in tables],
-            "aws": {"warehouse_buckets": [self.bucket]},
+            "aws": {"warehouse_buckets": [self.bucket], "planner_applies": planner_applies},
+            "engine": engine or {},
         }
         path = self.workdir / "icecdc.yaml"
         path.write_text(yaml.safe_dump(raw))

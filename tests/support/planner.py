@@ -49,11 +49,20 @@ SCHEDULE_EVENT = {"source": "aws.events", "detail-type": "Scheduled Event", "det
 class Deployment:
     """The planner's environment as the stack sets it, with moto behind every client."""
 
-    def __init__(self, lake: Lake, state_table: str, tables: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        state_table: str,
+        tables: list[str],
+        monkeypatch: pytest.MonkeyPatch,
+        opensearch_url: str = "http://127.0.0.1:9",  # by default none: the planner only starts jobs
+        engine: dict[str, Any] | None = None,  # the config's `engine:` section
+    ) -> None:
         self.lake, self.state_table, self.tables = lake, state_table, tables
         self.db = lake.database
         self.orders, self.customers = tables
-        monkeypatch.setenv("ICECDC_CONFIG", str(lake.config_file("http://127.0.0.1:9", tables)))
+        applies = opensearch_url != "http://127.0.0.1:9"
+        monkeypatch.setenv("ICECDC_CONFIG", str(lake.config_file(opensearch_url, tables, applies, engine)))
         monkeypatch.setenv("ICECDC_STATE_TABLE", state_table)
         monkeypatch.setenv("ICECDC_STACK_NAME", STACK)
         monkeypatch.setenv("AWS_REGION", REGION)
@@ -68,8 +77,8 @@ class Deployment:
                 GlueVersion="5.1",
             )
 
-    def invoke(self, event: Any) -> dict[str, Any]:
-        return handler_module.handler(event, None)
+    def invoke(self, event: Any, context: Any = None) -> dict[str, Any]:
+        return handler_module.handler(event, context)
 
     def pending(self, table: str) -> list:
         store = DynamoDbStateStore(self.state_table, REGION, self.lake.moto_url)
