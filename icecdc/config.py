@@ -279,6 +279,28 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 
 
+class SubnetConfig(_Model):
+    id: Text
+    availability_zone: Text
+
+
+class VpcConfig(_Model):
+    """An existing VPC (section `aws.vpc`): the Glue jobs run in it (a Glue network connection in the
+    first subnet) and a domain the stack creates is placed in it, with security groups the stack creates."""
+
+    vpc_id: Text
+    # Private subnets, one per availability zone; a created domain spans the first two or three.
+    subnets: tuple[SubnetConfig, ...] = Field(strict=False, min_length=1)
+
+    @field_validator("subnets")
+    @classmethod
+    def _one_per_zone(cls, subnets: tuple[SubnetConfig, ...]) -> tuple[SubnetConfig, ...]:
+        zones = [s.availability_zone for s in subnets]
+        if len(set(zones)) != len(zones):
+            raise ValueError(f"{_AT} must be in different availability zones, got {zones}")
+        return subnets
+
+
 class AwsConfig(_Model):
     """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
 
@@ -302,6 +324,10 @@ class AwsConfig(_Model):
     domain_instance_type: Text = "r7g.large.search"
     domain_instance_count: int = Field(2, ge=1)
     domain_volume_gb: int = Field(20, ge=1)
+    # With create_domain: the IAM role (or user) that administers the domain (all_access and
+    # security_manager); the domain's master user is a role of the stack that maps roles at deploy time.
+    domain_admin_arn: Text | None = None
+    vpc: VpcConfig | None = None  # the jobs (and a created domain) in an existing VPC; default: public endpoints
     dead_letter_prefix: Text = "dead-letter/"
     dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
     alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
@@ -356,6 +382,17 @@ class AwsConfig(_Model):
     def _one_domain(self) -> Self:
         if self.create_domain and self.opensearch_domain_arn is not None:
             raise ValueError(f"{_AT}: choose create_domain or opensearch_domain_arn, not both")
+        if self.create_domain and self.domain_admin_arn is None:
+            raise ValueError(
+                f"{_AT}.domain_admin_arn is required with create_domain: the IAM role that administers the domain "
+                "(the jobs' role only writes the configured indexes)"
+            )
+        if self.domain_admin_arn is not None and not self.create_domain:
+            raise ValueError(f"{_AT}.domain_admin_arn is for a domain the stack creates (create_domain: true)")
+        if self.domain_admin_arn is not None and not re.fullmatch(
+            r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+", self.domain_admin_arn
+        ):
+            raise ValueError(f"{_AT}.domain_admin_arn must be an IAM role or user ARN, got {self.domain_admin_arn!r}")
         return self
 
 

@@ -53,6 +53,7 @@ class Bundles:
     glue_script: Path
     glue_library: Path  # icecdc.zip
     config: Path
+    domain_access: Path  # the custom resource of a created domain (its own Python, no dependencies)
 
 
 def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> Bundles:
@@ -63,6 +64,7 @@ def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> B
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
         config=config_path,
+        domain_access=root / "lambdas" / "domain_access",
     )
 
 

@@ -1,26 +1,81 @@
-"""The OpenSearch side: SigV4 rights on an existing domain, or a domain the stack creates."""
+"""The OpenSearch side: SigV4 rights on an existing domain, or a domain the stack creates.
+
+A created domain has fine-grained access control with three principals:
+- its master user, the stack's `Provisioner` role: only the custom resource below runs as it, at
+  deploy time, to map the two others through the security plugin's REST API;
+- the configured admin (`aws.domain_admin_arn`), mapped to `all_access` and `security_manager`;
+- the jobs' role, mapped to one role that may write only the configured indexes, their generations
+  (`<index>-<n>`) and aliases (`<index>`), and read the cluster's state (see `writer_role`).
+Its IAM rights follow the same lines: PUT and DELETE only on those indexes' paths.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+import json
+from typing import Any
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
-from icecdc.config import Config
+from icecdc.config import AwsConfig, Config
+from infra.bundling import Bundles
 from infra.common import allow, keep_logical_id, log_group, suppress
+from infra.network import Network
 
 ON_INDEXES = "HTTP paths under the one domain (indexes, _bulk, _aliases): fine-grained access control narrows them"
 ES_WRITE_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"]
+# The jobs' requests that are not confined to an index's path: GET / and cluster settings, alias
+# lookups, POST _bulk, _aliases and scroll pages. PUT and DELETE go to the configured indexes only.
+ES_CLUSTER_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]
+ES_INDEX_ACTIONS = ["es:ESHttpPut", "es:ESHttpDelete"]
+# The security plugin's REST API, all the provisioner calls.
+ES_SECURITY_ACTIONS = ["es:ESHttpGet", "es:ESHttpPut", "es:ESHttpDelete"]
+
+
+def writer_role(config: Config) -> dict[str, Any]:
+    """The OpenSearch role of the jobs: the configured indexes as icecdc names them (icecdc.index:
+    the alias `<index>`, its generations `<index>-<n>`), what a sync does to them (documents, create,
+    mappings, settings, alias swap, delete of an old generation), and the cluster's state it reads
+    (GET /, cluster settings for write blocks, templates, scroll)."""
+    patterns = sorted({pattern for t in config.tables for pattern in (t.index, f"{t.index}-*")})
+    return {
+        "description": "icecdc: the Glue jobs write the configured indexes, their generations and aliases",
+        "cluster_permissions": [
+            "cluster_monitor",
+            "cluster_composite_ops",
+            "indices:admin/template/get",
+            "indices:admin/index_template/get",
+        ],
+        "index_permissions": [{"index_patterns": patterns, "allowed_actions": ["crud", "manage"]}],
+    }
+
+
+def availability_zones(aws: AwsConfig) -> int:
+    """The zones a created domain spans: 2 or 3 when its nodes divide evenly among them (and, in a
+    VPC, there is a subnet for each), else 1."""
+    subnets = len(aws.vpc.subnets) if aws.vpc else 3
+    return next((z for z in (3, 2) if z <= subnets and aws.domain_instance_count % z == 0), 1)
 
 
 class Search(Construct):
     """Where the jobs write. `url` is the endpoint the jobs must use instead of the configured one
     (a domain of this stack), or None; `writer` is the jobs' role, granted its rights here."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: Config, writer: iam.IRole) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        bundles: Bundles,
+        writer: iam.IRole,
+        network: Network | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         assert config.aws is not None
         aws = config.aws
@@ -34,8 +89,43 @@ class Search(Construct):
                     wildcards=ON_INDEXES,
                 )
             return
+        provisioner = iam.Role(
+            self,
+            "Provisioner",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="icecdc: the created domain's master user; its Lambda maps roles at deploy time",
+        )
+        self.domain = self._domain(aws, provisioner, network)
+        self.url = "https://" + self.domain.domain_endpoint
+        domain_arn = self.domain.domain_arn
+        allow(writer, iam.PolicyStatement(actions=ES_CLUSTER_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
+        index_paths = sorted({f"{domain_arn}/{p}" for t in config.tables for p in (t.index, f"{t.index}/*", f"{t.index}-*")})
+        allow(
+            writer,
+            iam.PolicyStatement(actions=ES_INDEX_ACTIONS, resources=index_paths),
+            wildcards="the configured indexes' paths: their generations <index>-<n> and sub-resources (_mapping, _settings, _alias)",
+        )
+        allow(  # helpers.scan clears its scroll when a resync's cleanup is done
+            writer, iam.PolicyStatement(actions=["es:ESHttpDelete"], resources=[f"{domain_arn}/_search/scroll"])
+        )
+        self.access = self._access(config, bundles, provisioner, writer, network)
+
+    def _domain(self, aws: AwsConfig, provisioner: iam.Role, network: Network | None) -> opensearch.Domain:
         domain_logs = log_group(self, "Logs", aws)
         keep_logical_id(domain_logs, "DomainLogsF512E5BA")
+        audit_logs = log_group(self, "AuditLogs", aws)
+        zones = availability_zones(aws)
+        placement: dict[str, Any] = {}
+        if network is not None:
+            self.security_group = ec2.SecurityGroup(
+                self, "SecurityGroup", vpc=network.vpc, description="icecdc OpenSearch domain", allow_all_outbound=False
+            )
+            placement = {
+                "vpc": network.vpc,
+                "vpc_subnets": [ec2.SubnetSelection(subnets=network.subnets[:zones])],
+                "security_groups": [self.security_group],
+            }
+            self.security_group.add_ingress_rule(network.jobs, ec2.Port.tcp(443), "the Glue jobs")
         domain = opensearch.Domain(
             self,
             "Domain",
@@ -46,12 +136,14 @@ class Search(Construct):
                 multi_az_with_standby_enabled=False,
             ),
             ebs=opensearch.EbsOptions(volume_size=aws.domain_volume_gb, volume_type=ec2.EbsDeviceVolumeType.GP3),
-            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=aws.domain_instance_count > 1),
+            zone_awareness=opensearch.ZoneAwarenessConfig(
+                enabled=zones > 1, availability_zone_count=zones if zones > 1 else None
+            ),
             enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
             node_to_node_encryption=True,
             encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
-            # Fine-grained access control with the job role as master user: the job is the only writer.
-            fine_grained_access_control=opensearch.AdvancedSecurityOptions(master_user_arn=writer.role_arn),
+            fine_grained_access_control=opensearch.AdvancedSecurityOptions(master_user_arn=provisioner.role_arn),
             logging=opensearch.LoggingOptions(
                 slow_search_log_enabled=True,
                 slow_search_log_group=domain_logs,
@@ -59,11 +151,14 @@ class Search(Construct):
                 slow_index_log_group=domain_logs,
                 app_log_enabled=True,
                 app_log_group=domain_logs,
+                audit_log_enabled=True,
+                audit_log_group=audit_logs,
             ),
-            # CDK would write the log group's resource policy through a custom-resource Lambda with
+            # CDK would write the log groups' resource policy through a custom-resource Lambda with
             # logs:PutResourcePolicy on *; a native AWS::Logs::ResourcePolicy does it scoped.
             suppress_logs_resource_policy=True,
             removal_policy=RemovalPolicy.RETAIN,
+            **placement,
         )
         keep_logical_id(domain, "Domain66AC69E0")
         logs.ResourcePolicy(
@@ -73,19 +168,75 @@ class Search(Construct):
                 iam.PolicyStatement(
                     principals=[iam.ServicePrincipal("es.amazonaws.com")],
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                    resources=[domain_logs.log_group_arn],
+                    resources=[domain_logs.log_group_arn, audit_logs.log_group_arn],
                 )
             ],
         )
-        # No domain access policy: CDK would apply one through a custom-resource Lambda; the job role's
-        # identity policy below is enough within the account, and fine-grained access admits only it.
-        allow(writer, iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[domain.domain_arn + "/*"]), wildcards=ON_INDEXES)
-        for rule, reason in {
-            "AwsSolutions-OS1": "a public endpoint so that Glue needs no VPC connection; every request is SigV4-signed and fine-grained access control admits only the job role",
-            "AwsSolutions-OS5": "no resource policy on purpose (CDK would set one through a custom-resource Lambda): unsigned requests are anonymous, which fine-grained access control refuses; the job role is its only user",
-            "AwsSolutions-OS3": "access is by IAM identity (SigV4), not by IP: Glue workers have no fixed addresses",
+        reasons = {
+            "AwsSolutions-OS3": "access is by IAM identity (SigV4) and fine-grained access control, not by IP: Glue workers have no fixed addresses",
             "AwsSolutions-OS4": "dedicated master nodes are worth their cost above ~10 data nodes; set them up for large domains",
-        }.items():
+            # An access policy naming the principals would have to name the domain's own ARN, a circular
+            # reference CDK resolves with a custom-resource Lambda; identity policies need none.
+            "AwsSolutions-OS5": "no resource policy: unsigned requests are denied, and only principals whose IAM policies grant es:ESHttp* on this domain (the jobs' role, the provisioner, the admin's own) reach fine-grained access control",
+        }
+        if network is None:
+            reasons["AwsSolutions-OS1"] = (
+                "aws.vpc is not set: a public endpoint, on purpose, so that Glue needs no VPC; every request is SigV4-signed "
+                "and fine-grained access control admits only the mapped roles"
+            )
+        for rule, reason in reasons.items():
             suppress(domain, rule, reason)
-        self.domain = domain
-        self.url = "https://" + domain.domain_endpoint
+        return domain
+
+    def _access(
+        self, config: Config, bundles: Bundles, provisioner: iam.Role, writer: iam.IRole, network: Network | None
+    ) -> CustomResource:
+        """The roles and mappings, made at deploy time by the master user (see lambdas/domain_access)."""
+        assert config.aws is not None and self.domain is not None
+        aws = config.aws
+        function_logs = log_group(self, "ProvisioningLogs", aws)
+        allow(
+            provisioner,
+            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[function_logs.log_group_arn]),
+        )
+        allow(
+            provisioner,
+            iam.PolicyStatement(actions=ES_SECURITY_ACTIONS, resources=[f"{self.domain.domain_arn}/_plugins/_security/api/*"]),
+            wildcards="the security plugin's REST API of this one domain (roles, role mappings, audit configuration)",
+        )
+        placement: dict[str, Any] = {}
+        if network is not None:
+            group = network.security_group("Provisioning", "icecdc domain provisioning Lambda")
+            self.security_group.add_ingress_rule(group, ec2.Port.tcp(443), "the provisioning Lambda")
+            network.allow_lambda(provisioner)
+            placement = {
+                "vpc": network.vpc,
+                "vpc_subnets": ec2.SubnetSelection(subnets=network.subnets),
+                "security_groups": [group],
+            }
+        function = lambda_.Function(
+            self,
+            "Provisioning",
+            runtime=lambda_.Runtime.PYTHON_3_14,  # the runtime's own boto3 signs; nothing of icecdc runs here
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(bundles.domain_access)),
+            role=provisioner,
+            log_group=function_logs,
+            timeout=Duration.minutes(10),
+            description="icecdc: roles and role mappings of the created domain (fine-grained access control)",
+            **placement,
+        )
+        function.node.add_dependency(provisioner)  # its policy, before CloudFormation invokes it
+        return CustomResource(
+            self,
+            "Access",
+            service_token=function.function_arn,
+            resource_type="Custom::IcecdcDomainAccess",
+            properties={
+                "Endpoint": self.domain.domain_endpoint,
+                "RoleName": f"{aws.stack_name}-writer",
+                "Role": json.dumps(writer_role(config), sort_keys=True),
+                "Writer": writer.role_arn,
+                "Admin": aws.domain_admin_arn,
+            },
+        )

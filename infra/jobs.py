@@ -31,6 +31,7 @@ from infra.common import (
     read_catalog_and_warehouse,
     tag_protected_tables,
 )
+from infra.network import Network
 from infra.state import State
 
 GLUE_VERSION = "5.1"
@@ -48,7 +49,8 @@ class Jobs(Construct):
     """The Glue jobs, run as `role`, which the stack passes in because the OpenSearch side (a
     created domain's access, or an existing domain's rights) is granted to it as well.
 
-    `opensearch_url`: the endpoint of a domain the stack created, which replaces the configured one."""
+    `opensearch_url`: the endpoint of a domain the stack created, which replaces the configured one;
+    `network`: the VPC the jobs run in (through its Glue connection), if any."""
 
     def __init__(
         self,
@@ -60,6 +62,7 @@ class Jobs(Construct):
         state: State,
         role: iam.Role,
         opensearch_url: str | None = None,
+        network: Network | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         assert config.aws is not None
@@ -121,6 +124,10 @@ class Jobs(Construct):
         }
         if opensearch_url is not None:
             arguments[f"--{ARG_OPENSEARCH_URL}"] = opensearch_url
+        connections = None
+        if network is not None:
+            network.allow_glue(role)
+            connections = glue.CfnJob.ConnectionsListProperty(connections=[network.connection_name])
         self.jobs: list[glue.CfnJob] = []
         for position, table in enumerate(t.name for t in config.tables):
             job = glue.CfnJob(
@@ -140,9 +147,12 @@ class Jobs(Construct):
                 timeout=aws.glue_timeout_minutes,
                 max_retries=0,  # the schedule re-plans and restarts; a retry would only race it
                 security_configuration=self.security.name,
+                connections=connections,
             )
             keep_logical_id(job, f"Job{position}")
             job.node.add_dependency(*self.log_groups)  # a first run logs into the stack's groups
+            if network is not None:
+                job.node.add_dependency(network.connection)
             self.jobs.append(job)
 
     @property

@@ -1,8 +1,9 @@
 """The icecdc stack: EventBridge → planner Lambda → DynamoDB work queue → one Glue 5.1 job per table → OpenSearch.
 
 A few lines composing constructs, each in its own module and testable alone (tests/aws/test_constructs.py):
-`State` (table, data key, dead letters), `Search` (the domain, or rights on an existing one),
-`Jobs` (the Glue jobs), `Planner` (the Lambda and its triggers), `Operations` (alarms, dashboard).
+`State` (table, data key, dead letters), `Network` (with `aws.vpc`: security groups, the Glue
+connection), `Search` (the domain, or rights on an existing one), `Jobs` (the Glue jobs), `Planner`
+(the Lambda and its triggers), `Operations` (alarms, dashboard).
 
 Everything is named from `aws.stack_name`, so the planner finds each table's job by name
 (`icecdc.aws.job_name`). IAM is least privilege: listed actions only, resources scoped to the
@@ -22,6 +23,7 @@ from icecdc.config import Config
 from infra.bundling import Bundles
 from infra.domain import Search
 from infra.jobs import Jobs
+from infra.network import Network
 from infra.operations import Operations
 from infra.planner import Planner
 from infra.state import State
@@ -31,11 +33,22 @@ class IcecdcStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: Config, bundles: Bundles, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)
         check_deployable(config)
+        assert config.aws is not None
         state = State(self, "State", aws=config.aws)
+        network = Network(self, "Network", aws=config.aws) if config.aws.vpc else None
         # The jobs' identity: the OpenSearch side grants it its rights, the jobs run as it.
         job_role = iam.Role(self, "JobRole", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="icecdc Glue job")
-        self.search = Search(self, "Search", config=config, writer=job_role)
-        self.jobs = Jobs(self, "Jobs", config=config, bundles=bundles, state=state, role=job_role, opensearch_url=self.search.url)
+        self.search = Search(self, "Search", config=config, bundles=bundles, writer=job_role, network=network)
+        self.jobs = Jobs(
+            self,
+            "Jobs",
+            config=config,
+            bundles=bundles,
+            state=state,
+            role=job_role,
+            opensearch_url=self.search.url,
+            network=network,
+        )
         self.planner = Planner(self, "Planner", config=config, bundles=bundles, state=state, jobs=self.jobs)
         self.operations = Operations(self, "Operations", config=config, jobs=self.jobs, planner=self.planner)
         self.state = state

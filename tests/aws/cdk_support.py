@@ -20,6 +20,15 @@ from infra.bundling import Bundles, build_bundles
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
 ENV = Environment(account="123456789012", region="us-east-1")
+ADMIN = "arn:aws:iam::123456789012:role/SearchAdmins"  # aws.domain_admin_arn of the created domains
+VPC = {  # aws.vpc: an existing VPC's private subnets
+    "vpc_id": "vpc-0123456789abcdef0",
+    "subnets": [
+        {"id": "subnet-0123456789abcdef0", "availability_zone": "us-east-1a"},
+        {"id": "subnet-0123456789abcdef1", "availability_zone": "us-east-1b"},
+        {"id": "subnet-0123456789abcdef2", "availability_zone": "us-east-1c"},
+    ],
+}
 
 
 def config_dict(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.aws.cdk_support import synth
+from tests.aws.cdk_support import ADMIN, synth
 from tests.support.aws import Lake, aws_client, rows
 from tests.support.planner import Deployment
 
@@ -47,4 +47,4 @@ def existing_endpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, An
 
 @pytest.fixture(scope="module")
 def created_domain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
-    return synth(tmp_path_factory.mktemp("domain"), {"create_domain": True})
+    return synth(tmp_path_factory.mktemp("domain"), {"create_domain": True, "domain_admin_arn": ADMIN})

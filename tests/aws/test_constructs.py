@@ -17,7 +17,7 @@ from infra.jobs import Jobs
 from infra.operations import Operations
 from infra.planner import Planner
 from infra.state import State
-from tests.aws.cdk_support import TABLES, Parts, config_dict, synth
+from tests.aws.cdk_support import ADMIN, TABLES, VPC, Parts, config_dict, synth
 
 
 def job_role(parts: Parts) -> iam.Role:
@@ -86,13 +86,13 @@ def test_planner_alone_is_triggered_by_commits_and_the_sweep_and_logs_with_a_ret
 def test_search_alone_grants_an_existing_domain_or_creates_one(tmp_path: Path) -> None:
     (tmp_path / "existing").mkdir()
     existing = Parts(tmp_path / "existing", config_dict({"opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/d"}))
-    search = Search(existing.stack, "Search", config=existing.config, writer=job_role(existing))
+    search = Search(existing.stack, "Search", config=existing.config, bundles=existing.bundles, writer=job_role(existing))
     assert search.url is None
     existing.template().resource_count_is("AWS::OpenSearchService::Domain", 0)
 
     (tmp_path / "created").mkdir()
-    created = Parts(tmp_path / "created", config_dict({"create_domain": True}))
-    search = Search(created.stack, "Search", config=created.config, writer=job_role(created))
+    created = Parts(tmp_path / "created", config_dict({"create_domain": True, "domain_admin_arn": ADMIN}))
+    search = Search(created.stack, "Search", config=created.config, bundles=created.bundles, writer=job_role(created))
     assert search.url is not None
     template = created.template()
     template.resource_count_is("AWS::OpenSearchService::Domain", 1)
@@ -127,7 +127,7 @@ def test_every_suppression_names_the_findings_it_accepts_on_one_resource(variant
 
 
 def test_stateful_and_named_resources_keep_their_logical_ids(tmp_path: Path) -> None:
-    template, _ = synth(tmp_path, {"create_domain": True})
+    template, _ = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN})
     resources = template.to_json()["Resources"]
     assert {
         "State1C20CC9A": "AWS::DynamoDB::GlobalTable",
@@ -145,3 +145,21 @@ def test_stateful_and_named_resources_keep_their_logical_ids(tmp_path: Path) -> 
 def test_log_retention_must_be_a_cloudwatch_period() -> None:
     with pytest.raises(ConfigError, match="log_retention_days must be one of"):
         parse_config(config_dict({"log_retention_days": 31}))
+
+
+def test_network_alone_makes_the_jobs_security_group_and_glue_connection(tmp_path: Path) -> None:
+    from infra.network import Network
+
+    parts = Parts(tmp_path, config_dict({"vpc": VPC}))
+    network = Network(parts.stack, "Network", aws=parts.config.aws)
+    network.allow_glue(job_role(parts))
+    template = parts.template()
+    template.has_resource_properties(
+        "AWS::Glue::Connection",
+        {"ConnectionInput": Match.object_like({"Name": "cdc-vpc", "ConnectionType": "NETWORK"})},
+    )
+    (group,) = template.find_resources("AWS::EC2::SecurityGroup").values()
+    egress = group["Properties"]["SecurityGroupEgress"]
+    assert [(e.get("CidrIp"), e["FromPort"]) for e in egress] == [("0.0.0.0/0", 443)]  # HTTPS out; all TCP among workers below
+    template.resource_count_is("AWS::EC2::SecurityGroupIngress", 1)
+    template.resource_count_is("AWS::EC2::SecurityGroupEgress", 1)

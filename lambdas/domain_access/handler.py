@@ -1,0 +1,121 @@
+"""CloudFormation custom resource: who may do what on a domain the stack created (fine-grained access
+control), through the security plugin's REST API, signed with SigV4 as the domain's master user
+(this function's role, which nothing else assumes).
+
+On create and update it
+- maps the configured admin principal to `all_access` and `security_manager` (added to what the
+  mappings hold; never removed, so that someone can still administer a retained domain),
+- puts the role `Role` (body from the template: the configured indexes, their generations and
+  aliases, nothing else) and maps the jobs' role to it, alone,
+- turns the security plugin's audit logging on (the domain publishes it to CloudWatch Logs).
+On delete it removes the jobs' role and its mapping; a domain already gone is not an error.
+
+Runs on the Lambda runtime's own Python and boto3 (no layer). Properties (all strings but `Role`):
+Endpoint, RoleName, Role (the role's JSON body), Writer (jobs' role ARN), Admin (admin ARN).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
+log = logging.getLogger()
+log.setLevel(logging.INFO)
+
+API = "_plugins/_security/api"
+ADMIN_ROLES = ("all_access", "security_manager")
+# A domain that CloudFormation reports created may answer 5xx (or not at all) for a few minutes.
+READY_SECONDS = 8 * 60
+
+
+class SecurityApi:
+    def __init__(self, endpoint: str, region: str) -> None:
+        self.base = f"https://{endpoint}/{API}"
+        self.region = region
+        self.credentials = boto3.Session().get_credentials()
+
+    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = AWSRequest(method=method, url=f"{self.base}/{path}", data=data, headers={"Content-Type": "application/json"})
+        SigV4Auth(self.credentials, "es", self.region).add_auth(request)
+        deadline = time.monotonic() + READY_SECONDS
+        while True:
+            prepared = urllib.request.Request(request.url, data=data, headers=dict(request.headers), method=method)
+            try:
+                with urllib.request.urlopen(prepared, timeout=30) as answer:  # noqa: S310 - https to the domain only
+                    return json.loads(answer.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404 and missing_ok:
+                    return None
+                if exc.code < 500 or time.monotonic() > deadline:
+                    raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {exc.read()[:500]!r}") from None
+            except (urllib.error.URLError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{method} {path}: {exc}") from None
+            log.info("%s %s: the domain is not ready yet; trying again", method, path)
+            time.sleep(15)
+
+
+def apply(api: SecurityApi, properties: dict[str, Any]) -> None:
+    for role in ADMIN_ROLES:
+        found = (api.call("GET", f"rolesmapping/{role}", missing_ok=True) or {}).get(role, {})
+        mapping = {key: found.get(key, []) for key in ("backend_roles", "hosts", "users")}
+        if properties["Admin"] not in mapping["backend_roles"]:
+            mapping["backend_roles"] = [*mapping["backend_roles"], properties["Admin"]]
+            api.call("PUT", f"rolesmapping/{role}", mapping)
+    name = properties["RoleName"]
+    api.call("PUT", f"roles/{name}", json.loads(properties["Role"]))
+    api.call("PUT", f"rolesmapping/{name}", {"backend_roles": [properties["Writer"]]})
+    audit = api.call("GET", "audit")["config"]
+    if not audit.get("enabled"):
+        api.call("PUT", "audit/config", {**audit, "enabled": True})
+
+
+def remove(api: SecurityApi, properties: dict[str, Any]) -> None:
+    name = properties["RoleName"]
+    for path in (f"rolesmapping/{name}", f"roles/{name}"):
+        api.call("DELETE", path, missing_ok=True)
+
+
+def handler(event: dict[str, Any], context: Any, connect: Callable[[str, str], Any] = SecurityApi) -> None:
+    """`connect(endpoint, region)`: the API client (the tests pass a fake)."""
+    properties = event["ResourceProperties"]
+    physical_id = event.get("PhysicalResourceId") or f"{properties['Endpoint']}/{properties['RoleName']}"
+    region = os.environ["AWS_REGION"]
+    try:
+        if event["RequestType"] == "Delete":
+            try:
+                remove(connect(properties["Endpoint"], region), properties)
+            except Exception:  # noqa: BLE001 - a domain that is gone must not block the stack's deletion
+                log.exception("could not remove the role %s; the domain may be gone", properties["RoleName"])
+        else:
+            apply(connect(properties["Endpoint"], region), properties)
+        respond(event, context, "SUCCESS", physical_id)
+    except Exception as exc:  # noqa: BLE001 - CloudFormation must hear of every failure, or it waits an hour
+        log.exception("failed")
+        respond(event, context, "FAILED", physical_id, reason=str(exc)[:1000])
+
+
+def respond(event: dict[str, Any], context: Any, status: str, physical_id: str, reason: str = "") -> None:
+    body = {
+        "Status": status,
+        "Reason": reason or f"see {getattr(context, 'log_stream_name', 'the function log')}",
+        "PhysicalResourceId": physical_id,
+        "StackId": event["StackId"],
+        "RequestId": event["RequestId"],
+        "LogicalResourceId": event["LogicalResourceId"],
+    }
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(event["ResponseURL"], data=data, method="PUT", headers={"Content-Type": ""})
+    with urllib.request.urlopen(request, timeout=30):  # noqa: S310 - CloudFormation's presigned S3 URL
+        pass

@@ -1,0 +1,247 @@
+"""A domain the stack creates (issue 15 item 3): a separate admin, the jobs' role mapped to a role
+that writes the configured indexes only, audit logs, and, with `aws.vpc`, the domain and the jobs
+in the VPC. The template (Template assertions), and the custom resource's handler against a fake
+security API (no OpenSearch with the security plugin runs here)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import runpy
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from icecdc.config import parse_config
+from icecdc.errors import ConfigError
+from infra.domain import availability_zones
+from tests.aws.cdk_support import ADMIN, ROOT, VPC, config_dict, synth
+
+PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
+NAG = Match.string_like_regexp("AwsSolutions-.*")
+
+
+def role_statements(template: Any, description: str) -> list[dict[str, Any]]:
+    (role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
+    policies = template.find_resources("AWS::IAM::Policy").values()
+    return [
+        s for p in policies if {"Ref": role} in p["Properties"]["Roles"] for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+def resources(statement: dict[str, Any]) -> list[Any]:
+    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+
+
+def test_the_admin_is_separate_and_the_jobs_may_write_their_indexes_only(created_domain: Any) -> None:
+    template, _ = created_domain
+    (domain_id, domain) = next(iter(template.find_resources("AWS::OpenSearchService::Domain").items()))
+    (provisioner,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": PROVISIONER}})
+    (job_role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": "icecdc Glue job"}})
+    security = domain["Properties"]["AdvancedSecurityOptions"]
+    assert security["MasterUserOptions"]["MasterUserARN"] == {"Fn::GetAtt": [provisioner, "Arn"]}  # not the jobs' role
+    assert domain["Properties"]["LogPublishingOptions"]["AUDIT_LOGS"]["Enabled"] is True
+
+    (access,) = template.find_resources("Custom::IcecdcDomainAccess").values()
+    properties = access["Properties"]
+    assert properties["Admin"] == ADMIN and properties["Writer"] == {"Fn::GetAtt": [job_role, "Arn"]}
+    assert properties["RoleName"] == "cdc-writer"
+    role = json.loads(properties["Role"])
+    (indexes,) = role["index_permissions"]
+    assert indexes["index_patterns"] == ["accounts", "accounts-*", "customers", "customers-*", "orders", "orders-*"]
+    assert "*" not in indexes["index_patterns"] and set(indexes["allowed_actions"]) == {"crud", "manage"}
+
+    # IAM: PUT and DELETE only on the indexes' paths (and DELETE of a scroll), never on the whole domain
+    es = [s for s in role_statements(template, "icecdc Glue job") if any(a.startswith("es:") for a in actions(s))]
+    for statement in es:
+        if {"es:ESHttpPut", "es:ESHttpDelete"} & set(actions(statement)):
+            paths = [json.dumps(r) for r in resources(statement)]
+            assert all(
+                domain_id in p and ("/orders" in p or "/customers" in p or "/accounts" in p or "/_search/scroll" in p)
+                for p in paths
+            ), paths
+    assert {a for s in es for a in actions(s)} == {
+        "es:ESHttpGet",
+        "es:ESHttpHead",
+        "es:ESHttpPost",
+        "es:ESHttpPut",
+        "es:ESHttpDelete",
+    }
+    provisioning = [s for s in role_statements(template, PROVISIONER) if any(a.startswith("es:") for a in actions(s))]
+    assert [json.dumps(resources(s)) for s in provisioning] == [
+        json.dumps([{"Fn::Join": ["", [{"Fn::GetAtt": [domain_id, "Arn"]}, "/_plugins/_security/api/*"]]}])
+    ]
+
+
+def test_the_domain_and_the_jobs_in_a_vpc(tmp_path: Path) -> None:
+    template, annotations = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": VPC})
+    (domain,) = template.find_resources("AWS::OpenSearchService::Domain").values()
+    options = domain["Properties"]["VPCOptions"]
+    assert options["SubnetIds"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]  # 2 nodes: 2 zones
+    (domain_group,) = options["SecurityGroupIds"]
+    (connection,) = template.find_resources("AWS::Glue::Connection").values()
+    requirements = connection["Properties"]["ConnectionInput"]["PhysicalConnectionRequirements"]
+    assert connection["Properties"]["ConnectionInput"]["ConnectionType"] == "NETWORK"
+    assert requirements["SubnetId"] == "subnet-0123456789abcdef0" and requirements["AvailabilityZone"] == "us-east-1a"
+    (jobs_group,) = requirements["SecurityGroupIdList"]
+    for job in template.find_resources("AWS::Glue::Job").values():
+        assert job["Properties"]["Connections"] == {"Connections": ["cdc-vpc"]}
+    # HTTPS into the domain from the jobs and the provisioning Lambda, nothing else
+    ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
+    into_domain = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"] == domain_group]
+    assert len(into_domain) == 2 and all(i["FromPort"] == 443 == i["ToPort"] for i in into_domain)
+    assert jobs_group in [i["SourceSecurityGroupId"] for i in into_domain]
+    (provisioning,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Runtime": "python3.14"}}).values()
+    assert provisioning["Properties"]["VpcConfig"]["SubnetIds"]
+    glue = [s for s in role_statements(template, "icecdc Glue job") if "glue:GetConnection" in actions(s)]
+    assert len(glue) == 1
+    assert annotations.find_error("*", NAG) == [] and annotations.find_warning("*", NAG) == []
+
+
+@pytest.mark.parametrize(
+    ("aws", "message"),
+    [
+        ({"create_domain": True}, "domain_admin_arn is required with create_domain"),
+        ({"domain_admin_arn": ADMIN}, "domain_admin_arn is for a domain the stack creates"),
+        ({"create_domain": True, "domain_admin_arn": "admin"}, "must be an IAM role or user ARN"),
+        ({"vpc": {**VPC, "subnets": [VPC["subnets"][0], VPC["subnets"][0]]}}, "different availability zones"),
+    ],
+)
+def test_the_config_refuses_a_domain_without_a_separate_admin(aws: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(config_dict(aws))
+
+
+@pytest.mark.parametrize(
+    ("nodes", "subnets", "zones"), [(1, 3, 1), (2, 3, 2), (3, 3, 3), (6, 3, 3), (4, 3, 2), (3, 2, 1), (2, None, 2)]
+)
+def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: int | None, zones: int) -> None:
+    aws: dict[str, Any] = {"create_domain": True, "domain_admin_arn": ADMIN, "domain_instance_count": nodes}
+    if subnets:
+        aws["vpc"] = {**VPC, "subnets": VPC["subnets"][:subnets]}
+    config = parse_config(config_dict(aws))
+    assert config.aws is not None and availability_zones(config.aws) == zones
+
+
+# --- the custom resource's handler ------------------------------------------------------------------
+
+
+# The handler's globals (it is a file of its own, not a package): access["apply"], access["handler"], ...
+access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "domain_access" / "handler.py"))
+
+
+class FakeSecurityApi:
+    """The security plugin's REST API as a dict of documents (what a domain answers just after creation)."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, Any] = {
+            "rolesmapping/all_access": {
+                "all_access": {"backend_roles": ["arn:aws:iam::123456789012:role/master"], "hosts": [], "users": []}
+            },
+            "audit": {
+                "_readonly": [],
+                "config": {"enabled": False, "audit": {"enable_rest": True}, "compliance": {"enabled": True}},
+            },
+        }
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
+        self.calls.append((method, path))
+        if method == "GET":
+            if path not in self.docs and not missing_ok:
+                raise RuntimeError(f"GET {path}: HTTP 404")
+            return self.docs.get(path)
+        if method == "PUT":
+            name = path.split("/")[-1]
+            self.docs[path] = {name: body} if path.startswith("rolesmapping/") else body
+            if path == "audit/config":
+                self.docs["audit"] = {"_readonly": [], "config": body}
+            return {"status": "OK"}
+        self.docs.pop(path, None)  # DELETE
+        return {"status": "OK"}
+
+
+PROPERTIES = {
+    "Endpoint": "search-cdc.us-east-1.es.amazonaws.com",
+    "RoleName": "cdc-writer",
+    "Role": json.dumps(
+        {"index_permissions": [{"index_patterns": ["orders", "orders-*"], "allowed_actions": ["crud", "manage"]}]}
+    ),
+    "Writer": "arn:aws:iam::123456789012:role/cdc-JobRole",
+    "Admin": ADMIN,
+}
+
+
+def test_the_handler_maps_admin_and_writer_and_turns_audit_logging_on_idempotently() -> None:
+    api = FakeSecurityApi()
+    access["apply"](api, PROPERTIES)
+    access["apply"](api, PROPERTIES)  # an update, or a retried create
+    assert api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"] == ["arn:aws:iam::123456789012:role/master", ADMIN]
+    assert api.docs["rolesmapping/security_manager"]["security_manager"]["backend_roles"] == [ADMIN]
+    assert api.docs["roles/cdc-writer"] == json.loads(PROPERTIES["Role"])
+    assert api.docs["rolesmapping/cdc-writer"] == {
+        "cdc-writer": {"backend_roles": [PROPERTIES["Writer"]]}
+    }  # the jobs' role alone
+    assert api.docs["audit"]["config"]["enabled"] is True and api.docs["audit"]["config"]["compliance"] == {"enabled": True}
+    assert api.calls.count(("PUT", "audit/config")) == 1
+
+    access["remove"](api, PROPERTIES)
+    assert "roles/cdc-writer" not in api.docs and "rolesmapping/cdc-writer" not in api.docs
+    assert ADMIN in api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"]  # a retained domain keeps its admin
+
+
+@pytest.fixture
+def cloudformation() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A local stand-in for CloudFormation's presigned response URL."""
+    answers: list[dict[str, Any]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802
+            answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/response", answers
+    server.shutdown()
+
+
+def event(kind: str, url: str) -> dict[str, Any]:
+    return {
+        "RequestType": kind,
+        "ResponseURL": url,
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/cdc/x",
+        "RequestId": "r-1",
+        "LogicalResourceId": "SearchAccess",
+        "ResourceProperties": PROPERTIES,
+    }
+
+
+def test_the_handler_tells_cloudformation_every_outcome(
+    cloudformation: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, answers = cloudformation
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    fake = FakeSecurityApi()
+    access["handler"](event("Create", url), None, lambda endpoint, region: fake)
+    assert answers[-1]["Status"] == "SUCCESS" and answers[-1]["PhysicalResourceId"] == f"{PROPERTIES['Endpoint']}/cdc-writer"
+
+    def refusing(endpoint: str, region: str) -> Any:
+        raise RuntimeError("PUT roles/cdc-writer: HTTP 403")
+
+    access["handler"](event("Update", url), None, refusing)
+    assert answers[-1]["Status"] == "FAILED" and "HTTP 403" in answers[-1]["Reason"]
+    access["handler"](event("Delete", url), None, refusing)  # a domain that cannot be reached must not block deletion
+    assert answers[-1]["Status"] == "SUCCESS"
