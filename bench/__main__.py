@@ -63,6 +63,7 @@ def run(scale_name: str, only: list[str]) -> None:
             started = time.monotonic()
             print(f"bench[{scale_name}]: {name} …", flush=True)
             results[name] = {**MEASUREMENTS, **ON_REQUEST}[name](bench)
+            results.setdefault("dates", {})[name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             print(f"bench[{scale_name}]: {name} done in {time.monotonic() - started:.0f}s", flush=True)
             path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     finally:

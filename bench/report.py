@@ -234,6 +234,7 @@ def _run_section(run: dict[str, Any]) -> str:
             f"osmem-server {m['osmem_server']} · Spark `{run['spark']['spark.master']}`, "
             f"{run['spark']['spark.sql.shuffle.partitions']} shuffle partitions, driver memory {run['spark']['spark.driver.memory']}"
         ),
+        *_dates(run),
         "",
         "| measurement | icecdc | reference | ratio | goal |",
         "|---|---|---|---|---|",
@@ -249,6 +250,14 @@ def _run_section(run: dict[str, Any]) -> str:
         if (RESULTS / f"{name}-{run['scale']}.png").exists()
     ]
     return "\n".join(lines) + "\n"
+
+
+def _dates(run: dict[str, Any]) -> list[str]:
+    """When each measurement ran, where partial runs (`--only`) put measurements of several runs together."""
+    dates = run.get("dates") or {}
+    if len(set(dates.values())) <= 1:
+        return []
+    return ["", "Measured: " + ", ".join(f"{name} {date}" for name, date in dates.items()) + "."]
 
 
 def _goal_rows(run: dict[str, Any]) -> list[str]:
