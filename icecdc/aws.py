@@ -211,9 +211,9 @@ def apply_here(
     table_config = config.table(name)
     engines = Engines(config.engine, spark_config=None)  # no Spark here
     size = work_size(table, name, store, identifiers)
-    if size is None or engines.kind_for(size.files, size.bytes) != EngineKind.IN_PROCESS:
+    if size is None or engines.kind_for(size) != EngineKind.IN_PROCESS:
         return None
-    log.info("%s: %d files, %d bytes to read: applying them here", name, size.files, size.bytes)
+    log.info("%s: %d files, %d rows, %d bytes to read: applying them here", name, size.files, size.rows, size.bytes)
     try:
         result = sync_table(
             config, open_catalog(config.catalog), table_config, table, identifiers, store, engines, wait=False, deadline=deadline

@@ -185,13 +185,16 @@ class BatchConfig(_Model):
 
 class EngineConfig(_Model):
     """Where each pass runs. `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the
-    pass reads at most both limits, else Spark; `spark` or `in_process` force one engine. A pass
-    never mixes them. The in-process engine holds a pass's changed rows in memory: the limits
-    bound that too (an in-process pass needs a few times `in_process_max_bytes` of memory)."""
+    pass reads at most all three limits, else Spark; `spark` or `in_process` force one engine. A
+    pass never mixes them. In-process, one core reads and a pass's changed rows are held in memory
+    (about 0.7 KiB a row): the limits bound its time and memory, well within the planner Lambda's."""
 
     use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
-    # Files to read (data and delete, compressed as stored) up to which `auto` stays in-process:
-    # below these a Spark start costs more than the work (see the README's benchmarks).
+    # What a pass reads (data and delete files, their rows, their bytes as stored) up to which `auto`
+    # stays in-process. Measured (`python -m bench.crossover`): on 2 cores the in-process engine was
+    # faster than Spark at every size up to 10^6 rows read; 500,000 rows take it about 30 s and
+    # 400 MiB, so that a planner Lambda applies them within its time budget.
+    in_process_max_rows: int = Field(default=500_000, gt=0)
     in_process_max_bytes: int = Field(default=64 * 2**20, gt=0)
     in_process_max_files: int = Field(default=200, gt=0)
 

@@ -77,6 +77,20 @@ class StateStoreType(StrEnum):
 
 
 @dataclass(frozen=True)
+class WorkSize:
+    """How much a pass reads: data and delete files, their rows, and their bytes as stored."""
+
+    files: int
+    rows: int
+    bytes: int
+
+    @classmethod
+    def of(cls, files: list[Any]) -> WorkSize:
+        """Of pyiceberg DataFiles (data and delete files alike)."""
+        return cls(len(files), sum(f.record_count for f in files), sum(f.file_size_in_bytes for f in files))
+
+
+@dataclass(frozen=True)
 class Write:
     """The net write of one document: index `document` (or delete when None) at `version`."""
 

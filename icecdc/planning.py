@@ -20,7 +20,7 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
-from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem
+from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem, WorkSize
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
 
@@ -326,14 +326,6 @@ def has_work(table: Table, name: str, store: StateStore, identifier_columns: tup
     return kind != ResyncKind.NONE
 
 
-@dataclass(frozen=True)
-class WorkSize:
-    """How much a sync of a table would read: data and delete files, and their bytes as stored."""
-
-    files: int
-    bytes: int
-
-
 def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
     """An estimate, from snapshot summaries alone (no manifest read), of what a sync would read
     when nothing is pending: the current snapshot whole for an export or a resync, else what
@@ -345,28 +337,40 @@ def work_size(table: Table, name: str, store: StateStore, identifier_columns: tu
     checkpoint = store.get_checkpoint(name)
     kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)
     if checkpoint is None or kind != ResyncKind.NONE:
-        return _summed([current], _TOTAL_FILES, _TOTAL_BYTES)
-    return _summed(_snapshots_after(table, name, checkpoint), _CHANGED_FILES, _CHANGED_BYTES)
+        return _summed([current], _TOTAL)
+    return _summed(_snapshots_after(table, name, checkpoint), _CHANGED)
 
 
-# Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them all).
-_TOTAL_FILES = ("total-data-files", "total-delete-files")
-_TOTAL_BYTES = ("total-files-size",)
-_CHANGED_FILES = ("added-data-files", "deleted-data-files", "added-delete-files")
-_CHANGED_BYTES = ("added-files-size", "removed-files-size")
+@dataclass(frozen=True)
+class _SummaryKeys:
+    """Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them) summed into a WorkSize."""
+
+    files: tuple[str, ...]
+    rows: tuple[str, ...]
+    bytes: tuple[str, ...]
 
 
-def _summed(snapshots: list[Snapshot], file_keys: tuple[str, ...], byte_keys: tuple[str, ...]) -> WorkSize | None:
-    files = size = 0
+_TOTAL = _SummaryKeys(("total-data-files", "total-delete-files"), ("total-records",), ("total-files-size",))
+_CHANGED = _SummaryKeys(
+    ("added-data-files", "deleted-data-files", "added-delete-files"),
+    ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes"),
+    ("added-files-size", "removed-files-size"),
+)
+
+
+def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
+    files = rows = size = 0
     for snapshot in snapshots:
         summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
         if snapshot.summary is None or snapshot.summary.operation == Operation.REPLACE:
             continue  # a compaction changes no row: icecdc reads none of its files
-        if _TOTAL_BYTES[0] not in summary:
+        if _TOTAL.bytes[0] not in summary:
             return None  # a writer that records no sizes: a zero would be a guess
-        files += sum(int(summary.get(k, 0)) for k in file_keys)  # writers leave out counts that are zero
-        size += sum(int(summary.get(k, 0)) for k in byte_keys)
-    return WorkSize(files, size)
+        # writers leave out counts that are zero
+        files += sum(int(summary.get(k, 0)) for k in keys.files)
+        rows += sum(int(summary.get(k, 0)) for k in keys.rows)
+        size += sum(int(summary.get(k, 0)) for k in keys.bytes)
+    return WorkSize(files, rows, size)
 
 
 def table_status(

@@ -35,11 +35,12 @@ from icecdc.index import (
     mapping_conflicts,
 )
 from icecdc.manifests import ChangedEntries, SnapshotFiles
-from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, ResyncKind, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, ResyncKind, WorkItem, WorkSize
 from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import files_read_by
 from icecdc.sink import SinkStats, check_reachable, ensure_index, open_client, start_rebuild
 from icecdc.state import Lease, StateStore, open_state_store
 
@@ -149,17 +150,7 @@ def process_table(
         return _process_batch(run, table)
 
 
-@dataclass(frozen=True)
-class CappedBatch:
-    """The part of a batch one pass applies: its items, and how much they read."""
-
-    items: list[WorkItem]
-    partial: bool  # it ends inside an export
-    files: int  # data and delete files to read
-    size: int  # their bytes, compressed as stored
-
-
-def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> CappedBatch:
+def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> tuple[list[WorkItem], bool]:
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
@@ -179,7 +170,7 @@ def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed:
             for item in (i for i in items if i.status != ItemStatus.APPLIED):
                 item_bytes = sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
                 if (files or size) and not fits(len(item.added_data_files), item_bytes):
-                    return CappedBatch(taken + applied, True, files, size)
+                    return taken + applied, True
                 taken.append(item)
                 files, size = files + len(item.added_data_files), size + item_bytes
             taken += applied
@@ -189,10 +180,10 @@ def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed:
             sum(e.data_file.file_size_in_bytes for e in changed.of(table, snapshot)) if snapshot_files and snapshot else 0
         )
         if taken and not fits(snapshot_files, snapshot_bytes):
-            return CappedBatch(taken, False, files, size)
+            return taken, False
         taken += items
         files, size = files + snapshot_files, size + snapshot_bytes
-    return CappedBatch(taken, False, files, size)
+    return taken, False
 
 
 def _by_snapshot(items: list[WorkItem]) -> list[tuple[int, list[WorkItem]]]:
@@ -269,9 +260,13 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if not batch:
         return result
     with _manifests_of(name):
-        capped = cap_batch(table, batch, run.limits, run.changed)
-    batch, result.partial = capped.items, capped.partial
-    engine = run.engines.for_pass(name, capped.files, capped.size)  # before anything is written
+        batch, result.partial = cap_batch(table, batch, run.limits, run.changed)
+        # Every item but an export's files an earlier pass applied (to this index, as a rule):
+        # their tasks tell exactly what the pass reads (a delete file's data files included), and
+        # so which engine it needs, before anything is written.
+        unapplied = [i for i in batch if i.status != ItemStatus.APPLIED]
+        tasks = file_tasks(table, unapplied, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+    engine = run.engines.for_pass(name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
     result.engine = engine.kind
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
@@ -287,10 +282,12 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         ensure_index(client, run.config.index, spec)
         index = run.config.index
     written_to = index_uuid(client, index)
-    # what an earlier pass applied to this very index is not read again
-    unread = [i for i in batch if i.status != ItemStatus.APPLIED or i.applied_to != written_to]
-    with _manifests_of(name):
-        tasks = file_tasks(table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+    # what an earlier pass applied to this very index is not read again; to another one, it is
+    applied_elsewhere = [i for i in batch if i.status == ItemStatus.APPLIED and i.applied_to != written_to]
+    if applied_elsewhere:
+        with _manifests_of(name):
+            tasks += file_tasks(table, applied_elsewhere, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+    unread = unapplied + applied_elsewhere
     last = batch[-1]
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)

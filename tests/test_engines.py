@@ -15,11 +15,14 @@ from icecdc.config import EngineConfig, parse_config
 from icecdc.engines import Engines
 from icecdc.errors import SparkRequired
 from icecdc.manifests import ChangedEntries
-from icecdc.model import EngineChoice, EngineKind
-from icecdc.planning import Lineage, WorkSize, plan_table, work_size
+from icecdc.model import EngineChoice, EngineKind, WorkSize
+from icecdc.planning import Lineage, plan_table, work_size
 from icecdc.processing import cap_batch, select_batch, sync, sync_table
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.tasks import files_read_by
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
+from tests.support.spark_sql import SparkSql
 from tests.support.tables import orders, rows
 
 NAME = "db.orders"
@@ -27,37 +30,36 @@ KIB = 1024
 
 
 @pytest.mark.parametrize(
-    ("use", "files", "size", "expected"),
+    ("use", "size", "expected"),
     [
-        (EngineChoice.AUTO, 3, 10 * KIB, EngineKind.IN_PROCESS),
-        (EngineChoice.AUTO, 3, 10 * KIB + 1, EngineKind.SPARK),  # above the bytes
-        (EngineChoice.AUTO, 4, 1, EngineKind.SPARK),  # above the files
-        (EngineChoice.SPARK, 1, 1, EngineKind.SPARK),
-        (EngineChoice.IN_PROCESS, 10**6, 10**12, EngineKind.IN_PROCESS),
+        (EngineChoice.AUTO, WorkSize(3, 100, 10 * KIB), EngineKind.IN_PROCESS),
+        (EngineChoice.AUTO, WorkSize(3, 100, 10 * KIB + 1), EngineKind.SPARK),  # above the bytes
+        (EngineChoice.AUTO, WorkSize(3, 101, 1), EngineKind.SPARK),  # above the rows
+        (EngineChoice.AUTO, WorkSize(4, 1, 1), EngineKind.SPARK),  # above the files
+        (EngineChoice.SPARK, WorkSize(1, 1, 1), EngineKind.SPARK),
+        (EngineChoice.IN_PROCESS, WorkSize(10**6, 10**9, 10**12), EngineKind.IN_PROCESS),
     ],
 )
-def test_a_pass_runs_in_process_up_to_both_limits_unless_forced(
-    use: EngineChoice, files: int, size: int, expected: EngineKind
-) -> None:
-    engines = Engines(EngineConfig(use=use, in_process_max_files=3, in_process_max_bytes=10 * KIB), spark_config=None)
-    assert engines.kind_for(files, size) == expected
+def test_a_pass_runs_in_process_up_to_all_limits_unless_forced(use: EngineChoice, size: WorkSize, expected: EngineKind) -> None:
+    limits = EngineConfig(use=use, in_process_max_files=3, in_process_max_rows=100, in_process_max_bytes=10 * KIB)
+    assert Engines(limits, spark_config=None).kind_for(size) == expected
 
 
 def test_without_spark_a_pass_that_needs_it_raises_before_choosing() -> None:
     engines = Engines(EngineConfig(use=EngineChoice.SPARK), spark_config=None)
     with pytest.raises(SparkRequired, match="'db.orders'"):
-        engines.for_pass(NAME, 1, 1)
-    assert Engines(EngineConfig(), spark_config=None).for_pass(NAME, 1, 1).kind == EngineKind.IN_PROCESS
+        engines.for_pass(NAME, WorkSize(1, 1, 1))
+    assert Engines(EngineConfig(), spark_config=None).for_pass(NAME, WorkSize(1, 1, 1)).kind == EngineKind.IN_PROCESS
 
 
 def passes_size(pipeline: Pipeline) -> WorkSize:
-    """What the next pass of the table reads, as the pass itself counts it (planned, then capped)."""
+    """What the next pass of the table reads, as the pass itself counts it (planned, capped, its tasks)."""
     config = pipeline.config({"name": NAME})
     table, store, changed = pipeline.catalog.load_table(NAME), pipeline.store(), ChangedEntries()
     plan_table(table, config.table(NAME), store, ("id",), changed)
     batch, _ = select_batch(store.pending_items(NAME), store.get_checkpoint(NAME), Lineage.of(table))
-    capped = cap_batch(table, batch, config.batch, changed)
-    return WorkSize(capped.files, capped.size)
+    capped, _ = cap_batch(table, batch, config.batch, changed)
+    return WorkSize.of([f for task in file_tasks(table, capped, ("id",), changed) for f in files_read_by(task)])
 
 
 def test_the_planners_estimate_from_summaries_is_what_the_pass_reads(pipeline: Pipeline) -> None:
@@ -112,3 +114,31 @@ def test_a_run_without_spark_leaves_a_large_pass_untouched(pipeline: Pipeline) -
     (result,) = sync(config, pipeline.spark, [NAME])  # the Glue run
     assert result.engine == EngineKind.SPARK
     pipeline.assert_index_equals_table(config, NAME)
+
+
+def test_a_merge_on_read_delete_counts_the_data_file_it_reads(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    """A position delete of one row reads the whole data file it applies to. The snapshot's
+    summary knows only the small delete file: the pass counts the data file too, so a run without
+    Spark (the planner) leaves it to the Glue job instead of reading a large file in-process."""
+    spark_sql.sql(
+        f"CREATE TABLE {spark_sql.name(NAME)} (id BIGINT NOT NULL, note STRING) USING iceberg "
+        "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')"
+    )
+    spark_sql.sql(f"INSERT INTO {spark_sql.name(NAME)} SELECT id, uuid() FROM range(20000)")
+    config = pipeline.config({"name": NAME, "identifier_columns": ["id"]})
+    pipeline.sync(config, NAME)
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(NAME)} WHERE id = 7")
+
+    table, store = pipeline.catalog.load_table(NAME), pipeline.store()
+    estimate = work_size(table, NAME, store, ("id",))
+    assert estimate is not None and estimate.files == 1  # the delete file
+    limited = config.revised(engine={"use": "auto", "in_process_max_bytes": 2 * estimate.bytes})
+    before = store.get_checkpoint(NAME)
+    without_spark = Engines(limited.engine, spark_config=None)
+    with pytest.raises(SparkRequired):
+        sync_table(limited, open_catalog(config.catalog), limited.table(NAME), table, ("id",), store, without_spark, wait=False)
+    assert store.get_checkpoint(NAME) == before
+
+    (result,) = sync(limited, pipeline.spark, [NAME])
+    assert result.engine == EngineKind.SPARK
+    pipeline.assert_index_equals_table(limited, NAME)

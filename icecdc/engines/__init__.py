@@ -12,7 +12,7 @@ from icecdc.engines.base import Engine
 from icecdc.engines.in_process import InProcessEngine
 from icecdc.engines.target import Target
 from icecdc.errors import SparkRequired
-from icecdc.model import EngineChoice, EngineKind
+from icecdc.model import EngineChoice, EngineKind, WorkSize
 
 __all__ = ["Engine", "Engines", "Target"]
 
@@ -32,18 +32,23 @@ class Engines:
     spark: Any = None
     _started: bool = field(default=False, init=False)
 
-    def kind_for(self, files: int, size: int) -> EngineKind:
-        """The engine of a pass that reads `files` files of `size` bytes (compressed, as stored)."""
+    def kind_for(self, size: WorkSize) -> EngineKind:
+        """The engine of a pass that reads `size`."""
         if self.config.use != EngineChoice.AUTO:
             return EngineKind(self.config.use)
-        small = files <= self.config.in_process_max_files and size <= self.config.in_process_max_bytes
+        limits = self.config
+        small = (
+            size.files <= limits.in_process_max_files
+            and size.rows <= limits.in_process_max_rows
+            and size.bytes <= limits.in_process_max_bytes
+        )
         return EngineKind.IN_PROCESS if small else EngineKind.SPARK
 
-    def for_pass(self, table: str, files: int, size: int) -> Engine:
+    def for_pass(self, table: str, size: WorkSize) -> Engine:
         """The engine for a pass; raises `SparkRequired` (before anything is written) where a pass
         needs Spark and this run has none."""
-        kind = self.kind_for(files, size)
-        log.info("%s: this pass reads %d files, %d bytes: %s engine", table, files, size, kind)
+        kind = self.kind_for(size)
+        log.info("%s: this pass reads %d files, %d rows, %d bytes: %s engine", table, size.files, size.rows, size.bytes, kind)
         if kind == EngineKind.IN_PROCESS:
             return InProcessEngine()
         return self._spark_engine(table)
