@@ -3,7 +3,8 @@
 Thin on purpose: the same `sync` as `icecdc sync` (plan, then process until caught up), so a run
 started by the planner also picks up commits made while it works. The icecdc package arrives
 through --extra-py-files (a zip the stack builds from this repo), its dependencies through
---additional-python-modules.
+--additional-python-modules: the locked, hashed wheels of infra/locks/glue.txt, installed with
+--no-index (infra/bundling.py).
 
 Arguments (the stack sets them as job defaults; the planner repeats --icecdc_table):
   --icecdc_config        s3:// URI (or local path) of the YAML configuration

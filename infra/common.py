@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
-from aws_cdk import ArnFormat, CfnResource, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions
@@ -49,6 +52,45 @@ def suppress(construct: IConstruct, rule: str, reason: str, applies_to: Sequence
     resources or actions when the rule reports them (IAM4, IAM5)."""
     NagSuppressions.add_resource_suppressions(
         construct, [NagPackSuppression(id=rule, reason=reason, applies_to=list(applies_to) or None)]
+    )
+
+
+def custom_resource(
+    scope: Construct,
+    construct_id: str,
+    *,
+    aws: AwsConfig,
+    code: Path,
+    handler: str,
+    role: iam.Role,
+    resource_type: str,
+    properties: dict[str, Any],
+    description: str,
+    timeout_minutes: int = 5,
+    **placement: Any,
+) -> CustomResource:
+    """A CloudFormation custom resource served by `handler` of lambdas/custom_resources (the
+    runtime's own Python and boto3; nothing of icecdc runs there), as `role`, which the caller grants
+    what the handler does. `placement`: a VPC's subnets and security groups, if it needs them."""
+    function_logs = log_group(scope, f"{construct_id}Logs", aws)
+    allow(
+        role, iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[function_logs.log_group_arn])
+    )
+    function = lambda_.Function(
+        scope,
+        f"{construct_id}Function",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        handler=f"handler.{handler}",
+        code=lambda_.Code.from_asset(str(code)),
+        role=role,
+        log_group=function_logs,
+        timeout=Duration.minutes(timeout_minutes),
+        description=description,
+        **placement,
+    )
+    function.node.add_dependency(role)  # its policy, before CloudFormation invokes it
+    return CustomResource(
+        scope, construct_id, service_token=function.function_arn, resource_type=resource_type, properties=properties
     )
 
 

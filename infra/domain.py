@@ -14,17 +14,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy
+from aws_cdk import CustomResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
 from icecdc.config import AwsConfig, Config
 from infra.bundling import Bundles
-from infra.common import allow, keep_logical_id, log_group, suppress
+from infra.common import allow, custom_resource, keep_logical_id, log_group, suppress
 from infra.network import Network
 
 ON_INDEXES = "HTTP paths under the one domain (indexes, _bulk, _aliases): fine-grained access control narrows them"
@@ -191,14 +190,9 @@ class Search(Construct):
     def _access(
         self, config: Config, bundles: Bundles, provisioner: iam.Role, writer: iam.IRole, network: Network | None
     ) -> CustomResource:
-        """The roles and mappings, made at deploy time by the master user (see lambdas/domain_access)."""
+        """The roles and mappings, made at deploy time by the master user (see lambdas/custom_resources)."""
         assert config.aws is not None and self.domain is not None
         aws = config.aws
-        function_logs = log_group(self, "ProvisioningLogs", aws)
-        allow(
-            provisioner,
-            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[function_logs.log_group_arn]),
-        )
         allow(
             provisioner,
             iam.PolicyStatement(actions=ES_SECURITY_ACTIONS, resources=[f"{self.domain.domain_arn}/_plugins/_security/api/*"]),
@@ -214,23 +208,15 @@ class Search(Construct):
                 "vpc_subnets": ec2.SubnetSelection(subnets=network.subnets),
                 "security_groups": [group],
             }
-        function = lambda_.Function(
-            self,
-            "Provisioning",
-            runtime=lambda_.Runtime.PYTHON_3_14,  # the runtime's own boto3 signs; nothing of icecdc runs here
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(bundles.domain_access)),
-            role=provisioner,
-            log_group=function_logs,
-            timeout=Duration.minutes(10),
-            description="icecdc: roles and role mappings of the created domain (fine-grained access control)",
-            **placement,
-        )
-        function.node.add_dependency(provisioner)  # its policy, before CloudFormation invokes it
-        return CustomResource(
+        return custom_resource(
             self,
             "Access",
-            service_token=function.function_arn,
+            aws=aws,
+            code=bundles.custom_resources,
+            handler="domain_access",
+            role=provisioner,
+            timeout_minutes=10,  # a new domain's security API may need a few minutes to answer
+            description="icecdc: roles and role mappings of the created domain (fine-grained access control)",
             resource_type="Custom::IcecdcDomainAccess",
             properties={
                 "Endpoint": self.domain.domain_endpoint,
@@ -239,4 +225,5 @@ class Search(Construct):
                 "Writer": writer.role_arn,
                 "Admin": aws.domain_admin_arn,
             },
+            **placement,
         )

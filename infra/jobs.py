@@ -3,9 +3,12 @@ security configuration and their log groups."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from dataclasses import dataclass
+
+from aws_cdk import CustomResource, RemovalPolicy, Stack
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
@@ -19,11 +22,12 @@ from icecdc.aws import (
     METRIC_NAMESPACE,
     job_name,
 )
-from icecdc.config import Config
-from infra.bundling import GLUE_PYTHON_MODULES, Bundles
+from icecdc.config import AwsConfig, Config
+from infra.bundling import Bundles
 from infra.common import (
     allow,
     allow_metrics,
+    custom_resource,
     glue_log_groups,
     keep_logical_id,
     log_group,
@@ -43,6 +47,13 @@ DYNAMODB_ACTIONS = [  # what DynamoDbStateStore calls (transactions need the act
     "dynamodb:ConditionCheckItem",
     "dynamodb:BatchWriteItem",
 ]
+
+
+@dataclass(frozen=True)
+class Published:
+    url: str  # s3://bucket/key
+    arn: str
+    published: CustomResource  # what creates it
 
 
 class Jobs(Construct):
@@ -71,11 +82,14 @@ class Jobs(Construct):
         script = s3_assets.Asset(self, "Script", path=str(bundles.glue_script))
         library = s3_assets.Asset(self, "Library", path=str(bundles.glue_library))
         config_asset = s3_assets.Asset(self, "Config", path=str(bundles.config))
+        wheels = self._publish_wheels(aws, bundles, state)
         read_catalog_and_warehouse(role, config)
         tag_protected_tables(role, config)
         allow(
             role,
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[object_arn(a) for a in (script, library, config_asset)]),
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[*(object_arn(a) for a in (script, library, config_asset)), wheels.arn]
+            ),
         )
         allow(role, iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table.table_arn]))
         allow(
@@ -116,7 +130,9 @@ class Jobs(Construct):
             "--enable-continuous-cloudwatch-log": "true",
             "--custom-logGroup-prefix": self.log_prefix,
             "--extra-py-files": library.s3_object_url,
-            "--additional-python-modules": ",".join(GLUE_PYTHON_MODULES),
+            # The locked wheels, hashes checked by pip, and no package index: nothing is fetched at run time.
+            "--additional-python-modules": wheels.url,
+            "--python-modules-installer-option": "--no-index",
             f"--{ARG_CONFIG}": config_asset.s3_object_url,
             f"--{ARG_STATE_TABLE}": state.table.table_name,
             f"--{ARG_REGION}": Stack.of(self).region,
@@ -150,10 +166,54 @@ class Jobs(Construct):
                 connections=connections,
             )
             keep_logical_id(job, f"Job{position}")
-            job.node.add_dependency(*self.log_groups)  # a first run logs into the stack's groups
+            job.node.add_dependency(*self.log_groups, wheels.published)  # a first run finds its logs and wheels
             if network is not None:
                 job.node.add_dependency(network.connection)
             self.jobs.append(job)
+
+    def _publish_wheels(self, aws: AwsConfig, bundles: Bundles, state: State) -> Published:
+        """The zip of wheels (infra.bundling) in a bucket of the stack under the name Glue requires.
+
+        A CDK asset's key is its hash (`<hash>.zip`) and Glue installs a zip of wheels only if its name
+        ends in `.gluewheels.zip`: a small custom resource copies the asset to `python/<name>` (S3's
+        server-side copy; one object per lock, kept, since a run started before an update reads it)."""
+        asset = s3_assets.Asset(self, "Wheels", path=str(bundles.glue_wheels))
+        bucket = s3.Bucket(
+            self,
+            "Artifacts",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # code, not data
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=state.access_logs,
+            server_access_logs_prefix="artifacts/",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        key = f"python/{bundles.glue_wheels.name}"
+        publisher = iam.Role(
+            self,
+            "Publisher",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="icecdc: publishes the jobs' wheels",
+        )
+        allow(publisher, iam.PolicyStatement(actions=["s3:GetObject"], resources=[object_arn(asset)]))
+        allow(publisher, iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(key)]))
+        published = custom_resource(
+            self,
+            "Published",
+            aws=aws,
+            code=bundles.custom_resources,
+            handler="publish",
+            role=publisher,
+            resource_type="Custom::IcecdcPublish",
+            properties={
+                "SourceBucket": asset.s3_bucket_name,
+                "SourceKey": asset.s3_object_key,
+                "Bucket": bucket.bucket_name,
+                "Key": key,
+            },
+            description="icecdc: copies the jobs' zip of wheels to the name Glue requires",
+        )
+        return Published(url=bucket.s3_url_for_object(key), arn=bucket.arn_for_objects(key), published=published)
 
     @property
     def names(self) -> list[str]:

@@ -1,13 +1,22 @@
-"""What the AWS bundles carry: the library the entries run, never the demo or the test commits."""
+"""What the AWS bundles carry: the library the entries run, never the demo or the test commits; and
+the dependencies, exactly the files the locks name (issue 15 item 5): pinned, hashed, downloaded
+with --require-hashes at synth time, a file whose hash differs refused."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 import zipfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from infra.bundling import build_bundles
+import pytest
+
+from infra.bundling import GLUE, LAMBDA, Target, build_bundles, glue_wheels, glue_wheels_name, lambda_layer
 
 ROOT = Path(__file__).resolve().parents[2]
+LOCKED = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)==(?P<version>\S+) \\\n    --hash=sha256:(?P<sha>[0-9a-f]{64})$", re.M)
 
 
 def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_test_commits(tmp_path: Path) -> None:
@@ -19,3 +28,72 @@ def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_t
     for shipped in (lambda_files, glue_files):
         assert {"icecdc/processing.py", "icecdc/model.py", "icecdc/state/dynamodb.py"} <= shipped
         assert not {f for f in shipped if f.startswith("icecdc/testing/") or f == "icecdc/demo.py"}
+    # what Glue installs: the lock itself as the zip's requirements (the placeholder has no wheels)
+    assert bundles.glue_wheels.name == glue_wheels_name(GLUE.lock)
+    with zipfile.ZipFile(bundles.glue_wheels) as archive:
+        assert archive.namelist() == ["wheels/requirements.txt"]
+        assert archive.read("wheels/requirements.txt") == GLUE.lock.read_bytes()
+
+
+@pytest.mark.parametrize("target", [GLUE, LAMBDA], ids=["glue", "lambda"])
+def test_the_locks_pin_every_package_with_its_hash_at_the_tested_versions(target: Target) -> None:
+    text = target.lock.read_text()
+    entries = {m["name"].lower().replace("_", "-"): m["version"] for m in LOCKED.finditer(text)}
+    requirement_lines = [line for line in text.splitlines() if line and not line.startswith(("#", "    --hash"))]
+    assert len(entries) == len(requirement_lines) > 10  # every requirement has its one sha256
+    for requirement in target.requirements:  # the top level, at the versions of this virtualenv
+        name, pinned = re.sub(r"\[.*\]", "", requirement).split("==")
+        assert entries[name.lower()] == pinned, requirement
+    unpinned = {name.lower() for name in target.unpinned}
+    for name, locked in entries.items():  # the rest too, where the suite runs it (re-lock: python -m infra.lock)
+        try:
+            tested = version(name)
+        except PackageNotFoundError:
+            continue
+        assert name in unpinned or tested == locked, f"{target.lock.name}: {name} {locked} is locked, {tested} tested"
+
+
+def probe_wheel(directory: Path) -> Path:
+    """A tiny pure-Python wheel, so that the download runs offline against a local --find-links."""
+    files = {
+        "icecdc_probe/__init__.py": b"PROBE = True\n",
+        "icecdc_probe-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: icecdc-probe\nVersion: 1.0\n",
+        "icecdc_probe-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for name, data in files.items()
+    )
+    path = directory / "icecdc_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        archive.writestr("icecdc_probe-1.0.dist-info/RECORD", record + "icecdc_probe-1.0.dist-info/RECORD,,\n")
+    return path
+
+
+def test_synth_takes_exactly_the_locked_files_and_refuses_any_other(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    wheel = probe_wheel(index)
+    offline = ("--no-index", "--find-links", str(index))
+    lock = tmp_path / "probe.txt"
+    lock.write_text(f"icecdc-probe==1.0 \\\n    --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
+
+    zipped = glue_wheels(tmp_path / "out", lock, offline)
+    with zipfile.ZipFile(zipped) as archive:
+        assert sorted(archive.namelist()) == ["wheels/icecdc_probe-1.0-py3-none-any.whl", "wheels/requirements.txt"]
+        assert archive.read("wheels/requirements.txt") == lock.read_bytes()
+        assert archive.read(f"wheels/{wheel.name}") == wheel.read_bytes()
+    assert glue_wheels(tmp_path / "out", lock, offline) == zipped  # cached by the lock's digest
+    layer = lambda_layer(tmp_path / "out", lock, offline)
+    assert (layer / "python" / "icecdc_probe" / "__init__.py").read_text() == "PROBE = True\n"
+
+    tampered = tmp_path / "tampered.txt"
+    tampered.write_text(f"icecdc-probe==1.0 \\\n    --hash=sha256:{'0' * 64}\n")
+    with pytest.raises(SystemExit, match="DO NOT MATCH THE HASHES"):  # pip's own words
+        glue_wheels(tmp_path / "out", tampered, offline)
+    unhashed = tmp_path / "unhashed.txt"
+    unhashed.write_text("icecdc-probe==1.0\n")
+    with pytest.raises(SystemExit, match="Hashes are required in --require-hashes mode"):
+        lambda_layer(tmp_path / "out", unhashed, offline)

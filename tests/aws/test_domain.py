@@ -99,7 +99,9 @@ def test_the_domain_and_the_jobs_in_a_vpc(tmp_path: Path) -> None:
     into_domain = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"] == domain_group]
     assert len(into_domain) == 2 and all(i["FromPort"] == 443 == i["ToPort"] for i in into_domain)
     assert jobs_group in [i["SourceSecurityGroupId"] for i in into_domain]
-    (provisioning,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Runtime": "python3.14"}}).values()
+    (provisioning,) = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "handler.domain_access"}}
+    ).values()
     assert provisioning["Properties"]["VpcConfig"]["SubnetIds"]
     glue = [s for s in role_statements(template, "icecdc Glue job") if "glue:GetConnection" in actions(s)]
     assert len(glue) == 1
@@ -135,7 +137,7 @@ def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: in
 
 
 # The handler's globals (it is a file of its own, not a package): access["apply"], access["handler"], ...
-access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "domain_access" / "handler.py"))
+access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "custom_resources" / "handler.py"))
 
 
 class FakeSecurityApi:
@@ -235,13 +237,13 @@ def test_the_handler_tells_cloudformation_every_outcome(
     url, answers = cloudformation
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     fake = FakeSecurityApi()
-    access["handler"](event("Create", url), None, lambda endpoint, region: fake)
+    access["domain_access"](event("Create", url), None, lambda endpoint, region: fake)
     assert answers[-1]["Status"] == "SUCCESS" and answers[-1]["PhysicalResourceId"] == f"{PROPERTIES['Endpoint']}/cdc-writer"
 
     def refusing(endpoint: str, region: str) -> Any:
         raise RuntimeError("PUT roles/cdc-writer: HTTP 403")
 
-    access["handler"](event("Update", url), None, refusing)
+    access["domain_access"](event("Update", url), None, refusing)
     assert answers[-1]["Status"] == "FAILED" and "HTTP 403" in answers[-1]["Reason"]
-    access["handler"](event("Delete", url), None, refusing)  # a domain that cannot be reached must not block deletion
+    access["domain_access"](event("Delete", url), None, refusing)  # a domain that cannot be reached must not block deletion
     assert answers[-1]["Status"] == "SUCCESS"

@@ -50,8 +50,10 @@ def test_one_glue_5_1_job_per_table_with_its_arguments(existing_endpoint) -> Non
         assert properties["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
         arguments = properties["DefaultArguments"]
         assert arguments["--enable-auto-scaling"] == "true"
-        assert arguments["--additional-python-modules"].startswith("pyiceberg[pyarrow]==")
-        assert "opensearch-py==" in arguments["--additional-python-modules"]
+        # the locked wheels (pyiceberg[pyarrow], opensearch-py, ... pinned with hashes: issue 15 item 5), no index
+        (_, [scheme, _bucket, key]) = arguments["--additional-python-modules"]["Fn::Join"]
+        assert scheme == "s3://" and key.startswith("/python/icecdc-deps-") and key.endswith(".gluewheels.zip")
+        assert arguments["--python-modules-installer-option"] == "--no-index"
         for name in ("--extra-py-files", "--icecdc_config", "--icecdc_state_table", "--icecdc_region", "--icecdc_dead_letter"):
             assert name in arguments, name
         assert "--icecdc_opensearch_url" not in arguments  # the configured endpoint is used as it is
@@ -121,6 +123,11 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
     # S3: objects of the warehouse bucket only, no listing, no writes there
     assert ":s3:::lake-bucket/*" in text
     writes = [s for s in found if "s3:PutObject" in as_list(s["Action"])]
+    # the jobs and the planner write dead letters only; the publisher of the jobs' wheels (issue 15
+    # item 5) writes exactly one key of the stack's artifacts bucket, none of the warehouse
+    publisher = [s for s in writes if "python/icecdc-deps-" in str(s["Resource"])]
+    assert len(publisher) == 1 and str(publisher[0]["Resource"]).endswith(".gluewheels.zip']]}")
+    writes = [s for s in writes if s not in publisher]
     assert len(writes) == 1 and "dead-letter/*" in str(writes[0]["Resource"])
 
 

@@ -1,17 +1,21 @@
-"""CloudFormation custom resource: who may do what on a domain the stack created (fine-grained access
-control), through the security plugin's REST API, signed with SigV4 as the domain's master user
-(this function's role, which nothing else assumes).
+"""The stack's CloudFormation custom resources, one Lambda each, on the runtime's own Python and
+boto3 (no layer). Each answers CloudFormation itself (`respond`).
 
-On create and update it
+`domain_access`: who may do what on a domain the stack created (fine-grained access control),
+through the security plugin's REST API, signed with SigV4 as the domain's master user (that
+function's role, which nothing else assumes). On create and update it
 - maps the configured admin principal to `all_access` and `security_manager` (added to what the
   mappings hold; never removed, so that someone can still administer a retained domain),
 - puts the role `Role` (body from the template: the configured indexes, their generations and
   aliases, nothing else) and maps the jobs' role to it, alone,
 - turns the security plugin's audit logging on (the domain publishes it to CloudWatch Logs).
 On delete it removes the jobs' role and its mapping; a domain already gone is not an error.
+Properties (all strings): Endpoint, RoleName, Role (the role's JSON body), Writer (jobs' role ARN),
+Admin (admin ARN).
 
-Runs on the Lambda runtime's own Python and boto3 (no layer). Properties (all strings but `Role`):
-Endpoint, RoleName, Role (the role's JSON body), Writer (jobs' role ARN), Admin (admin ARN).
+`publish`: copy an asset to the name its consumer needs (CDK names assets by hash; Glue installs a
+zip of wheels only if its name ends in `.gluewheels.zip`). Properties: SourceBucket, SourceKey,
+Bucket, Key. Nothing is deleted: a run started before an update still finds its file.
 """
 
 from __future__ import annotations
@@ -87,23 +91,48 @@ def remove(api: SecurityApi, properties: dict[str, Any]) -> None:
         api.call("DELETE", path, missing_ok=True)
 
 
-def handler(event: dict[str, Any], context: Any, connect: Callable[[str, str], Any] = SecurityApi) -> None:
+def domain_access(event: dict[str, Any], context: Any, connect: Callable[[str, str], Any] = SecurityApi) -> None:
     """`connect(endpoint, region)`: the API client (the tests pass a fake)."""
     properties = event["ResourceProperties"]
-    physical_id = event.get("PhysicalResourceId") or f"{properties['Endpoint']}/{properties['RoleName']}"
     region = os.environ["AWS_REGION"]
+
+    def delete() -> None:
+        try:
+            remove(connect(properties["Endpoint"], region), properties)
+        except Exception:  # noqa: BLE001 - a domain that is gone must not block the stack's deletion
+            log.exception("could not remove the role %s; the domain may be gone", properties["RoleName"])
+
+    run(
+        event,
+        context,
+        f"{properties['Endpoint']}/{properties['RoleName']}",
+        lambda: apply(connect(properties["Endpoint"], region), properties),
+        delete,
+    )
+
+
+def publish(event: dict[str, Any], context: Any, s3: Any = None) -> None:
+    """`s3`: the client (the tests pass moto's)."""
+    p = event["ResourceProperties"]
+
+    def copy() -> None:
+        (s3 or boto3.client("s3")).copy_object(
+            CopySource={"Bucket": p["SourceBucket"], "Key": p["SourceKey"]}, Bucket=p["Bucket"], Key=p["Key"]
+        )
+
+    run(event, context, f"s3://{p['Bucket']}/{p['Key']}", copy, lambda: None)
+
+
+def run(
+    event: dict[str, Any], context: Any, physical_id: str, create_or_update: Callable[[], None], delete: Callable[[], None]
+) -> None:
+    """Do what the request asks and tell CloudFormation how it went, whatever happens."""
     try:
-        if event["RequestType"] == "Delete":
-            try:
-                remove(connect(properties["Endpoint"], region), properties)
-            except Exception:  # noqa: BLE001 - a domain that is gone must not block the stack's deletion
-                log.exception("could not remove the role %s; the domain may be gone", properties["RoleName"])
-        else:
-            apply(connect(properties["Endpoint"], region), properties)
-        respond(event, context, "SUCCESS", physical_id)
+        (delete if event["RequestType"] == "Delete" else create_or_update)()
+        respond(event, context, "SUCCESS", event.get("PhysicalResourceId") or physical_id)
     except Exception as exc:  # noqa: BLE001 - CloudFormation must hear of every failure, or it waits an hour
         log.exception("failed")
-        respond(event, context, "FAILED", physical_id, reason=str(exc)[:1000])
+        respond(event, context, "FAILED", event.get("PhysicalResourceId") or physical_id, reason=str(exc)[:1000])
 
 
 def respond(event: dict[str, Any], context: Any, status: str, physical_id: str, reason: str = "") -> None:
