@@ -178,9 +178,12 @@ class BatchConfig(_Model):
 
     max_files: int = Field(default=10_000, gt=0)  # data and delete files to read in one pass
     max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
-    # A partition's copy-on-write rewrite up to this size is read whole by one task, so unchanged
-    # rows cancel in Arrow; a larger one streams file by file and cancels after the shuffle.
-    max_rewrite_bytes: int = Field(default=256 * 2**20, gt=0)
+    # The memory budget of one task reading a copy-on-write rewrite (compressed bytes as stored):
+    # a partition's rewrite up to this size is read whole, so unchanged rows cancel in Arrow; a
+    # larger one is cut into ranges of its identifier, each about this size, read in parallel
+    # (without column bounds in the manifests: file by file, cancelled after the shuffle). A task
+    # holds 10-40 times this in memory, as the data compresses (make bench: memory probe).
+    max_rewrite_bytes: int = Field(default=16 * 2**20, gt=0)
 
 
 class EngineConfig(_Model):

@@ -266,7 +266,8 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         # so which engine it needs, before anything is written.
         unapplied = [i for i in batch if i.status != ItemStatus.APPLIED]
         tasks = file_tasks(table, unapplied, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
-    engine = run.engines.for_pass(name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
+    read = {f.file_path: f for task in tasks for f in files_read_by(task)}  # a rewrite's ranges read its files each
+    engine = run.engines.for_pass(name, WorkSize.of(list(read.values())))
     result.engine = engine.kind
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)

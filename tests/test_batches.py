@@ -3,8 +3,10 @@ stops after any pass leaves a state the next run goes on from, and the index equ
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import pytest
 from pyiceberg.expressions import In
 
 from icecdc.config import Config, parse_config
@@ -13,10 +15,10 @@ from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
 from icecdc.reading.planner import file_tasks
-from icecdc.reading.tasks import RewriteTask
+from icecdc.reading.tasks import RewriteTask, files_read_by
 from icecdc.testing.commits import update
-from tests.support.pipeline import Pipeline
-from tests.support.tables import orders, rows
+from tests.support.pipeline import ENGINES, Pipeline
+from tests.support.tables import SCHEMA, orders, rows
 
 NAME = "db.orders"
 
@@ -98,20 +100,43 @@ def test_a_reset_resync_larger_than_the_caps_empties_the_index_once(pipeline: Pi
     assert result.writes.indexed == 3  # each file written once (a reset per pass would rewrite the earlier ones)
 
 
-def test_a_rewrite_over_the_budget_streams_file_by_file_and_still_cancels_every_carryover(pipeline: Pipeline) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_rewrite_over_the_budget_is_cut_into_key_ranges_that_cancel_every_carryover(pipeline: Pipeline) -> None:
     table = orders(pipeline, partitioned=False)
+    for i in range(4):
+        table.append(rows(*range(i * 10, i * 10 + 10)))
+    pipeline.sync(pipeline.config({"name": NAME}), NAME)
+    update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "status": "paid"})  # one row in every file
+
+    items = _planned(pipeline, pipeline.config({"name": NAME}))
+    table = pipeline.catalog.load_table(NAME)
+    (whole,) = [t for t in file_tasks(table, items, ("id",)) if isinstance(t, RewriteTask)]
+    size = sum(f.file_size_in_bytes for f in files_read_by(whole))
+    budget = size // 3  # about a third of the rewrite per task
+    ranged = file_tasks(table, items, ("id",), rewrite_budget=budget)
+    assert all(isinstance(t, RewriteTask) and t.key_range is not None for t in ranged)
+    ranges = [t.key_range for t in ranged if isinstance(t, RewriteTask) and t.key_range is not None]
+    assert len(ranges) == math.ceil(size / budget) and ranges[0].lower is None and ranges[-1].upper is None
+    assert all(a.upper == b.lower for a, b in zip(ranges, ranges[1:], strict=False))  # contiguous, every key once
+
+    result = pipeline.sync(capped(pipeline, max_rewrite_bytes=budget), NAME)
+    assert result.files == len(ranges)
+    assert (result.writes.indexed, result.changes.carryovers) == (4, 36)  # all cancelled, every one in Arrow
+    assert result.changes.rows == 2 * 36 + 8  # only the changed rows reached Python
+
+
+def test_a_rewrite_over_the_budget_without_key_bounds_streams_file_by_file(pipeline: Pipeline) -> None:
+    """Files written without column metrics tell nothing of their keys: each streams through its
+    own task, and the unchanged rows cancel after the shuffle, exactly as well."""
+    table = pipeline.catalog.create_table(NAME, schema=SCHEMA, properties={"write.metadata.metrics.default": "none"})
     for i in range(4):
         table.append(rows(*range(i * 10, i * 10 + 10)))
     config = capped(pipeline, max_rewrite_bytes=1)  # below any file: no rewrite is loaded whole
     pipeline.sync(config, NAME)
-    update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "status": "paid"})  # one row in every file
+    update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "status": "paid"})
 
-    items = _planned(pipeline, config)
-    whole = file_tasks(pipeline.catalog.load_table(NAME), items, ("id",))
-    streamed = file_tasks(pipeline.catalog.load_table(NAME), items, ("id",), rewrite_budget=1)
-    assert any(isinstance(t, RewriteTask) for t in whole)
+    streamed = file_tasks(pipeline.catalog.load_table(NAME), _planned(pipeline, config), ("id",), rewrite_budget=1)
     assert not any(isinstance(t, RewriteTask) for t in streamed)
-
     result = pipeline.sync(config, NAME)
     assert (result.writes.indexed, result.changes.carryovers) == (4, 36)  # cancelled after the shuffle, exactly
 

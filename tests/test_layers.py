@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
         "icecdc.verify",
     },
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
-    {"icecdc.reading.planner", "icecdc.reading.reader", "icecdc.planning"},
+    {"icecdc.reading.planner", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning"},
     {"icecdc.engines"},  # where a pass runs: Spark or in-process
     {"icecdc.processing"},
     {"icecdc.aws", "icecdc.demo"},  # what the entries call

@@ -4,6 +4,7 @@ and additions in one partition pair up into rewrites."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import TypeGuard
@@ -11,12 +12,14 @@ from typing import TypeGuard
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.types import NestedField
 
 from icecdc.catalog import sequence_number
 from icecdc.config import BatchConfig
 from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
 from icecdc.model import ChangeType, ItemKind, WorkItem
+from icecdc.reading.ranges import key_ranges
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
 
 # What one executor task may load whole to cancel a rewrite's unchanged rows in Arrow: the files
@@ -46,6 +49,8 @@ def file_tasks(
             loaded[key] = SnapshotFiles(table, snapshot, changed)
         return loaded[key]
 
+    # a rewrite too large for one task is cut by ranges of the first identifier column
+    key = table.schema().find_field(identifier_columns[0]) if identifier_columns else None
     run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
         snapshot = table.snapshot_by_id(snapshot_id)
@@ -62,9 +67,9 @@ def file_tasks(
         if snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
             run.append((snapshot, snapshot_tasks))
             continue
-        tasks += _pair_rewrites(_collapse(run), rewrite_budget) + _pair_rewrites(snapshot_tasks, rewrite_budget)
+        tasks += _pair_rewrites(_collapse(run), rewrite_budget, key) + _pair_rewrites(snapshot_tasks, rewrite_budget, key)
         run = []
-    return tasks + _pair_rewrites(_collapse(run), rewrite_budget)
+    return tasks + _pair_rewrites(_collapse(run), rewrite_budget, key)
 
 
 def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
@@ -168,14 +173,16 @@ def _change_tasks(
     return tasks
 
 
-def _pair_rewrites(tasks: list[Task], budget: int) -> list[Task]:
+def _pair_rewrites(tasks: list[Task], budget: int, key: NestedField | None) -> list[Task]:
     """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks.
 
-    A rewrite task loads its files whole, so that unchanged rows cancel in Arrow before Python. One
+    A rewrite task loads its rows whole, so that unchanged rows cancel in Arrow before Python. One
     larger than `budget` (a MERGE that rewrote every file of a big partition, or of an unpartitioned
-    table) stays plain file tasks instead: each file streams through its own task, and the
-    unchanged rows cancel after the shuffle, exactly as well (`changelog.remove_carryovers`), at
-    the price of shuffling them. Memory per task is then bounded by a record batch, whatever the commit."""
+    table) is cut into ceil(size / budget) tasks by ranges of the first identifier column `key`
+    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel. Where the
+    manifests keep no bounds of the key (or the table has no identifier), it stays plain file tasks:
+    each file streams through its own task, and the unchanged rows cancel after the shuffle,
+    exactly as well (`changelog.remove_carryovers`), at the price of shuffling them."""
     by_partition: dict[tuple[int, str], list[FileTask]] = {}
     others: list[Task] = []
     for task in tasks:
@@ -187,5 +194,11 @@ def _pair_rewrites(tasks: list[Task], budget: int) -> list[Task]:
         removed = tuple(t for t in group if t.change == ChangeType.DELETE)
         added = tuple(t for t in group if t.change == ChangeType.INSERT)
         size = sum(t.data_file.file_size_in_bytes for t in group)
-        others += [RewriteTask(removed, added)] if removed and added and size <= budget else list(group)
+        if not (removed and added):
+            others += group
+        elif size <= budget:
+            others.append(RewriteTask(removed, added))
+        else:
+            ranges = key_ranges([t.data_file for t in group], key, math.ceil(size / budget)) if key is not None else None
+            others += [RewriteTask(removed, added, r) for r in ranges] if ranges else list(group)
     return others

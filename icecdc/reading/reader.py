@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile, DataFileContent
@@ -102,12 +102,16 @@ class TableReader:
         only changed rows reach Python. Types Arrow cannot group by (structs, lists, maps) take the
         row-by-row path, where carryovers cancel after the shuffle instead.
         """
-        removed = files.table([t.data_file for t in task.removed])
-        added = files.table([t.data_file for t in task.added])
+        row_filter = task.key_range.row_filter() if task.key_range is not None else AlwaysTrue()
+        removed = files.table([t.data_file for t in task.removed], row_filter)
+        added = files.table([t.data_file for t in task.added], row_filter)
         try:
             removed_rows, added_rows, pairs = _cancel_equal_rows(removed, added)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
+            if task.key_range is not None:  # only the range's rows, as read: they cancel after the shuffle
+                removed_rows, added_rows, pairs = removed, added, 0
+            else:
+                return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
         changes = [
             change
             for rows, side in ((removed_rows, task.removed), (added_rows, task.added))
@@ -193,9 +197,9 @@ class _Files:
             DocumentMapper(schema, reader.identifier_columns),
         )
 
-    def table(self, data_files: list[DataFile]) -> pa.Table:
-        """Every row of the files, deletes NOT applied, projected onto the current schema by field ID."""
-        return ArrowScan(self.metadata, self.io, self.schema, AlwaysTrue()).to_table([FileScanTask(f) for f in data_files])
+    def table(self, data_files: list[DataFile], row_filter: BooleanExpression) -> pa.Table:
+        """The files' rows `row_filter` keeps, deletes NOT applied, projected onto the current schema by field ID."""
+        return ArrowScan(self.metadata, self.io, self.schema, row_filter).to_table([FileScanTask(f) for f in data_files])
 
     def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
         """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    IsNull,
+    LessThan,
+    Or,
+    Reference,
+)
 from pyiceberg.manifest import DataFile
 
 from icecdc.model import ChangeType
@@ -31,12 +42,34 @@ class KeyDeleteTask:
 
 
 @dataclass(frozen=True)
+class KeyRange:
+    """The rows whose `column` (the first identifier column) is in [lower, upper): one bucket of a
+    rewrite too large for one task. None is unbounded; nulls go with the range unbounded below."""
+
+    column: str
+    lower: Any | None
+    upper: Any | None
+
+    def row_filter(self) -> BooleanExpression:
+        column = Reference(self.column)
+        lower: BooleanExpression = AlwaysTrue() if self.lower is None else GreaterThanOrEqual(term=column, value=self.lower)
+        upper: BooleanExpression = AlwaysTrue() if self.upper is None else LessThan(term=column, value=self.upper)
+        in_range = And(lower, upper)
+        return Or(in_range, IsNull(term=column)) if self.lower is None else in_range
+
+
+@dataclass(frozen=True)
 class RewriteTask:
     """The files one snapshot removed from and added to one partition, with no deletes in force:
-    a copy-on-write rewrite. Read together so that unchanged rows cancel in Arrow, before Python."""
+    a copy-on-write rewrite. Read together so that unchanged rows cancel in Arrow, before Python.
+
+    A rewrite larger than the memory budget is cut into tasks by ranges of the first identifier
+    column (`key_range`): each reads every file of the rewrite but keeps only its range's rows, and
+    a row and its unchanged copy, having one identifier, always fall into the same range."""
 
     removed: tuple[FileTask, ...]
     added: tuple[FileTask, ...]
+    key_range: KeyRange | None = None
 
 
 Task = FileTask | KeyDeleteTask | RewriteTask

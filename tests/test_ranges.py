@@ -1,0 +1,75 @@
+"""Key ranges cut a large copy-on-write rewrite into tasks of about equal rows, from the bounds the
+manifests keep (icecdc.reading.ranges). Every key falls in exactly one range, nulls included, so a
+row and its unchanged copy always meet in one task."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyiceberg.conversions import to_bytes
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.io.pyarrow import expression_to_pyarrow
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, PrimitiveType, StringType
+
+from icecdc.reading.ranges import key_ranges
+from icecdc.reading.tasks import KeyRange
+
+LONG_KEY = NestedField(1, "id", LongType(), required=False)
+TEXT_KEY = NestedField(1, "id", StringType(), required=False)
+
+
+def data_file(key: NestedField, lower: object, upper: object, rows: int, bounds: bool = True) -> DataFile:
+    assert isinstance(key.field_type, PrimitiveType)
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=f"s3://b/{lower}-{upper}.parquet",
+        file_format=FileFormat.PARQUET,
+        partition={},
+        record_count=rows,
+        file_size_in_bytes=rows * 10,
+        lower_bounds={key.field_id: to_bytes(key.field_type, lower)} if bounds else {},
+        upper_bounds={key.field_id: to_bytes(key.field_type, upper)} if bounds else {},
+    )
+
+
+def rows_per_range(ranges: list[KeyRange], keys: list[object], key: NestedField) -> list[int]:
+    """How many of `keys` each range's row filter keeps, as the reader applies it (pyiceberg → Arrow)."""
+    table = pa.table({"id": pa.array(keys, pa.int64() if isinstance(key.field_type, LongType) else pa.string())})
+    schema = Schema(key)
+    return [table.filter(expression_to_pyarrow(bind(schema, r.row_filter(), case_sensitive=True))).num_rows for r in ranges]
+
+
+def test_files_sorted_by_key_split_at_about_equal_rows() -> None:
+    files = [data_file(LONG_KEY, i * 1000, i * 1000 + 999, 1000) for i in range(8)]
+    ranges = key_ranges(files, LONG_KEY, 4)
+    assert ranges is not None and len(ranges) == 4
+    counts = rows_per_range(ranges, list(range(8000)), LONG_KEY)
+    assert sum(counts) == 8000 and max(counts) - min(counts) <= 80  # within 1 % of a quarter each
+
+
+def test_files_of_random_keys_split_their_common_span() -> None:
+    files = [data_file(LONG_KEY, 0, 9999, 2500) for _ in range(4)]  # every file spans the table
+    ranges = key_ranges(files, LONG_KEY, 4)
+    assert ranges is not None
+    counts = rows_per_range(ranges, list(range(0, 10000, 7)), LONG_KEY)
+    assert sum(counts) == len(range(0, 10000, 7)) and len(counts) == 4 and max(counts) - min(counts) <= 15
+
+
+def test_every_key_and_null_fall_in_exactly_one_range() -> None:
+    files = [data_file(LONG_KEY, -50, 10, 30), data_file(LONG_KEY, 5, 400, 900), data_file(LONG_KEY, 390, 1000, 20)]
+    ranges = key_ranges(files, LONG_KEY, 5)
+    assert ranges is not None and ranges[0].lower is None and ranges[-1].upper is None
+    assert sum(rows_per_range(ranges, [None, -(10**12), -50, 0, 7, 399, 1000, 10**12], LONG_KEY)) == 8
+
+
+def test_string_keys_split_at_file_bounds() -> None:
+    files = [data_file(TEXT_KEY, f"{c}a", f"{c}z", 100) for c in "abcd"]
+    ranges = key_ranges(files, TEXT_KEY, 2)
+    assert ranges is not None and len(ranges) == 2
+    assert rows_per_range(ranges, ["aq", "bq", "cq", "dq", None], TEXT_KEY) in ([3, 2], [2, 3])
+
+
+def test_a_file_without_bounds_gives_no_ranges() -> None:
+    unknown = data_file(LONG_KEY, 10, 19, 10, bounds=False)
+    assert key_ranges([data_file(LONG_KEY, 0, 9, 10), unknown], LONG_KEY, 2) is None
