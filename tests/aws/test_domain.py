@@ -1,15 +1,10 @@
 """A domain the stack creates (issue 15 item 3): a separate admin, the jobs' role mapped to a role
 that writes the configured indexes only, audit logs, and, with `aws.vpc`, the domain and the jobs
-in the VPC. The template (Template assertions), and the custom resource's handler against a fake
-security API (no OpenSearch with the security plugin runs here)."""
+in the VPC: the template (Template assertions). The custom resource's handler: test_custom_resources.py."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import runpy
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +14,7 @@ from aws_cdk.assertions import Match
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import availability_zones
-from tests.aws.cdk_support import ADMIN, ROOT, VPC, config_dict, synth
+from tests.aws.cdk_support import ADMIN, VPC, config_dict, synth
 
 PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
 NAG = Match.string_like_regexp("AwsSolutions-.*")
@@ -131,119 +126,3 @@ def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: in
         aws["vpc"] = {**VPC, "subnets": VPC["subnets"][:subnets]}
     config = parse_config(config_dict(aws))
     assert config.aws is not None and availability_zones(config.aws) == zones
-
-
-# --- the custom resource's handler ------------------------------------------------------------------
-
-
-# The handler's globals (it is a file of its own, not a package): access["apply"], access["handler"], ...
-access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "custom_resources" / "handler.py"))
-
-
-class FakeSecurityApi:
-    """The security plugin's REST API as a dict of documents (what a domain answers just after creation)."""
-
-    def __init__(self) -> None:
-        self.docs: dict[str, Any] = {
-            "rolesmapping/all_access": {
-                "all_access": {"backend_roles": ["arn:aws:iam::123456789012:role/master"], "hosts": [], "users": []}
-            },
-            "audit": {
-                "_readonly": [],
-                "config": {"enabled": False, "audit": {"enable_rest": True}, "compliance": {"enabled": True}},
-            },
-        }
-        self.calls: list[tuple[str, str]] = []
-
-    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
-        self.calls.append((method, path))
-        if method == "GET":
-            if path not in self.docs and not missing_ok:
-                raise RuntimeError(f"GET {path}: HTTP 404")
-            return self.docs.get(path)
-        if method == "PUT":
-            name = path.split("/")[-1]
-            self.docs[path] = {name: body} if path.startswith("rolesmapping/") else body
-            if path == "audit/config":
-                self.docs["audit"] = {"_readonly": [], "config": body}
-            return {"status": "OK"}
-        self.docs.pop(path, None)  # DELETE
-        return {"status": "OK"}
-
-
-PROPERTIES = {
-    "Endpoint": "search-cdc.us-east-1.es.amazonaws.com",
-    "RoleName": "cdc-writer",
-    "Role": json.dumps(
-        {"index_permissions": [{"index_patterns": ["orders", "orders-*"], "allowed_actions": ["crud", "manage"]}]}
-    ),
-    "Writer": "arn:aws:iam::123456789012:role/cdc-JobRole",
-    "Admin": ADMIN,
-}
-
-
-def test_the_handler_maps_admin_and_writer_and_turns_audit_logging_on_idempotently() -> None:
-    api = FakeSecurityApi()
-    access["apply"](api, PROPERTIES)
-    access["apply"](api, PROPERTIES)  # an update, or a retried create
-    assert api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"] == ["arn:aws:iam::123456789012:role/master", ADMIN]
-    assert api.docs["rolesmapping/security_manager"]["security_manager"]["backend_roles"] == [ADMIN]
-    assert api.docs["roles/cdc-writer"] == json.loads(PROPERTIES["Role"])
-    assert api.docs["rolesmapping/cdc-writer"] == {
-        "cdc-writer": {"backend_roles": [PROPERTIES["Writer"]]}
-    }  # the jobs' role alone
-    assert api.docs["audit"]["config"]["enabled"] is True and api.docs["audit"]["config"]["compliance"] == {"enabled": True}
-    assert api.calls.count(("PUT", "audit/config")) == 1
-
-    access["remove"](api, PROPERTIES)
-    assert "roles/cdc-writer" not in api.docs and "rolesmapping/cdc-writer" not in api.docs
-    assert ADMIN in api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"]  # a retained domain keeps its admin
-
-
-@pytest.fixture
-def cloudformation() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A local stand-in for CloudFormation's presigned response URL."""
-    answers: list[dict[str, Any]] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:  # noqa: N802
-            answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/response", answers
-    server.shutdown()
-
-
-def event(kind: str, url: str) -> dict[str, Any]:
-    return {
-        "RequestType": kind,
-        "ResponseURL": url,
-        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/cdc/x",
-        "RequestId": "r-1",
-        "LogicalResourceId": "SearchAccess",
-        "ResourceProperties": PROPERTIES,
-    }
-
-
-def test_the_handler_tells_cloudformation_every_outcome(
-    cloudformation: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    url, answers = cloudformation
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    fake = FakeSecurityApi()
-    access["domain_access"](event("Create", url), None, lambda endpoint, region: fake)
-    assert answers[-1]["Status"] == "SUCCESS" and answers[-1]["PhysicalResourceId"] == f"{PROPERTIES['Endpoint']}/cdc-writer"
-
-    def refusing(endpoint: str, region: str) -> Any:
-        raise RuntimeError("PUT roles/cdc-writer: HTTP 403")
-
-    access["domain_access"](event("Update", url), None, refusing)
-    assert answers[-1]["Status"] == "FAILED" and "HTTP 403" in answers[-1]["Reason"]
-    access["domain_access"](event("Delete", url), None, refusing)  # a domain that cannot be reached must not block deletion
-    assert answers[-1]["Status"] == "SUCCESS"

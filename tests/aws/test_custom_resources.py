@@ -1,0 +1,157 @@
+"""The stack's custom resources (lambdas/custom_resources/handler.py) run here as CloudFormation
+would run them: `domain_access` against a fake of the security plugin's REST API (no OpenSearch
+with the security plugin runs on this machine), `publish` against moto's S3; every outcome is
+answered to a local stand-in for CloudFormation's response URL."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import runpy
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.aws.cdk_support import ADMIN, ROOT
+from tests.support.aws import aws_client
+
+# The handler's globals (a file of its own, not a package): access["apply"], access["publish"], ...
+access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "custom_resources" / "handler.py"))
+
+
+class FakeSecurityApi:
+    """The security plugin's REST API as a dict of documents (what a domain answers just after creation)."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, Any] = {
+            "rolesmapping/all_access": {
+                "all_access": {"backend_roles": ["arn:aws:iam::123456789012:role/master"], "hosts": [], "users": []}
+            },
+            "audit": {
+                "_readonly": [],
+                "config": {"enabled": False, "audit": {"enable_rest": True}, "compliance": {"enabled": True}},
+            },
+        }
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
+        self.calls.append((method, path))
+        if method == "GET":
+            if path not in self.docs and not missing_ok:
+                raise RuntimeError(f"GET {path}: HTTP 404")
+            return self.docs.get(path)
+        if method == "PUT":
+            name = path.split("/")[-1]
+            self.docs[path] = {name: body} if path.startswith("rolesmapping/") else body
+            if path == "audit/config":
+                self.docs["audit"] = {"_readonly": [], "config": body}
+            return {"status": "OK"}
+        self.docs.pop(path, None)  # DELETE
+        return {"status": "OK"}
+
+
+PROPERTIES = {
+    "Endpoint": "search-cdc.us-east-1.es.amazonaws.com",
+    "RoleName": "cdc-writer",
+    "Role": json.dumps(
+        {"index_permissions": [{"index_patterns": ["orders", "orders-*"], "allowed_actions": ["crud", "manage"]}]}
+    ),
+    "Writer": "arn:aws:iam::123456789012:role/cdc-JobRole",
+    "Admin": ADMIN,
+}
+
+
+def test_the_handler_maps_admin_and_writer_and_turns_audit_logging_on_idempotently() -> None:
+    api = FakeSecurityApi()
+    access["apply"](api, PROPERTIES)
+    access["apply"](api, PROPERTIES)  # an update, or a retried create
+    assert api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"] == ["arn:aws:iam::123456789012:role/master", ADMIN]
+    assert api.docs["rolesmapping/security_manager"]["security_manager"]["backend_roles"] == [ADMIN]
+    assert api.docs["roles/cdc-writer"] == json.loads(PROPERTIES["Role"])
+    assert api.docs["rolesmapping/cdc-writer"] == {
+        "cdc-writer": {"backend_roles": [PROPERTIES["Writer"]]}
+    }  # the jobs' role alone
+    assert api.docs["audit"]["config"]["enabled"] is True and api.docs["audit"]["config"]["compliance"] == {"enabled": True}
+    assert api.calls.count(("PUT", "audit/config")) == 1
+
+    access["remove"](api, PROPERTIES)
+    assert "roles/cdc-writer" not in api.docs and "rolesmapping/cdc-writer" not in api.docs
+    assert ADMIN in api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"]  # a retained domain keeps its admin
+
+
+@pytest.fixture
+def cloudformation() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A local stand-in for CloudFormation's presigned response URL."""
+    answers: list[dict[str, Any]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802
+            answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/response", answers
+    server.shutdown()
+
+
+def event(kind: str, url: str, properties: dict[str, Any] = PROPERTIES) -> dict[str, Any]:
+    return {
+        "RequestType": kind,
+        "ResponseURL": url,
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/cdc/x",
+        "RequestId": "r-1",
+        "LogicalResourceId": "SearchAccess",
+        "ResourceProperties": properties,
+    }
+
+
+def test_the_handler_tells_cloudformation_every_outcome(
+    cloudformation: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, answers = cloudformation
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    fake = FakeSecurityApi()
+    access["domain_access"](event("Create", url), None, lambda endpoint, region: fake)
+    assert answers[-1]["Status"] == "SUCCESS" and answers[-1]["PhysicalResourceId"] == f"{PROPERTIES['Endpoint']}/cdc-writer"
+
+    def refusing(endpoint: str, region: str) -> Any:
+        raise RuntimeError("PUT roles/cdc-writer: HTTP 403")
+
+    access["domain_access"](event("Update", url), None, refusing)
+    assert answers[-1]["Status"] == "FAILED" and "HTTP 403" in answers[-1]["Reason"]
+    access["domain_access"](event("Delete", url), None, refusing)  # a domain that cannot be reached must not block deletion
+    assert answers[-1]["Status"] == "SUCCESS"
+
+
+def test_publish_copies_the_asset_to_the_name_glue_requires(
+    cloudformation: tuple[str, list[dict[str, Any]]], moto_url: str, unique: str
+) -> None:
+    url, answers = cloudformation
+    s3 = aws_client("s3", moto_url)
+    for bucket in (f"assets-{unique}", f"artifacts-{unique}"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=f"assets-{unique}", Key="0123abcd.zip", Body=b"zip of wheels")
+    properties = {
+        "SourceBucket": f"assets-{unique}",
+        "SourceKey": "0123abcd.zip",
+        "Bucket": f"artifacts-{unique}",
+        "Key": "python/icecdc-deps-0123.gluewheels.zip",
+    }
+    access["publish"](event("Create", url, properties), None, s3)
+    assert answers[-1]["Status"] == "SUCCESS"
+    assert answers[-1]["PhysicalResourceId"] == f"s3://artifacts-{unique}/python/icecdc-deps-0123.gluewheels.zip"
+    copied = s3.get_object(Bucket=f"artifacts-{unique}", Key="python/icecdc-deps-0123.gluewheels.zip")["Body"].read()
+    assert copied == b"zip of wheels"
+
+    access["publish"](event("Update", url, {**properties, "SourceKey": "missing.zip"}), None, s3)
+    assert answers[-1]["Status"] == "FAILED" and "NoSuchKey" in answers[-1]["Reason"]
+    access["publish"](event("Delete", url, properties), None, s3)  # kept: a running job may still read it
+    assert answers[-1]["Status"] == "SUCCESS"
+    assert s3.head_object(Bucket=f"artifacts-{unique}", Key="python/icecdc-deps-0123.gluewheels.zip")
