@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.aws.cdk_support import ADMIN, synth
 from tests.support.aws import Lake, aws_client, rows
+from tests.support.cdk import ADMIN, synth
 from tests.support.planner import Deployment
 
 

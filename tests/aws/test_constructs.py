@@ -17,7 +17,7 @@ from infra.jobs import Jobs
 from infra.operations import Operations
 from infra.planner import Planner
 from infra.state import State
-from tests.aws.cdk_support import ADMIN, TABLES, VPC, Parts, config_dict, synth
+from tests.support.cdk import ADMIN, TABLES, VPC, Parts, config_dict, synth
 
 
 def job_role(parts: Parts) -> iam.Role:

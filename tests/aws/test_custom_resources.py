@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.aws.cdk_support import ADMIN, ROOT
 from tests.support.aws import aws_client
+from tests.support.cdk import ADMIN, ROOT
 
 # The handler's globals (a file of its own, not a package): access["apply"], access["publish"], ...
 access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "custom_resources" / "handler.py"))

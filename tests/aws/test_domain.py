@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import availability_zones
-from tests.aws.cdk_support import ADMIN, VPC, config_dict, synth
+from tests.support.cdk import ADMIN, VPC, config_dict, synth
 
 PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
 NAG = Match.string_like_regexp("AwsSolutions-.*")

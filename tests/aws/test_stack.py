@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match, Template
 
 from app import build
 from icecdc.aws import METRIC_NAMESPACE, job_name
-from tests.aws.cdk_support import TABLES, synth
+from tests.support.cdk import TABLES, synth
 
 
 def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:
