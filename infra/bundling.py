@@ -8,7 +8,9 @@
   the lock with its hashes, and `wheels/*.whl`), installed by Glue 5.1 with `--no-index`, so a run
   asks no package index and pip checks every hash again.
 - The planner's dependencies: the Lambda lock installed into a layer directory (`--no-deps`: the
-  lock is the whole closure).
+  lock is the whole closure, but for what the planner never imports, left out of it), then trimmed
+  of the files the planner never loads (`LAMBDA_TRIM`, each rule with why), so that layer and code
+  stay far below Lambda's 250 MiB unzipped with pyarrow in (`python -m infra.bundling` measures).
 - The planner's code: handler + the icecdc package + the configuration file.
 - The Glue job's code: the icecdc package as a zip for --extra-py-files (written byte-for-byte the
   same every time, so the asset hash changes only when the code does).
@@ -20,6 +22,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import subprocess
@@ -58,6 +61,15 @@ class Target:
     lock: Path
     # Left to the resolver when locking, not pinned to the virtualenv's version (infra.lock).
     unpinned: tuple[str, ...] = ()
+    # Pinned by a requirement to another version than the virtualenv's: (name, why).
+    held_back: tuple[tuple[str, str], ...] = ()
+    # Distributions of the resolved closure the target never imports: left out of the lock, so
+    # never downloaded nor installed: (name, why).
+    left_out: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def not_pinned_to_the_virtualenv(self) -> tuple[str, ...]:
+        return (*self.unpinned, *(name for name, _ in self.held_back))
 
 
 # Glue 5.1 runs on Amazon Linux 2023 (glibc 2.34): manylinux wheels up to 2_34. What the job
@@ -73,19 +85,94 @@ GLUE = Target(
     manylinux(34),
     LOCKS / "glue.txt",
 )
-# The planner reads only metadata (manifests are Avro): no pyarrow (the largest wheel by far) and
-# no opensearch-py. fsspec's s3fs is its FileIO instead (see LAMBDA_CATALOG_PROPERTIES). Lambda's
-# python3.11 runtime is Amazon Linux 2 (glibc 2.26): manylinux wheels up to 2_26.
+# The planner decides from metadata (manifests are Avro) and applies a small batch itself on the
+# in-process engine (icecdc.aws.apply_here): pyiceberg's ArrowScan reads the Parquet files (pyarrow)
+# and the sink writes with opensearch-py. It reads S3 through fsspec's s3fs, not pyarrow's S3
+# filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.11 runtime is Amazon Linux 2 (glibc
+# 2.26): manylinux wheels up to 2_26.
+LAMBDA_PYARROW = "20.0.0"
 LAMBDA = Target(
     "planner Lambda layer",
-    (f"pyiceberg[glue,s3fs]=={version('pyiceberg')}", f"pydantic=={version('pydantic')}", f"pyyaml=={version('pyyaml')}"),
+    (
+        f"pyiceberg[glue,s3fs]=={version('pyiceberg')}",
+        f"pyarrow=={LAMBDA_PYARROW}",
+        f"opensearch-py=={version('opensearch-py')}",
+        f"pydantic=={version('pydantic')}",
+        f"pyyaml=={version('pyyaml')}",
+    ),
     manylinux(26),
     LOCKS / "lambda.txt",
     # s3fs (not in the virtualenv) requires the fsspec of its own release and, through aiobotocore, a
     # narrow botocore range: those follow s3fs.
     unpinned=("fsspec", "boto3", "botocore", "s3transfer"),
+    held_back=(
+        (
+            "pyarrow",
+            (
+                f"{LAMBDA_PYARROW} is the last release with manylinux2014 wheels; later ones are manylinux_2_28 only "
+                "(libarrow needs GLIBC_2.28), which Lambda's python3.11 runtime (glibc 2.26) cannot load. "
+                "tests/aws/test_planner_bundle.py applies a batch with exactly this layer"
+            ),
+        ),
+    ),
+    left_out=(
+        (
+            "opensearch-protobufs",
+            "opensearch-py 3 requires it for a gRPC transport icecdc does not use; opensearchpy never imports it",
+        ),
+        ("protobuf", "required by opensearch-protobufs only"),
+        ("grpcio", "required by opensearch-protobufs only"),
+    ),
 )
 LAMBDA_CATALOG_PROPERTIES = {"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"}
+
+
+@dataclass(frozen=True)
+class Trim:
+    """Files of the planner's layer it never loads, removed after installing: `pattern` is a glob
+    under the layer's python/ directory; `keep`: names the glob matches that stay."""
+
+    pattern: str
+    why: str
+    keep: tuple[str, ...] = ()
+
+
+# AWS services the planner's code calls (boto3.client(...) in icecdc and the handler; pyiceberg's
+# Glue catalog; s3fs's s3 and sts): botocore loads a service's model only when a client of it is made.
+LAMBDA_BOTOCORE_SERVICES = ("cloudwatch", "dynamodb", "glue", "s3", "secretsmanager", "sso", "sso-oidc", "sts")
+# What the planner never loads, measured on the layer of infra/locks/lambda.txt (pyarrow 20.0.0):
+# python -m infra.bundling prints the sizes and what each rule removed. tests/aws/test_planner_bundle.py
+# applies a batch with the trimmed layer on a bare interpreter, and checks that every rule removes something.
+LAMBDA_TRIM = (
+    Trim("pyarrow/include", "C++ headers, for compiling extensions against pyarrow"),
+    Trim("pyarrow/src", "C++ sources of pyarrow's Python bindings, for the same"),
+    Trim("pyarrow/includes", "Cython declarations, for the same"),
+    *(
+        Trim(f"pyarrow/**/{cython}", "Cython sources and headers: the modules are compiled (.so)")
+        for cython in ("*.pyx", "*.pxd", "*.pxi", "*.h")
+    ),
+    Trim("pyarrow/tests", "pyarrow's own test suite"),
+    Trim("pyarrow/_pyarrow_cpp_tests*.so", "the C++ tests' bindings of pyarrow's test suite"),
+    # A wheel cannot hold symbolic links, so each shared library is there three times: the loader
+    # opens the SONAME (libarrow_python.so.2000) that the extension modules name (readelf -d: NEEDED).
+    Trim("pyarrow/libarrow*.so", "copies of the libraries under their link-time name (no module names it)"),
+    Trim("pyarrow/libarrow*.so.*.*.*", "copies of the libraries under their full version (no module names it)"),
+    Trim("pyarrow/_flight*.so", "Arrow Flight RPC: only pyarrow.flight loads it"),
+    Trim("pyarrow/libarrow_flight.so.*", "Arrow Flight's library, loaded only with pyarrow._flight"),
+    Trim("pyarrow/libarrow_python_flight.so.*", "the same"),
+    # libarrow_substrait.so.* stays: pyarrow.lib names it (NEEDED). The wheel has no Gandiva library.
+    Trim("pyarrow/_substrait*.so", "Substrait plans: only pyarrow.substrait loads it"),
+    # _s3fs stays: pyiceberg.io.pyarrow imports S3RetryStrategy from it; pyarrow 20 has S3 inside
+    # libarrow.so (a separate libarrow_s3 comes with later releases, which Lambda's glibc cannot load).
+    *(
+        Trim(f"pyarrow/_{fs}*.so", "a filesystem of pyarrow's: the planner reads through fsspec (LAMBDA_CATALOG_PROPERTIES)")
+        for fs in ("gcsfs", "azurefs", "hdfs")
+    ),
+    Trim("zstandard/_cffi*.so", "zstandard's CFFI backend: cffi is not in the lock, `import zstandard` loads backend_c"),
+    Trim("hive_metastore", "pyiceberg's Hive Metastore client: the stack's catalog is Glue (infra.stack.check_deployable)"),
+    Trim("*/tests", "test suites shipped inside packages (fsspec, aioitertools, certifi): nothing imports them"),
+    Trim("botocore/data/*/", "API models of AWS services the planner never calls", keep=LAMBDA_BOTOCORE_SERVICES),
+)
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
@@ -103,7 +190,7 @@ class Bundles:
 def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> Bundles:
     out = root / ".build"
     return Bundles(
-        lambda_code=_lambda_code(root, out / "planner-code", config_path),
+        lambda_code=lambda_code(root, out / "planner-code", config_path),
         lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out),
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
@@ -149,9 +236,14 @@ def glue_wheels(out: Path, lock: Path = GLUE.lock, pip_options: Sequence[str] = 
     return zipped
 
 
-def lambda_layer(out: Path, lock: Path = LAMBDA.lock, pip_options: Sequence[str] = ()) -> Path:
-    """The planner's dependency layer for `lock` under `out`, installed once and cached by the lock's digest."""
-    layer = out / f"planner-layer-{lock_digest(lock)}"
+def lambda_layer(
+    out: Path, lock: Path = LAMBDA.lock, pip_options: Sequence[str] = (), trim: Sequence[Trim] = LAMBDA_TRIM
+) -> Path:
+    """The planner's dependency layer for `lock` under `out`, installed once, trimmed of what the
+    planner never loads (`trim`), and cached by the digest of the lock and the trim rules."""
+    rules = repr([(rule.pattern, rule.keep) for rule in trim])  # the reasons may change without a rebuild
+    key = hashlib.sha256(lock.read_bytes() + rules.encode()).hexdigest()[:16]
+    layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():
         return layer
     staging = out / f"{layer.name}.partial"
@@ -159,8 +251,48 @@ def lambda_layer(out: Path, lock: Path = LAMBDA.lock, pip_options: Sequence[str]
     _pip("install", LAMBDA, lock, ["--no-deps", "--target", str(staging / "python")], pip_options)
     for cache in (staging / "python").rglob("__pycache__"):
         shutil.rmtree(cache)  # compiled on the build machine; the runtime writes its own
+    installed = tree_size(staging / "python")
+    removed = {rule.pattern: _remove(staging / "python", rule) for rule in trim}
+    record = {"installed": installed, "removed": removed, "remaining": tree_size(staging / "python")}
+    trimmed_record(layer).write_text(json.dumps(record, indent=1) + "\n")
     staging.rename(layer)  # the cache holds only complete layers
     return layer
+
+
+def trimmed_record(layer: Path) -> Path:
+    """What trimming `layer` removed: the bytes installed, removed by each rule, and remaining."""
+    return layer.with_name(f"{layer.name}.trimmed.json")
+
+
+def _remove(root: Path, rule: Trim) -> int:
+    """Remove what `rule` matches under `root`; the bytes removed."""
+    removed = 0
+    for path in sorted(root.glob(rule.pattern), key=lambda p: len(p.parts)):
+        if path.name in rule.keep or not path.exists():  # gone with a directory matched before
+            continue
+        removed += tree_size(path)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return removed
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the files under `path` (or of the file), as Lambda counts a package's unzipped size."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def zipped_size(path: Path) -> int:
+    """Bytes of `path`'s files zipped with deflate, as the CDK asset is."""
+    with tempfile.TemporaryFile() as file:
+        with zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as archive:
+            for member in sorted(path.rglob("*")):
+                if member.is_file():
+                    archive.write(member, member.relative_to(path).as_posix())
+        return file.tell()
 
 
 def _pip(command: str, target: Target, lock: Path, where: list[str], pip_options: Sequence[str]) -> None:
@@ -190,7 +322,7 @@ def _placeholder_layer(out: Path) -> Path:
 NOT_SHIPPED = ("demo.py", "testing")
 
 
-def _lambda_code(root: Path, target: Path, config_path: Path) -> Path:
+def lambda_code(root: Path, target: Path, config_path: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     shutil.copy2(root / "lambdas" / "planner" / "handler.py", target / "handler.py")
@@ -214,3 +346,35 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     info = zipfile.ZipInfo(name, _FIXED_TIME)
     info.compress_type = zipfile.ZIP_DEFLATED
     archive.writestr(info, data)
+
+
+# Lambda refuses a function whose code and layers, unzipped, reach this many bytes (250 MiB, "Function
+# code combined with layers exceeds the maximum allowed size of 262144000 bytes").
+LAMBDA_UNZIPPED_LIMIT = 262_144_000
+
+
+def main() -> None:
+    """`python -m infra.bundling [config.yaml]`: build the planner's layer and code as synth does, and
+    print their sizes, unzipped and zipped, with the layer as installed (untrimmed) for comparison."""
+    logging.basicConfig(level=logging.WARNING)
+    root = Path(__file__).resolve().parents[1]
+    config = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "infra" / "example-config.yaml"
+    out = root / ".build"
+    out.mkdir(exist_ok=True)
+    code = lambda_code(root, out / "planner-code", config)
+    layer = lambda_layer(out)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        untrimmed = lambda_layer(Path(tmp), trim=())
+        rows = [("layer as installed", untrimmed), ("layer, trimmed", layer), ("function code", code)]
+        print(f"{'':22}{'unzipped':>14}{'zipped':>14}")
+        for label, path in rows:
+            print(f"{label:22}{tree_size(path):>14,}{zipped_size(path):>14,}")
+    total = tree_size(layer) + tree_size(code)
+    print(f"{'layer + code':22}{total:>14,}   (Lambda's limit: {LAMBDA_UNZIPPED_LIMIT:,} unzipped)")
+    record = json.loads(trimmed_record(layer).read_text())
+    for rule in LAMBDA_TRIM:
+        print(f"  {record['removed'][rule.pattern]:>12,}  {rule.pattern}")
+
+
+if __name__ == "__main__":
+    main()

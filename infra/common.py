@@ -167,6 +167,15 @@ def tag_protected_tables(role: iam.IRole, config: Config) -> None:
     )
 
 
+def allow_password_secret(role: iam.IRole, config: Config) -> None:
+    """Basic auth to the configured OpenSearch: `role` may read that one secret (nothing without one)."""
+    if config.opensearch.password_secret_arn:
+        allow(
+            role,
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[config.opensearch.password_secret_arn]),
+        )
+
+
 def allow_metrics(role: iam.IRole, namespace: str) -> None:
     allow(
         role,

@@ -4,9 +4,10 @@ A created domain has fine-grained access control with three principals:
 - its master user, the stack's `Provisioner` role: only the custom resource below runs as it, at
   deploy time, to map the two others through the security plugin's REST API;
 - the configured admin (`aws.domain_admin_arn`), mapped to `all_access` and `security_manager`;
-- the jobs' role, mapped to one role that may write only the configured indexes, their generations
+- the writers: the jobs' role and, when it applies small batches itself (`aws.planner_applies`),
+  the planner's, mapped to one role that may write only the configured indexes, their generations
   (`<index>-<n>`) and aliases (`<index>`), and read the cluster's state (see `writer_role`).
-Its IAM rights follow the same lines: PUT and DELETE only on those indexes' paths.
+Their IAM rights follow the same lines: PUT and DELETE only on those indexes' paths.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import CustomResource, RemovalPolicy
+import jsii
+from aws_cdk import CustomResource, IStableListProducer, Lazy, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -54,6 +56,17 @@ def writer_role(config: Config) -> dict[str, Any]:
     }
 
 
+@jsii.implements(IStableListProducer)
+class Writers:
+    """The writers' role ARNs, read when the template is synthesized (after every writer was added)."""
+
+    def __init__(self, roles: list[iam.IRole]) -> None:
+        self.roles = roles
+
+    def produce(self) -> list[str]:
+        return [role.role_arn for role in self.roles]
+
+
 def availability_zones(aws: AwsConfig) -> int:
     """The zones a created domain spans: 2 or 3 when its nodes divide evenly among them (and, in a
     VPC, there is a subnet for each), else 1."""
@@ -63,7 +76,8 @@ def availability_zones(aws: AwsConfig) -> int:
 
 class Search(Construct):
     """Where the jobs write. `url` is the endpoint the jobs must use instead of the configured one
-    (a domain of this stack), or None; `writer` is the jobs' role, granted its rights here."""
+    (a domain of this stack), or None; `writer` is the jobs' role, granted its rights here, and
+    `add_writer` grants the same to another role (the planner's, when it applies batches)."""
 
     def __init__(
         self,
@@ -78,15 +92,14 @@ class Search(Construct):
         super().__init__(scope, construct_id)
         assert config.aws is not None
         aws = config.aws
+        self.config = config
         self.url: str | None = None
         self.domain: opensearch.Domain | None = None
+        self.security_group: ec2.SecurityGroup | None = None
+        self.writers: list[iam.IRole] = []
+        self.access: CustomResource | None = None  # the created domain's roles and mappings
         if not aws.create_domain:
-            if aws.opensearch_domain_arn:
-                allow(
-                    writer,
-                    iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[f"{aws.opensearch_domain_arn}/*"]),
-                    wildcards=ON_INDEXES,
-                )
+            self.add_writer(writer)
             return
         provisioner = iam.Role(
             self,
@@ -96,18 +109,39 @@ class Search(Construct):
         )
         self.domain = self._domain(aws, provisioner, network)
         self.url = "https://" + self.domain.domain_endpoint
+        self.add_writer(writer)
+        self.access = self._access(config, bundles, provisioner, writer, network)
+
+    def add_writer(self, role: iam.IRole) -> None:
+        """`role` may write the configured indexes: its IAM rights on the domain and, on a domain
+        the stack created, the mapping to `<stack>-writer` (the custom resource maps every writer)."""
+        self.writers.append(role)
+        aws = self.config.aws
+        assert aws is not None
+        if self.domain is None:
+            if aws.opensearch_domain_arn:  # an existing domain: its own access control maps the roles
+                allow(
+                    role,
+                    iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[f"{aws.opensearch_domain_arn}/*"]),
+                    wildcards=ON_INDEXES,
+                )
+            return
         domain_arn = self.domain.domain_arn
-        allow(writer, iam.PolicyStatement(actions=ES_CLUSTER_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
-        index_paths = sorted({f"{domain_arn}/{p}" for t in config.tables for p in (t.index, f"{t.index}/*", f"{t.index}-*")})
+        allow(role, iam.PolicyStatement(actions=ES_CLUSTER_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
+        index_paths = sorted({f"{domain_arn}/{p}" for t in self.config.tables for p in (t.index, f"{t.index}/*", f"{t.index}-*")})
         allow(
-            writer,
+            role,
             iam.PolicyStatement(actions=ES_INDEX_ACTIONS, resources=index_paths),
             wildcards="the configured indexes' paths: their generations <index>-<n> and sub-resources (_mapping, _settings, _alias)",
         )
         allow(  # helpers.scan clears its scroll when a resync's cleanup is done
-            writer, iam.PolicyStatement(actions=["es:ESHttpDelete"], resources=[f"{domain_arn}/_search/scroll"])
+            role, iam.PolicyStatement(actions=["es:ESHttpDelete"], resources=[f"{domain_arn}/_search/scroll"])
         )
-        self.access = self._access(config, bundles, provisioner, writer, network)
+
+    def admit(self, group: ec2.ISecurityGroup, description: str) -> None:
+        """HTTPS into a domain the stack created in the VPC from `group` (nothing to do otherwise)."""
+        if self.security_group is not None:
+            self.security_group.add_ingress_rule(group, ec2.Port.tcp(443), description)
 
     def _domain(self, aws: AwsConfig, provisioner: iam.Role, network: Network | None) -> opensearch.Domain:
         domain_logs = log_group(self, "Logs", aws)
@@ -124,7 +158,7 @@ class Search(Construct):
                 "vpc_subnets": [ec2.SubnetSelection(subnets=network.subnets[:zones])],
                 "security_groups": [self.security_group],
             }
-            self.security_group.add_ingress_rule(network.jobs, ec2.Port.tcp(443), "the Glue jobs")
+            self.admit(network.jobs, "the Glue jobs")
         domain = opensearch.Domain(
             self,
             "Domain",
@@ -201,7 +235,7 @@ class Search(Construct):
         placement: dict[str, Any] = {}
         if network is not None:
             group = network.security_group("Provisioning", "icecdc domain provisioning Lambda")
-            self.security_group.add_ingress_rule(group, ec2.Port.tcp(443), "the provisioning Lambda")
+            self.admit(group, "the provisioning Lambda")
             network.allow_lambda(provisioner)
             placement = {
                 "vpc": network.vpc,
@@ -223,6 +257,8 @@ class Search(Construct):
                 "RoleName": f"{aws.stack_name}-writer",
                 "Role": json.dumps(writer_role(config), sort_keys=True),
                 "Writer": writer.role_arn,
+                # every role mapped to the writer role: the jobs' and, added later, the planner's
+                "Writers": Lazy.list(Writers(self.writers)),
                 "Admin": aws.domain_admin_arn,
             },
             **placement,

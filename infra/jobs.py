@@ -27,6 +27,7 @@ from infra.bundling import Bundles
 from infra.common import (
     allow,
     allow_metrics,
+    allow_password_secret,
     custom_resource,
     glue_log_groups,
     keep_logical_id,
@@ -92,13 +93,7 @@ class Jobs(Construct):
             ),
         )
         allow(role, iam.PolicyStatement(actions=DYNAMODB_ACTIONS, resources=[state.table.table_arn]))
-        allow(
-            role,
-            iam.PolicyStatement(
-                actions=["s3:PutObject"], resources=[state.dead_letters.arn_for_objects(f"{aws.dead_letter_prefix}*")]
-            ),
-            wildcards="dead letters are new objects under the dead-letter prefix, named per run",
-        )
+        state.allow_dead_letters(role)
         allow(
             role,
             iam.PolicyStatement(
@@ -108,11 +103,8 @@ class Jobs(Construct):
         )
         allow_metrics(role, "Glue")
         allow_metrics(role, METRIC_NAMESPACE)  # the job's DeadLetters per table
-        if opensearch_url is None and config.opensearch.password_secret_arn:  # basic auth: that secret, nothing else
-            allow(
-                role,
-                iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[config.opensearch.password_secret_arn]),
-            )
+        if opensearch_url is None:  # a created domain is SigV4 only
+            allow_password_secret(role, config)
         self.security = self._security(state, aws.stack_name)
         # Glue 5 writes the driver's and executors' logs to <prefix>/output and <prefix>/error: the
         # stack creates both, with a retention and under the data key, instead of Glue's shared groups
@@ -136,7 +128,7 @@ class Jobs(Construct):
             f"--{ARG_CONFIG}": config_asset.s3_object_url,
             f"--{ARG_STATE_TABLE}": state.table.table_name,
             f"--{ARG_REGION}": Stack.of(self).region,
-            f"--{ARG_DEAD_LETTER}": state.dead_letters.s3_url_for_object(aws.dead_letter_prefix),
+            f"--{ARG_DEAD_LETTER}": state.dead_letter_url,
         }
         if opensearch_url is not None:
             arguments[f"--{ARG_OPENSEARCH_URL}"] = opensearch_url

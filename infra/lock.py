@@ -5,7 +5,8 @@ The Glue job and the planner's layer install exactly the files these locks name,
 again at run time); no package index is asked at run time. A lock is the whole dependency closure
 of its top-level requirements for CPython 3.11 on its platform, resolved by pip (`install
 --dry-run --report`) with every package this repository's virtualenv has pinned to the version the
-test suite runs with. Re-run it after changing a dependency's version and commit the locks
+test suite runs with (but for the versions a target holds back, each with its reason; and the
+distributions a target never imports are left out). Re-run it after changing a dependency's version and commit the locks
 (tests/aws/test_bundling.py fails while a lock and the virtualenv disagree).
 """
 
@@ -26,7 +27,7 @@ def resolve(target: Target) -> list[tuple[str, str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "tested.txt"
         tested = {d.metadata["Name"].lower(): d.version for d in distributions() if d.metadata["Name"]}
-        for name in target.unpinned:
+        for name in target.not_pinned_to_the_virtualenv:
             tested.pop(name, None)
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(tested.items())))
         report = Path(tmp) / "report.json"
@@ -38,7 +39,10 @@ def resolve(target: Target) -> list[tuple[str, str, str]]:
         subprocess.run(command, check=True)
         installs = json.loads(report.read_text())["install"]
     found = []
+    left_out = {name for name, _ in target.left_out}
     for entry in installs:
+        if entry["metadata"]["name"].lower() in left_out:
+            continue
         archive = entry["download_info"].get("archive_info", {})
         digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").removeprefix("sha256=")
         if not digest:
@@ -51,6 +55,8 @@ def render(target: Target, rows: list[tuple[str, str, str]]) -> str:
     header = [
         f"# {target.description}: locked by `python -m infra.lock`; do not edit.",
         f"# CPython 3.11 on {target.platforms[0]} and older; top level: {' '.join(target.requirements)}",
+        *(f"# {name}: held back: {why}" for name, why in target.held_back),
+        *(f"# left out: {name}: {why}" for name, why in target.left_out),
     ]
     return "\n".join([*header, *(f"{name}=={version} \\\n    --hash=sha256:{digest}" for name, version, digest in rows)]) + "\n"
 

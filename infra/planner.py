@@ -1,11 +1,20 @@
 """The planner Lambda and what triggers it: a Glue Data Catalog change of a configured table, and a
-sweep on a schedule (Glue's events are best-effort), both through a queue that buffers them."""
+sweep on a schedule (Glue's events are best-effort), both through a queue that buffers them.
+
+With `aws.planner_applies` (the default) the planner applies a small batch itself on the in-process
+engine (icecdc.aws.apply_here) and starts the table's Glue job only for larger work: it then writes
+the state as the job does, writes to OpenSearch as a second writer of the domain (`Search.add_writer`)
+and dead letters to the stack's location, and with `aws.vpc` runs in the VPC's subnets with a
+security group of its own (the domain must be reachable). Without it the planner only reads state
+and starts jobs."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from aws_cdk import Duration
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -18,17 +27,43 @@ from constructs import Construct
 from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE
 from icecdc.config import Config
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, Bundles
-from infra.common import allow, allow_metrics, log_group, read_catalog_and_warehouse, suppress, table_parts, tag_protected_tables
-from infra.jobs import Jobs
+from infra.common import (
+    allow,
+    allow_metrics,
+    allow_password_secret,
+    log_group,
+    read_catalog_and_warehouse,
+    suppress,
+    table_parts,
+    tag_protected_tables,
+)
+from infra.domain import Search
+from infra.jobs import DYNAMODB_ACTIONS, Jobs
+from infra.network import Network
 from infra.state import State
 
-# The planner only reads state (the checkpoint; a count of pending items): the job plans and writes.
+# A planner that starts jobs only reads state (the checkpoint; a count of pending items); one that
+# applies small batches plans and writes like the job (infra.jobs.DYNAMODB_ACTIONS).
 PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
 # Planner invocations at once, and the most the queue's event source starts: each is O(1) per table,
 # so events wait in the queue instead of taking the account's Lambda concurrency (equal, so that the
 # event source is never throttled, which would count against a message's receives).
 PLANNER_CONCURRENCY = 2
+# The planner starts no pass with less than PASS_RESERVE_SECONDS (120 s) left (icecdc.aws.planner_deadline):
+# the longest pass the default engine limits allow (500,000 rows read at the 9,000-19,000 rows/s of
+# one core measured by bench.crossover, bulk writes included: 26-56 s) ends within that reserve, and
+# the rest of the 5 minutes is for deciding and applying the batch's tables one after another.
+# infra.stack.check_deployable refuses engine limits whose pass would not fit the reserve, at the
+# slowest rate bench.crossover measured in-process (a 10^6-row append: 110 s for the whole command).
 PLANNER_TIMEOUT = Duration.minutes(5)
+IN_PROCESS_ROWS_PER_SECOND = 9_000
+# Lambda gives a function CPU in proportion to its memory (one full vCPU at 1,769 MB): 2,048 MB is
+# more than a whole core for the in-process engine (Arrow decoding, the changelog in Python), and
+# about 3x the memory of the largest default pass (500,000 rows at ~0.7 KiB a row held by key,
+# ~350 MiB, plus ~150 MiB of interpreter and libraries and the Arrow batches being read). A
+# planner that only starts jobs (aws.planner_applies: false) keeps 1,024 MB.
+PLANNER_MEMORY_MB = 2048
+PLANNER_MEMORY_MB_STARTING_JOBS = 1024
 # Events per invocation at most: Glue's table events are about 1 KB, so a batch stays far below
 # Lambda's 6 MB payload; a burst of a streaming writer's commits is one batch, one pass per table.
 PLANNER_BATCH_SIZE = 1000
@@ -40,11 +75,21 @@ class Planner(Construct):
     """`function`: the planner; `failures`: the queue of invocations that failed for good."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: Config, bundles: Bundles, state: State, jobs: Jobs
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        bundles: Bundles,
+        state: State,
+        jobs: Jobs,
+        search: Search,
+        network: Network | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         assert config.aws is not None
         aws = config.aws
+        applies = aws.planner_applies
         self.log_group = log_group(self, "Logs", aws)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="icecdc planner")
         allow(
@@ -53,17 +98,37 @@ class Planner(Construct):
         )
         read_catalog_and_warehouse(role, config)
         tag_protected_tables(role, config)
-        allow(role, iam.PolicyStatement(actions=PLANNER_DYNAMODB_ACTIONS, resources=[state.table.table_arn]))
+        dynamodb_actions = DYNAMODB_ACTIONS if applies else PLANNER_DYNAMODB_ACTIONS
+        allow(role, iam.PolicyStatement(actions=dynamodb_actions, resources=[state.table.table_arn]))
         allow(role, iam.PolicyStatement(actions=["glue:StartJobRun"], resources=jobs.arns()))
         allow_metrics(role, METRIC_NAMESPACE)
         self.role = role
+        environment = {
+            "ICECDC_CONFIG": "icecdc.yaml",
+            "ICECDC_STATE_TABLE": state.table.table_name,
+            "ICECDC_STACK_NAME": aws.stack_name,
+            "ICECDC_CATALOG_PROPERTIES": json.dumps(LAMBDA_CATALOG_PROPERTIES, sort_keys=True),
+        }
+        placement: dict[str, Any] = {}
+        self.security_group: ec2.SecurityGroup | None = None
+        if applies:
+            environment.update(self._allow_applying(config, role, state, search))
+            if network is not None:  # the domain is reached in the VPC: the planner runs there too
+                self.security_group = network.security_group("Planner", "icecdc planner Lambda")
+                search.admit(self.security_group, "the planner Lambda")
+                network.allow_lambda(role)
+                placement = {
+                    "vpc": network.vpc,
+                    "vpc_subnets": ec2.SubnetSelection(subnets=network.subnets),
+                    "security_groups": [self.security_group],
+                }
         layer = lambda_.LayerVersion(
             self,
             "Dependencies",
             code=lambda_.Code.from_asset(str(bundles.lambda_layer)),
             compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
             compatible_architectures=[lambda_.Architecture.X86_64],
-            description="pyiceberg (glue, s3fs) and pyyaml, manylinux wheels",
+            description="icecdc planner: the locked manylinux wheels (pyiceberg, pyarrow, opensearch-py, ...), trimmed",
         )
         # Events that could not be planned for good land here, with the event: a buffered one after
         # PLANNER_MAX_RECEIVES deliveries, one invoked directly after Lambda's 2 retries. Operations alarms on it.
@@ -99,18 +164,14 @@ class Planner(Construct):
             layers=[layer],
             role=role,
             log_group=self.log_group,
-            memory_size=1024,
+            memory_size=PLANNER_MEMORY_MB if applies else PLANNER_MEMORY_MB_STARTING_JOBS,
             timeout=PLANNER_TIMEOUT,
             reserved_concurrent_executions=PLANNER_CONCURRENCY,
             retry_attempts=2,  # direct asynchronous invocations (an operator's test); the rules go through the buffer
             on_failure=lambda_destinations.SqsDestination(self.failures),
-            environment={
-                "ICECDC_CONFIG": "icecdc.yaml",
-                "ICECDC_STATE_TABLE": state.table.table_name,
-                "ICECDC_STACK_NAME": aws.stack_name,
-                "ICECDC_CATALOG_PROPERTIES": json.dumps(LAMBDA_CATALOG_PROPERTIES, sort_keys=True),
-            },
-            description="icecdc planner: Glue table change or schedule → has the table work? → its Glue job",
+            environment=environment,
+            description="icecdc planner: Glue table change or schedule → has the table work? → applied here if small, else its Glue job",
+            **placement,
         )
         self.function.node.add_dependency(role)
         self.function.add_event_source(
@@ -122,6 +183,9 @@ class Planner(Construct):
                 max_concurrency=PLANNER_CONCURRENCY,
             )
         )
+        if applies and search.access is not None:
+            # the created domain's mapping (the custom resource) is in place before a batch is applied
+            self.function.node.add_dependency(search.access)
         suppress(
             self.function,
             "AwsSolutions-L1",
@@ -149,3 +213,17 @@ class Planner(Construct):
             schedule=events.Schedule.rate(Duration.minutes(aws.schedule_minutes)),
             targets=[targets.SqsQueue(self.buffer, retry_attempts=0)],  # the next sweep is the retry
         )
+
+    def _allow_applying(self, config: Config, role: iam.Role, state: State, search: Search) -> dict[str, str]:
+        """What applying a batch needs beyond starting jobs, as the job has it: OpenSearch (a writer
+        of the domain; with basic auth, the password's secret), dead letters under the stack's prefix
+        (SSE-KMS under the data key). The environment variables that go with it."""
+        search.add_writer(role)
+        if search.url is None:  # a created domain is SigV4 only
+            allow_password_secret(role, config)
+        state.allow_dead_letters(role)
+        allow(role, iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[state.data_key.key_arn]))
+        environment = {"ICECDC_DEAD_LETTER": state.dead_letter_url}
+        if search.url is not None:
+            environment["ICECDC_OPENSEARCH_URL"] = search.url
+        return environment

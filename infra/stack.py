@@ -19,13 +19,15 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from icecdc.aws import PASS_RESERVE_SECONDS
 from icecdc.config import Config
+from icecdc.model import EngineChoice
 from infra.bundling import Bundles
 from infra.domain import Search
 from infra.jobs import Jobs
 from infra.network import Network
 from infra.operations import Operations
-from infra.planner import Planner
+from infra.planner import IN_PROCESS_ROWS_PER_SECOND, Planner
 from infra.state import State
 
 
@@ -49,7 +51,9 @@ class IcecdcStack(Stack):
             opensearch_url=self.search.url,
             network=network,
         )
-        self.planner = Planner(self, "Planner", config=config, bundles=bundles, state=state, jobs=self.jobs)
+        self.planner = Planner(
+            self, "Planner", config=config, bundles=bundles, state=state, jobs=self.jobs, search=self.search, network=network
+        )
         self.operations = Operations(self, "Operations", config=config, jobs=self.jobs, planner=self.planner)
         self.state = state
 
@@ -62,8 +66,31 @@ def check_deployable(config: Config) -> None:
         raise SystemExit(
             f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
         )
+    if config.aws.planner_applies:
+        check_planner_applies(config)
     if config.opensearch.password is not None:
         raise SystemExit(
             "opensearch.password would be uploaded with the configuration asset: keep the password in AWS "
             "Secrets Manager and set opensearch.password_secret_arn"
+        )
+
+
+def check_planner_applies(config: Config) -> None:
+    """A planner that applies small batches must be able to finish any pass it starts: the engine's
+    choice must be by size (`auto`), and the largest in-process pass must fit the time the planner
+    keeps for one (icecdc.aws.PASS_RESERVE_SECONDS), at the slowest rate measured in-process."""
+    engine = config.engine
+    if engine.use == EngineChoice.IN_PROCESS:
+        raise SystemExit(
+            "engine.use: in_process with aws.planner_applies: the planner Lambda would apply passes of any size (an "
+            "export, a backlog) within its 5-minute timeout; use engine.use: auto (the limits decide) or set "
+            "aws.planner_applies: false"
+        )
+    seconds = engine.in_process_max_rows / IN_PROCESS_ROWS_PER_SECOND
+    if engine.use == EngineChoice.AUTO and seconds > PASS_RESERVE_SECONDS:
+        raise SystemExit(
+            f"engine.in_process_max_rows {engine.in_process_max_rows:,}: such a pass may take {seconds:.0f} s in the "
+            f"planner Lambda (at {IN_PROCESS_ROWS_PER_SECOND:,} rows/s), more than the {PASS_RESERVE_SECONDS:.0f} s it "
+            f"keeps for a pass; lower it to {int(PASS_RESERVE_SECONDS * IN_PROCESS_ROWS_PER_SECOND):,} or less, or set "
+            "aws.planner_applies: false"
         )

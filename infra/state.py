@@ -12,7 +12,7 @@ from constructs import Construct
 
 from icecdc.config import AwsConfig
 from icecdc.state.dynamodb import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
-from infra.common import glue_log_groups, keep_logical_id, suppress
+from infra.common import allow, glue_log_groups, keep_logical_id, suppress
 
 
 class State(Construct):
@@ -36,6 +36,19 @@ class State(Construct):
         keep_logical_id(self.table, "State1C20CC9A")
         self.data_key = self._data_key()
         self.access_logs, self.dead_letters = self._buckets(aws)
+        self.dead_letter_prefix = aws.dead_letter_prefix
+        # where the job and the applying planner put dead letters (`--icecdc_dead_letter`, ICECDC_DEAD_LETTER)
+        self.dead_letter_url = self.dead_letters.s3_url_for_object(aws.dead_letter_prefix)
+
+    def allow_dead_letters(self, role: iam.IRole) -> None:
+        """`role` may put dead letters: new objects under the prefix, nothing else of the bucket."""
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self.dead_letters.arn_for_objects(f"{self.dead_letter_prefix}*")]
+            ),
+            wildcards="dead letters are new objects under the dead-letter prefix, named per run",
+        )
 
     def _data_key(self) -> kms.Key:
         """The customer-managed key of what holds row data or job output: dead letters (whole

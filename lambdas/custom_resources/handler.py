@@ -7,10 +7,12 @@ function's role, which nothing else assumes). On create and update it
 - maps the configured admin principal to `all_access` and `security_manager` (added to what the
   mappings hold; never removed, so that someone can still administer a retained domain),
 - puts the role `Role` (body from the template: the configured indexes, their generations and
-  aliases, nothing else) and maps the jobs' role to it, alone,
+  aliases, nothing else) and maps the writers to it, alone: the jobs' role and, when it applies
+  small batches itself, the planner's,
 - turns the security plugin's audit logging on (the domain publishes it to CloudWatch Logs).
 On delete it removes the jobs' role and its mapping; a domain already gone is not an error.
-Properties (all strings): Endpoint, RoleName, Role (the role's JSON body), Writer (jobs' role ARN),
+Properties (strings but one): Endpoint, RoleName, Role (the role's JSON body), Writer (jobs' role
+ARN), Writers (a list: every role ARN mapped to the role, the jobs' first; Writer alone if absent),
 Admin (admin ARN).
 
 `publish`: copy an asset to the name its consumer needs (CDK names assets by hash; Glue installs a
@@ -79,7 +81,8 @@ def apply(api: SecurityApi, properties: dict[str, Any]) -> None:
             api.call("PUT", f"rolesmapping/{role}", mapping)
     name = properties["RoleName"]
     api.call("PUT", f"roles/{name}", json.loads(properties["Role"]))
-    api.call("PUT", f"rolesmapping/{name}", {"backend_roles": [properties["Writer"]]})
+    writers = properties.get("Writers") or [properties["Writer"]]
+    api.call("PUT", f"rolesmapping/{name}", {"backend_roles": writers})
     audit = api.call("GET", "audit")["config"]
     if not audit.get("enabled"):
         api.call("PUT", "audit/config", {**audit, "enabled": True})

@@ -10,7 +10,10 @@ same way, and the invocation fails after every table was tried if any failed.
 
 Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
 the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
-per-table Glue job names), optional ICECDC_CATALOG_PROPERTIES (JSON merged into `catalog:`).
+per-table Glue job names), optional ICECDC_CATALOG_PROPERTIES (JSON merged into `catalog:`) and,
+where the planner applies batches itself (`aws.planner_applies`), ICECDC_OPENSEARCH_URL (the
+endpoint of a domain the stack created, signed with SigV4) and ICECDC_DEAD_LETTER (the stack's
+dead-letter location, as the job's).
 """
 
 from __future__ import annotations
@@ -46,15 +49,30 @@ class PlanningFailed(RuntimeError):
 
 
 @functools.lru_cache(maxsize=4)
-def _config(config_uri: str, state_table: str, region: str | None, catalog_properties: str) -> Config:
+def _config(
+    config_uri: str,
+    state_table: str,
+    region: str | None,
+    catalog_properties: str,
+    opensearch_url: str | None,
+    dead_letter: str | None,
+) -> Config:
     # Cached per container: the file and the environment do not change between invocations.
-    return runtime_config(read_text(config_uri), state_table, region, catalog_properties=json.loads(catalog_properties))
+    config = runtime_config(
+        read_text(config_uri), state_table, region, opensearch_url, catalog_properties=json.loads(catalog_properties)
+    )
+    return config.with_dead_letter(dead_letter) if dead_letter else config
 
 
 def handler(event: Any, context: Any = None) -> dict[str, Any]:
     env = os.environ
     config = _config(
-        env["ICECDC_CONFIG"], env["ICECDC_STATE_TABLE"], env.get("AWS_REGION"), env.get("ICECDC_CATALOG_PROPERTIES", "{}")
+        env["ICECDC_CONFIG"],
+        env["ICECDC_STATE_TABLE"],
+        env.get("AWS_REGION"),
+        env.get("ICECDC_CATALOG_PROPERTIES", "{}"),
+        env.get("ICECDC_OPENSEARCH_URL") or None,
+        env.get("ICECDC_DEAD_LETTER") or None,
     )
     if is_batch(event):
         batch = batch_tables(event, config)

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from infra.bundling import GLUE, LAMBDA, Target, build_bundles, glue_wheels, glue_wheels_name, lambda_layer
+from infra.bundling import (
+    GLUE,
+    LAMBDA,
+    LAMBDA_BOTOCORE_SERVICES,
+    Target,
+    build_bundles,
+    glue_wheels,
+    glue_wheels_name,
+    lambda_layer,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKED = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)==(?P<version>\S+) \\\n    --hash=sha256:(?P<sha>[0-9a-f]{64})$", re.M)
@@ -44,13 +53,28 @@ def test_the_locks_pin_every_package_with_its_hash_at_the_tested_versions(target
     for requirement in target.requirements:  # the top level, at the versions of this virtualenv
         name, pinned = re.sub(r"\[.*\]", "", requirement).split("==")
         assert entries[name.lower()] == pinned, requirement
-    unpinned = {name.lower() for name in target.unpinned}
+    unpinned = {name.lower() for name in target.not_pinned_to_the_virtualenv}
+    assert not {name for name, _ in target.left_out} & set(entries)  # never imported: not installed
     for name, locked in entries.items():  # the rest too, where the suite runs it (re-lock: python -m infra.lock)
         try:
             tested = version(name)
         except PackageNotFoundError:
             continue
         assert name in unpinned or tested == locked, f"{target.lock.name}: {name} {locked} is locked, {tested} tested"
+
+
+def test_the_planner_layer_keeps_the_models_of_every_aws_service_the_planner_calls() -> None:
+    # The layer keeps botocore's models of LAMBDA_BOTOCORE_SERVICES only: a client of any other
+    # service would fail in the Lambda alone. Every client the planner's code makes is among them.
+    sources = [*(ROOT / "icecdc").rglob("*.py"), ROOT / "lambdas" / "planner" / "handler.py"]
+    called = {
+        service
+        for path in sources
+        if "testing" not in path.parts and path.name != "demo.py"
+        for service in re.findall(r"""\bclient\(\s*["']([a-z0-9-]+)["']""", path.read_text())
+    }
+    assert called >= {"s3", "glue", "cloudwatch", "dynamodb"}  # the search finds them
+    assert called <= set(LAMBDA_BOTOCORE_SERVICES), called - set(LAMBDA_BOTOCORE_SERVICES)
 
 
 def probe_wheel(directory: Path) -> Path:

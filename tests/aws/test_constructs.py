@@ -70,8 +70,10 @@ def test_jobs_alone_log_into_groups_of_their_own_with_a_retention(tmp_path: Path
 def test_planner_alone_is_triggered_by_commits_and_the_sweep_and_logs_with_a_retention(tmp_path: Path) -> None:
     parts = Parts(tmp_path, config_dict({"log_retention_days": 14}))
     state = State(parts.stack, "State", aws=parts.config.aws)
-    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=job_role(parts))
-    Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs)
+    role = job_role(parts)
+    search = Search(parts.stack, "Search", config=parts.config, bundles=parts.bundles, writer=role)
+    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=role)
+    Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs, search=search)
     template = parts.template()
     (planner,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}).values()
     logs = template.to_json()["Resources"][planner["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]]
@@ -101,8 +103,10 @@ def test_search_alone_grants_an_existing_domain_or_creates_one(tmp_path: Path) -
 def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> None:
     parts = Parts(tmp_path, config_dict({"alarm_email": "ops@example.com"}))
     state = State(parts.stack, "State", aws=parts.config.aws)
-    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=job_role(parts))
-    planner = Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs)
+    role = job_role(parts)
+    search = Search(parts.stack, "Search", config=parts.config, bundles=parts.bundles, writer=role)
+    jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=role)
+    planner = Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs, search=search)
     Operations(parts.stack, "Operations", config=parts.config, jobs=jobs, planner=planner)
     template = parts.template()
     template.resource_count_is("AWS::CloudWatch::Alarm", 3 + 2 * len(TABLES))

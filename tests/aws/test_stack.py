@@ -13,8 +13,10 @@ from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from app import build
-from icecdc.aws import METRIC_NAMESPACE, job_name
-from tests.support.cdk import TABLES, synth
+from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, job_name
+from infra.jobs import DYNAMODB_ACTIONS
+from infra.planner import PLANNER_MEMORY_MB, PLANNER_MEMORY_MB_STARTING_JOBS
+from tests.support.cdk import ADMIN, TABLES, VPC, config_dict, synth
 
 
 def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:
@@ -128,13 +130,14 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
     publisher = [s for s in writes if "python/icecdc-deps-" in str(s["Resource"])]
     assert len(publisher) == 1 and str(publisher[0]["Resource"]).endswith(".gluewheels.zip']]}")
     writes = [s for s in writes if s not in publisher]
-    assert len(writes) == 1 and "dead-letter/*" in str(writes[0]["Resource"])
+    assert len(writes) == 2 and all("dead-letter/*" in str(w["Resource"]) for w in writes)  # the job's, the planner's
 
 
 def test_existing_domain_is_written_with_sigv4_rights_on_that_domain_only(existing_endpoint) -> None:
     template, _ = existing_endpoint
     es = [s for s in statements(template) if any(a.startswith("es:") for a in as_list(s["Action"]))]
-    assert len(es) == 1 and es[0]["Resource"] == "arn:aws:es:us-east-1:123456789012:domain/search/*"
+    # the jobs' role and the planner's, which applies small batches itself
+    assert len(es) == 2 and all(s["Resource"] == "arn:aws:es:us-east-1:123456789012:domain/search/*" for s in es)
     template.resource_count_is("AWS::OpenSearchService::Domain", 0)
 
 
@@ -234,20 +237,108 @@ def test_protected_tables_may_commit_tags_to_their_own_metadata_only(tmp_path: P
     assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
 
 
-def test_the_planner_only_reads_state_and_runs_at_bounded_concurrency(existing_endpoint) -> None:
-    template, _ = existing_endpoint
+def planner_of(template: Template) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The planner function and the statements of its role's policies."""
     (planner,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}).values()
-    assert planner["Properties"]["ReservedConcurrentExecutions"] == 2
     role = planner["Properties"]["Role"]["Fn::GetAtt"][0]
     policies = [p for p in template.find_resources("AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
-    dynamodb = {
-        a
-        for p in policies
-        for st in p["Properties"]["PolicyDocument"]["Statement"]
-        for a in as_list(st["Action"])
-        if a.startswith("dynamodb:")
-    }
-    assert dynamodb == {"dynamodb:GetItem", "dynamodb:Query"}
+    return planner, [st for p in policies for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def actions(found: list[dict[str, Any]], prefix: str) -> set[str]:
+    return {a for st in found for a in as_list(st["Action"]) if a.startswith(prefix)}
+
+
+def test_the_planner_applies_small_batches_with_the_jobs_rights_memory_and_time(existing_endpoint) -> None:
+    template, _ = existing_endpoint
+    planner, found = planner_of(template)
+    properties = planner["Properties"]
+    assert properties["ReservedConcurrentExecutions"] == 2
+    # a whole core and ~3x the largest default pass's memory; a pass starts only with PASS_RESERVE_SECONDS left
+    assert (properties["MemorySize"], properties["Timeout"]) == (PLANNER_MEMORY_MB, 300) and PLANNER_MEMORY_MB >= 1769
+    assert properties["Timeout"] >= 2 * PASS_RESERVE_SECONDS
+    assert actions(found, "dynamodb:") == set(DYNAMODB_ACTIONS)  # it plans and checkpoints, as the job does
+    assert actions(found, "es:") == {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"}
+    assert actions(found, "kms:") == {"kms:GenerateDataKey"}  # dead letters are SSE-KMS under the data key
+    variables = properties["Environment"]["Variables"]
+    assert "ICECDC_DEAD_LETTER" in variables and "ICECDC_OPENSEARCH_URL" not in variables  # the configured endpoint
+    assert "VpcConfig" not in properties
+
+
+def test_a_planner_that_does_not_apply_only_reads_state_and_starts_jobs(tmp_path: Path) -> None:
+    template, annotations = synth(
+        tmp_path, {"planner_applies": False, "vpc": VPC, "create_domain": True, "domain_admin_arn": ADMIN}
+    )
+    planner, found = planner_of(template)
+    assert planner["Properties"]["MemorySize"] == PLANNER_MEMORY_MB_STARTING_JOBS
+    assert actions(found, "dynamodb:") == {"dynamodb:GetItem", "dynamodb:Query"}
+    assert actions(found, "es:") == actions(found, "kms:") == actions(found, "s3:PutObject") == set()
+    assert "VpcConfig" not in planner["Properties"]  # it reaches only AWS's endpoints
+    assert set(planner["Properties"]["Environment"]["Variables"]) == {
+        "ICECDC_CONFIG", "ICECDC_STATE_TABLE", "ICECDC_STACK_NAME", "ICECDC_CATALOG_PROPERTIES",
+    }  # fmt: skip
+    (access,) = template.find_resources("Custom::IcecdcDomainAccess").values()
+    assert len(access["Properties"]["Writers"]) == 1  # the jobs' role alone
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_a_planner_that_applies_writes_to_a_created_domain_in_the_vpc_through_its_own_group(tmp_path: Path) -> None:
+    template, annotations = synth(tmp_path, {"vpc": VPC, "create_domain": True, "domain_admin_arn": ADMIN})
+    planner, found = planner_of(template)
+    properties = planner["Properties"]
+    assert "ICECDC_OPENSEARCH_URL" in properties["Environment"]["Variables"]  # the created domain's endpoint
+    assert sorted(properties["VpcConfig"]["SubnetIds"]) == sorted(s["id"] for s in VPC["subnets"])
+    ((group,),) = [properties["VpcConfig"]["SecurityGroupIds"]]
+    group_id = group["Fn::GetAtt"][0]
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {
+            "GroupDescription": "icecdc planner Lambda",
+            "SecurityGroupEgress": [Match.object_like({"FromPort": 443, "ToPort": 443})],
+        },
+    )
+    # the domain admits HTTPS from the planner's group, as from the jobs' and the provisioning Lambda's
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"FromPort": 443, "ToPort": 443, "SourceSecurityGroupId": {"Fn::GetAtt": [group_id, "GroupId"]}},
+    )
+    assert "ec2:CreateNetworkInterface" in actions(found, "ec2:")
+    # the planner's role is mapped to the writer role with the jobs', before the planner may run
+    (access_id, access), *_ = template.find_resources("Custom::IcecdcDomainAccess").items()
+    writers = access["Properties"]["Writers"]
+    assert len(writers) == 2 and {"Fn::GetAtt": [planner["Properties"]["Role"]["Fn::GetAtt"][0], "Arn"]} in writers
+    assert access_id in planner["DependsOn"]
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_the_domain_access_handler_maps_every_writer_to_the_writer_role() -> None:
+    from tests.aws.test_custom_resources import PROPERTIES, FakeSecurityApi, access
+
+    api = FakeSecurityApi()
+    planner = "arn:aws:iam::123456789012:role/cdc-PlannerRole"
+    access["apply"](api, {**PROPERTIES, "Writers": [PROPERTIES["Writer"], planner]})
+    assert api.docs["rolesmapping/cdc-writer"] == {"cdc-writer": {"backend_roles": [PROPERTIES["Writer"], planner]}}
+
+
+@pytest.mark.parametrize(
+    ("engine", "refusal"),
+    [
+        ({"use": "in_process"}, "engine.use: in_process with aws.planner_applies"),
+        ({"in_process_max_rows": 2_000_000}, "may take 222 s in the planner Lambda"),
+    ],
+)
+def test_the_stack_refuses_engine_settings_the_planner_could_not_finish(
+    tmp_path: Path, engine: dict[str, Any], refusal: str
+) -> None:
+    raw = config_dict({})
+    raw["engine"] = engine
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(SystemExit, match=refusal):
+        build(App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "out")))
+    raw["aws"]["planner_applies"] = False  # the planner starts jobs only: any engine setting is the job's
+    path.write_text(yaml.safe_dump(raw))
+    build(App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "out2")))
 
 
 def test_dead_letters_and_job_output_are_under_a_rotated_customer_key_and_expire(existing_endpoint) -> None:
@@ -281,7 +372,7 @@ def test_basic_auth_reads_one_secret_and_a_password_never_reaches_an_asset(tmp_p
     (tmp_path / "plain").mkdir()
     template, _ = synth(tmp_path / "secret", {}, opensearch=opensearch)
     reads = [s for s in statements(template) if "secretsmanager:GetSecretValue" in as_list(s["Action"])]
-    assert len(reads) == 1 and reads[0]["Resource"] == arn
+    assert len(reads) == 2 and all(r["Resource"] == arn for r in reads)  # the job's role and the planner's
     with pytest.raises(SystemExit, match="opensearch.password would be uploaded"):
         synth(tmp_path / "plain", {}, opensearch={"url": "https://search.example.com", "username": "u", "password": "p"})
 
