@@ -180,6 +180,7 @@ class TableOutcome:
     error: str | None = None
     applied_snapshots: int = 0  # snapshots this call applied itself (a small batch, no Glue run)
     checkpoint: int | None = None  # the snapshot the index is at after them
+    dead_lettered: int = 0  # documents of those snapshots sent to the dead letters
 
 
 # No pass starts in the planner with less than this left before the Lambda's timeout: a pass the
@@ -252,7 +253,10 @@ def plan_and_start(
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
         log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
-        return TableOutcome(name, True, 0, applied_snapshots=applied.snapshots, checkpoint=checkpoint)
+        put_dead_letters(cloudwatch, name, applied.writes.dead_lettered)  # as a Glue run does: the alarm sees them
+        return TableOutcome(
+            name, True, 0, applied_snapshots=applied.snapshots, checkpoint=checkpoint, dead_lettered=applied.writes.dead_lettered
+        )
     try:
         run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
     except ClientError as exc:

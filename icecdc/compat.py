@@ -25,7 +25,7 @@ def read_position_deletes(io: FileIO, delete_file: DataFile) -> dict[str, pa.Chu
     """The positions a position-delete file or deletion vector (Puffin) deletes, per data file path.
     Why private: pyiceberg applies deletes only inside a scan; icecdc needs the positions themselves
     to tell rows deleted before a commit from rows deleted by it."""
-    from pyiceberg.io.pyarrow import _read_deletes  # pyarrow: executors only, never the planner Lambda
+    from pyiceberg.io.pyarrow import _read_deletes  # pyarrow: where files are read (executors, an in-process pass)
 
     return _read_deletes(io, delete_file)
 

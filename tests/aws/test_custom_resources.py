@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import runpy
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -15,52 +14,8 @@ from typing import Any
 import pytest
 
 from tests.support.aws import aws_client
-from tests.support.cdk import ADMIN, ROOT
-
-# The handler's globals (a file of its own, not a package): access["apply"], access["publish"], ...
-access: dict[str, Any] = runpy.run_path(str(ROOT / "lambdas" / "custom_resources" / "handler.py"))
-
-
-class FakeSecurityApi:
-    """The security plugin's REST API as a dict of documents (what a domain answers just after creation)."""
-
-    def __init__(self) -> None:
-        self.docs: dict[str, Any] = {
-            "rolesmapping/all_access": {
-                "all_access": {"backend_roles": ["arn:aws:iam::123456789012:role/master"], "hosts": [], "users": []}
-            },
-            "audit": {
-                "_readonly": [],
-                "config": {"enabled": False, "audit": {"enable_rest": True}, "compliance": {"enabled": True}},
-            },
-        }
-        self.calls: list[tuple[str, str]] = []
-
-    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
-        self.calls.append((method, path))
-        if method == "GET":
-            if path not in self.docs and not missing_ok:
-                raise RuntimeError(f"GET {path}: HTTP 404")
-            return self.docs.get(path)
-        if method == "PUT":
-            name = path.split("/")[-1]
-            self.docs[path] = {name: body} if path.startswith("rolesmapping/") else body
-            if path == "audit/config":
-                self.docs["audit"] = {"_readonly": [], "config": body}
-            return {"status": "OK"}
-        self.docs.pop(path, None)  # DELETE
-        return {"status": "OK"}
-
-
-PROPERTIES = {
-    "Endpoint": "search-cdc.us-east-1.es.amazonaws.com",
-    "RoleName": "cdc-writer",
-    "Role": json.dumps(
-        {"index_permissions": [{"index_patterns": ["orders", "orders-*"], "allowed_actions": ["crud", "manage"]}]}
-    ),
-    "Writer": "arn:aws:iam::123456789012:role/cdc-JobRole",
-    "Admin": ADMIN,
-}
+from tests.support.cdk import ADMIN
+from tests.support.custom_resources import PROPERTIES, FakeSecurityApi, access
 
 
 def test_the_handler_maps_admin_and_writer_and_turns_audit_logging_on_idempotently() -> None:

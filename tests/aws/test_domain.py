@@ -92,7 +92,8 @@ def test_the_domain_and_the_jobs_in_a_vpc(tmp_path: Path) -> None:
     # HTTPS into the domain from the jobs and the provisioning Lambda, nothing else
     ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
     into_domain = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"] == domain_group]
-    assert len(into_domain) == 2 and all(i["FromPort"] == 443 == i["ToPort"] for i in into_domain)
+    # the jobs', the applying planner's and the provisioning Lambda's groups
+    assert len(into_domain) == 3 and all(i["FromPort"] == 443 == i["ToPort"] for i in into_domain)
     assert jobs_group in [i["SourceSecurityGroupId"] for i in into_domain]
     (provisioning,) = template.find_resources(
         "AWS::Lambda::Function", {"Properties": {"Handler": "handler.domain_access"}}

@@ -14,7 +14,7 @@ from opensearchpy import OpenSearch
 
 from icecdc.state.dynamodb import DynamoDbStateStore
 from icecdc.verify import diff_index
-from tests.support.aws import REGION, Lake, rows
+from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.planner import Deployment, table_event
 
 
@@ -64,6 +64,9 @@ def test_small_commits_become_searchable_without_a_glue_run(
     assert_index_equals_table(deployment, search)
     assert deployment.runs(deployment.orders) == []
     assert deployment.pending(deployment.orders) == []
+    # the planner publishes the batch's dead letters as a Glue run does, so the stack's alarm sees them
+    metrics = aws_client("cloudwatch", lake.moto_url).list_metrics(Namespace="icecdc", MetricName="DeadLetters")["Metrics"]
+    assert {"Name": "Table", "Value": deployment.orders} in [d for m in metrics for d in m["Dimensions"]]
 
 
 def test_a_large_commit_starts_the_job_and_writes_nothing_here(

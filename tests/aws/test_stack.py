@@ -312,7 +312,7 @@ def test_a_planner_that_applies_writes_to_a_created_domain_in_the_vpc_through_it
 
 
 def test_the_domain_access_handler_maps_every_writer_to_the_writer_role() -> None:
-    from tests.aws.test_custom_resources import PROPERTIES, FakeSecurityApi, access
+    from tests.support.custom_resources import PROPERTIES, FakeSecurityApi, access
 
     api = FakeSecurityApi()
     planner = "arn:aws:iam::123456789012:role/cdc-PlannerRole"
