@@ -56,7 +56,7 @@ def spark_settings() -> dict[str, str]:
     }
 
 
-def start_spark(workdir: Path, iceberg: bool = True) -> Any:
+def start_spark(workdir: Path, iceberg: bool = True, extra: dict[str, str] | None = None) -> Any:
     """A SparkSession under `spark_settings()`; with `iceberg`, Iceberg's runtime and the catalog `lake`
     (the bench's SQLite catalog, for Spark SQL's writes and the peer) and an event log per measured
     phase. Without: what icecdc alone needs (it reads with pyiceberg), as in `bench.isolated`'s runs."""
@@ -64,7 +64,7 @@ def start_spark(workdir: Path, iceberg: bool = True) -> Any:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
-    settings = dict(spark_settings())
+    settings = {**spark_settings(), **(extra or {})}
     if iceberg:
         runtime = _spark_sql_module().iceberg_spark_conf()
         if not runtime:

@@ -7,7 +7,7 @@ JVM of its own. The child runs `icecdc.processing.sync` on a Spark session of th
 (`bench.env.spark_settings`) without Iceberg's runtime (icecdc reads with pyiceberg); the sync's
 time is measured inside it, without the JVM's start.
 
-    python -m bench.isolated CONFIG.json TABLE     (the child; prints its result as one JSON line)
+    python -m bench.isolated CONFIG.json TABLE [SPARK_KEY=VALUE ...]   (the child; prints its result as one JSON line)
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from bench.env import REPO, WORK, MemorySampler
 RESULT = "bench-isolated-result: "  # the child's stdout line that carries its result
 
 
-def run_sync(config: dict[str, Any], table: str, label: str, server_pids: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_sync(config: dict[str, Any], table: str, label: str, spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
     """Sync `table` under `config` (a config's YAML as a dict) in a child process; its result with
-    the peak RSS of each part of the child's tree, over the child's whole life (MiB)."""
+    the peak RSS of each part of the child's tree, over the child's whole life (MiB). `spark_conf`:
+    Spark settings over the bench's."""
     path = WORK / "isolated" / f"{label}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config))
-    process = subprocess.Popen([sys.executable, "-m", "bench.isolated", str(path), table], cwd=REPO, stdout=subprocess.PIPE)
+    settings = [f"{k}={v}" for k, v in (spark_conf or {}).items()]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.isolated", str(path), table, *settings], cwd=REPO, stdout=subprocess.PIPE
+    )
     sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.1)
     try:
         with sampler.phase() as (peaks, _):
@@ -59,9 +63,10 @@ def main() -> None:
     from icecdc.processing import sync
 
     config_path, table = sys.argv[1], sys.argv[2]
+    spark_conf = dict(setting.split("=", 1) for setting in sys.argv[3:])
     config = parse_config(json.loads(Path(config_path).read_text()))
     started = time.perf_counter()
-    spark = start_spark(Path(config_path).parent, iceberg=False)
+    spark = start_spark(Path(config_path).parent, iceberg=False, extra=spark_conf)
     spark.sparkContext.parallelize(range(4), 2).count()  # the executors' Python workers start here, not in the sync
     spark_start = time.perf_counter() - started
     try:

@@ -138,10 +138,12 @@ def _throughput_chart(data: dict[str, Any], path: Path) -> None:
 def _probe_chart(data: dict[str, Any], path: Path) -> None:
     sizes = data["sizes"]
     figure, (memory, seconds) = plt.subplots(1, 2, figsize=(8, 3.2))
-    for offset, variant in enumerate(PROBE_VARIANTS):
-        xs = [i + (offset - 0.5) * 0.4 for i in range(len(sizes))]
-        memory.bar(xs, [s[variant]["memory_mib"]["largest_process"] for s in sizes], width=0.4, label=PROBE_VARIANTS[variant])
-        seconds.bar(xs, [s[variant]["seconds"] for s in sizes], width=0.4, label=PROBE_VARIANTS[variant])
+    variants = _variants(data)
+    width = 0.8 / len(variants)
+    for offset, variant in enumerate(variants):
+        xs = [i + (offset - (len(variants) - 1) / 2) * width for i in range(len(sizes))]
+        memory.bar(xs, [s[variant]["memory_mib"]["largest_process"] for s in sizes], width=width, label=PROBE_VARIANTS[variant])
+        seconds.bar(xs, [s[variant]["seconds"] for s in sizes], width=width, label=PROBE_VARIANTS[variant])
     for axes, label in ((memory, "largest process, peak RSS MiB"), (seconds, "sync seconds")):
         axes.set_xticks(range(len(sizes)), [f"{s['rows']:,} rows" for s in sizes])
         axes.set_ylabel(label)
@@ -150,7 +152,15 @@ def _probe_chart(data: dict[str, Any], path: Path) -> None:
     _save(figure, path)
 
 
-PROBE_VARIANTS = {"streamed": "streamed (budget below the rewrite)", "default": "default budget (read whole)"}
+PROBE_VARIANTS = {
+    "default": "icecdc's default budget",
+    "cut": "budget 256 KiB (below both rewrites)",
+    "no_bounds": "budget 256 KiB, no bounds of the key in the manifests",
+}
+
+
+def _variants(probe: dict[str, Any]) -> list[str]:
+    return [v for v in PROBE_VARIANTS if v in probe]
 
 
 def _memory_phases(run: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -321,7 +331,7 @@ def _throughput_rows(t: dict[str, Any]) -> list[str]:
     table = f"{t['table']['rows']:,} rows, {t['table']['data_files']} files"
     export, update = t["export"], t["update"]
     check = t["check"]
-    ok = check["icecdc_index_equals_table"] and check["peer_same_ids"]
+    ok = check["icecdc_index_equals_table"] and check.get("same_ids", check.get("peer_same_ids"))
     export_row = (
         f"| 6a. export, {table}, bench sink | {export['icecdc']['rows_per_second_per_core']:,.0f} rows/s/core "
         f"({export['icecdc']['seconds']:.1f} s) | Spark read + bulk: {export['peer']['rows_per_second_per_core']:,.0f} rows/s/core "
@@ -341,7 +351,8 @@ def _probe_rows(p: dict[str, Any]) -> list[str]:
     """7: the memory probe's ratios, larger table over smaller, per variant."""
     small, large = p["sizes"][0], p["sizes"][-1]
     rows = []
-    for variant, label in PROBE_VARIANTS.items():
+    for variant in _variants(p):
+        label = PROBE_VARIANTS[variant]
         memory, seconds = p[variant]["ratio_largest_process_rss"], p[variant]["ratio_seconds"]
         rows.append(
             f"| 7. one row in every file, unpartitioned, {small['rows']:,} → {large['rows']:,} rows, {label} | "
@@ -363,20 +374,32 @@ def _probe_table(run: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for size in probe["sizes"]:
-        for variant in PROBE_VARIANTS:
+        for variant in _variants(probe):
             r = size[variant]
-            planned, memory = r["planned"], r["memory_mib"]
-            path = (
-                f"{planned['rewrite_tasks']} task, whole ({planned['rewrite_task_bytes'] / 2**20:.1f} MiB ≤ budget {r['max_rewrite_bytes'] / 2**20:g} MiB)"
-                if planned["rewrite_tasks"]
-                else f"{planned['file_tasks']} file tasks ({planned['file_task_bytes'] / 2**20:.1f} MiB > budget {r['max_rewrite_bytes'] / 2**20:g} MiB)"
-            )
+            memory = r["memory_mib"]
             lines.append(
-                f"| {size['rows']:,} rows, {size['data_files']} files, {variant} | {path} | {r['seconds']:.1f} | "
+                f"| {size['rows']:,} rows, {r['data_files_before']} → {r['data_files_after']} files, {PROBE_VARIANTS[variant]} | "
+                f"{_path(r['planned'], r['max_rewrite_bytes'])} | {r['seconds']:.1f} | "
                 f"{memory['largest_process']:,.0f} | {memory['jvm']:,.0f} | {memory['python_worker_largest']:,.0f} | "
                 f"{memory['python_workers']:,.0f} | {memory['driver_python']:,.0f} | {_met(r['index_equals_changed_rows'])} |"
             )
     return [*lines, ""]
+
+
+def _path(planned: dict[str, int], budget: int) -> str:
+    """How the planner cut a rewrite of the probe."""
+    size = f"{planned['rewrite_bytes'] / 2**20:.1f} MiB"
+    limit = f"budget {budget / 2**20:g} MiB"
+    parts = []
+    if planned["whole_rewrite_tasks"]:
+        parts.append(f"{planned['whole_rewrite_tasks']} task, whole ({size} ≤ {limit})")
+    if planned["key_range_tasks"]:
+        parts.append(f"{planned['key_range_tasks']} tasks by key range ({size} > {limit})")
+    if planned["file_tasks"]:
+        parts.append(
+            f"{planned['file_tasks']} file tasks, carryovers cancelled after the shuffle ({planned['file_task_bytes'] / 2**20:.1f} MiB > {limit})"
+        )
+    return "; ".join(parts)
 
 
 def _export_2m_table(run: dict[str, Any]) -> list[str]:

@@ -224,16 +224,22 @@ def _compare_round(bench: Bench, config: Config, name: str, start: int, end: int
 
 
 def _check_compare(bench: Bench, config: Config, name: str) -> dict[str, Any]:
-    """Both indexes must hold the same documents ids, and icecdc's documents must equal their rows."""
+    return check_indexes(bench, bench.client, config, name, "ice", "peer")
+
+
+def check_indexes(bench: Bench, client: OpenSearch, config: Config, name: str, ice: str, peer: str) -> dict[str, Any]:
+    """icecdc's index against the table (its documents equal their rows; no row missing, no document
+    more), and the peer's against icecdc's (the same ids: the peer writes documents its own way)."""
     table = bench.table(name)
     expected = dict(table_documents(table, identifier_columns(table, config.tables[0])))
-    ice, theirs = index_documents(bench.client, "ice"), index_documents(bench.client, "peer")
+    mine, theirs = index_documents(client, ice), index_documents(client, peer)
     return {
         "table_rows": len(expected),
-        "icecdc_documents": len(ice),
+        "icecdc_documents": len(mine),
         "peer_documents": len(theirs),
-        "same_ids": set(ice) == set(theirs),
-        "icecdc_documents_equal_rows": all(expected.get(i) == d for i, d in ice.items()),
+        "same_ids": set(mine) == set(theirs),
+        "icecdc_documents_equal_rows": all(expected.get(i) == d for i, d in mine.items()),
+        "icecdc_index_equals_table": mine == expected,
     }
 
 

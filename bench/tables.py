@@ -14,8 +14,6 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg.table import Table
-
 from bench.env import CATALOG
 
 REGIONS = 8
@@ -24,10 +22,12 @@ STATUSES = ("new", "paid", "shipped", "returned")
 BASE_TS = 1_760_000_000  # seconds; timestamps are BASE_TS + id, then bumped by updates
 
 
-def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partitioned: bool = True) -> None:
-    """A copy-on-write table of `rows` rows in about rows / rows_per_file files, partitioned by `region` or not."""
+def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partitioned: bool = True, key_bounds: bool = True) -> None:
+    """A copy-on-write table of `rows` rows in about rows / rows_per_file files, partitioned by
+    `region` or not; without `key_bounds`, the manifests keep no bounds of `id` (no column metrics)."""
     spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{name}")
     partitioning = "PARTITIONED BY (region)" if partitioned else ""
+    metrics = "" if key_bounds else ", 'write.metadata.metrics.column.id' = 'none'"
     spark.sql(
         f"""CREATE TABLE {CATALOG}.{name} (
               id BIGINT NOT NULL, region STRING, customer STRING, amount DECIMAL(12, 2),
@@ -38,7 +38,7 @@ def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partition
               'write.delete.mode' = 'copy-on-write', 'write.update.mode' = 'copy-on-write',
               'write.merge.mode' = 'copy-on-write',
               -- keep the files the data lays out (no shuffle into one file per partition)
-              'write.distribution-mode' = 'none', 'write.spark.fanout.enabled' = 'true')"""
+              'write.distribution-mode' = 'none', 'write.spark.fanout.enabled' = 'true'{metrics})"""
     )
     spark.sql(f"ALTER TABLE {CATALOG}.{name} SET IDENTIFIER FIELDS id")
     files = max(1, rows // rows_per_file)
@@ -56,15 +56,15 @@ def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partition
     data.repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(f"{CATALOG}.{name}").append()
 
 
-def update_every_file(spark: Any, table: Table, bump: int = 1) -> list[int]:
-    """One copy-on-write UPDATE that changes one row in every data file of `table` (the row with
-    the file's lowest id, from the manifests' bounds): every file is rewritten, and all but one row
-    of each is a carryover. Returns the ids of the rows it changed."""
-    lowest = table.inspect.files().column("readable_metrics").combine_chunks().field("id").field("lower_bound")
-    keys = sorted({int(k) for k in lowest.to_pylist()})
+def update_every_file(spark: Any, name: str, bump: int = 1) -> list[int]:
+    """One copy-on-write UPDATE that changes one row in every data file of the table (the row with
+    the file's lowest id, by Iceberg's `_file` column): every file is rewritten, and all but one
+    row of each is a carryover. Returns the ids of the rows it changed."""
+    lowest = spark.sql(f"SELECT min(id) AS id FROM {CATALOG}.{name} GROUP BY _file").collect()
+    keys = sorted(int(row["id"]) for row in lowest)
     spark.createDataFrame([(k,) for k in keys], "id BIGINT").createOrReplaceTempView("bench_every_file")
     spark.sql(
-        f"""MERGE INTO {CATALOG}.{table.name()[-2]}.{table.name()[-1]} t USING bench_every_file s ON t.id = s.id
+        f"""MERGE INTO {CATALOG}.{name} t USING bench_every_file s ON t.id = s.id
             WHEN MATCHED THEN UPDATE SET t.qty = t.qty + 1, t.updated_at = timestamp_seconds({BASE_TS} + t.id + {bump})"""
     )
     return keys

@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 
 from bench import isolated, peer
 from bench.env import CORES, config_dict, icecdc_config, measured, on_spark
-from bench.suite import Bench, _counters, _measure, _plan
+from bench.suite import Bench, _counters, _measure, _plan, check_indexes
 from bench.tables import create_table, update_every_file
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
@@ -78,13 +78,14 @@ def throughput(bench: Bench) -> dict[str, Any]:
     # update: one row in every file, so every file is rewritten and all its other rows are carryovers
     before = bench.table(name)
     rewritten_rows = sum(before.inspect.files().column("record_count").to_pylist())
-    changed = update_every_file(spark, before)
+    changed = update_every_file(spark, name)
     end = bench.snapshot_id(name)
     with _SinkCpu(bench.sink_pid) as ice_update_sink:
         update, update_result = bench.sync(config)
     with _SinkCpu(bench.sink_pid) as peer_update_sink, measured(bench.sampler) as peer_update:
         peer.sync(spark, name, "tp-peer", bench.sink_url, start, end)
-    check = _check_throughput(bench, config, name)
+    assert bench.sink_client is not None
+    check = check_indexes(bench, bench.sink_client, config, name, "tp-ice", "tp-peer")
 
     def side(measure: Any, rows_done: int, sink: _SinkCpu, result: Any = None) -> dict[str, Any]:
         counters = _counters(result) if result is not None else {}
@@ -111,68 +112,66 @@ def throughput(bench: Bench) -> dict[str, Any]:
     }
 
 
-def _check_throughput(bench: Bench, config: Config, name: str) -> dict[str, Any]:
-    """icecdc's index equals the table (every document equal to its row, no other); the peer's has the same ids."""
-    table = bench.table(name)
-    expected = dict(table_documents(table, identifier_columns(table, config.tables[0])))
-    ice, theirs = index_documents(bench.sink_client, "tp-ice"), index_documents(bench.sink_client, "tp-peer")
-    return {
-        "table_rows": len(expected),
-        "icecdc_documents": len(ice),
-        "peer_documents": len(theirs),
-        "icecdc_index_equals_table": ice == expected,
-        "peer_same_ids": set(theirs) == set(expected),
-    }
-
-
-# The probe's budget for one task's rewrite, below the smaller table's rewrite at every scale, so
-# that its rewrite streams file by file (the path of a rewrite too large for one task). The
-# default (256 MiB) is far above these tables: they are read whole, which `memory_probe` also measures.
+# The probe's small budget for one task's rewrite, below the smaller table's rewrite at every scale,
+# so that both sizes take the path of a rewrite too large for one task: cut into ranges of the key
+# (`icecdc.reading.ranges`), or, where the manifests keep no bounds of the key, streamed file by file
+# through the shuffle. The `default` variant runs with icecdc's default budget, whatever it is.
 PROBE_BUDGET = 256 * 2**10
+
+# (the tables' key bounds, the batch settings of the sync): each variant syncs the same commit of its tables.
+PROBE_VARIANTS: dict[str, tuple[bool, dict[str, int]]] = {
+    "default": (True, {}),
+    "cut": (True, {"max_rewrite_bytes": PROBE_BUDGET}),
+    "no_bounds": (False, {"max_rewrite_bytes": PROBE_BUDGET}),
+}
 
 
 def memory_probe(bench: Bench) -> dict[str, Any]:
     """Issue 12 item 1: one UPDATE touching one row in every file of an unpartitioned copy-on-write
     table, at two sizes in files of one size, each sync in a process tree of its own."""
     scale = bench.scale
-    variants = {"streamed": {"max_rewrite_bytes": PROBE_BUDGET}, "default": {}}
     points = []
     for rows in scale.probe_rows:
-        name = f"db.probe_{rows}"
-        create_table(bench.spark, name, rows, scale.probe_rows_per_file, partitioned=False)
-        configs = {
-            variant: config_dict(
-                bench.workdir,
-                bench.sink_url,
-                name,
-                f"probe-{rows}-{variant}",
-                state=f"probe-{rows}-{variant}",
-                export=False,
-                **on_spark(),
-                **({"batch": batch} if batch else {}),
-            )
-            for variant, batch in variants.items()
-        }
-        for config in configs.values():
-            bench.sync(parse_config(config))  # the checkpoint: the current snapshot (nothing to write)
-        files_before = _data_files(bench.table(name))
-        changed = update_every_file(bench.spark, bench.table(name))
-        table = bench.table(name)
-        point: dict[str, Any] = {"rows": rows, "data_files": files_before, "rows_changed": len(changed)}
-        for variant, config in configs.items():
-            parsed = parse_config(config)
-            tasks = file_tasks(*_plan(bench, parsed), rewrite_budget=parsed.batch.max_rewrite_bytes)
-            result = isolated.run_sync(config, name, f"probe-{rows}-{variant}")
-            point[variant] = {
-                **result,
-                "max_rewrite_bytes": parsed.batch.max_rewrite_bytes,
-                "planned": _planned(tasks),
-                "index_equals_changed_rows": index_documents(bench.sink_client, f"probe-{rows}-{variant}")
-                == _documents(table, parsed, changed),
+        point: dict[str, Any] = {"rows": rows}
+        for key_bounds in (True, False):
+            name = f"db.probe_{rows}" + ("" if key_bounds else "_no_bounds")
+            variants = {v: batch for v, (bounds, batch) in PROBE_VARIANTS.items() if bounds == key_bounds}
+            create_table(bench.spark, name, rows, scale.probe_rows_per_file, partitioned=False, key_bounds=key_bounds)
+            configs = {
+                variant: config_dict(
+                    bench.workdir,
+                    bench.sink_url,
+                    name,
+                    f"probe-{rows}-{variant}",
+                    state=f"probe-{rows}-{variant}",
+                    export=False,
+                    **on_spark(),
+                    **({"batch": batch} if batch else {}),
+                )
+                for variant, batch in variants.items()
             }
-            bench.drop_index(f"probe-{rows}-{variant}", sink=True)
+            for config in configs.values():
+                bench.sync(parse_config(config))  # the checkpoint: the current snapshot (nothing to write)
+            files_before = _data_files(bench.table(name))
+            changed = update_every_file(bench.spark, name)
+            table = bench.table(name)
+            for variant, config in configs.items():
+                parsed = parse_config(config)
+                tasks = file_tasks(*_plan(bench, parsed), ("id",), rewrite_budget=parsed.batch.max_rewrite_bytes)
+                result = isolated.run_sync(config, name, f"probe-{rows}-{variant}")
+                point[variant] = {
+                    **result,
+                    "data_files_before": files_before,
+                    "data_files_after": _data_files(table),
+                    "rows_changed": len(changed),
+                    "max_rewrite_bytes": parsed.batch.max_rewrite_bytes,
+                    "planned": _planned(tasks),
+                    "index_equals_changed_rows": index_documents(bench.sink_client, f"probe-{rows}-{variant}")
+                    == _documents(table, parsed, changed),
+                }
+                bench.drop_index(f"probe-{rows}-{variant}", sink=True)
         points.append(point)
-        print(f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in variants), flush=True)
+        print(f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in PROBE_VARIANTS), flush=True)
     small, large = points[0], points[-1]
     return {
         "sizes": points,
@@ -183,7 +182,7 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
                 / small[variant]["memory_mib"]["largest_process"],
                 "ratio_seconds": large[variant]["seconds"] / small[variant]["seconds"],
             }
-            for variant in variants
+            for variant in PROBE_VARIANTS
         },
     }
 
@@ -194,13 +193,18 @@ def _probe_line(variant: str, result: dict[str, Any]) -> str:
 
 
 def _planned(tasks: list[Any]) -> dict[str, int]:
-    """How the planner cut the rewrite: whole in rewrite tasks (one task loads them), or streamed file by file."""
+    """How the planner cut the rewrite: whole into one task, into key ranges, or file by file (streamed through the shuffle)."""
     rewrites = [t for t in tasks if isinstance(t, RewriteTask)]
+    whole = [t for t in rewrites if getattr(t, "key_range", None) is None]
+    files = [t for t in tasks if isinstance(t, FileTask)]
     return {
-        "rewrite_tasks": len(rewrites),
-        "rewrite_task_bytes": sum(f.data_file.file_size_in_bytes for t in rewrites for f in t.removed + t.added),
-        "file_tasks": sum(isinstance(t, FileTask) for t in tasks),
-        "file_task_bytes": sum(t.data_file.file_size_in_bytes for t in tasks if isinstance(t, FileTask)),
+        "whole_rewrite_tasks": len(whole),
+        "key_range_tasks": len(rewrites) - len(whole),
+        "rewrite_bytes": sum(
+            {f.data_file.file_path: f.data_file.file_size_in_bytes for t in rewrites for f in t.removed + t.added}.values()
+        ),
+        "file_tasks": len(files),
+        "file_task_bytes": sum(t.data_file.file_size_in_bytes for t in files),
     }
 
 
