@@ -61,10 +61,16 @@ def rows(count: int) -> list[dict[str, Any]]:
     return arrow.to_pylist()
 
 
+# Names the baseline imports from where they lived then, and where they live now (issue 11 moved them).
+MOVED = {"from icecdc.reading import INSERT\n": "from icecdc.model import ChangeType\n\nINSERT = ChangeType.INSERT\n"}
+
+
 def _module_at(revision: str, path: str, name: str) -> ModuleType:
     source = subprocess.run(
         ["git", "-C", str(REPO), "show", f"{revision}:{path}"], capture_output=True, text=True, check=True
     ).stdout
+    for then, now in MOVED.items():
+        source = source.replace(then, now)
     file = Path(tempfile.mkdtemp(prefix="icecdc-hotpath-")) / f"{name}.py"
     file.write_text(source)
     spec = importlib.util.spec_from_file_location(name, file)
