@@ -147,7 +147,10 @@ def _probe_chart(data: dict[str, Any], path: Path) -> None:
     for axes, label in ((memory, "largest process, peak RSS MiB"), (seconds, "sync seconds")):
         axes.set_xticks(range(len(sizes)), [f"{s['rows']:,} rows" for s in sizes])
         axes.set_ylabel(label)
-    memory.legend(fontsize=7)
+    tallest = max(s[v]["memory_mib"]["largest_process"] for s in sizes for v in variants)
+    memory.set_ylim(top=tallest * 1.5)  # room for the legend above the bars
+    memory.legend(fontsize=6, loc="upper center")
+    seconds.set_yscale("log")
     figure.suptitle("one row updated in every file of an unpartitioned table")
     _save(figure, path)
 
