@@ -19,9 +19,10 @@ LONG_KEY = NestedField(1, "id", LongType(), required=False)
 TEXT_KEY = NestedField(1, "id", StringType(), required=False)
 
 
-def data_file(key: NestedField, lower: object, upper: object, rows: int, bounds: bool = True) -> DataFile:
+def data_file(key: NestedField, lower: object, upper: object, rows: int, bounds: bool = True, row_groups: int = 8) -> DataFile:
     assert isinstance(key.field_type, PrimitiveType)
     return DataFile.from_args(
+        split_offsets=[4 + i * rows for i in range(row_groups)],
         content=DataFileContent.DATA,
         file_path=f"s3://b/{lower}-{upper}.parquet",
         file_format=FileFormat.PARQUET,
@@ -68,6 +69,13 @@ def test_string_keys_split_at_file_bounds() -> None:
     ranges = key_ranges(files, TEXT_KEY, 2)
     assert ranges is not None and len(ranges) == 2
     assert rows_per_range(ranges, ["aq", "bq", "cq", "dq", None], TEXT_KEY) in ([3, 2], [2, 3])
+
+
+def test_no_more_ranges_than_row_groups() -> None:
+    """A range decodes the row groups it overlaps whole: cutting finer reads them again for nothing."""
+    files = [data_file(LONG_KEY, i * 1000, i * 1000 + 999, 1000, row_groups=1) for i in range(3)]
+    ranges = key_ranges(files, LONG_KEY, 50)
+    assert ranges is not None and len(ranges) == 3
 
 
 def test_a_file_without_bounds_gives_no_ranges() -> None:

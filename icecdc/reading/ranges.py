@@ -51,7 +51,10 @@ def key_ranges(files: Sequence[DataFile], key: NestedField, parts: int) -> list[
     fewer when the bounds cannot tell them apart; None when a file has no bounds for the key."""
     if not isinstance(key.field_type, PrimitiveType):
         return None
-    parts = min(parts, MAX_RANGES)
+    # A range decodes every row group it overlaps, whole: ranges narrower than the row groups
+    # (the manifests' split offsets) would decode the same rows again and hold no less memory.
+    row_groups = sum(len(f.split_offsets or ()) or 1 for f in files)
+    parts = min(parts, row_groups, MAX_RANGES)
     found = [_bounds(f, key) for f in files]
     if any(b is None for b in found):
         return None
