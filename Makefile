@@ -44,6 +44,13 @@ iceberg-jars: $(STAMP) java
 bench: $(STAMP) java iceberg-jars
 	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench
 	$(BIN)/python -m bench.hotpath
+	$(BIN)/python -m bench.commands --scale $(or $(BENCH_SCALE),default)
+
+# Issue 14's engine crossover (what engine.in_process_max_* defaults rest on): whole icecdc sync
+# commands forced onto each engine, 2*10^4 to 10^6 rows (about 15 minutes). Results: docs/bench/crossover.json.
+.PHONY: bench-crossover
+bench-crossover: $(STAMP) java
+	$(BIN)/python -m bench.crossover --rows 20000,200000,1000000
 
 # Issue 12's 2,000,000-row export on 2 cores (local[2]) into the bench's in-memory sink, in processes of
 # its own: wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).

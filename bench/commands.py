@@ -78,6 +78,7 @@ SCALES = {
     "smoke": Scale("smoke", 20_000, 2_000, 20, 1, 20_000, 2_000, 1, 1, 3, 20, 1, 1),
     "default": Scale("default", 1_000_000, 100_000, 100, 2, 200_000, 10_000, 3, 2, 20, 100, 3, 3),
 }
+SCALES["full"] = SCALES["default"]  # issue 14's sizes are the default's; `BENCH_SCALE=full make bench` runs them
 # What `icecdc sync` prints of a table (icecdc/cli.py): the engine, what the pass read and wrote, its own time.
 SYNC_LINE = re.compile(
     r"(?P<snapshots>\d+) snapshots \((?P<engine>\w+) engine\), (?P<files>\d+) files, (?P<rows_read>\d+) rows read, "
@@ -160,53 +161,53 @@ class Commands:
         return run
 
     def run(self, argv: list[str], watch: Callable[[], bool] | None = None, since: float | None = None) -> dict[str, Any]:
-        """One command, process start to exit: wall time, the peak RSS of its largest process and
-        the parts of its tree (MiB), the load average as it started; with `watch`, the seconds
-        until `watch()` first held (asked every POLL_SECONDS while the command runs), counted from
-        `since` (a time.perf_counter() before the start) or else from the start."""
-        load = os.getloadavg()
-        started = time.perf_counter()
-        since = started if since is None else since
-        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.05)
-        seen = None
-        try:
-            with sampler.phase() as (peaks, _):
-                if watch is not None:
-                    while seen is None and process.poll() is None:
-                        if watch():
-                            seen = time.perf_counter() - since
-                        else:
-                            time.sleep(POLL_SECONDS)
-                out, err = process.communicate()
-        finally:
-            sampler.close()
-        seconds = time.perf_counter() - started
-        if process.returncode != 0:
-            raise RuntimeError(f"bench: {' '.join(argv)} failed (exit {process.returncode}): {err[-3000:]}")
-        if watch is not None and seen is None:
-            if not watch():
-                raise RuntimeError(f"bench: {' '.join(argv)} exited without making the commit searchable")
-            seen = time.perf_counter() - since
-        return {
-            "command": " ".join(_shown(a) for a in argv),
-            "seconds": round(seconds, 3),
-            **(
-                {"watched_seconds": round(seen, 3), "started_after_seconds": round(started - since, 3)}
-                if seen is not None
-                else {}
-            ),
-            "largest_process_mib": round(peaks.largest_process),
-            # each part's peak, summed: the parts peak at different moments, so this bounds the tree's peak
-            "tree_mib": round(peaks.driver_python + peaks.jvm + peaks.python_workers),
-            "memory_mib": {k: round(v) for k, v in asdict(peaks).items() if k not in ("opensearch", "bench_sink", "jvm_heap")},
-            "load_average_at_start": [round(x, 2) for x in load],
-            "stdout": out,
-        }
+        return whole_command(argv, watch, since)
 
     def sample_load(self, stop: threading.Event) -> None:
         while not stop.wait(5):
             self.load.append(os.getloadavg()[0])
+
+
+def whole_command(argv: list[str], watch: Callable[[], bool] | None = None, since: float | None = None) -> dict[str, Any]:
+    """One command, process start to exit: wall time, the peak RSS of its largest process and
+    the parts of its tree (MiB), the load average as it started; with `watch`, the seconds
+    until `watch()` first held (asked every POLL_SECONDS while the command runs), counted from
+    `since` (a time.perf_counter() before the start) or else from the start."""
+    load = os.getloadavg()
+    started = time.perf_counter()
+    since = started if since is None else since
+    process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.05)
+    seen = None
+    try:
+        with sampler.phase() as (peaks, _):
+            if watch is not None:
+                while seen is None and process.poll() is None:
+                    if watch():
+                        seen = time.perf_counter() - since
+                    else:
+                        time.sleep(POLL_SECONDS)
+            out, err = process.communicate()
+    finally:
+        sampler.close()
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(f"bench: {' '.join(argv)} failed (exit {process.returncode}): {err[-3000:]}")
+    if watch is not None and seen is None:
+        if not watch():
+            raise RuntimeError(f"bench: {' '.join(argv)} exited without making the commit searchable")
+        seen = time.perf_counter() - since
+    return {
+        "command": " ".join(_shown(a) for a in argv),
+        "seconds": round(seconds, 3),
+        **({"watched_seconds": round(seen, 3), "started_after_seconds": round(started - since, 3)} if seen is not None else {}),
+        "largest_process_mib": round(peaks.largest_process),
+        # each part's peak, summed: the parts peak at different moments, so this bounds the tree's peak
+        "tree_mib": round(peaks.driver_python + peaks.jvm + peaks.python_workers),
+        "memory_mib": {k: round(v) for k, v in asdict(peaks).items() if k not in ("opensearch", "bench_sink", "jvm_heap")},
+        "load_average_at_start": [round(x, 2) for x in load],
+        "stdout": out,
+    }
 
 
 def _shown(arg: str) -> str:

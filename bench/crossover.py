@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from bench.env import REPO, RESULTS, WORK, MemorySampler
+from bench.commands import whole_command
+from bench.env import RESULTS, WORK
 from bench.sink_server import SinkServer
 from icecdc.model import EngineKind
 from icecdc.testing.commits import update
@@ -80,24 +79,8 @@ def _config(workdir: Path, sink_url: str, engine: EngineKind, table: str) -> Pat
 def _sync(config: Path) -> dict[str, float]:
     """The whole command's wall time, process start to exit, and the peak RSS of its largest
     process and of its whole tree (the JVM and Spark's Python workers included), MiB."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "icecdc.cli", "sync", "--config", str(config)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.05)
-    try:
-        with sampler.phase() as (peaks, _):
-            _, err = process.communicate()
-    finally:
-        sampler.close()
-    seconds = time.perf_counter() - started
-    if process.returncode != 0:
-        raise RuntimeError(f"icecdc sync failed: {err.decode()[-2000:]}")
-    tree = peaks.driver_python + peaks.jvm + peaks.python_workers
-    return {"seconds": round(seconds, 2), "largest_process_mib": round(peaks.largest_process), "tree_mib": round(tree)}
+    run = whole_command([sys.executable, "-m", "icecdc.cli", "sync", "--config", str(config)])
+    return {"seconds": round(run["seconds"], 2), "largest_process_mib": run["largest_process_mib"], "tree_mib": run["tree_mib"]}
 
 
 def measure(rows: int, sink_url: str) -> dict[str, Any]:
