@@ -10,10 +10,8 @@ import pytest
 from pyiceberg.expressions import In
 
 from icecdc.config import Config, parse_config
-from icecdc.engines import Engines
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
-from icecdc.processing import process_table
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.tasks import RewriteTask, files_read_by
 from icecdc.testing.commits import update
@@ -27,29 +25,13 @@ def capped(pipeline: Pipeline, **batch: Any) -> Config:
     return parse_config({**pipeline.config_dict([{"name": NAME}]), "batch": batch})
 
 
-def one_pass(pipeline: Pipeline, config: Config) -> Any:
-    """What a Glue run that times out after one pass leaves behind."""
-    table = pipeline.catalog.load_table(NAME)
-    store = pipeline.store()
-    plan_table(table, config.table(NAME), store, ("id",))
-    return process_table(
-        Engines(config.engine, spark=pipeline.spark),
-        table,
-        config.table(NAME),
-        store,
-        config.opensearch,
-        ("id",),
-        limits=config.batch,
-    )
-
-
 def test_an_export_larger_than_the_caps_goes_on_where_a_stopped_run_ended(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     for i in range(7):
         table.append(rows(i))  # one file each
     config = capped(pipeline, max_files=2)
 
-    first = one_pass(pipeline, config)
+    first = pipeline.one_pass(config, NAME)
     assert first.partial and first.writes.indexed == 2
     assert pipeline.store().get_checkpoint(NAME) is None  # nothing finished: the export goes on
     statuses = sorted(i.status for i in pipeline.store().pending_items(NAME))
@@ -69,7 +51,7 @@ def test_a_backlog_is_applied_in_capped_passes_each_ending_in_a_checkpoint(pipel
         table.append(rows(i))
     snapshots = [s.snapshot_id for s in pipeline.catalog.load_table(NAME).snapshots()]
 
-    first = one_pass(pipeline, config)
+    first = pipeline.one_pass(config, NAME)
     assert first.snapshots == 2 and not first.partial
     assert pipeline.store().get_checkpoint(NAME).snapshot_id == snapshots[2]  # durable: two of six applied
 
@@ -82,7 +64,7 @@ def test_a_byte_cap_cuts_an_export_too(pipeline: Pipeline) -> None:
     for i in range(4):
         table.append(rows(*range(i * 50, i * 50 + 50)))
     config = capped(pipeline, max_bytes=1)  # below any file: one file a pass
-    assert one_pass(pipeline, config).writes.indexed == 50
+    assert pipeline.one_pass(config, NAME).writes.indexed == 50
     pipeline.sync(config, NAME)
 
 

@@ -18,10 +18,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField
 
 import icecdc.processing
 from icecdc.config import Config, parse_config
-from icecdc.engines import Engines
 from icecdc.index import create_index, index_spec
-from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, process_table
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -32,22 +29,6 @@ INDEX = "orders"
 def capped(pipeline: Pipeline) -> Config:
     """One file a pass: an export of several files spans several passes."""
     return parse_config({**pipeline.config_dict([{"name": NAME}]), "batch": {"max_files": 1}})
-
-
-def one_pass(pipeline: Pipeline, config: Config) -> BatchResult:
-    """What a run that stops (times out, crashes) after one pass leaves behind."""
-    table = pipeline.catalog.load_table(NAME)
-    store = pipeline.store()
-    plan_table(table, config.table(NAME), store, ("id",))
-    return process_table(
-        Engines(config.engine, spark=pipeline.spark),
-        table,
-        config.table(NAME),
-        store,
-        config.opensearch,
-        ("id",),
-        limits=config.batch,
-    )
 
 
 def aliased(pipeline: Pipeline) -> list[str]:
@@ -110,15 +91,15 @@ def test_a_reset_builds_the_next_generation_while_searches_read_the_current_one(
     recreate(pipeline, files=3)  # 9 rows, one file a pass
 
     with polled(pipeline) as counts:
-        first = one_pass(pipeline, config)
+        first = pipeline.one_pass(config, NAME)
         assert first.partial
         # the rebuild writes into generation 2, with no refreshes and no replicas; searches read generation 1
         assert aliased(pipeline) == ["orders-1"] and indices(pipeline) == ["orders-1", "orders-2"]
         assert pipeline.client.count(index=INDEX)["count"] == 5
         assert settings(pipeline, "orders-2") == {"refresh_interval": "-1", "number_of_replicas": "0"}
-        assert one_pass(pipeline, config).partial
+        assert pipeline.one_pass(config, NAME).partial
         assert aliased(pipeline) == ["orders-1"]
-        assert not one_pass(pipeline, config).partial  # the last file: the export completes, the alias swaps
+        assert not pipeline.one_pass(config, NAME).partial  # the last file: the export completes, the alias swaps
     assert min(counts) == 5  # never an emptier index: the 5 documents, until the swap to the new 9
     assert pipeline.client.count(index=INDEX)["count"] == 9
 
@@ -142,7 +123,7 @@ def test_a_rebuild_stopped_halfway_resumes_into_the_same_generation(pipeline: Pi
     pipeline.sync(config, NAME)
     recreate(pipeline, files=3)
 
-    assert one_pass(pipeline, config).partial  # the run stops here
+    assert pipeline.one_pass(config, NAME).partial  # the run stops here
     building = uuid_of(pipeline, "orders-2")
     result = pipeline.sync(config, NAME)  # the next run: index == table
     assert result.writes.indexed == 6  # the file the stopped run applied is not read again
@@ -162,7 +143,7 @@ def test_a_rebuild_stopped_before_its_swap_swaps_on_the_next_run(pipeline: Pipel
     with monkeypatch.context() as patched:
         patched.setattr(icecdc.processing, "finish_generation", crash)
         with pytest.raises(SystemExit):
-            one_pass(pipeline, config)
+            pipeline.one_pass(config, NAME)
     assert aliased(pipeline) == ["orders-1"]  # the checkpoint names generation 2 already
     result = pipeline.sync(config, NAME)
     assert result.writes.indexed == 0  # the swap is made, nothing exported again
@@ -187,10 +168,10 @@ def test_a_pre_alias_index_keeps_serving_until_a_rebuild_replaces_it_by_a_genera
 
     recreate(pipeline, files=2)
     with polled(pipeline) as counts:
-        assert one_pass(pipeline, config).partial
+        assert pipeline.one_pass(config, NAME).partial
         assert indices(pipeline) == ["orders", "orders-1"]  # searches still read the old index
         assert pipeline.client.count(index=INDEX)["count"] == 5
-        one_pass(pipeline, config)
+        pipeline.one_pass(config, NAME)
     assert min(counts) == 5  # one request deleted the old index and aliased the new one
     assert pipeline.client.count(index=INDEX)["count"] == 6
     pipeline.assert_index_equals_table(config, NAME)

@@ -14,8 +14,10 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
+from icecdc.engines import Engines
 from icecdc.model import EngineKind
-from icecdc.processing import BatchResult, sync
+from icecdc.planning import plan_table
+from icecdc.processing import BatchResult, process_table, sync
 from icecdc.sink import open_client
 from icecdc.state import SqliteStateStore
 from icecdc.verify import diff_index, index_documents
@@ -73,6 +75,14 @@ class Pipeline:
         (result,) = sync(config, self.spark, [name])
         self.assert_index_equals_table(config, name)
         return result
+
+    def one_pass(self, config: Config, name: str) -> BatchResult:
+        """Plan, then one pass only: what a run that stops (times out, crashes) after one pass leaves behind."""
+        table = self.catalog.load_table(name)
+        store = self.store()
+        plan_table(table, config.table(name), store, ("id",))
+        engines = Engines(config.engine, spark=self.spark)
+        return process_table(engines, table, config.table(name), store, config.opensearch, ("id",), limits=config.batch)
 
     def assert_index_equals_table(self, config: Config, name: str) -> None:
         table_config = config.table(name)
