@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyiceberg.expressions import In
+from pyiceberg.schema import Schema
+from pyiceberg.types import ListType, LongType, NestedField, StringType
 
 from icecdc.config import Config, parse_config
 from icecdc.model import ItemStatus, WorkItem
@@ -105,6 +108,27 @@ def test_a_rewrite_over_the_budget_is_cut_into_key_ranges_that_cancel_every_carr
     assert result.files == len(ranges)
     assert (result.writes.indexed, result.changes.carryovers) == (4, 36)  # all cancelled, every one in Arrow
     assert result.changes.rows == 2 * 36 + 8  # only the changed rows reached Python
+
+
+def test_key_ranges_of_a_table_arrow_cannot_group_cancel_after_the_shuffle(pipeline: Pipeline) -> None:
+    """A list column: Arrow cannot group rows by it, so a range's rows go to the shuffle as read
+    (only the range's: every key once) and their carryovers cancel there."""
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "tags", ListType(3, StringType(), element_required=False), required=False),
+        identifier_field_ids=[1],
+    )
+    table = pipeline.catalog.create_table(NAME, schema=schema)
+    for i in range(4):
+        table.append(pa.Table.from_pylist([{"id": n, "tags": [str(n)]} for n in range(i * 10, i * 10 + 10)], schema.as_arrow()))
+    config = capped(pipeline, max_rewrite_bytes=1)  # as many ranges as the rewrite has row groups
+    pipeline.sync(config, NAME)
+    update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "tags": ["changed"]})
+
+    tasks = file_tasks(pipeline.catalog.load_table(NAME), _planned(pipeline, config), ("id",), rewrite_budget=1)
+    assert len(tasks) > 1 and all(isinstance(t, RewriteTask) and t.key_range is not None for t in tasks)
+    result = pipeline.sync(config, NAME)
+    assert (result.writes.indexed, result.changes.carryovers) == (4, 36)
 
 
 def test_a_rewrite_over_the_budget_without_key_bounds_streams_file_by_file(pipeline: Pipeline) -> None:
