@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import yaml
 from botocore.exceptions import ClientError
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
@@ -196,7 +197,13 @@ def planner_deadline(context: Any) -> float | None:
 
 
 def apply_here(
-    config: Config, store: StateStore, name: str, table: Table, identifiers: tuple[str, ...], deadline: float | None
+    config: Config,
+    catalog: Catalog,
+    store: StateStore,
+    name: str,
+    table: Table,
+    identifiers: tuple[str, ...],
+    deadline: float | None,
 ) -> BatchResult | None:
     """Apply the table's work in this process when it is small enough for the in-process engine;
     None when it is not (or not all of it was), and the Glue job must run.
@@ -209,7 +216,6 @@ def apply_here(
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
     from icecdc.processing import sync_table
 
-    table_config = config.table(name)
     engines = Engines(config.engine, spark_config=None)  # no Spark here
     size = work_size(table, name, store, identifiers)
     if size is None or engines.kind_for(size) != EngineKind.IN_PROCESS:
@@ -217,7 +223,7 @@ def apply_here(
     log.info("%s: %d files, %d rows, %d bytes to read: applying them here", name, size.files, size.rows, size.bytes)
     try:
         result = sync_table(
-            config, open_catalog(config.catalog), table_config, table, identifiers, store, engines, wait=False, deadline=deadline
+            config, catalog, config.table(name), table, identifiers, store, engines, wait=False, deadline=deadline
         )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)
@@ -237,7 +243,8 @@ def plan_and_start(
     (time.monotonic()): no pass starts here after it."""
     table_config = config.table(name)
     try:
-        table = load_table(open_catalog(config.catalog), name)
+        catalog = open_catalog(config.catalog)  # once per table: a Glue catalog is a client to create
+        table = load_table(catalog, name)
         status = table_status(table, table_config, store, time.time())
         identifiers = identifier_columns(table, table_config)
         work = has_work(table, name, store, identifiers)
@@ -249,7 +256,7 @@ def plan_and_start(
         log.info("%s: caught up, no job started", name)
         return TableOutcome(name, False, 0)
     applies = config.aws is None or config.aws.planner_applies
-    applied = apply_here(config, store, name, table, identifiers, deadline) if applies else None
+    applied = apply_here(config, catalog, store, name, table, identifiers, deadline) if applies else None
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
         log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
