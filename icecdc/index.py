@@ -50,6 +50,7 @@ from pyiceberg.types import (
 
 from icecdc.config import StringMapping, TableConfig
 from icecdc.errors import SinkError
+from icecdc.model import PassPoint, Probe
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +383,7 @@ def start_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable:
     return name
 
 
-def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec) -> None:
+def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec, probe: Probe | None = None) -> None:
     """Restore the generation `name`'s settings, point the alias `index` at it in one atomic request,
     and delete the generation it named. A pre-alias index named `index` is deleted in that same
     request (`remove_index`): searches see the old index, then the new one, never neither."""
@@ -396,6 +397,8 @@ def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec
         actions.insert(0, {"remove": {"index": current, "alias": index}})
     client.indices.update_aliases(body={"actions": actions})
     log.info("index %r: swapped from %r to generation %r", index, current, name)
+    if probe is not None:
+        probe(PassPoint.SWAPPED)
     if current is not None and current not in (index, name):
         client.indices.delete(index=current, ignore=404)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -69,6 +70,20 @@ class EngineChoice(StrEnum):
     AUTO = "auto"
     SPARK = EngineKind.SPARK.value
     IN_PROCESS = EngineKind.IN_PROCESS.value
+
+
+class PassPoint(StrEnum):
+    """Named points of a pass, where a test-only `Probe` may inject a crash (the model-based test)."""
+
+    PLANNED = "planned"  # sync_table wrote the work items, before the pass
+    WRITTEN = "written"  # every write of the pass is done, nothing recorded yet
+    MARKED_APPLIED = "marked applied"  # a capped export's items are marked APPLIED
+    CHECKPOINTED = "checkpointed"  # the checkpoint advanced; a rebuild's alias is not swapped yet
+    SWAPPED = "swapped"  # the alias names the new generation; the old one is not deleted yet
+
+
+# Called at every PassPoint of a pass; tests raise from it to crash there. None in production.
+Probe = Callable[[PassPoint], None]
 
 
 class StateStoreType(StrEnum):

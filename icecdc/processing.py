@@ -35,7 +35,7 @@ from icecdc.index import (
     mapping_conflicts,
 )
 from icecdc.manifests import ChangedEntries, SnapshotFiles
-from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, ResyncKind, WorkItem, WorkSize
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
 from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
@@ -124,12 +124,14 @@ def process_table(
     changed: ChangedEntries | None = None,
     lease: Lease | None = None,
     limits: BatchConfig | None = None,
+    probe: Probe | None = None,
 ) -> BatchResult:
     """Apply the table's pending complete snapshots in one pass and advance its checkpoint.
 
     `changed`: the snapshots' manifest entries, when planning in this process has read them.
     `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
-    `limits`: how much this pass may read (default: the configuration's defaults)."""
+    `limits`: how much this pass may read (default: the configuration's defaults).
+    `probe`: called at each `PassPoint` (tests crash there)."""
     changed = changed or ChangedEntries()  # one read of each manifest for capping, planning and reading
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
@@ -138,7 +140,7 @@ def process_table(
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
-    run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig())
+    run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig(), probe)
     try:
         return _process_batch(run, table)
     except FilesGone as exc:
@@ -248,6 +250,11 @@ class _TableRun:
     changed: ChangedEntries
     lease: Lease | None
     limits: BatchConfig
+    probe: Probe | None = None
+
+    def reached(self, point: PassPoint) -> None:
+        if self.probe is not None:
+            self.probe(point)
 
 
 def _process_batch(run: _TableRun, table: Table) -> BatchResult:
@@ -311,8 +318,10 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     if tasks:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
         result.changes, result.writes = engine.apply(reader, tasks, target)
+    run.reached(PassPoint.WRITTEN)
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
         run.store.mark_applied(name, unread, written_to or "")
+        run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - started
         log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
         return result
@@ -334,8 +343,9 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         written_to or "",
     )
     run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=run.lease.owner if run.lease else None)
+    run.reached(PassPoint.CHECKPOINTED)
     if rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-        finish_generation(client, run.config.index, index, spec)
+        finish_generation(client, run.config.index, index, spec, run.probe)
     keep_unapplied(table, run.config, last.snapshot_id)
     result.seconds = time.monotonic() - started
     log.info(
@@ -352,11 +362,13 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     return result
 
 
-def sync(config: Config, spark: Any = None, table_names: Iterable[str] | None = None) -> list[BatchResult]:
+def sync(
+    config: Config, spark: Any = None, table_names: Iterable[str] | None = None, probe: Probe | None = None
+) -> list[BatchResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
-    starts a session from the configuration, stopped when the sync ends."""
+    starts a session from the configuration, stopped when the sync ends. `probe`: see `process_table`."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
@@ -367,7 +379,7 @@ def sync(config: Config, spark: Any = None, table_names: Iterable[str] | None = 
     engines = Engines(config.engine, config.spark, spark)
     try:
         return [
-            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines)
+            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines, probe=probe)
             for table_config, table in loaded
         ]
     finally:
@@ -385,6 +397,7 @@ def sync_table(
     engines: Engines,
     wait: bool = True,
     deadline: float | None = None,
+    probe: Probe | None = None,
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
@@ -405,6 +418,8 @@ def sync_table(
                 total.unfinished = True
                 break
             plan_table(table, table_config, store, identifiers, changed)
+            if probe is not None:
+                probe(PassPoint.PLANNED)
             batch = process_table(
                 engines,
                 table,
@@ -416,6 +431,7 @@ def sync_table(
                 changed,
                 lease,
                 config.batch,
+                probe,
             )
             total.add(batch)
             if batch.snapshots == 0:
