@@ -25,10 +25,12 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, parse_config
+from icecdc.config import Config, OpenSearchConfig, parse_config
 from icecdc.errors import IcecdcError, SparkRequired
+from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, StateStoreType
 from icecdc.planning import has_work, table_status, work_size
+from icecdc.sink import open_client
 from icecdc.state import StateStore
 
 if TYPE_CHECKING:
@@ -189,6 +191,16 @@ class TableOutcome:
 PASS_RESERVE_SECONDS = 120.0
 
 
+def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
+    """The longest a pass's bulk writes may sleep between retries of one request (the backoff
+    ceilings of every retry, `icecdc.sink`): a pass started in the planner keeps it on top of
+    PASS_RESERVE_SECONDS, so that an overloaded domain cannot push it past the Lambda's timeout."""
+    return sum(
+        min(opensearch.max_backoff_seconds, opensearch.initial_backoff_seconds * 2.0**attempt)
+        for attempt in range(opensearch.max_retries)
+    )
+
+
 def planner_deadline(context: Any) -> float | None:
     """The time.monotonic() after which the planner starts no pass: from the Lambda's context
     (its remaining time), None without one (an invocation by hand or a test)."""
@@ -221,6 +233,8 @@ def apply_here(
     if size is None or engines.kind_for(size) != EngineKind.IN_PROCESS:
         return None
     log.info("%s: %d files, %d rows, %d bytes to read: applying them here", name, size.files, size.rows, size.bytes)
+    if deadline is not None:
+        deadline -= bulk_retry_seconds(config.opensearch)
     try:
         result = sync_table(
             config, catalog, config.table(name), table, identifiers, store, engines, wait=False, deadline=deadline
@@ -245,9 +259,13 @@ def plan_and_start(
     try:
         catalog = open_catalog(config.catalog)  # once per table: a Glue catalog is a client to create
         table = load_table(catalog, name)
-        status = table_status(table, table_config, store, time.time())
+        # The index's unfinished states (a swap a crashed run did not make) are work too; a planner
+        # that does not apply may have no route to the domain, and leaves them to the next commit.
+        applies = config.aws is None or config.aws.planner_applies
+        index = IndexAlias(open_client(config.opensearch), table_config.index) if applies else None
+        status = table_status(table, table_config, store, time.time(), index=index)
         identifiers = identifier_columns(table, table_config)
-        work = has_work(table, name, store, identifiers)
+        work = has_work(table, name, store, identifiers, index)
     except IcecdcError as exc:
         log.error("%s: planning failed: %s", name, exc)
         return TableOutcome(name, error=str(exc))
@@ -255,7 +273,8 @@ def plan_and_start(
     if not work:
         log.info("%s: caught up, no job started", name)
         return TableOutcome(name, False, 0)
-    applies = config.aws is None or config.aws.planner_applies
+    if status.unfinished:
+        log.warning("%s: %s; a pass finishes it", name, status.unfinished)
     applied = apply_here(config, catalog, store, name, table, identifiers, deadline) if applies else None
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None

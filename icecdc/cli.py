@@ -80,21 +80,26 @@ def _tables(config: Config, names: list[str] | None) -> Iterator[tuple[TableConf
 def _status(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
+    from icecdc.index import IndexAlias
     from icecdc.planning import table_status
+    from icecdc.sink import open_client
     from icecdc.state import open_state_store
 
     config = load_config(args.config)
     store = open_state_store(config.state)
+    client = open_client(config.opensearch)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} {'dead letters':>13}")
     for table_config, table in _tables(config, None):
-        s = table_status(table, table_config, store, time.time(), dead_letters)
+        s = table_status(table, table_config, store, time.time(), dead_letters, IndexAlias(client, table_config.index))
         checkpoint = s.checkpoint.snapshot_id if s.checkpoint else "none"
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
         print(
             f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} "
             f"{s.lag_seconds:>9.0f} {s.dead_letters:>13}"
         )
+        if s.unfinished:
+            print(f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)")
     return 0
 
 

@@ -470,6 +470,16 @@ class Config(_Model):
                     f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
                     f"both write index {table.index!r}: each table needs its own index"
                 )
+        # An index is an alias over generations `<index>-<n>`: another table's index of that form
+        # would share its name space (icecdc's markers keep them apart, but not a reader's eye).
+        for position, table in enumerate(self.tables):
+            for other, taken in enumerate(self.tables):
+                suffix = taken.index.removeprefix(f"{table.index}-")
+                if other != position and taken.index.startswith(f"{table.index}-") and suffix.isdigit():
+                    raise ValueError(
+                        f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a name of the form of the "
+                        f"generations of tables[{position}]'s index {table.index!r} ({table.index}-<n>): rename one"
+                    )
         return self
 
     def table(self, name: str) -> TableConfig:

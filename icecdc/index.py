@@ -23,7 +23,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from opensearchpy import NotFoundError, OpenSearch
-from opensearchpy.exceptions import RequestError
+from opensearchpy.exceptions import RequestError, TransportError
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -50,7 +50,7 @@ from pyiceberg.types import (
 
 from icecdc.config import StringMapping, TableConfig
 from icecdc.errors import SinkError
-from icecdc.model import PassPoint, Probe
+from icecdc.model import Checkpoint, PassPoint, Probe
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,7 @@ class IndexSpec:
     mappings: Mapping | None = None
     settings: Mapping = field(default_factory=dict)
     template: str | None = None
+    table_uuid: str = ""  # the table whose documents it holds: recorded in each generation's marker
 
     def body(self) -> Mapping | None:
         """The body of the create-index request."""
@@ -183,12 +184,12 @@ class IndexSpec:
         return body or None
 
 
-def index_spec(schema: Schema, config: TableConfig) -> IndexSpec:
+def index_spec(schema: Schema, config: TableConfig, table_uuid: str = "") -> IndexSpec:
     """The table's index as configured: the derived mapping with the table's overrides, and its settings."""
     if config.index_template is not None:
-        return IndexSpec(template=config.index_template)
+        return IndexSpec(template=config.index_template, table_uuid=table_uuid)
     mappings = merge_mappings(mappings_for(schema, config.strings), config.mappings or {})
-    return IndexSpec(mappings, copy.deepcopy(config.settings or {}))
+    return IndexSpec(mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid)
 
 
 def check_template(client: OpenSearch, template: str, index: str) -> None:
@@ -197,17 +198,31 @@ def check_template(client: OpenSearch, template: str, index: str) -> None:
     try:
         found = client.indices.get_index_template(name=template)["index_templates"]
         patterns = [p for t in found for p in t["index_template"].get("index_patterns", [])]
+        aliases = [a for t in found for a in (t["index_template"].get("template") or {}).get("aliases") or {}]
     except NotFoundError:
         try:
-            patterns = [p for t in client.indices.get_template(name=template).values() for p in t.get("index_patterns", [])]
+            legacy = client.indices.get_template(name=template).values()
+            patterns = [p for t in legacy for p in t.get("index_patterns", [])]
+            aliases = [a for t in legacy for a in t.get("aliases") or {}]
         except NotFoundError:
             raise SinkError(f"index template {template!r} (for index {index!r}) does not exist; nothing was written") from None
+    if aliases:
+        raise SinkError(_TEMPLATE_ALIASES.format(template=repr(template), aliases=", ".join(sorted(aliases))))
     patterns = [patterns] if isinstance(patterns, str) else patterns
     if not any(fnmatchcase(index, pattern) for pattern in patterns):
         raise SinkError(
             f"index template {template!r} does not apply to index {index!r} (its patterns: {', '.join(patterns)}); "
             "nothing was written"
         )
+
+
+# Every generation would get a template's aliases at creation: searches would read two generations
+# during a rebuild, and the alias would name two indices.
+_TEMPLATE_ALIASES = (
+    "index template {template} declares aliases ({aliases}): every generation icecdc creates would get them, "
+    "so searches would read two generations during a rebuild; remove the aliases from the template "
+    "(icecdc manages the index's alias); nothing was written"
+)
 
 
 def create_index(client: OpenSearch, index: str, spec: IndexSpec | None) -> None:
@@ -303,6 +318,36 @@ def index_uuid(client: OpenSearch, index: str) -> str | None:
     return str(uuids[0])
 
 
+@dataclass(frozen=True)
+class IndexAlias:
+    """A table's index as icecdc keeps it: the alias `name` over its generations, on `client`."""
+
+    client: OpenSearch
+    name: str
+
+    def unfinished(self, checkpoint: Checkpoint | None) -> str:
+        """Why the index needs a pass although no work item is pending ("" when it does not): a
+        rebuild's swap not made, the index deleted or replaced, a generation left over. An index
+        that cannot be read is reported as fine, with a warning: the next commit's pass finds it."""
+        try:
+            return self._unfinished(checkpoint)
+        except (TransportError, SinkError) as exc:
+            log.warning("index %r: cannot tell whether it is as the checkpoint left it (%s)", self.name, exc)
+            return ""
+
+    def _unfinished(self, checkpoint: Checkpoint | None) -> str:
+        if checkpoint is None or not checkpoint.index_uuid:
+            return ""
+        found = index_uuid(self.client, self.name)
+        if found != checkpoint.index_uuid:
+            built = [g for g, uuid in generations(self.client, self.name).items() if uuid == checkpoint.index_uuid]
+            if built:
+                return f"the alias {self.name!r} was not swapped to the rebuilt generation {built[0]!r}"
+            return f"index {self.name!r} was deleted" if found is None else f"index {self.name!r} was replaced by another index"
+        leftovers = leftover_generations(self.client, self.name)
+        return f"generations {', '.join(leftovers)} of index {self.name!r} are left over" if leftovers else ""
+
+
 # What an index under construction runs with until its swap: no refreshes, no replicas to copy to.
 BUILD_SETTINGS: Mapping = {"refresh_interval": "-1", "number_of_replicas": 0}
 
@@ -334,24 +379,75 @@ def current_generation(client: OpenSearch, index: str) -> str | None:
     return index if client.indices.exists(index=index) else None
 
 
+# Where a generation records that it is icecdc's, for which alias and table: `_meta` of its mapping.
+MARKER = "icecdc"
+
+
+def marker(index: str, table_uuid: str) -> Mapping:
+    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`."""
+    return {MARKER: {"index": index, "table_uuid": table_uuid}}
+
+
 def generations(client: OpenSearch, index: str) -> dict[str, str]:
-    """Every generation `<index>-<n>` that exists, with its uuid."""
+    """Every generation of `index` that exists, with its uuid: an index named `<index>-<n>` whose
+    marker names `index` (another index of that name pattern, another table's or a user's, is never one)."""
     try:
-        found = client.indices.get_settings(index=f"{index}-*")
+        found = client.indices.get(index=f"{index}-*")
     except NotFoundError:
         return {}
     return {
-        name: str(settings["settings"]["index"].get("uuid", ""))
-        for name, settings in found.items()
-        if generation_number(index, name)
+        name: str(body["settings"]["index"].get("uuid", ""))
+        for name, body in found.items()
+        if generation_number(index, name) and _marked(body, index)
     }
+
+
+def _marked(body: Mapping, index: str) -> bool:
+    meta = (body.get("mappings") or {}).get("_meta") or {}
+    owner = meta.get(MARKER) if isinstance(meta, dict) else None
+    return isinstance(owner, dict) and owner.get("index") == index
+
+
+def leftover_generations(client: OpenSearch, index: str) -> list[str]:
+    """The generations of `index` the alias does not name: a rebuild's, under way or abandoned,
+    or the old one a swap did not get to delete."""
+    current = current_generation(client, index)
+    return sorted(name for name in generations(client, index) if name != current)
+
+
+def delete_leftover_generations(client: OpenSearch, index: str) -> list[str]:
+    """Delete the generations the alias does not name (only when no rebuild is under way); return them."""
+    leftovers = leftover_generations(client, index)
+    for name in leftovers:
+        log.info("index %r: deleting generation %r, which the alias does not name", index, name)
+        client.indices.delete(index=name, ignore=404)
+    return leftovers
+
+
+def _create_generation_index(client: OpenSearch, index: str, after: str | None, spec: IndexSpec) -> str:
+    """Create the first free generation of `index` numbered above `after`'s, with icecdc's marker;
+    return its name. A name taken by an index that is not a generation of `index` is skipped."""
+    number = (generation_number(index, after) or 0) + 1 if after is not None else 1
+    number = max([number, *((generation_number(index, g) or 0) + 1 for g in generations(client, index))])
+    while client.indices.exists(index=generation(index, number)):
+        number += 1
+    name = generation(index, number)
+    if spec.template is not None:
+        check_template(client, spec.template, name)
+    body = dict(spec.body() or {})
+    body["mappings"] = {**(body.get("mappings") or {}), "_meta": marker(index, spec.table_uuid)}
+    client.indices.create(index=name, body=body)
+    taken = sorted(a for found in client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
+    if taken:  # a template we did not name (a component, another pattern) gave it aliases
+        client.indices.delete(index=name, ignore=404)
+        raise SinkError(_TEMPLATE_ALIASES.format(template=f"matching {name!r}", aliases=", ".join(taken)))
+    return name
 
 
 def create_generation(client: OpenSearch, index: str, spec: IndexSpec | None) -> str:
     """Create the next generation of `index` and point the alias at it, when `index` names no index:
     the first sync, or its generation was deleted. Return the generation's name."""
-    name = generation(index, max((generation_number(index, g) or 0 for g in generations(client, index)), default=0) + 1)
-    create_index(client, name, spec)
+    name = _create_generation_index(client, index, None, spec or IndexSpec())
     client.indices.put_alias(index=name, name=index)
     log.info("index %r: created generation %r", index, name)
     return name
@@ -360,23 +456,27 @@ def create_generation(client: OpenSearch, index: str, spec: IndexSpec | None) ->
 def start_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
     """The generation a rebuild of `index` writes to while the current one keeps serving searches.
 
-    A generation whose uuid is in `resumable` (where the rebuild's earlier passes wrote) is resumed.
-    Otherwise every generation the alias does not name (an earlier rebuild's, never finished or never
-    deleted) is deleted and the next one is created from `spec`, with `BUILD_SETTINGS` (but for an
-    index from a template: its settings are the template's) until `finish_generation`."""
+    A generation whose uuid is in `resumable` (where the rebuild's earlier passes wrote) is resumed,
+    its mapping brought up to `spec` (columns added meanwhile); one `spec` conflicts with (a type
+    changed meanwhile) is not resumable. Otherwise every generation the alias does not name is
+    deleted and the next one is created from `spec`, with `BUILD_SETTINGS` (but for an index from a
+    template: its settings are the template's) until `finish_generation`."""
     current = current_generation(client, index)
-    found = generations(client, index)
-    for name, uuid in found.items():
+    for name, uuid in generations(client, index).items():
         if name != current and uuid in resumable:
-            log.info("index %r: resuming the rebuild into generation %r", index, name)
-            return name
-    name = generation(index, (generation_number(index, current) or 0) + 1 if current is not None else 1)
-    if spec.template is not None:
-        check_template(client, spec.template, name)
-    for stale in (g for g in found if g != current):
-        log.info("index %r: deleting generation %r, which the alias does not name", index, stale)
-        client.indices.delete(index=stale, ignore=404)
-    create_index(client, name, spec)
+            conflicts = mapping_conflicts(client, name, spec)
+            if not conflicts:
+                log.info("index %r: resuming the rebuild into generation %r", index, name)
+                add_missing_fields(client, name, spec)
+                return name
+            log.warning(
+                "index %r: generation %r maps %s otherwise than the schema now does; restarting the rebuild",
+                index,
+                name,
+                ", ".join(conflicts),
+            )
+    delete_leftover_generations(client, index)
+    name = _create_generation_index(client, index, current, spec)
     if spec.template is None:
         client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
     log.info("index %r: building generation %r (searches read %r until the swap)", index, name, current)
@@ -389,6 +489,9 @@ def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec
     request (`remove_index`): searches see the old index, then the new one, never neither."""
     if spec.template is None:
         client.indices.put_settings(index=name, body={"index": {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}})
+    # Searches must find every document, and on every copy, from the first request after the swap.
+    client.indices.refresh(index=name)
+    wait_for_copies(client, name)
     current = current_generation(client, index)
     actions: list[Mapping] = [{"add": {"index": name, "alias": index}}]
     if current == index:
@@ -401,6 +504,35 @@ def finish_generation(client: OpenSearch, index: str, name: str, spec: IndexSpec
         probe(PassPoint.SWAPPED)
     if current is not None and current not in (index, name):
         client.indices.delete(index=current, ignore=404)
+
+
+# Seconds a swap waits for the new generation's shards to be active: primaries, and replicas
+# where the cluster has the nodes to place them.
+COPIES_WAIT_SECONDS = 120
+TIMED_OUT = 408
+
+
+def wait_for_copies(client: OpenSearch, name: str) -> None:
+    """Wait until the index's primaries, and its replicas where the cluster has nodes enough to
+    place them (a one-node cluster never has), are active; raise SinkError when they are not in time."""
+    nodes = int(client.cluster.health()["number_of_data_nodes"])
+    found = client.indices.get_settings(index=name, flat_settings=True)[name]["settings"]
+    replicas = int(found.get("index.number_of_replicas", 1))
+    status = "green" if replicas < nodes else "yellow"
+    try:
+        # The wait's own `timeout` in the URL: opensearch-py takes that parameter for its request timeout.
+        client.transport.perform_request(
+            "GET",
+            f"/_cluster/health/{name}?wait_for_status={status}&timeout={COPIES_WAIT_SECONDS}s",
+            params={"request_timeout": COPIES_WAIT_SECONDS + 30},
+        )
+    except TransportError as exc:
+        if exc.status_code != TIMED_OUT:
+            raise
+        raise SinkError(
+            f"index {name!r} is not {status} after {COPIES_WAIT_SECONDS} s ({replicas} replicas, {nodes} data nodes); "
+            "the alias was not swapped: searches would miss documents"
+        ) from None
 
 
 def _setting(settings: Mapping, name: str) -> Any:

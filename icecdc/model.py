@@ -137,7 +137,7 @@ class WorkItem:
     resync: ResyncKind = ResyncKind.NONE  # export items only
     replacing: str = ""  # a resync's export items: the token of the checkpoint it replaces
     status: ItemStatus = ItemStatus.PENDING
-    applied_to: str = ""  # APPLIED items: the uuid of the index their rows were written to
+    applied_to: str = ""  # APPLIED items: the index their rows were written to, and the schema they were read with
     created_at: float = field(default_factory=time.time)
 
     @property

@@ -19,6 +19,7 @@ from icecdc.catalog import last_sequence_number, sequence_number
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
+from icecdc.index import IndexAlias
 from icecdc.manifests import ChangedEntries
 from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem, WorkSize
 from icecdc.protection import keep_unapplied
@@ -39,11 +40,12 @@ class Lineage:
 
     snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
     known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
+    table_uuid: str  # the table this view is of; an item of another (dropped) table is off its lineage
 
     @classmethod
     def of(cls, table: Table) -> Lineage:
         ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
-        return cls(tuple(reversed(ancestors)), last_sequence_number(table))
+        return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
 
     def position(self, snapshot_id: int) -> int | None:
         """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
@@ -53,8 +55,11 @@ class Lineage:
             return None
 
     def abandoned(self, item: WorkItem) -> bool:
-        """The item's snapshot is off the lineage, and not a commit newer than this view (which a
-        planner with a fresher view may have planned): it must never be applied."""
+        """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
+        not a commit newer than this view (which a planner with a fresher view may have planned): it
+        must never be applied."""
+        if item.table_uuid != self.table_uuid:
+            return True
         return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number
 
 
@@ -308,18 +313,24 @@ class TableStatus:
     lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
     lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
     dead_letters: int = 0  # documents kept aside because they can never be written
+    unfinished: str = ""  # what a run left undone in the index (IndexAlias.unfinished); "": nothing
 
 
-def has_work(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> bool:
-    """Whether a sync of the table would do anything, from its metadata and the checkpoint alone: the
-    planner Lambda's question, answered in time independent of the table's size (listing an
-    export's files and walking a backlog's manifests are the Glue job's work)."""
+def has_work(
+    table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
+) -> bool:
+    """Whether a sync of the table would do anything, from its metadata, the checkpoint and the
+    index's aliases alone: the planner Lambda's question, answered in time independent of the
+    table's size (listing an export's files and walking a backlog's manifests are the Glue job's work).
+    `index`: the table's index, whose unfinished states (`IndexAlias.unfinished`) are work too."""
     if store.count_pending(name):
+        return True
+    checkpoint = store.get_checkpoint(name)
+    if index is not None and index.unfinished(checkpoint):
         return True
     current = table.current_snapshot()
     if current is None:
         return False
-    checkpoint = store.get_checkpoint(name)
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
     kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync
@@ -374,11 +385,21 @@ def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
 
 
 def table_status(
-    table: Table, config: TableConfig, store: StateStore, now: float, dead_letters: DeadLetters | None = None
+    table: Table,
+    config: TableConfig,
+    store: StateStore,
+    now: float,
+    dead_letters: DeadLetters | None = None,
+    index: IndexAlias | None = None,
 ) -> TableStatus:
-    """Where the index stands against the table: checkpoint, pending work, lag and dead letters."""
+    """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
+    given the `index`, what a run left unfinished in it."""
     status = _lag(table, config, store, now)
-    return replace(status, dead_letters=dead_letters.count(config.name)) if dead_letters else status
+    if dead_letters:
+        status = replace(status, dead_letters=dead_letters.count(config.name))
+    if index is not None:
+        status = replace(status, unfinished=index.unfinished(status.checkpoint))
+    return status
 
 
 def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:

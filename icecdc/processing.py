@@ -28,6 +28,7 @@ from icecdc.errors import FilesGone, LeaseLost, ProcessingError
 from icecdc.index import (
     IndexSpec,
     current_generation,
+    delete_leftover_generations,
     finish_generation,
     generations,
     index_spec,
@@ -136,10 +137,14 @@ def process_table(
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     client = open_client(opensearch)
-    replaced = _index_replaced(client, config.index, checkpoint, index_spec(table.schema(), config))
+    replaced = _index_replaced(
+        client, config.index, checkpoint, index_spec(table.schema(), config, str(table.metadata.table_uuid))
+    )
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
+    if not any(i.resync for i in store.pending_items(config.name)):  # no rebuild under way: what a swap left behind
+        delete_leftover_generations(client, config.index)
     run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig(), probe)
     try:
         return _process_batch(run, table)
@@ -257,6 +262,52 @@ class _TableRun:
             self.probe(point)
 
 
+@dataclass(frozen=True)
+class _Destination:
+    """Where a pass writes: the index (the alias, or a rebuild's generation) and its uuid."""
+
+    index: str
+    uuid: str
+    rebuild: bool  # a new generation, swapped in when the pass completes the rebuild
+
+
+def _prepare_destination(run: _TableRun, client: OpenSearch, batch: list[WorkItem], spec: IndexSpec) -> _Destination:
+    """Check the index accepts writes and bring it up to `spec`; a rebuild's generation is created or resumed.
+
+    A reset, and a rewrite the current mapping cannot take (a type change), export into a new
+    generation while the alias keeps serving the current one; their later passes (batch caps, a
+    rerun after a crash) resume the generation their APPLIED items name."""
+    resync = {i.resync for i in batch if i.resync}
+    alias = run.config.index
+    rebuild = ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, alias, spec))
+    if rebuild:
+        resumable = {_applied_index(i) for i in batch if i.status == ItemStatus.APPLIED and i.applied_to}
+        index = start_rebuild(client, alias, spec, resumable)
+    else:
+        ensure_index(client, alias, spec)
+        index = alias
+    return _Destination(index, index_uuid(client, index) or "", rebuild)
+
+
+def _applied_mark(index_uuid: str, schema_id: int) -> str:
+    """What a capped pass records as where its items' rows are (`WorkItem.applied_to`): the index,
+    and the schema they were read with (a schema change before the export ends makes them stale)."""
+    return f"{index_uuid}@schema-{schema_id}"
+
+
+def _applied_index(item: WorkItem) -> str:
+    """The uuid of the index an APPLIED item's rows were written to."""
+    return item.applied_to.split("@", 1)[0]
+
+
+def _check_fences(run: _TableRun, client: OpenSearch, destination: _Destination) -> None:
+    """Raise unless this run still holds the table's lease and writes to the index it began with."""
+    if index_uuid(client, destination.index) != destination.uuid:
+        raise ProcessingError(f"table {run.config.name!r}: index {destination.index!r} was deleted or replaced during the pass")
+    if run.lease is not None and run.lease.lost:
+        raise LeaseLost.of(run.config.name)
+
+
 def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     started = time.monotonic()
     name = run.config.name
@@ -268,34 +319,20 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         return result
     with _manifests_of(name):
         batch, result.partial = cap_batch(table, batch, run.limits, run.changed)
-        # Every item but an export's files an earlier pass applied (to this index, as a rule):
-        # their tasks tell exactly what the pass reads (a delete file's data files included), and
-        # so which engine it needs, before anything is written.
-        unapplied = [i for i in batch if i.status != ItemStatus.APPLIED]
-        tasks = file_tasks(table, unapplied, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
-    read = {f.file_path: f for task in tasks for f in files_read_by(task)}  # a rewrite's ranges read its files each
-    engine = run.engines.for_pass(name, WorkSize.of(list(read.values())))
-    result.engine = engine.kind
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
-    spec = index_spec(table.schema(), run.config)  # the mapping of the documents this pass writes
-    # A reset, and a rewrite the current mapping cannot take (a type change), export into a new
-    # generation while the alias keeps serving the current one; their later passes (batch caps, a
-    # rerun after a crash) resume the generation their APPLIED items name.
-    rebuild = ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, run.config.index, spec))
-    if rebuild:
-        resumable = {i.applied_to for i in batch if i.status == ItemStatus.APPLIED and i.applied_to}
-        index = start_rebuild(client, run.config.index, spec, resumable)
-    else:
-        ensure_index(client, run.config.index, spec)
-        index = run.config.index
-    written_to = index_uuid(client, index)
-    # what an earlier pass applied to this very index is not read again; to another one, it is
-    applied_elsewhere = [i for i in batch if i.status == ItemStatus.APPLIED and i.applied_to != written_to]
-    if applied_elsewhere:
-        with _manifests_of(name):
-            tasks += file_tasks(table, applied_elsewhere, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
-    unread = unapplied + applied_elsewhere
+    spec = index_spec(table.schema(), run.config, str(table.metadata.table_uuid))  # the mapping of the documents written
+    destination = _prepare_destination(run, client, batch, spec)
+    # Every item but an export's files an earlier pass applied to this very index, read with this
+    # very schema: their tasks tell exactly what the pass reads (a delete file's data files
+    # included), and so its engine. Rows read with an older schema are written again.
+    applied_here = _applied_mark(destination.uuid, table.metadata.current_schema_id)
+    unread = [i for i in batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
+    with _manifests_of(name):
+        tasks = file_tasks(table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+    # every read counts: each key range of a rewrite reads all of the rewrite's files again
+    engine = run.engines.for_pass(name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
+    result.engine = engine.kind
     last = batch[-1]
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
@@ -308,7 +345,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     )
     target = Target(
         name,
-        index,
+        destination.index,
         run.opensearch,
         run.dead_letter,
         {i.sequence_number: i.snapshot_id for i in batch},
@@ -319,33 +356,32 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
         reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
         result.changes, result.writes = engine.apply(reader, tasks, target)
     run.reached(PassPoint.WRITTEN)
+    fence = run.lease.owner if run.lease else None
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
-        run.store.mark_applied(name, unread, written_to or "")
+        _check_fences(run, client, destination)
+        run.store.mark_applied(name, unread, applied_here, fence=fence)
         run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - started
         log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
         return result
-    if ResyncKind.REWRITE in resync and not rebuild:  # a new generation holds only the export
+    if ResyncKind.REWRITE in resync and not destination.rebuild:  # a new generation holds only the export
         export_version = min(i.sequence_number for i in batch if i.resync)
         deleted = engine.delete_older(target, export_version)
         log.info("%s: deleted %d documents older than the resync", name, deleted)
         result.writes.deleted += deleted
-    if index_uuid(client, index) != written_to:
-        raise ProcessingError(f"table {name!r}: index {index!r} was deleted or replaced during the pass")
-    if run.lease is not None and run.lease.lost:
-        raise LeaseLost.of(name)
+    _check_fences(run, client, destination)
     result.checkpoint = Checkpoint(
         last.table_uuid,
         last.snapshot_id,
         last.sequence_number,
         table.metadata.current_schema_id,
         run.identifiers,
-        written_to or "",
+        destination.uuid,
     )
-    run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=run.lease.owner if run.lease else None)
+    run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=fence)
     run.reached(PassPoint.CHECKPOINTED)
-    if rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-        finish_generation(client, run.config.index, index, spec, run.probe)
+    if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
+        finish_generation(client, run.config.index, destination.index, spec, run.probe)
     keep_unapplied(table, run.config, last.snapshot_id)
     result.seconds = time.monotonic() - started
     log.info(

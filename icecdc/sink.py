@@ -52,10 +52,11 @@ CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_al
 class DocumentFault(StrEnum):
     """Error types of a bulk item answered 400 that are the document's own fault: writing it again
     can never succeed until the document (or the mapping) changes, so it becomes a dead letter.
-    Every other refusal is the cluster's or the setup's and fails the batch."""
+    Every other refusal is the cluster's or the setup's and fails the batch: among them
+    `strict_dynamic_mapping_exception`, a field of the table's schema the index's mapping lacks, which
+    is icecdc's (or an override's, or a template's) fault, never the document's."""
 
     MAPPER_PARSING = "mapper_parsing_exception"  # a value does not fit its field's mapped type
-    STRICT_DYNAMIC_MAPPING = "strict_dynamic_mapping_exception"  # a field the strict mapping does not have
     DOCUMENT_PARSING = "document_parsing_exception"  # the body cannot be indexed as the mapping says (newer versions' name)
     ILLEGAL_ARGUMENT = "illegal_argument_exception"  # a value the field refuses: an immense term, too many fields added
     PARSE = "parse_exception"  # the body is not parseable

@@ -76,6 +76,10 @@ def base() -> dict:
             lambda c: c["tables"].append({"name": "sales.returns"}),  # the default index is the table's last part
             r"tables\[1\] \('db.returns'\) and tables\[2\] \('sales.returns'\) both write index 'returns'",
         ),
+        (
+            lambda c: c["tables"][1].update(index="orders-2024"),  # the form of the generations of 'orders'
+            r"tables\[1\] \('db.returns'\) writes index 'orders-2024', a name of the form of the generations of tables\[0\]",
+        ),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
         (

@@ -72,8 +72,11 @@ def _id(n: int) -> str:
 
 
 def _mapping(pipeline: Pipeline, index: str) -> dict[str, Any]:
+    """The index's mapping but icecdc's marker (`_meta.icecdc`: whose generation it is), checked apart."""
     (found,) = pipeline.client.indices.get_mapping(index=index).values()
-    mappings: dict[str, Any] = found["mappings"]
+    mappings: dict[str, Any] = dict(found["mappings"])
+    marker = mappings.pop("_meta", {}).get("icecdc", {})
+    assert marker.get("index") == index, f"index {index!r} lacks icecdc's marker: {marker}"
     return mappings
 
 

@@ -192,3 +192,18 @@ def test_applied_items_stay_until_completed_and_a_done_item_is_never_applied_aga
     store.complete("db.t", Checkpoint(UUID, 1, 1), [first, second])
     store.mark_applied("db.t", [second], "index-uuid")  # a slow pass marking what another completed
     assert store.pending_items("db.t") == [] and store.count_pending("db.t") == 0
+
+
+def test_a_fenced_mark_applied_marks_nothing_once_its_owner_lost_the_lease(store: StateStore) -> None:
+    item, done = change_item(1, 1, ("a",)), change_item(1, 1, ("b",))
+    for each in (item, done):
+        store.put_item(each)
+    store.complete("db.t", None, [done])
+    assert store.acquire_lease("db.t", "first", 60)
+    store.mark_applied("db.t", [item, done], "index-uuid", fence="first")  # a completed item is skipped, not resurrected
+    assert [(i.key, i.status) for i in store.pending_items("db.t")] == [(item.key, ItemStatus.APPLIED)]
+    store.release_lease("db.t", "first")
+    assert store.acquire_lease("db.t", "second", 60)
+    with pytest.raises(LeaseLost, match="db.t"):
+        store.mark_applied("db.t", [item], "another-index", fence="first")
+    assert [i.applied_to for i in store.pending_items("db.t")] == ["index-uuid"]

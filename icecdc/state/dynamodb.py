@@ -188,19 +188,31 @@ class DynamoDbStateStore(StateStore):
             "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
         }
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
         for item in items:
             applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
+            put = {
+                "TableName": self.table_name,
+                "Item": _pending_record(applied),
+                "ConditionExpression": "attribute_exists(pk)",  # never resurrect an item completed meanwhile
+            }
+            if fence is None:
+                try:
+                    self._write("put_item", **put)
+                except ClientError as exc:
+                    if _code(exc) != "ConditionalCheckFailedException":
+                        raise
+                continue
+            # One transaction per item, with the lease check: a capped pass marks a few hundred
+            # items at most, and a completed item must cancel only its own mark.
             try:
-                self._write(
-                    "put_item",
-                    TableName=self.table_name,
-                    Item=_pending_record(applied),
-                    ConditionExpression="attribute_exists(pk)",  # never resurrect an item completed meanwhile
-                )
+                self._write("transact_write_items", TransactItems=[{"Put": put}, self._lease_check(table, fence)])
             except ClientError as exc:
-                if _code(exc) != "ConditionalCheckFailedException":
+                reasons = _reasons(exc)
+                if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
                     raise
+                if reasons[1:2] == ["ConditionalCheckFailed"]:
+                    raise LeaseLost.of(table) from None
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
@@ -248,17 +260,7 @@ class DynamoDbStateStore(StateStore):
             }
         actions: list[dict[str, Any]] = [{"Put": put}]
         if fence is not None:
-            actions.append(
-                {
-                    "ConditionCheck": {
-                        "TableName": self.table_name,
-                        "Key": _keys(table, _LEASE),
-                        "ConditionExpression": "#owner = :owner AND lease_expires_at >= :now",
-                        "ExpressionAttributeNames": {"#owner": "owner"},
-                        "ExpressionAttributeValues": {":owner": {"S": fence}, ":now": {"N": repr(time.time())}},
-                    }
-                }
-            )
+            actions.append(self._lease_check(table, fence))
         try:
             self._write("transact_write_items", TransactItems=actions)
         except ClientError as exc:
@@ -268,6 +270,18 @@ class DynamoDbStateStore(StateStore):
             if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
                 raise LeaseLost.of(table) from None
             log.info("%s: checkpoint already at or past sequence number %d", table, checkpoint.sequence_number)
+
+    def _lease_check(self, table: str, owner: str) -> dict[str, Any]:
+        """A transaction's check that `owner` holds the table's lease."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table_name,
+                "Key": _keys(table, _LEASE),
+                "ConditionExpression": "#owner = :owner AND lease_expires_at >= :now",
+                "ExpressionAttributeNames": {"#owner": "owner"},
+                "ExpressionAttributeValues": {":owner": {"S": owner}, ":now": {"N": repr(time.time())}},
+            }
+        }
 
     def _get_base(self, table: str, sk: str) -> Checkpoint | None:
         record = self.client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")

@@ -45,7 +45,12 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self._seconds / 3):
-            if not self._store.acquire_lease(self._table, self.owner, self._seconds):
+            try:
+                renewed = self._store.acquire_lease(self._table, self.owner, self._seconds)
+            except Exception:  # noqa: BLE001 - any failure to renew: the lease may run out unseen, so it counts as lost
+                log.warning("%s: renewing the processing lease failed; this run stops", self._table, exc_info=True)
+                renewed = False
+            if not renewed:
                 log.warning("%s: lost the processing lease to another run; this run stops", self._table)
                 self.lost = True
                 return

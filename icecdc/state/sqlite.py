@@ -135,8 +135,10 @@ class SqliteStateStore(StateStore):
         ).fetchone()
         return int(row[0])
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
         with self._transaction():
+            if fence is not None and not self._holds_lease(table, fence):
+                raise LeaseLost.of(table)
             for item in items:
                 applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
                 self._db.execute(

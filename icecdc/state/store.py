@@ -8,8 +8,8 @@ Rules every store keeps:
 - the export base of a table is claimed put-if-absent, so racing planners export one snapshot;
 - `complete` advances the checkpoint before it marks items done: a crash between the two leaves
   items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor retires unread;
-- `complete` with a `fence` (the lease owner) advances nothing unless that owner still holds the
-  table's lease, so a run that lost its lease can never move the checkpoint of the run that took it.
+- `complete` and `mark_applied` with a `fence` (the lease owner) record nothing unless that owner still
+  holds the table's lease, so a run that lost its lease can never move the state of the run that took it.
 """
 
 from __future__ import annotations
@@ -56,9 +56,11 @@ class StateStore(ABC):
         """How many items of the table are not done (without reading them)."""
 
     @abstractmethod
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str) -> None:
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
         """Record that the items' rows are in the index `index_uuid` while their snapshot is not
-        finished (a capped pass of an export): the next pass does not read them again."""
+        finished (a capped pass of an export): the next pass does not read them again.
+
+        `fence`: as for `complete`: raise `LeaseLost` and mark nothing unless its owner holds the lease."""
 
     def complete(
         self,
