@@ -453,28 +453,38 @@ def create_generation(client: OpenSearch, index: str, spec: IndexSpec | None) ->
     return name
 
 
-def start_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
-    """The generation a rebuild of `index` writes to while the current one keeps serving searches.
-
-    A generation whose uuid is in `resumable` (where the rebuild's earlier passes wrote) is resumed,
-    its mapping brought up to `spec` (columns added meanwhile); one `spec` conflicts with (a type
-    changed meanwhile) is not resumable. Otherwise every generation the alias does not name is
-    deleted and the next one is created from `spec`, with `BUILD_SETTINGS` (but for an index from a
-    template: its settings are the template's) until `finish_generation`."""
+def resumable_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> tuple[str, str] | None:
+    """(name, uuid) of the generation a rebuild of `index` resumes: one the alias does not name whose
+    uuid is in `resumable` (where the rebuild's earlier passes wrote) and whose mapping can take
+    `spec` (not one a type changed meanwhile); None when the rebuild starts a new one. Reads only."""
     current = current_generation(client, index)
     for name, uuid in generations(client, index).items():
         if name != current and uuid in resumable:
             conflicts = mapping_conflicts(client, name, spec)
             if not conflicts:
-                log.info("index %r: resuming the rebuild into generation %r", index, name)
-                add_missing_fields(client, name, spec)
-                return name
+                return name, uuid
             log.warning(
                 "index %r: generation %r maps %s otherwise than the schema now does; restarting the rebuild",
                 index,
                 name,
                 ", ".join(conflicts),
             )
+    return None
+
+
+def start_generation(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
+    """The generation a rebuild of `index` writes to while the current one keeps serving searches.
+
+    The `resumable_generation` is resumed, its mapping brought up to `spec` (columns added meanwhile).
+    Otherwise every generation the alias does not name is deleted and the next one is created from
+    `spec`, with `BUILD_SETTINGS` (but for an index from a template: its settings are the
+    template's) until `finish_generation`."""
+    resumed = resumable_generation(client, index, spec, resumable)
+    if resumed is not None:
+        log.info("index %r: resuming the rebuild into generation %r", index, resumed[0])
+        add_missing_fields(client, resumed[0], spec)
+        return resumed[0]
+    current = current_generation(client, index)
     delete_leftover_generations(client, index)
     name = _create_generation_index(client, index, current, spec)
     if spec.template is None:
@@ -515,7 +525,8 @@ TIMED_OUT = 408
 def wait_for_copies(client: OpenSearch, name: str) -> None:
     """Wait until the index's primaries, and its replicas where the cluster has nodes enough to
     place them (a one-node cluster never has), are active; raise SinkError when they are not in time."""
-    nodes = int(client.cluster.health()["number_of_data_nodes"])
+    health = client.cluster.health()
+    nodes = int(health.get("number_of_data_nodes", health.get("number_of_nodes", 1)))
     found = client.indices.get_settings(index=name, flat_settings=True)[name]["settings"]
     replicas = int(found.get("index.number_of_replicas", 1))
     status = "green" if replicas < nodes else "yellow"

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opensearchpy import OpenSearch
@@ -34,6 +34,7 @@ from icecdc.index import (
     index_spec,
     index_uuid,
     mapping_conflicts,
+    resumable_generation,
 )
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
@@ -264,29 +265,41 @@ class _TableRun:
 
 @dataclass(frozen=True)
 class _Destination:
-    """Where a pass writes: the index (the alias, or a rebuild's generation) and its uuid."""
+    """Where a pass writes: the index (the alias, or a rebuild's generation) and its uuid ("": the
+    pass creates it), found before anything is written."""
 
     index: str
     uuid: str
-    rebuild: bool  # a new generation, swapped in when the pass completes the rebuild
+    rebuild: bool  # a generation swapped in when the pass completes the rebuild
+    resumable: frozenset[str] = frozenset()  # a rebuild's: the uuids its earlier passes wrote to
 
 
-def _prepare_destination(run: _TableRun, client: OpenSearch, batch: list[WorkItem], spec: IndexSpec) -> _Destination:
-    """Check the index accepts writes and bring it up to `spec`; a rebuild's generation is created or resumed.
+def _find_destination(run: _TableRun, client: OpenSearch, batch: list[WorkItem], spec: IndexSpec) -> _Destination:
+    """Where the pass will write, reading only: so that its engine is known before anything is written.
 
     A reset, and a rewrite the current mapping cannot take (a type change), export into a new
     generation while the alias keeps serving the current one; their later passes (batch caps, a
     rerun after a crash) resume the generation their APPLIED items name."""
     resync = {i.resync for i in batch if i.resync}
     alias = run.config.index
-    rebuild = ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, alias, spec))
-    if rebuild:
-        resumable = {_applied_index(i) for i in batch if i.status == ItemStatus.APPLIED and i.applied_to}
-        index = start_rebuild(client, alias, spec, resumable)
+    if ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, alias, spec)):
+        resumable = frozenset(_applied_index(i) for i in batch if i.status == ItemStatus.APPLIED and i.applied_to)
+        resumed = resumable_generation(client, alias, spec, set(resumable))
+        return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
+    return _Destination(alias, index_uuid(client, alias) or "", rebuild=False)
+
+
+def _prepare_destination(client: OpenSearch, alias: str, found: _Destination, spec: IndexSpec) -> _Destination:
+    """Check the index accepts writes and bring it up to `spec`; a rebuild's generation is created or resumed."""
+    if found.rebuild:
+        index = start_rebuild(client, alias, spec, set(found.resumable))
     else:
         ensure_index(client, alias, spec)
         index = alias
-    return _Destination(index, index_uuid(client, index) or "", rebuild)
+    prepared = replace(found, index=index, uuid=index_uuid(client, index) or "")
+    if found.uuid and prepared.uuid != found.uuid:  # what the pass planned to skip is not in this index
+        raise ProcessingError(f"index {index!r} was deleted or replaced while the pass began; the next pass starts over")
+    return prepared
 
 
 def _applied_mark(index_uuid: str, schema_id: int) -> str:
@@ -322,17 +335,18 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     resync = {i.resync for i in batch if i.resync}
     client = open_client(run.opensearch)
     spec = index_spec(table.schema(), run.config, str(table.metadata.table_uuid))  # the mapping of the documents written
-    destination = _prepare_destination(run, client, batch, spec)
+    destination = _find_destination(run, client, batch, spec)
     # Every item but an export's files an earlier pass applied to this very index, read with this
     # very schema: their tasks tell exactly what the pass reads (a delete file's data files
     # included), and so its engine. Rows read with an older schema are written again.
-    applied_here = _applied_mark(destination.uuid, table.metadata.current_schema_id)
+    applied_here = _applied_mark(destination.uuid, table.metadata.current_schema_id) if destination.uuid else None
     unread = [i for i in batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
     with _manifests_of(name):
         tasks = file_tasks(table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
     # every read counts: each key range of a rewrite reads all of the rewrite's files again
     engine = run.engines.for_pass(name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
     result.engine = engine.kind
+    destination = _prepare_destination(client, run.config.index, destination, spec)
     last = batch[-1]
     result.snapshots = len({i.snapshot_id for i in batch})
     result.files = len(tasks)
@@ -359,7 +373,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     fence = run.lease.owner if run.lease else None
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
         _check_fences(run, client, destination)
-        run.store.mark_applied(name, unread, applied_here, fence=fence)
+        run.store.mark_applied(name, unread, _applied_mark(destination.uuid, table.metadata.current_schema_id), fence=fence)
         run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - started
         log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
