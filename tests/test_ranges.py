@@ -12,11 +12,13 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, PrimitiveType, StringType
 
-from icecdc.reading.ranges import key_ranges
+from icecdc.reading.ranges import RangeKey, key_ranges
 from icecdc.reading.tasks import KeyRange
 
 LONG_KEY = NestedField(1, "id", LongType(), required=False)
 TEXT_KEY = NestedField(1, "id", StringType(), required=False)
+ID = RangeKey("id", LONG_KEY)
+TEXT_ID = RangeKey("id", TEXT_KEY)
 
 
 def data_file(key: NestedField, lower: object, upper: object, rows: int, bounds: bool = True, row_groups: int = 8) -> DataFile:
@@ -43,7 +45,7 @@ def rows_per_range(ranges: list[KeyRange], keys: list[object], key: NestedField)
 
 def test_files_sorted_by_key_split_at_about_equal_rows() -> None:
     files = [data_file(LONG_KEY, i * 1000, i * 1000 + 999, 1000) for i in range(8)]
-    ranges = key_ranges(files, LONG_KEY, 4)
+    ranges = key_ranges(files, [ID], 4)
     assert ranges is not None and len(ranges) == 4
     counts = rows_per_range(ranges, list(range(8000)), LONG_KEY)
     assert sum(counts) == 8000 and max(counts) - min(counts) <= 80  # within 1 % of a quarter each
@@ -51,7 +53,7 @@ def test_files_sorted_by_key_split_at_about_equal_rows() -> None:
 
 def test_files_of_random_keys_split_their_common_span() -> None:
     files = [data_file(LONG_KEY, 0, 9999, 2500) for _ in range(4)]  # every file spans the table
-    ranges = key_ranges(files, LONG_KEY, 4)
+    ranges = key_ranges(files, [ID], 4)
     assert ranges is not None
     counts = rows_per_range(ranges, list(range(0, 10000, 7)), LONG_KEY)
     assert sum(counts) == len(range(0, 10000, 7)) and len(counts) == 4 and max(counts) - min(counts) <= 15
@@ -59,14 +61,14 @@ def test_files_of_random_keys_split_their_common_span() -> None:
 
 def test_every_key_and_null_fall_in_exactly_one_range() -> None:
     files = [data_file(LONG_KEY, -50, 10, 30), data_file(LONG_KEY, 5, 400, 900), data_file(LONG_KEY, 390, 1000, 20)]
-    ranges = key_ranges(files, LONG_KEY, 5)
+    ranges = key_ranges(files, [ID], 5)
     assert ranges is not None and ranges[0].lower is None and ranges[-1].upper is None
     assert sum(rows_per_range(ranges, [None, -(10**12), -50, 0, 7, 399, 1000, 10**12], LONG_KEY)) == 8
 
 
 def test_string_keys_split_at_file_bounds() -> None:
     files = [data_file(TEXT_KEY, f"{c}a", f"{c}z", 100) for c in "abcd"]
-    ranges = key_ranges(files, TEXT_KEY, 2)
+    ranges = key_ranges(files, [TEXT_ID], 2)
     assert ranges is not None and len(ranges) == 2
     assert rows_per_range(ranges, ["aq", "bq", "cq", "dq", None], TEXT_KEY) in ([3, 2], [2, 3])
 
@@ -74,10 +76,34 @@ def test_string_keys_split_at_file_bounds() -> None:
 def test_no_more_ranges_than_row_groups() -> None:
     """A range decodes the row groups it overlaps whole: cutting finer reads them again for nothing."""
     files = [data_file(LONG_KEY, i * 1000, i * 1000 + 999, 1000, row_groups=1) for i in range(3)]
-    ranges = key_ranges(files, LONG_KEY, 50)
+    ranges = key_ranges(files, [ID], 50)
     assert ranges is not None and len(ranges) == 3
 
 
 def test_a_file_without_bounds_gives_no_ranges() -> None:
     unknown = data_file(LONG_KEY, 10, 19, 10, bounds=False)
-    assert key_ranges([data_file(LONG_KEY, 0, 9, 10), unknown], LONG_KEY, 2) is None
+    assert key_ranges([data_file(LONG_KEY, 0, 9, 10), unknown], [ID], 2) is None
+
+
+def test_a_key_of_one_value_gives_way_to_the_next_identifier_column() -> None:
+    """(tenant, id) where every file holds one tenant: the bounds cannot cut by tenant, they can by id."""
+    tenant = NestedField(2, "tenant", StringType(), required=True)
+    files = [_two_keys(tenant, "acme", i * 100, i * 100 + 99) for i in range(4)]
+    assert key_ranges(files, [RangeKey("tenant", tenant)], 4) is None
+    ranges = key_ranges(files, [RangeKey("tenant", tenant), ID], 4)
+    assert ranges is not None and len(ranges) == 4 and {r.column for r in ranges} == {"id"}
+    assert rows_per_range(ranges, list(range(400)), LONG_KEY) == [100, 100, 100, 100]
+
+
+def test_string_bounds_truncated_to_a_shared_prefix_cannot_cut() -> None:
+    """Iceberg keeps 16 characters of a string bound: keys alike in those tell nothing apart."""
+    files = [data_file(TEXT_KEY, "tenant-acme-corp", "tenant-acme-corq", 100) for _ in range(4)]
+    assert key_ranges(files, [TEXT_ID], 4) is None
+
+
+def _two_keys(tenant: NestedField, name: str, lower: int, upper: int) -> DataFile:
+    assert isinstance(tenant.field_type, PrimitiveType)
+    one = data_file(LONG_KEY, lower, upper, upper - lower + 1)
+    one.lower_bounds[tenant.field_id] = to_bytes(tenant.field_type, name)
+    one.upper_bounds[tenant.field_id] = to_bytes(tenant.field_type, name)
+    return one

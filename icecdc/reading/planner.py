@@ -4,6 +4,7 @@ and additions in one partition pair up into rewrites."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import replace
@@ -12,19 +13,20 @@ from typing import TypeGuard
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
-from pyiceberg.types import NestedField
 
 from icecdc.catalog import sequence_number
 from icecdc.config import BatchConfig
 from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
 from icecdc.model import ChangeType, ItemKind, WorkItem
-from icecdc.reading.ranges import key_ranges
+from icecdc.reading.ranges import RangeKey, key_ranges
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
 
 # What one executor task may load whole to cancel a rewrite's unchanged rows in Arrow: the files
 # one partition's rewrite removed and added, compressed as stored (decompressed, several times more).
 DEFAULT_REWRITE_BUDGET = BatchConfig().max_rewrite_bytes
+
+log = logging.getLogger(__name__)
 
 
 def file_tasks(
@@ -49,8 +51,9 @@ def file_tasks(
             loaded[key] = SnapshotFiles(table, snapshot, changed)
         return loaded[key]
 
-    # a rewrite too large for one task is cut by ranges of the first identifier column
-    key = table.schema().find_field(identifier_columns[0]) if identifier_columns else None
+    # a rewrite too large for one task is cut by ranges of an identifier column: the first whose bounds can
+    schema = table.schema()
+    keys = [RangeKey(name, schema.find_field(name)) for name in identifier_columns]
     run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
     for snapshot_id, snapshot_items in _by_snapshot(items).items():
         snapshot = table.snapshot_by_id(snapshot_id)
@@ -67,9 +70,9 @@ def file_tasks(
         if snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
             run.append((snapshot, snapshot_tasks))
             continue
-        tasks += _pair_rewrites(_collapse(run), rewrite_budget, key) + _pair_rewrites(snapshot_tasks, rewrite_budget, key)
+        tasks += _pair_rewrites(_collapse(run), rewrite_budget, keys) + _pair_rewrites(snapshot_tasks, rewrite_budget, keys)
         run = []
-    return tasks + _pair_rewrites(_collapse(run), rewrite_budget, key)
+    return tasks + _pair_rewrites(_collapse(run), rewrite_budget, keys)
 
 
 def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
@@ -173,16 +176,18 @@ def _change_tasks(
     return tasks
 
 
-def _pair_rewrites(tasks: list[Task], budget: int, key: NestedField | None) -> list[Task]:
+def _pair_rewrites(tasks: list[Task], budget: int, keys: list[RangeKey]) -> list[Task]:
     """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks.
 
     A rewrite task loads its rows whole, so that unchanged rows cancel in Arrow before Python. One
     larger than `budget` (a MERGE that rewrote every file of a big partition, or of an unpartitioned
-    table) is cut into ceil(size / budget) tasks by ranges of the first identifier column `key`
-    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel. Where the
-    manifests keep no bounds of the key (or the table has no identifier), it stays plain file tasks:
-    each file streams through its own task, and the unchanged rows cancel after the shuffle,
-    exactly as well (`changelog.remove_carryovers`), at the price of shuffling them."""
+    table) is cut into ceil(size / budget) tasks by ranges of an identifier column of `keys`
+    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel. Where no
+    identifier's bounds can cut it into ranges of about the budget (no bounds kept, one key value
+    per partition, bounds truncated to a shared prefix), or the table has no identifier, it stays
+    plain file tasks: each file streams through its own task, so memory stays bounded whatever
+    the key, and the unchanged rows cancel after the shuffle, exactly as well
+    (`changelog.remove_carryovers`), at the price of shuffling them."""
     by_partition: dict[tuple[int, str], list[FileTask]] = {}
     others: list[Task] = []
     for task in tasks:
@@ -199,6 +204,8 @@ def _pair_rewrites(tasks: list[Task], budget: int, key: NestedField | None) -> l
         elif size <= budget:
             others.append(RewriteTask(removed, added))
         else:
-            ranges = key_ranges([t.data_file for t in group], key, math.ceil(size / budget)) if key is not None else None
+            ranges = key_ranges([t.data_file for t in group], keys, math.ceil(size / budget))
+            if ranges is None:
+                log.info("a rewrite of %d files (%d bytes) cannot be cut by key: read file by file", len(group), size)
             others += [RewriteTask(removed, added, r) for r in ranges] if ranges else list(group)
     return others

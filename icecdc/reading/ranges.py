@@ -1,94 +1,203 @@
 """Driver side: cut a large copy-on-write rewrite into key ranges of about equal rows, from the
 column bounds the manifests keep for every data file (metadata only, no file is opened).
 
-A range of the first identifier column, not a hash: pyiceberg pushes a range down into the Parquet
+A range of an identifier column, not a hash: pyiceberg pushes a range down into the Parquet
 reader (row groups outside it are skipped), and Arrow has no row hash to filter by. The bounds
 give, for each file, where its identifiers lie; rows are assumed spread evenly between a file's
 bounds, which holds for files sorted by the key (their ranges are disjoint) and for files of
 random keys (their ranges all span the table) alike.
+
+Keys of every identifier type are placed on a line of integers that keeps their order (`_Scale`):
+numbers, dates and times as they are stored, decimals unscaled, strings and bytes by the bytes that
+follow the prefix every bound shares. Splits are interpolated on that line and turned back into
+keys. Where the bounds cannot tell the rows apart (one key value per partition, string bounds
+truncated to a shared prefix), the ranges would not be about equal: that column is not used
+(`key_ranges` tries the next identifier column, the planner then reads file by file).
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import math
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFile
-from pyiceberg.types import NestedField, PrimitiveType
+from pyiceberg.types import BinaryType, DecimalType, FixedType, NestedField, PrimitiveType, StringType, UUIDType
 
 from icecdc.reading.tasks import KeyRange
 
-
-@dataclass(frozen=True)
-class _FileKeys:
-    """Where one file's keys lie, and how many rows it has."""
-
-    lower: Any
-    upper: Any
-    rows: int
-
-    def share_below(self, value: Any) -> float:
-        """The share of the file's rows estimated below `value`."""
-        if value <= self.lower:
-            return 0.0
-        if value > self.upper:
-            return 1.0
-        if isinstance(value, int | float) and self.upper > self.lower:
-            return float(value - self.lower) / float(self.upper - self.lower)
-        return 0.5  # a string or another type with no distance: half the file
-
+log = logging.getLogger(__name__)
 
 # More ranges than this would cost more in reading every file once per range than they save.
 MAX_RANGES = 1024
+# How far the largest range may exceed an equal share of the rows (by the bounds' estimate) before
+# the column is deemed unable to cut the rewrite: a task holds at most this many budgets.
+MAX_RANGE_EXCESS = 1.5
+# The bytes after the shared prefix that place a string or binary key on the line.
+_KEY_BYTES = 8
 
 
-def key_ranges(files: Sequence[DataFile], key: NestedField, parts: int) -> list[KeyRange] | None:
-    """`parts` ranges of `key` covering every value (and null) with about equal rows of `files`;
-    fewer when the bounds cannot tell them apart; None when a file has no bounds for the key."""
-    if not isinstance(key.field_type, PrimitiveType):
-        return None
+@dataclass(frozen=True)
+class RangeKey:
+    """An identifier column ranges may cut by: its full name (`info.id` for a nested one) and field."""
+
+    column: str
+    field: NestedField
+
+
+def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) -> list[KeyRange] | None:
+    """`parts` ranges covering every value (and null) with about equal rows of `files`, of the first
+    of `keys` whose bounds can cut them so; fewer when the files have fewer row groups. None when no
+    key can: a file has no bounds for it, or its largest range would hold well over an equal share."""
     # A range decodes every row group it overlaps, whole: ranges narrower than the row groups
     # (the manifests' split offsets) would decode the same rows again and hold no less memory.
     row_groups = sum(len(f.split_offsets or ()) or 1 for f in files)
     parts = min(parts, row_groups, MAX_RANGES)
-    found = [_bounds(f, key) for f in files]
+    for key in keys:
+        ranges = _ranges_of(files, key, parts)
+        if ranges is not None:
+            return ranges
+        log.debug("the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts)
+    return None
+
+
+@dataclass(frozen=True)
+class _FileKeys:
+    """Where one file's keys lie on the line, and how many rows it has."""
+
+    lower: int
+    upper: int
+    rows: int
+
+    def rows_below(self, position: int) -> float:
+        """The rows estimated below `position`: spread evenly over [lower, upper], a key per position."""
+        if position <= self.lower:
+            return 0.0
+        if position > self.upper:
+            return float(self.rows)
+        return self.rows * (position - self.lower) / (self.upper - self.lower + 1)
+
+
+def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> list[KeyRange] | None:
+    key_type = key.field.field_type
+    if not isinstance(key_type, PrimitiveType):
+        return None
+    found = [_bounds(f, key.field, key_type) for f in files]
     if any(b is None for b in found):
         return None
     bounds = [b for b in found if b is not None]
-    # Where the estimated share of rows below a key changes slope: the files' bounds.
-    candidates = sorted({v for b in bounds for v in (b.lower, b.upper)})
-    total = sum(b.rows for b in bounds) or 1
-    below = [sum(b.rows * b.share_below(c) for b in bounds) / total for c in candidates]
-    splits: list[Any] = []
+    scale = _Scale.of(key_type, [v for b in bounds for v in b])
+    keys = [
+        _FileKeys(scale.position(lower), scale.position(upper), f.record_count)
+        for (lower, upper), f in zip(bounds, files, strict=True)
+    ]
+    total = sum(k.rows for k in keys)
+    if total == 0:
+        return None
+
+    def below(position: int) -> float:
+        return sum(k.rows_below(position) for k in keys)
+
+    # The estimated rows below a position change slope only at the files' bounds.
+    breaks = sorted({p for k in keys for p in (k.lower, k.upper + 1)})
+    counts = [below(p) for p in breaks]
+    splits: list[tuple[Any, int]] = []  # (key, its position)
     for k in range(1, parts):
-        # the key with k/parts of the rows below it: between two bounds, interpolated where keys are numbers
-        at = bisect.bisect_left(below, k / parts)
-        if at >= len(candidates):
-            break
-        split = candidates[at]
-        if at > 0 and _numeric(split) and below[at] > below[at - 1]:
-            lower, share = candidates[at - 1], (k / parts - below[at - 1]) / (below[at] - below[at - 1])
-            split = lower + (split - lower) * share
-            split = math.ceil(split) if isinstance(candidates[at], int) else split
-        if split > candidates[0] and (not splits or split > splits[-1]):
-            splits.append(split)
-    edges: list[Any] = [None, *splits, None]
-    return [KeyRange(key.name, lower, upper) for lower, upper in zip(edges, edges[1:], strict=False)]
+        target = total * k / parts
+        at = bisect.bisect_left(counts, target)
+        if at == 0 or at >= len(breaks):
+            continue
+        # interpolated between two breaks, where the count grows linearly
+        share = (target - counts[at - 1]) / (counts[at] - counts[at - 1])
+        value = scale.value_at(breaks[at - 1] + math.ceil(share * (breaks[at] - breaks[at - 1])))
+        position = scale.position(value)
+        if position > breaks[0] and (not splits or value > splits[-1][0]):
+            splits.append((value, position))
+    # Judge the ranges by the bounds' estimate: the split keys are rounded, strings cut to what the bounds know.
+    edges = [0.0, *(below(p) for _, p in splits), float(total)]
+    if max(b - a for a, b in zip(edges, edges[1:], strict=False)) > total * MAX_RANGE_EXCESS / parts:
+        return None
+    values: list[Any] = [None, *(v for v, _ in splits), None]
+    return [KeyRange(key.column, lower, upper) for lower, upper in zip(values, values[1:], strict=False)]
 
 
-def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _bounds(data_file: DataFile, key: NestedField) -> _FileKeys | None:
-    assert isinstance(key.field_type, PrimitiveType)
+def _bounds(data_file: DataFile, key: NestedField, key_type: PrimitiveType) -> tuple[Any, Any] | None:
     lower = (data_file.lower_bounds or {}).get(key.field_id)
     upper = (data_file.upper_bounds or {}).get(key.field_id)
     if lower is None or upper is None:
         return None
-    key_type = key.field_type
-    return _FileKeys(from_bytes(key_type, lower), from_bytes(key_type, upper), data_file.record_count)
+    return from_bytes(key_type, lower), from_bytes(key_type, upper)
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """Where the keys of one type lie on a line of integers that keeps their order, and back.
+
+    Integers, dates, times and timestamps: their stored integer. Decimals: unscaled. Strings,
+    binary, fixed and uuid: the `_KEY_BYTES` bytes after the prefix every bound shares, as an
+    unsigned big-endian integer (the order Iceberg and Arrow compare them in; UTF-8 keeps the order
+    of code points). A key turned back from the line is cut to `limit` bytes: bounds truncated
+    there (Iceberg keeps 16 characters of a string by default) say nothing of what follows.
+    """
+
+    kind: type[PrimitiveType] | None = None  # None: integral
+    scale: int = 0  # decimals
+    prefix: bytes = b""
+    limit: int = 0  # bytes a key turned back may have; fixed and uuid: exactly
+
+    @classmethod
+    def of(cls, key_type: PrimitiveType, values: list[Any]) -> _Scale:
+        if isinstance(key_type, DecimalType):
+            return cls(DecimalType, scale=key_type.scale)
+        if isinstance(key_type, StringType | BinaryType | FixedType | UUIDType):
+            raw = [_as_bytes(v) for v in values]
+            prefix = bytes(_common_prefix(min(raw), max(raw)))
+            if isinstance(key_type, FixedType):
+                limit = len(key_type)
+            elif isinstance(key_type, UUIDType):
+                limit = 16
+            else:
+                limit = max(len(r) for r in raw)
+            return cls(type(key_type), prefix=prefix, limit=limit)
+        return cls()
+
+    def position(self, value: Any) -> int:
+        if self.kind is None:
+            return int(value)
+        if self.kind is DecimalType:
+            return int(Decimal(value).scaleb(self.scale))
+        tail = _as_bytes(value)[len(self.prefix) : len(self.prefix) + _KEY_BYTES]
+        return int.from_bytes(tail.ljust(_KEY_BYTES, b"\0"), "big")
+
+    def value_at(self, position: int) -> Any:
+        """A key at about `position` (at it, or below where keys are cut)."""
+        if self.kind is None:
+            return position
+        if self.kind is DecimalType:
+            return Decimal(position).scaleb(-self.scale)
+        position = min(max(position, 0), 2 ** (8 * _KEY_BYTES) - 1)
+        raw = (self.prefix + position.to_bytes(_KEY_BYTES, "big"))[: self.limit]
+        if self.kind in (FixedType, UUIDType):
+            return raw.ljust(self.limit, b"\0")
+        raw = raw.rstrip(b"\0")
+        # a cut through a UTF-8 sequence: what is left of it goes (the key stays below the position)
+        return raw.decode("utf-8", errors="ignore") if self.kind is StringType else raw
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return value.bytes if isinstance(value, uuid.UUID) else bytes(value)
+
+
+def _common_prefix(a: bytes, b: bytes) -> bytes:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]

@@ -8,6 +8,7 @@ current schema, identity-partition values come from metadata. Each row becomes a
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,18 +17,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
-from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
+from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,8 @@ class TableReader:
         only changed rows reach Python. Types Arrow cannot group by (structs, lists, maps) take the
         row-by-row path, where carryovers cancel after the shuffle instead.
         """
-        row_filter = task.key_range.row_filter() if task.key_range is not None else AlwaysTrue()
-        removed = files.table([t.data_file for t in task.removed], row_filter)
-        added = files.table([t.data_file for t in task.added], row_filter)
+        removed = files.table([t.data_file for t in task.removed], task.key_range)
+        added = files.table([t.data_file for t in task.added], task.key_range)
         try:
             removed_rows, added_rows, pairs = _cancel_equal_rows(removed, added)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -185,6 +186,7 @@ class _Files:
     io: FileIO
     schema: Schema
     mapper: DocumentMapper
+    arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of the current schema
 
     @classmethod
     def open(cls, reader: TableReader) -> _Files:
@@ -195,11 +197,24 @@ class _Files:
             load_file_io(reader.io_properties, metadata.location),
             schema,
             DocumentMapper(schema, reader.identifier_columns),
+            schema_to_pyarrow(schema, include_field_ids=False),
         )
 
-    def table(self, data_files: list[DataFile], row_filter: BooleanExpression) -> pa.Table:
-        """The files' rows `row_filter` keeps, deletes NOT applied, projected onto the current schema by field ID."""
-        return ArrowScan(self.metadata, self.io, self.schema, row_filter).to_table([FileScanTask(f) for f in data_files])
+    def table(self, data_files: list[DataFile], key_range: KeyRange | None) -> pa.Table:
+        """The files' rows in `key_range` (all without one), deletes NOT applied, projected onto the
+        current schema by field ID, in the table's one Arrow schema.
+
+        A file comes back in the Arrow types of its writer (Spark's `string`, a polars frame's
+        `large_string`; `binary`, `list` likewise) and pyiceberg answers no rows in its own large
+        types: tables of two sides or two files are combined only once cast to one schema."""
+        pushed = key_range is not None and _pushable(self.schema.find_field(key_range.column).field_type)
+        row_filter: BooleanExpression = key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
+        batches = ArrowScan(self.metadata, self.io, self.schema, row_filter).to_record_batches(
+            [FileScanTask(f) for f in data_files]
+        )
+        if key_range is not None and not pushed:
+            batches = (b.filter(_arrow_range(key_range)) for b in batches)
+        return pa.Table.from_batches([b.cast(self.arrow_schema) for b in batches], schema=self.arrow_schema)
 
     def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
         """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
@@ -209,6 +224,28 @@ class _Files:
             for row in _python_rows(batch):
                 yield position, row
                 position += 1
+
+
+def _pushable(key_type: IcebergType) -> bool:
+    """Whether pyiceberg can push a range of this type down to Arrow: not a uuid, which it hands
+    Arrow as an extension type no comparison kernel takes."""
+    return not isinstance(key_type, UUIDType)
+
+
+def _arrow_range(key_range: KeyRange) -> pc.Expression:
+    """The range as an Arrow filter on a uuid column's 16 bytes, whichever way the file stores it
+    (Arrow's uuid extension, or plain fixed bytes): Iceberg's bounds order uuids as unsigned bytes, as Arrow does."""
+    column = pc.field(*key_range.column.split(".")).cast(pa.binary(16))
+    in_range = pc.scalar(True)
+    if key_range.lower is not None:
+        in_range = in_range & (column >= pa.scalar(_uuid_bytes(key_range.lower), pa.binary(16)))
+    if key_range.upper is not None:
+        in_range = in_range & (column < pa.scalar(_uuid_bytes(key_range.upper), pa.binary(16)))
+    return in_range | column.is_null() if key_range.lower is None else in_range
+
+
+def _uuid_bytes(value: Any) -> bytes:
+    return value.bytes if isinstance(value, uuid.UUID) else bytes(value)
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,10 @@ class KeyDeleteTask:
 
 @dataclass(frozen=True)
 class KeyRange:
-    """The rows whose `column` (the first identifier column) is in [lower, upper): one bucket of a
+    """The rows whose `column` (an identifier column) is in [lower, upper): one bucket of a
     rewrite too large for one task. None is unbounded; nulls go with the range unbounded below."""
 
-    column: str
+    column: str  # the full name: `info.id` for a nested column (a leaf name would bind to a top-level `id`)
     lower: Any | None
     upper: Any | None
 
@@ -63,7 +63,7 @@ class RewriteTask:
     """The files one snapshot removed from and added to one partition, with no deletes in force:
     a copy-on-write rewrite. Read together so that unchanged rows cancel in Arrow, before Python.
 
-    A rewrite larger than the memory budget is cut into tasks by ranges of the first identifier
+    A rewrite larger than the memory budget is cut into tasks by ranges of an identifier
     column (`key_range`): each reads every file of the rewrite but keeps only its range's rows, and
     a row and its unchanged copy, having one identifier, always fall into the same range."""
 
