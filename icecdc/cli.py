@@ -138,6 +138,9 @@ def _doctor(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.doctor import Phase, diagnose
 
+    # A refused or unreachable OpenSearch request is a check's finding, printed with its fix: not
+    # also opensearch-py's warning with a traceback.
+    logging.getLogger("opensearch").setLevel(logging.ERROR)
     diagnosis = diagnose(load_config(args.config), Phase(args.phase))
     if args.json:
         print(json.dumps(diagnosis.as_json(), indent=2, ensure_ascii=False))

@@ -46,21 +46,24 @@ def check_credentials(ctx: Context) -> Iterator[Check]:
 
 
 def check_stack_state(ctx: Context) -> Iterator[Check]:
-    """A stack whose creation failed cannot be updated; one being changed cannot be deployed."""
-    stack = ctx.stack
-    if stack is None:
-        yield passed("stack state", f"no stack {ctx.stack_name} yet: the deploy creates it")
-    elif stack.status == "ROLLBACK_COMPLETE" or stack.status.endswith("_FAILED"):
-        yield failed(
+    yield stack_state(ctx.stack, ctx.stack_name, ctx.region)
+
+
+def stack_state(stack: DeployedStack | None, name: str, region: str) -> Check:
+    """A stack whose creation failed cannot be updated; one being changed cannot be deployed. (A
+    stack in REVIEW_IN_PROGRESS holds only a change set never executed: `cdk deploy` creates it.)"""
+    if stack is None or stack.status == "REVIEW_IN_PROGRESS":
+        return passed("stack state", f"no stack {name} yet: the deploy creates it")
+    if stack.status == "ROLLBACK_COMPLETE" or stack.status.endswith("_FAILED"):
+        return failed(
             "stack state",
             f"stack {stack.name} is {stack.status} ({stack.reason or 'no reason given'}): CloudFormation cannot update it",
             "delete it (its retained resources stay: see the names check), then deploy again",
-            f"aws cloudformation delete-stack --stack-name {stack.name} --region {ctx.region}",
+            f"aws cloudformation delete-stack --stack-name {stack.name} --region {region}",
         )
-    elif stack.status.endswith("_IN_PROGRESS"):
-        yield failed("stack state", f"stack {stack.name} is {stack.status}", "wait until it is complete, then deploy")
-    else:
-        yield passed("stack state", f"stack {stack.name} is {stack.status}: the deploy updates it")
+    if stack.status.endswith("_IN_PROGRESS"):
+        return failed("stack state", f"stack {stack.name} is {stack.status}", "wait until it is complete, then deploy")
+    return passed("stack state", f"stack {stack.name} is {stack.status}: the deploy updates it")
 
 
 def check_bootstrap(ctx: Context) -> Iterator[Check]:
@@ -221,7 +224,7 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
             "table exists",
             str(exc),
             "create the table in the Glue Data Catalog, or correct the name (<database>.<table>)",
-            f"aws glue get-table --database-name {database} --name {short} --region {ctx.region}",
+            f"aws glue get-table --database-name {database} --name {short} --region {ctx.catalog_region}",
             subject=name,
         )
         return

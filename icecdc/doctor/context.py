@@ -70,14 +70,16 @@ class Context:
     def stack(self) -> DeployedStack | None:
         return DeployedStack.read(self.client("cloudformation"), self.stack_name)
 
+    @property
+    def catalog_region(self) -> str:
+        """The Glue Data Catalog's region: the configuration's, else the stack's (where the planner
+        and the jobs run, and read it)."""
+        properties = self.config.catalog.properties
+        return properties.get("glue.region") or properties.get("client.region") or self.region
+
     @cached_property
     def catalog(self) -> Catalog:
-        """The configured catalog, in the stack's region unless the configuration names one: the
-        planner and the jobs read the Glue Data Catalog of the region they run in."""
-        catalog = self.config.catalog
-        if not {"glue.region", "client.region"} & set(catalog.properties):
-            catalog = catalog.revised(**{"glue.region": self.region})
-        return open_catalog(catalog)
+        return open_catalog(self.config.catalog.revised(**{"glue.region": self.catalog_region}))
 
     @cached_property
     def state_store(self) -> StateStore:

@@ -110,8 +110,7 @@ class Diagnosis:
 
     def summary(self) -> str:
         counts = {o: sum(c.outcome == o for c in self.checks) for o in Outcome}
-        verdict = "ready" if self.ok else f"{counts[Outcome.FAILED]} failed"
         return (
-            f"{verdict}: {counts[Outcome.PASSED]} passed, {counts[Outcome.FAILED]} failed, "
+            f"{'ready' if self.ok else 'NOT ready'}: {counts[Outcome.PASSED]} passed, {counts[Outcome.FAILED]} failed, "
             f"{counts[Outcome.WARNING]} to look at, {counts[Outcome.SKIPPED]} not applicable"
         )

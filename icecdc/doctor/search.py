@@ -190,6 +190,11 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
                 f"awscurl --service es {config.url}{SECURITY_API}/rolesmapping",
             )
         return
+    yield from mapping_checks(ctx, writers, mappings, roles)
+
+
+def mapping_checks(ctx: Context, writers: dict[str, str], mappings: dict[str, Any], roles: dict[str, Any]) -> Iterator[Check]:
+    """Each writer (`writers`: ARN by what it is) against the security plugin's role mappings and roles."""
     indexes = [t.index for t in ctx.config.tables]
     for label, arn in writers.items():
         problems = mapping_problems(mappings, roles, arn, indexes)

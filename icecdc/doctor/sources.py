@@ -94,18 +94,18 @@ def match_locally(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
     as EventBridge does: which is why a table configured `Sales.Orders` never matches Glue's event,
     whose names are lower-case. Content filters (`prefix`, `anything-but`, ...) raise UnsupportedPattern."""
     for key, wanted in pattern.items():
-        if key not in event:
-            return False
-        value = event[key]
         if isinstance(wanted, dict):
+            value = event.get(key)
             if not isinstance(value, dict) or not match_locally(wanted, value):
                 return False
             continue
         if not isinstance(wanted, list):
             raise UnsupportedPattern(f"the value of {key!r} is not a list: {wanted!r}")
-        if any(isinstance(w, dict) for w in wanted):
+        if any(isinstance(w, dict) for w in wanted):  # a content filter matches even absent fields (`exists`)
             raise UnsupportedPattern(f"content filters are not evaluated here: {key!r}: {wanted!r}")
-        values = value if isinstance(value, list) else [value]
+        if key not in event:
+            return False
+        values = event[key] if isinstance(event[key], list) else [event[key]]
         if not any(v in wanted for v in values):
             return False
     return True
