@@ -10,12 +10,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, event_tables, job_name
+from icecdc.aws import event_tables, glue_name, job_name
 from icecdc.catalog import load_table
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.search import check_mapping, check_writes
-from icecdc.doctor.sources import UnsupportedPattern, match_pattern
+from icecdc.doctor.sources import UnsupportedPattern, glue_event, match_pattern
 from icecdc.doctor.stack import GLUE_VERSION, NOT_FOUND, DeployedStack, Logical, error_code, expected, state_table_name
 from icecdc.planning import table_status
 
@@ -202,22 +202,6 @@ def check_failures(ctx: Context) -> Iterator[Check]:
     yield passed("failed events", "the Failures queue is empty")
 
 
-def sample_event(account: str, region: str, table: str) -> dict[str, Any]:
-    """What EventBridge delivers for a commit through the Glue Data Catalog: Glue's names are lower case."""
-    database, _, name = table.lower().partition(".")
-    return {
-        "version": "0",
-        "id": "00000000-0000-0000-0000-000000000000",
-        "detail-type": GLUE_EVENT_TYPE,
-        "source": GLUE_EVENT_SOURCE,
-        "account": account,
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [f"arn:aws:glue:{region}:{account}:table/{database}/{name}"],
-        "detail": {"databaseName": database, "tableName": name, "typeOfChange": "UpdateTable", "changedPartitions": []},
-    }
-
-
 def check_rules(ctx: Context) -> Iterator[Check]:
     """A commit of each table reaches the planner: the rule is enabled, sends to the buffer queue,
     matches the table's event as Glue sends it, and the planner takes that event."""
@@ -240,35 +224,36 @@ def check_rules(ctx: Context) -> Iterator[Check]:
             "deploy the stack again",
         )
         return
-    account = str(ctx.client("sts").get_caller_identity()["Account"])
     for table in ctx.config.tables:
-        event = sample_event(account, ctx.region, table.name)
+        event = glue_event(ctx.account, ctx.region, table.name)
         try:
             match = match_pattern(events, described["EventPattern"], event)
         except UnsupportedPattern as exc:
             yield warned("event rule", f"cannot evaluate {rule}'s pattern here: {exc}", subject=table.name)
             continue
-        ignored = event_tables(event, ctx.config).ignored
-        glue_name = f"{event['detail']['databaseName']}.{event['detail']['tableName']}"
-        if not match.matches or ignored:
-            missed = "the rule does not match" if not match.matches else f"the planner ignores it ({ignored})"
+        ignored = event_tables(event, ctx.config).ignored  # the planner's own test of the event
+        announced = glue_name(table.name)
+        if ignored or not match.matches:
+            missed = f"the planner ignores it ({ignored})" if ignored else f"{rule} does not match it"
             yield failed(
                 "event rule",
-                f"a commit of {glue_name} (Glue's event, {match.how}): {missed}",
-                f"write the table's name as Glue does, {glue_name}, in tables[].name, and deploy again",
+                f"a commit of {announced} (Glue's event, {match.how}): {missed}",
+                "deploy the stack again from this configuration (a stack deployed by a version that matched names as "
+                "written waits for names Glue never sends)",
+                "cdk deploy -c icecdc:config=path/to/icecdc.yaml",
                 subject=table.name,
             )
-            continue
-        yield passed(
-            "event rule", f"{rule} matches a commit of {glue_name} ({match.how}); the planner takes it", subject=table.name
-        )
+        else:
+            yield passed(
+                "event rule", f"{rule} matches a commit of {announced} ({match.how}); the planner takes it", subject=table.name
+            )
 
 
 def check_lag(ctx: Context) -> Iterator[Check]:
     """How far each index is behind its table, as the planner publishes it (icecdc.planning.table_status)."""
     now = ctx.clock()
     for table_config in ctx.config.tables:
-        table = load_table(ctx.catalog, table_config.name.lower())
+        table = load_table(ctx.catalog, glue_name(table_config.name))
         status = table_status(table, table_config, ctx.state_store, now)
         behind = f"{status.lag_seconds:.0f} s behind, {status.lag_snapshots if status.lag_snapshots is not None else '?'} snapshots, {status.pending_items} items pending"
         if status.checkpoint is None and status.current_snapshot_id is not None:

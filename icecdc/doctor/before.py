@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 from pyiceberg.table import Table
 
+from icecdc.aws import glue_name
 from icecdc.catalog import identifier_columns, load_table
 from icecdc.config import TableConfig
 from icecdc.doctor.context import Context
@@ -205,21 +206,12 @@ def check_tables(ctx: Context) -> Iterator[Check]:
 
 
 def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
-    name, glue_name = config.name, config.name.lower()
-    if name != glue_name:
-        yield failed(
-            "event names",
-            f"Glue stores and announces database and table names in lower case ({glue_name}): the EventBridge rule "
-            f"and the planner compare {name!r} exactly and would never match a commit",
-            f"write tables[{position}].name: {glue_name}",
-            subject=name,
-        )
-    else:
-        yield passed("event names", "lower case, as Glue's events carry it", subject=name)
+    yield _event_names(ctx, config)
+    name, announced = config.name, glue_name(config.name)
     try:
-        table = load_table(ctx.catalog, glue_name)  # as Glue resolves it: lower case
+        table = load_table(ctx.catalog, announced)  # as the planner and the jobs load it
     except PlanningError as exc:
-        database, _, short = glue_name.partition(".")
+        database, _, short = announced.partition(".")
         yield failed(
             "table exists",
             str(exc),
@@ -229,19 +221,37 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
         )
         return
     yield passed("table exists", f"{table.metadata_location}", subject=name)
-    yield _format_version(table, glue_name, name)
+    yield _format_version(table, announced, name)
     yield _warehouse(ctx, table, name)
     yield _identifiers(table, config, position)
 
 
-def _format_version(table: Table, glue_name: str, name: str) -> Check:
+def _event_names(ctx: Context, config: TableConfig) -> Check:
+    """Glue announces a commit under the names it stores, in lower case, and the rule and the planner
+    match it so (icecdc.aws.glue_name): two entries that differ only in case name one Glue table."""
+    announced = glue_name(config.name)
+    twins = [t.name for t in ctx.config.tables if t is not config and glue_name(t.name) == announced]
+    if twins:
+        return failed(
+            "event names",
+            f"{config.name} and {', '.join(twins)} name one Glue table, {announced}: Glue stores names in lower case",
+            "keep one entry per table (synth refuses both)",
+            subject=config.name,
+        )
+    spelled = "" if announced == config.name else f" (its job and checkpoint keep the name {config.name})"
+    return passed(
+        "event names", f"Glue announces it as {announced}; the rule and the planner match that{spelled}", subject=config.name
+    )
+
+
+def _format_version(table: Table, announced: str, name: str) -> Check:
     version = table.format_version
     if version < 2:
         return failed(
             "format version",
             f"format version {version}: icecdc needs 2 or 3 (v1 snapshots have no sequence numbers to version documents by)",
             "upgrade the table (Spark SQL with the Iceberg extensions)",
-            f"ALTER TABLE {glue_name} SET TBLPROPERTIES ('format-version'='2')",
+            f"ALTER TABLE {announced} SET TBLPROPERTIES ('format-version'='2')",
             subject=name,
         )
     return passed("format version", f"v{version}", subject=name)
@@ -276,7 +286,7 @@ def _identifiers(table: Table, config: TableConfig, position: int) -> Check:
             "identifier columns",
             "none: the table is synced as insert-only (a commit that removes rows, an update or a delete, fails to plan)",
             f"set tables[{position}].identifier_columns, or the table's identifier fields",
-            f"ALTER TABLE {config.name.lower()} SET IDENTIFIER FIELDS <column>",
+            f"ALTER TABLE {glue_name(config.name)} SET IDENTIFIER FIELDS <column>",
             subject=config.name,
         )
     return passed("identifier columns", ", ".join(columns), subject=config.name)

@@ -67,6 +67,11 @@ class Context:
         return self._clients[service]
 
     @cached_property
+    def account(self) -> str:
+        """The caller's account (where `cdk deploy` deploys, unless aws.account says otherwise)."""
+        return str(self.client("sts").get_caller_identity()["Account"])
+
+    @cached_property
     def stack(self) -> DeployedStack | None:
         return DeployedStack.read(self.client("cloudformation"), self.stack_name)
 

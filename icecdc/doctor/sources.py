@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
+
+from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, glue_name
 
 
 class GlueVersions(Protocol):
@@ -63,6 +66,23 @@ class AccountSettings:
     def account(self) -> AccountConcurrency:
         limits = self.lambda_client.get_account_settings()["AccountLimit"]
         return AccountConcurrency(int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"]))
+
+
+def glue_event(account: str, region: str, table: str) -> dict[str, Any]:
+    """What EventBridge delivers for a commit of `table` through the Glue Data Catalog: Glue names
+    the database and the table as it stores them, in lower case."""
+    database, _, name = glue_name(table).partition(".")
+    return {
+        "version": "0",
+        "id": "00000000-0000-0000-0000-000000000000",
+        "detail-type": GLUE_EVENT_TYPE,
+        "source": GLUE_EVENT_SOURCE,
+        "account": account,
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [f"arn:aws:glue:{region}:{account}:table/{database}/{name}"],
+        "detail": {"databaseName": database, "tableName": name, "typeOfChange": "UpdateTable", "changedPartitions": []},
+    }
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,7 @@ def test_before_a_broken_setup_fails_each_check_with_its_fix(lake: Lake, unique:
     tables = [
         {"name": f"{db.capitalize()}.orders"},  # as someone types it; Glue keeps and announces it in lower case
         {"name": f"{db}.legacy"},
+        {"name": f"{db.upper()}.LEGACY", "index": "legacy-twin"},  # the same Glue table again
         {"name": f"{db}.missing"},
         {"name": f"{db}.ok", "identifier_columns": ["order_id"]},
     ]
@@ -191,12 +192,18 @@ def test_before_a_broken_setup_fails_each_check_with_its_fix(lake: Lake, unique:
     assert "fix: delete it (a retained state table" in fails("names free", state_table_name(stack))
     assert f"s3://elsewhere-{unique}: 404" in fails("warehouse bucket", f"elsewhere-{unique}")
     assert "--target-version OpenSearch_2.19" in fails("opensearch domain")
-    assert f"fix: write tables[0].name: {db}.orders" in fails("event names", f"{db.capitalize()}.orders")
-    assert diagnosis.named("table exists", f"{db.capitalize()}.orders").outcome == Outcome.PASSED  # Glue resolves any case
+    assert diagnosis.named("event names", f"{db.capitalize()}.orders").detail == (
+        f"Glue announces it as {db}.orders; the rule and the planner match that "
+        f"(its job and checkpoint keep the name {db.capitalize()}.orders)"
+    )
+    assert diagnosis.named("table exists", f"{db.capitalize()}.orders").outcome == Outcome.PASSED
+    twins = fails("event names", f"{db.upper()}.LEGACY")
+    assert f"{db.upper()}.LEGACY and {db}.legacy name one Glue table, {db}.legacy" in twins and "fix: keep one entry" in twins
     assert f"fix: add {lake.bucket} to aws.warehouse_buckets" in fails("warehouse location", f"{db.capitalize()}.orders")
     assert f"$ ALTER TABLE {db}.legacy SET TBLPROPERTIES ('format-version'='2')" in fails("format version", f"{db}.legacy")
     assert f"$ aws glue get-table --database-name {db} --name missing" in fails("table exists", f"{db}.missing")
     assert "identifier column 'order_id' is not in the current schema" in fails("identifier columns", f"{db}.ok")
+    assert "fix: correct tables[4].identifier_columns" in fails("identifier columns", f"{db}.ok")
     assert not diagnosis.ok
 
 
@@ -306,8 +313,8 @@ def test_after_a_synced_deployment_passes(lake: Lake, unique: str, osmem_clone: 
 
 
 def test_after_a_broken_deployment_fails_each_check_with_its_fix(lake: Lake, unique: str, osmem_clone: Any) -> None:
-    """Deployed from a configuration with a mixed-case name (the rule then waits for names Glue never
-    sends), one job deleted, events in the Failures queue, a planner logging errors, a read-only
+    """Deployed by a version that matched names as written (the rule then waits for `Orders`, which
+    Glue never sends), one job deleted, events in the Failures queue, a planner logging errors, a read-only
     cluster, and tables never exported two hours after their commit."""
     db = lake.database
     lake.create_table(f"{db}.orders").append(rows(1))
@@ -315,7 +322,7 @@ def test_after_a_broken_deployment_fails_each_check_with_its_fix(lake: Lake, uni
     stack = f"doc-{unique}"
     mixed = f"{db}.Orders"
     config = doctor_config(lake, stack, [{"name": mixed, "index": "orders"}, {"name": f"{db}.customers"}], osmem(osmem_clone.url))
-    physical = deploy(lake.moto_url, config)
+    physical = deploy(lake.moto_url, config, pattern=table_changed_pattern(config, as_glue_names_them=False))
     later = time.time() + 2 * 3600  # the doctor runs two hours after the commits
     aws_client("glue", lake.moto_url).delete_job(JobName=job_name(stack, f"{db}.customers"))
     failures = physical[logical_id(Logical.FAILURES)]
@@ -338,8 +345,8 @@ def test_after_a_broken_deployment_fails_each_check_with_its_fix(lake: Lake, uni
         return "\n".join(check.lines())
 
     rule = fails("event rule", mixed)
-    assert f"a commit of {db}.orders (Glue's event, evaluated here" in rule and "the rule does not match" in rule
-    assert f"fix: write the table's name as Glue does, {db}.orders, in tables[].name" in rule
+    assert f"a commit of {db}.orders (Glue's event, evaluated here" in rule and "does not match it" in rule
+    assert "fix: deploy the stack again from this configuration" in rule
     assert diagnosis.named("event rule", f"{db}.customers").outcome == Outcome.PASSED
     assert "does not exist" in fails("glue job", f"{db}.customers")
     assert "1 events the planner could not plan" in fails("failed events") and f"--queue-url {failures}" in fails("failed events")
@@ -433,7 +440,8 @@ def test_a_caller_who_may_not_read_mappings_is_told_how_to(lake: Lake, unique: s
 
 
 def test_patterns_are_matched_as_eventbridge_matches_them() -> None:
-    pattern = table_changed_pattern(parse_config(config_dict({}, tables=[{"name": "Sales.Orders", "index": "orders"}])))
+    config = parse_config(config_dict({}, tables=[{"name": "Sales.Orders", "index": "orders"}]))
+    pattern = table_changed_pattern(config, as_glue_names_them=False)  # EventBridge compares case-sensitively
     event = {
         "source": "aws.glue",
         "detail-type": "Glue Data Catalog Table State Change",
@@ -457,7 +465,7 @@ def test_the_command_prints_each_check_with_its_fix_and_fails(
         "catalog": lake.catalog_properties,
         "state": {"type": "sqlite", "path": str(tmp_path / "unused.db")},
         "opensearch": {"url": "http://127.0.0.1:9"},
-        "tables": [{"name": f"{lake.database.upper()}.orders"}],
+        "tables": [{"name": f"{lake.database}.orders"}, {"name": f"{lake.database}.missing"}],
         "aws": {"warehouse_buckets": [lake.bucket], "stack_name": f"doc-{unique}", "region": REGION},
     }
     path.write_text(json.dumps(raw))  # YAML is a superset of JSON
@@ -465,8 +473,9 @@ def test_the_command_prints_each_check_with_its_fix_and_fails(
     assert main(["doctor", "before", "--config", str(path)]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"icecdc doctor before: stack doc-{unique} in {REGION}\n")
-    assert f"✗ event names ({lake.database.upper()}.orders): Glue stores and announces" in out
-    assert f"    fix: write tables[0].name: {lake.database}.orders\n" in out
+    assert f"✗ table exists ({lake.database}.missing): table '{lake.database}.missing' does not exist" in out
+    assert "    fix: create the table in the Glue Data Catalog, or correct the name (<database>.<table>)\n" in out
+    assert f"    $ aws glue get-table --database-name {lake.database} --name missing --region {REGION}\n" in out
     assert "✗ opensearch reachable: OpenSearch at http://127.0.0.1:9 is unreachable" in out
     assert out.rstrip().splitlines()[-1].startswith("NOT ready: ") and ", 2 failed, " in out
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, job_name
+from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, glue_name, job_name
 from icecdc.config import Config
 from icecdc.doctor.sources import AccountConcurrency
 from icecdc.doctor.stack import GLUE_VERSION, Logical, state_table_name
 from icecdc.state.dynamodb import create_state_table
-from tests.support.aws import aws_client
+from tests.support.aws import REGION, aws_client
 
 HASH = "0A1B2C3D"  # what CDK appends to a construct's path; any 8 upper-case characters
 
@@ -28,11 +28,13 @@ def logical_id(resource: Logical) -> str:
     return resource.value if resource == Logical.DOMAIN else f"{resource.value}{HASH}"
 
 
-def table_changed_pattern(config: Config) -> dict[str, Any]:
+def table_changed_pattern(config: Config, as_glue_names_them: bool = True) -> dict[str, Any]:
     """The TableChanged rule's pattern as infra.planner writes it: the configured databases and tables
-    as written (a test compares this with the synthesized template)."""
-    databases = sorted({t.name.split(".", 1)[0] for t in config.tables})
-    tables = sorted({t.name.split(".", 1)[1] for t in config.tables})
+    as Glue names them (a test compares this with the synthesized template); `as_glue_names_them=False`:
+    as written, which the stack did before it matched names in lower case."""
+    names = [glue_name(t.name) if as_glue_names_them else t.name for t in config.tables]
+    databases = sorted({n.split(".", 1)[0] for n in names})
+    tables = sorted({n.split(".", 1)[1] for n in names})
     return {
         "source": [GLUE_EVENT_SOURCE],
         "detail-type": [GLUE_EVENT_TYPE],
@@ -40,7 +42,7 @@ def table_changed_pattern(config: Config) -> dict[str, Any]:
     }
 
 
-def template(config: Config) -> dict[str, Any]:
+def template(config: Config, pattern: dict[str, Any]) -> dict[str, Any]:
     trust = {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}],
@@ -63,7 +65,7 @@ def template(config: Config) -> dict[str, Any]:
         Logical.TABLE_CHANGED: {
             "Type": "AWS::Events::Rule",
             "Properties": {
-                "EventPattern": table_changed_pattern(config),
+                "EventPattern": pattern,
                 "State": "ENABLED",
                 "Targets": [{"Arn": {"Fn::GetAtt": [logical_id(Logical.BUFFER), "Arn"]}, "Id": "Target0"}],
             },
@@ -76,16 +78,17 @@ def template(config: Config) -> dict[str, Any]:
     return {"Resources": {logical_id(r): body for r, body in resources.items()}}
 
 
-def deploy(moto_url: str, config: Config, jobs: bool = True, state: bool = True) -> dict[str, str]:
-    """The stack's stand-in, its state table and its jobs; the physical IDs of the looked-up resources."""
+def deploy(moto_url: str, config: Config, pattern: dict[str, Any] | None = None) -> dict[str, str]:
+    """The stack's stand-in, its state table and its jobs; the physical IDs of the looked-up resources.
+    `pattern`: the TableChanged rule's, if not the one this version writes."""
     assert config.aws is not None
     stack = config.aws.stack_name
     cloudformation = aws_client("cloudformation", moto_url)
-    cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps(template(config)))
-    if state:
-        create_state_table(state_table_name(stack), region=aws_client("sts", moto_url).meta.region_name, endpoint_url=moto_url)
+    body = template(config, pattern or table_changed_pattern(config))
+    cloudformation.create_stack(StackName=stack, TemplateBody=json.dumps(body))
+    create_state_table(state_table_name(stack), region=REGION, endpoint_url=moto_url)
     glue = aws_client("glue", moto_url)
-    for table in config.tables if jobs else ():
+    for table in config.tables:
         glue.create_job(
             Name=job_name(stack, table.name),
             Role="arn:aws:iam::123456789012:role/icecdc-job",
