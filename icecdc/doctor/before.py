@@ -4,6 +4,7 @@ with the caller's credentials and the configuration."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
@@ -14,6 +15,7 @@ from icecdc.catalog import identifier_columns, load_table
 from icecdc.config import TableConfig
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
+from icecdc.doctor.network import check_vpc
 from icecdc.doctor.search import check_domain
 from icecdc.doctor.stack import (
     BOOTSTRAP_STACK,
@@ -185,6 +187,8 @@ def check_names(ctx: Context) -> Iterator[Check]:
 
 
 def check_buckets(ctx: Context) -> Iterator[Check]:
+    """The warehouse buckets exist, and a bucket whose objects are written under a customer-managed
+    KMS key names it in aws.warehouse_kms_key_arns (the roles get kms:Decrypt on those keys only)."""
     s3 = ctx.client("s3")
     for bucket in ctx.aws.warehouse_buckets:
         try:
@@ -197,7 +201,89 @@ def check_buckets(ctx: Context) -> Iterator[Check]:
                 subject=bucket,
             )
             continue
-        yield passed("warehouse bucket", f"s3://{bucket} exists", subject=bucket)
+        key = _customer_key(ctx, _default_key(s3, bucket))
+        if key is not None and key not in ctx.aws.warehouse_kms_key_arns:
+            yield failed(
+                "warehouse bucket",
+                f"s3://{bucket} encrypts new objects under the customer-managed key {key}, which "
+                "aws.warehouse_kms_key_arns does not list: the roles could not decrypt the tables' files",
+                f"add {key} to aws.warehouse_kms_key_arns",
+                subject=bucket,
+            )
+            continue
+        yield passed("warehouse bucket", f"s3://{bucket} exists" + (f", under {key} (listed)" if key else ""), subject=bucket)
+
+
+def _default_key(s3: Any, bucket: str) -> str | None:
+    """The KMS key a bucket's default encryption names; None for SSE-S3 or S3's AWS-managed key."""
+    try:
+        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+    except ClientError as exc:
+        if error_code(exc) == "ServerSideEncryptionConfigurationNotFoundError":
+            return None
+        raise
+    for rule in rules:
+        default = rule.get("ApplyServerSideEncryptionByDefault", {})
+        if str(default.get("SSEAlgorithm", "")).startswith("aws:kms") and default.get("KMSMasterKeyID"):
+            return str(default["KMSMasterKeyID"])
+    return None
+
+
+def _customer_key(ctx: Context, key: str | None) -> str | None:
+    """The key's ARN when the account manages it (an AWS-managed key needs no grant); None otherwise."""
+    if key is None:
+        return None
+    metadata = ctx.client("kms").describe_key(KeyId=key)["KeyMetadata"]
+    return str(metadata["Arn"]) if metadata.get("KeyManager") == "CUSTOMER" else None
+
+
+def check_password_secret(ctx: Context) -> Iterator[Check]:
+    """Basic auth: the password's secret exists, and a customer-managed key of it is configured."""
+    arn = ctx.config.opensearch.password_secret_arn
+    if arn is None:
+        yield skipped("password secret", "no opensearch.password_secret_arn")
+        return
+    try:
+        secret = ctx.client("secretsmanager").describe_secret(SecretId=arn)
+    except ClientError as exc:
+        if error_code(exc) not in NOT_FOUND:
+            raise
+        yield failed("password secret", f"{arn} does not exist", "create it with the password (or JSON with a 'password' key)")
+        return
+    key = _customer_key(ctx, secret.get("KmsKeyId"))
+    if key is not None and key != ctx.aws.password_secret_kms_key_arn:
+        yield failed(
+            "password secret",
+            f"{secret['Name']} is encrypted under the customer-managed key {key}: the roles could not decrypt it",
+            f"set aws.password_secret_kms_key_arn: {key}",
+        )
+        return
+    yield passed("password secret", f"{secret['Name']} exists")
+
+
+# CloudWatch Logs keeps at most this many resource policies per region, a quota that cannot be raised;
+# a domain the stack creates needs one (Search/LogsPolicy) for its log groups.
+LOGS_RESOURCE_POLICIES = 10
+
+
+def check_logs_policies(ctx: Context) -> Iterator[Check]:
+    if not ctx.aws.create_domain:
+        yield skipped("logs resource policies", "only a domain the stack creates needs one")
+        return
+    policies = ctx.client("logs").describe_resource_policies()["resourcePolicies"]
+    names = [str(p["policyName"]) for p in policies]
+    if ctx.stack is not None and any(ctx.stack.owns(name) for name in names):
+        yield passed("logs resource policies", "the stack has its policy already")
+    elif len(names) >= LOGS_RESOURCE_POLICIES:
+        yield failed(
+            "logs resource policies",
+            f"{ctx.region} has {len(names)} CloudWatch Logs resource policies, the most a region may have: the domain's "
+            "log groups cannot get theirs",
+            "delete a policy nothing uses (AWS advises one policy over several domains' log groups)",
+            f"aws logs describe-resource-policies --region {ctx.region}\naws logs delete-resource-policy --policy-name NAME",
+        )
+    else:
+        yield passed("logs resource policies", f"{len(names)} of {LOGS_RESOURCE_POLICIES} in {ctx.region}: room for the domain's")
 
 
 def check_tables(ctx: Context) -> Iterator[Check]:
@@ -301,6 +387,9 @@ CHECKS = (
     check_service_linked_role,
     check_names,
     check_buckets,
+    check_password_secret,
+    check_vpc,
+    check_logs_policies,
     check_domain,
     check_tables,
 )

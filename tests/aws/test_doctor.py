@@ -26,6 +26,7 @@ from icecdc.doctor import Outcome, Phase, Sources, diagnose
 from icecdc.doctor.after import last_run
 from icecdc.doctor.before import stack_state
 from icecdc.doctor.context import Context
+from icecdc.doctor.network import GATEWAY_SERVICES, INTERFACE_SERVICES, Endpoints, endpoint_collisions
 from icecdc.doctor.search import mapping_checks
 from icecdc.doctor.sources import JobsOnVersion, UnsupportedPattern, match_locally
 from icecdc.doctor.stack import (
@@ -44,7 +45,7 @@ from icecdc.doctor.stack import (
 from icecdc.processing import sync
 from icecdc.state.dynamodb import create_state_table
 from tests.support.aws import REGION, Lake, aws_client, rows
-from tests.support.cdk import ADMIN, VPC, config_dict
+from tests.support.cdk import ADMIN, config_dict
 from tests.support.custom_resources import PROPERTIES, FakeSecurityApi, access
 from tests.support.doctor import Offered, Quota, deploy, logical_id, table_changed_pattern
 from tests.support.faults import FaultProxy
@@ -224,29 +225,121 @@ def test_a_stack_whose_creation_rolled_back_must_be_deleted_first() -> None:
     assert stack_state(DeployedStack("icecdc", "UPDATE_IN_PROGRESS", "", {}), "icecdc", REGION).outcome == Outcome.FAILED
 
 
-def test_a_vpc_domain_needs_opensearchs_service_linked_role(lake: Lake, unique: str, moto_url: str) -> None:
+def test_a_domain_created_in_a_vpc_needs_its_role_a_logs_policy_and_endpoints(lake: Lake, unique: str, moto_url: str) -> None:
+    """OpenSearch's service-linked role, room for one more CloudWatch Logs resource policy, and
+    subnets that reach the services (one with no route and no endpoint, one behind a NAT gateway)."""
     lake.create_table(f"{lake.database}.orders")
+    ec2 = elsewhere("ec2", moto_url)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    isolated, natted = (
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{n}.0/24", AvailabilityZone=f"{ELSEWHERE}{zone}")["Subnet"]["SubnetId"]
+        for n, zone in ((1, "a"), (2, "b"))
+    )
+    private = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.associate_route_table(RouteTableId=private, SubnetId=isolated)
+    outbound = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.associate_route_table(RouteTableId=outbound, SubnetId=natted)
+    nat = ec2.create_nat_gateway(SubnetId=natted, AllocationId=ec2.allocate_address(Domain="vpc")["AllocationId"])
+    ec2.create_route(RouteTableId=outbound, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat["NatGateway"]["NatGatewayId"])
+    logs = elsewhere("logs", moto_url)
+    policies = [f"taken-{unique}-{n}" for n in range(10)]
+    for name in policies:
+        logs.put_resource_policy(policyName=name, policyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}))
+    subnets = [{"id": isolated, "availability_zone": f"{ELSEWHERE}a"}, {"id": natted, "availability_zone": f"{ELSEWHERE}b"}]
     config = doctor_config(
         lake,
         f"doc-{unique}",
         [{"name": f"{lake.database}.orders"}],
         osmem("http://127.0.0.1:9"),
+        region=ELSEWHERE,
         create_domain=True,
         domain_admin_arn=ADMIN,
-        vpc=VPC,
+        vpc={"vpc_id": vpc, "subnets": subnets},
     )
-    missing = diagnose(config, Phase.BEFORE, READY).named("service-linked role")
-    assert missing.outcome == Outcome.FAILED and missing.fix is not None
-    assert missing.fix.command == f"aws iam create-service-linked-role --aws-service-name {OPENSEARCH_SERVICE}"
-    # moto's CreateServiceLinkedRole names it after the service principal, not as AWS does: made as AWS names it
+    try:
+        diagnosis = diagnose(config, Phase.BEFORE, READY)
+    finally:
+        for name in policies:
+            logs.delete_resource_policy(policyName=name)
+
+    role = diagnosis.named("service-linked role")
+    assert role.outcome == Outcome.FAILED and role.fix is not None
+    assert role.fix.command == f"aws iam create-service-linked-role --aws-service-name {OPENSEARCH_SERVICE}"
+    full = diagnosis.named("logs resource policies")
+    assert full.outcome == Outcome.FAILED and full.fix is not None
+    assert full.detail.startswith(f"{ELSEWHERE} has 10 CloudWatch Logs resource policies, the most a region may have")
+    blind = diagnosis.named("vpc endpoints", isolated)
+    assert blind.outcome == Outcome.FAILED and blind.fix is not None and blind.fix.text.startswith("let the stack create")
+    assert "no endpoint for s3, dynamodb, glue, monitoring, logs, kms, sts:" in blind.detail
+    assert diagnosis.named("vpc endpoints", natted).detail == f"routes to a NAT gateway ({outbound})"
+
+    # the endpoints it lacked; then the stack must not create its own (create_endpoints: the same services)
+    for service in GATEWAY_SERVICES:
+        ec2.create_vpc_endpoint(
+            VpcId=vpc, ServiceName=f"com.amazonaws.{ELSEWHERE}.{service}", VpcEndpointType="Gateway", RouteTableIds=[private]
+        )
+    for service in INTERFACE_SERVICES:
+        ec2.create_vpc_endpoint(
+            VpcId=vpc,
+            ServiceName=f"com.amazonaws.{ELSEWHERE}.{service}",
+            VpcEndpointType="Interface",
+            SubnetIds=[isolated],
+            PrivateDnsEnabled=True,
+        )
     iam = aws_client("iam", moto_url)
+    # moto's CreateServiceLinkedRole names it after the service principal, not as AWS does: made as AWS names it
     iam.create_role(
         RoleName=OPENSEARCH_SERVICE_LINKED_ROLE, Path=f"/aws-service-role/{OPENSEARCH_SERVICE}/", AssumeRolePolicyDocument="{}"
     )
     try:
-        assert diagnose(config, Phase.BEFORE, READY).named("service-linked role").outcome == Outcome.PASSED
+        again = diagnose(config, Phase.BEFORE, READY)
     finally:
         iam.delete_role(RoleName=OPENSEARCH_SERVICE_LINKED_ROLE)
+    assert again.named("service-linked role").outcome == Outcome.PASSED
+    assert again.named("logs resource policies").outcome == Outcome.PASSED
+    assert again.named("vpc endpoints", isolated).detail == "gateway and interface endpoints for every service it calls"
+    assert config.aws is not None and config.aws.vpc is not None
+    routes = {isolated: {"RouteTableId": private}}
+    collision = endpoint_collisions(config.aws.vpc, Endpoints.of(ec2, vpc, ELSEWHERE), INTERFACE_SERVICES, routes)
+    assert collision.outcome == Outcome.FAILED and collision.fix is not None
+    assert collision.detail.startswith(f"{vpc} has endpoints already for glue (private DNS), monitoring (private DNS)")
+    assert f"s3 on {private}, dynamodb on {private}: the stack's own would collide" in collision.detail
+    assert collision.fix.text.startswith("set aws.vpc.create_endpoints: false")
+
+
+def test_customer_managed_keys_of_the_inputs_must_be_configured(
+    lake: Lake, unique: str, moto_url: str, bootstrapped: None
+) -> None:
+    """A warehouse bucket and the password's secret under customer-managed KMS keys: the roles get
+    kms:Decrypt only on the keys the configuration lists."""
+    lake.create_table(f"{lake.database}.orders")
+    kms = aws_client("kms", moto_url)
+    bucket_key, secret_key = (kms.create_key(Description=f"doctor {unique}")["KeyMetadata"]["Arn"] for _ in range(2))
+    aws_client("s3", moto_url).put_bucket_encryption(
+        Bucket=lake.bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": bucket_key}}]
+        },
+    )
+    secret = aws_client("secretsmanager", moto_url).create_secret(Name=f"search-{unique}", SecretString="pw", KmsKeyId=secret_key)
+    search = {"url": "http://127.0.0.1:9", "username": "icecdc", "password_secret_arn": secret["ARN"]}
+    tables = [{"name": f"{lake.database}.orders"}]
+    unlisted = diagnose(doctor_config(lake, f"doc-{unique}", tables, search), Phase.BEFORE, READY)
+    bucket = unlisted.named("warehouse bucket", lake.bucket)
+    assert bucket.outcome == Outcome.FAILED and bucket.fix is not None
+    assert bucket.fix.text == f"add {bucket_key} to aws.warehouse_kms_key_arns"
+    password = unlisted.named("password secret")
+    assert password.outcome == Outcome.FAILED and password.fix is not None
+    assert password.fix.text == f"set aws.password_secret_kms_key_arn: {secret_key}"
+
+    keys = {"warehouse_kms_key_arns": [bucket_key], "password_secret_kms_key_arn": secret_key}
+    listed = diagnose(doctor_config(lake, f"doc-{unique}", tables, search, **keys), Phase.BEFORE, READY)
+    assert listed.named("warehouse bucket", lake.bucket).detail == f"s3://{lake.bucket} exists, under {bucket_key} (listed)"
+    assert listed.named("password secret").outcome == Outcome.PASSED
+
+    missing = {**search, "password_secret_arn": secret["ARN"].replace(f"search-{unique}", f"gone-{unique}")}
+    gone = diagnose(doctor_config(lake, f"doc-{unique}", tables, missing, **keys), Phase.BEFORE, READY).named("password secret")
+    assert gone.outcome == Outcome.FAILED and gone.detail.endswith("does not exist")
 
 
 def test_glue_versions_are_known_from_the_accounts_jobs(moto_url: str, unique: str) -> None:
