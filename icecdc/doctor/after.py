@@ -17,7 +17,8 @@ from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.search import check_mapping, check_writes
 from icecdc.doctor.sources import UnsupportedPattern, glue_event, match_pattern
 from icecdc.doctor.stack import GLUE_VERSION, NOT_FOUND, DeployedStack, Logical, error_code, expected, state_table_name
-from icecdc.planning import table_status
+from icecdc.errors import IcecdcError
+from icecdc.planning import TableStatus, table_status
 
 # The Lag alarm's threshold (infra.operations): a table this far behind is alarming.
 LAG_ALARM_SECONDS = 3600
@@ -253,23 +254,31 @@ def check_lag(ctx: Context) -> Iterator[Check]:
     """How far each index is behind its table, as the planner publishes it (icecdc.planning.table_status)."""
     now = ctx.clock()
     for table_config in ctx.config.tables:
-        table = load_table(ctx.catalog, glue_name(table_config.name))
-        status = table_status(table, table_config, ctx.state_store, now)
-        behind = f"{status.lag_seconds:.0f} s behind, {status.lag_snapshots if status.lag_snapshots is not None else '?'} snapshots, {status.pending_items} items pending"
-        if status.checkpoint is None and status.current_snapshot_id is not None:
-            detail = f"not exported yet ({status.lag_seconds:.0f} s since the current snapshot)"
-            fix = f"the sweep exports it within {ctx.aws.schedule_minutes} minutes; if not, see the planner and job checks"
-            late = status.lag_seconds >= LAG_ALARM_SECONDS
-            yield (failed if late else warned)("lag", detail, fix, subject=table_config.name)
-        elif status.lag_seconds >= LAG_ALARM_SECONDS:
-            yield failed(
-                "lag",
-                behind,
-                "more than an hour (the Lag alarm's threshold): see the planner, job and failed-events checks",
-                subject=table_config.name,
-            )
-        else:
-            yield passed("lag", behind, subject=table_config.name)
+        try:
+            table = load_table(ctx.catalog, glue_name(table_config.name))
+            status = table_status(table, table_config, ctx.state_store, now)
+        except (IcecdcError, ClientError) as exc:  # this table cannot tell; the others can
+            yield failed("lag", f"could not tell: {exc}", "see the table and state table checks", subject=table_config.name)
+            continue
+        yield _lag(status, ctx.aws.schedule_minutes, table_config.name)
+
+
+def _lag(status: TableStatus, schedule_minutes: int, name: str) -> Check:
+    snapshots = "?" if status.lag_snapshots is None else status.lag_snapshots
+    behind = f"{status.lag_seconds:.0f} s behind, {snapshots} snapshots, {status.pending_items} items pending"
+    late = status.lag_seconds >= LAG_ALARM_SECONDS
+    if status.checkpoint is None and status.current_snapshot_id is not None:
+        detail = f"not exported yet ({status.lag_seconds:.0f} s since the current snapshot)"
+        fix = f"the sweep exports it within {schedule_minutes} minutes; if not, see the planner and job checks"
+        return failed("lag", detail, fix, subject=name) if late else warned("lag", detail, fix, subject=name)
+    if late:
+        return failed(
+            "lag",
+            behind,
+            "more than an hour (the Lag alarm's threshold): see the planner, job and failed-events checks",
+            subject=name,
+        )
+    return passed("lag", behind, subject=name)
 
 
 CHECKS = (

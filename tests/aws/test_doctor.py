@@ -23,7 +23,7 @@ from icecdc.aws import job_name
 from icecdc.cli import main
 from icecdc.config import Config, parse_config
 from icecdc.doctor import Outcome, Phase, Sources, diagnose
-from icecdc.doctor.after import last_run
+from icecdc.doctor.after import LAG_ALARM_SECONDS, last_run
 from icecdc.doctor.before import stack_state
 from icecdc.doctor.context import Context
 from icecdc.doctor.network import GATEWAY_SERVICES, INTERFACE_SERVICES, Endpoints, endpoint_collisions
@@ -116,6 +116,8 @@ def test_what_the_doctor_looks_up_is_in_the_synthesized_template(
             state_table_name("cdc")
         }
         assert {r["Properties"]["GlueVersion"] for r in resources.values() if r["Type"] == "AWS::Glue::Job"} == {GLUE_VERSION}
+        lag_alarms = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+        assert {a["Threshold"] for a in lag_alarms if a.get("MetricName") == "LagSeconds"} == {LAG_ALARM_SECONDS}
         assert document["Parameters"]["BootstrapVersion"]["Default"] == bootstrap_parameter()
         [assertion] = document["Rules"]["CheckBootstrapVersion"]["Assertions"]
         assert f"version {BOOTSTRAP_VERSION} required" in assertion["AssertDescription"]
