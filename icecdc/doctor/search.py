@@ -51,8 +51,10 @@ def check_domain(ctx: Context) -> Iterator[Check]:
             yield failed(
                 ENGINE,
                 f"domain {name} runs {engine}: icecdc needs OpenSearch (1.0 or later; the stack creates 2.19)",
-                "upgrade the domain to OpenSearch (a snapshot first), or point the configuration at an OpenSearch domain",
-                f"aws opensearch upgrade-domain --domain-name {name} --target-version OpenSearch_2.19",
+                "upgrade the domain to OpenSearch (a snapshot first; one of the versions AWS lists for it), or point the "
+                "configuration at an OpenSearch domain",
+                f"aws opensearch get-compatible-versions --domain-name {name}\n"
+                f"aws opensearch upgrade-domain --domain-name {name} --target-version OpenSearch_<version>",
             )
             return
         yield passed(ENGINE, f"domain {name} runs {engine}")
@@ -122,7 +124,8 @@ def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> 
     try:
         client.indices.create(index=scratch)
         try:
-            client.index(index=scratch, id="doctor", body={"doctor": True}, version=1, version_type="external")
+            # an empty document: a template with a strict mapping that matches `<index>-*` takes it too
+            client.index(index=scratch, id="doctor", body={}, version=1, version_type="external")
         finally:
             client.indices.delete(index=scratch)
     except OpenSearchConnectionError as exc:
@@ -134,7 +137,10 @@ def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> 
         )
     except TransportError as exc:
         return failed(
-            WRITES, f"{identity} could not write {scratch!r}: {exc.status_code} {exc.error}", *_write_fix(exc), subject=index
+            WRITES,
+            f"{identity} could not write {scratch!r}: {exc.status_code} {exc.error}",
+            *_write_fix(exc, config.url),
+            subject=index,
         )
     return passed(WRITES, f"{identity} created, wrote and deleted {scratch!r} on {config.url}", subject=index)
 
@@ -145,16 +151,16 @@ BLOCKED = (
     "or add storage, then clear the block"
 )
 UNBLOCK = (
-    "curl -X PUT \"$URL/_cluster/settings\" -H 'Content-Type: application/json' "
-    '-d \'{"persistent": {"cluster.blocks.read_only": null, "cluster.blocks.read_only_allow_delete": null}}\''
+    "curl -X PUT {url}/_cluster/settings -H 'Content-Type: application/json' "
+    '-d \'{{"persistent": {{"cluster.blocks.read_only": null, "cluster.blocks.read_only_allow_delete": null}}}}\''
 )
 DENIED = "map the writers to a role that may write the configured indexes (docs/deploy.md, fine-grained access control)"
 
 
-def _write_fix(exc: TransportError) -> tuple[str, str | None]:
+def _write_fix(exc: TransportError, url: str) -> tuple[str, str | None]:
     text = str(exc.info)
     if "cluster_block_exception" in text or "read_only" in text:
-        return BLOCKED, UNBLOCK
+        return BLOCKED, UNBLOCK.format(url=url)
     if exc.status_code in (401, 403):
         return DENIED, None
     return "see OpenSearch's answer above", None
@@ -166,7 +172,8 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
     does. Reads the security plugin's role mappings, which needs the caller to be a security admin."""
     config = search_config(ctx)
     if config.aws_region is None:
-        yield skipped(MAPPING, f"basic auth: the writers sign in as {config.username or 'nobody'}, as the scratch write did")
+        who = f"basic auth: the writers sign in as {config.username}" if config.username else "no authentication"
+        yield skipped(MAPPING, f"{who}, as the scratch write did")
         return
     writers = _writer_arns(ctx) if ctx.stack is not None else {}
     if not writers:

@@ -194,7 +194,7 @@ def test_before_a_broken_setup_fails_each_check_with_its_fix(lake: Lake, unique:
     assert "fix: remove aws.planner_reserved_concurrency" in concurrency and "--quota-code L-B99A9384" in concurrency
     assert "fix: delete it (a retained state table" in fails("names free", state_table_name(stack))
     assert f"s3://elsewhere-{unique}: 404" in fails("warehouse bucket", f"elsewhere-{unique}")
-    assert "--target-version OpenSearch_2.19" in fails("opensearch domain")
+    assert f"$ aws opensearch get-compatible-versions --domain-name {domain}" in fails("opensearch domain")
     assert diagnosis.named("event names", f"{db.capitalize()}.orders").detail == (
         f"Glue announces it as {db}.orders; the rule and the planner match that "
         f"(its job and checkpoint keep the name {db.capitalize()}.orders)"
