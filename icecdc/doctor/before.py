@@ -172,8 +172,8 @@ def check_names(ctx: Context) -> Iterator[Check]:
     """Every name the stack gives a resource is free, or already the stack's: a table retained from a
     deleted stack (`<stack>-state`), a job made by hand, a log group Glue created itself all fail
     the deploy with "already exists"."""
-    stack = ctx.stack
-    taken = [n for n in named_resources(ctx.config) if name_taken(ctx.client, n) and not (stack and stack.owns(n.name))]
+    stack, names = ctx.stack, named_resources(ctx.config)
+    taken = [n for n in names if name_taken(ctx.client, n) and not (stack and stack.owns(n.name))]
     for named in taken:
         yield failed(
             "names free",
@@ -183,7 +183,7 @@ def check_names(ctx: Context) -> Iterator[Check]:
             subject=named.name,
         )
     if not taken:
-        yield passed("names free", f"the {len(named_resources(ctx.config))} names the stack gives are free or its own")
+        yield passed("names free", f"the {len(names)} names the stack gives are free or its own")
 
 
 def check_buckets(ctx: Context) -> Iterator[Check]:
