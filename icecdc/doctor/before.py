@@ -22,7 +22,6 @@ from icecdc.doctor.stack import (
     BOOTSTRAP_VERSION,
     GLUE_VERSION,
     NOT_FOUND,
-    OPENSEARCH_SERVICE,
     OPENSEARCH_SERVICE_LINKED_ROLE,
     DeployedStack,
     Logical,
@@ -149,7 +148,8 @@ def _planner_reservation(ctx: Context) -> int:
 
 
 def check_service_linked_role(ctx: Context) -> Iterator[Check]:
-    """A domain in a VPC needs OpenSearch's service-linked role, which CloudFormation does not create."""
+    """A domain in a VPC needs OpenSearch's service-linked role; a template cannot hold it (it fails
+    where the role exists), so the stack's Search/LinkedRole creates it when it is missing."""
     if not (ctx.aws.create_domain and ctx.aws.vpc):
         yield skipped("service-linked role", "only a domain the stack creates in a VPC needs it")
         return
@@ -158,11 +158,9 @@ def check_service_linked_role(ctx: Context) -> Iterator[Check]:
     except ClientError as exc:
         if error_code(exc) not in NOT_FOUND:
             raise
-        yield failed(
+        yield passed(
             "service-linked role",
-            f"{OPENSEARCH_SERVICE_LINKED_ROLE} does not exist: the domain cannot be created in the VPC",
-            "create it once per account",
-            f"aws iam create-service-linked-role --aws-service-name {OPENSEARCH_SERVICE}",
+            f"{OPENSEARCH_SERVICE_LINKED_ROLE} does not exist yet: the stack creates it before the domain (Search/LinkedRole)",
         )
         return
     yield passed("service-linked role", f"{OPENSEARCH_SERVICE_LINKED_ROLE} exists")

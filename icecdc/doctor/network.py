@@ -56,12 +56,11 @@ def check_vpc(ctx: Context) -> Iterator[Check]:
     # provisioning Lambda run in all of them.
     everywhere = ctx.aws.planner_applies or ctx.aws.create_domain
     subnets = vpc.subnets if everywhere else vpc.subnets[:1]
-    routes = {s.id: _route_table(ec2, vpc, s) for s in subnets}
-    if _creates_endpoints(vpc):
-        yield endpoint_collisions(vpc, endpoints, interfaces, routes)
+    if vpc.create_endpoints:
+        yield endpoint_collisions(vpc, endpoints, interfaces)
         return
     for subnet in subnets:
-        table = routes[subnet.id]
+        table = _route_table(ec2, vpc, subnet)
         if table is not None and _nat(table):
             yield passed(NAME, f"routes to a NAT gateway ({table['RouteTableId']})", subject=subnet.id)
             continue
@@ -80,10 +79,12 @@ def check_vpc(ctx: Context) -> Iterator[Check]:
             yield passed(NAME, "gateway and interface endpoints for every service it calls", subject=subnet.id)
 
 
-def endpoint_collisions(vpc: VpcConfig, endpoints: Endpoints, interfaces: tuple[str, ...], routes: dict[str, Any]) -> Check:
+def endpoint_collisions(vpc: VpcConfig, endpoints: Endpoints, interfaces: tuple[str, ...]) -> Check:
+    """What the stack would create that the VPC has: a private-DNS interface endpoint for a service,
+    or a gateway on a configured route table (`subnets[].route_table_id`, where the stack adds its own)."""
     taken = [f"{s} (private DNS)" for s in interfaces if s in endpoints.interfaces]
-    tables = {t["RouteTableId"] for t in routes.values() if t is not None}
-    taken += [f"{s} on {t}" for s in GATEWAY_SERVICES for t in sorted(tables) if (s, t) in endpoints.gateways]
+    tables = sorted({s.route_table_id for s in vpc.subnets if s.route_table_id})
+    taken += [f"{s} on {t}" for s in GATEWAY_SERVICES for t in tables if (s, t) in endpoints.gateways]
     if taken:
         return failed(
             NAME,
@@ -91,12 +92,6 @@ def endpoint_collisions(vpc: VpcConfig, endpoints: Endpoints, interfaces: tuple[
             "set aws.vpc.create_endpoints: false (the VPC's endpoints serve the stack; add the missing ones)",
         )
     return passed(NAME, f"the stack creates the endpoints; {vpc.vpc_id} has none that collide")
-
-
-def _creates_endpoints(vpc: VpcConfig) -> bool:
-    """aws.vpc.create_endpoints: wt-aws is adding the key (the stack creates the endpoints); read
-    so that this module works with the configuration before and after it lands."""
-    return bool(getattr(vpc, "create_endpoints", False))
 
 
 def _route_table(ec2: Any, vpc: VpcConfig, subnet: SubnetConfig) -> dict[str, Any] | None:

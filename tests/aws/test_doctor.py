@@ -26,7 +26,7 @@ from icecdc.doctor import Outcome, Phase, Sources, diagnose
 from icecdc.doctor.after import LAG_ALARM_SECONDS, last_run
 from icecdc.doctor.before import stack_state
 from icecdc.doctor.context import Context
-from icecdc.doctor.network import GATEWAY_SERVICES, INTERFACE_SERVICES, Endpoints, endpoint_collisions
+from icecdc.doctor.network import GATEWAY_SERVICES, INTERFACE_SERVICES
 from icecdc.doctor.search import mapping_checks
 from icecdc.doctor.sources import JobsOnVersion, UnsupportedPattern, match_locally
 from icecdc.doctor.stack import (
@@ -227,9 +227,10 @@ def test_a_stack_whose_creation_rolled_back_must_be_deleted_first() -> None:
     assert stack_state(DeployedStack("icecdc", "UPDATE_IN_PROGRESS", "", {}), "icecdc", REGION).outcome == Outcome.FAILED
 
 
-def test_a_domain_created_in_a_vpc_needs_its_role_a_logs_policy_and_endpoints(lake: Lake, unique: str, moto_url: str) -> None:
-    """OpenSearch's service-linked role, room for one more CloudWatch Logs resource policy, and
-    subnets that reach the services (one with no route and no endpoint, one behind a NAT gateway)."""
+def test_a_domain_created_in_a_vpc_needs_a_logs_policy_and_endpoints(lake: Lake, unique: str, moto_url: str) -> None:
+    """Room for one more CloudWatch Logs resource policy, subnets that reach the services (one with
+    no route and no endpoint, one behind a NAT gateway), and, when the stack creates the endpoints,
+    none there already; OpenSearch's service-linked role is created by the stack when missing."""
     lake.create_table(f"{lake.database}.orders")
     ec2 = elsewhere("ec2", moto_url)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -264,9 +265,9 @@ def test_a_domain_created_in_a_vpc_needs_its_role_a_logs_policy_and_endpoints(la
         for name in policies:
             logs.delete_resource_policy(policyName=name)
 
-    role = diagnosis.named("service-linked role")
-    assert role.outcome == Outcome.FAILED and role.fix is not None
-    assert role.fix.command == f"aws iam create-service-linked-role --aws-service-name {OPENSEARCH_SERVICE}"
+    assert diagnosis.named("service-linked role").detail == (
+        f"{OPENSEARCH_SERVICE_LINKED_ROLE} does not exist yet: the stack creates it before the domain (Search/LinkedRole)"
+    )
     full = diagnosis.named("logs resource policies")
     assert full.outcome == Outcome.FAILED and full.fix is not None
     assert full.detail.startswith(f"{ELSEWHERE} has 10 CloudWatch Logs resource policies, the most a region may have")
@@ -297,12 +298,14 @@ def test_a_domain_created_in_a_vpc_needs_its_role_a_logs_policy_and_endpoints(la
         again = diagnose(config, Phase.BEFORE, READY)
     finally:
         iam.delete_role(RoleName=OPENSEARCH_SERVICE_LINKED_ROLE)
-    assert again.named("service-linked role").outcome == Outcome.PASSED
+    assert again.named("service-linked role").detail == f"{OPENSEARCH_SERVICE_LINKED_ROLE} exists"
     assert again.named("logs resource policies").outcome == Outcome.PASSED
     assert again.named("vpc endpoints", isolated).detail == "gateway and interface endpoints for every service it calls"
-    assert config.aws is not None and config.aws.vpc is not None
-    routes = {isolated: {"RouteTableId": private}}
-    collision = endpoint_collisions(config.aws.vpc, Endpoints.of(ec2, vpc, ELSEWHERE), INTERFACE_SERVICES, routes)
+    routed = [{**subnets[0], "route_table_id": private}, {**subnets[1], "route_table_id": outbound}]
+    creating = config.revised(
+        aws={**config.aws.as_mapping(), "vpc": {"vpc_id": vpc, "subnets": routed, "create_endpoints": True}}
+    )
+    collision = diagnose(creating, Phase.BEFORE, READY).named("vpc endpoints")
     assert collision.outcome == Outcome.FAILED and collision.fix is not None
     assert collision.detail.startswith(f"{vpc} has endpoints already for glue (private DNS), monitoring (private DNS)")
     assert f"s3 on {private}, dynamodb on {private}: the stack's own would collide" in collision.detail
