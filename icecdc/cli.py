@@ -1,8 +1,9 @@
-"""The `icecdc` command: sync, status, verify, demo."""
+"""The `icecdc` command: sync, status, verify, demo, doctor."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -37,13 +38,23 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="an embedded catalog, OpenSearch and a few commits, synced")
     demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"))
 
+    doctor = commands.add_parser(
+        "doctor", help="check what makes a first deploy or a first commit fail, with the fix for each (exit 1 if any fails)"
+    )
+    doctor.add_argument(
+        "phase", choices=["before", "after"], help="before: ahead of `cdk deploy`; after: the deployed stack and its first runs"
+    )
+    doctor.add_argument("--config", required=True, type=Path, help="the configuration `cdk deploy` is given")
+    doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        return {"sync": _sync, "status": _status, "verify": _verify, "demo": _demo}[args.command](args)
+        commands_run = {"sync": _sync, "status": _status, "verify": _verify, "demo": _demo, "doctor": _doctor}
+        return commands_run[args.command](args)
     except IcecdcError as exc:
         print(f"icecdc: error: {exc}", file=sys.stderr)
         return 2
@@ -126,6 +137,24 @@ def _demo(args: argparse.Namespace) -> int:
     ok = run_demo(args.dir)
     print("\ndemo finished: the index equalled the table after every sync" if ok else "\ndemo FAILED: see ✗ above")
     return 0 if ok else 1
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from icecdc.config import load_config
+    from icecdc.doctor import Phase, diagnose
+
+    # A refused or unreachable OpenSearch request is a check's finding, printed with its fix: not
+    # also opensearch-py's warning with a traceback.
+    logging.getLogger("opensearch").setLevel(logging.ERROR)
+    diagnosis = diagnose(load_config(args.config), Phase(args.phase))
+    if args.json:
+        print(json.dumps(diagnosis.as_json(), indent=2, ensure_ascii=False))
+    else:
+        print(f"icecdc doctor {diagnosis.phase}: stack {diagnosis.stack} in {diagnosis.region}")
+        for check in diagnosis.checks:
+            print("\n".join(check.lines()))
+        print(diagnosis.summary())
+    return 0 if diagnosis.ok else 1
 
 
 if __name__ == "__main__":

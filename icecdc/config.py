@@ -288,6 +288,7 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 class SubnetConfig(_Model):
     id: Text
     availability_zone: Text
+    route_table_id: Text | None = None  # the subnet's route table: where aws.vpc.create_endpoints adds S3 and DynamoDB
 
 
 class VpcConfig(_Model):
@@ -297,6 +298,10 @@ class VpcConfig(_Model):
     vpc_id: Text
     # Private subnets, one per availability zone; a created domain spans the first two or three.
     subnets: tuple[SubnetConfig, ...] = Field(strict=False, min_length=1)
+    # The stack creates the VPC endpoints its parts need (for subnets without a NAT gateway): gateway
+    # endpoints for S3 and DynamoDB on the subnets' route tables, interface endpoints for the rest
+    # (docs/deploy.md). False: the VPC must reach those services already.
+    create_endpoints: bool = False
 
     @field_validator("subnets")
     @classmethod
@@ -306,12 +311,34 @@ class VpcConfig(_Model):
             raise ValueError(f"{_AT} must be in different availability zones, got {zones}")
         return subnets
 
+    @model_validator(mode="after")
+    def _routes_for_gateways(self) -> Self:
+        missing = [s.id for s in self.subnets if s.route_table_id is None]
+        if self.create_endpoints and missing:
+            raise ValueError(
+                f"{_AT}.create_endpoints needs each subnet's route_table_id (the S3 and DynamoDB gateway endpoints are "
+                f"routes): missing for {', '.join(missing)}"
+            )
+        return self
+
+
+def _key_arn(key: str) -> None:
+    """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
+    if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
+        raise ValueError(f"{_AT} must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), got {key!r}")
+
 
 class AwsConfig(_Model):
     """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
 
     # The buckets holding the tables' metadata and data: the only ones the roles read.
     warehouse_buckets: tuple[str, ...] = Field(strict=False)
+    # Customer-managed KMS keys the warehouse buckets' objects are encrypted with (SSE-KMS): the roles
+    # that read them get kms:Decrypt on these keys, through S3 only. Default: none (SSE-S3, or AWS-managed keys).
+    warehouse_kms_key_arns: tuple[str, ...] = Field((), strict=False)
+    # The customer-managed KMS key of opensearch.password_secret_arn, if it has one: kms:Decrypt through
+    # Secrets Manager for the roles that read the secret. Default: none (the secret's AWS-managed key).
+    password_secret_kms_key_arn: Text | None = None
     stack_name: Text = "icecdc"  # also the prefix of every resource name
     account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
     region: Text | None = None  # default: CDK_DEFAULT_REGION
@@ -322,6 +349,11 @@ class AwsConfig(_Model):
     # The planner applies a batch the in-process engine takes (see `engine:`) itself, in seconds and
     # without a Glue run; it then reaches OpenSearch from the Lambda. False: every batch starts the job.
     planner_applies: bool = True
+    # Concurrency reserved for the planner, or none (the default): the queue's event source already
+    # starts at most 2 planners at once, and reserving fails to deploy in accounts whose Lambda
+    # concurrency quota is low (Lambda keeps 100 unreserved). At least the event source's 2, or it
+    # would be throttled (docs/deploy.md).
+    planner_reserved_concurrency: int | None = Field(None, ge=2)
     glue_worker_type: Text = "G.1X"
     glue_max_workers: int = 10  # auto scaling's upper bound per table's job
     glue_timeout_minutes: int = Field(120, ge=1)
@@ -355,6 +387,20 @@ class AwsConfig(_Model):
         if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
             raise ValueError(f"{_AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}")
         return buckets
+
+    @field_validator("warehouse_kms_key_arns")
+    @classmethod
+    def _key_arns(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            _key_arn(key)
+        return keys
+
+    @field_validator("password_secret_kms_key_arn")
+    @classmethod
+    def _key_arn(cls, key: str | None) -> str | None:
+        if key is not None:
+            _key_arn(key)
+        return key
 
     @field_validator("stack_name")
     @classmethod

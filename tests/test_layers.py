@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"icecdc.engines"},  # where a pass runs: Spark or in-process
     {"icecdc.processing"},
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
+    {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
     {"icecdc.cli"},
 ]
 

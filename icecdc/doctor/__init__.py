@@ -1,0 +1,60 @@
+"""`icecdc doctor`: what makes a first deploy or a first commit fail, checked with the caller's
+credentials against the configuration, each finding with its fix.
+
+- `before` (icecdc.doctor.before): the tables (in the Glue Data Catalog, format v2+, identifier
+  columns, lower-case names as Glue's events carry them, files in the warehouse buckets), the
+  account (credentials, CDK bootstrap, Glue 5.1, Lambda concurrency for what the stack reserves,
+  OpenSearch's service-linked role for a VPC domain), an existing domain (OpenSearch, reachable),
+  and the names the stack gives its resources (free, or its own).
+- `after` (icecdc.doctor.after): the deployed stack's resources, the state table, the jobs' and the
+  planner's last runs and errors, the failed-events queue, the rule against each table's event,
+  the writers' access to the indexes (icecdc.doctor.search) and each table's lag.
+
+Each check is a function of a `Context` yielding `Check`s; one that cannot finish (denied, throttled)
+is reported as failed with the error, and the others still run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from icecdc.config import Config
+from icecdc.doctor import after, before
+from icecdc.doctor.context import Context, Sources
+from icecdc.doctor.model import Check, Diagnosis, Fix, Outcome, Phase, failed
+from icecdc.errors import IcecdcError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Check", "Diagnosis", "Fix", "Outcome", "Phase", "Sources", "diagnose"]
+
+CheckFunction = Callable[[Context], Iterator[Check]]
+PHASES: dict[Phase, tuple[CheckFunction, ...]] = {Phase.BEFORE: before.CHECKS, Phase.AFTER: after.CHECKS}
+
+
+def diagnose(config: Config, phase: Phase, sources: Sources | None = None, clock: Callable[[], float] = time.time) -> Diagnosis:
+    """Run every check of `phase`. `sources` replaces what the tests' AWS cannot answer
+    (icecdc.doctor.sources); `clock` is the lag check's now."""
+    context = Context.open(config, sources, clock)
+    checks = [check for function in PHASES[phase] for check in _run(function, context)]
+    return Diagnosis(phase, context.stack_name, context.region, tuple(checks))
+
+
+def _run(function: CheckFunction, context: Context) -> list[Check]:
+    name = function.__name__.removeprefix("check_").replace("_", " ")
+    checks: list[Check] = []
+    try:
+        for check in function(context):
+            checks.append(check)
+    except (ClientError, BotoCoreError, IcecdcError) as exc:
+        # Denied, throttled, unreachable: this check cannot tell, the others still run.
+        checks.append(
+            failed(name, f"could not check: {exc}", "give the caller the read access the error names, or correct what it says")
+        )
+    for check in checks:
+        log.debug("%s: %s: %s", check.title, check.outcome, check.detail)
+    return checks
