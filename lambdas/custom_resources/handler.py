@@ -18,6 +18,10 @@ Admin (admin ARN).
 `publish`: copy an asset to the name its consumer needs (CDK names assets by hash; Glue installs a
 zip of wheels only if its name ends in `.gluewheels.zip`). Properties: SourceBucket, SourceKey,
 Bucket, Key. Nothing is deleted: a run started before an update still finds its file.
+
+`settle`: wait `Seconds` on create and update, so that what depends on this resource starts that
+much after what it depends on (a created domain after its log groups' resource policy, which
+OpenSearch may not see at once).
 """
 
 from __future__ import annotations
@@ -124,6 +128,12 @@ def publish(event: dict[str, Any], context: Any, s3: Any = None) -> None:
         )
 
     run(event, context, f"s3://{p['Bucket']}/{p['Key']}", copy, lambda: None)
+
+
+def settle(event: dict[str, Any], context: Any, sleep: Callable[[float], None] = time.sleep) -> None:
+    """`sleep`: the tests pass one that records."""
+    seconds = float(event["ResourceProperties"]["Seconds"])
+    run(event, context, f"settle-{event['LogicalResourceId']}", lambda: sleep(seconds), lambda: None)
 
 
 def run(

@@ -110,3 +110,12 @@ def test_publish_copies_the_asset_to_the_name_glue_requires(
     access["publish"](event("Delete", url, properties), None, s3)  # kept: a running job may still read it
     assert answers[-1]["Status"] == "SUCCESS"
     assert s3.head_object(Bucket=f"artifacts-{unique}", Key="python/icecdc-deps-0123.gluewheels.zip")
+
+
+def test_settle_waits_on_create_and_update_only(cloudformation: tuple[str, list[dict[str, Any]]]) -> None:
+    url, answers = cloudformation
+    slept: list[float] = []
+    for kind in ("Create", "Update", "Delete"):
+        access["settle"](event(kind, url, {"Seconds": "60"}), None, slept.append)  # CloudFormation sends strings
+        assert answers[-1]["Status"] == "SUCCESS"
+    assert slept == [60.0, 60.0]

@@ -127,3 +127,14 @@ def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: in
         aws["vpc"] = {**VPC, "subnets": VPC["subnets"][:subnets]}
     config = parse_config(config_dict(aws))
     assert config.aws is not None and availability_zones(config.aws) == zones
+
+
+def test_the_domain_is_created_after_its_log_groups_policy_has_settled(created_domain: Any) -> None:
+    """OpenSearch refuses a domain whose log groups' resource policy it cannot see yet ("does not grant
+    sufficient permissions"): the domain depends on the policy and on a wait after it (issue 20 item 1)."""
+    template, _ = created_domain
+    (policy_id,) = template.find_resources("AWS::Logs::ResourcePolicy")
+    (settled_id, settled) = next(iter(template.find_resources("Custom::IcecdcSettle").items()))
+    (domain,) = template.find_resources("AWS::OpenSearchService::Domain").values()
+    assert {policy_id, settled_id} <= set(domain["DependsOn"])
+    assert policy_id in settled["DependsOn"] and settled["Properties"]["Seconds"] >= 60
