@@ -322,6 +322,11 @@ class AwsConfig(_Model):
     # The planner applies a batch the in-process engine takes (see `engine:`) itself, in seconds and
     # without a Glue run; it then reaches OpenSearch from the Lambda. False: every batch starts the job.
     planner_applies: bool = True
+    # Concurrency reserved for the planner, or none (the default): the queue's event source already
+    # starts at most 2 planners at once, and reserving fails to deploy in accounts whose Lambda
+    # concurrency quota is low (Lambda keeps 100 unreserved). At least the event source's 2, or it
+    # would be throttled (docs/deploy.md).
+    planner_reserved_concurrency: int | None = Field(None, ge=2)
     glue_worker_type: Text = "G.1X"
     glue_max_workers: int = 10  # auto scaling's upper bound per table's job
     glue_timeout_minutes: int = Field(120, ge=1)

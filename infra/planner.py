@@ -45,9 +45,13 @@ from infra.state import State
 # A planner that starts jobs only reads state (the checkpoint; a count of pending items); one that
 # applies small batches plans and writes like the job (infra.jobs.DYNAMODB_ACTIONS).
 PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
-# Planner invocations at once, and the most the queue's event source starts: each is O(1) per table,
-# so events wait in the queue instead of taking the account's Lambda concurrency (equal, so that the
-# event source is never throttled, which would count against a message's receives).
+# The most planner invocations the queue's event source starts at once (its MaximumConcurrency;
+# Lambda's minimum): each is O(1) per table, so events wait in the queue instead of taking the
+# account's Lambda concurrency. Every trigger goes through the queue, so this bounds the planner;
+# concurrency is reserved for it only with aws.planner_reserved_concurrency (at least this, so
+# that the event source is never throttled, which would count against a message's receives):
+# reserving fails in accounts whose concurrency quota is low ("decreases account's
+# UnreservedConcurrentExecution below its minimum value": Lambda keeps 100 unreserved).
 PLANNER_CONCURRENCY = 2
 # The planner starts no pass with less than PASS_RESERVE_SECONDS (120 s) left (icecdc.aws.planner_deadline):
 # the longest pass the default engine limits allow (500,000 rows read at the 9,000-19,000 rows/s of
@@ -166,7 +170,7 @@ class Planner(Construct):
             log_group=self.log_group,
             memory_size=PLANNER_MEMORY_MB if applies else PLANNER_MEMORY_MB_STARTING_JOBS,
             timeout=PLANNER_TIMEOUT,
-            reserved_concurrent_executions=PLANNER_CONCURRENCY,
+            reserved_concurrent_executions=aws.planner_reserved_concurrency,
             retry_attempts=2,  # direct asynchronous invocations (an operator's test); the rules go through the buffer
             on_failure=lambda_destinations.SqsDestination(self.failures),
             environment=environment,

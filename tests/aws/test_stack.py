@@ -253,7 +253,6 @@ def test_the_planner_applies_small_batches_with_the_jobs_rights_memory_and_time(
     template, _ = existing_endpoint
     planner, found = planner_of(template)
     properties = planner["Properties"]
-    assert properties["ReservedConcurrentExecutions"] == 2
     # a whole core and ~3x the largest default pass's memory; a pass starts only with PASS_RESERVE_SECONDS left
     assert (properties["MemorySize"], properties["Timeout"]) == (PLANNER_MEMORY_MB, 300) and PLANNER_MEMORY_MB >= 1769
     assert properties["Timeout"] >= 2 * PASS_RESERVE_SECONDS
@@ -420,3 +419,16 @@ def test_planner_buffers_events_and_coalesces_them_in_batches(tmp_path: Path) ->
     )
     template.has_resource_properties("AWS::CloudWatch::Alarm", {"Namespace": METRIC_NAMESPACE, "MetricName": "PlanningErrors"})
     assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_the_planner_reserves_concurrency_only_when_configured(existing_endpoint, tmp_path: Path) -> None:
+    """Reserving fails in accounts whose concurrency quota is low (Lambda keeps 100 unreserved): by
+    default the queue's event source alone bounds the planner (issue 20 item 2)."""
+    template, _ = existing_endpoint
+    planner, _ = planner_of(template)
+    assert "ReservedConcurrentExecutions" not in planner["Properties"]
+    (source,) = template.find_resources("AWS::Lambda::EventSourceMapping").values()
+    assert source["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 2}
+    template, _ = synth(tmp_path, {"planner_reserved_concurrency": 3})
+    planner, _ = planner_of(template)
+    assert planner["Properties"]["ReservedConcurrentExecutions"] == 3
