@@ -49,17 +49,26 @@ READY_SECONDS = 8 * 60
 
 
 class SecurityApi:
-    def __init__(self, endpoint: str, region: str) -> None:
-        self.base = f"https://{endpoint}/{API}"
+    """The security plugin's REST API of one domain. `scheme` and `pause` (seconds between attempts)
+    are for the tests."""
+
+    def __init__(self, endpoint: str, region: str, scheme: str = "https", pause: float = 15) -> None:
+        self.base = f"{scheme}://{endpoint}/{API}"
         self.region = region
+        self.pause = pause
         self.credentials = boto3.Session().get_credentials()
 
     def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = AWSRequest(method=method, url=f"{self.base}/{path}", data=data, headers={"Content-Type": "application/json"})
-        SigV4Auth(self.credentials, "es", self.region).add_auth(request)
         deadline = time.monotonic() + READY_SECONDS
         while True:
+            # Signed anew for every attempt: a SigV4 signature expires about 5 minutes after its
+            # X-Amz-Date, and a domain may answer 5xx for longer (READY_SECONDS), so a signature
+            # made once would turn the later retries into 403s, which are final.
+            request = AWSRequest(
+                method=method, url=f"{self.base}/{path}", data=data, headers={"Content-Type": "application/json"}
+            )
+            SigV4Auth(self.credentials, "es", self.region).add_auth(request)
             prepared = urllib.request.Request(request.url, data=data, headers=dict(request.headers), method=method)
             try:
                 with urllib.request.urlopen(prepared, timeout=30) as answer:  # noqa: S310 - https to the domain only
@@ -73,7 +82,7 @@ class SecurityApi:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{method} {path}: {exc}") from None
             log.info("%s %s: the domain is not ready yet; trying again", method, path)
-            time.sleep(15)
+            time.sleep(self.pause)
 
 
 def apply(api: SecurityApi, properties: dict[str, Any]) -> None:

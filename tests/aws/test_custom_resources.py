@@ -119,3 +119,31 @@ def test_settle_waits_on_create_and_update_only(cloudformation: tuple[str, list[
         access["settle"](event(kind, url, {"Seconds": "60"}), None, slept.append)  # CloudFormation sends strings
         assert answers[-1]["Status"] == "SUCCESS"
     assert slept == [60.0, 60.0]
+
+
+def test_every_attempt_at_the_security_api_is_signed_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A domain may answer 5xx for minutes; a signature expires after about 5: each retry carries a
+    signature of its own time (issue 20 item 3)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    seen: list[tuple[str, str]] = []
+
+    class NotReadyTwice(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append((self.headers["X-Amz-Date"], self.headers["Authorization"]))
+            ready = len(seen) > 2
+            self.send_response(200 if ready else 503)
+            self.end_headers()
+            self.wfile.write(b'{"config": {}}' if ready else b"not ready")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotReadyTwice)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = access["SecurityApi"](f"127.0.0.1:{server.server_port}", "us-east-1", scheme="http", pause=1.1)
+        assert api.call("GET", "audit") == {"config": {}}
+    finally:
+        server.shutdown()
+    assert len(seen) == 3 and len({date for date, _ in seen}) == 3 and len({auth for _, auth in seen}) == 3
