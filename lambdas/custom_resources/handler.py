@@ -5,7 +5,8 @@ boto3 (no layer). Each answers CloudFormation itself (`respond`).
 through the security plugin's REST API, signed with SigV4 as the domain's master user (that
 function's role, which nothing else assumes). On create and update it
 - maps the configured admin principal to `all_access` and `security_manager` (added to what the
-  mappings hold; never removed, so that someone can still administer a retained domain),
+  mappings hold; never removed, so that someone can still administer a retained domain): an IAM
+  role as a backend role, an IAM user as a user,
 - puts the role `Role` (body from the template: the configured indexes, their generations and
   aliases, nothing else) and maps the writers to it, alone: the jobs' role and, when it applies
   small batches itself, the planner's,
@@ -85,12 +86,21 @@ class SecurityApi:
             time.sleep(self.pause)
 
 
+def mapped_as(arn: str) -> str:
+    """Where a role mapping names an IAM principal: an IAM user's ARN under `users`, a role's under
+    `backend_roles` (fine-grained access control matches a user's ARN as its user name, a role's as a
+    backend role)."""
+    return "users" if arn.split(":", 5)[-1].startswith("user/") else "backend_roles"
+
+
 def apply(api: SecurityApi, properties: dict[str, Any]) -> None:
+    admin = properties["Admin"]
+    key = mapped_as(admin)
     for role in ADMIN_ROLES:
         found = (api.call("GET", f"rolesmapping/{role}", missing_ok=True) or {}).get(role, {})
-        mapping = {key: found.get(key, []) for key in ("backend_roles", "hosts", "users")}
-        if properties["Admin"] not in mapping["backend_roles"]:
-            mapping["backend_roles"] = [*mapping["backend_roles"], properties["Admin"]]
+        mapping = {k: found.get(k, []) for k in ("backend_roles", "hosts", "users")}
+        if admin not in mapping[key]:
+            mapping[key] = [*mapping[key], admin]
             api.call("PUT", f"rolesmapping/{role}", mapping)
     name = properties["RoleName"]
     api.call("PUT", f"roles/{name}", json.loads(properties["Role"]))

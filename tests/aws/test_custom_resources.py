@@ -147,3 +147,15 @@ def test_every_attempt_at_the_security_api_is_signed_anew(monkeypatch: pytest.Mo
     finally:
         server.shutdown()
     assert len(seen) == 3 and len({date for date, _ in seen}) == 3 and len({auth for _, auth in seen}) == 3
+
+
+def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:
+    """Fine-grained access control matches an IAM user's ARN under `users`, a role's under
+    `backend_roles` (issue 20 item 4)."""
+    user = "arn:aws:iam::123456789012:user/ops/alice"
+    api = FakeSecurityApi()
+    access["apply"](api, {**PROPERTIES, "Admin": user})
+    for role in ("all_access", "security_manager"):
+        mapping = api.docs[f"rolesmapping/{role}"][role]
+        assert mapping["users"] == [user] and user not in mapping["backend_roles"]
+    assert access["mapped_as"](ADMIN) == "backend_roles" and access["mapped_as"](user) == "users"
