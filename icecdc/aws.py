@@ -52,6 +52,12 @@ ARG_OPENSEARCH_URL = "icecdc_opensearch_url"
 ARG_DEAD_LETTER = "icecdc_dead_letter"
 
 
+def glue_name(name: str) -> str:
+    """A `<database>.<table>` as the Glue Data Catalog stores it, and names it in its events: in
+    lower case (Glue lowercases database and table names; a configured `Sales.Orders` is `sales.orders`)."""
+    return name.lower()
+
+
 def job_name(stack_name: str, table: str) -> str:
     """The Glue job of one table: one job per table, so that one table's run never blocks another's."""
     return f"{stack_name}-{table}"
@@ -125,9 +131,11 @@ def event_tables(event: Any, config: Config) -> EventTables:
     if detail.get("typeOfChange") != "UpdateTable":
         return EventTables((), f"event for {database}.{table} is a {detail.get('typeOfChange')!r}, not an UpdateTable")
     name = f"{database}.{table}"
-    if name not in {t.name for t in config.tables}:
+    # matched as Glue names it; planned under the configured name (its job, its checkpoint)
+    configured = {glue_name(t.name): t.name for t in config.tables}
+    if glue_name(name) not in configured:
         return EventTables((), f"table {name} is not configured")
-    return EventTables((name,))
+    return EventTables((configured[glue_name(name)],))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
+from icecdc.aws import glue_name
 from icecdc.config import LOG_RETENTION_DAYS, AwsConfig, Config
 
 GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
@@ -126,8 +127,10 @@ def nag_text(scope: IConstruct, value: str) -> str:
     return visit(Stack.of(scope).resolve(value))
 
 
-def table_parts(config: Config) -> list[tuple[str, str]]:
-    return [(t.name.split(".", 1)[0], t.name.split(".", 1)[1]) for t in config.tables]
+def table_parts(config: Config, protected_only: bool = False) -> list[tuple[str, str]]:
+    """The tables' (database, table) as Glue stores them and names them in events and ARNs (lower case)."""
+    tables = [t for t in config.tables if t.protect_checkpoint or not protected_only]
+    return [tuple(glue_name(t.name).split(".", 1)) for t in tables]  # type: ignore[misc]
 
 
 def glue_table_arns(scope: Construct, tables: Iterable[tuple[str, str]]) -> list[str]:
@@ -154,7 +157,7 @@ def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
 def tag_protected_tables(role: iam.IRole, config: Config) -> None:
     """`protect_checkpoint` tables: icecdc commits tags to their metadata (icecdc.protection), so the
     role may update those tables, and write metadata files (never data) in the warehouse."""
-    protected = [(t.name.split(".", 1)[0], t.name.split(".", 1)[1]) for t in config.tables if t.protect_checkpoint]
+    protected = table_parts(config, protected_only=True)
     if not protected:
         return
     allow(role, iam.PolicyStatement(actions=["glue:UpdateTable"], resources=glue_table_arns(role, protected)))

@@ -19,7 +19,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from icecdc.aws import PASS_RESERVE_SECONDS
+from icecdc.aws import PASS_RESERVE_SECONDS, glue_name
 from icecdc.config import Config
 from icecdc.model import EngineChoice
 from infra.bundling import Bundles
@@ -66,6 +66,10 @@ def check_deployable(config: Config) -> None:
         raise SystemExit(
             f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
         )
+    glue_names = [glue_name(t.name) for t in config.tables]
+    same = sorted({t.name for t in config.tables if glue_names.count(glue_name(t.name)) > 1})
+    if same:
+        raise SystemExit(f"tables {', '.join(same)} name one Glue table: Glue stores database and table names in lower case")
     if config.aws.planner_applies:
         check_planner_applies(config)
     if config.opensearch.password is not None:

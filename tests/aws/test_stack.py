@@ -4,6 +4,7 @@ but for asset hashes)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,13 @@ from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from app import build
-from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, job_name
+from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, event_tables, job_name
+from icecdc.config import parse_config
 from infra.jobs import DYNAMODB_ACTIONS
 from infra.planner import PLANNER_MEMORY_MB, PLANNER_MEMORY_MB_STARTING_JOBS
+from infra.stack import check_deployable
 from tests.support.cdk import ADMIN, TABLES, VPC, config_dict, synth
+from tests.support.planner import table_event
 
 
 def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:
@@ -432,3 +436,20 @@ def test_the_planner_reserves_concurrency_only_when_configured(existing_endpoint
     template, _ = synth(tmp_path, {"planner_reserved_concurrency": 3})
     planner, _ = planner_of(template)
     assert planner["Properties"]["ReservedConcurrentExecutions"] == 3
+
+
+def test_mixed_case_table_names_are_matched_as_glue_stores_them(tmp_path: Path) -> None:
+    """Glue stores database and table names in lower case, and its events name them so: the rule,
+    the catalog ARNs and the planner's lookup use those names (issue 20 item 5)."""
+    tables = [{"name": "Sales.Orders", "index": "orders", "protect_checkpoint": True}]
+    template, _ = synth(tmp_path, {}, tables=tables)
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {"EventPattern": Match.object_like({"detail": Match.object_like({"databaseName": ["sales"], "tableName": ["orders"]})})},
+    )
+    arns = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert ":table/sales/orders" in arns and ":database/sales" in arns and "/Sales" not in arns  # the job keeps its name
+    config = parse_config(config_dict(tables=tables))
+    assert event_tables(table_event("sales", "orders"), config).tables == ("Sales.Orders",)  # the configured name: its job
+    with pytest.raises(SystemExit, match="name one Glue table"):
+        check_deployable(parse_config(config_dict(tables=[*tables, {"name": "sales.ORDERS", "index": "orders2"}])))
