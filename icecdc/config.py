@@ -307,11 +307,23 @@ class VpcConfig(_Model):
         return subnets
 
 
+def _key_arn(key: str) -> None:
+    """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
+    if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
+        raise ValueError(f"{_AT} must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), got {key!r}")
+
+
 class AwsConfig(_Model):
     """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
 
     # The buckets holding the tables' metadata and data: the only ones the roles read.
     warehouse_buckets: tuple[str, ...] = Field(strict=False)
+    # Customer-managed KMS keys the warehouse buckets' objects are encrypted with (SSE-KMS): the roles
+    # that read them get kms:Decrypt on these keys, through S3 only. Default: none (SSE-S3, or AWS-managed keys).
+    warehouse_kms_key_arns: tuple[str, ...] = Field((), strict=False)
+    # The customer-managed KMS key of opensearch.password_secret_arn, if it has one: kms:Decrypt through
+    # Secrets Manager for the roles that read the secret. Default: none (the secret's AWS-managed key).
+    password_secret_kms_key_arn: Text | None = None
     stack_name: Text = "icecdc"  # also the prefix of every resource name
     account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
     region: Text | None = None  # default: CDK_DEFAULT_REGION
@@ -360,6 +372,20 @@ class AwsConfig(_Model):
         if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
             raise ValueError(f"{_AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}")
         return buckets
+
+    @field_validator("warehouse_kms_key_arns")
+    @classmethod
+    def _key_arns(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            _key_arn(key)
+        return keys
+
+    @field_validator("password_secret_kms_key_arn")
+    @classmethod
+    def _key_arn(cls, key: str | None) -> str | None:
+        if key is not None:
+            _key_arn(key)
+        return key
 
     @field_validator("stack_name")
     @classmethod

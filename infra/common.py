@@ -152,6 +152,7 @@ def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{_s3(role)}{b}/*" for b in aws.warehouse_buckets]),
         wildcards="the tables' metadata and data files: object keys are not known at synth time (read only, no listing)",
     )
+    allow_keys(role, aws.warehouse_kms_key_arns, "s3", ["kms:Decrypt"])
 
 
 def tag_protected_tables(role: iam.IRole, config: Config) -> None:
@@ -168,6 +169,8 @@ def tag_protected_tables(role: iam.IRole, config: Config) -> None:
         ),
         wildcards="metadata files of the protected tables (new metadata.json and manifests); never data files",
     )
+    # new objects in a bucket whose default encryption is a customer-managed key
+    allow_keys(role, _aws(config).warehouse_kms_key_arns, "s3", ["kms:GenerateDataKey"])
 
 
 def allow_password_secret(role: iam.IRole, config: Config) -> None:
@@ -176,6 +179,22 @@ def allow_password_secret(role: iam.IRole, config: Config) -> None:
         allow(
             role,
             iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[config.opensearch.password_secret_arn]),
+        )
+        key = _aws(config).password_secret_kms_key_arn
+        allow_keys(role, (key,) if key else (), "secretsmanager", ["kms:Decrypt"])
+
+
+def allow_keys(role: iam.IRole, keys: Sequence[str], service: str, actions: list[str]) -> None:
+    """`actions` on customer-managed `keys` (nothing without any), used through `service` only (the
+    kms:ViaService condition): the role reads what that service encrypted, never the key directly."""
+    if keys:
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=actions,
+                resources=list(keys),
+                conditions={"StringEquals": {"kms:ViaService": f"{service}.{Stack.of(role).region}.amazonaws.com"}},
+            ),
         )
 
 

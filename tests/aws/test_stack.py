@@ -453,3 +453,26 @@ def test_mixed_case_table_names_are_matched_as_glue_stores_them(tmp_path: Path) 
     assert event_tables(table_event("sales", "orders"), config).tables == ("Sales.Orders",)  # the configured name: its job
     with pytest.raises(SystemExit, match="name one Glue table"):
         check_deployable(parse_config(config_dict(tables=[*tables, {"name": "sales.ORDERS", "index": "orders2"}])))
+
+
+WAREHOUSE_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+SECRET_KEY = "arn:aws:kms:us-east-1:123456789012:key/66666666-7777-8888-9999-000000000000"
+
+
+def test_customer_managed_keys_of_the_inputs_are_granted_decrypt_where_they_are_read(tmp_path: Path) -> None:
+    """SSE-KMS warehouse buckets and a secret under a customer-managed key need kms:Decrypt of
+    whoever reads them (the jobs, the planner), through that service only (issue 20 item 7)."""
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icecdc-search-AbCdEf"
+    opensearch = {"url": "https://search.example.com", "username": "icecdc", "password_secret_arn": arn}
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "none").mkdir()
+    aws = {"warehouse_kms_key_arns": [WAREHOUSE_KEY], "password_secret_kms_key_arn": SECRET_KEY}
+    template, annotations = synth(tmp_path / "keys", aws, opensearch=opensearch)
+    decrypts = [s for s in statements(template) if "kms:Decrypt" in as_list(s["Action"])]
+    for key, service in ((WAREHOUSE_KEY, "s3"), (SECRET_KEY, "secretsmanager")):
+        granted = [s for s in decrypts if s["Resource"] == key]
+        assert len(granted) == 2, granted  # the jobs' role and the planner's
+        assert all(s["Condition"] == {"StringEquals": {"kms:ViaService": f"{service}.us-east-1.amazonaws.com"}} for s in granted)
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+    template, _ = synth(tmp_path / "none", {}, opensearch=opensearch)
+    assert not [s for s in statements(template) if s["Resource"] in (WAREHOUSE_KEY, SECRET_KEY)]
