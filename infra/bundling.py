@@ -204,6 +204,11 @@ def lock_digest(lock: Path) -> str:
     return hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
 
 
+# What the jobs pass to pip for the zip of wheels (--python-modules-installer-option): no package
+# index, so the zip's wheels, checked against the hashes of its requirements.txt, are all it installs.
+JOB_INSTALLER_OPTIONS = "--no-index"
+
+
 def glue_wheels_name(lock: Path = GLUE.lock) -> str:
     """The zip's name, which Glue requires to end in `.gluewheels.zip`; one per lock."""
     return f"icecdc-deps-{lock_digest(lock)}.gluewheels.zip"

@@ -60,6 +60,8 @@ def test_one_glue_5_1_job_per_table_with_its_arguments(existing_endpoint) -> Non
         (_, [scheme, _bucket, key]) = arguments["--additional-python-modules"]["Fn::Join"]
         assert scheme == "s3://" and key.startswith("/python/icecdc-deps-") and key.endswith(".gluewheels.zip")
         assert arguments["--python-modules-installer-option"] == "--no-index"
+        # by Ref, so that CloudFormation creates the configuration first (a name alone orders nothing)
+        assert properties["SecurityConfiguration"] == {"Ref": "JobSecurity"}
         for name in ("--extra-py-files", "--icecdc_config", "--icecdc_state_table", "--icecdc_region", "--icecdc_dead_letter"):
             assert name in arguments, name
         assert "--icecdc_opensearch_url" not in arguments  # the configured endpoint is used as it is
