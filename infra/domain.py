@@ -235,8 +235,7 @@ class Search(Construct):
             properties={"Seconds": LOGS_POLICY_SETTLE_SECONDS, "Policy": cfn_policy.ref},  # a new policy: wait again
             description="icecdc: gives the domain's CloudWatch Logs resource policy time to propagate",
         )
-        settled.node.add_dependency(policy)
-        domain.node.add_dependency(policy, settled)
+        domain.node.add_dependency(policy, settled)  # `settled` follows the policy: its Ref
         reasons = {
             "AwsSolutions-OS3": "access is by IAM identity (SigV4) and fine-grained access control, not by IP: Glue workers have no fixed addresses",
             "AwsSolutions-OS4": "dedicated master nodes are worth their cost above ~10 data nodes; set them up for large domains",

@@ -31,6 +31,7 @@ from infra.common import (
     allow,
     allow_metrics,
     allow_password_secret,
+    cdk_orders_after_its_policy,
     log_group,
     read_catalog_and_warehouse,
     suppress,
@@ -177,7 +178,7 @@ class Planner(Construct):
             description="icecdc planner: Glue table change or schedule → has the table work? → applied here if small, else its Glue job",
             **placement,
         )
-        self.function.node.add_dependency(role)
+        cdk_orders_after_its_policy(self.function)
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.buffer,

@@ -137,4 +137,4 @@ def test_the_domain_is_created_after_its_log_groups_policy_has_settled(created_d
     (settled_id, settled) = next(iter(template.find_resources("Custom::IcecdcSettle").items()))
     (domain,) = template.find_resources("AWS::OpenSearchService::Domain").values()
     assert {policy_id, settled_id} <= set(domain["DependsOn"])
-    assert policy_id in settled["DependsOn"] and settled["Properties"]["Seconds"] >= 60
+    assert settled["Properties"]["Policy"] == {"Ref": policy_id} and settled["Properties"]["Seconds"] >= 60

@@ -361,13 +361,13 @@ def test_dead_letters_and_job_output_are_under_a_rotated_customer_key_and_expire
     assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
     assert key_id in str(encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"])
     assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 90
-    (security,) = template.find_resources("AWS::Glue::SecurityConfiguration").values()
+    ((security_id, security),) = template.find_resources("AWS::Glue::SecurityConfiguration").items()
     encryption_config = security["Properties"]["EncryptionConfiguration"]
     assert encryption_config["S3Encryptions"][0]["S3EncryptionMode"] == "SSE-KMS"
     assert encryption_config["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
     assert encryption_config["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
     jobs = template.find_resources("AWS::Glue::Job").values()
-    assert all(job["Properties"]["SecurityConfiguration"] == security["Properties"]["Name"] for job in jobs)
+    assert all(job["Properties"]["SecurityConfiguration"] == {"Ref": security_id} for job in jobs)
 
 
 def test_basic_auth_reads_one_secret_and_a_password_never_reaches_an_asset(tmp_path: Path) -> None:
