@@ -288,6 +288,7 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 class SubnetConfig(_Model):
     id: Text
     availability_zone: Text
+    route_table_id: Text | None = None  # the subnet's route table: where aws.vpc.create_endpoints adds S3 and DynamoDB
 
 
 class VpcConfig(_Model):
@@ -297,6 +298,10 @@ class VpcConfig(_Model):
     vpc_id: Text
     # Private subnets, one per availability zone; a created domain spans the first two or three.
     subnets: tuple[SubnetConfig, ...] = Field(strict=False, min_length=1)
+    # The stack creates the VPC endpoints its parts need (for subnets without a NAT gateway): gateway
+    # endpoints for S3 and DynamoDB on the subnets' route tables, interface endpoints for the rest
+    # (docs/deploy.md). False: the VPC must reach those services already.
+    create_endpoints: bool = False
 
     @field_validator("subnets")
     @classmethod
@@ -305,6 +310,16 @@ class VpcConfig(_Model):
         if len(set(zones)) != len(zones):
             raise ValueError(f"{_AT} must be in different availability zones, got {zones}")
         return subnets
+
+    @model_validator(mode="after")
+    def _routes_for_gateways(self) -> Self:
+        missing = [s.id for s in self.subnets if s.route_table_id is None]
+        if self.create_endpoints and missing:
+            raise ValueError(
+                f"{_AT}.create_endpoints needs each subnet's route_table_id (the S3 and DynamoDB gateway endpoints are "
+                f"routes): missing for {', '.join(missing)}"
+            )
+        return self
 
 
 def _key_arn(key: str) -> None:

@@ -63,16 +63,24 @@ def custom_resource(
     aws: AwsConfig,
     code: Path,
     handler: str,
-    role: iam.Role,
     resource_type: str,
     properties: dict[str, Any],
     description: str,
+    role: iam.Role | None = None,
+    grants: Sequence[iam.PolicyStatement] = (),
     timeout_minutes: int = 5,
     **placement: Any,
 ) -> CustomResource:
     """A CloudFormation custom resource served by `handler` of lambdas/custom_resources (the
     runtime's own Python and boto3; nothing of icecdc runs there), as `role`, which the caller grants
-    what the handler does. `placement`: a VPC's subnets and security groups, if it needs them."""
+    what the handler does, or else as a role of its own granted `grants`. `placement`: a VPC's
+    subnets and security groups, if it needs them."""
+    if role is None:
+        role = iam.Role(
+            scope, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=description
+        )
+        for statement in grants:
+            allow(role, statement)
     function_logs = log_group(scope, f"{construct_id}Logs", aws)
     allow(
         role, iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[function_logs.log_group_arn])

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import jsii
-from aws_cdk import CustomResource, IStableListProducer, Lazy, RemovalPolicy
+from aws_cdk import CustomResource, IStableListProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -40,6 +40,9 @@ ES_SECURITY_ACTIONS = ["es:ESHttpGet", "es:ESHttpPut", "es:ESHttpDelete"]
 # a minute, against the few seconds of delay that were enough in cloudformation-coverage-roadmap#1769;
 # nothing next to the 15-30 minutes a domain takes to create.
 LOGS_POLICY_SETTLE_SECONDS = 60
+# OpenSearch's service-linked role (it manages a VPC domain's network interfaces), by its fixed name.
+OPENSEARCH_SERVICE = "opensearchservice.amazonaws.com"
+OPENSEARCH_LINKED_ROLE = "AWSServiceRoleForAmazonOpenSearchService"
 
 
 def writer_role(config: Config) -> dict[str, Any]:
@@ -225,17 +228,13 @@ class Search(Construct):
             aws=aws,
             code=bundles.custom_resources,
             handler="settle",
-            role=iam.Role(
-                self,
-                "Settler",
-                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                description="icecdc: waits for the domain's log policy to propagate",
-            ),
             resource_type="Custom::IcecdcSettle",
             properties={"Seconds": LOGS_POLICY_SETTLE_SECONDS, "Policy": cfn_policy.ref},  # a new policy: wait again
             description="icecdc: gives the domain's CloudWatch Logs resource policy time to propagate",
         )
         domain.node.add_dependency(policy, settled)  # `settled` follows the policy: its Ref
+        if network is not None:
+            domain.node.add_dependency(self._service_linked_role(aws, bundles))
         reasons = {
             "AwsSolutions-OS3": "access is by IAM identity (SigV4) and fine-grained access control, not by IP: Glue workers have no fixed addresses",
             "AwsSolutions-OS4": "dedicated master nodes are worth their cost above ~10 data nodes; set them up for large domains",
@@ -251,6 +250,31 @@ class Search(Construct):
         for rule, reason in reasons.items():
             suppress(domain, rule, reason)
         return domain
+
+    def _service_linked_role(self, aws: AwsConfig, bundles: Bundles) -> CustomResource:
+        """OpenSearch's service-linked role, created when the account lacks it: a domain is placed in a
+        VPC only once it exists (it manages the domain's network interfaces). Not a resource of the
+        template: AWS::IAM::ServiceLinkedRole fails in an account that has it already."""
+        stack = Stack.of(self)
+        arn = f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/{OPENSEARCH_SERVICE}/{OPENSEARCH_LINKED_ROLE}"
+        return custom_resource(
+            self,
+            "LinkedRole",
+            aws=aws,
+            code=bundles.custom_resources,
+            handler="service_linked_role",
+            grants=[
+                iam.PolicyStatement(actions=["iam:GetRole"], resources=[arn]),
+                iam.PolicyStatement(
+                    actions=["iam:CreateServiceLinkedRole"],
+                    resources=[arn],
+                    conditions={"StringLike": {"iam:AWSServiceName": OPENSEARCH_SERVICE}},
+                ),
+            ],
+            resource_type="Custom::IcecdcServiceLinkedRole",
+            properties={"ServiceName": OPENSEARCH_SERVICE, "RoleName": OPENSEARCH_LINKED_ROLE},
+            description="icecdc: creates OpenSearch's service-linked role when the account lacks it, before a domain in a VPC",
+        )
 
     def _access(
         self, config: Config, bundles: Bundles, provisioner: iam.Role, writer: iam.IRole, network: Network | None

@@ -37,7 +37,8 @@ class IcecdcStack(Stack):
         check_deployable(config)
         assert config.aws is not None
         state = State(self, "State", aws=config.aws)
-        network = Network(self, "Network", aws=config.aws) if config.aws.vpc else None
+        secret = config.opensearch.password_secret_arn is not None
+        network = Network(self, "Network", aws=config.aws, password_secret=secret) if config.aws.vpc else None
         # The jobs' identity: the OpenSearch side grants it its rights, the jobs run as it.
         job_role = iam.Role(self, "JobRole", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="icecdc Glue job")
         self.search = Search(self, "Search", config=config, bundles=bundles, writer=job_role, network=network)

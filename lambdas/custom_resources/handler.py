@@ -20,6 +20,11 @@ Admin (admin ARN).
 zip of wheels only if its name ends in `.gluewheels.zip`). Properties: SourceBucket, SourceKey,
 Bucket, Key. Nothing is deleted: a run started before an update still finds its file.
 
+`service_linked_role`: make sure the service-linked role `RoleName` of `ServiceName` (e.g.
+opensearchservice.amazonaws.com) exists, creating it when missing: a domain can be placed in a VPC
+only once OpenSearch's exists, and a template cannot hold it (AWS::IAM::ServiceLinkedRole fails when
+the account has it already). Nothing is deleted: other domains of the account use it.
+
 `settle`: wait `Seconds` on create and update, so that what depends on this resource starts that
 much after what it depends on (a created domain after its log groups' resource policy, which
 OpenSearch may not see at once).
@@ -147,6 +152,27 @@ def publish(event: dict[str, Any], context: Any, s3: Any = None) -> None:
         )
 
     run(event, context, f"s3://{p['Bucket']}/{p['Key']}", copy, lambda: None)
+
+
+def service_linked_role(event: dict[str, Any], context: Any, iam: Any = None) -> None:
+    """Properties: ServiceName, RoleName (the role's fixed name). `iam`: the client (the tests pass moto's)."""
+    p = event["ResourceProperties"]
+
+    def ensure() -> None:
+        client = iam or boto3.client("iam")
+        try:
+            client.get_role(RoleName=p["RoleName"])
+            log.info("the service-linked role %s exists", p["RoleName"])
+        except client.exceptions.NoSuchEntityException:
+            try:
+                client.create_service_linked_role(AWSServiceName=p["ServiceName"])
+                log.info("created the service-linked role %s", p["RoleName"])
+            except (client.exceptions.InvalidInputException, client.exceptions.EntityAlreadyExistsException) as exc:
+                # created meanwhile (another stack's deploy): IAM says the name "has been taken"
+                if "taken" not in str(exc) and "exists" not in str(exc):
+                    raise
+
+    run(event, context, f"service-linked-role-{p['ServiceName']}", ensure, lambda: None)
 
 
 def settle(event: dict[str, Any], context: Any, sleep: Callable[[float], None] = time.sleep) -> None:

@@ -159,3 +159,17 @@ def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:
         mapping = api.docs[f"rolesmapping/{role}"][role]
         assert mapping["users"] == [user] and user not in mapping["backend_roles"]
     assert access["mapped_as"](ADMIN) == "backend_roles" and access["mapped_as"](user) == "users"
+
+
+def test_the_service_linked_role_is_created_when_missing_and_kept(
+    cloudformation: tuple[str, list[dict[str, Any]]], moto_url: str
+) -> None:
+    """OpenSearch places a domain in a VPC only once its service-linked role exists (issue 20 item 8)."""
+    url, answers = cloudformation
+    iam = aws_client("iam", moto_url)
+    properties = {"ServiceName": "opensearchservice.amazonaws.com", "RoleName": "AWSServiceRoleForAmazonOpenSearchService"}
+    for kind in ("Create", "Update", "Delete"):  # created once; an existing one is fine; never deleted
+        access["service_linked_role"](event(kind, url, properties), None, iam)
+        assert answers[-1]["Status"] == "SUCCESS", answers[-1]
+    roles = iam.list_roles(PathPrefix="/aws-service-role/opensearchservice.amazonaws.com/")["Roles"]
+    assert len(roles) == 1  # (moto names it otherwise than IAM's AWSServiceRoleForAmazonOpenSearchService)

@@ -13,7 +13,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Template
 from cfnlint.api import ManualArgs, lint
 
-from tests.support.cdk import ADMIN, VPC, synth
+from tests.support.cdk import ADMIN, ROUTED_VPC, synth
 
 
 def findings(template: Template) -> list[str]:
@@ -33,12 +33,13 @@ def test_a_created_domain_lints_clean(variant: str, request: pytest.FixtureReque
     if variant == "created_domain":
         template, _ = request.getfixturevalue("created_domain")
     else:
-        template, _ = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": VPC})
+        vpc = {**ROUTED_VPC, "create_endpoints": True}  # its endpoints linted too
+        template, _ = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": vpc})
     assert findings(template) == []
 
 
 def test_every_suppressed_warning_says_why(created_domain: Any, tmp_path: Path) -> None:
-    template, _ = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": VPC})
+    template, _ = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": ROUTED_VPC})
     for resource in template.to_json()["Resources"].values():
         ignored = resource.get("Metadata", {}).get("cfn-lint", {}).get("config", {}).get("ignore_checks", [])
         reasons = resource.get("Metadata", {}).get("icecdc:lint", {})
