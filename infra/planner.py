@@ -26,7 +26,7 @@ from constructs import Construct
 
 from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE
 from icecdc.config import Config
-from infra.bundling import LAMBDA_CATALOG_PROPERTIES, Bundles
+from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
 from infra.common import (
     allow,
     allow_metrics,
@@ -74,6 +74,10 @@ PLANNER_MEMORY_MB_STARTING_JOBS = 1024
 PLANNER_BATCH_SIZE = 1000
 # Receives of a message (its tables failed each time) before it moves to the failure queue.
 PLANNER_MAX_RECEIVES = 5
+# The planner's runtime: python3.13 runs on Amazon Linux 2023 (glibc 2.34; python3.11's Amazon Linux 2
+# is being deprecated), the interpreter the layer is locked and tested for (infra.bundling.LAMBDA_PYTHON).
+PLANNER_RUNTIME = lambda_.Runtime.PYTHON_3_13
+assert PLANNER_RUNTIME.name == f"python{LAMBDA_PYTHON}"
 
 
 class Planner(Construct):
@@ -131,7 +135,7 @@ class Planner(Construct):
             self,
             "Dependencies",
             code=lambda_.Code.from_asset(str(bundles.lambda_layer)),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+            compatible_runtimes=[PLANNER_RUNTIME],
             compatible_architectures=[lambda_.Architecture.X86_64],
             description="icecdc planner: the locked manylinux wheels (pyiceberg, pyarrow, opensearch-py, ...), trimmed",
         )
@@ -162,7 +166,7 @@ class Planner(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_11,
+            runtime=PLANNER_RUNTIME,
             architecture=lambda_.Architecture.X86_64,
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(bundles.lambda_code)),
@@ -194,7 +198,8 @@ class Planner(Construct):
         suppress(
             self.function,
             "AwsSolutions-L1",
-            "Python 3.11 on purpose: the same interpreter as Glue 5.1, which runs the same icecdc library",
+            "python3.13 on purpose: the layer's wheels are locked for it (infra/locks/lambda.txt) and the bundle test "
+            "runs it on CPython 3.13; move both together (infra.bundling.LAMBDA_PYTHON)",
         )
 
         databases = sorted({database for database, _ in table_parts(config)})

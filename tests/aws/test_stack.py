@@ -87,7 +87,7 @@ def test_planner_is_wired_to_the_state_table_and_the_jobs(existing_endpoint) -> 
     template.has_resource_properties(
         "AWS::Lambda::Function",
         {
-            "Runtime": "python3.11",
+            "Runtime": "python3.13",  # Amazon Linux 2023; the layer is locked and tested for it (issue 20 item 6)
             "Handler": "handler.handler",
             "Environment": {
                 "Variables": Match.object_like(
@@ -259,6 +259,8 @@ def test_the_planner_applies_small_batches_with_the_jobs_rights_memory_and_time(
     template, _ = existing_endpoint
     planner, found = planner_of(template)
     properties = planner["Properties"]
+    (layer,) = template.find_resources("AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     # a whole core and ~3x the largest default pass's memory; a pass starts only with PASS_RESERVE_SECONDS left
     assert (properties["MemorySize"], properties["Timeout"]) == (PLANNER_MEMORY_MB, 300) and PLANNER_MEMORY_MB >= 1769
     assert properties["Timeout"] >= 2 * PASS_RESERVE_SECONDS
