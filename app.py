@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent
 
 
 def build(app: App) -> IcecdcStack:
+    # S3 server access logs delivered under a bucket policy (AWS's recommendation), not the legacy
+    # LogDeliveryWrite ACL on the access-log bucket (cfn-lint W3045); set before any construct exists.
+    app.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
     config_path = (ROOT / (app.node.try_get_context("icecdc:config") or "infra/example-config.yaml")).resolve()
     config = load_config(config_path)
     placeholder = str(app.node.try_get_context("icecdc:placeholderBundles")).lower() == "true"

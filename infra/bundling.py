@@ -1,7 +1,8 @@
 """Build the deployable artifacts at synth time, without Docker.
 
 - Dependencies come from locks (`infra/locks/*.txt`, written by `python -m infra.lock`): every
-  distribution pinned with its sha256, for CPython 3.11 on the target's platform. Synth downloads
+  distribution pinned with its sha256, for the target's CPython (3.11 on Glue 5.1, 3.13 for the
+  planner's python3.13 runtime) on its platform. Synth downloads
   exactly those wheels with `pip --require-hashes --only-binary=:all:` (a file whose hash differs
   is refused), once: they are cached under .build/ by the lock's digest.
 - The Glue job's dependencies: a zip of wheels (`<name>.gluewheels.zip`: `wheels/requirements.txt`,
@@ -36,7 +37,10 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-PYTHON = "3.11"  # the library requires 3.11, as Glue 5.1 runs it; the planner's runtime is the same
+# The interpreters the bundles run on: Glue 5.1's (the library stays importable there), and the
+# planner's Lambda runtime python3.13 on Amazon Linux 2023 (glibc 2.34), as infra.planner deploys it.
+GLUE_PYTHON = "3.11"
+LAMBDA_PYTHON = "3.13"
 LOCKS = Path(__file__).resolve().parent / "locks"
 
 
@@ -56,6 +60,7 @@ class Target:
     """Where a lock's wheels run: the top-level requirements, the platforms their wheels may be for."""
 
     description: str
+    python: str  # the CPython version the wheels are for ("3.11")
     requirements: tuple[str, ...]
     platforms: tuple[str, ...]
     lock: Path
@@ -76,6 +81,7 @@ class Target:
 # imports beyond Glue's own packages (pyspark, boto3), at the versions this repo is tested with.
 GLUE = Target(
     "AWS Glue 5.1 job",
+    GLUE_PYTHON,
     (
         f"pyiceberg[pyarrow]=={version('pyiceberg')}",
         f"opensearch-py=={version('opensearch-py')}",
@@ -88,33 +94,24 @@ GLUE = Target(
 # The planner decides from metadata (manifests are Avro) and applies a small batch itself on the
 # in-process engine (icecdc.aws.apply_here): pyiceberg's ArrowScan reads the Parquet files (pyarrow)
 # and the sink writes with opensearch-py. It reads S3 through fsspec's s3fs, not pyarrow's S3
-# filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.11 runtime is Amazon Linux 2 (glibc
-# 2.26): manylinux wheels up to 2_26.
-LAMBDA_PYARROW = "20.0.0"
+# filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.13 runtime is Amazon Linux 2023 (glibc
+# 2.34): manylinux wheels up to 2_34, so pyarrow is the virtualenv's, as everywhere else (python3.11
+# ran on Amazon Linux 2, glibc 2.26, which held pyarrow back at 20, the last manylinux2014 release).
 LAMBDA = Target(
     "planner Lambda layer",
+    LAMBDA_PYTHON,
     (
         f"pyiceberg[glue,s3fs]=={version('pyiceberg')}",
-        f"pyarrow=={LAMBDA_PYARROW}",
+        f"pyarrow=={version('pyarrow')}",
         f"opensearch-py=={version('opensearch-py')}",
         f"pydantic=={version('pydantic')}",
         f"pyyaml=={version('pyyaml')}",
     ),
-    manylinux(26),
+    manylinux(34),
     LOCKS / "lambda.txt",
     # s3fs (not in the virtualenv) requires the fsspec of its own release and, through aiobotocore, a
     # narrow botocore range: those follow s3fs.
     unpinned=("fsspec", "boto3", "botocore", "s3transfer"),
-    held_back=(
-        (
-            "pyarrow",
-            (
-                f"{LAMBDA_PYARROW} is the last release with manylinux2014 wheels; later ones are manylinux_2_28 only "
-                "(libarrow needs GLIBC_2.28), which Lambda's python3.11 runtime (glibc 2.26) cannot load. "
-                "tests/aws/test_planner_bundle.py applies a batch with exactly this layer"
-            ),
-        ),
-    ),
     left_out=(
         (
             "opensearch-protobufs",
@@ -140,7 +137,7 @@ class Trim:
 # AWS services the planner's code calls (boto3.client(...) in icecdc and the handler; pyiceberg's
 # Glue catalog; s3fs's s3 and sts): botocore loads a service's model only when a client of it is made.
 LAMBDA_BOTOCORE_SERVICES = ("cloudwatch", "dynamodb", "glue", "s3", "secretsmanager", "sso", "sso-oidc", "sts")
-# What the planner never loads, measured on the layer of infra/locks/lambda.txt (pyarrow 20.0.0):
+# What the planner never loads, measured on the layer of infra/locks/lambda.txt (pyarrow 26.0.1, CPython 3.13):
 # python -m infra.bundling prints the sizes and what each rule removed. tests/aws/test_planner_bundle.py
 # applies a batch with the trimmed layer on a bare interpreter, and checks that every rule removes something.
 LAMBDA_TRIM = (
@@ -148,8 +145,8 @@ LAMBDA_TRIM = (
     Trim("pyarrow/src", "C++ sources of pyarrow's Python bindings, for the same"),
     Trim("pyarrow/includes", "Cython declarations, for the same"),
     *(
-        Trim(f"pyarrow/**/{cython}", "Cython sources and headers: the modules are compiled (.so)")
-        for cython in ("*.pyx", "*.pxd", "*.pxi", "*.h")
+        Trim(f"pyarrow/**/{cython}", "Cython sources and declarations: the modules are compiled (.so)")
+        for cython in ("*.pyx", "*.pxd", "*.pxi")
     ),
     Trim("pyarrow/tests", "pyarrow's own test suite"),
     Trim("pyarrow/_pyarrow_cpp_tests*.so", "the C++ tests' bindings of pyarrow's test suite"),
@@ -162,8 +159,7 @@ LAMBDA_TRIM = (
     Trim("pyarrow/libarrow_python_flight.so.*", "the same"),
     # libarrow_substrait.so.* stays: pyarrow.lib names it (NEEDED). The wheel has no Gandiva library.
     Trim("pyarrow/_substrait*.so", "Substrait plans: only pyarrow.substrait loads it"),
-    # _s3fs stays: pyiceberg.io.pyarrow imports S3RetryStrategy from it; pyarrow 20 has S3 inside
-    # libarrow.so (a separate libarrow_s3 comes with later releases, which Lambda's glibc cannot load).
+    # _s3fs and libarrow_s3 (17 MB) stay: pyiceberg.io.pyarrow imports S3RetryStrategy from _s3fs, which links it.
     *(
         Trim(f"pyarrow/_{fs}*.so", "a filesystem of pyarrow's: the planner reads through fsspec (LAMBDA_CATALOG_PROPERTIES)")
         for fs in ("gcsfs", "azurefs", "hdfs")
@@ -204,6 +200,11 @@ def lock_digest(lock: Path) -> str:
     return hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
 
 
+# What the jobs pass to pip for the zip of wheels (--python-modules-installer-option): no package
+# index, so the zip's wheels, checked against the hashes of its requirements.txt, are all it installs.
+JOB_INSTALLER_OPTIONS = "--no-index"
+
+
 def glue_wheels_name(lock: Path = GLUE.lock) -> str:
     """The zip's name, which Glue requires to end in `.gluewheels.zip`; one per lock."""
     return f"icecdc-deps-{lock_digest(lock)}.gluewheels.zip"
@@ -211,7 +212,7 @@ def glue_wheels_name(lock: Path = GLUE.lock) -> str:
 
 def platform_options(target: Target) -> list[str]:
     platforms = [option for platform in target.platforms for option in ("--platform", platform)]
-    return ["--only-binary=:all:", "--implementation", "cp", "--python-version", PYTHON, *platforms]
+    return ["--only-binary=:all:", "--implementation", "cp", "--python-version", target.python, *platforms]
 
 
 def glue_wheels(out: Path, lock: Path = GLUE.lock, pip_options: Sequence[str] = (), placeholder: bool = False) -> Path:

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import jsii
-from aws_cdk import CustomResource, IStableListProducer, Lazy, RemovalPolicy
+from aws_cdk import CustomResource, IStableListProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -36,6 +36,13 @@ ES_CLUSTER_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]
 ES_INDEX_ACTIONS = ["es:ESHttpPut", "es:ESHttpDelete"]
 # The security plugin's REST API, all the provisioner calls.
 ES_SECURITY_ACTIONS = ["es:ESHttpGet", "es:ESHttpPut", "es:ESHttpDelete"]
+# How long a created domain waits after its log groups' resource policy is created (see Search._domain):
+# a minute, against the few seconds of delay that were enough in cloudformation-coverage-roadmap#1769;
+# nothing next to the 15-30 minutes a domain takes to create.
+LOGS_POLICY_SETTLE_SECONDS = 60
+# OpenSearch's service-linked role (it manages a VPC domain's network interfaces), by its fixed name.
+OPENSEARCH_SERVICE = "opensearchservice.amazonaws.com"
+OPENSEARCH_LINKED_ROLE = "AWSServiceRoleForAmazonOpenSearchService"
 
 
 def writer_role(config: Config) -> dict[str, Any]:
@@ -107,7 +114,7 @@ class Search(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="icecdc: the created domain's master user; its Lambda maps roles at deploy time",
         )
-        self.domain = self._domain(aws, provisioner, network)
+        self.domain = self._domain(aws, bundles, provisioner, network)
         self.url = "https://" + self.domain.domain_endpoint
         self.add_writer(writer)
         self.access = self._access(config, bundles, provisioner, writer, network)
@@ -143,7 +150,7 @@ class Search(Construct):
         if self.security_group is not None:
             self.security_group.add_ingress_rule(group, ec2.Port.tcp(443), description)
 
-    def _domain(self, aws: AwsConfig, provisioner: iam.Role, network: Network | None) -> opensearch.Domain:
+    def _domain(self, aws: AwsConfig, bundles: Bundles, provisioner: iam.Role, network: Network | None) -> opensearch.Domain:
         domain_logs = log_group(self, "Logs", aws)
         keep_logical_id(domain_logs, "DomainLogsF512E5BA")
         audit_logs = log_group(self, "AuditLogs", aws)
@@ -194,7 +201,9 @@ class Search(Construct):
             **placement,
         )
         keep_logical_id(domain, "Domain66AC69E0")
-        logs.ResourcePolicy(
+        # One of the account's 10 CloudWatch Logs resource policies per region (a quota that cannot be
+        # raised): a second stack in the region takes another (docs/deploy.md).
+        policy = logs.ResourcePolicy(
             self,
             "LogsPolicy",
             policy_statements=[
@@ -205,6 +214,27 @@ class Search(Construct):
                 )
             ],
         )
+        # OpenSearch checks the log groups' policy when the domain is created and refuses it ("The
+        # Resource Access Policy specified for the CloudWatch Logs log group ... does not grant
+        # sufficient permissions") when it cannot see it yet: created at once (no dependency), or just
+        # before (the policy propagates; AWS acknowledged it in cloudformation-coverage-roadmap#1769,
+        # where only a delay made the domain create). So the domain waits for the policy and then
+        # for LOGS_POLICY_SETTLE_SECONDS more (a custom resource that sleeps).
+        cfn_policy = policy.node.default_child
+        assert isinstance(cfn_policy, logs.CfnResourcePolicy)
+        settled = custom_resource(
+            self,
+            "LogsPolicySettled",
+            aws=aws,
+            code=bundles.custom_resources,
+            handler="settle",
+            resource_type="Custom::IcecdcSettle",
+            properties={"Seconds": LOGS_POLICY_SETTLE_SECONDS, "Policy": cfn_policy.ref},  # a new policy: wait again
+            description="icecdc: gives the domain's CloudWatch Logs resource policy time to propagate",
+        )
+        domain.node.add_dependency(policy, settled)  # `settled` follows the policy: its Ref
+        if network is not None:
+            domain.node.add_dependency(self._service_linked_role(aws, bundles))
         reasons = {
             "AwsSolutions-OS3": "access is by IAM identity (SigV4) and fine-grained access control, not by IP: Glue workers have no fixed addresses",
             "AwsSolutions-OS4": "dedicated master nodes are worth their cost above ~10 data nodes; set them up for large domains",
@@ -220,6 +250,31 @@ class Search(Construct):
         for rule, reason in reasons.items():
             suppress(domain, rule, reason)
         return domain
+
+    def _service_linked_role(self, aws: AwsConfig, bundles: Bundles) -> CustomResource:
+        """OpenSearch's service-linked role, created when the account lacks it: a domain is placed in a
+        VPC only once it exists (it manages the domain's network interfaces). Not a resource of the
+        template: AWS::IAM::ServiceLinkedRole fails in an account that has it already."""
+        stack = Stack.of(self)
+        arn = f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/{OPENSEARCH_SERVICE}/{OPENSEARCH_LINKED_ROLE}"
+        return custom_resource(
+            self,
+            "LinkedRole",
+            aws=aws,
+            code=bundles.custom_resources,
+            handler="service_linked_role",
+            grants=[
+                iam.PolicyStatement(actions=["iam:GetRole"], resources=[arn]),
+                iam.PolicyStatement(
+                    actions=["iam:CreateServiceLinkedRole"],
+                    resources=[arn],
+                    conditions={"StringLike": {"iam:AWSServiceName": OPENSEARCH_SERVICE}},
+                ),
+            ],
+            resource_type="Custom::IcecdcServiceLinkedRole",
+            properties={"ServiceName": OPENSEARCH_SERVICE, "RoleName": OPENSEARCH_LINKED_ROLE},
+            description="icecdc: creates OpenSearch's service-linked role when the account lacks it, before a domain in a VPC",
+        )
 
     def _access(
         self, config: Config, bundles: Bundles, provisioner: iam.Role, writer: iam.IRole, network: Network | None

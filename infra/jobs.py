@@ -23,7 +23,7 @@ from icecdc.aws import (
     job_name,
 )
 from icecdc.config import AwsConfig, Config
-from infra.bundling import Bundles
+from infra.bundling import JOB_INSTALLER_OPTIONS, Bundles
 from infra.common import (
     allow,
     allow_metrics,
@@ -124,7 +124,7 @@ class Jobs(Construct):
             "--extra-py-files": library.s3_object_url,
             # The locked wheels, hashes checked by pip, and no package index: nothing is fetched at run time.
             "--additional-python-modules": wheels.url,
-            "--python-modules-installer-option": "--no-index",
+            "--python-modules-installer-option": JOB_INSTALLER_OPTIONS,
             f"--{ARG_CONFIG}": config_asset.s3_object_url,
             f"--{ARG_STATE_TABLE}": state.table.table_name,
             f"--{ARG_REGION}": Stack.of(self).region,
@@ -154,7 +154,9 @@ class Jobs(Construct):
                 execution_property=glue.CfnJob.ExecutionPropertyProperty(max_concurrent_runs=1),
                 timeout=aws.glue_timeout_minutes,
                 max_retries=0,  # the schedule re-plans and restarts; a retry would only race it
-                security_configuration=self.security.name,
+                # by Ref: the job then depends on the configuration (its name alone would let
+                # CloudFormation create the job first, and a first run could start without it)
+                security_configuration=self.security.ref,
                 connections=connections,
             )
             keep_logical_id(job, f"Job{position}")

@@ -3,7 +3,7 @@
 The Glue job and the planner's layer install exactly the files these locks name, checked by hash
 (infra.bundling downloads them at synth time with `--require-hashes`, and Glue's pip checks them
 again at run time); no package index is asked at run time. A lock is the whole dependency closure
-of its top-level requirements for CPython 3.11 on its platform, resolved by pip (`install
+of its top-level requirements for its CPython (3.11 for Glue, 3.13 for the planner) on its platform, resolved by pip (`install
 --dry-run --report`) with every package this repository's virtualenv has pinned to the version the
 test suite runs with (but for the versions a target holds back, each with its reason; and the
 distributions a target never imports are left out). Re-run it after changing a dependency's version and commit the locks
@@ -54,18 +54,20 @@ def resolve(target: Target) -> list[tuple[str, str, str]]:
 def render(target: Target, rows: list[tuple[str, str, str]]) -> str:
     header = [
         f"# {target.description}: locked by `python -m infra.lock`; do not edit.",
-        f"# CPython 3.11 on {target.platforms[0]} and older; top level: {' '.join(target.requirements)}",
+        f"# CPython {target.python} on {target.platforms[0]} and older; top level: {' '.join(target.requirements)}",
         *(f"# {name}: held back: {why}" for name, why in target.held_back),
         *(f"# left out: {name}: {why}" for name, why in target.left_out),
     ]
     return "\n".join([*header, *(f"{name}=={version} \\\n    --hash=sha256:{digest}" for name, version, digest in rows)]) + "\n"
 
 
-def main() -> None:
-    for target in (GLUE, LAMBDA):
+def main(names: list[str] | None = None) -> None:
+    """Lock every target, or those named (`python -m infra.lock lambda`)."""
+    targets = {"glue": GLUE, "lambda": LAMBDA}
+    for target in (targets[name] for name in names or targets):
         target.lock.write_text(render(target, resolve(target)))
         print(f"wrote {target.lock}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

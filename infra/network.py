@@ -1,9 +1,10 @@
 """An existing VPC (`aws.vpc`) as the stack uses it: its subnets, the security groups the stack
 creates in it, and the Glue network connection that puts the jobs into the first subnet.
 
-The stack does not change the VPC: its subnets must reach S3 and DynamoDB (gateway endpoints),
-and Glue, CloudWatch (logs, monitoring), KMS, STS and, with basic auth, Secrets Manager (interface
-endpoints, or a NAT gateway); docs/deploy.md lists them."""
+The subnets must reach S3 and DynamoDB (gateway endpoints), and Glue, CloudWatch (logs,
+monitoring), KMS, STS and, with basic auth, Secrets Manager (interface endpoints, or a NAT gateway);
+docs/deploy.md lists them. With `aws.vpc.create_endpoints` the stack creates those endpoints;
+otherwise it does not change the VPC."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from icecdc.config import AwsConfig
-from infra.common import allow
+from infra.common import allow, lint_ignore
 
 # What Glue does with the job's role to attach its workers to the connection's subnet (the
 # statements of AWS's managed AWSGlueServiceRole that concern networking, tagging narrowed to Glue's tag).
@@ -28,11 +29,26 @@ GLUE_DESCRIBE_ACTIONS = [
 ]
 
 
+# The interface endpoints `aws.vpc.create_endpoints` creates, and who needs them: Glue (the planner
+# reads the catalog and starts jobs; the jobs read the catalog), CloudWatch metrics (both publish),
+# CloudWatch Logs (the jobs' continuous logs), KMS (the jobs' security configuration and SSE-KMS
+# dead letters), STS (the jobs' workers and the SDKs' regional credentials). Secrets Manager is added
+# with basic auth.
+INTERFACE_ENDPOINTS = {
+    "Glue": ec2.InterfaceVpcEndpointAwsService.GLUE,
+    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+}
+
+
 class Network(Construct):
     """`subnets` in the configured order; `jobs`: the jobs' security group (HTTPS out, and all TCP
     among Glue's workers, which Glue requires); `connection`: the Glue NETWORK connection."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, aws: AwsConfig) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, aws: AwsConfig, password_secret: bool = False) -> None:
+        """`password_secret`: the stack's parts read a secret (basic auth), so Secrets Manager is needed."""
         super().__init__(scope, construct_id)
         assert aws.vpc is not None
         zones = [s.availability_zone for s in aws.vpc.subnets]
@@ -40,9 +56,15 @@ class Network(Construct):
             self, "Vpc", vpc_id=aws.vpc.vpc_id, availability_zones=zones, private_subnet_ids=[s.id for s in aws.vpc.subnets]
         )
         self.subnets = [
-            ec2.Subnet.from_subnet_attributes(self, f"Subnet{n}", subnet_id=s.id, availability_zone=s.availability_zone)
+            ec2.Subnet.from_subnet_attributes(
+                self, f"Subnet{n}", subnet_id=s.id, availability_zone=s.availability_zone, route_table_id=s.route_table_id
+            )
             for n, s in enumerate(aws.vpc.subnets)
         ]
+        # the interface endpoints' group, which every group of the stack may reach (see security_group)
+        self.endpoints: ec2.SecurityGroup | None = None
+        if aws.vpc.create_endpoints:
+            self.endpoints = self._endpoints(password_secret)
         self.jobs = self.security_group("Jobs", "icecdc Glue jobs")
         self.jobs.add_ingress_rule(self.jobs, ec2.Port.all_tcp(), "Glue: the job's workers talk to each other")
         self.jobs.add_egress_rule(self.jobs, ec2.Port.all_tcp(), "Glue: the job's workers talk to each other")
@@ -63,17 +85,46 @@ class Network(Construct):
             ),
         )
         self.connection_name = f"{aws.stack_name}-vpc"
-        Validations.of(self.connection).acknowledge(
-            Acknowledgment(
-                id="CloudFormation-Validate::W3010",
-                reason="a Glue network connection names its subnet's zone: from aws.vpc.subnets",
-            )
-        )
+        zone_reason = "a Glue network connection names its subnet's zone: from aws.vpc.subnets"
+        Validations.of(self.connection).acknowledge(Acknowledgment(id="CloudFormation-Validate::W3010", reason=zone_reason))
+        lint_ignore(self.connection, "W3010", zone_reason)
 
     def security_group(self, construct_id: str, description: str) -> ec2.SecurityGroup:
-        """A group with HTTPS out only (AWS's endpoints, the domain); more is added where needed."""
+        """A group with HTTPS out only (AWS's endpoints, the domain); more is added where needed. With
+        created endpoints, the endpoints admit it."""
         group = ec2.SecurityGroup(self, construct_id, vpc=self.vpc, description=description, allow_all_outbound=False)
         group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS: AWS endpoints and the domain")
+        if self.endpoints is not None:
+            self.endpoints.add_ingress_rule(group, ec2.Port.tcp(443), description)
+        return group
+
+    def _endpoints(self, password_secret: bool) -> ec2.SecurityGroup:
+        """What the planner, the jobs and the custom resources call, reachable without a NAT gateway:
+        S3 and DynamoDB through gateway endpoints (routes, free), the rest through interface
+        endpoints with private DNS (so the SDKs' default endpoints resolve to them)."""
+        subnets = ec2.SubnetSelection(subnets=self.subnets)
+        for name, gateway in (
+            ("S3", ec2.GatewayVpcEndpointAwsService.S3),
+            ("DynamoDb", ec2.GatewayVpcEndpointAwsService.DYNAMODB),
+        ):
+            ec2.GatewayVpcEndpoint(self, f"{name}Endpoint", vpc=self.vpc, service=gateway, subnets=[subnets])
+        group = ec2.SecurityGroup(
+            self, "Endpoints", vpc=self.vpc, description="icecdc VPC interface endpoints", allow_all_outbound=False
+        )
+        services = dict(INTERFACE_ENDPOINTS)
+        if password_secret:
+            services["SecretsManager"] = ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
+        for name, service in services.items():
+            ec2.InterfaceVpcEndpoint(
+                self,
+                f"{name}Endpoint",
+                vpc=self.vpc,
+                service=service,
+                subnets=subnets,
+                security_groups=[group],
+                private_dns_enabled=True,
+                open=False,  # the stack's groups only (security_group), not the whole VPC
+            )
         return group
 
     def allow_glue(self, role: iam.IRole) -> None:

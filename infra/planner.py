@@ -26,11 +26,12 @@ from constructs import Construct
 
 from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE
 from icecdc.config import Config
-from infra.bundling import LAMBDA_CATALOG_PROPERTIES, Bundles
+from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
 from infra.common import (
     allow,
     allow_metrics,
     allow_password_secret,
+    cdk_orders_after_its_policy,
     log_group,
     read_catalog_and_warehouse,
     suppress,
@@ -45,9 +46,13 @@ from infra.state import State
 # A planner that starts jobs only reads state (the checkpoint; a count of pending items); one that
 # applies small batches plans and writes like the job (infra.jobs.DYNAMODB_ACTIONS).
 PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
-# Planner invocations at once, and the most the queue's event source starts: each is O(1) per table,
-# so events wait in the queue instead of taking the account's Lambda concurrency (equal, so that the
-# event source is never throttled, which would count against a message's receives).
+# The most planner invocations the queue's event source starts at once (its MaximumConcurrency;
+# Lambda's minimum): each is O(1) per table, so events wait in the queue instead of taking the
+# account's Lambda concurrency. Every trigger goes through the queue, so this bounds the planner;
+# concurrency is reserved for it only with aws.planner_reserved_concurrency (at least this, so
+# that the event source is never throttled, which would count against a message's receives):
+# reserving fails in accounts whose concurrency quota is low ("decreases account's
+# UnreservedConcurrentExecution below its minimum value": Lambda keeps 100 unreserved).
 PLANNER_CONCURRENCY = 2
 # The planner starts no pass with less than PASS_RESERVE_SECONDS (120 s) left (icecdc.aws.planner_deadline):
 # the longest pass the default engine limits allow (500,000 rows read at the 9,000-19,000 rows/s of
@@ -69,6 +74,10 @@ PLANNER_MEMORY_MB_STARTING_JOBS = 1024
 PLANNER_BATCH_SIZE = 1000
 # Receives of a message (its tables failed each time) before it moves to the failure queue.
 PLANNER_MAX_RECEIVES = 5
+# The planner's runtime: python3.13 runs on Amazon Linux 2023 (glibc 2.34; python3.11's Amazon Linux 2
+# is being deprecated), the interpreter the layer is locked and tested for (infra.bundling.LAMBDA_PYTHON).
+PLANNER_RUNTIME = lambda_.Runtime.PYTHON_3_13
+assert PLANNER_RUNTIME.name == f"python{LAMBDA_PYTHON}"
 
 
 class Planner(Construct):
@@ -126,7 +135,7 @@ class Planner(Construct):
             self,
             "Dependencies",
             code=lambda_.Code.from_asset(str(bundles.lambda_layer)),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_11],
+            compatible_runtimes=[PLANNER_RUNTIME],
             compatible_architectures=[lambda_.Architecture.X86_64],
             description="icecdc planner: the locked manylinux wheels (pyiceberg, pyarrow, opensearch-py, ...), trimmed",
         )
@@ -157,7 +166,7 @@ class Planner(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_11,
+            runtime=PLANNER_RUNTIME,
             architecture=lambda_.Architecture.X86_64,
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(bundles.lambda_code)),
@@ -166,14 +175,14 @@ class Planner(Construct):
             log_group=self.log_group,
             memory_size=PLANNER_MEMORY_MB if applies else PLANNER_MEMORY_MB_STARTING_JOBS,
             timeout=PLANNER_TIMEOUT,
-            reserved_concurrent_executions=PLANNER_CONCURRENCY,
+            reserved_concurrent_executions=aws.planner_reserved_concurrency,
             retry_attempts=2,  # direct asynchronous invocations (an operator's test); the rules go through the buffer
             on_failure=lambda_destinations.SqsDestination(self.failures),
             environment=environment,
             description="icecdc planner: Glue table change or schedule → has the table work? → applied here if small, else its Glue job",
             **placement,
         )
-        self.function.node.add_dependency(role)
+        cdk_orders_after_its_policy(self.function)
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.buffer,
@@ -189,7 +198,8 @@ class Planner(Construct):
         suppress(
             self.function,
             "AwsSolutions-L1",
-            "Python 3.11 on purpose: the same interpreter as Glue 5.1, which runs the same icecdc library",
+            "python3.13 on purpose: the layer's wheels are locked for it (infra/locks/lambda.txt) and the bundle test "
+            "runs it on CPython 3.13; move both together (infra.bundling.LAMBDA_PYTHON)",
         )
 
         databases = sorted({database for database, _ in table_parts(config)})

@@ -19,7 +19,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from icecdc.aws import PASS_RESERVE_SECONDS
+from icecdc.aws import PASS_RESERVE_SECONDS, glue_name
 from icecdc.config import Config
 from icecdc.model import EngineChoice
 from infra.bundling import Bundles
@@ -37,7 +37,8 @@ class IcecdcStack(Stack):
         check_deployable(config)
         assert config.aws is not None
         state = State(self, "State", aws=config.aws)
-        network = Network(self, "Network", aws=config.aws) if config.aws.vpc else None
+        secret = config.opensearch.password_secret_arn is not None
+        network = Network(self, "Network", aws=config.aws, password_secret=secret) if config.aws.vpc else None
         # The jobs' identity: the OpenSearch side grants it its rights, the jobs run as it.
         job_role = iam.Role(self, "JobRole", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="icecdc Glue job")
         self.search = Search(self, "Search", config=config, bundles=bundles, writer=job_role, network=network)
@@ -66,6 +67,10 @@ def check_deployable(config: Config) -> None:
         raise SystemExit(
             f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
         )
+    glue_names = [glue_name(t.name) for t in config.tables]
+    same = sorted({t.name for t in config.tables if glue_names.count(glue_name(t.name)) > 1})
+    if same:
+        raise SystemExit(f"tables {', '.join(same)} name one Glue table: Glue stores database and table names in lower case")
     if config.aws.planner_applies:
         check_planner_applies(config)
     if config.opensearch.password is not None:

@@ -134,6 +134,18 @@ def test_unknown_table_name_is_named() -> None:
         (lambda c: c.update(aws={"warehouse_buckets": ["b"], "stack_name": "1x"}), "aws.stack_name must be letters"),
         (lambda c: c.update(aws={"warehouse_buckets": ["b"], "glue_max_workers": 1}), "aws.glue_max_workers must be at least 2"),
         (
+            lambda c: c.update(aws={"warehouse_buckets": ["b"], "warehouse_kms_key_arns": ["alias/lake"]}),
+            "aws.warehouse_kms_key_arns must be KMS key ARNs",
+        ),
+        (
+            lambda c: c.update(aws={"warehouse_buckets": ["b"], "password_secret_kms_key_arn": "1234abcd"}),
+            "aws.password_secret_kms_key_arn must be KMS key ARNs",
+        ),
+        (
+            lambda c: c.update(aws={"warehouse_buckets": ["b"], "planner_reserved_concurrency": 1}),
+            "aws.planner_reserved_concurrency must be at least 2",
+        ),
+        (
             lambda c: c.update(aws={"warehouse_buckets": ["b"], "create_domain": True, "opensearch_domain_arn": "arn"}),
             "aws: choose create_domain or opensearch_domain_arn",
         ),

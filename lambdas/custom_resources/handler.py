@@ -5,7 +5,8 @@ boto3 (no layer). Each answers CloudFormation itself (`respond`).
 through the security plugin's REST API, signed with SigV4 as the domain's master user (that
 function's role, which nothing else assumes). On create and update it
 - maps the configured admin principal to `all_access` and `security_manager` (added to what the
-  mappings hold; never removed, so that someone can still administer a retained domain),
+  mappings hold; never removed, so that someone can still administer a retained domain): an IAM
+  role as a backend role, an IAM user as a user,
 - puts the role `Role` (body from the template: the configured indexes, their generations and
   aliases, nothing else) and maps the writers to it, alone: the jobs' role and, when it applies
   small batches itself, the planner's,
@@ -18,6 +19,15 @@ Admin (admin ARN).
 `publish`: copy an asset to the name its consumer needs (CDK names assets by hash; Glue installs a
 zip of wheels only if its name ends in `.gluewheels.zip`). Properties: SourceBucket, SourceKey,
 Bucket, Key. Nothing is deleted: a run started before an update still finds its file.
+
+`service_linked_role`: make sure the service-linked role `RoleName` of `ServiceName` (e.g.
+opensearchservice.amazonaws.com) exists, creating it when missing: a domain can be placed in a VPC
+only once OpenSearch's exists, and a template cannot hold it (AWS::IAM::ServiceLinkedRole fails when
+the account has it already). Nothing is deleted: other domains of the account use it.
+
+`settle`: wait `Seconds` on create and update, so that what depends on this resource starts that
+much after what it depends on (a created domain after its log groups' resource policy, which
+OpenSearch may not see at once).
 """
 
 from __future__ import annotations
@@ -45,17 +55,26 @@ READY_SECONDS = 8 * 60
 
 
 class SecurityApi:
-    def __init__(self, endpoint: str, region: str) -> None:
-        self.base = f"https://{endpoint}/{API}"
+    """The security plugin's REST API of one domain. `scheme` and `pause` (seconds between attempts)
+    are for the tests."""
+
+    def __init__(self, endpoint: str, region: str, scheme: str = "https", pause: float = 15) -> None:
+        self.base = f"{scheme}://{endpoint}/{API}"
         self.region = region
+        self.pause = pause
         self.credentials = boto3.Session().get_credentials()
 
     def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = AWSRequest(method=method, url=f"{self.base}/{path}", data=data, headers={"Content-Type": "application/json"})
-        SigV4Auth(self.credentials, "es", self.region).add_auth(request)
         deadline = time.monotonic() + READY_SECONDS
         while True:
+            # Signed anew for every attempt: a SigV4 signature expires about 5 minutes after its
+            # X-Amz-Date, and a domain may answer 5xx for longer (READY_SECONDS), so a signature
+            # made once would turn the later retries into 403s, which are final.
+            request = AWSRequest(
+                method=method, url=f"{self.base}/{path}", data=data, headers={"Content-Type": "application/json"}
+            )
+            SigV4Auth(self.credentials, "es", self.region).add_auth(request)
             prepared = urllib.request.Request(request.url, data=data, headers=dict(request.headers), method=method)
             try:
                 with urllib.request.urlopen(prepared, timeout=30) as answer:  # noqa: S310 - https to the domain only
@@ -69,15 +88,24 @@ class SecurityApi:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{method} {path}: {exc}") from None
             log.info("%s %s: the domain is not ready yet; trying again", method, path)
-            time.sleep(15)
+            time.sleep(self.pause)
+
+
+def mapped_as(arn: str) -> str:
+    """Where a role mapping names an IAM principal: an IAM user's ARN under `users`, a role's under
+    `backend_roles` (fine-grained access control matches a user's ARN as its user name, a role's as a
+    backend role)."""
+    return "users" if arn.split(":", 5)[-1].startswith("user/") else "backend_roles"
 
 
 def apply(api: SecurityApi, properties: dict[str, Any]) -> None:
+    admin = properties["Admin"]
+    key = mapped_as(admin)
     for role in ADMIN_ROLES:
         found = (api.call("GET", f"rolesmapping/{role}", missing_ok=True) or {}).get(role, {})
-        mapping = {key: found.get(key, []) for key in ("backend_roles", "hosts", "users")}
-        if properties["Admin"] not in mapping["backend_roles"]:
-            mapping["backend_roles"] = [*mapping["backend_roles"], properties["Admin"]]
+        mapping = {k: found.get(k, []) for k in ("backend_roles", "hosts", "users")}
+        if admin not in mapping[key]:
+            mapping[key] = [*mapping[key], admin]
             api.call("PUT", f"rolesmapping/{role}", mapping)
     name = properties["RoleName"]
     api.call("PUT", f"roles/{name}", json.loads(properties["Role"]))
@@ -124,6 +152,33 @@ def publish(event: dict[str, Any], context: Any, s3: Any = None) -> None:
         )
 
     run(event, context, f"s3://{p['Bucket']}/{p['Key']}", copy, lambda: None)
+
+
+def service_linked_role(event: dict[str, Any], context: Any, iam: Any = None) -> None:
+    """Properties: ServiceName, RoleName (the role's fixed name). `iam`: the client (the tests pass moto's)."""
+    p = event["ResourceProperties"]
+
+    def ensure() -> None:
+        client = iam or boto3.client("iam")
+        try:
+            client.get_role(RoleName=p["RoleName"])
+            log.info("the service-linked role %s exists", p["RoleName"])
+        except client.exceptions.NoSuchEntityException:
+            try:
+                client.create_service_linked_role(AWSServiceName=p["ServiceName"])
+                log.info("created the service-linked role %s", p["RoleName"])
+            except (client.exceptions.InvalidInputException, client.exceptions.EntityAlreadyExistsException) as exc:
+                # created meanwhile (another stack's deploy): IAM says the name "has been taken"
+                if "taken" not in str(exc) and "exists" not in str(exc):
+                    raise
+
+    run(event, context, f"service-linked-role-{p['ServiceName']}", ensure, lambda: None)
+
+
+def settle(event: dict[str, Any], context: Any, sleep: Callable[[float], None] = time.sleep) -> None:
+    """`sleep`: the tests pass one that records."""
+    seconds = float(event["ResourceProperties"]["Seconds"])
+    run(event, context, f"settle-{event['LogicalResourceId']}", lambda: sleep(seconds), lambda: None)
 
 
 def run(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import subprocess
+import sys
 import zipfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from infra.bundling import (
     GLUE,
+    JOB_INSTALLER_OPTIONS,
     LAMBDA,
     LAMBDA_BOTOCORE_SERVICES,
     Target,
@@ -121,3 +124,35 @@ def test_synth_takes_exactly_the_locked_files_and_refuses_any_other(tmp_path: Pa
     unhashed.write_text("icecdc-probe==1.0\n")
     with pytest.raises(SystemExit, match="Hashes are required in --require-hashes mode"):
         lambda_layer(tmp_path / "out", unhashed, offline)
+
+
+def test_the_zip_of_wheels_is_what_glue_5_installs_and_installs_offline_as_glue_does(tmp_path: Path) -> None:
+    """AWS Glue 5.x's zip of wheels (docs/deploy.md, "Locked dependencies"): a name ending in
+    `.gluewheels.zip`; one top-level folder `wheels/` holding the `.whl` files and `requirements.txt`,
+    nothing else; installed by pip from that folder with the job's installer options (`--no-index`:
+    no package index is reached). Here pip installs it as Glue documents it (issue 20 item 9)."""
+    index = tmp_path / "index"
+    index.mkdir()
+    wheel = probe_wheel(index)
+    lock = tmp_path / "probe.txt"
+    lock.write_text(f"icecdc-probe==1.0 \\\n    --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n")
+    zipped = glue_wheels(tmp_path / "out", lock, ("--no-index", "--find-links", str(index)))
+    assert zipped.name.endswith(".gluewheels.zip") and zipped.name == glue_wheels_name(lock)
+    with zipfile.ZipFile(zipped) as archive:
+        names = archive.namelist()
+        assert all(n.startswith("wheels/") and "/" not in n.removeprefix("wheels/") for n in names)
+        assert {n for n in names if not n.endswith(".whl")} == {"wheels/requirements.txt"}
+        archive.extractall(tmp_path / "job")
+    # every wheel is named in requirements.txt, pinned with its hash (pip then checks them all)
+    pinned = {m["name"].lower().replace("_", "-"): m["sha"] for m in LOCKED.finditer(lock.read_text())}
+    for path in (tmp_path / "job" / "wheels").glob("*.whl"):
+        assert pinned[path.name.split("-")[0].replace("_", "-")] == hashlib.sha256(path.read_bytes()).hexdigest()
+    installer_options = JOB_INSTALLER_OPTIONS.split()
+    wheels = tmp_path / "job" / "wheels"
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *installer_options,
+         "--find-links", str(wheels), "-r", str(wheels / "requirements.txt"), "--target", str(target)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert (target / "icecdc_probe" / "__init__.py").read_text() == "PROBE = True\n"

@@ -110,3 +110,66 @@ def test_publish_copies_the_asset_to_the_name_glue_requires(
     access["publish"](event("Delete", url, properties), None, s3)  # kept: a running job may still read it
     assert answers[-1]["Status"] == "SUCCESS"
     assert s3.head_object(Bucket=f"artifacts-{unique}", Key="python/icecdc-deps-0123.gluewheels.zip")
+
+
+def test_settle_waits_on_create_and_update_only(cloudformation: tuple[str, list[dict[str, Any]]]) -> None:
+    url, answers = cloudformation
+    slept: list[float] = []
+    for kind in ("Create", "Update", "Delete"):
+        access["settle"](event(kind, url, {"Seconds": "60"}), None, slept.append)  # CloudFormation sends strings
+        assert answers[-1]["Status"] == "SUCCESS"
+    assert slept == [60.0, 60.0]
+
+
+def test_every_attempt_at_the_security_api_is_signed_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A domain may answer 5xx for minutes; a signature expires after about 5: each retry carries a
+    signature of its own time (issue 20 item 3)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    seen: list[tuple[str, str]] = []
+
+    class NotReadyTwice(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append((self.headers["X-Amz-Date"], self.headers["Authorization"]))
+            ready = len(seen) > 2
+            self.send_response(200 if ready else 503)
+            self.end_headers()
+            self.wfile.write(b'{"config": {}}' if ready else b"not ready")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotReadyTwice)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = access["SecurityApi"](f"127.0.0.1:{server.server_port}", "us-east-1", scheme="http", pause=1.1)
+        assert api.call("GET", "audit") == {"config": {}}
+    finally:
+        server.shutdown()
+    assert len(seen) == 3 and len({date for date, _ in seen}) == 3 and len({auth for _, auth in seen}) == 3
+
+
+def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:
+    """Fine-grained access control matches an IAM user's ARN under `users`, a role's under
+    `backend_roles` (issue 20 item 4)."""
+    user = "arn:aws:iam::123456789012:user/ops/alice"
+    api = FakeSecurityApi()
+    access["apply"](api, {**PROPERTIES, "Admin": user})
+    for role in ("all_access", "security_manager"):
+        mapping = api.docs[f"rolesmapping/{role}"][role]
+        assert mapping["users"] == [user] and user not in mapping["backend_roles"]
+    assert access["mapped_as"](ADMIN) == "backend_roles" and access["mapped_as"](user) == "users"
+
+
+def test_the_service_linked_role_is_created_when_missing_and_kept(
+    cloudformation: tuple[str, list[dict[str, Any]]], moto_url: str
+) -> None:
+    """OpenSearch places a domain in a VPC only once its service-linked role exists (issue 20 item 8)."""
+    url, answers = cloudformation
+    iam = aws_client("iam", moto_url)
+    properties = {"ServiceName": "opensearchservice.amazonaws.com", "RoleName": "AWSServiceRoleForAmazonOpenSearchService"}
+    for kind in ("Create", "Update", "Delete"):  # created once; an existing one is fine; never deleted
+        access["service_linked_role"](event(kind, url, properties), None, iam)
+        assert answers[-1]["Status"] == "SUCCESS", answers[-1]
+    roles = iam.list_roles(PathPrefix="/aws-service-role/opensearchservice.amazonaws.com/")["Roles"]
+    assert len(roles) == 1  # (moto names it otherwise than IAM's AWSServiceRoleForAmazonOpenSearchService)

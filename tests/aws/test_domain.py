@@ -14,7 +14,7 @@ from aws_cdk.assertions import Match
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import availability_zones
-from tests.support.cdk import ADMIN, VPC, config_dict, synth
+from tests.support.cdk import ADMIN, ROUTED_VPC, VPC, config_dict, synth
 
 PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
 NAG = Match.string_like_regexp("AwsSolutions-.*")
@@ -99,6 +99,10 @@ def test_the_domain_and_the_jobs_in_a_vpc(tmp_path: Path) -> None:
         "AWS::Lambda::Function", {"Properties": {"Handler": "handler.domain_access"}}
     ).values()
     assert provisioning["Properties"]["VpcConfig"]["SubnetIds"]
+    # OpenSearch's service-linked role exists before the domain is placed in the VPC (issue 20 item 8)
+    (linked_id, linked) = next(iter(template.find_resources("Custom::IcecdcServiceLinkedRole").items()))
+    assert linked["Properties"]["ServiceName"] == "opensearchservice.amazonaws.com"
+    assert linked_id in next(iter(template.find_resources("AWS::OpenSearchService::Domain").values()))["DependsOn"]
     glue = [s for s in role_statements(template, "icecdc Glue job") if "glue:GetConnection" in actions(s)]
     assert len(glue) == 1
     assert annotations.find_error("*", NAG) == [] and annotations.find_warning("*", NAG) == []
@@ -127,3 +131,57 @@ def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: in
         aws["vpc"] = {**VPC, "subnets": VPC["subnets"][:subnets]}
     config = parse_config(config_dict(aws))
     assert config.aws is not None and availability_zones(config.aws) == zones
+
+
+def test_the_domain_is_created_after_its_log_groups_policy_has_settled(created_domain: Any) -> None:
+    """OpenSearch refuses a domain whose log groups' resource policy it cannot see yet ("does not grant
+    sufficient permissions"): the domain depends on the policy and on a wait after it (issue 20 item 1)."""
+    template, _ = created_domain
+    (policy_id,) = template.find_resources("AWS::Logs::ResourcePolicy")
+    (settled_id, settled) = next(iter(template.find_resources("Custom::IcecdcSettle").items()))
+    (domain,) = template.find_resources("AWS::OpenSearchService::Domain").values()
+    assert {policy_id, settled_id} <= set(domain["DependsOn"])
+    assert settled["Properties"]["Policy"] == {"Ref": policy_id} and settled["Properties"]["Seconds"] >= 60
+
+
+def test_a_vpc_without_nat_gets_the_endpoints_the_stack_needs(tmp_path: Path) -> None:
+    """`aws.vpc.create_endpoints`: gateway endpoints for S3 and DynamoDB on the subnets' route tables,
+    interface endpoints (private DNS) for the other services, reachable on 443 from the stack's
+    groups only (issue 20 item 8)."""
+    vpc = {**ROUTED_VPC, "create_endpoints": True}
+    template, annotations = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": vpc})
+    endpoints = [e["Properties"] for e in template.find_resources("AWS::EC2::VPCEndpoint").values()]
+
+    def service(e: dict[str, Any]) -> str:
+        return json.dumps(e["ServiceName"]).split(".")[-1].strip('"]} ')
+
+    gateways = {service(e): e for e in endpoints if e.get("VpcEndpointType") == "Gateway"}
+    interfaces = {service(e): e for e in endpoints if e.get("VpcEndpointType") == "Interface"}
+    assert set(gateways) == {"s3", "dynamodb"}
+    assert all(sorted(e["RouteTableIds"]) == sorted(s["route_table_id"] for s in vpc["subnets"]) for e in gateways.values())
+    assert set(interfaces) == {"glue", "monitoring", "logs", "kms", "sts"}  # no basic auth: no Secrets Manager
+    assert all(e["PrivateDnsEnabled"] is True for e in interfaces.values())
+    ((group_id, group),) = template.find_resources(
+        "AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": "icecdc VPC interface endpoints"}}
+    ).items()
+    ingress = [i["Properties"] for i in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    into = [i for i in ingress if i["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}]
+    assert len(into) == 3 and all(i["FromPort"] == 443 == i["ToPort"] for i in into)  # jobs, planner, provisioning
+    assert annotations.find_error("*", NAG) == []
+
+    (tmp_path / "secret").mkdir()
+    opensearch = {
+        "url": "https://search.internal",
+        "username": "u",
+        "password_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:s-AbCdEf",
+    }
+    template, _ = synth(tmp_path / "secret", {"vpc": vpc}, opensearch=opensearch)
+    names = [json.dumps(e["Properties"]["ServiceName"]) for e in template.find_resources("AWS::EC2::VPCEndpoint").values()]
+    assert any("secretsmanager" in n for n in names)
+    with pytest.raises(ConfigError, match="route_table_id"):
+        parse_config(config_dict({"vpc": {**VPC, "create_endpoints": True}}))
+
+
+def test_without_create_endpoints_the_vpc_is_left_as_it_is(tmp_path: Path) -> None:
+    template, _ = synth(tmp_path, {"vpc": ROUTED_VPC})
+    template.resource_count_is("AWS::EC2::VPCEndpoint", 0)

@@ -1,15 +1,16 @@
 """The planner as deployed: its bundled code (handler, icecdc, the configuration as `icecdc.yaml`)
-run by a bare interpreter (`-S`: no site-packages) on the trimmed layer that `python app.py`
-builds from infra/locks/lambda.txt — pyarrow 20 (the last with wheels Lambda's glibc loads),
-files read through fsspec/s3fs — against moto (Glue Data Catalog, S3, DynamoDB, Glue jobs) and
-osmem. The layer is built here when no synth has built it yet (pip needs PyPI once; see infra/bundling.py)."""
+run by a bare interpreter of the runtime's Python version (CPython 3.13, as Lambda's python3.13;
+`-S`: no site-packages) on the trimmed layer that `python app.py` builds from
+infra/locks/lambda.txt, files read through fsspec/s3fs, against moto (Glue Data Catalog, S3,
+DynamoDB, Glue jobs) and osmem. The layer is built here when no synth has built it yet (pip needs
+PyPI once; see infra/bundling.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from opensearchpy import OpenSearch
 from icecdc.verify import diff_index
 from infra.bundling import (
     LAMBDA_CATALOG_PROPERTIES,
+    LAMBDA_PYTHON,
     LAMBDA_TRIM,
     LAMBDA_UNZIPPED_LIMIT,
     lambda_code,
@@ -28,6 +30,19 @@ from infra.bundling import (
 )
 from tests.support.aws import Lake, rows
 from tests.support.planner import ROOT, Deployment, table_event
+
+
+def runtime_python() -> str:
+    """An interpreter of the planner runtime's Python version: pyenv's (its shim answers only where
+    that version is selected), or one on the PATH that is not a shim."""
+    installed = sorted(Path.home().glob(f".pyenv/versions/{LAMBDA_PYTHON}.*/bin/python{LAMBDA_PYTHON}"))
+    on_path = shutil.which(f"python{LAMBDA_PYTHON}")
+    found = str(installed[-1]) if installed else on_path if on_path and "/shims/" not in on_path else None
+    if found is None:
+        pytest.fail(
+            f"no python{LAMBDA_PYTHON} to run the planner's layer as Lambda does: install it (pyenv install {LAMBDA_PYTHON})"
+        )
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +60,7 @@ def run_bundled(layer: Path, code: Path, argument: Any, script: str) -> dict[str
     }
     # -S: no site-packages, so only the layer's packages (and the bundled code) can be imported
     done = subprocess.run(
-        [sys.executable, "-S", "-c", script, json.dumps(argument)],
+        [runtime_python(), "-S", "-c", script, json.dumps(argument)],
         cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -71,7 +86,8 @@ def test_the_bundled_planner_applies_a_small_batch_itself(
         "result = handler.handler(json.loads(sys.argv[1]))\n"
         "assert 'pyarrow' in sys.modules and 'opensearchpy' in sys.modules\n"
         "import pyarrow\n"
-        "result['pyarrow'] = pyarrow.__version__\n"
+        "result['pyarrow'] = pyarrow.__file__\n"
+        "result['python'] = '%d.%d' % sys.version_info[:2]\n"
         "print(json.dumps(result))\n"
     )
     code = bundled_code(tmp_path)
@@ -84,7 +100,8 @@ def test_the_bundled_planner_applies_a_small_batch_itself(
     for result in (first, second):
         [outcome] = result["tables"]
         assert (outcome["has_work"], outcome["error"], outcome["job_run_id"]) == (True, None, None)
-        assert result["pyarrow"] == "20.0.0"  # the layer's, not the virtualenv's
+        assert result["pyarrow"].startswith(str(layer))  # the layer's, not the virtualenv's
+        assert result["python"] == LAMBDA_PYTHON  # the runtime's Python (python3.13)
     assert second["tables"][0]["applied_snapshots"] == 2
     assert second["tables"][0]["checkpoint"] == lake.catalog().load_table(deployment.orders).current_snapshot().snapshot_id
     assert deployment.runs(deployment.orders) == []  # no Glue job run started

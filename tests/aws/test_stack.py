@@ -4,6 +4,7 @@ but for asset hashes)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,13 @@ from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from app import build
-from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, job_name
+from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, event_tables, job_name
+from icecdc.config import parse_config
 from infra.jobs import DYNAMODB_ACTIONS
 from infra.planner import PLANNER_MEMORY_MB, PLANNER_MEMORY_MB_STARTING_JOBS
+from infra.stack import check_deployable
 from tests.support.cdk import ADMIN, TABLES, VPC, config_dict, synth
+from tests.support.planner import table_event
 
 
 def test_table_change_rule_matches_update_table_of_the_configured_tables(existing_endpoint) -> None:
@@ -56,6 +60,8 @@ def test_one_glue_5_1_job_per_table_with_its_arguments(existing_endpoint) -> Non
         (_, [scheme, _bucket, key]) = arguments["--additional-python-modules"]["Fn::Join"]
         assert scheme == "s3://" and key.startswith("/python/icecdc-deps-") and key.endswith(".gluewheels.zip")
         assert arguments["--python-modules-installer-option"] == "--no-index"
+        # by Ref, so that CloudFormation creates the configuration first (a name alone orders nothing)
+        assert properties["SecurityConfiguration"] == {"Ref": "JobSecurity"}
         for name in ("--extra-py-files", "--icecdc_config", "--icecdc_state_table", "--icecdc_region", "--icecdc_dead_letter"):
             assert name in arguments, name
         assert "--icecdc_opensearch_url" not in arguments  # the configured endpoint is used as it is
@@ -81,7 +87,7 @@ def test_planner_is_wired_to_the_state_table_and_the_jobs(existing_endpoint) -> 
     template.has_resource_properties(
         "AWS::Lambda::Function",
         {
-            "Runtime": "python3.11",
+            "Runtime": "python3.13",  # Amazon Linux 2023; the layer is locked and tested for it (issue 20 item 6)
             "Handler": "handler.handler",
             "Environment": {
                 "Variables": Match.object_like(
@@ -253,7 +259,8 @@ def test_the_planner_applies_small_batches_with_the_jobs_rights_memory_and_time(
     template, _ = existing_endpoint
     planner, found = planner_of(template)
     properties = planner["Properties"]
-    assert properties["ReservedConcurrentExecutions"] == 2
+    (layer,) = template.find_resources("AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     # a whole core and ~3x the largest default pass's memory; a pass starts only with PASS_RESERVE_SECONDS left
     assert (properties["MemorySize"], properties["Timeout"]) == (PLANNER_MEMORY_MB, 300) and PLANNER_MEMORY_MB >= 1769
     assert properties["Timeout"] >= 2 * PASS_RESERVE_SECONDS
@@ -356,13 +363,13 @@ def test_dead_letters_and_job_output_are_under_a_rotated_customer_key_and_expire
     assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
     assert key_id in str(encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"])
     assert bucket["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"] == 90
-    (security,) = template.find_resources("AWS::Glue::SecurityConfiguration").values()
+    ((security_id, security),) = template.find_resources("AWS::Glue::SecurityConfiguration").items()
     encryption_config = security["Properties"]["EncryptionConfiguration"]
     assert encryption_config["S3Encryptions"][0]["S3EncryptionMode"] == "SSE-KMS"
     assert encryption_config["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
     assert encryption_config["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
     jobs = template.find_resources("AWS::Glue::Job").values()
-    assert all(job["Properties"]["SecurityConfiguration"] == security["Properties"]["Name"] for job in jobs)
+    assert all(job["Properties"]["SecurityConfiguration"] == {"Ref": security_id} for job in jobs)
 
 
 def test_basic_auth_reads_one_secret_and_a_password_never_reaches_an_asset(tmp_path: Path) -> None:
@@ -420,3 +427,56 @@ def test_planner_buffers_events_and_coalesces_them_in_batches(tmp_path: Path) ->
     )
     template.has_resource_properties("AWS::CloudWatch::Alarm", {"Namespace": METRIC_NAMESPACE, "MetricName": "PlanningErrors"})
     assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+
+
+def test_the_planner_reserves_concurrency_only_when_configured(existing_endpoint, tmp_path: Path) -> None:
+    """Reserving fails in accounts whose concurrency quota is low (Lambda keeps 100 unreserved): by
+    default the queue's event source alone bounds the planner (issue 20 item 2)."""
+    template, _ = existing_endpoint
+    planner, _ = planner_of(template)
+    assert "ReservedConcurrentExecutions" not in planner["Properties"]
+    (source,) = template.find_resources("AWS::Lambda::EventSourceMapping").values()
+    assert source["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 2}
+    template, _ = synth(tmp_path, {"planner_reserved_concurrency": 3})
+    planner, _ = planner_of(template)
+    assert planner["Properties"]["ReservedConcurrentExecutions"] == 3
+
+
+def test_mixed_case_table_names_are_matched_as_glue_stores_them(tmp_path: Path) -> None:
+    """Glue stores database and table names in lower case, and its events name them so: the rule,
+    the catalog ARNs and the planner's lookup use those names (issue 20 item 5)."""
+    tables = [{"name": "Sales.Orders", "index": "orders", "protect_checkpoint": True}]
+    template, _ = synth(tmp_path, {}, tables=tables)
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {"EventPattern": Match.object_like({"detail": Match.object_like({"databaseName": ["sales"], "tableName": ["orders"]})})},
+    )
+    arns = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert ":table/sales/orders" in arns and ":database/sales" in arns and "/Sales" not in arns  # the job keeps its name
+    config = parse_config(config_dict(tables=tables))
+    assert event_tables(table_event("sales", "orders"), config).tables == ("Sales.Orders",)  # the configured name: its job
+    with pytest.raises(SystemExit, match="name one Glue table"):
+        check_deployable(parse_config(config_dict(tables=[*tables, {"name": "sales.ORDERS", "index": "orders2"}])))
+
+
+WAREHOUSE_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+SECRET_KEY = "arn:aws:kms:us-east-1:123456789012:key/66666666-7777-8888-9999-000000000000"
+
+
+def test_customer_managed_keys_of_the_inputs_are_granted_decrypt_where_they_are_read(tmp_path: Path) -> None:
+    """SSE-KMS warehouse buckets and a secret under a customer-managed key need kms:Decrypt of
+    whoever reads them (the jobs, the planner), through that service only (issue 20 item 7)."""
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icecdc-search-AbCdEf"
+    opensearch = {"url": "https://search.example.com", "username": "icecdc", "password_secret_arn": arn}
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "none").mkdir()
+    aws = {"warehouse_kms_key_arns": [WAREHOUSE_KEY], "password_secret_kms_key_arn": SECRET_KEY}
+    template, annotations = synth(tmp_path / "keys", aws, opensearch=opensearch)
+    decrypts = [s for s in statements(template) if "kms:Decrypt" in as_list(s["Action"])]
+    for key, service in ((WAREHOUSE_KEY, "s3"), (SECRET_KEY, "secretsmanager")):
+        granted = [s for s in decrypts if s["Resource"] == key]
+        assert len(granted) == 2, granted  # the jobs' role and the planner's
+        assert all(s["Condition"] == {"StringEquals": {"kms:ViaService": f"{service}.us-east-1.amazonaws.com"}} for s in granted)
+    assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
+    template, _ = synth(tmp_path / "none", {}, opensearch=opensearch)
+    assert not [s for s in statements(template) if s["Resource"] in (WAREHOUSE_KEY, SECRET_KEY)]

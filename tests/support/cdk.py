@@ -31,6 +31,10 @@ VPC = {  # aws.vpc: an existing VPC's private subnets
 }
 
 
+# aws.vpc with the subnets' route tables, as aws.vpc.create_endpoints needs them
+ROUTED_VPC = {**VPC, "subnets": [{**s, "route_table_id": f"rtb-0123456789abcdef{n}"} for n, s in enumerate(VPC["subnets"])]}
+
+
 def config_dict(
     aws: dict[str, Any] | None = None, opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
