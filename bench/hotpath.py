@@ -1,10 +1,8 @@
-"""The per-row hot path of a sync, before and after: rows → documents → canonical JSON → net change.
+"""The per-row hot path of a sync (rows → documents → canonical JSON → net change): CPU time of
+icecdc's `documents` and `changelog` in the work tree against the same modules at git revision REV,
+on rows of the bench tables' schema as pyarrow hands them out. Results: docs/bench/hotpath.json.
 
     python -m bench.hotpath [--baseline REV] [--rows N]
-
-Times icecdc's `documents` and `changelog` modules as they are in the work tree against the same
-modules at git revision REV (default: the commit before the bench's optimizations), on rows of
-the bench table's schema as pyarrow hands them out, and writes docs/bench/hotpath.json.
 """
 
 from __future__ import annotations
@@ -26,11 +24,11 @@ import pyarrow as pa
 from pyiceberg.schema import Schema
 from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
-from bench.env import REPO, RESULTS
+from bench.harness.environment import REPO, RESULTS
 from icecdc.changelog import ChangeStats
 from icecdc.model import ChangeType
 
-BASELINE = "f767ca0"  # main before the bench's changes to documents.py and changelog.py
+BASELINE = "f767ca0"  # before the optimizations of documents.py and changelog.py this measures
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -61,7 +59,7 @@ def rows(count: int) -> list[dict[str, Any]]:
     return arrow.to_pylist()
 
 
-# Names the baseline imports from where they lived then, and where they live now (issue 11 moved them).
+# Names the baseline imports from where they lived then, and where they live now.
 MOVED = {"from icecdc.reading import INSERT\n": "from icecdc.model import ChangeType\n\nINSERT = ChangeType.INSERT\n"}
 
 

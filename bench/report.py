@@ -1,12 +1,13 @@
-"""Charts (PNG) and the results section of docs/bench/README.md, from docs/bench/results-*.json.
+"""The bench's one report, from the JSON in docs/bench: the charts (PNG) and the results section of
+docs/bench/README.md from results-*.json, and commands.md from commands.json.
 
-The README's text outside the markers is written by hand (analysis, recommendations) and kept;
-only the part between the markers is regenerated.
+Only the README's part between the markers is regenerated; the text around it is written by hand.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on build machines
 import matplotlib.pyplot as plt
 
-from bench.env import RESULTS
+from bench.harness.environment import RESULTS
 
 START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
 ORDER = ("smoke", "default", "full")
@@ -34,11 +35,14 @@ CHART_PARTS = ("driver_python", "jvm_heap", "python_workers", "opensearch", "ben
 
 
 def write_all() -> None:
+    """Every chart, the README's results section, and commands.md, from the JSON already in docs/bench."""
     runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("results-*.json"))]
     runs.sort(key=lambda r: ORDER.index(r["scale"]) if r["scale"] in ORDER else len(ORDER))
     for run in runs:
         _charts(run)
     _readme(runs)
+    if (RESULTS / "commands.json").exists():
+        write_commands(RESULTS / "commands.json")
 
 
 def _charts(run: dict[str, Any]) -> None:
@@ -142,8 +146,8 @@ def _probe_chart(data: dict[str, Any], path: Path) -> None:
     width = 0.8 / len(variants)
     for offset, variant in enumerate(variants):
         xs = [i + (offset - (len(variants) - 1) / 2) * width for i in range(len(sizes))]
-        memory.bar(xs, [s[variant]["memory_mib"]["largest_process"] for s in sizes], width=width, label=PROBE_VARIANTS[variant])
-        seconds.bar(xs, [s[variant]["seconds"] for s in sizes], width=width, label=PROBE_VARIANTS[variant])
+        memory.bar(xs, [s[variant]["memory_mib"]["largest_process"] for s in sizes], width=width, label=PROBE_LABELS[variant])
+        seconds.bar(xs, [s[variant]["seconds"] for s in sizes], width=width, label=PROBE_LABELS[variant])
     for axes, label in ((memory, "largest process, peak RSS MiB"), (seconds, "sync seconds")):
         axes.set_xticks(range(len(sizes)), [f"{s['rows']:,} rows" for s in sizes])
         axes.set_ylabel(label)
@@ -155,7 +159,7 @@ def _probe_chart(data: dict[str, Any], path: Path) -> None:
     _save(figure, path)
 
 
-PROBE_VARIANTS = {
+PROBE_LABELS = {
     "default": "icecdc's default budget",
     "cut": "budget 256 KiB (below both rewrites)",
     "no_bounds": "budget 256 KiB, no bounds of the key in the manifests",
@@ -163,7 +167,7 @@ PROBE_VARIANTS = {
 
 
 def _variants(probe: dict[str, Any]) -> list[str]:
-    return [v for v in PROBE_VARIANTS if v in probe]
+    return [v for v in PROBE_LABELS if v in probe]
 
 
 def _memory_phases(run: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -355,7 +359,7 @@ def _probe_rows(p: dict[str, Any]) -> list[str]:
     small, large = p["sizes"][0], p["sizes"][-1]
     rows = []
     for variant in _variants(p):
-        label = PROBE_VARIANTS[variant]
+        label = PROBE_LABELS[variant]
         memory, seconds = p[variant]["ratio_largest_process_rss"], p[variant]["ratio_seconds"]
         rows.append(
             f"| 7. one row in every file, unpartitioned, {small['rows']:,} → {large['rows']:,} rows, {label} | "
@@ -381,7 +385,7 @@ def _probe_table(run: dict[str, Any]) -> list[str]:
             r = size[variant]
             memory = r["memory_mib"]
             lines.append(
-                f"| {size['rows']:,} rows, {r['data_files_before']} → {r['data_files_after']} files, {PROBE_VARIANTS[variant]} | "
+                f"| {size['rows']:,} rows, {r['data_files_before']} → {r['data_files_after']} files, {PROBE_LABELS[variant]} | "
                 f"{_path(r['planned'], r['max_rewrite_bytes'])} | {r['seconds']:.1f} | "
                 f"{memory['largest_process']:,.0f} | {memory['jvm']:,.0f} | {memory['python_worker_largest']:,.0f} | "
                 f"{memory['python_workers']:,.0f} | {memory['driver_python']:,.0f} | {_met(r['index_equals_changed_rows'])} |"
@@ -455,3 +459,244 @@ def _memory_table(run: dict[str, Any]) -> str:
     for name, peaks in phases.items():
         lines.append(f"| {name} | " + " | ".join(f"{peaks[p]:,.0f}" if p in peaks else "—" for p in MEMORY_PARTS) + " |")
     return "\n".join(lines)
+
+
+# ----- docs/bench/commands.md, from commands.json (bench/whole_commands.py)
+
+
+def write_commands(path: Path) -> str:
+    """The Markdown of the whole-commands results in `path`, written beside it (`.md`); returned."""
+    text = commands_markdown(json.loads(path.read_text()))
+    path.with_suffix(".md").write_text(text)
+    return text
+
+
+def commands_markdown(r: dict[str, Any]) -> str:
+    m, load = r["machine"], r["load_average_1min"]
+    lines = [
+        "# Whole commands: icecdc sync on each engine, against the peer's job, commit to searchable",
+        "",
+        (
+            f"`{r['command']}` ([bench/whole_commands.py](../../bench/whole_commands.py); every figure in [commands.json](commands.json)), "
+            f"{m['date']}, {r['minutes']} min. {m['cpu']}, {m['cores']} cores shared with other work, {m['memory_gib']} GiB; "
+            f"Python {m['python']}, {m['java']}, pyspark {m['pyspark']}, pyiceberg {m['pyiceberg']}, {m['iceberg_spark_runtime']}. "
+            f"**Load average** (1 min, sampled every 5 s): {load['min']:.1f}–{load['max']:.1f}, mean {load['mean']:.1f}."
+        ),
+        "",
+        (
+            "Every figure is a whole command, process start to exit, each in a process of its own, writing into the bench "
+            "sink (bench/harness/sink.py); the two sides of a ratio ran back to back on the same commit, alternating which "
+            "went first. Ratios are sums of seconds, this side over the other. Memory: the peak RSS of each part of the "
+            "command's process tree (driver, JVM, Spark's Python workers), summed."
+        ),
+        "",
+        "| part | measurement | icecdc, mean a sync | other side, mean a sync | ratio (sums) | goal |",
+        "|---|---|---|---|---|---|",
+        *_summary_rows(r),
+        "",
+        *_engines_md(r["engines"]),
+        *_peer_md(r["peer"]),
+        *_searchable_md(r["searchable"]),
+        *_where_md(r),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _within(ratio: float, goal: float) -> str:
+    return f"≤ {goal} {'✅' if ratio <= goal else '❌ not met'}"
+
+
+def _summary_rows(r: dict[str, Any]) -> list[str]:
+    rows = []
+    e = r["engines"]
+    for kind, s in e["summary"].items():
+        mine, theirs = statistics.mean(s["in_process_seconds"]), statistics.mean(s["spark_seconds"])
+        rows.append(
+            f"| engines | `icecdc sync` of {_commit_names(e)[kind]}, {e['table']['rows']:,} rows ({len(s['spark_seconds'])} syncs) | "
+            f"in-process {mine:.1f} s | forced Spark {theirs:.1f} s | **{s['ratio_in_process_to_spark']:.2f}** | — |"
+        )
+    for workload, w in r["peer"].items():
+        for part, what in (
+            ("one_row", "one-row commits, one sync each"),
+            ("batch", f"{w['batch']['commits_per_sync']} commits a sync"),
+        ):
+            items = w[part]["commits" if part == "one_row" else "syncs"]
+            mine = statistics.mean(i["icecdc"]["seconds"] for i in items)
+            theirs = statistics.mean(i["peer"]["seconds"] for i in items)
+            rows.append(
+                f"| peer | {workload} rows, {what} ({len(items)} syncs) | {mine:.1f} s | peer's job {theirs:.1f} s | "
+                f"**{w[part]['ratio']:.2f}** | {_within(w[part]['ratio'], w[part]['goal'])} |"
+            )
+    s = r["searchable"]
+    medians = s["median_seconds"]
+    rows.append(
+        f"| searchable | commit → searchable, one-row commit, median | in-process {medians['in_process']:.2f} s | "
+        f"forced Spark {medians['spark']:.2f} s | **{s['ratio_in_process_to_spark']:.2f}** | — |"
+    )
+    return rows
+
+
+def _seconds(values: list[float]) -> str:
+    return " / ".join(f"{v:.1f}" for v in values)
+
+
+def _commit_names(e: dict[str, Any]) -> dict[str, str]:
+    return {
+        "one_row": "a one-row update",
+        "merge_spread": f"a {e['merge_changes']}-row MERGE spread over the table",
+        "merge_recent": f"a {e['merge_changes']}-row MERGE on recent rows",
+    }
+
+
+def _engines_md(e: dict[str, Any]) -> list[str]:
+    t, check = e["table"], e["check"]
+    lines = [
+        f"## Engines: `icecdc sync`, forced in-process vs forced Spark ({t['rows']:,} rows, copy-on-write, partitioned)",
+        "",
+        f"The table: {_layout_text(t)}.",
+        "",
+        (
+            "Both engines sync the same commit from the same checkpoint (a state store and an index each; no export: the "
+            "indexes hold the changed rows). A MERGE is 60 % updates, 10 % partition moves, 10 % deletes, 20 % inserts "
+            "(bench/harness/tables.py `Mutator`); recent rows are the newest tenth of ids."
+        ),
+        "",
+        "| commit | engine | seconds (each run) | rows read | tree MiB | largest process MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind, sides in e["runs"].items():
+        for engine, runs in sides.items():
+            lines.append(
+                f"| {_commit_names(e)[kind]} | {engine} | {_seconds([x['seconds'] for x in runs])} | "
+                f"{runs[0].get('rows_read', 0):,} | {max(x['tree_mib'] for x in runs):,} | {max(x['largest_process_mib'] for x in runs):,} |"
+            )
+    ok = check["documents_equal_rows"] and check["deleted_keys_absent"] and check["indexes_equal"]
+    lines += [
+        "",
+        f"Check: {check['documents'][0]:,} documents per index; " + (CHANGED_ROWS_OK if ok else f"FAILED ❌ {check}"),
+        "",
+    ]
+    return lines
+
+
+def _peer_md(p: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Against the peer: `icecdc sync` (engine auto) vs the peer's job",
+        "",
+        (
+            "The peer: `python -m bench.harness.peer` (bench/harness/peer.py), a fresh Spark with Iceberg's runtime as a user "
+            "would submit it, `create_changelog_view` with compute_updates, the net change per key, bulk from the "
+            "executors; unversioned writes. Both start from their own initial load (icecdc's export, the "
+            "peer's Spark read + bulk) and write into the same sink. One-row commits are an update, a partition move and "
+            "a delete in turn; a batch's commits are `Mutator` MERGEs. `recent`: keys among the newest tenth of ids; "
+            "`uniform`: keys anywhere, so every commit rewrites most files."
+        ),
+        "",
+        "| workload | sync of | icecdc, s | icecdc engine, rows read | peer, s | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for workload, w in p.items():
+        t = w["table"]
+        init = w["initial"]
+        lines.append(
+            f"| {workload} ({t['rows']:,} rows, {t['data_files']} → {t['data_files_after']} files) | initial load | "
+            f"{init['icecdc_export']['seconds']:.1f} | {_engine(init['icecdc_export'])} | {init['peer_load']['seconds']:.1f} | {init['ratio']:.2f} |"
+        )
+        for item in w["one_row"]["commits"] + w["batch"]["syncs"]:
+            lines.append(
+                f"| {workload} | {item['commit']} | {item['icecdc']['seconds']:.1f} | {_engine(item['icecdc'])} | "
+                f"{item['peer']['seconds']:.1f} | {item['ratio']:.2f} |"
+            )
+    lines += ["", *(f"- `{workload}`: {_layout_text(w['table'])}." for workload, w in p.items())]
+    lines += ["", "| workload | table rows | icecdc index == table | peer index: same ids, changed fields equal the rows |"]
+    lines.append("|---|---|---|---|")
+    for workload, w in p.items():
+        check = w["check"]
+        lines.append(
+            f"| {workload} | {check['table_rows']:,} | {'✅' if check['icecdc_index_equals_table'] else '❌'} "
+            f"({check['icecdc_documents']:,} documents) | {'✅' if check['peer_index_matches_table'] else '❌'} "
+            f"({check['peer_documents']:,} documents) |"
+        )
+    return [*lines, ""]
+
+
+CHANGED_ROWS_OK = "every document equals its row, no deleted key has one, and both indexes are equal ✅"
+SPARK_START = " (Spark's start included)"
+SPARK_STOP = ", Spark's stop"
+
+
+def _layout_text(t: dict[str, Any]) -> str:
+    return (
+        f"{t['data_files']} files as bench/harness/tables.py lays out blocks of {t['rows_per_file']:,} ids (a block may be split "
+        f"over two files), median {t['rows_per_file_median']:,} rows a file, the largest {t['rows_per_file_max']:,}; "
+        f"{t['data_files_after']} files after the commits"
+    )
+
+
+def _engine(run: dict[str, Any]) -> str:
+    return f"{run.get('engine', '?')}, {run.get('rows_read', 0):,}"
+
+
+def _searchable_md(s: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Commit to searchable, local path",
+        "",
+        (
+            f"On the engines' {s['table_rows']:,}-row table: {s['commit']}; seconds until the sink answers the document's new "
+            "version (polled every 25 ms). The other engine's index catches up (in-process, unmeasured) before each commit, "
+            "so every measured sync applies exactly one commit."
+        ),
+        "",
+        "| engine | commit → searchable, s (each) | median | whole command, s (each) |",
+        "|---|---|---|---|",
+    ]
+    for engine, runs in s["runs"].items():
+        lines.append(
+            f"| {engine} | {_seconds([x['commit_to_searchable_seconds'] for x in runs])} | **{s['median_seconds'][engine]:.2f}** | "
+            f"{_seconds([x['seconds'] for x in runs])} |"
+        )
+    return [*lines, ""]
+
+
+def _where_md(r: dict[str, Any]) -> list[str]:
+    """Where a command's time goes: the fixed pieces against the work."""
+    startup_, one_row = r["startup"], r["engines"]["runs"]["one_row"]
+    peers = [item["peer"] for w in r["peer"].values() for item in w["one_row"]["commits"]]
+    steps = {k: statistics.median(p["steps"][k] for p in peers) for k in peers[0]["steps"]}
+    whole = statistics.median(p["seconds"] for p in peers)
+    lines = [
+        "## Where a command's time goes",
+        "",
+        "| command (median) | whole, s | where |",
+        "|---|---|---|",
+    ]
+    for engine, runs in one_row.items():
+        total = statistics.median(x["seconds"] for x in runs)
+        inside = statistics.median(x.get("seconds_inside", 0.0) for x in runs)
+        lines.append(
+            f"| `icecdc sync`, {engine}, one-row commit (engines) | {total:.2f} | the sync's own time as icecdc prints it "
+            f"{inside:.1f} s{SPARK_START if engine == 'spark' else ''}; the rest, {total - inside:.1f} s, is "
+            f"the interpreter, imports, config, catalog and index checks{SPARK_STOP if engine == 'spark' else ''}, and exit |"
+        )
+    lines.append(
+        f"| the peer's job, one-row commit (against the peer) | {whole:.2f} | imports {steps['imports']:.1f} s, Spark with Iceberg's "
+        f"runtime starting {steps['spark_start']:.1f} s, the job {steps['job']:.1f} s, Spark stopping {steps['spark_stop']:.1f} s, "
+        f"exit {whole - sum(steps.values()):.1f} s |"
+    )
+    lines += [
+        "",
+        f"Pieces alone (median of {r['scale']['startup_repeats']}):",
+        "",
+        "| piece | seconds | command |",
+        "|---|---|---|",
+    ]
+    pieces = {k: v for k, v in startup_.items() if k != "icecdc_sync_imports_by_package"}
+    lines += [f"| {piece.replace('_', ' ')} | {v['seconds']:.2f} | `{v['command']}` |" for piece, v in pieces.items()]
+    costs = startup_["icecdc_sync_imports_by_package"]
+    lines += [
+        "",
+        "`icecdc sync`'s imports by package (`python -X importtime`, each module's own time summed): "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in costs.items())
+        + f"; {sum(costs.values()):.2f} s in all.",
+    ]
+    return [*lines, ""]

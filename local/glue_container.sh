@@ -16,7 +16,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-test}"; shift || true
 
 case "$mode" in
-  test) inner="pip install --user -q -e '.[local,aws,cdk,dev]' && python3 -m pytest tests/aws -q $*" ;;
+  test) inner="python3 -m pip install --user -q 'pip>=25.1' && python3 -m pip install --user -q -e '.[local,aws,cdk]' --group test --group cdk-test && python3 -m pytest tests/aws -q $*" ;;
   job)  inner="pip install --user -q -e '.[aws]' && spark-submit glue_jobs/icecdc_job.py --JOB_NAME local $*" ;;
   *) echo "usage: $0 test [pytest args] | job <job arguments>" >&2; exit 2 ;;
 esac

@@ -1,4 +1,4 @@
-"""The bench's in-memory sink (bench/sink_server.py) answers icecdc's sink and index lifecycle with
+"""The bench's in-memory sink (bench/harness/sink.py) answers icecdc's sink and index lifecycle with
 OpenSearch's versioning semantics, so that `make bench`'s throughput figures measure icecdc and
 still mean what they would against OpenSearch. The bench's own tool, not a correctness oracle:
 every other test runs against osmem."""
@@ -11,7 +11,7 @@ from itertools import count
 import pytest
 from opensearchpy import NotFoundError, OpenSearch, helpers
 
-from bench.sink_server import SinkServer
+from bench.harness.sink import SinkServer
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.index import BUILD_SETTINGS, IndexSpec, current_generation, finish_generation, index_uuid

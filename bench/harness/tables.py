@@ -1,11 +1,6 @@
-"""Bench tables and their commits, written by Spark SQL through Iceberg's runtime, copy-on-write.
-
-Both tools read the very same commits: Iceberg's `create_changelog_view` supports copy-on-write
-tables only, so every table here is copy-on-write, format v2, partitioned by `region` (or not
-partitioned at all, for the memory probe).
-
-Rows are laid out in files of `rows_per_file` contiguous ids, so "a table of N rows in many files"
-means N / rows_per_file files whatever N is, and a change to one row rewrites one file.
+"""Bench tables and their commits, written by Spark SQL through Iceberg's runtime: copy-on-write, format
+v2, partitioned by `region` (or not), ids laid out in files of `rows_per_file`, so one changed row
+rewrites one file. Copy-on-write because `create_changelog_view` (the peer) reads nothing else.
 """
 
 from __future__ import annotations
@@ -14,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.env import CATALOG
+from bench.harness.environment import CATALOG
 
 REGIONS = 8
 COLUMNS = "id, region, customer, amount, qty, status, updated_at"
@@ -105,6 +100,20 @@ class Mutator:
             [(k, "U") for k in updates] + [(k, "M") for k in moves] + [(k, "D") for k in deletes] + [(k, "I") for k in inserts]
         )
         self.spark.createDataFrame(source, "id BIGINT, op STRING").createOrReplaceTempView("bench_changes")
+        self.spark.sql(self._merge())
+
+    def pick(self, op: str) -> int:
+        """The key the next one-row commit of `op` changes (a new id for an insert)."""
+        return self._next_id if op == "I" else self._live_keys(1)[0]
+
+    def one_row(self, op: str, key: int) -> None:
+        """One commit of a single update (U), partition move (M), delete (D) or insert (I) of `key`."""
+        if op == "I":
+            self._next_id += 1
+        elif op == "D":
+            self.deleted.add(key)
+        self._bump += 1
+        self.spark.createDataFrame([(key, op)], "id BIGINT, op STRING").createOrReplaceTempView("bench_changes")
         self.spark.sql(self._merge())
 
     def update_one(self) -> None:

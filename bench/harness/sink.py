@@ -1,29 +1,22 @@
-"""The bench's sink: an in-memory OpenSearch bulk endpoint that is not the bottleneck (issue 12 item 5).
+"""The bench sink: an in-memory OpenSearch endpoint with OpenSearch's versioning semantics, never the
+bottleneck (osmem replaces a document in time that grows with the index, so it would be).
 
-osmem replaces a document in time that grows with the index, so with it every sink-heavy figure
-measures osmem. This server keeps an index as a dict `_id → (version, source)` and answers what
-icecdc's sink, index lifecycle and verification and the bench's peer call, with OpenSearch's
-versioning semantics:
+An index is a dict `_id → (version, source)`. It answers what icecdc's sink, index lifecycle and
+verification and the bench's peer call:
 
 - `index` / `delete` with `version_type=external`: a version at or below the stored one (a live
   document's or a tombstone's) is answered 409 `version_conflict_engine_exception`;
   `external_gte`: a version below it. Without a version (internal, the peer's plain writes): the
-  stored version + 1. A delete keeps a tombstone with its version (OpenSearch keeps one for
-  `index.gc_deletes`, 60 s; here for the server's life); a delete of an absent document is 404
-  `not_found`, and leaves a tombstone too.
-- Indexes are auto-created by a write, as OpenSearch does; aliases, settings (flat or nested,
-  `index.uuid`), mappings (kept, merged by `PUT _mapping`, never applied), `_aliases` actions
-  (`add`, `remove`, `remove_index`), `_refresh`, `_count`, and match_all searches with scroll,
-  slices and `version`, enough for `helpers.scan` and `icecdc.verify.index_documents`.
+  stored version + 1. A delete keeps a tombstone with its version (for the server's life); a
+  delete of an absent document is 404 `not_found`, and leaves a tombstone too.
+- Indexes are auto-created by a write; aliases, settings (flat or nested, `index.uuid`), mappings
+  (kept, merged by `PUT _mapping`, never applied), `_aliases` actions (`add`, `remove`,
+  `remove_index`), `_refresh`, `_count`, and match_all searches with scroll, slices and `version`.
 
-What it does not do: sources are kept as the bytes sent, never parsed, so no mapping is applied
-(no strict-mapping refusals, no type checks) and no query but match_all is answered. It is for
-throughput figures only; the correctness tests run against osmem, which checks all that.
+Sources are kept as the bytes sent, never parsed: no mapping is applied and no query but match_all
+is answered. For throughput figures only; correctness is tested against osmem.
 
-    python -m bench.sink_server [--port 0]   prints its URL, serves until killed or its parent exits
-
-`SinkServer.start()` runs it as a subprocess (its own process: its CPU and memory are its own,
-and it never competes with the bench's driver for the GIL).
+    python -m bench.harness.sink [--port 0]   prints its URL, serves until killed or its parent exits
 """
 
 from __future__ import annotations
@@ -564,7 +557,7 @@ def _update_aliases(store: Store, actions: list[Json]) -> None:
 
 @dataclass
 class SinkServer:
-    """The sink server running as a subprocess of this process."""
+    """The sink running as a subprocess of this process (its CPU and memory its own, no GIL shared with the bench)."""
 
     process: subprocess.Popen[bytes]
     url: str
@@ -572,9 +565,9 @@ class SinkServer:
     @classmethod
     def start(cls, timeout: float = 30.0) -> SinkServer:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.sink_server", "--parent-pid", str(os.getpid())],
+            [sys.executable, "-m", "bench.harness.sink", "--parent-pid", str(os.getpid())],
             stdout=subprocess.PIPE,
-            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         )
         assert process.stdout is not None
         line = process.stdout.readline().decode().strip()  # the URL, once it listens
@@ -631,7 +624,7 @@ def _exit_with(parent: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.sink_server")
+    parser = argparse.ArgumentParser(prog="python -m bench.harness.sink")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int)

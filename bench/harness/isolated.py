@@ -1,13 +1,7 @@
-"""One icecdc sync in a process tree of its own: a fresh Python driver, a fresh JVM and fresh Python
-workers, sampled by the bench from outside, so that each process's peak RSS belongs to that sync.
+"""One icecdc sync in a process tree of its own (a fresh driver, JVM and Python workers), sampled from
+outside, so each process's peak RSS belongs to that sync: the bench's own JVM keeps what it took.
 
-In the bench's own process a JVM keeps the memory it took (its RSS is a running peak over every
-earlier measurement, the tables Spark SQL wrote included), so a memory figure of one sync needs a
-JVM of its own. The child runs `icecdc.processing.sync` on a Spark session of the bench's settings
-(`bench.env.spark_settings`) without Iceberg's runtime (icecdc reads with pyiceberg); the sync's
-time is measured inside it, without the JVM's start.
-
-    python -m bench.isolated CONFIG.json TABLE [SPARK_KEY=VALUE ...]   (the child; prints its result as one JSON line)
+    python -m bench.harness.isolated CONFIG.json TABLE [SPARK_KEY=VALUE ...]   (the child; prints its result as one JSON line)
 """
 
 from __future__ import annotations
@@ -21,7 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.env import REPO, WORK, MemorySampler
+from bench.harness.environment import REPO, WORK
+from bench.harness.sampling import MemorySampler
 
 RESULT = "bench-isolated-result: "  # the child's stdout line that carries its result
 
@@ -35,7 +30,7 @@ def run_sync(config: dict[str, Any], table: str, label: str, spark_conf: dict[st
     path.write_text(json.dumps(config))
     settings = [f"{k}={v}" for k, v in (spark_conf or {}).items()]
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.isolated", str(path), table, *settings], cwd=REPO, stdout=subprocess.PIPE
+        [sys.executable, "-m", "bench.harness.isolated", str(path), table, *settings], cwd=REPO, stdout=subprocess.PIPE
     )
     sampler = MemorySampler(opensearch_pid=-1, root_pid=process.pid, interval=0.1)
     try:
@@ -57,8 +52,9 @@ def run_sync(config: dict[str, Any], table: str, label: str, spark_conf: dict[st
 
 
 def main() -> None:
-    from bench.env import start_spark
-    from bench.suite import _counters
+    """The child: the sync on a Spark of the bench's settings without Iceberg's runtime, timed without the JVM's start."""
+    from bench.harness.environment import start_spark
+    from bench.harness.session import counters
     from icecdc.config import parse_config
     from icecdc.processing import sync
 
@@ -75,7 +71,7 @@ def main() -> None:
         seconds = time.perf_counter() - started
     finally:
         spark.stop()
-    print(RESULT + json.dumps({"seconds": seconds, "spark_start_seconds": spark_start, **_counters(result)}), flush=True)
+    print(RESULT + json.dumps({"seconds": seconds, "spark_start_seconds": spark_start, **counters(result)}), flush=True)
 
 
 if __name__ == "__main__":

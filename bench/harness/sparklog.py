@@ -1,10 +1,6 @@
-"""Spark's own account of each measured phase, read from its event log after the run.
-
-Every measured phase names its Spark jobs (`spark.job.description`); the event log's task-end
-records then give per phase what RSS cannot: the executors' peak execution memory (Spark's
-memory for sorts, aggregations and shuffles, the largest of any task), and where the executors'
-time went. Written by hand because the event log is JSON lines that Spark's own history server
-reads, and nothing on PyPI summarises it.
+"""Spark's own account of each measured phase, read from its event log after the run: per phase, what
+RSS cannot give (the largest peak execution memory of a task, executor time, shuffle and input bytes).
+Written here because nothing on PyPI summarises Spark's event log.
 """
 
 from __future__ import annotations

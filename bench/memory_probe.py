@@ -1,0 +1,124 @@
+"""Memory of a rewrite larger than one task's budget: one UPDATE touching one row in every file of
+an unpartitioned copy-on-write table, at two sizes 4x apart, each sync in a process tree of its own;
+the peak RSS of the largest process and the time, larger over smaller (results key `probe`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyiceberg.expressions import In
+from pyiceberg.table import Table
+
+from bench.harness import isolated
+from bench.harness.environment import config_dict, on_spark
+from bench.harness.session import Bench, data_files
+from bench.harness.tables import create_table, update_every_file
+from icecdc.catalog import identifier_columns
+from icecdc.config import Config, parse_config
+from icecdc.documents import DocumentMapper, encode_document
+from icecdc.reading.planner import file_tasks
+from icecdc.reading.tasks import FileTask, RewriteTask
+from icecdc.verify import index_documents
+
+# Below the smaller table's rewrite at every scale, so both sizes take the path of a rewrite too large
+# for one task: key ranges, or, without key bounds in the manifests, file by file through the shuffle.
+PROBE_BUDGET = 256 * 2**10
+
+# (the tables' key bounds, the batch settings of the sync): each variant syncs the same commit of its tables.
+PROBE_VARIANTS: dict[str, tuple[bool, dict[str, int]]] = {
+    "default": (True, {}),  # icecdc's default budget, whatever it is
+    "cut": (True, {"max_rewrite_bytes": PROBE_BUDGET}),
+    "no_bounds": (False, {"max_rewrite_bytes": PROBE_BUDGET}),
+}
+
+
+def memory_probe(bench: Bench) -> dict[str, Any]:
+    """Each size of `scale.probe_rows`, each variant of PROBE_VARIANTS; the index must hold exactly the changed rows."""
+    scale = bench.scale
+    points = []
+    for rows in scale.probe_rows:
+        point: dict[str, Any] = {"rows": rows}
+        for key_bounds in (True, False):
+            name = f"db.probe_{rows}" + ("" if key_bounds else "_no_bounds")
+            variants = {v: batch for v, (bounds, batch) in PROBE_VARIANTS.items() if bounds == key_bounds}
+            create_table(bench.spark, name, rows, scale.probe_rows_per_file, partitioned=False, key_bounds=key_bounds)
+            configs = {
+                variant: config_dict(
+                    bench.workdir,
+                    bench.sink_url,
+                    name,
+                    f"probe-{rows}-{variant}",
+                    state=f"probe-{rows}-{variant}",
+                    export=False,
+                    **on_spark(),
+                    **({"batch": batch} if batch else {}),
+                )
+                for variant, batch in variants.items()
+            }
+            for config in configs.values():
+                bench.sync(parse_config(config))  # the checkpoint: the current snapshot (nothing to write)
+            files_before = data_files(bench.table(name))
+            changed = update_every_file(bench.spark, name)
+            table = bench.table(name)
+            for variant, config in configs.items():
+                parsed = parse_config(config)
+                tasks = file_tasks(*bench.plan(parsed), ("id",), rewrite_budget=parsed.batch.max_rewrite_bytes)
+                result = isolated.run_sync(config, name, f"probe-{rows}-{variant}")
+                point[variant] = {
+                    **result,
+                    "data_files_before": files_before,
+                    "data_files_after": data_files(table),
+                    "rows_changed": len(changed),
+                    "max_rewrite_bytes": parsed.batch.max_rewrite_bytes,
+                    "planned": _planned(tasks),
+                    "index_equals_changed_rows": index_documents(bench.sink_client, f"probe-{rows}-{variant}")
+                    == _documents(table, parsed, changed),
+                }
+                bench.drop_index(f"probe-{rows}-{variant}", sink=True)
+        points.append(point)
+        print(f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in PROBE_VARIANTS), flush=True)
+    small, large = points[0], points[-1]
+    return {
+        "sizes": points,
+        "ratio_rows": large["rows"] / small["rows"],
+        **{
+            variant: {
+                "ratio_largest_process_rss": large[variant]["memory_mib"]["largest_process"]
+                / small[variant]["memory_mib"]["largest_process"],
+                "ratio_seconds": large[variant]["seconds"] / small[variant]["seconds"],
+            }
+            for variant in PROBE_VARIANTS
+        },
+    }
+
+
+def _probe_line(variant: str, result: dict[str, Any]) -> str:
+    memory = result["memory_mib"]
+    return f"{variant} {result['seconds']:.1f} s, largest process {memory['largest_process']:,.0f} MiB (jvm {memory['jvm']:,.0f}, worker {memory['python_worker_largest']:,.0f})"
+
+
+def _planned(tasks: list[Any]) -> dict[str, int]:
+    """How the planner cut the rewrite: whole into one task, into key ranges, or file by file (streamed through the shuffle)."""
+    rewrites = [t for t in tasks if isinstance(t, RewriteTask)]
+    whole = [t for t in rewrites if getattr(t, "key_range", None) is None]
+    files = [t for t in tasks if isinstance(t, FileTask)]
+    return {
+        "whole_rewrite_tasks": len(whole),
+        "key_range_tasks": len(rewrites) - len(whole),
+        "rewrite_bytes": sum(
+            {f.data_file.file_path: f.data_file.file_size_in_bytes for t in rewrites for f in t.removed + t.added}.values()
+        ),
+        "file_tasks": len(files),
+        "file_task_bytes": sum(t.data_file.file_size_in_bytes for t in files),
+    }
+
+
+def _documents(table: Table, config: Config, ids: list[int]) -> dict[str, str]:
+    """id → document text of the rows with these ids (what the index of a sync of their change holds)."""
+    mapper = DocumentMapper(table.schema(), identifier_columns(table, config.tables[0]))
+    documents = {}
+    for batch in table.scan(row_filter=In("id", ids)).to_arrow_batch_reader():
+        for row in batch.to_pylist():
+            document = mapper.document(row)
+            documents[mapper.document_id(document)] = encode_document(document)
+    return documents
