@@ -73,7 +73,8 @@ def test_the_planner_layer_keeps_the_models_of_every_aws_service_the_planner_cal
     called = {
         service
         for path in sources
-        if "testing" not in path.parts and path.name != "demo.py"
+        # the doctor runs on an operator's machine, never in the planner
+        if not {"testing", "doctor"} & set(path.parts) and path.name != "demo.py"
         for service in re.findall(r"""\bclient\(\s*["']([a-z0-9-]+)["']""", path.read_text())
     }
     assert called >= {"s3", "glue", "cloudwatch", "dynamodb"}  # the search finds them
