@@ -27,12 +27,15 @@ from icecdc.errors import OperationError
 from icecdc.index import current_generation
 from icecdc.model import EngineKind
 from icecdc.planning import plan_table
+from icecdc.processing import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import ENGINES, Pipeline
+from tests.support.spark_sql import SparkSql, write_equality_deletes
 from tests.support.tables import orders, rows
 
-pytestmark = pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+# In-process: the audit and the repair do not depend on the engine; the rebuild, a sync, runs on both.
+in_process = pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
 
 US, EU, AP = range(1, 41), range(41, 71), range(71, 81)
 
@@ -66,6 +69,7 @@ def audited(config: Config, sample: int = 1000) -> AuditReport:
     return report
 
 
+@in_process
 def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_scope(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline)
     version = pipeline.store().get_checkpoint("db.orders").sequence_number
@@ -115,6 +119,7 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
     assert not audited(config).drifted
 
 
+@in_process
 def test_counts_alone_read_no_data_file_and_a_sample_reads_only_its_files(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline)
     delete(pipeline, "75")
@@ -132,6 +137,7 @@ def test_counts_alone_read_no_data_file_and_a_sample_reads_only_its_files(pipeli
     )
 
 
+@in_process
 def test_an_unpartitioned_table_is_counted_in_total_and_repaired_whole(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline, partitioned=False)
     delete(pipeline, "12")
@@ -146,6 +152,7 @@ def test_an_unpartitioned_table_is_counted_in_total_and_repaired_whole(pipeline:
     pipeline.assert_index_equals_table(config, "db.orders")
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_document_another_writer_versioned_is_reported_and_a_rebuild_fixes_it(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline)
     version = pipeline.store().get_checkpoint("db.orders").sequence_number
@@ -164,7 +171,7 @@ def test_a_document_another_writer_versioned_is_reported_and_a_rebuild_fixes_it(
     assert pipeline.versions("orders")["5"] == 99  # never skipped silently, never overwritten in place
 
     generation = current_generation(pipeline.client, "orders")
-    rebuilt = rebuild_index(config, "db.orders", "a test's foreign document")
+    rebuilt = rebuild_index(config, "db.orders", "a test's foreign document", pipeline.spark)
     assert rebuilt.writes.indexed == 80
     assert current_generation(pipeline.client, "orders") != generation  # a new generation, swapped in
     pipeline.assert_index_equals_table(config, "db.orders")
@@ -172,6 +179,7 @@ def test_a_document_another_writer_versioned_is_reported_and_a_rebuild_fixes_it(
     assert not audited(config).drifted
 
 
+@in_process
 def test_repair_by_partition_and_ids_names_bad_input_and_writes_nothing(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline)
     table = pipeline.catalog.load_table("db.orders")
@@ -199,6 +207,7 @@ def test_repair_by_partition_and_ids_names_bad_input_and_writes_nothing(pipeline
         repair(config, "db.orders", RepairScope(ids=("1",)))
 
 
+@in_process
 def test_audit_and_repair_commands(pipeline: Pipeline, tmp_path: Path) -> None:
     config = synced_orders(pipeline)
     path = tmp_path / "icecdc.yaml"
@@ -216,3 +225,45 @@ def test_audit_and_repair_commands(pipeline: Pipeline, tmp_path: Path) -> None:
     clean = icecdc("audit", "--config", str(path))
     assert clean.returncode == 0 and "db.orders → orders: no drift" in clean.stdout
     pipeline.assert_index_equals_table(config, "db.orders")
+
+
+@in_process
+@pytest.mark.parametrize(
+    ("version", "granularity", "delete_files_read"),
+    [
+        (2, "file", 1),  # us's position-delete file names its data file: subtracted from the count unread
+        (2, "partition", 3),  # us's two partition-scoped position-delete files: read for their positions
+        (3, None, 2),  # us's deletion vector: pyiceberg 0.12 drops its referenced file, so it is read
+    ],
+)
+def test_merge_on_read_counts_come_from_metadata_but_for_equality_deletes(
+    pipeline: Pipeline, spark_sql: SparkSql, version: int, granularity: str | None, delete_files_read: int
+) -> None:
+    """Live rows are counted exactly from record counts and delete files; only the data file
+    equality deletes apply to is read (with those deletes) to count it."""
+    name = spark_sql.name("db.t")
+    modes = ", ".join(f"'write.{op}.mode'='merge-on-read'" for op in ("delete", "update", "merge"))
+    if granularity is not None:
+        modes += f", 'write.delete.granularity'='{granularity}'"
+    spark_sql.sql(
+        f"CREATE TABLE {name} (id BIGINT, region STRING, status STRING, amount DOUBLE) USING iceberg "
+        f"PARTITIONED BY (region) TBLPROPERTIES ('format-version'='{version}', {modes})"
+    )
+    values = ", ".join(f"({i}, '{'us' if i <= 6 else 'eu'}', 'new', {i}.5)" for i in range(1, 11))
+    spark_sql.sql(f"INSERT INTO {name} VALUES {values}")
+    spark_sql.sql(f"DELETE FROM {name} WHERE id = 2")
+    spark_sql.sql(f"DELETE FROM {name} WHERE id IN (3, 4)")  # a second delete of us's data file
+    write_equality_deletes(spark_sql, "db.t", [{"id": 8, "region": "eu"}])
+    config = pipeline.config({"name": "db.t", "index": "t", "identifier_columns": ["id"]})
+    sync(config, pipeline.spark, ["db.t"])  # pyiceberg's scans, which Pipeline.sync checks with, refuse equality deletes
+    live = {str(r["id"]) for r in spark_sql.sql(f"SELECT id FROM {name}").collect()}
+    assert set(pipeline.documents("t")) == live == {"1", "5", "6", "7", "9", "10"}
+
+    (report,) = audit(config, ["db.t"], sample=0)
+    assert (report.drift, report.rows, report.documents) == ([], 6, 6)
+    assert report.cost.table.data_files == 1  # eu's file, which the equality delete applies to, read with it
+    assert report.cost.table.delete_files == delete_files_read
+
+    pipeline.client.delete(index="t", id="5", version=report.sequence_number, version_type="external_gte", refresh=True)
+    (drifted,) = audit(config, ["db.t"], sample=0)
+    assert [(d.kind, d.partition, d.count) for d in drifted.drift] == [(DriftKind.MISSING, {"region": "us"}, 1)]

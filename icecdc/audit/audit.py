@@ -4,8 +4,8 @@ Two checks, against the table as of its checkpoint (what the index must hold; la
 the next sync's, not drift):
 
 - **Counts by partition.** The table's side from metadata: each live data file's record count
-  less the deletion vector or position deletes in force (`icecdc.lookup.TableRows.live_rows`;
-  only files equality deletes apply to are read). The index's side from one composite
+  less the deletes in force (`icecdc.lookup.TableRows.live_rows`: a file-scoped delete file's
+  count, or the positions of the others; only data files equality deletes apply to are read). The index's side from one composite
   aggregation on the fields of the identity partitions' source columns. Partitions of other
   transforms (bucket, day, ...) cannot be told apart in the documents: those are compared in
   total (the report says what was compared).
