@@ -133,17 +133,21 @@ class DeadLetters:
     def update(self, changed: Iterable[StoredLetter]) -> None:
         """Store these letters as they now are, in place of their earlier state: each file they are
         in gets its next revision (the others' letters as they were), then its older ones are deleted."""
-        by_file: dict[tuple[str, str], dict[int, DeadLetter]] = {}
+        by_table: dict[str, dict[str, dict[int, DeadLetter]]] = {}
         for stored in changed:
             table, stem, line = _parse_id(stored.letter_id)
-            by_file.setdefault((table, stem), {})[line] = stored.letter
-        for (table, stem), lines in by_file.items():
-            current = {f.stem: f for f in self._files(table)}.get(stem)
-            if current is None:
-                raise OperationError(f"dead-letter file {table}/{stem} is gone from {self.location}; nothing was marked")
+            by_table.setdefault(table, {}).setdefault(stem, {})[line] = stored.letter
+        revised: list[tuple[_File, dict[int, DeadLetter]]] = []
+        for table, by_stem in by_table.items():
+            files = {f.stem: f for f in self._files(table)}
+            gone = [stem for stem in by_stem if stem not in files]
+            if gone:
+                raise OperationError(f"dead-letter file {table}/{gone[0]} is gone from {self.location}; nothing was marked")
+            revised += [(files[stem], lines) for stem, lines in by_stem.items()]
+        for current, lines in revised:
             letters = [lines.get(_parse_id(s.letter_id)[2], s.letter) for s in self._read_file(current)]
             pending = sum(letter.replayed_at is None for letter in letters)
-            self._storage.put(f"{table}/{stem}-r{current.revision + 1}-n{pending}.jsonl", _body(letters))
+            self._storage.put(f"{current.table}/{current.stem}-r{current.revision + 1}-n{pending}.jsonl", _body(letters))
             for name in (current.name, *current.older):
                 self._storage.delete(name)
 

@@ -21,7 +21,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
-from icecdc.index import index_spec, mapping_conflicts
+from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.lookup import TableRows
 from icecdc.model import Write
 from icecdc.sink import Refusal, ensure_index, open_client, write_documents
@@ -41,7 +41,7 @@ class ReplayReport:
     indexed: int = 0  # documents written from the rows as they are now
     deleted: int = 0  # documents deleted: their rows are gone
     still_refused: dict[str, str] = field(default_factory=dict)  # letter id → the new reason
-    not_replayable: list[str] = field(default_factory=list)  # letters without an id: mark them once dealt with
+    not_replayable: list[str] = field(default_factory=list)  # letters with no row to look up: mark them once dealt with
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -65,9 +65,13 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             checkpoint = store.get_checkpoint(name)
             if checkpoint is None:
                 raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
+            unfinished = IndexAlias(client, table_config.index).unfinished(checkpoint)
+            if unfinished:
+                raise OperationError(f"table {name!r}: {unfinished}; sync first")
             report = ReplayReport(name, checkpoint.sequence_number, len(letters))
-            report.not_replayable = [s.letter_id for s in letters if s.letter.doc_id is None]
-            by_id = [s for s in letters if s.letter.doc_id is not None]
+            # Without identifier columns an id names a file position, not a row: nothing to look up.
+            report.not_replayable = [s.letter_id for s in letters if s.letter.doc_id is None or not identifiers]
+            by_id = [s for s in letters if s.letter.doc_id is not None and identifiers]
             if not by_id:
                 return report
             # The index as configured now: fields a fixed configuration adds are put into its mapping.
