@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     audit = commands.add_parser("audit", help="check each index against its table: counts by partition and a sample of rows")
     audit.add_argument("--config", required=True, type=Path)
     audit.add_argument("--table", action="append", help="only this table (repeatable)")
-    audit.add_argument("--sample", type=int, default=None, help="rows compared field by field (default 2000; 0: counts only)")
+    audit.add_argument("--sample", type=int, default=None, help="rows compared field by field (default 3000; 0: counts only)")
     audit.add_argument("--seed", type=int, help="repeat a sample")
     audit.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     audit.add_argument("--json", action="store_true", help="the reports as JSON")

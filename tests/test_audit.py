@@ -138,6 +138,19 @@ def test_counts_alone_read_no_data_file_and_a_sample_reads_only_its_files(pipeli
 
 
 @in_process
+def test_a_partition_value_longer_than_its_keyword_field_keeps_is_counted_as_the_index_counts_it(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2, region="faraway"))
+    table.append(rows(3, region="us"))
+    config = pipeline.config(
+        {"name": "db.orders", "mappings": {"properties": {"region": {"type": "keyword", "ignore_above": 5}}}}
+    )
+    pipeline.sync(config, "db.orders")
+    report = audited(config, sample=0)
+    assert (report.drift, report.partitions, report.rows, report.documents) == ([], 2, 3, 3)
+
+
+@in_process
 def test_an_unpartitioned_table_is_counted_in_total_and_repaired_whole(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline, partitioned=False)
     delete(pipeline, "12")

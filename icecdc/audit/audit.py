@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 # Rows compared field by field unless asked otherwise: enough to see drift of a few tenths of a
 # percent with high probability, read from a few data files.
-DEFAULT_SAMPLE = 2000
+DEFAULT_SAMPLE = 3000
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -174,10 +174,11 @@ def _grouping(table: Table, entries: list[ManifestEntry], side: IndexSide) -> tu
 
 
 def _partition_key(table: Table, entry: ManifestEntry, groups: list[_Group]) -> tuple[Any, ...]:
-    """The data file's identity partition values, as documents hold them."""
+    """The data file's identity partition values, as the index's fields hold them (a string
+    longer than a keyword field keeps is counted, as the index counts it, with no value)."""
     data_file = entry.data_file
     positions = {f.source_id: i for i, f in enumerate(table.specs()[data_file.spec_id].fields)}
-    return tuple(_as_document(g.source_type, data_file.partition[positions[g.source_id]]) for g in groups)
+    return tuple(g.field.held(_as_document(g.source_type, data_file.partition[positions[g.source_id]])) for g in groups)
 
 
 def _as_document(source_type: IcebergType, value: Any) -> Any:

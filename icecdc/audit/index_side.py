@@ -37,6 +37,12 @@ class ColumnField:
     column: str
     field: str  # e.g. `region.keyword` for a text field's keyword sub-field
     date: bool  # a date field, whose aggregation keys are epoch milliseconds
+    ignore_above: int | None = None  # a keyword field keeps no longer strings: their documents count as without a value
+
+    def held(self, value: Any) -> Any:
+        """A value as the field holds it: None for a string longer than it keeps."""
+        too_long = isinstance(value, str) and self.ignore_above is not None and len(value) > self.ignore_above
+        return None if too_long else value
 
     def value(self, key: Any) -> Any:
         """An aggregation key as documents hold the value (dates as ISO text)."""
@@ -81,9 +87,11 @@ class IndexSide:
         kind = mapping.get("type", "object")
         if isinstance(source_type, StringType | UUIDType):
             if kind == "keyword":
-                return ColumnField(column, column, False)
+                return ColumnField(column, column, False, mapping.get("ignore_above"))
             keyword = (mapping.get("fields") or {}).get("keyword") or {}
-            return ColumnField(column, f"{column}.keyword", False) if keyword.get("type") == "keyword" else None
+            if keyword.get("type") != "keyword":
+                return None
+            return ColumnField(column, f"{column}.keyword", False, keyword.get("ignore_above"))
         fits = (
             (isinstance(source_type, IntegerType | LongType) and kind in _WHOLE_NUMBERS)
             or (isinstance(source_type, BooleanType) and kind == "boolean")
