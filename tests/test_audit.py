@@ -120,6 +120,21 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
 
 
 @in_process
+def test_a_missing_row_the_counts_miss_is_repaired_with_its_partition(pipeline: Pipeline) -> None:
+    """A document with no row offsets a row with no document in the counts; the sample finds the
+    row, and the repair takes in its partition, where the other one is."""
+    config = synced_orders(pipeline)
+    delete(pipeline, "3")
+    corrupt(pipeline, "900", pipeline.store().get_checkpoint("db.orders").sequence_number, id=900, region="us", status="x")
+    report = audited(config)
+    assert [(d.kind, d.doc_id, d.partition) for d in report.drift] == [(DriftKind.MISSING, "3", {"region": "us"})]
+    assert report.scope() == RepairScope(({"region": "us"},), ("3",))
+    repaired = repair(config, "db.orders", report.scope())
+    assert (repaired.indexed, repaired.deleted) == (1, 1)
+    pipeline.assert_index_equals_table(config, "db.orders")
+
+
+@in_process
 def test_counts_alone_read_no_data_file_and_a_sample_reads_only_its_files(pipeline: Pipeline) -> None:
     config = synced_orders(pipeline)
     delete(pipeline, "75")

@@ -33,8 +33,12 @@ class Drift:
     def describe(self) -> str:
         where = ", ".join(f"{k}={v!r}" for k, v in (self.partition or {}).items()) or "the whole table"
         if self.doc_id is None:
-            what = "rows have no document" if self.kind == DriftKind.MISSING else "documents have no row"
-            return f"{self.kind}: {self.count} {what} in {where}"
+            what = (
+                ("row has no document", "rows have no document")
+                if self.kind == DriftKind.MISSING
+                else ("document has no row", "documents have no row")
+            )
+            return f"{self.kind}: {self.count} {what[self.count != 1]} in {where}"
         detail = {
             DriftKind.MISSING: "no document",
             DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
@@ -121,11 +125,16 @@ class AuditReport:
 
     def scope(self) -> RepairScope:
         """What a repair of these findings rewrites: the partitions whose counts differ (the whole
-        table when counts are compared only in total) and the sampled documents that differ."""
+        table when counts are compared only in total), the partitions of sampled rows without a
+        document (their counts agree only if a document with no row offsets it), and the sampled
+        documents that differ."""
         counted = [d.partition for d in self.drift if d.doc_id is None and d.partition is not None]
+        if any(not p for p in counted):
+            return RepairScope(whole_table=True)
+        missing = [d.partition for d in self.drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
+        partitions = {json.dumps(p, sort_keys=True): p for p in counted + missing if p}
         ids = tuple(dict.fromkeys(d.doc_id for d in self.drift if d.doc_id is not None))
-        whole = any(not p for p in counted)
-        return RepairScope(() if whole else tuple(p for p in counted if p), () if whole else ids, whole)
+        return RepairScope(tuple(partitions.values()), ids)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, indent=2)
