@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pyiceberg.expressions import EqualTo
 
-from icecdc.audit import rebuild_index
+from icecdc.audit import audit, rebuild_index
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetter, DeadLetters, Selection
 from icecdc.errors import OperationError
@@ -54,6 +54,10 @@ def test_an_unmappable_document_fixed_in_the_table_by_a_later_commit(pipeline: P
     (result,) = _sync(config)
     assert result.writes.dead_lettered == 1 and [letter.doc_id for letter in letters(config)] == ["3"]
     version = pipeline.store().get_checkpoint(NAME).sequence_number
+    # the audit sees the row without a document, and knows it for a dead letter, not drift
+    (audited,) = audit(config, [NAME], sample=10)
+    assert not audited.drifted and {(d.doc_id, d.count, d.dead_lettered) for d in audited.drift} == {(None, 1, 1), ("3", 1, 1)}
+    assert not audited.scope()
 
     # the row is fixed by a later commit, not synced yet: the replay reads the row as it is now
     update(pipeline.catalog.load_table(NAME), EqualTo("id", 3), lambda r: {**r, "status": "3"})

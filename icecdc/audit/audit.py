@@ -96,10 +96,11 @@ def audit_table(
     side.refresh()
     index_counts, report.documents = side.counts([g.field for g in groups])
     report.rows = sum(table_counts.values())
-    _compare_counts(report, groups, table_counts, index_counts)
+    lettered = _dead_lettered(dead_letters, name, side, groups)
+    _compare_counts(report, groups, table_counts, index_counts, Counter(lettered.values()))
 
     if sample:
-        _compare_sample(report, rows, side, entries, live, sample, random.Random(seed), groups, checkpoint, pending)
+        _compare_sample(report, rows, side, entries, live, sample, random.Random(seed), groups, checkpoint, pending, lettered)
     if store.get_checkpoint(name) != checkpoint:
         report.notes.append("a sync advanced the checkpoint during the audit: findings may be that sync's writes; audit again")
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
@@ -140,6 +141,24 @@ def _context(table: Table, checkpoint: Checkpoint, pending: int, dead_letters: D
     if letters:
         notes.append(f"{letters} dead letters: their rows have no document by design (icecdc dead-letters list, replay)")
     return notes
+
+
+def _dead_lettered(
+    dead_letters: DeadLetters | None, name: str, side: IndexSide, groups: list[_Group]
+) -> dict[str, tuple[Any, ...]]:
+    """The ids of rows dead-lettered and not dealt with that have no document, with the partition
+    their letter's document names: rows missing from the index on purpose. (A row deleted since
+    its letter still counts here: replay or mark such letters to keep the counts exact.)"""
+    if dead_letters is None:
+        return {}
+    partitions: dict[str, tuple[Any, ...]] = {}
+    for stored in dead_letters.letters(name):
+        letter = stored.letter
+        if letter.doc_id is not None and letter.document is not None:
+            document = json.loads(letter.document)
+            partitions[letter.doc_id] = tuple(g.field.held(field_value(document, g.field.column)) for g in groups)
+    held = side.fetch(partitions) if partitions else {}
+    return {doc_id: key for doc_id, key in partitions.items() if doc_id not in held}
 
 
 def _grouping(table: Table, entries: list[ManifestEntry], side: IndexSide) -> tuple[list[_Group], str]:
@@ -195,6 +214,7 @@ def _compare_counts(
     groups: list[_Group],
     table_counts: Counter[tuple[Any, ...]],
     index_counts: dict[tuple[Any, ...], int],
+    lettered: Counter[tuple[Any, ...]],
 ) -> None:
     keys = set(table_counts) | set(index_counts)
     report.partitions = len(keys)
@@ -204,8 +224,10 @@ def _compare_counts(
             continue
         partition = {g.field.column: value for g, value in zip(groups, key, strict=True)}
         report.counts.append(PartitionCount(partition, rows, documents))
-        kind = DriftKind.MISSING if rows > documents else DriftKind.EXTRA
-        report.drift.append(Drift(kind, partition, count=abs(rows - documents)))
+        if rows > documents:
+            report.drift.append(Drift(DriftKind.MISSING, partition, count=rows - documents, dead_lettered=lettered[key]))
+        else:
+            report.drift.append(Drift(DriftKind.EXTRA, partition, count=documents - rows))
 
 
 def _compare_sample(
@@ -219,6 +241,7 @@ def _compare_sample(
     groups: list[_Group],
     checkpoint: Checkpoint,
     pending: int,
+    lettered: dict[str, tuple[Any, ...]],
 ) -> None:
     """Read whole the files a random sample of rows falls into, fetch those rows' documents, compare."""
     documents: dict[str, str] = {}
@@ -235,7 +258,7 @@ def _compare_sample(
         partition = {g.field.column: field_value(document, g.field.column) for g in groups}
         hit = hits.get(doc_id)
         if hit is None:
-            report.drift.append(Drift(DriftKind.MISSING, partition, doc_id))
+            report.drift.append(Drift(DriftKind.MISSING, partition, doc_id, dead_lettered=int(doc_id in lettered)))
         elif hit.version > checkpoint.sequence_number and not pending:
             report.drift.append(Drift(DriftKind.FOREIGN_VERSION, partition, doc_id, version=hit.version))
         elif hit.document != documents[doc_id]:

@@ -29,18 +29,25 @@ class Drift:
     count: int = 1  # documents: a partition's difference of counts, 1 for a document
     fields: tuple[str, ...] = ()  # STALE: the fields that differ
     version: int | None = None  # FOREIGN_VERSION: the document's version
+    dead_lettered: int = 0  # MISSING: of `count`, rows with a dead letter not dealt with (known, not drift)
+
+    @property
+    def known(self) -> bool:
+        """Whether dead letters account for all of it: their own workflow (replay), not drift."""
+        return self.kind == DriftKind.MISSING and self.dead_lettered >= self.count
 
     def describe(self) -> str:
         where = ", ".join(f"{k}={v!r}" for k, v in (self.partition or {}).items()) or "the whole table"
+        lettered = f" ({self.dead_lettered} dead-lettered)" if self.dead_lettered else ""
         if self.doc_id is None:
             what = (
                 ("row has no document", "rows have no document")
                 if self.kind == DriftKind.MISSING
                 else ("document has no row", "documents have no row")
             )
-            return f"{self.kind}: {self.count} {what[self.count != 1]} in {where}"
+            return f"{self.kind}: {self.count} {what[self.count != 1]} in {where}{lettered}"
         detail = {
-            DriftKind.MISSING: "no document",
+            DriftKind.MISSING: "no document, dead-lettered" if self.dead_lettered else "no document",
             DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
             DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
             DriftKind.EXTRA: "no row",
@@ -121,19 +128,21 @@ class AuditReport:
 
     @property
     def drifted(self) -> bool:
-        return bool(self.drift)
+        """Whether the index differs from its table beyond the rows dead-lettered on purpose."""
+        return any(not d.known for d in self.drift)
 
     def scope(self) -> RepairScope:
         """What a repair of these findings rewrites: the partitions whose counts differ (the whole
         table when counts are compared only in total), the partitions of sampled rows without a
         document (their counts agree only if a document with no row offsets it), and the sampled
-        documents that differ."""
-        counted = [d.partition for d in self.drift if d.doc_id is None and d.partition is not None]
+        documents that differ; not what dead letters account for."""
+        drift = [d for d in self.drift if not d.known]  # a repair would only dead-letter those again
+        counted = [d.partition for d in drift if d.doc_id is None and d.partition is not None]
         if any(not p for p in counted):
             return RepairScope(whole_table=True)
-        missing = [d.partition for d in self.drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
+        missing = [d.partition for d in drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
         partitions = {json.dumps(p, sort_keys=True): p for p in counted + missing if p}
-        ids = tuple(dict.fromkeys(d.doc_id for d in self.drift if d.doc_id is not None))
+        ids = tuple(dict.fromkeys(d.doc_id for d in drift if d.doc_id is not None))
         return RepairScope(tuple(partitions.values()), ids)
 
     def to_json(self) -> str:
