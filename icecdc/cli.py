@@ -188,7 +188,9 @@ def _audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([json.loads(r.to_json()) for r in reports], indent=2))
     for r in [] if args.json else reports:
-        found = f"{len(r.drift)} findings" if r.drifted else "no drift"
+        known = sum(d.known for d in r.drift)
+        found = f"{len(r.drift) - known} findings" if r.drifted else "no drift"
+        found += f" ({known} more explained by dead letters)" if known else ""
         print(f"{r.table} → {r.index}: {found} at snapshot {r.snapshot_id} (sequence number {r.sequence_number})")
         print(
             f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, {r.documents} documents; {r.sampled} rows sampled"
