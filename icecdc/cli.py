@@ -1,10 +1,12 @@
-"""The `icecdc` command: sync, status, verify, demo, doctor."""
+"""The `icecdc` command: sync, status, verify, audit, repair, dead-letters, demo, doctor."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
     from pyiceberg.table import Table
 
     from icecdc.config import Config, TableConfig
+    from icecdc.deadletters import Selection, StoredLetter
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +37,52 @@ def main(argv: list[str] | None = None) -> int:
     verify = commands.add_parser("verify", help="compare each index with its table (reads both whole)")
     verify.add_argument("--config", required=True, type=Path)
     verify.add_argument("--table", action="append", help="only this table (repeatable)")
+
+    audit = commands.add_parser("audit", help="check each index against its table: counts by partition and a sample of rows")
+    audit.add_argument("--config", required=True, type=Path)
+    audit.add_argument("--table", action="append", help="only this table (repeatable)")
+    audit.add_argument("--sample", type=int, default=None, help="rows compared field by field (default 3000; 0: counts only)")
+    audit.add_argument("--seed", type=int, help="repeat a sample")
+    audit.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
+    audit.add_argument("--json", action="store_true", help="the reports as JSON")
+
+    repair = commands.add_parser("repair", help="rewrite a drifted scope of a table's index, or rebuild it")
+    repair.add_argument("--config", required=True, type=Path)
+    repair.add_argument("--table", required=True)
+    scope = repair.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--partition", action="append", help="column=value[,column=value]: one partition (repeatable)")
+    scope.add_argument("--ids", action="append", help="document ids, comma-separated (repeatable)")
+    scope.add_argument("--from-audit", action="store_true", help="the scope of the last audit's findings")
+    scope.add_argument("--rebuild", action="store_true", help="rebuild the whole index in a new generation, without downtime")
+    repair.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
+    repair.add_argument("--json", action="store_true", help="the report as JSON")
+
+    letters = commands.add_parser("dead-letters", help="list, show, replay and mark dead letters")
+    letter_commands = letters.add_subparsers(dest="letters_command", required=True)
+    for command, text in (
+        ("list", "the dead letters of each table"),
+        ("show", "dead letters in full"),
+        ("replay", "write the current rows of dead-lettered ids again"),
+        ("mark-replayed", "mark dead letters dealt with otherwise"),
+    ):
+        sub = letter_commands.add_parser(command, help=text)
+        sub.add_argument("--config", required=True, type=Path)
+        sub.add_argument("--location", help="a directory or s3://bucket/prefix (default: the config's dead_letter)")
+        if command in ("show", "mark-replayed"):
+            sub.add_argument("letter", nargs="+", help="a letter's id, as `list` prints it")
+        else:
+            sub.add_argument("--table", action="append", help="only this table (repeatable)")
+            sub.add_argument("--since", help="written at or after: an ISO time (UTC unless it says) or an age, e.g. 2h, 3d")
+            sub.add_argument("--until", help="written before: as --since")
+            sub.add_argument("--reason", help="whose reason contains this text")
+        if command == "list":
+            sub.add_argument("--all", action="store_true", help="also the letters replayed")
+        if command == "replay":
+            sub.add_argument("--letter", action="append", help="only this letter (repeatable)")
+        if command == "mark-replayed":
+            sub.add_argument("--note", required=True, help="what was done about them")
+        if command in ("list", "replay"):
+            sub.add_argument("--json", action="store_true")
 
     demo = commands.add_parser("demo", help="an embedded catalog, OpenSearch and a few commits, synced")
     demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"))
@@ -53,7 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        commands_run = {"sync": _sync, "status": _status, "verify": _verify, "demo": _demo, "doctor": _doctor}
+        commands_run = {
+            "sync": _sync,
+            "status": _status,
+            "verify": _verify,
+            "audit": _audit,
+            "repair": _repair,
+            "dead-letters": _dead_letters,
+            "demo": _demo,
+            "doctor": _doctor,
+        }
         return commands_run[args.command](args)
     except IcecdcError as exc:
         print(f"icecdc: error: {exc}", file=sys.stderr)
@@ -128,6 +186,163 @@ def _verify(args: argparse.Namespace) -> int:
         differing += bool(diff)
         print(f"{table_config.name} → {table_config.index}: {diff.summary()}")
     return 1 if differing else 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from icecdc.audit import DEFAULT_SAMPLE, audit
+    from icecdc.config import load_config
+
+    config = load_config(args.config)
+    sample = DEFAULT_SAMPLE if args.sample is None else args.sample
+    reports = audit(config, args.table, sample, args.seed, args.findings)
+    if args.json:
+        print(json.dumps([json.loads(r.to_json()) for r in reports], indent=2))
+    for r in [] if args.json else reports:
+        known = sum(d.known for d in r.drift)
+        found = f"{len(r.drift) - known} findings" if r.drifted else "no drift"
+        found += f" ({known} more explained by dead letters)" if known else ""
+        print(f"{r.table} → {r.index}: {found} at snapshot {r.snapshot_id} (sequence number {r.sequence_number})")
+        print(
+            f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, {r.documents} documents; {r.sampled} rows sampled"
+        )
+        _indented(
+            [drift.describe() for drift in r.drift]
+            + [f"counts {c.partition}: table {c.rows} rows, index {c.documents} documents" for c in r.counts]
+            + [f"note: {note}" for note in r.notes]
+            + [f"cost: {r.cost.describe()}"]
+        )
+    return 1 if any(r.drifted for r in reports) else 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from icecdc.audit import rebuild_index, repair_named, repair_scope
+    from icecdc.config import load_config
+
+    config = load_config(args.config)
+    if args.rebuild:
+        config.table(args.table)
+        result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
+        print(
+            f"{args.table}: rebuilt in a new generation: {result.writes.indexed} indexed, "
+            f"{result.writes.dead_lettered} dead-lettered, checkpoint {result.checkpoint.snapshot_id if result.checkpoint else '?'}"
+        )
+        return 0
+    scope = repair_scope(config, args.table, args.partition or (), args.ids or (), args.from_audit, args.findings)
+    r = repair_named(config, args.table, scope)
+    if args.json:
+        print(r.to_json())
+    else:
+        print(
+            f"{r.table} → {r.index}: repaired {r.scope.describe()} at version {r.version}: {r.compared} ids compared, "
+            f"{r.indexed} indexed, {r.deleted} deleted, {r.dead_lettered} dead-lettered"
+        )
+        _indented(
+            [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]
+            + [f"not written: live rows share the id {i!r}" for i in r.duplicates]
+            + [f"note: {note}" for note in r.notes]
+            + [f"cost: {r.cost.describe()}"]
+        )
+    return 0 if r.complete else 1
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    from icecdc.config import load_config
+    from icecdc.deadletters import DeadLetters
+    from icecdc.errors import OperationError
+
+    config = load_config(args.config)
+    location = args.location or config.dead_letter
+    if not location:
+        raise OperationError("the configuration has no dead_letter location: name one with --location")
+    dead_letters = DeadLetters(location)
+    if args.letters_command == "show":
+        for stored in dead_letters.get(args.letter):
+            print(json.dumps(_letter(stored), indent=2))
+        return 0
+    if args.letters_command == "mark-replayed":
+        for stored in dead_letters.mark_replayed(args.letter, args.note):
+            print(f"{stored.letter_id}: {stored.letter.outcome}")
+        return 0
+    names = args.table or [t.name for t in config.tables]
+    for name in names:
+        config.table(name)
+    selection = _selection(args)
+    if args.letters_command == "replay":
+        return _replay(args, config, names, location, selection)
+    selected = [s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)]
+    if args.json:
+        print(json.dumps([_letter(s) for s in selected], indent=2))
+        return 0
+    print(f"{'letter':<58} {'written (UTC)':<20} {'status':>6} {'doc id':<20} reason")
+    for s in selected:
+        letter = s.letter
+        reason = letter.reason if letter.replayed_at is None else f"[replayed: {letter.outcome}] {letter.reason}"
+        print(f"{s.letter_id:<58} {_utc(s.written_at):<20} {letter.status or '-'!s:>6} {letter.doc_id or '-':<20} {reason[:100]}")
+    return 0
+
+
+def _replay(args: argparse.Namespace, config: Config, names: list[str], location: str, selection: Selection) -> int:
+    from icecdc.replay import replay_table
+
+    reports = [replay_table(config, name, location, selection) for name in names]
+    if args.json:
+        print(json.dumps([vars(r) for r in reports], indent=2))
+    for r in [] if args.json else reports:
+        print(
+            f"{r.table}: {r.replayed} of {r.letters} letters replayed at version {r.version} "
+            f"({r.indexed} indexed, {r.deleted} deleted)"
+        )
+        _indented(
+            [f"still refused: {letter_id}: {reason}" for letter_id, reason in r.still_refused.items()]
+            + [f"no id to look the row up by: {i} (mark it replayed once dealt with)" for i in r.not_replayable]
+            + [f"note: {note}" for note in r.notes]
+        )
+    return 0 if all(r.complete for r in reports) else 1
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    """The letters --since, --until, --reason and --letter select."""
+    from icecdc.deadletters import Selection
+
+    return Selection(
+        _moment(args.since, "--since") if args.since else None,
+        _moment(args.until, "--until") if args.until else None,
+        args.reason,
+        frozenset(getattr(args, "letter", None) or ()),
+    )
+
+
+_AGE = re.compile(r"^(\d+)([smhd])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _moment(text: str, option: str) -> float:
+    """An ISO time (UTC unless it says otherwise) or an age (`2h`: two hours ago), in seconds since the epoch."""
+    from icecdc.errors import OperationError
+
+    age = _AGE.match(text)
+    if age:
+        return time.time() - int(age.group(1)) * _SECONDS[age.group(2)]
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise OperationError(f"{option} {text!r} is neither an ISO time (2024-05-01T10:00) nor an age (30m, 2h, 3d)") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def _utc(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _letter(stored: StoredLetter) -> dict[str, object]:
+    from dataclasses import asdict
+
+    return {"letter_id": stored.letter_id, "written_at": _utc(stored.written_at), **asdict(stored.letter)}
+
+
+def _indented(lines: list[str]) -> None:
+    for line in lines:
+        print(f"  {line}")
 
 
 def _demo(args: argparse.Namespace) -> int:

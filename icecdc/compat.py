@@ -7,10 +7,13 @@ an upgrade that breaks one fails there, loudly, and not deep inside a Spark task
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile
+from pyiceberg.schema import Schema
 from pyiceberg.table.delete_file_index import _referenced_data_file_path
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
@@ -34,6 +37,14 @@ def referenced_data_file_path(delete_file: DataFile) -> str | None:
     """The one data file a file-scoped delete file applies to (from its path bounds), or None.
     Why private: pyiceberg 0.12's DataFile has no `referenced_data_file` yet."""
     return _referenced_data_file_path(delete_file)
+
+
+def metrics_evaluator(schema: Schema, row_filter: BooleanExpression) -> Callable[[DataFile], bool]:
+    """Whether a data file may hold rows `row_filter` keeps, from its column bounds and counts.
+    Why private: pyiceberg applies it only inside its scan planning, which refuses equality deletes."""
+    from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
+
+    return _InclusiveMetricsEvaluator(schema, row_filter, case_sensitive=True, include_empty_files=False).eval
 
 
 def data_files_from_arrow(table_metadata: Any, df: pa.Table, io: FileIO, write_uuid: Any) -> Any:

@@ -5,20 +5,33 @@ rows cannot become documents (a null identifier). They go to a dead-letter locat
 directory, or `s3://bucket/prefix/` in AWS — as JSON lines, one file per executor task that had
 any, and the batch completes. `icecdc status` counts them. The count is in each file's name
 (`…-n<count>.jsonl`) so counting lists names and reads no file.
+
+A letter is kept after it is dealt with: `icecdc dead-letters replay` (icecdc.replay) marks it
+replayed, or keeps it with the new reason when its document is refused again; `mark-replayed`
+marks letters an operator dealt with otherwise. A file is never changed in place: its next
+revision (`…-r<revision>-n<count>.jsonl`, the count being the letters not dealt with) is written,
+then the older ones deleted. Readers take the highest revision, so a crash in between counts
+nothing twice.
 """
 
 from __future__ import annotations
 
+import calendar
+import dataclasses
 import json
 import re
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-_COUNT = re.compile(r"-n(\d+)\.jsonl$")
+from icecdc.errors import OperationError
+from icecdc.storage import Location
+
+# `<UTC time>Z-<key>[-r<revision>]-n<count>.jsonl`; names written before revisions have a local time and no Z.
+_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})(?P<utc>Z?)-(?P<key>[0-9a-f]{12})(?:-r(?P<revision>\d+))?-n(?P<count>\d+)\.jsonl$")
+_STAMP = "%Y%m%dT%H%M%S"
 
 
 @dataclass(frozen=True)
@@ -28,15 +41,60 @@ class DeadLetter:
     sequence_number: int
     doc_id: str | None
     status: int | None  # OpenSearch's HTTP status for the item; None when the row never became a document
-    reason: str
+    reason: str  # the latest refusal: a replay that is refused again replaces it
     document: str | None  # the document's JSON text (None for a delete)
+    replayed_at: float | None = None  # when it was dealt with (replayed, or marked by an operator); None: still dead
+    outcome: str = ""  # what dealing with it did: "indexed the current row", "deleted: the row is gone", an operator's note
+    attempts: int = 0  # replays that found the document refused again
+
+
+@dataclass(frozen=True)
+class StoredLetter:
+    """A dead letter where it is kept."""
+
+    letter_id: str  # `<table>/<file>:<line>`: names the letter across the revisions of its file
+    written_at: float  # when its file was first written, in seconds since the epoch
+    letter: DeadLetter
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which letters an operator means: written in [since, until) (seconds since the epoch), whose
+    reason contains `reason` (any case), of these ids; an unset criterion keeps every letter."""
+
+    since: float | None = None
+    until: float | None = None
+    reason: str | None = None
+    letter_ids: frozenset[str] = frozenset()
+
+    def __call__(self, stored: StoredLetter) -> bool:
+        return (
+            (self.since is None or stored.written_at >= self.since)
+            and (self.until is None or stored.written_at < self.until)
+            and (self.reason is None or self.reason.lower() in stored.letter.reason.lower())
+            and (not self.letter_ids or stored.letter_id in self.letter_ids)
+        )
+
+
+@dataclass(frozen=True)
+class _File:
+    """The highest revision of one letter file."""
+
+    table: str
+    stem: str  # `<time>-<key>`: the file across its revisions
+    revision: int
+    count: int  # its letters not dealt with
+    name: str
+    written_at: float
+    older: tuple[str, ...]  # names of lower revisions not deleted yet (a crash between write and delete)
 
 
 class DeadLetters:
-    """Writes and counts dead letters at a local directory or an `s3://bucket/prefix` location."""
+    """Writes, counts, reads and marks dead letters at a local directory or an `s3://bucket/prefix` location."""
 
     def __init__(self, location: str) -> None:
         self.location = location.rstrip("/")
+        self._storage = Location(location)
 
     def write(self, letters: Iterable[DeadLetter]) -> int:
         """Store the letters, one file per table; return how many were stored."""
@@ -44,46 +102,109 @@ class DeadLetters:
         for letter in letters:
             by_table.setdefault(letter.table, []).append(letter)
         for table, batch in by_table.items():
-            name = f"{table}/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}-n{len(batch)}.jsonl"
-            body = "".join(json.dumps(asdict(letter), sort_keys=True) + "\n" for letter in batch)
-            self._put(name, body)
+            stem = f"{time.strftime(_STAMP, time.gmtime())}Z-{uuid.uuid4().hex[:12]}"
+            self._storage.put(f"{table}/{stem}-n{len(batch)}.jsonl", _body(batch))
         return sum(len(batch) for batch in by_table.values())
 
     def count(self, table: str) -> int:
-        return sum(int(m.group(1)) for name in self._names(table) if (m := _COUNT.search(name)))
+        """The table's letters not dealt with, from the files' names alone."""
+        return sum(f.count for f in self._files(table))
 
     def read(self, table: str) -> list[dict[str, Any]]:
-        """Every dead letter of a table (for operators and tests)."""
-        return [json.loads(line) for name in sorted(self._names(table)) for line in self._get(name).splitlines()]
+        """Every dead letter of a table not dealt with, as JSON objects (for operators and tests)."""
+        return [asdict(stored.letter) for stored in self.letters(table)]
 
-    # Storage: a local directory or S3, by the location's scheme.
+    def letters(self, table: str, include_replayed: bool = False) -> list[StoredLetter]:
+        """The table's letters, oldest file first; those dealt with only when `include_replayed`."""
+        found = [stored for f in self._files(table) for stored in self._read_file(f)]
+        return [s for s in found if include_replayed or s.letter.replayed_at is None]
 
-    def _s3(self) -> tuple[object, str, str]:
-        import boto3  # only the S3 location needs it
+    def get(self, letter_ids: Iterable[str]) -> list[StoredLetter]:
+        """The letters of these ids; OperationError naming the first id that names no letter."""
+        wanted = list(dict.fromkeys(letter_ids))
+        found: dict[str, StoredLetter] = {}
+        for table in dict.fromkeys(_parse_id(i)[0] for i in wanted):
+            found |= {s.letter_id: s for s in self.letters(table, include_replayed=True)}
+        unknown = [i for i in wanted if i not in found]
+        if unknown:
+            raise OperationError(f"no dead letter {unknown[0]!r} at {self.location} (`icecdc dead-letters list` names them)")
+        return [found[i] for i in wanted]
 
-        bucket, _, prefix = self.location.removeprefix("s3://").partition("/")
-        return boto3.client("s3"), bucket, (prefix + "/" if prefix else "")
+    def update(self, changed: Iterable[StoredLetter]) -> None:
+        """Store these letters as they now are, in place of their earlier state: each file they are
+        in gets its next revision (the others' letters as they were), then its older ones are deleted."""
+        by_table: dict[str, dict[str, dict[int, DeadLetter]]] = {}
+        for stored in changed:
+            table, stem, line = _parse_id(stored.letter_id)
+            by_table.setdefault(table, {}).setdefault(stem, {})[line] = stored.letter
+        revised: list[tuple[_File, dict[int, DeadLetter]]] = []
+        for table, by_stem in by_table.items():
+            files = {f.stem: f for f in self._files(table)}
+            gone = [stem for stem in by_stem if stem not in files]
+            if gone:
+                raise OperationError(f"dead-letter file {table}/{gone[0]} is gone from {self.location}; nothing was marked")
+            revised += [(files[stem], lines) for stem, lines in by_stem.items()]
+        for current, lines in revised:
+            letters = [lines.get(_parse_id(s.letter_id)[2], s.letter) for s in self._read_file(current)]
+            pending = sum(letter.replayed_at is None for letter in letters)
+            self._storage.put(f"{current.table}/{current.stem}-r{current.revision + 1}-n{pending}.jsonl", _body(letters))
+            for name in (current.name, *current.older):
+                self._storage.delete(name)
 
-    def _put(self, name: str, body: str) -> None:
-        if self.location.startswith("s3://"):
-            s3, bucket, prefix = self._s3()
-            s3.put_object(Bucket=bucket, Key=prefix + name, Body=body.encode())  # type: ignore[attr-defined]
-        else:
-            path = Path(self.location) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(body)
+    def mark_replayed(self, letter_ids: Iterable[str], note: str) -> list[StoredLetter]:
+        """Mark letters an operator dealt with otherwise as replayed, with `note` as their outcome;
+        letters marked already stay as they were. Return the letters as they now are."""
+        now = time.time()
+        marked = [
+            s if s.letter.replayed_at is not None else replace(s, letter=replace(s.letter, replayed_at=now, outcome=note))
+            for s in self.get(letter_ids)
+        ]
+        self.update(s for s in marked if s.letter.replayed_at == now)
+        return marked
 
-    def _get(self, name: str) -> str:
-        if self.location.startswith("s3://"):
-            s3, bucket, prefix = self._s3()
-            body: bytes = s3.get_object(Bucket=bucket, Key=prefix + name)["Body"].read()  # type: ignore[attr-defined]
-            return body.decode()
-        return (Path(self.location) / name).read_text()
+    def _files(self, table: str) -> list[_File]:
+        """The highest revision of each of the table's letter files, oldest first."""
+        revisions: dict[str, list[tuple[int, int, str, re.Match[str]]]] = {}
+        for name in self._storage.names(table):
+            match = _NAME.match(name.rpartition("/")[2])
+            if match:
+                stem = f"{match['stamp']}{match['utc']}-{match['key']}"
+                revisions.setdefault(stem, []).append((int(match["revision"] or 0), int(match["count"]), name, match))
+        files = []
+        for stem, found in sorted(revisions.items()):
+            found.sort()
+            revision, count, name, match = found[-1]
+            moment = time.strptime(match["stamp"], _STAMP)
+            written_at = float(calendar.timegm(moment) if match["utc"] else time.mktime(moment))
+            files.append(_File(table, stem, revision, count, name, written_at, tuple(n for _, _, n, _ in found[:-1])))
+        return files
 
-    def _names(self, table: str) -> list[str]:
-        if self.location.startswith("s3://"):
-            s3, bucket, prefix = self._s3()
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}{table}/")  # type: ignore[attr-defined]
-            return [obj["Key"][len(prefix) :] for page in pages for obj in page.get("Contents", [])]
-        directory = Path(self.location) / table
-        return [f"{table}/{p.name}" for p in directory.glob("*.jsonl")] if directory.is_dir() else []
+    def _read_file(self, f: _File) -> list[StoredLetter]:
+        text = self._storage.get(f.name) or ""
+        return [
+            StoredLetter(f"{f.table}/{f.stem}:{line}", f.written_at, _letter(json.loads(text_line)))
+            for line, text_line in enumerate((t for t in text.splitlines() if t.strip()), start=1)
+        ]
+
+
+_FIELDS = {f.name for f in dataclasses.fields(DeadLetter)}
+
+
+def _letter(raw: dict[str, Any]) -> DeadLetter:
+    # Keys a later version may add are left out, so that letters it wrote still read.
+    return DeadLetter(**{k: v for k, v in raw.items() if k in _FIELDS})
+
+
+def _body(letters: Iterable[DeadLetter]) -> str:
+    return "".join(json.dumps(asdict(letter), sort_keys=True) + "\n" for letter in letters)
+
+
+def _parse_id(letter_id: str) -> tuple[str, str, int]:
+    """(table, file stem, line) of `<table>/<stem>:<line>`; OperationError naming it when it is not one."""
+    path, _, line = letter_id.rpartition(":")
+    table, _, stem = path.rpartition("/")
+    if not (table and stem and line.isdigit() and _NAME.match(f"{stem}-n0.jsonl")):
+        raise OperationError(
+            f"{letter_id!r} is not a dead letter's id (`<table>/<file>:<line>`, as `icecdc dead-letters list` prints)"
+        )
+    return table, stem, int(line)

@@ -51,3 +51,7 @@ class DuplicateIdentifier(ProcessingError):
 class SparkRequired(ProcessingError):
     """A pass needs the Spark engine where there is none (the planner Lambda): it was left
     untouched, for a Glue run to apply."""
+
+
+class OperationError(IcecdcError):
+    """An operator's command (audit, repair, dead-letter replay) cannot run as asked; nothing was written."""

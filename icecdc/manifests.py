@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Snapshot
@@ -24,6 +24,8 @@ class SnapshotFiles:
         self._data: dict[str, ManifestEntry] | None = None
         self._positions: DeleteFileIndex | None = None
         self._equality: list[ManifestEntry] = []
+        self._manifests: list[ManifestFile] | None = None  # the manifest list, read once
+        self._read: list[ManifestFile] = []
 
     def own_entries(self) -> list[ManifestEntry]:
         """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
@@ -50,6 +52,14 @@ class SnapshotFiles:
             and (_is_global(self._table, e.data_file) or _same_partition(e.data_file, data_file))
         ]
         return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
+
+    def live_data_entries(self) -> list[ManifestEntry]:
+        """The entry of every live data file of the snapshot."""
+        return list(self._live_data().values())
+
+    def manifests_read(self) -> list[ManifestFile]:
+        """The manifests read so far, each once: what this snapshot's metadata has cost (the audit counts it)."""
+        return list(self._read)
 
     def data_files_touched_by(self, delete_files: list[DataFile]) -> list[ManifestEntry]:
         """Live data files that delete files may remove rows of: the referenced file when the
@@ -78,8 +88,11 @@ class SnapshotFiles:
     def _entries(self, content: ManifestContent) -> Iterator[ManifestEntry]:
         if self._snapshot is None:
             return
-        for manifest in self._snapshot.manifests(self._table.io):
+        if self._manifests is None:  # pyiceberg reads the manifest list again on every call
+            self._manifests = self._snapshot.manifests(self._table.io)
+        for manifest in self._manifests:
             if manifest.content == content:
+                self._read.append(manifest)
                 yield from manifest.fetch_manifest_entry(self._table.io, discard_deleted=True)
 
     def _live_data(self) -> dict[str, ManifestEntry]:

@@ -8,6 +8,7 @@ import re
 from importlib.metadata import version
 from pathlib import Path
 
+from pyiceberg.expressions import visitors
 from pyiceberg.io import pyarrow as pyiceberg_pyarrow
 from pyiceberg.table import delete_file_index
 from pyiceberg.table.update import snapshot
@@ -31,6 +32,8 @@ def test_the_private_functions_still_take_what_compat_passes() -> None:
     assert parameters(pyiceberg_pyarrow._read_deletes) == ["io", "data_file"]
     assert parameters(delete_file_index._referenced_data_file_path) == ["delete_file"]
     assert parameters(pyiceberg_pyarrow._dataframe_to_data_files)[:4] == ["table_metadata", "df", "io", "write_uuid"]
+    assert parameters(visitors._InclusiveMetricsEvaluator) == ["schema", "expr", "case_sensitive", "include_empty_files"]
+    assert parameters(visitors._InclusiveMetricsEvaluator.eval) == ["self", "file"]
 
 
 def test_the_overwrite_producer_still_has_the_summary_hook_the_test_commits_override() -> None:

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
     {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents"},  # value types, no icecdc imports
-    {"icecdc.config"},
+    {"icecdc.config", "icecdc.storage"},
     {
         "icecdc.catalog",
         "icecdc.secrets",
@@ -25,8 +25,9 @@ LAYERS: list[set[str]] = [
     },
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
     {"icecdc.reading.planner", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning"},
-    {"icecdc.engines"},  # where a pass runs: Spark or in-process
+    {"icecdc.engines", "icecdc.lookup"},  # where a pass runs: Spark or in-process; rows looked up by scope
     {"icecdc.processing"},
+    {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
     {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
     {"icecdc.cli"},

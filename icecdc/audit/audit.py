@@ -1,0 +1,282 @@
+"""The drift audit: is the index still equal to its table, at a cost far below `icecdc verify`?
+
+Two checks, against the table as of its checkpoint (what the index must hold; later commits are
+the next sync's, not drift):
+
+- **Counts by partition.** The table's side from metadata: each live data file's record count
+  less the deletes in force (`icecdc.lookup.TableRows.live_rows`: a file-scoped delete file's
+  count, or the positions of the others; only data files equality deletes apply to are read). The index's side from one composite
+  aggregation on the fields of the identity partitions' source columns. Partitions of other
+  transforms (bucket, day, ...) cannot be told apart in the documents: those are compared in
+  total (the report says what was compared).
+- **A sample of rows**, compared field by field: data files chosen at random (weighted by their
+  live rows) until they hold the sample, read whole with their deletes; their rows, sampled,
+  fetched from the index by `_mget` (document, version).
+
+It reports missing, extra and stale documents by partition and id, documents whose version is
+above any icecdc wrote (another writer's), and what it read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from opensearchpy import OpenSearch
+from pyiceberg.manifest import ManifestEntry
+from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DateType, IcebergType
+
+from icecdc.audit.index_side import ColumnField, IndexSide
+from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount
+from icecdc.config import TableConfig
+from icecdc.deadletters import DeadLetters
+from icecdc.documents import converter_for
+from icecdc.errors import OperationError, ProcessingError
+from icecdc.lookup import TableRows, field_value
+from icecdc.model import Checkpoint
+from icecdc.state import StateStore
+
+log = logging.getLogger(__name__)
+
+# Rows compared field by field unless asked otherwise: enough to see drift of a few tenths of a
+# percent with high probability, read from a few data files.
+DEFAULT_SAMPLE = 3000
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A column partitions are counted by: an identity partition's source column and its index field."""
+
+    source_id: int
+    source_type: IcebergType
+    field: ColumnField
+
+
+def audit_table(
+    table: Table,
+    config: TableConfig,
+    identifier_columns: tuple[str, ...],
+    store: StateStore,
+    client: OpenSearch,
+    sample: int = DEFAULT_SAMPLE,
+    seed: int | None = None,
+    dead_letters: DeadLetters | None = None,
+) -> AuditReport:
+    """Compare the table's index with the table as of its checkpoint (see the module's doc).
+
+    `sample`: rows compared field by field (0: counts only); `seed`: makes the sample repeatable."""
+    if sample < 0:
+        raise OperationError(f"the sample must be a number of rows, 0 or more, got {sample}")
+    started = time.monotonic()
+    name = config.name
+    checkpoint = _checkpoint(store, table, name)
+    rows = TableRows(table, name, identifier_columns, snapshot_id=checkpoint.snapshot_id)
+    side = IndexSide(client, config.index)
+    side.check_exists(name)
+    report = AuditReport(name, config.index, checkpoint.snapshot_id, checkpoint.sequence_number, "", audited_at=time.time())
+    pending = store.count_pending(name)
+    report.notes += _context(table, checkpoint, pending, dead_letters, name)
+
+    entries = rows.data_entries()
+    live = {e.data_file.file_path: rows.live_rows(e) for e in entries}
+    groups, report.compared = _grouping(table, entries, side)
+    report.grouped_by = tuple(g.field.column for g in groups)
+    table_counts: Counter[tuple[Any, ...]] = Counter()
+    for entry in entries:
+        table_counts[_partition_key(table, entry, groups)] += live[entry.data_file.file_path]
+    side.refresh()
+    index_counts, report.documents = side.counts([g.field for g in groups])
+    report.rows = sum(table_counts.values())
+    lettered = _dead_lettered(dead_letters, name, side, groups)
+    _compare_counts(report, groups, table_counts, index_counts, Counter(lettered.values()))
+
+    if sample:
+        _compare_sample(report, rows, side, entries, live, sample, random.Random(seed), groups, checkpoint, pending, lettered)
+    if store.get_checkpoint(name) != checkpoint:
+        report.notes.append("a sync advanced the checkpoint during the audit: findings may be that sync's writes; audit again")
+    report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
+    log.info(
+        "%s: audited index %r at snapshot %d: %d findings; %s",
+        name,
+        config.index,
+        checkpoint.snapshot_id,
+        len(report.drift),
+        report.cost.describe(),
+    )
+    return report
+
+
+def _checkpoint(store: StateStore, table: Table, name: str) -> Checkpoint:
+    checkpoint = store.get_checkpoint(name)
+    if checkpoint is None:
+        raise OperationError(f"table {name!r} has never been synced: its index has nothing to compare")
+    if checkpoint.table_uuid != str(table.metadata.table_uuid):
+        raise OperationError(
+            f"table {name!r} was dropped and created again since its last sync "
+            f"(UUID {checkpoint.table_uuid} → {table.metadata.table_uuid}): sync first (it rebuilds the index)"
+        )
+    return checkpoint
+
+
+def _context(table: Table, checkpoint: Checkpoint, pending: int, dead_letters: DeadLetters | None, name: str) -> list[str]:
+    """What qualifies the findings: work in progress, rows dead-lettered on purpose."""
+    notes = []
+    if pending:
+        notes.append(
+            f"{pending} work items are pending: a pass in progress may have written part of them, and "
+            "versions above the checkpoint's are not reported as foreign; sync, then audit again"
+        )
+    if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
+        notes.append("the schema changed since the checkpoint: documents are compared in the new schema; sync first")
+    letters = dead_letters.count(name) if dead_letters is not None else 0
+    if letters:
+        notes.append(f"{letters} dead letters: their rows have no document by design (icecdc dead-letters list, replay)")
+    return notes
+
+
+def _dead_lettered(
+    dead_letters: DeadLetters | None, name: str, side: IndexSide, groups: list[_Group]
+) -> dict[str, tuple[Any, ...]]:
+    """The ids of rows dead-lettered and not dealt with that have no document, with the partition
+    their letter's document names: rows missing from the index on purpose. (A row deleted since
+    its letter still counts here: replay or mark such letters to keep the counts exact.)"""
+    if dead_letters is None:
+        return {}
+    partitions: dict[str, tuple[Any, ...]] = {}
+    for stored in dead_letters.letters(name):
+        letter = stored.letter
+        if letter.doc_id is not None and letter.document is not None:
+            document = json.loads(letter.document)
+            partitions[letter.doc_id] = tuple(g.field.held(field_value(document, g.field.column)) for g in groups)
+    held = side.fetch(partitions) if partitions else {}
+    return {doc_id: key for doc_id, key in partitions.items() if doc_id not in held}
+
+
+def _grouping(table: Table, entries: list[ManifestEntry], side: IndexSide) -> tuple[list[_Group], str]:
+    """The columns partitions are counted by, and what the counts compare, in words: identity
+    partitions of every partition spec the live files were written with, whose index field holds
+    the value exactly."""
+    schema = table.schema()
+    specs = [table.specs()[spec_id] for spec_id in sorted({e.data_file.spec_id for e in entries} or {table.spec().spec_id})]
+    identity = [{f.source_id for f in spec.fields if isinstance(f.transform, IdentityTransform)} for spec in specs]
+    common = set.intersection(*identity) if identity else set()
+    groups: list[_Group] = []
+    skipped: list[str] = []
+    for source_id in sorted(common, key=lambda s: [f.source_id for f in specs[-1].fields].index(s)):
+        column, source_type = schema.find_column_name(source_id), schema.find_type(source_id)
+        if column is None:
+            continue
+        column_field = side.column_field(column, source_type)
+        if column_field is None:
+            skipped.append(column)
+        else:
+            groups.append(_Group(source_id, source_type, column_field))
+    other = sorted(
+        {f"{f.transform}({schema.find_column_name(f.source_id)})" for s in specs for f in s.fields}
+        - {f"identity({g.field.column})" for g in groups}
+    )
+    compared = f"partitions by {', '.join(g.field.column for g in groups)}" if groups else "the total"
+    if skipped:
+        compared += f" (not by {', '.join(skipped)}: the index has no field holding its exact value)"
+    if other:
+        compared += f"; {', '.join(other)} are not told apart"
+    return groups, compared
+
+
+def _partition_key(table: Table, entry: ManifestEntry, groups: list[_Group]) -> tuple[Any, ...]:
+    """The data file's identity partition values, as the index's fields hold them (a string
+    longer than a keyword field keeps is counted, as the index counts it, with no value)."""
+    data_file = entry.data_file
+    positions = {f.source_id: i for i, f in enumerate(table.specs()[data_file.spec_id].fields)}
+    return tuple(g.field.held(_as_document(g.source_type, data_file.partition[positions[g.source_id]])) for g in groups)
+
+
+def _as_document(source_type: IcebergType, value: Any) -> Any:
+    """A partition value (as manifests hold it: a date as days since 1970) as documents hold it."""
+    if value is None:
+        return None
+    if isinstance(source_type, DateType) and isinstance(value, int):
+        value = _EPOCH + dt.timedelta(days=value)
+    return converter_for(source_type)(value)
+
+
+def _compare_counts(
+    report: AuditReport,
+    groups: list[_Group],
+    table_counts: Counter[tuple[Any, ...]],
+    index_counts: dict[tuple[Any, ...], int],
+    lettered: Counter[tuple[Any, ...]],
+) -> None:
+    keys = set(table_counts) | set(index_counts)
+    report.partitions = len(keys)
+    for key in sorted(keys, key=lambda k: json.dumps(k, default=str)):
+        rows, documents = table_counts.get(key, 0), index_counts.get(key, 0)
+        if rows == documents:
+            continue
+        partition = {g.field.column: value for g, value in zip(groups, key, strict=True)}
+        report.counts.append(PartitionCount(partition, rows, documents))
+        if rows > documents:
+            report.drift.append(Drift(DriftKind.MISSING, partition, count=rows - documents, dead_lettered=lettered[key]))
+        else:
+            report.drift.append(Drift(DriftKind.EXTRA, partition, count=documents - rows))
+
+
+def _compare_sample(
+    report: AuditReport,
+    rows: TableRows,
+    side: IndexSide,
+    entries: list[ManifestEntry],
+    live: dict[str, int],
+    sample: int,
+    rng: random.Random,
+    groups: list[_Group],
+    checkpoint: Checkpoint,
+    pending: int,
+    lettered: dict[str, tuple[Any, ...]],
+) -> None:
+    """Read whole the files a random sample of rows falls into, fetch those rows' documents, compare."""
+    documents: dict[str, str] = {}
+    for entry in _sample_files(entries, live, sample, rng):
+        try:
+            documents |= dict(rows.documents([entry]))
+        except ProcessingError as exc:  # a row that cannot become a document: a sync dead-letters it
+            report.notes.append(f"not sampled: {exc}")
+    chosen = sorted(rng.sample(sorted(documents), min(sample, len(documents))))
+    report.sampled = len(chosen)
+    hits = side.fetch(chosen)
+    for doc_id in chosen:
+        document = json.loads(documents[doc_id])
+        partition = {g.field.column: field_value(document, g.field.column) for g in groups}
+        hit = hits.get(doc_id)
+        if hit is None:
+            report.drift.append(Drift(DriftKind.MISSING, partition, doc_id, dead_lettered=int(doc_id in lettered)))
+        elif hit.version > checkpoint.sequence_number and not pending:
+            report.drift.append(Drift(DriftKind.FOREIGN_VERSION, partition, doc_id, version=hit.version))
+        elif hit.document != documents[doc_id]:
+            held = json.loads(hit.document)
+            differing = tuple(sorted(k for k in set(document) | set(held) if document.get(k) != held.get(k)))
+            report.drift.append(Drift(DriftKind.STALE, partition, doc_id, fields=differing))
+
+
+def _sample_files(entries: list[ManifestEntry], live: dict[str, int], sample: int, rng: random.Random) -> list[ManifestEntry]:
+    """Data files drawn at random without replacement, each as likely as it has live rows (a
+    row's chance to be read is the same in every file), until they hold `sample` rows."""
+    keyed = [(rng.random() ** (1 / live[e.data_file.file_path]), e) for e in entries if live[e.data_file.file_path] > 0]
+    keyed.sort(key=lambda k: k[0], reverse=True)
+    chosen: list[ManifestEntry] = []
+    held = 0
+    for _, entry in keyed:
+        if held >= sample:
+            break
+        chosen.append(entry)
+        held += live[entry.data_file.file_path]
+    return chosen

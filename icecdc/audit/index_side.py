@@ -1,0 +1,164 @@
+"""The index's side of an audit or a repair: counts by partition, documents by id or by a column's
+value, each request counted (the audit reports its cost)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from opensearchpy import OpenSearch
+from pyiceberg.types import BooleanType, DateType, IcebergType, IntegerType, LongType, StringType, UUIDType
+
+from icecdc.documents import encode_document
+from icecdc.errors import OperationError
+
+# Buckets per page of a composite aggregation, ids per _mget, hits per scroll page.
+BUCKETS_PER_REQUEST = 1000
+IDS_PER_REQUEST = 1000
+HITS_PER_REQUEST = 1000
+SCROLL_KEEP_ALIVE = "2m"
+_WHOLE_NUMBERS = frozenset({"long", "integer", "short", "byte"})
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A document as the index holds it: its version and its canonical JSON."""
+
+    version: int
+    document: str
+
+
+@dataclass(frozen=True)
+class ColumnField:
+    """The index field that holds a column's value exactly: aggregated by and queried by term."""
+
+    column: str
+    field: str  # e.g. `region.keyword` for a text field's keyword sub-field
+    date: bool  # a date field, whose aggregation keys are epoch milliseconds
+    ignore_above: int | None = None  # a keyword field keeps no longer strings: their documents count as without a value
+
+    def held(self, value: Any) -> Any:
+        """A value as the field holds it: None for a string longer than it keeps."""
+        too_long = isinstance(value, str) and self.ignore_above is not None and len(value) > self.ignore_above
+        return None if too_long else value
+
+    def value(self, key: Any) -> Any:
+        """An aggregation key as documents hold the value (dates as ISO text)."""
+        if self.date and isinstance(key, int | float):
+            return dt.datetime.fromtimestamp(key / 1000, dt.UTC).date().isoformat()
+        return key
+
+
+class IndexSide:
+    """What an audit or a repair reads of the index `index` (an alias, or an index)."""
+
+    def __init__(self, client: OpenSearch, index: str) -> None:
+        self.client = client
+        self.index = index
+        self.requests = 0
+        self._properties: dict[str, Any] | None = None  # the mapping's fields, read once
+
+    def _call(self, request: Callable[..., Any], **arguments: Any) -> Any:
+        self.requests += 1
+        return request(**arguments)
+
+    def check_exists(self, table: str) -> None:
+        if not self._call(self.client.indices.exists, index=self.index):  # an alias, or an index of that name
+            raise OperationError(f"index {self.index!r} of table {table!r} does not exist: sync (the table is exported again)")
+
+    def refresh(self) -> None:
+        """Make every write searchable, so that counts and searches see what _mget sees."""
+        self._call(self.client.indices.refresh, index=self.index)
+
+    def column_field(self, column: str, source_type: IcebergType) -> ColumnField | None:
+        """The field holding `column` exactly, by the index's mapping; None when there is none
+        (a text field without a keyword sub-field, a type icecdc does not count by)."""
+        if self._properties is None:
+            mappings = self._call(self.client.indices.get_mapping, index=self.index)
+            found: dict[str, Any] = next(iter(mappings.values()), {})
+            self._properties = found.get("mappings", {}).get("properties", {})
+        mapping: Any = {"properties": self._properties}
+        for part in column.split("."):
+            mapping = (mapping.get("properties") or {}).get(part) if isinstance(mapping, dict) else None
+        if not isinstance(mapping, dict):
+            return None
+        kind = mapping.get("type", "object")
+        if isinstance(source_type, StringType | UUIDType):
+            if kind == "keyword":
+                return ColumnField(column, column, False, mapping.get("ignore_above"))
+            keyword = (mapping.get("fields") or {}).get("keyword") or {}
+            if keyword.get("type") != "keyword":
+                return None
+            return ColumnField(column, f"{column}.keyword", False, keyword.get("ignore_above"))
+        fits = (
+            (isinstance(source_type, IntegerType | LongType) and kind in _WHOLE_NUMBERS)
+            or (isinstance(source_type, BooleanType) and kind == "boolean")
+            or (isinstance(source_type, DateType) and kind == "date")
+        )
+        return ColumnField(column, column, kind == "date") if fits else None
+
+    def counts(self, fields: list[ColumnField]) -> tuple[dict[tuple[Any, ...], int], int]:
+        """(documents per combination of the fields' values, all documents): a composite
+        aggregation, page by page (nulls in their own bucket); without fields, one count."""
+        if not fields:
+            total = int(self._call(self.client.count, index=self.index)["count"])
+            return {(): total}, total
+        sources = [{f"c{i}": {"terms": {"field": f.field, "missing_bucket": True}}} for i, f in enumerate(fields)]
+        counts: dict[tuple[Any, ...], int] = {}
+        after: dict[str, Any] | None = None
+        total = 0
+        while True:
+            composite: dict[str, Any] = {"size": BUCKETS_PER_REQUEST, "sources": sources}
+            if after is not None:
+                composite["after"] = after
+            body = {"size": 0, "track_total_hits": True, "aggs": {"groups": {"composite": composite}}}
+            answer = self._call(self.client.search, index=self.index, body=body)
+            total = int(answer["hits"]["total"]["value"])
+            groups = answer["aggregations"]["groups"]
+            for bucket in groups["buckets"]:
+                key = tuple(f.value(bucket["key"][f"c{i}"]) for i, f in enumerate(fields))
+                counts[key] = counts.get(key, 0) + int(bucket["doc_count"])
+            after = groups.get("after_key")
+            if len(groups["buckets"]) < BUCKETS_PER_REQUEST or after is None:
+                return counts, total
+
+    def fetch(self, ids: Collection[str]) -> dict[str, Hit]:
+        """The documents of these ids that the index holds (_mget: real time, no refresh needed)."""
+        found: dict[str, Hit] = {}
+        wanted = sorted(set(ids))
+        for start in range(0, len(wanted), IDS_PER_REQUEST):
+            answer = self._call(self.client.mget, index=self.index, body={"ids": wanted[start : start + IDS_PER_REQUEST]})
+            for doc in answer["docs"]:
+                if doc.get("found"):
+                    found[doc["_id"]] = Hit(int(doc["_version"]), encode_document(doc["_source"]))
+        return found
+
+    def where(self, values: dict[ColumnField, Any]) -> dict[str, Hit]:
+        """The documents whose fields hold these values (None: no value)."""
+        clauses: list[dict[str, Any]] = []
+        for column_field, value in values.items():
+            if value is None:
+                clauses.append({"bool": {"must_not": {"exists": {"field": column_field.field}}}})
+            else:
+                clauses.append({"term": {column_field.field: value}})
+        return self.scan({"bool": {"filter": clauses}})
+
+    def scan(self, query: dict[str, Any]) -> dict[str, Hit]:
+        """Every document `query` matches, by scroll (call `refresh` first to see the latest writes)."""
+        body = {"query": query, "version": True, "sort": ["_doc"], "size": HITS_PER_REQUEST}
+        answer = self._call(self.client.search, index=self.index, body=body, scroll=SCROLL_KEEP_ALIVE)
+        scroll_id = answer.get("_scroll_id")
+        found: dict[str, Hit] = {}
+        try:
+            while True:
+                hits = answer["hits"]["hits"]
+                found |= {hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"])) for hit in hits}
+                if len(hits) < HITS_PER_REQUEST or scroll_id is None:
+                    return found
+                answer = self._call(self.client.scroll, body={"scroll_id": scroll_id, "scroll": SCROLL_KEEP_ALIVE})
+                scroll_id = answer.get("_scroll_id", scroll_id)
+        finally:
+            if scroll_id is not None:
+                self._call(self.client.clear_scroll, body={"scroll_id": [scroll_id]}, ignore=(404,))

@@ -1,0 +1,238 @@
+"""Targeted repair: make a scope of the index (partitions, ids, or the whole table) equal to the
+table again without exporting it, and the zero-downtime rebuild for what cannot be fixed in place.
+
+Under the table's lease (so that no sync runs meanwhile), a repair compares the table's rows of the
+scope, as of the checkpoint, with the index's documents of the scope, and writes only what differs:
+a row's document at the checkpoint's sequence number with `external_gte` (it overwrites what
+icecdc wrote, never a later change's document), and deletes of the documents the table no longer
+has, at the same version. A document whose version is above the checkpoint's was written by
+something else: a write below it would be refused, and so would every later change up to that
+version, so it is reported by id, and `rebuild_index` (a RESET resync into a new generation,
+swapped in when complete) fixes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+
+from opensearchpy import OpenSearch
+from pyiceberg.table import Table
+
+from icecdc.audit.index_side import ColumnField, Hit, IndexSide
+from icecdc.audit.report import AuditCost, RepairReport, RepairScope
+from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.config import Config, OpenSearchConfig, TableConfig
+from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.errors import LeaseLost, OperationError
+from icecdc.index import IndexAlias
+from icecdc.lookup import TableRows
+from icecdc.model import Checkpoint, ResyncKind, Write
+from icecdc.planning import plan_table
+from icecdc.processing import BatchResult, sync
+from icecdc.sink import Refusal, open_client, write_documents
+from icecdc.state import Lease, StateStore, open_state_store
+
+log = logging.getLogger(__name__)
+
+
+def repair_table(
+    table: Table,
+    config: TableConfig,
+    identifiers: tuple[str, ...],
+    store: StateStore,
+    client: OpenSearch,
+    opensearch: OpenSearchConfig,
+    scope: RepairScope,
+    lease_seconds: float,
+    dead_letter: str | None = None,
+) -> RepairReport:
+    """Rewrite what differs in the scope (see the module's doc); OperationError, nothing written,
+    when another run holds the lease, work is pending, or the index is not as the checkpoint left it."""
+    if not scope:
+        raise OperationError(f"table {config.name!r}: name what to repair (partitions, ids, or the last audit's findings)")
+    started = time.monotonic()
+    name = config.name
+    with Lease(store, name, lease_seconds) as lease:
+        if not lease.held:
+            raise OperationError(f"table {name!r}: another run holds its lease; repair when it has finished")
+        checkpoint = _settled_checkpoint(store, table, name, client, config.index)
+        rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, dead_letter)
+        side = IndexSide(client, config.index)
+        report = RepairReport(name, config.index, scope, checkpoint.sequence_number)
+        wanted, held = _scope_documents(rows, side, scope)
+        report.compared = len(set(wanted) | set(held))
+        writes = _writes(report, wanted, held, checkpoint.sequence_number)
+        refused = _Refused(name, checkpoint, dead_letter)
+        stats = write_documents(
+            client, opensearch, config.index, _fenced(writes, lease, name), refused if dead_letter else None, "external_gte"
+        )
+        if lease.lost:
+            raise LeaseLost.of(name)
+    report.indexed, report.deleted, report.superseded, report.dead_lettered = (
+        stats.indexed,
+        stats.deleted,
+        stats.superseded,
+        stats.dead_lettered,
+    )
+    if report.foreign:
+        report.notes.append(
+            f"{len(report.foreign)} documents carry versions above the checkpoint's ({checkpoint.sequence_number}): "
+            "another writer's; in place they would refuse later changes: rebuild the index (icecdc repair --rebuild)"
+        )
+    if report.superseded:
+        report.notes.append(
+            f"{report.superseded} writes were refused: the index holds a newer version of those documents, or the "
+            "tombstone of a newer delete (kept for the index's gc_deletes, 60 s by default): another writer's; "
+            "repair again once such tombstones are gone, or rebuild the index (icecdc repair --rebuild)"
+        )
+    report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
+    log.info(
+        "%s: repaired %s: %d compared, %d indexed, %d deleted, %d foreign",
+        name,
+        scope.describe(),
+        report.compared,
+        report.indexed,
+        report.deleted,
+        len(report.foreign),
+    )
+    return report
+
+
+def _settled_checkpoint(store: StateStore, table: Table, name: str, client: OpenSearch, index: str) -> Checkpoint:
+    """The checkpoint, when the index is exactly as it left it: no work pending, nothing unfinished."""
+    checkpoint = store.get_checkpoint(name)
+    if checkpoint is None:
+        raise OperationError(f"table {name!r} has never been synced: sync it (the export writes every row)")
+    if checkpoint.table_uuid != str(table.metadata.table_uuid):
+        raise OperationError(f"table {name!r} was dropped and created again since its last sync: sync first")
+    pending = store.count_pending(name)
+    if pending:
+        raise OperationError(
+            f"table {name!r} has {pending} work items pending: sync first (a pass in progress may have written "
+            "versions above the checkpoint's, which a repair would take for another writer's)"
+        )
+    unfinished = IndexAlias(client, index).unfinished(checkpoint)
+    if unfinished:
+        raise OperationError(f"table {name!r}: {unfinished}; sync first")
+    return checkpoint
+
+
+def _scope_documents(rows: TableRows, side: IndexSide, scope: RepairScope) -> tuple[dict[str, list[str]], dict[str, Hit]]:
+    """(the table's documents of the scope, the index's documents of the scope): a row whose
+    document the index holds elsewhere, or a document whose row the table has elsewhere (a
+    partition column that differs), is taken in with its counterpart."""
+    side.refresh()  # the scroll of a partition must see every write
+    wanted: dict[str, list[str]] = {}
+    held: dict[str, Hit] = {}
+    if scope.whole_table:
+        wanted |= _grouped(rows.documents(rows.data_entries()))
+        held |= side.scan({"match_all": {}})
+    for partition in scope.partitions:
+        values = rows.normalized(partition)
+        wanted |= rows.where(values)
+        held |= side.where({_queryable(side, rows, column): value for column, value in values.items()})
+    if scope.ids:
+        wanted |= rows.by_ids(scope.ids)
+        held |= side.fetch(scope.ids)
+    strays = [doc_id for doc_id in held if doc_id not in wanted]
+    if strays and rows.identifier_columns:
+        wanted |= rows.by_ids(strays)
+    held |= side.fetch([doc_id for doc_id in wanted if doc_id not in held])
+    return wanted, held
+
+
+def _queryable(side: IndexSide, rows: TableRows, column: str) -> ColumnField:
+    found = side.column_field(column, rows.schema.find_type(column))
+    if found is None:
+        raise OperationError(
+            f"index {side.index!r} has no field holding column {column!r} exactly (a keyword, number, boolean or date "
+            "field): its documents cannot be found by partition; repair by ids, or rebuild"
+        )
+    return found
+
+
+def _grouped(documents: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for doc_id, document in documents:
+        grouped.setdefault(doc_id, []).append(document)
+    return grouped
+
+
+def _writes(report: RepairReport, wanted: dict[str, list[str]], held: dict[str, Hit], version: int) -> list[Write]:
+    """The writes that make the index's documents of the scope the table's; foreign versions and
+    shared ids are reported, not written."""
+    writes: list[Write] = []
+    for doc_id in sorted(set(wanted) | set(held)):
+        documents, hit = wanted.get(doc_id, []), held.get(doc_id)
+        if hit is not None and hit.version > version:
+            report.foreign[doc_id] = hit.version
+        elif len(documents) > 1:
+            report.duplicates.append(doc_id)
+        elif documents and (hit is None or hit.document != documents[0]):
+            writes.append(Write(doc_id, version, documents[0]))
+        elif not documents and hit is not None:
+            writes.append(Write(doc_id, version, None))
+    return writes
+
+
+def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterator[Write]:
+    """The writes, stopped by LeaseLost once the lease is lost: a sync may be writing by then."""
+    for write in writes:
+        if lease.lost:
+            raise LeaseLost.of(table)
+        yield write
+
+
+class _Refused:
+    """Documents OpenSearch refuses for their own fault: dead letters, as a sync keeps them."""
+
+    def __init__(self, table: str, checkpoint: Checkpoint, location: str | None) -> None:
+        self.table, self.checkpoint, self.location = table, checkpoint, location
+
+    def __call__(self, refused: list[Refusal]) -> None:
+        assert self.location is not None
+        DeadLetters(self.location).write(
+            DeadLetter(self.table, self.checkpoint.snapshot_id, w.version, w.doc_id, status, reason, w.document)
+            for w, status, reason in refused
+        )
+
+
+def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
+    """`repair_table` for a configured table: its catalog, state store and OpenSearch opened from `config`."""
+    table_config = config.table(name)
+    table = load_table(open_catalog(config.catalog), name)
+    store = open_state_store(config.state)
+    try:
+        return repair_table(
+            table,
+            table_config,
+            identifier_columns(table, table_config),
+            store,
+            open_client(config.opensearch),
+            config.opensearch,
+            scope,
+            config.state.lease_seconds,
+            config.dead_letter,
+        )
+    finally:
+        store.close()
+
+
+def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> BatchResult:
+    """Rebuild the table's index without downtime: a RESET resync planned under the lease (an
+    export of the current snapshot into a new generation, which the alias is swapped to when it is
+    complete), then a sync that applies it. Every document is written again, versions start over."""
+    table_config = config.table(name)
+    table = load_table(open_catalog(config.catalog), name)
+    store = open_state_store(config.state)
+    try:
+        with Lease(store, name, config.state.lease_seconds) as lease:
+            if not lease.held:
+                raise OperationError(f"table {name!r}: another run holds its lease; rebuild when it has finished")
+            plan_table(table, table_config, store, identifier_columns(table, table_config), resync=(ResyncKind.RESET, reason))
+    finally:
+        store.close()
+    (result,) = sync(config, spark, [name])
+    return result

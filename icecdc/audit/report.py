@@ -1,0 +1,201 @@
+"""What an audit found and what a repair did: the reports, their JSON, and a repair's scope."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from icecdc.lookup import ReadCost
+
+
+class DriftKind(StrEnum):
+    """How an index differs from its table."""
+
+    MISSING = "missing"  # rows of the table with no document
+    EXTRA = "extra"  # documents with no row
+    STALE = "stale"  # a document whose fields differ from its row's
+    FOREIGN_VERSION = "foreign version"  # a version above any icecdc wrote (the checkpoint's): another writer's document
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One finding: a partition whose counts differ, or one sampled document."""
+
+    kind: DriftKind
+    partition: dict[str, Any] | None = None  # column → value (as documents hold it); {}: the whole table
+    doc_id: str | None = None  # a sampled document; None for a difference of counts
+    count: int = 1  # documents: a partition's difference of counts, 1 for a document
+    fields: tuple[str, ...] = ()  # STALE: the fields that differ
+    version: int | None = None  # FOREIGN_VERSION: the document's version
+    dead_lettered: int = 0  # MISSING: of `count`, rows with a dead letter not dealt with (known, not drift)
+
+    @property
+    def known(self) -> bool:
+        """Whether dead letters account for all of it: their own workflow (replay), not drift."""
+        return self.kind == DriftKind.MISSING and self.dead_lettered >= self.count
+
+    def describe(self) -> str:
+        where = ", ".join(f"{k}={v!r}" for k, v in (self.partition or {}).items()) or "the whole table"
+        lettered = f" ({self.dead_lettered} dead-lettered)" if self.dead_lettered else ""
+        if self.doc_id is None:
+            what = (
+                ("row has no document", "rows have no document")
+                if self.kind == DriftKind.MISSING
+                else ("document has no row", "documents have no row")
+            )
+            return f"{self.kind}: {self.count} {what[self.count != 1]} in {where}{lettered}"
+        detail = {
+            DriftKind.MISSING: "no document, dead-lettered" if self.dead_lettered else "no document",
+            DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
+            DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
+            DriftKind.EXTRA: "no row",
+        }[self.kind]
+        return f"{self.kind}: id {self.doc_id!r} ({where}): {detail}"
+
+
+@dataclass(frozen=True)
+class PartitionCount:
+    """A partition whose counts differ: the table's live rows and the index's documents."""
+
+    partition: dict[str, Any]
+    rows: int
+    documents: int
+
+
+@dataclass
+class AuditCost:
+    """What an audit or a repair read: the table's files (exact, bytes as stored), OpenSearch requests, time."""
+
+    table: ReadCost = field(default_factory=ReadCost)
+    requests: int = 0
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        t = self.table
+        return (
+            f"{t.manifest_lists} manifest lists and {t.manifests} manifests ({_size(t.manifest_bytes)}), "
+            f"{t.data_files} data files ({_size(t.data_bytes)}) and {t.delete_files} delete files "
+            f"({_size(t.delete_bytes)}) read, {self.requests} OpenSearch requests, {self.seconds:.1f} s"
+        )
+
+
+@dataclass(frozen=True)
+class RepairScope:
+    """What a repair rewrites: the rows of some partitions, some document ids, or the whole table."""
+
+    partitions: tuple[dict[str, Any], ...] = ()  # each: column → value (as documents hold it; None: null)
+    ids: tuple[str, ...] = ()
+    whole_table: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.ids or self.whole_table)
+
+    def describe(self) -> str:
+        if self.whole_table:
+            return "the whole table"
+        parts = [", ".join(f"{k}={v!r}" for k, v in p.items()) for p in self.partitions]
+        if self.ids:
+            quoted = ", ".join(repr(i) for i in self.ids[:QUOTED]) + (", ..." if len(self.ids) > QUOTED else "")
+            parts.append(f"{len(self.ids)} ids ({quoted})")
+        return "; ".join(parts) or "nothing"
+
+
+# How many ids a description quotes.
+QUOTED = 5
+
+
+@dataclass
+class AuditReport:
+    """An index compared with its table at the table's checkpoint: counts by partition and a sample of rows."""
+
+    table: str
+    index: str
+    snapshot_id: int  # the checkpoint's: what the index must hold
+    sequence_number: int  # the highest version icecdc wrote
+    compared: str  # what the counts compare, in words
+    grouped_by: tuple[str, ...] = ()  # the columns partitions are counted by; (): the total
+    partitions: int = 0  # partitions compared
+    rows: int = 0  # the table's live rows
+    documents: int = 0  # the index's documents
+    sampled: int = 0  # rows compared field by field
+    drift: list[Drift] = field(default_factory=list)
+    counts: list[PartitionCount] = field(default_factory=list)  # partitions whose counts differ
+    notes: list[str] = field(default_factory=list)  # what may explain or qualify the findings
+    cost: AuditCost = field(default_factory=AuditCost)
+    audited_at: float = 0.0
+
+    @property
+    def drifted(self) -> bool:
+        """Whether the index differs from its table beyond the rows dead-lettered on purpose."""
+        return any(not d.known for d in self.drift)
+
+    def scope(self) -> RepairScope:
+        """What a repair of these findings rewrites: the partitions whose counts differ (the whole
+        table when counts are compared only in total), the partitions of sampled rows without a
+        document (their counts agree only if a document with no row offsets it), and the sampled
+        documents that differ; not what dead letters account for."""
+        drift = [d for d in self.drift if not d.known]  # a repair would only dead-letter those again
+        counted = [d.partition for d in drift if d.doc_id is None and d.partition is not None]
+        if any(not p for p in counted):
+            return RepairScope(whole_table=True)
+        missing = [d.partition for d in drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
+        partitions = {json.dumps(p, sort_keys=True): p for p in counted + missing if p}
+        ids = tuple(dict.fromkeys(d.doc_id for d in drift if d.doc_id is not None))
+        return RepairScope(tuple(partitions.values()), ids)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> AuditReport:
+        raw = json.loads(text)
+        cost = raw.pop("cost")
+        return cls(
+            **{
+                **raw,
+                "grouped_by": tuple(raw["grouped_by"]),
+                "drift": [Drift(**{**d, "kind": DriftKind(d["kind"]), "fields": tuple(d["fields"])}) for d in raw["drift"]],
+                "counts": [PartitionCount(**c) for c in raw["counts"]],
+                "cost": AuditCost(ReadCost(**cost["table"]), cost["requests"], cost["seconds"]),
+            }
+        )
+
+
+@dataclass
+class RepairReport:
+    """What a repair compared and wrote, and what it could not fix in place."""
+
+    table: str
+    index: str
+    scope: RepairScope
+    version: int  # the version it wrote at: the checkpoint's sequence number
+    compared: int = 0  # ids of the scope compared (rows and documents)
+    indexed: int = 0
+    deleted: int = 0
+    superseded: int = 0  # refused: a newer version appeared meanwhile (another writer)
+    dead_lettered: int = 0
+    foreign: dict[str, int] = field(default_factory=dict)  # id → its version, above any icecdc wrote: needs --rebuild
+    duplicates: list[str] = field(default_factory=list)  # ids two live rows share (a sync dead-letters them)
+    notes: list[str] = field(default_factory=list)
+    cost: AuditCost = field(default_factory=AuditCost)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the scope now equals the table: nothing left that only a rebuild can fix."""
+        return not self.foreign and not self.superseded
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, indent=2)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} GiB"

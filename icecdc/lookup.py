@@ -1,0 +1,265 @@
+"""Looking rows up in a table without reading it whole: whole data files, the rows of some
+document ids, or the rows whose columns hold some values, each as the document icecdc writes for
+it (`_id` and canonical JSON), read at one snapshot with the deletes in force (position deletes,
+deletion vectors and equality deletes: icecdc's reader, which pyiceberg's scans lack the last of).
+
+Data files are chosen from their manifests' column bounds, so a lookup reads only the files that
+may hold what it looks for. What it read is counted exactly (`ReadCost`): the audit reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, BooleanExpression, EqualTo, In, IsNull, Or, Reference
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.types import BooleanType, IntegerType, LongType
+
+from icecdc.catalog import sequence_number
+from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
+from icecdc.errors import OperationError
+from icecdc.manifests import ChangedEntries, SnapshotFiles
+from icecdc.model import ChangeType
+from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import FileTask
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReadCost:
+    """What was read of a table: its metadata, and the data and delete files read whole (bytes as stored)."""
+
+    manifest_lists: int = 0
+    manifests: int = 0
+    manifest_bytes: int = 0  # manifests and manifest list
+    data_files: int = 0
+    data_bytes: int = 0
+    delete_files: int = 0
+    delete_bytes: int = 0
+
+    def add(self, other: ReadCost) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+class TableRows:
+    """A table's rows at one snapshot (by default its current one), looked up by scope.
+
+    `dead_letter`: where rows that cannot become documents go (as in a sync); None: they raise
+    ProcessingError naming the file."""
+
+    def __init__(
+        self,
+        table: Table,
+        name: str,
+        identifier_columns: tuple[str, ...],
+        snapshot_id: int | None = None,
+        dead_letter: str | None = None,
+    ) -> None:
+        snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
+        if snapshot_id is not None and snapshot is None:
+            raise OperationError(f"table {name!r}: snapshot {snapshot_id} no longer exists (expired); sync first")
+        self.table = table
+        self.name = name
+        self.identifier_columns = identifier_columns
+        self.snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+        self.sequence_number = sequence_number(snapshot) if snapshot is not None else 0
+        self._manifest_list = snapshot.manifest_list if snapshot is not None else None
+        self._files = SnapshotFiles(table, snapshot, ChangedEntries())
+        self._reader = TableReader.for_table(table, name, identifier_columns, dead_letter)
+        self._read = ReadCost()
+
+    @property
+    def schema(self) -> Schema:
+        return self.table.schema()
+
+    @property
+    def cost(self) -> ReadCost:
+        """What the lookups so far have read."""
+        manifests = self._files.manifests_read()
+        if not manifests or self._manifest_list is None:
+            return replace(self._read)
+        list_bytes = len(self.table.io.new_input(self._manifest_list))
+        return replace(
+            self._read,
+            manifest_lists=1,
+            manifests=len(manifests),
+            manifest_bytes=list_bytes + sum(m.manifest_length for m in manifests),
+        )
+
+    def data_entries(self, row_filter: BooleanExpression | None = None) -> list[ManifestEntry]:
+        """The live data files that may hold rows `row_filter` keeps (all without one), from their column bounds."""
+        entries = self._files.live_data_entries()
+        if row_filter is None or row_filter == AlwaysTrue():
+            return entries
+        may_hold = metrics_evaluator(self.schema, row_filter)
+        return [e for e in entries if may_hold(e.data_file)]
+
+    def deletes_for(self, entry: ManifestEntry) -> tuple[DataFile, ...]:
+        return self._files.deletes_for(entry)
+
+    def live_rows(self, entry: ManifestEntry) -> int:
+        """How many of the data file's rows are live. From metadata where that is exact: its
+        record count, less the one delete file in force when that file names it (a file-scoped
+        position-delete file; a deletion vector once pyiceberg reads its referenced data file,
+        which 0.12 drops); from the positions of its position deletes otherwise; by reading the
+        file when equality deletes apply to it."""
+        data_file, deletes = entry.data_file, self.deletes_for(entry)
+        if not deletes:
+            return int(data_file.record_count)
+        if any(d.content == DataFileContent.EQUALITY_DELETES for d in deletes):
+            return sum(1 for _ in self.documents([entry]))
+        if len(deletes) == 1 and _referenced(deletes[0]) == data_file.file_path:
+            return int(data_file.record_count - deletes[0].record_count)
+        positions: set[int] = set()
+        for delete_file in {d.file_path: d for d in deletes}.values():  # a Puffin file once, for all its vectors
+            self._count(delete_file, data=False)
+            found = read_position_deletes(self.table.io, delete_file).get(data_file.file_path)
+            if found is not None:
+                positions.update(p for p in found.to_pylist() if p < data_file.record_count)
+        return int(data_file.record_count - len(positions))
+
+    def documents(self, entries: Iterable[ManifestEntry]) -> Iterator[tuple[str, str]]:
+        """(`_id`, document) of every live row of the data files, each file read whole with its deletes."""
+        for entry in entries:
+            deletes = self.deletes_for(entry)
+            self._count(entry.data_file, data=True)
+            for delete_file in {d.file_path: d for d in deletes}.values():
+                self._count(delete_file, data=False)
+            task = FileTask(entry.data_file, ChangeType.INSERT, self.sequence_number, self.snapshot_id or 0, deletes=deletes)
+            for doc_id, change in self._reader.read([task]):
+                yield doc_id, change.document
+
+    def by_ids(self, ids: Collection[str]) -> dict[str, list[str]]:
+        """The documents of the rows whose `_id` is in `ids` (several for an id two live rows share)."""
+        if not self.identifier_columns:
+            raise OperationError(
+                f"table {self.name!r} has no identifier columns: its documents' ids name file positions, "
+                "not rows, and cannot be looked up"
+            )
+        wanted = set(ids)
+        if not wanted:
+            return {}
+        found: dict[str, list[str]] = {}
+        for doc_id, document in self.documents(self.data_entries(self._ids_filter(wanted))):
+            if doc_id in wanted:
+                found.setdefault(doc_id, []).append(document)
+        return found
+
+    def normalized(self, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` (column → value) as documents hold them: integers and booleans as such, any
+        other type as text (`5` for a string column is "5"); OperationError naming a value the column cannot hold."""
+        normal: dict[str, Any] = {}
+        for column, value in values.items():
+            try:
+                if value is None:
+                    self.schema.find_field(column)  # raises, naming it, for a column the table does not have
+                    normal[column] = None
+                else:
+                    normal[column] = _typed(self.schema, column, value if isinstance(value, str) else json.dumps(value))
+            except (ValueError, TypeError) as exc:
+                raise OperationError(f"table {self.name!r}: no rows can have {column}={value!r}: {exc}") from None
+        return normal
+
+    def where(self, values: dict[str, Any]) -> dict[str, list[str]]:
+        """The documents of the rows whose columns hold `values` (column → value, see `normalized`; None: null)."""
+        values = self.normalized(values)
+        row_filter = _all(_equal(c, v) for c, v in values.items())
+        found: dict[str, list[str]] = {}
+        for doc_id, document in self.documents(self.data_entries(row_filter)):
+            fields_ = json.loads(document)
+            # The bounds only choose files; a file may hold other rows too (another partition spec's).
+            if all(field_value(fields_, column) == value for column, value in values.items()):
+                found.setdefault(doc_id, []).append(document)
+        return found
+
+    def _count(self, data_file: DataFile, data: bool) -> None:
+        if data:
+            self._read.data_files += 1
+            self._read.data_bytes += int(data_file.file_size_in_bytes)
+        else:
+            self._read.delete_files += 1
+            self._read.delete_bytes += int(data_file.file_size_in_bytes)
+
+    def _ids_filter(self, ids: Collection[str]) -> BooleanExpression:
+        """The rows whose identifier columns hold the values the ids name."""
+        values = [self._id_values(doc_id) for doc_id in sorted(ids)]
+        if len(self.identifier_columns) == 1:
+            return In(term=Reference(self.identifier_columns[0]), values={v[0] for v in values})
+        return _any(_all(_equal(c, v) for c, v in zip(self.identifier_columns, vs, strict=True)) for vs in values)
+
+    def _id_values(self, doc_id: str) -> tuple[Any, ...]:
+        """The identifier columns' values an `_id` names (`icecdc.documents.DocumentMapper.document_id`)."""
+        columns = self.identifier_columns
+        texts: Any = [doc_id]
+        if len(columns) > 1:
+            try:
+                texts = json.loads(doc_id)
+            except ValueError:
+                texts = None
+            if not (isinstance(texts, list) and len(texts) == len(columns) and all(isinstance(t, str) for t in texts)):
+                raise OperationError(
+                    f"table {self.name!r}: {doc_id!r} is not a document id of its identifier columns {list(columns)} "
+                    "(a JSON array of their texts)"
+                )
+        values = []
+        for column, text in zip(columns, texts, strict=True):
+            try:
+                values.append(_typed(self.schema, column, text))
+            except (ValueError, TypeError) as exc:
+                raise OperationError(
+                    f"table {self.name!r}: {doc_id!r} is not a document id of column {column!r}: {exc}"
+                ) from None
+        return tuple(values)
+
+
+def _typed(schema: Schema, column: str, text: str) -> Any:
+    """The value of `column` that documents write as `text`, as a row filter takes it; ValueError
+    when there is none. Numbers and booleans are parsed; other types (dates, times, timestamps,
+    uuids, decimals, strings) pyiceberg reads from their text when the filter is bound."""
+    field_type = schema.find_field(column).field_type
+    value: Any = text
+    if isinstance(field_type, IntegerType | LongType):
+        value = int(text)
+    elif isinstance(field_type, BooleanType):
+        if text not in ("true", "false"):
+            raise ValueError(f"{text!r} is not true or false")
+        value = text == "true"
+    bind(schema, _equal(column, value), case_sensitive=True)  # raises now, naming the value, when its type does not fit
+    return value
+
+
+def _equal(column: str, value: Any) -> BooleanExpression:
+    return IsNull(term=Reference(column)) if value is None else EqualTo(term=Reference(column), value=value)
+
+
+def _all(expressions: Iterable[BooleanExpression]) -> BooleanExpression:
+    terms = list(expressions)
+    return AlwaysTrue() if not terms else terms[0] if len(terms) == 1 else And(terms[0], terms[1], *terms[2:])
+
+
+def _any(expressions: Iterable[BooleanExpression]) -> BooleanExpression:
+    # pyiceberg builds a balanced tree of many terms: a chain of thousands of ids would recurse too deep
+    terms = list(expressions)
+    return AlwaysFalse() if not terms else terms[0] if len(terms) == 1 else Or(terms[0], terms[1], *terms[2:])
+
+
+def field_value(document: dict[str, Any], column: str) -> Any:
+    """The value of a (dotted) column in a document; None when absent."""
+    value: Any = document
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _referenced(delete_file: DataFile) -> str | None:
+    """The one data file a delete file applies to, when it names one (a deletion vector, a file-scoped position delete)."""
+    return getattr(delete_file, "referenced_data_file", None) or referenced_data_file_path(delete_file)

@@ -1,0 +1,165 @@
+"""Dead-letter replay: write again what was dead-lettered, once its cause is fixed.
+
+A replay never writes the document kept in a letter, which may be stale: it looks the row of each
+letter's id up in the table as it is now and writes its document, or deletes the document when
+the row is gone. It writes under the table's lease at the checkpoint's sequence number with
+`external_gte`: a document a later change wrote (a higher version) is never overwritten, and that
+change's own sync overwrites what the replay wrote. Each letter whose write succeeds is marked
+replayed, so a second replay finds nothing to do; a letter whose document is refused again stays,
+with the new reason. A letter without an id (a row that never became a document) cannot be
+looked up: it stays until marked (`DeadLetters.mark_replayed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.config import Config
+from icecdc.deadletters import DeadLetters, Selection, StoredLetter
+from icecdc.errors import LeaseLost, OperationError
+from icecdc.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.lookup import TableRows
+from icecdc.model import Write
+from icecdc.sink import Refusal, ensure_index, open_client, write_documents
+from icecdc.state import Lease, open_state_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplayReport:
+    """What a replay of one table's letters did."""
+
+    table: str
+    version: int  # the version written: the checkpoint's sequence number
+    letters: int = 0  # letters taken
+    replayed: int = 0  # marked replayed
+    indexed: int = 0  # documents written from the rows as they are now
+    deleted: int = 0  # documents deleted: their rows are gone
+    still_refused: dict[str, str] = field(default_factory=dict)  # letter id → the new reason
+    not_replayable: list[str] = field(default_factory=list)  # letters with no row to look up: mark them once dealt with
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.still_refused and not self.not_replayable
+
+
+def replay_table(config: Config, name: str, location: str, selection: Selection | None = None) -> ReplayReport:
+    """Replay the table's letters not replayed yet that `selection` keeps (all by default), see the module's doc."""
+    table_config = config.table(name)
+    dead_letters = DeadLetters(location)
+    letters = [s for s in dead_letters.letters(name) if selection is None or selection(s)]
+    table = load_table(open_catalog(config.catalog), name)
+    identifiers = identifier_columns(table, table_config)
+    client = open_client(config.opensearch)
+    store = open_state_store(config.state)
+    try:
+        with Lease(store, name, config.state.lease_seconds) as lease:
+            if not lease.held:
+                raise OperationError(f"table {name!r}: another run holds its lease; replay when it has finished")
+            checkpoint = store.get_checkpoint(name)
+            if checkpoint is None:
+                raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
+            unfinished = IndexAlias(client, table_config.index).unfinished(checkpoint)
+            if unfinished:
+                raise OperationError(f"table {name!r}: {unfinished}; sync first")
+            report = ReplayReport(name, checkpoint.sequence_number, len(letters))
+            # Without identifier columns an id names a file position, not a row: nothing to look up.
+            report.not_replayable = [s.letter_id for s in letters if s.letter.doc_id is None or not identifiers]
+            by_id = [s for s in letters if s.letter.doc_id is not None and identifiers]
+            if not by_id:
+                return report
+            # The index as configured now: fields a fixed configuration adds are put into its mapping.
+            spec = index_spec(table.schema(), table_config, str(table.metadata.table_uuid))
+            ensure_index(client, table_config.index, spec)
+            conflicts = mapping_conflicts(client, table_config.index, spec)
+            if conflicts:
+                report.notes.append(
+                    f"the index maps {', '.join(conflicts)} otherwise than the configuration: a field's mapping cannot "
+                    "change in place; rebuild the index (icecdc repair --rebuild) to apply it, then replay"
+                )
+            rows = TableRows(table, name, identifiers, dead_letter=location)
+            current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
+            writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
+            refusals: dict[str, Refusal] = {}
+            stats = write_documents(
+                client,
+                config.opensearch,
+                table_config.index,
+                _fenced(writes, lease, name),
+                lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
+                "external_gte",
+            )
+            if lease.lost:
+                raise LeaseLost.of(name)
+            report.indexed, report.deleted = stats.indexed, stats.deleted
+            dead_letters.update(_outcomes(report, by_id, writes, refusals, shared))
+    finally:
+        store.close()
+    log.info(
+        "%s: replayed %d of %d dead letters (%d indexed, %d deleted, %d refused again)",
+        name,
+        report.replayed,
+        report.letters,
+        report.indexed,
+        report.deleted,
+        len(report.still_refused),
+    )
+    return report
+
+
+def _writes(current: dict[str, list[str]], ids: set[str], version: int) -> tuple[list[Write], dict[str, int]]:
+    """A write per id: its row's document, or a delete when the row is gone; ids two live rows
+    share (id → how many) are not written."""
+    writes = []
+    shared = {}
+    for doc_id in sorted(ids):
+        documents = current.get(doc_id, [])
+        if len(documents) > 1:
+            shared[doc_id] = len(documents)
+        else:
+            writes.append(Write(doc_id, version, documents[0] if documents else None))
+    return writes, shared
+
+
+def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterable[Write]:
+    for write in writes:
+        if lease.lost:
+            raise LeaseLost.of(table)
+        yield write
+
+
+def _outcomes(
+    report: ReplayReport,
+    letters: list[StoredLetter],
+    writes: list[Write],
+    refusals: dict[str, Refusal],
+    shared: dict[str, int],
+) -> list[StoredLetter]:
+    """The letters as the replay leaves them: replayed, or kept with the reason they failed again."""
+    now = time.time()
+    written = {w.doc_id: w for w in writes}
+    updated = []
+    for stored in letters:
+        letter, doc_id = stored.letter, stored.letter.doc_id
+        assert doc_id is not None
+        if doc_id in refusals:
+            write, status, reason = refusals[doc_id]
+            letter = replace(letter, status=status, reason=reason, document=write.document, attempts=letter.attempts + 1)
+            report.still_refused[stored.letter_id] = reason
+        elif doc_id in shared:
+            reason = f"{shared[doc_id]} live rows share the identifier {doc_id!r}: the identifier columns must be unique"
+            letter = replace(letter, status=None, reason=reason, attempts=letter.attempts + 1)
+            report.still_refused[stored.letter_id] = reason
+        else:
+            write = written[doc_id]
+            outcome = "indexed the current row" if write.document is not None else "deleted: the row is gone"
+            letter = replace(letter, replayed_at=now, outcome=f"{outcome} (version {write.version})")
+            report.replayed += 1
+        updated.append(replace(stored, letter=letter))
+    return updated
