@@ -57,6 +57,12 @@ bench: $(BENCH_STAMP) java iceberg-jars
 bench-crossover: $(BENCH_STAMP) java
 	$(BIN)/python -m bench.crossover --rows 20000,200000,1000000
 
+# What an audit costs against a verify of the same clean index (10^6 rows in osmem), whole commands
+# in turn. Results: docs/bench/audit.json.
+.PHONY: bench-audit
+bench-audit: $(BENCH_STAMP) java
+	$(BIN)/python -m bench.audit_cost --rows 1000000 --runs 3
+
 # The 2,000,000-row export on 2 cores (local[2]) into the bench sink, in processes of its own:
 # wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).
 bench-export-2m: $(BENCH_STAMP) java iceberg-jars
