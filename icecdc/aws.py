@@ -29,8 +29,8 @@ from icecdc.config import Config, OpenSearchConfig, parse_config
 from icecdc.errors import IcecdcError, SparkRequired
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, StateStoreType
+from icecdc.opensearch import open_client
 from icecdc.planning import has_work, table_status, work_size
-from icecdc.sink import open_client
 from icecdc.state import StateStore
 
 if TYPE_CHECKING:

@@ -51,3 +51,8 @@ class DuplicateIdentifier(ProcessingError):
 class SparkRequired(ProcessingError):
     """A pass needs the Spark engine where there is none (the planner Lambda): it was left
     untouched, for a Glue run to apply."""
+
+
+class IndexStateError(SinkError):
+    """The index is not as icecdc can write it: an alias naming several indices, a template that does
+    not fit, a write block, a generation whose copies are not active; nothing was written."""

@@ -25,25 +25,16 @@ from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
 from icecdc.engines import Engines, Target
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
-from icecdc.index import (
-    IndexSpec,
-    current_generation,
-    delete_leftover_generations,
-    finish_generation,
-    generations,
-    index_spec,
-    index_uuid,
-    mapping_conflicts,
-    resumable_generation,
-)
+from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
+from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import Lineage, current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.planner import file_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import files_read_by
-from icecdc.sink import SinkStats, check_reachable, ensure_index, open_client, start_rebuild
+from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -138,14 +129,13 @@ def process_table(
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     client = open_client(opensearch)
-    replaced = _index_replaced(
-        client, config.index, checkpoint, index_spec(table.schema(), config, str(table.metadata.table_uuid))
-    )
+    alias = IndexAlias(client, config.index)
+    replaced = alias.replaced_since(checkpoint, index_spec(table.schema(), config, str(table.metadata.table_uuid)))
     if replaced:
         log.warning("%s: %s; exporting the table again", config.name, replaced)
         plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
     if not any(i.resync for i in store.pending_items(config.name)):  # no rebuild under way: what a swap left behind
-        delete_leftover_generations(client, config.index)
+        alias.delete_leftovers()
     run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig(), probe)
     try:
         return _process_batch(run, table)
@@ -211,38 +201,6 @@ def _manifests_of(table: str) -> Iterator[None]:
         raise FilesGone(f"table {table!r}: a manifest of the batch is gone (expired?): {exc}") from None
 
 
-def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None, spec: IndexSpec) -> str:
-    """Why the checkpoint's documents are no longer in the index ("" when they are).
-
-    A rebuild records its new generation in the checkpoint before it swaps the alias: when a run
-    stopped in between, the swap is done now."""
-    if checkpoint is None or not checkpoint.index_uuid:
-        return ""
-    found = index_uuid(client, index)
-    if found != checkpoint.index_uuid:
-        built = [name for name, uuid in generations(client, index).items() if uuid == checkpoint.index_uuid]
-        if built:
-            log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", index, built[0])
-            finish_generation(client, index, built[0], spec)
-            found = index_uuid(client, index)
-    if found is None:
-        return f"index {index!r} was deleted"
-    if found != checkpoint.index_uuid:
-        return f"index {index!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
-    return ""
-
-
-def _mapping_changed(client: OpenSearch, index: str, spec: IndexSpec) -> bool:
-    """Whether the index `index` names maps a field otherwise than `spec` (checked again by every
-    pass of a rewrite: the current generation does not change until the swap)."""
-    if current_generation(client, index) is None:
-        return False
-    conflicts = mapping_conflicts(client, index, spec)
-    if conflicts:
-        log.info("index %r maps %s otherwise than the schema: rebuilding it in a new generation", index, ", ".join(conflicts))
-    return bool(conflicts)
-
-
 @dataclass(frozen=True)
 class _TableRun:
     """What a pass over one table works with, but the table's metadata (which a pass may reload)."""
@@ -281,20 +239,20 @@ def _find_destination(run: _TableRun, client: OpenSearch, batch: list[WorkItem],
     generation while the alias keeps serving the current one; their later passes (batch caps, a
     rerun after a crash) resume the generation their APPLIED items name."""
     resync = {i.resync for i in batch if i.resync}
-    alias = run.config.index
-    if ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, alias, spec)):
+    alias = IndexAlias(client, run.config.index)
+    if ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and alias.mapping_changed(spec)):
         resumable = frozenset(_applied_index(i) for i in batch if i.status == ItemStatus.APPLIED and i.applied_to)
-        resumed = resumable_generation(client, alias, spec, set(resumable))
+        resumed = alias.resumable(spec, set(resumable))
         return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
-    return _Destination(alias, index_uuid(client, alias) or "", rebuild=False)
+    return _Destination(alias.name, alias.uuid() or "", rebuild=False)
 
 
 def _prepare_destination(client: OpenSearch, alias: str, found: _Destination, spec: IndexSpec) -> _Destination:
     """Check the index accepts writes and bring it up to `spec`; a rebuild's generation is created or resumed."""
     if found.rebuild:
-        index = start_rebuild(client, alias, spec, set(found.resumable))
+        index = IndexAlias(client, alias).start_rebuild(spec, set(found.resumable))
     else:
-        ensure_index(client, alias, spec)
+        IndexAlias(client, alias).ensure(spec)
         index = alias
     prepared = replace(found, index=index, uuid=index_uuid(client, index) or "")
     if found.uuid and prepared.uuid != found.uuid:  # what the pass planned to skip is not in this index
@@ -395,7 +353,7 @@ def _process_batch(run: _TableRun, table: Table) -> BatchResult:
     run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=fence)
     run.reached(PassPoint.CHECKPOINTED)
     if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-        finish_generation(client, run.config.index, destination.index, spec, run.probe)
+        IndexAlias(client, run.config.index).finish(destination.index, spec, run.probe)
     keep_unapplied(table, run.config, last.snapshot_id)
     result.seconds = time.monotonic() - started
     log.info(

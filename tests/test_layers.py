@@ -17,12 +17,13 @@ LAYERS: list[set[str]] = [
         "icecdc.catalog",
         "icecdc.secrets",
         "icecdc.deadletters",
-        "icecdc.index",
+        "icecdc.index",  # the index's one owner: mappings (pure), the alias and its generations
         "icecdc.manifests",
         "icecdc.protection",
         "icecdc.state",
         "icecdc.verify",
     },
+    {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
     {"icecdc.reading.planner", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning"},
     {"icecdc.engines"},  # where a pass runs: Spark or in-process
