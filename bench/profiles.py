@@ -19,7 +19,7 @@ from icecdc.config import Config
 from icecdc.index import IndexAlias
 from icecdc.model import Change, ChangeRow
 from icecdc.processing import sync
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.sink import write_documents
 

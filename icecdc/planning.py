@@ -13,9 +13,9 @@ from enum import StrEnum
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Operation, Snapshot
 
-from icecdc.catalog import last_sequence_number, sequence_number
+from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
@@ -31,36 +31,6 @@ log = logging.getLogger(__name__)
 FILES_PER_ITEM = 200
 # Export claims tried in one plan when the claimed snapshots keep being rolled back.
 MAX_EXPORT_CLAIMS = 10
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """The current snapshot's ancestry as one view of the table knows it: the only commits the
-    index may follow. A commit off it was rolled back, or left behind when `main` was moved."""
-
-    snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
-    known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
-    table_uuid: str  # the table this view is of; an item of another (dropped) table is off its lineage
-
-    @classmethod
-    def of(cls, table: Table) -> Lineage:
-        ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
-        return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
-
-    def position(self, snapshot_id: int) -> int | None:
-        """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
-        try:
-            return self.snapshot_ids.index(snapshot_id)
-        except ValueError:
-            return None
-
-    def abandoned(self, item: WorkItem) -> bool:
-        """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
-        not a commit newer than this view (which a planner with a fresher view may have planned): it
-        must never be applied."""
-        if item.table_uuid != self.table_uuid:
-            return True
-        return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     },
     {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
-    {"icecdc.reading.planner", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning"},
+    {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     {"icecdc.engines"},  # where a pass runs: Spark or in-process
     {"icecdc.processing"},
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
