@@ -30,8 +30,8 @@ from icecdc.errors import IcecdcError, SparkRequired
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, StateStoreType
 from icecdc.opensearch import open_client
-from icecdc.planning import has_work, table_status, work_size
 from icecdc.state import StateStore
+from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
     from icecdc.processing import BatchResult

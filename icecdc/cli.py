@@ -93,8 +93,8 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
     from icecdc.opensearch import open_client
-    from icecdc.planning import table_status
     from icecdc.state import open_state_store
+    from icecdc.status import table_status
 
     config = load_config(args.config)
     store = open_state_store(config.state)

@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
-    {"icecdc.engines"},  # where a pass runs: Spark or in-process
+    {"icecdc.engines", "icecdc.status"},  # where a pass runs; what an operator or the planner asks
     {"icecdc.processing"},
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
     {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names

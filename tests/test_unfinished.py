@@ -20,9 +20,10 @@ from icecdc.engines import Engines
 from icecdc.errors import LeaseLost, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
-from icecdc.planning import has_work, plan_table, table_status
+from icecdc.planning import plan_table
 from icecdc.processing import process_table, sync
 from icecdc.state import Lease, SqliteStateStore
+from icecdc.status import has_work, table_status
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at

@@ -8,7 +8,7 @@ the messages of a table that failed are reported back (`batchItemFailures`) so t
 them again; the others are done. One event invoked directly (an operator's test) is planned the
 same way, and the invocation fails after every table was tried if any failed.
 
-Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
+Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.status`. Environment (set by
 the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
 per-table Glue job names), optional ICECDC_CATALOG_PROPERTIES (JSON merged into `catalog:`) and,
 where the planner applies batches itself (`aws.planner_applies`), ICECDC_OPENSEARCH_URL (the
