@@ -72,6 +72,15 @@ def test_every_import_points_down_or_stays_in_its_package() -> None:
     assert upward == []
 
 
+# Pure: what they decide is computed from their arguments, never asked of OpenSearch.
+PURE = ("icecdc.index.mappings", "icecdc.batching")
+
+
+def test_the_pure_modules_import_no_opensearch_client() -> None:
+    clients = {m: imports_of(PACKAGE.parent / f"{m.replace('.', '/')}.py", "opensearchpy") for m in PURE}
+    assert clients == {m: set() for m in PURE}
+
+
 def test_no_test_module_imports_another() -> None:
     """What tests share lives in tests/support; a test module importing another would run its tests twice."""
     tests = PACKAGE.parent / "tests"
