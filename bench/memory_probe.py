@@ -16,7 +16,7 @@ from bench.harness.tables import create_table, update_every_file
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.documents import DocumentMapper, encode_document
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import FileTask, RewriteTask
 from icecdc.verify import index_documents
 

@@ -16,11 +16,12 @@ from bench.harness.tables import Mutator
 from icecdc.catalog import identifier_columns
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config
+from icecdc.index import IndexAlias
 from icecdc.model import Change, ChangeRow
 from icecdc.processing import sync
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.sink import ensure_index, write_documents
+from icecdc.sink import write_documents
 
 
 def profile_executor_path(bench: Bench, config: Config) -> dict[str, Any]:
@@ -30,7 +31,7 @@ def profile_executor_path(bench: Bench, config: Config) -> dict[str, Any]:
     tasks = file_tasks(table, items)
     table_config = config.tables[0]
     reader = TableReader.for_table(table, table_config.name, identifier_columns(table, table_config))
-    ensure_index(bench.client, table_config.index)
+    IndexAlias(bench.client, table_config.index).ensure()
     steps: dict[str, float] = {}
     profiler = Profiler(interval=0.002)
     profiler.start()

@@ -14,9 +14,9 @@ from bench.harness.sampling import measured
 from bench.harness.session import Bench, counters, measure_fields
 from bench.harness.tables import create_table
 from icecdc.catalog import identifier_columns
-from icecdc.index import index_spec
+from icecdc.index import IndexAlias, index_spec
 from icecdc.model import Write
-from icecdc.sink import ensure_index, write_documents
+from icecdc.sink import write_documents
 from icecdc.verify import table_documents
 
 
@@ -47,7 +47,7 @@ def sink_efficiency(bench: Bench) -> dict[str, Any]:
     spec = index_spec(table.schema(), bench.config(name, "ice-export").tables[0])
 
     def timed(index: str, write: Callable[[list[dict[str, Any]]], None]) -> float:
-        ensure_index(bench.client, index, spec)
+        IndexAlias(bench.client, index).ensure(spec)
         batch = actions(index)
         started = time.perf_counter()
         write(batch)

@@ -11,8 +11,8 @@ from bench.harness.session import Bench, check_indexes, counters, data_files, me
 from bench.harness.tables import Mutator, create_table
 from bench.profiles import profile_executor_path
 from icecdc.config import Config
+from icecdc.index import IndexAlias
 from icecdc.processing import BatchResult
-from icecdc.sink import ensure_index
 
 
 def compare(bench: Bench) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def compare(bench: Bench) -> dict[str, Any]:
     create_table(spark, name, scale.compare_rows, scale.rows_per_file)
     config = bench.config(name, "ice", export=False)
     bench.sync(config)  # the checkpoint: the current snapshot, where the peer starts too
-    ensure_index(bench.client, "peer")
+    IndexAlias(bench.client, "peer").ensure()
     mutator = Mutator(spark, name, scale.compare_rows, hot=scale.hot)
     start = bench.snapshot_id(name)
     # An unmeasured round first: both tools start their Python workers and import their libraries once.

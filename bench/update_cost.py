@@ -9,7 +9,7 @@ from typing import Any
 from bench.harness.session import Bench, counters, data_files, measure_fields, task_bytes
 from bench.harness.tables import Mutator, create_table
 from bench.profiles import profile_largest_sync
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 
 
 def cost_scaling(bench: Bench) -> dict[str, Any]:

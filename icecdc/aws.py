@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import boto3
 import yaml
@@ -29,9 +29,9 @@ from icecdc.config import Config, OpenSearchConfig, parse_config
 from icecdc.errors import IcecdcError, SparkRequired
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, StateStoreType
-from icecdc.planning import has_work, table_status, work_size
-from icecdc.sink import open_client
+from icecdc.opensearch import open_client
 from icecdc.state import StateStore
+from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
     from icecdc.processing import BatchResult
@@ -52,6 +52,48 @@ ARG_STATE_TABLE = "icecdc_state_table"
 ARG_REGION = "icecdc_region"
 ARG_OPENSEARCH_URL = "icecdc_opensearch_url"
 ARG_DEAD_LETTER = "icecdc_dead_letter"
+
+
+@dataclass(frozen=True)
+class PlannerEnvironment:
+    """The planner Lambda's environment: what the stack (infra/planner.py) sets and the handler
+    (lambdas/planner/handler.py) reads, under the names `VARIABLES` gives, their one source."""
+
+    config: str  # the configuration's path or URI (the YAML bundled with the code)
+    state_table: str  # the stack's DynamoDB state table
+    stack_name: str  # the prefix of the per-table Glue job names
+    catalog_properties: str = "{}"  # JSON merged into `catalog:` (how the Lambda reads files)
+    # Where the planner applies batches itself (`aws.planner_applies`): the endpoint of a domain the
+    # stack created (signed with SigV4), and the stack's dead-letter location, as the job's.
+    opensearch_url: str | None = None
+    dead_letter: str | None = None
+
+    VARIABLES: ClassVar[dict[str, str]] = {
+        "config": "ICECDC_CONFIG",
+        "state_table": "ICECDC_STATE_TABLE",
+        "stack_name": "ICECDC_STACK_NAME",
+        "catalog_properties": "ICECDC_CATALOG_PROPERTIES",
+        "opensearch_url": "ICECDC_OPENSEARCH_URL",
+        "dead_letter": "ICECDC_DEAD_LETTER",
+    }
+
+    def variables(self) -> dict[str, str]:
+        """The environment variables, as the stack sets them: those without a value left out."""
+        values = {name: getattr(self, field) for field, name in self.VARIABLES.items()}
+        return {name: value for name, value in values.items() if value is not None}
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str]) -> PlannerEnvironment:
+        """From the Lambda's environment; an empty optional variable counts as unset."""
+        names = cls.VARIABLES
+        return cls(
+            environ[names["config"]],
+            environ[names["state_table"]],
+            environ[names["stack_name"]],
+            environ.get(names["catalog_properties"], "{}"),
+            environ.get(names["opensearch_url"]) or None,
+            environ.get(names["dead_letter"]) or None,
+        )
 
 
 def glue_name(name: str) -> str:

@@ -1,15 +1,19 @@
-"""Loading configured tables through pyiceberg and resolving their identifier columns."""
+"""Loading configured tables through pyiceberg, resolving their identifier columns, and the
+lineage of their current snapshot."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.types import NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig
 from icecdc.errors import PlanningError
+from icecdc.model import WorkItem
 
 
 def open_catalog(config: CatalogConfig) -> Catalog:
@@ -62,3 +66,33 @@ def sequence_number(snapshot: Snapshot) -> int:
 def last_sequence_number(table: Table) -> int:
     """The newest sequence number the table's metadata has handed out (0 for format v1)."""
     return getattr(table.metadata, "last_sequence_number", 0)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The current snapshot's ancestry as one view of the table knows it: the only commits the
+    index may follow. A commit off it was rolled back, or left behind when `main` was moved."""
+
+    snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
+    known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
+    table_uuid: str  # the table this view is of; an item of another (dropped) table is off its lineage
+
+    @classmethod
+    def of(cls, table: Table) -> Lineage:
+        ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
+        return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
+
+    def position(self, snapshot_id: int) -> int | None:
+        """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
+        try:
+            return self.snapshot_ids.index(snapshot_id)
+        except ValueError:
+            return None
+
+    def abandoned(self, item: WorkItem) -> bool:
+        """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
+        not a commit newer than this view (which a planner with a fresher view may have planned): it
+        must never be applied."""
+        if item.table_uuid != self.table_uuid:
+            return True
+        return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number

@@ -150,9 +150,9 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
-    from icecdc.planning import table_status
-    from icecdc.sink import open_client
+    from icecdc.opensearch import open_client
     from icecdc.state import open_state_store
+    from icecdc.status import table_status
 
     config = load_config(args.config)
     store = open_state_store(config.state)
@@ -175,7 +175,7 @@ def _status(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
-    from icecdc.sink import open_client
+    from icecdc.opensearch import open_client
     from icecdc.verify import diff_index
 
     config = load_config(args.config)

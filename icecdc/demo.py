@@ -29,8 +29,8 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType, Time
 
 from icecdc.catalog import open_catalog
 from icecdc.config import Config, parse_config
+from icecdc.opensearch import open_client
 from icecdc.processing import sync
-from icecdc.sink import open_client
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents
 

@@ -55,3 +55,8 @@ class SparkRequired(ProcessingError):
 
 class OperationError(IcecdcError):
     """An operator's command (audit, repair, dead-letter replay) cannot run as asked; nothing was written."""
+
+
+class IndexStateError(SinkError):
+    """The index is not as icecdc can write it: an alias naming several indices, a template that does
+    not fit, a write block, a generation whose copies are not active; nothing was written."""

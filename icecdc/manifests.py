@@ -1,5 +1,6 @@
 """What a snapshot added, removed and holds, read from its manifests once and shared by planning
-(which lists the files as work items) and the reading planner (which resolves them to tasks)."""
+(which lists the files as work items), batching (which caps a pass by their sizes) and the driver
+side of reading (which resolves them to tasks)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 from icecdc.compat import referenced_data_file_path
 from icecdc.errors import ProcessingError
+from icecdc.model import WorkItem
 
 
 class SnapshotFiles:
@@ -139,6 +141,31 @@ class ChangedEntries:
         if snapshot.snapshot_id not in self._by_snapshot:
             self._by_snapshot[snapshot.snapshot_id] = list(entries_changed_by(table, snapshot))
         return self._by_snapshot[snapshot.snapshot_id]
+
+
+class SnapshotSizes:
+    """The bytes of the files a batch's snapshots list, from their manifests, read when first asked
+    (`icecdc.batching.BatchSizes`: a pass stops asking once its caps are reached)."""
+
+    def __init__(self, table: Table, changed: ChangedEntries) -> None:
+        self._table = table
+        self._changed = changed
+        self._live: dict[int, SnapshotFiles] = {}
+
+    def has_snapshot(self, snapshot_id: int) -> bool:
+        return self._table.snapshot_by_id(snapshot_id) is not None
+
+    def export_bytes(self, item: WorkItem) -> int:
+        """The bytes of the data files an export item lists (live in its snapshot)."""
+        if item.snapshot_id not in self._live:
+            self._live[item.snapshot_id] = SnapshotFiles(self._table, self._table.snapshot_by_id(item.snapshot_id), self._changed)
+        live = self._live[item.snapshot_id]
+        return sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
+
+    def change_bytes(self, snapshot_id: int) -> int:
+        """The bytes of the files a snapshot added and removed; 0 for a snapshot that no longer exists."""
+        snapshot = self._table.snapshot_by_id(snapshot_id)
+        return sum(e.data_file.file_size_in_bytes for e in self._changed.of(self._table, snapshot)) if snapshot else 0
 
 
 def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -165,6 +165,14 @@ class WorkItem:
                 "status": ItemStatus(raw.get("status", ItemStatus.PENDING)),
             }
         )
+
+
+def by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
+    """The items grouped by snapshot, snapshots and items in the order given."""
+    grouped: dict[int, list[WorkItem]] = {}
+    for item in items:
+        grouped.setdefault(item.snapshot_id, []).append(item)
+    return grouped
 
 
 # Field names of items stored before the rename, so that a store written by an earlier version reads.

@@ -8,20 +8,18 @@ twice, or two planners racing, leaves each item once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation, Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Operation, Snapshot
 
-from icecdc.catalog import last_sequence_number, sequence_number
+from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.config import TableConfig
-from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
-from icecdc.index import IndexAlias
 from icecdc.manifests import ChangedEntries
-from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem, WorkSize
+from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
 
@@ -31,36 +29,6 @@ log = logging.getLogger(__name__)
 FILES_PER_ITEM = 200
 # Export claims tried in one plan when the claimed snapshots keep being rolled back.
 MAX_EXPORT_CLAIMS = 10
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """The current snapshot's ancestry as one view of the table knows it: the only commits the
-    index may follow. A commit off it was rolled back, or left behind when `main` was moved."""
-
-    snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
-    known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
-    table_uuid: str  # the table this view is of; an item of another (dropped) table is off its lineage
-
-    @classmethod
-    def of(cls, table: Table) -> Lineage:
-        ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
-        return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
-
-    def position(self, snapshot_id: int) -> int | None:
-        """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
-        try:
-            return self.snapshot_ids.index(snapshot_id)
-        except ValueError:
-            return None
-
-    def abandoned(self, item: WorkItem) -> bool:
-        """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
-        not a commit newer than this view (which a planner with a fresher view may have planned): it
-        must never be applied."""
-        if item.table_uuid != self.table_uuid:
-            return True
-        return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number
 
 
 @dataclass(frozen=True)
@@ -98,7 +66,7 @@ def plan_table(
     changed = changed or ChangedEntries()
     lineage = Lineage.of(table)
     retire_abandoned(store, config.name, lineage)
-    kind, reason = resync or _resync_needed(table, config.name, checkpoint, identifier_columns)
+    kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns)
     resync = (kind, reason) if kind else None
 
     items: list[WorkItem] = []
@@ -114,7 +82,7 @@ def plan_table(
     else:
         base = checkpoint
 
-    snapshots = _snapshots_after(table, config.name, base)
+    snapshots = snapshots_after(table, config.name, base)
     for snapshot in snapshots:
         items += _change_items(table, config.name, snapshot, identifier_columns, changed)
 
@@ -176,7 +144,7 @@ def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, 
     raise PlanningError(f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again")
 
 
-def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:
+def snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:
     """The current snapshot's ancestors after `base`, oldest first."""
     by_id = {s.snapshot_id: s for s in table.snapshots()}
     chain: list[Snapshot] = []
@@ -194,7 +162,7 @@ def _snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot
     return chain
 
 
-def _resync_needed(
+def resync_needed(
     table: Table, name: str, checkpoint: Checkpoint | None, identifier_columns: tuple[str, ...]
 ) -> tuple[ResyncKind, str]:
     """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and why.
@@ -215,7 +183,7 @@ def _resync_needed(
             f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})",
         )
     try:
-        _snapshots_after(table, name, checkpoint)
+        snapshots_after(table, name, checkpoint)
     except PlanningError:
         current = table.current_snapshot()
         assert current is not None
@@ -302,117 +270,3 @@ class _Role(StrEnum):
     ADDED_DATA = "added data"
     REMOVED_DATA = "removed data"
     ADDED_DELETES = "added deletes"
-
-
-@dataclass(frozen=True)
-class TableStatus:
-    table: str
-    checkpoint: Checkpoint | None
-    current_snapshot_id: int | None
-    pending_items: int
-    lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
-    lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
-    dead_letters: int = 0  # documents kept aside because they can never be written
-    unfinished: str = ""  # what a run left undone in the index (IndexAlias.unfinished); "": nothing
-
-
-def has_work(
-    table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
-) -> bool:
-    """Whether a sync of the table would do anything, from its metadata, the checkpoint and the
-    index's aliases alone: the planner Lambda's question, answered in time independent of the
-    table's size (listing an export's files and walking a backlog's manifests are the Glue job's work).
-    `index`: the table's index, whose unfinished states (`IndexAlias.unfinished`) are work too."""
-    if store.count_pending(name):
-        return True
-    checkpoint = store.get_checkpoint(name)
-    if index is not None and index.unfinished(checkpoint):
-        return True
-    current = table.current_snapshot()
-    if current is None:
-        return False
-    if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
-        return True
-    kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync
-    return kind != ResyncKind.NONE
-
-
-def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
-    """An estimate, from snapshot summaries alone (no manifest read), of what a sync would read
-    when nothing is pending: the current snapshot whole for an export or a resync, else what
-    every snapshot since the checkpoint added and removed. None when it cannot be told (work is
-    pending, a summary lacks the counts): the caller then assumes the work is large."""
-    current = table.current_snapshot()
-    if store.count_pending(name) or current is None:
-        return None
-    checkpoint = store.get_checkpoint(name)
-    kind, _ = _resync_needed(table, name, checkpoint, identifier_columns)
-    if checkpoint is None or kind != ResyncKind.NONE:
-        return _summed([current], _TOTAL)
-    return _summed(_snapshots_after(table, name, checkpoint), _CHANGED)
-
-
-@dataclass(frozen=True)
-class _SummaryKeys:
-    """Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them) summed into a WorkSize."""
-
-    files: tuple[str, ...]
-    rows: tuple[str, ...]
-    bytes: tuple[str, ...]
-
-
-_TOTAL = _SummaryKeys(("total-data-files", "total-delete-files"), ("total-records",), ("total-files-size",))
-_CHANGED = _SummaryKeys(
-    ("added-data-files", "deleted-data-files", "added-delete-files"),
-    ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes"),
-    ("added-files-size", "removed-files-size"),
-)
-
-
-def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
-    files = rows = size = 0
-    for snapshot in snapshots:
-        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
-        if snapshot.summary is None or snapshot.summary.operation == Operation.REPLACE:
-            continue  # a compaction changes no row: icecdc reads none of its files
-        if _TOTAL.bytes[0] not in summary:
-            return None  # a writer that records no sizes: a zero would be a guess
-        # writers leave out counts that are zero
-        files += sum(int(summary.get(k, 0)) for k in keys.files)
-        rows += sum(int(summary.get(k, 0)) for k in keys.rows)
-        size += sum(int(summary.get(k, 0)) for k in keys.bytes)
-    return WorkSize(files, rows, size)
-
-
-def table_status(
-    table: Table,
-    config: TableConfig,
-    store: StateStore,
-    now: float,
-    dead_letters: DeadLetters | None = None,
-    index: IndexAlias | None = None,
-) -> TableStatus:
-    """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
-    given the `index`, what a run left unfinished in it."""
-    status = _lag(table, config, store, now)
-    if dead_letters:
-        status = replace(status, dead_letters=dead_letters.count(config.name))
-    if index is not None:
-        status = replace(status, unfinished=index.unfinished(status.checkpoint))
-    return status
-
-
-def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
-    checkpoint = store.get_checkpoint(config.name)
-    current = table.current_snapshot()
-    pending = store.count_pending(config.name)
-    if current is None:
-        return TableStatus(config.name, checkpoint, None, pending, 0, 0.0)
-    if checkpoint is None:
-        return TableStatus(config.name, None, current.snapshot_id, pending, None, now - current.timestamp_ms / 1000)
-    try:
-        behind = _snapshots_after(table, config.name, checkpoint)
-    except PlanningError:
-        return TableStatus(config.name, checkpoint, current.snapshot_id, pending, None, 0.0)
-    lag_seconds = max(0.0, now - behind[0].timestamp_ms / 1000) if behind else 0.0
-    return TableStatus(config.name, checkpoint, current.snapshot_id, pending, len(behind), lag_seconds)

@@ -1,10 +1,12 @@
 """Processing: apply a table's pending work items to OpenSearch, one pass at a time.
 
 This is the Glue job's work, the planner Lambda's for small batches, and `icecdc sync`'s second
-step. A pass selects and caps the batch, prepares the index, resolves the items to file tasks
-(metadata only) and hands them to an engine (`icecdc.engines`: Spark, or in-process for small
-passes), which reads the files, brings every change of a key together and writes each key's net
-change, versioned. The checkpoint advances only after every write of the pass succeeded.
+step. A pass selects and caps the batch (`icecdc.batching`), finds where it writes (the alias, or a
+rebuild's generation: `icecdc.index`), resolves the items to file tasks (metadata only), picks its
+engine from what they read (`icecdc.engines`: Spark, or in-process for small passes), prepares
+the index, applies the tasks (read the files, bring every change of a key together, write each
+key's net change, versioned), completes the items with the checkpoint, and finishes a rebuild.
+The checkpoint advances only after every write of the pass succeeded.
 """
 
 from __future__ import annotations
@@ -20,30 +22,22 @@ from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.batching import cap_batch, select_batch
+from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
-from icecdc.engines import Engines, Target
+from icecdc.engines import Engine, Engines, Target
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
-from icecdc.index import (
-    IndexSpec,
-    current_generation,
-    delete_leftover_generations,
-    finish_generation,
-    generations,
-    index_spec,
-    index_uuid,
-    mapping_conflicts,
-    resumable_generation,
-)
-from icecdc.manifests import ChangedEntries, SnapshotFiles
-from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
-from icecdc.planning import Lineage, current_view, plan_table
+from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
+from icecdc.manifests import ChangedEntries, SnapshotSizes
+from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
+from icecdc.opensearch import check_reachable, open_client
+from icecdc.planning import current_view, plan_table
 from icecdc.protection import keep_unapplied
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import files_read_by
-from icecdc.sink import SinkStats, check_reachable, ensure_index, open_client, start_rebuild
+from icecdc.reading.tasks import Task, files_read_by
+from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -78,41 +72,80 @@ class BatchResult:
         self.seconds += other.seconds
 
 
-def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
-    """Split pending items into (the batch to apply now, stale items to retire unread).
+@dataclass(frozen=True)
+class TableRun:
+    """What passes over one table work with, but the table's metadata (which a pass may reload).
 
-    Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
-    before marking them done), off the current snapshot's lineage (rolled back), or before a
-    pending export on it (the export brings the index past them).
-    The batch: the run of snapshots on the lineage that starts right after the checkpoint (or at a
-    pending export), oldest first, each with all its items present; a snapshot a planner is still
-    writing, or has not planned yet, ends it. Items of commits newer than this view wait.
-    """
-    stale = [i for i in items if (checkpoint is not None and checkpoint.supersedes(i)) or lineage.abandoned(i)]
-    retired = {i.key for i in stale}
-    by_position: dict[int, list[WorkItem]] = {}
-    for item in items:
-        position = lineage.position(item.snapshot_id)
-        if position is not None and item.key not in retired:
-            by_position.setdefault(position, []).append(item)
-    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == ItemKind.EXPORT for i in snapshot_items)]
-    if exports:
-        start = max(exports)
-        # the export snapshot's own change items, planned before the resync was: the export covers them
-        stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
-        by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
-    elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
-        start = at + 1
-    else:
-        return [], stale  # the checkpoint is off the lineage: the planner resyncs first
-    stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]
-    batch: list[WorkItem] = []
-    for position in range(start, len(lineage.snapshot_ids)):
-        snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
-        if not snapshot_items or len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
-            break
-        batch += snapshot_items
-    return batch, stale
+    `changed`: the snapshots' manifest entries, shared with planning in this process.
+    `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
+    `limits`: how much one pass may read. `probe`: called at each `PassPoint` (tests crash there)."""
+
+    engines: Engines
+    config: TableConfig
+    store: StateStore
+    opensearch: OpenSearchConfig
+    identifiers: tuple[str, ...]
+    dead_letter: str | None = None
+    changed: ChangedEntries = field(default_factory=ChangedEntries)
+    lease: Lease | None = None
+    limits: BatchConfig = field(default_factory=BatchConfig)
+    probe: Probe | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def reached(self, point: PassPoint) -> None:
+        if self.probe is not None:
+            self.probe(point)
+
+    def process(self, table: Table) -> BatchResult:
+        """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
+        checkpoint = self.store.get_checkpoint(self.name)
+        table = current_view(table, self.name, checkpoint)
+        self._check_index(table, checkpoint)
+        try:
+            return _process_batch(self, table)
+        except FilesGone as exc:
+            # Snapshot expiration deleted files this batch needed after it was planned: the changes in
+            # between cannot be read any more, so the index is rebuilt from the current snapshot.
+            log.warning("%s: %s; resyncing from the current snapshot", self.name, exc)
+            table = table.refresh()
+            self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
+            return _process_batch(self, table)
+
+    def catch_up(self, catalog: Catalog, table: Table, deadline: float | None = None) -> BatchResult:
+        """Plan and process, pass after pass, until the table is caught up with its current snapshot,
+        or `deadline` (time.monotonic()) has passed: then the result is `unfinished`."""
+        total = BatchResult(self.name)
+        for _ in range(MAX_SYNC_ROUNDS):
+            if self.lease is not None and self.lease.lost:
+                raise LeaseLost.of(self.name)
+            if deadline is not None and time.monotonic() > deadline:
+                total.unfinished = True
+                break
+            self.plan(table)
+            self.reached(PassPoint.PLANNED)
+            batch = self.process(table)
+            total.add(batch)
+            if batch.snapshots == 0:
+                break
+            table = load_table(catalog, self.name)  # commits made while we worked
+        return total
+
+    def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
+        plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)
+
+    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> None:
+        """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
+        first), and delete what a finished swap left behind."""
+        alias = IndexAlias(open_client(self.opensearch), self.config.index)
+        replaced = alias.replaced_since(checkpoint, _spec(table, self.config))
+        if replaced:
+            log.warning("%s: %s; exporting the table again", self.name, replaced)
+            self.plan(table, resync=(ResyncKind.REWRITE, replaced))
+        if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
+            alias.delete_leftovers()
 
 
 def process_table(
@@ -128,78 +161,25 @@ def process_table(
     limits: BatchConfig | None = None,
     probe: Probe | None = None,
 ) -> BatchResult:
-    """Apply the table's pending complete snapshots in one pass and advance its checkpoint.
-
-    `changed`: the snapshots' manifest entries, when planning in this process has read them.
-    `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
-    `limits`: how much this pass may read (default: the configuration's defaults).
-    `probe`: called at each `PassPoint` (tests crash there)."""
-    changed = changed or ChangedEntries()  # one read of each manifest for capping, planning and reading
-    checkpoint = store.get_checkpoint(config.name)
-    table = current_view(table, config.name, checkpoint)
-    client = open_client(opensearch)
-    replaced = _index_replaced(
-        client, config.index, checkpoint, index_spec(table.schema(), config, str(table.metadata.table_uuid))
+    """`TableRun(...).process(table)`: one pass over the table's pending work (see `TableRun`)."""
+    run = TableRun(
+        engines,
+        config,
+        store,
+        opensearch,
+        identifiers,
+        dead_letter,
+        changed or ChangedEntries(),
+        lease,
+        limits or BatchConfig(),
+        probe,
     )
-    if replaced:
-        log.warning("%s: %s; exporting the table again", config.name, replaced)
-        plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, replaced))
-    if not any(i.resync for i in store.pending_items(config.name)):  # no rebuild under way: what a swap left behind
-        delete_leftover_generations(client, config.index)
-    run = _TableRun(engines, config, store, opensearch, identifiers, dead_letter, changed, lease, limits or BatchConfig(), probe)
-    try:
-        return _process_batch(run, table)
-    except FilesGone as exc:
-        # Snapshot expiration deleted files this batch needed after it was planned: the changes in
-        # between cannot be read any more, so the index is rebuilt from the current snapshot.
-        log.warning("%s: %s; resyncing from the current snapshot", config.name, exc)
-        table = table.refresh()
-        plan_table(table, config, store, identifiers, changed, resync=(ResyncKind.REWRITE, str(exc)))
-        return _process_batch(run, table)
+    return run.process(table)
 
 
-def cap_batch(table: Table, batch: list[WorkItem], limits: BatchConfig, changed: ChangedEntries) -> tuple[list[WorkItem], bool]:
-    """The part of the batch one pass applies, and whether it ends inside an export.
-
-    Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
-    export, always the first snapshot of its batch, is cut file by file: the pass ends inside it,
-    and its APPLIED items are kept so the pass that reads its last files can finish it."""
-    taken: list[WorkItem] = []
-    files = size = 0
-
-    def fits(more_files: int, more_bytes: int) -> bool:
-        return files + more_files <= limits.max_files and size + more_bytes <= limits.max_bytes
-
-    for snapshot_id, items in _by_snapshot(batch):
-        snapshot = table.snapshot_by_id(snapshot_id)
-        if items[0].kind == ItemKind.EXPORT and snapshot is not None:
-            live = SnapshotFiles(table, snapshot, changed)
-            applied = [i for i in items if i.status == ItemStatus.APPLIED]  # kept: they tell later passes it has begun
-            for item in (i for i in items if i.status != ItemStatus.APPLIED):
-                item_bytes = sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
-                if (files or size) and not fits(len(item.added_data_files), item_bytes):
-                    return taken + applied, True
-                taken.append(item)
-                files, size = files + len(item.added_data_files), size + item_bytes
-            taken += applied
-            continue
-        snapshot_files = sum(len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files) for i in items)
-        snapshot_bytes = (
-            sum(e.data_file.file_size_in_bytes for e in changed.of(table, snapshot)) if snapshot_files and snapshot else 0
-        )
-        if taken and not fits(snapshot_files, snapshot_bytes):
-            return taken, False
-        taken += items
-        files, size = files + snapshot_files, size + snapshot_bytes
-    return taken, False
-
-
-def _by_snapshot(items: list[WorkItem]) -> list[tuple[int, list[WorkItem]]]:
-    """The items grouped by snapshot, in the batch's order."""
-    grouped: dict[int, list[WorkItem]] = {}
-    for item in items:
-        grouped.setdefault(item.snapshot_id, []).append(item)
-    return list(grouped.items())
+def _spec(table: Table, config: TableConfig) -> IndexSpec:
+    """The index of the documents a pass writes: the mapping of the table's current schema."""
+    return index_spec(table.schema(), config, str(table.metadata.table_uuid))
 
 
 @contextmanager
@@ -209,58 +189,6 @@ def _manifests_of(table: str) -> Iterator[None]:
         yield
     except FileNotFoundError as exc:
         raise FilesGone(f"table {table!r}: a manifest of the batch is gone (expired?): {exc}") from None
-
-
-def _index_replaced(client: OpenSearch, index: str, checkpoint: Checkpoint | None, spec: IndexSpec) -> str:
-    """Why the checkpoint's documents are no longer in the index ("" when they are).
-
-    A rebuild records its new generation in the checkpoint before it swaps the alias: when a run
-    stopped in between, the swap is done now."""
-    if checkpoint is None or not checkpoint.index_uuid:
-        return ""
-    found = index_uuid(client, index)
-    if found != checkpoint.index_uuid:
-        built = [name for name, uuid in generations(client, index).items() if uuid == checkpoint.index_uuid]
-        if built:
-            log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", index, built[0])
-            finish_generation(client, index, built[0], spec)
-            found = index_uuid(client, index)
-    if found is None:
-        return f"index {index!r} was deleted"
-    if found != checkpoint.index_uuid:
-        return f"index {index!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
-    return ""
-
-
-def _mapping_changed(client: OpenSearch, index: str, spec: IndexSpec) -> bool:
-    """Whether the index `index` names maps a field otherwise than `spec` (checked again by every
-    pass of a rewrite: the current generation does not change until the swap)."""
-    if current_generation(client, index) is None:
-        return False
-    conflicts = mapping_conflicts(client, index, spec)
-    if conflicts:
-        log.info("index %r maps %s otherwise than the schema: rebuilding it in a new generation", index, ", ".join(conflicts))
-    return bool(conflicts)
-
-
-@dataclass(frozen=True)
-class _TableRun:
-    """What a pass over one table works with, but the table's metadata (which a pass may reload)."""
-
-    engines: Engines
-    config: TableConfig
-    store: StateStore
-    opensearch: OpenSearchConfig
-    identifiers: tuple[str, ...]
-    dead_letter: str | None
-    changed: ChangedEntries
-    lease: Lease | None
-    limits: BatchConfig
-    probe: Probe | None = None
-
-    def reached(self, point: PassPoint) -> None:
-        if self.probe is not None:
-            self.probe(point)
 
 
 @dataclass(frozen=True)
@@ -274,34 +202,6 @@ class _Destination:
     resumable: frozenset[str] = frozenset()  # a rebuild's: the uuids its earlier passes wrote to
 
 
-def _find_destination(run: _TableRun, client: OpenSearch, batch: list[WorkItem], spec: IndexSpec) -> _Destination:
-    """Where the pass will write, reading only: so that its engine is known before anything is written.
-
-    A reset, and a rewrite the current mapping cannot take (a type change), export into a new
-    generation while the alias keeps serving the current one; their later passes (batch caps, a
-    rerun after a crash) resume the generation their APPLIED items name."""
-    resync = {i.resync for i in batch if i.resync}
-    alias = run.config.index
-    if ResyncKind.RESET in resync or (ResyncKind.REWRITE in resync and _mapping_changed(client, alias, spec)):
-        resumable = frozenset(_applied_index(i) for i in batch if i.status == ItemStatus.APPLIED and i.applied_to)
-        resumed = resumable_generation(client, alias, spec, set(resumable))
-        return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
-    return _Destination(alias, index_uuid(client, alias) or "", rebuild=False)
-
-
-def _prepare_destination(client: OpenSearch, alias: str, found: _Destination, spec: IndexSpec) -> _Destination:
-    """Check the index accepts writes and bring it up to `spec`; a rebuild's generation is created or resumed."""
-    if found.rebuild:
-        index = start_rebuild(client, alias, spec, set(found.resumable))
-    else:
-        ensure_index(client, alias, spec)
-        index = alias
-    prepared = replace(found, index=index, uuid=index_uuid(client, index) or "")
-    if found.uuid and prepared.uuid != found.uuid:  # what the pass planned to skip is not in this index
-        raise ProcessingError(f"index {index!r} was deleted or replaced while the pass began; the next pass starts over")
-    return prepared
-
-
 def _applied_mark(index_uuid: str, schema_id: int) -> str:
     """What a capped pass records as where its items' rows are (`WorkItem.applied_to`): the index,
     and the schema they were read with (a schema change before the export ends makes them stale)."""
@@ -313,103 +213,176 @@ def _applied_index(item: WorkItem) -> str:
     return item.applied_to.split("@", 1)[0]
 
 
-def _check_fences(run: _TableRun, client: OpenSearch, destination: _Destination) -> None:
-    """Raise unless this run still holds the table's lease and writes to the index it began with."""
-    if index_uuid(client, destination.index) != destination.uuid:
-        raise ProcessingError(f"table {run.config.name!r}: index {destination.index!r} was deleted or replaced during the pass")
-    if run.lease is not None and run.lease.lost:
-        raise LeaseLost.of(run.config.name)
-
-
-def _process_batch(run: _TableRun, table: Table) -> BatchResult:
+def _process_batch(run: TableRun, table: Table) -> BatchResult:
+    """One pass: select, cap, destination, tasks, engine, prepare the destination, apply, complete, finish."""
     started = time.monotonic()
-    name = run.config.name
-    batch, stale = select_batch(run.store.pending_items(name), run.store.get_checkpoint(name), Lineage.of(table))
-    if stale:
-        run.store.complete(name, None, stale)
-    result = BatchResult(name)
+    result = BatchResult(run.name)
+    batch = _select(run, table)
     if not batch:
         return result
-    with _manifests_of(name):
-        batch, result.partial = cap_batch(table, batch, run.limits, run.changed)
-    resync = {i.resync for i in batch if i.resync}
-    client = open_client(run.opensearch)
-    spec = index_spec(table.schema(), run.config, str(table.metadata.table_uuid))  # the mapping of the documents written
-    destination = _find_destination(run, client, batch, spec)
-    # Every item but an export's files an earlier pass applied to this very index, read with this
-    # very schema: their tasks tell exactly what the pass reads (a delete file's data files
-    # included), and so its engine. Rows read with an older schema are written again.
-    applied_here = _applied_mark(destination.uuid, table.metadata.current_schema_id) if destination.uuid else None
-    unread = [i for i in batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
-    with _manifests_of(name):
-        tasks = file_tasks(table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
-    # every read counts: each key range of a rewrite reads all of the rewrite's files again
-    engine = run.engines.for_pass(name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
-    result.engine = engine.kind
-    destination = _prepare_destination(client, run.config.index, destination, spec)
-    last = batch[-1]
-    result.snapshots = len({i.snapshot_id for i in batch})
-    result.files = len(tasks)
-    log.info(
-        "%s: applying %d snapshots, %d files%s",
-        name,
-        result.snapshots,
-        result.files,
-        f" ({', '.join(resync)})" if resync else "",
-    )
-    target = Target(
-        name,
-        destination.index,
-        run.opensearch,
-        run.dead_letter,
-        {i.sequence_number: i.snapshot_id for i in batch},
-        "external_gte" if resync else "external",
-        run.identifiers,
-    )
-    if tasks:
-        reader = TableReader.for_table(table, name, run.identifiers, run.dead_letter)
-        result.changes, result.writes = engine.apply(reader, tasks, target)
-    run.reached(PassPoint.WRITTEN)
-    fence = run.lease.owner if run.lease else None
+    with _manifests_of(run.name):
+        batch, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
+    step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started)
+    found = step.find_destination()
+    unread = step.unread(found)
+    tasks = step.tasks(unread)
+    engine = step.engine(tasks)
+    destination = step.prepare_destination(found)
+    step.apply(engine, tasks, destination, result)
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
-        _check_fences(run, client, destination)
-        run.store.mark_applied(name, unread, _applied_mark(destination.uuid, table.metadata.current_schema_id), fence=fence)
-        run.reached(PassPoint.MARKED_APPLIED)
-        result.seconds = time.monotonic() - started
-        log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", name, len(unread))
-        return result
-    if ResyncKind.REWRITE in resync and not destination.rebuild:  # a new generation holds only the export
-        export_version = min(i.sequence_number for i in batch if i.resync)
-        deleted = engine.delete_older(target, export_version)
-        log.info("%s: deleted %d documents older than the resync", name, deleted)
-        result.writes.deleted += deleted
-    _check_fences(run, client, destination)
-    result.checkpoint = Checkpoint(
-        last.table_uuid,
-        last.snapshot_id,
-        last.sequence_number,
-        table.metadata.current_schema_id,
-        run.identifiers,
-        destination.uuid,
-    )
-    run.store.complete(name, result.checkpoint, batch, replace=bool(resync), fence=fence)
-    run.reached(PassPoint.CHECKPOINTED)
-    if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-        finish_generation(client, run.config.index, destination.index, spec, run.probe)
-    keep_unapplied(table, run.config, last.snapshot_id)
-    result.seconds = time.monotonic() - started
-    log.info(
-        "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
-        name,
-        result.changes.rows,
-        result.changes.carryovers,
-        result.writes.indexed,
-        result.writes.deleted,
-        result.writes.superseded,
-        last.snapshot_id,
-        result.seconds,
-    )
+        return step.mark_applied(unread, destination, result)
+    step.complete(engine, destination, result)
+    step.finish(destination, result)
     return result
+
+
+def _select(run: TableRun, table: Table) -> list[WorkItem]:
+    """The batch to apply; stale items are retired unread."""
+    batch, stale = select_batch(run.store.pending_items(run.name), run.store.get_checkpoint(run.name), Lineage.of(table))
+    if stale:
+        run.store.complete(run.name, None, stale)
+    return batch
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What the steps of one pass over a table's batch share."""
+
+    run: TableRun
+    table: Table
+    batch: list[WorkItem]
+    client: OpenSearch
+    spec: IndexSpec  # the mapping of the documents written
+    started: float
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def resync(self) -> set[ResyncKind]:
+        return {i.resync for i in self.batch if i.resync}
+
+    @property
+    def schema_id(self) -> int:
+        return int(self.table.metadata.current_schema_id)
+
+    @property
+    def fence(self) -> str | None:
+        return self.run.lease.owner if self.run.lease else None
+
+    def find_destination(self) -> _Destination:
+        """Where the pass will write, reading only: so that its engine is known before anything is written.
+
+        A reset, and a rewrite the current mapping cannot take (a type change), export into a new
+        generation while the alias keeps serving the current one; their later passes (batch caps, a
+        rerun after a crash) resume the generation their APPLIED items name."""
+        alias = IndexAlias(self.client, self.run.config.index)
+        if ResyncKind.RESET in self.resync or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
+            resumable = frozenset(_applied_index(i) for i in self.batch if i.status == ItemStatus.APPLIED and i.applied_to)
+            resumed = alias.resumable(self.spec, set(resumable))
+            return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
+        return _Destination(alias.name, alias.uuid() or "", rebuild=False)
+
+    def unread(self, destination: _Destination) -> list[WorkItem]:
+        """Every item but an export's files an earlier pass applied to this very index, read with this
+        very schema: their tasks tell exactly what the pass reads (a delete file's data files
+        included), and so its engine. Rows read with an older schema are written again."""
+        applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
+        return [i for i in self.batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
+
+    def tasks(self, unread: list[WorkItem]) -> list[Task]:
+        run = self.run
+        with _manifests_of(self.name):
+            return file_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+
+    def engine(self, tasks: list[Task]) -> Engine:
+        # every read counts: each key range of a rewrite reads all of the rewrite's files again
+        return self.run.engines.for_pass(self.name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
+
+    def prepare_destination(self, found: _Destination) -> _Destination:
+        """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
+        alias = IndexAlias(self.client, self.run.config.index)
+        if found.rebuild:
+            index = alias.start_rebuild(self.spec, set(found.resumable))
+        else:
+            alias.ensure(self.spec)
+            index = alias.name
+        prepared = replace(found, index=index, uuid=index_uuid(self.client, index) or "")
+        if found.uuid and prepared.uuid != found.uuid:  # what the pass planned to skip is not in this index
+            raise ProcessingError(f"index {index!r} was deleted or replaced while the pass began; the next pass starts over")
+        return prepared
+
+    def target(self, destination: _Destination) -> Target:
+        run = self.run
+        snapshot_ids = {i.sequence_number: i.snapshot_id for i in self.batch}
+        version_type = "external_gte" if self.resync else "external"
+        return Target(self.name, destination.index, run.opensearch, run.dead_letter, snapshot_ids, version_type, run.identifiers)
+
+    def apply(self, engine: Engine, tasks: list[Task], destination: _Destination, result: BatchResult) -> None:
+        """Read the tasks' files and write each key's net change into the destination."""
+        run = self.run
+        result.engine = engine.kind
+        result.snapshots = len({i.snapshot_id for i in self.batch})
+        result.files = len(tasks)
+        resync = f" ({', '.join(self.resync)})" if self.resync else ""
+        log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
+        if tasks:
+            reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter)
+            result.changes, result.writes = engine.apply(reader, tasks, self.target(destination))
+        run.reached(PassPoint.WRITTEN)
+
+    def check_fences(self, destination: _Destination) -> None:
+        """Raise unless this run still holds the table's lease and writes to the index it began with."""
+        if index_uuid(self.client, destination.index) != destination.uuid:
+            raise ProcessingError(f"table {self.name!r}: index {destination.index!r} was deleted or replaced during the pass")
+        lease = self.run.lease
+        if lease is not None and lease.lost:
+            raise LeaseLost.of(self.name)
+
+    def mark_applied(self, unread: list[WorkItem], destination: _Destination, result: BatchResult) -> BatchResult:
+        """Record the export's files this pass applied, where and with which schema; nothing advances."""
+        self.check_fences(destination)
+        mark = _applied_mark(destination.uuid, self.schema_id)
+        self.run.store.mark_applied(self.name, unread, mark, fence=self.fence)
+        self.run.reached(PassPoint.MARKED_APPLIED)
+        result.seconds = time.monotonic() - self.started
+        log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", self.name, len(unread))
+        return result
+
+    def complete(self, engine: Engine, destination: _Destination, result: BatchResult) -> None:
+        """Delete what a rewrite's export did not write, then complete the items with the checkpoint."""
+        run, last = self.run, self.batch[-1]
+        if ResyncKind.REWRITE in self.resync and not destination.rebuild:  # a new generation holds only the export
+            export_version = min(i.sequence_number for i in self.batch if i.resync)
+            deleted = engine.delete_older(self.target(destination), export_version)
+            log.info("%s: deleted %d documents older than the resync", self.name, deleted)
+            result.writes.deleted += deleted
+        self.check_fences(destination)
+        result.checkpoint = Checkpoint(
+            last.table_uuid, last.snapshot_id, last.sequence_number, self.schema_id, run.identifiers, destination.uuid
+        )
+        run.store.complete(self.name, result.checkpoint, self.batch, replace=bool(self.resync), fence=self.fence)
+        run.reached(PassPoint.CHECKPOINTED)
+
+    def finish(self, destination: _Destination, result: BatchResult) -> None:
+        """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
+        run, last = self.run, self.batch[-1]
+        if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
+            IndexAlias(self.client, run.config.index).finish(destination.index, self.spec, run.probe)
+        keep_unapplied(self.table, run.config, last.snapshot_id)
+        result.seconds = time.monotonic() - self.started
+        log.info(
+            "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
+            self.name,
+            result.changes.rows,
+            result.changes.carryovers,
+            result.writes.indexed,
+            result.writes.deleted,
+            result.writes.superseded,
+            last.snapshot_id,
+            result.seconds,
+        )
 
 
 def sync(
@@ -455,36 +428,21 @@ def sync_table(
     the run that holds it (versioned writes make an overlap harmless anyway). `deadline`
     (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
     Lambda's time budget)."""
-    total = BatchResult(table_config.name)
     with Lease(store, table_config.name, config.state.lease_seconds, wait) as lease:
         if not lease.held:
             log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
-            total.skipped = True
-        changed = ChangedEntries()  # planning and reading of this table share its manifest reads
-        for _ in range(MAX_SYNC_ROUNDS if lease.held else 0):
-            if lease.lost:
-                raise LeaseLost.of(table_config.name)
-            if deadline is not None and time.monotonic() > deadline:
-                total.unfinished = True
-                break
-            plan_table(table, table_config, store, identifiers, changed)
-            if probe is not None:
-                probe(PassPoint.PLANNED)
-            batch = process_table(
-                engines,
-                table,
-                table_config,
-                store,
-                config.opensearch,
-                identifiers,
-                config.dead_letter,
-                changed,
-                lease,
-                config.batch,
-                probe,
-            )
-            total.add(batch)
-            if batch.snapshots == 0:
-                break
-            table = load_table(catalog, table_config.name)  # commits made while we worked
-    return total
+            return BatchResult(table_config.name, skipped=True)
+        # planning and reading of this table share its manifest reads
+        run = TableRun(
+            engines,
+            table_config,
+            store,
+            config.opensearch,
+            identifiers,
+            config.dead_letter,
+            ChangedEntries(),
+            lease,
+            config.batch,
+            probe,
+        )
+        return run.catch_up(catalog, table, deadline)

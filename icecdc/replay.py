@@ -24,7 +24,8 @@ from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.lookup import TableRows
 from icecdc.model import Write
-from icecdc.sink import Refusal, ensure_index, open_client, write_documents
+from icecdc.opensearch import open_client
+from icecdc.sink import Refusal, write_documents
 from icecdc.state import Lease, open_state_store
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
                 return report
             # The index as configured now: fields a fixed configuration adds are put into its mapping.
             spec = index_spec(table.schema(), table_config, str(table.metadata.table_uuid))
-            ensure_index(client, table_config.index, spec)
+            IndexAlias(client, table_config.index).ensure(spec)
             conflicts = mapping_conflicts(client, table_config.index, spec)
             if conflicts:
                 report.notes.append(

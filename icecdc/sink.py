@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from opensearchpy import OpenSearch, RequestsHttpConnection, helpers
-from opensearchpy.exceptions import AuthenticationException, AuthorizationException, TransportError
+from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.index import IndexSpec, add_missing_fields, create_generation, current_generation, start_generation
 from icecdc.model import Write
-from icecdc.secrets import basic_auth
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +42,6 @@ RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
-# Settings that make an index, or every index of the cluster, refuse writes.
-INDEX_WRITE_BLOCKS = ("index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete")
-CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_allow_delete")
 
 
 class DocumentFault(StrEnum):
@@ -111,103 +106,6 @@ class SinkStats:
     def add(self, other: SinkStats) -> None:
         for name, value in vars(other).items():
             setattr(self, name, getattr(self, name) + value)
-
-
-def open_client(config: OpenSearchConfig) -> OpenSearch:
-    options: dict[str, Any] = {
-        "hosts": [config.url],
-        "verify_certs": config.verify_certs,
-        "timeout": 60,
-        "max_retries": config.max_retries,
-        "retry_on_status": (502, 503, 504),
-        "retry_on_timeout": True,
-    }
-    credentials = basic_auth(config)  # the password from Secrets Manager when the config names a secret
-    if credentials is not None:
-        options["http_auth"] = credentials
-    elif config.aws_region is not None:
-        import boto3  # only the SigV4 path needs it
-        from opensearchpy import AWSV4SignerAuth
-
-        credentials = boto3.Session().get_credentials()
-        options["http_auth"] = AWSV4SignerAuth(credentials, config.aws_region, config.aws_service)
-        options["connection_class"] = RequestsHttpConnection
-    return OpenSearch(**options)
-
-
-def check_reachable(client: OpenSearch, url: str) -> None:
-    """Fail fast, before anything is written, when OpenSearch cannot be reached or refuses us."""
-    try:
-        client.info()
-    except (AuthenticationException, AuthorizationException) as exc:
-        raise SinkError(
-            f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity"
-        ) from None
-    except OpenSearchConnectionError as exc:
-        raise SinkError(f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}") from None
-    except TransportError as exc:
-        raise SinkError(f"OpenSearch at {url} answered {exc.status_code}: {exc.error}") from None
-
-
-def ensure_index(client: OpenSearch, index: str, spec: IndexSpec | None = None) -> None:
-    """Create the index's first generation from `spec` behind the alias `index` when `index` names no
-    index, so an empty table still has one; when it does, add the fields of `spec` its mapping lacks
-    (columns a schema change added). Raise SinkError first when the index or the cluster refuses
-    writes, or the spec's index template is missing, so that nothing of the batch is written.
-    Without `spec`: OpenSearch's dynamic mapping. A concrete index named `index` (made by an icecdc
-    before generations) is written to as it is, until a rebuild replaces it with a generation."""
-    current = current_generation(client, index)
-    check_writable(client, index, index_exists=current is not None)
-    if current is None:
-        create_generation(client, index, spec)
-    elif spec is not None:
-        add_missing_fields(client, index, spec)
-
-
-def check_writable(client: OpenSearch, index: str, index_exists: bool = True) -> None:
-    """Raise SinkError naming the block when the index (when it exists) or the cluster refuses writes.
-
-    Settings that cannot be read (a role allowed to write but not to read them, a service without
-    the API) skip their check with a warning: the bulk answers' block errors still fail the batch."""
-    blocks: list[str] = []
-    cluster = _read_settings(lambda: client.cluster.get_settings(flat_settings=True), "the cluster")
-    for scope in ("persistent", "transient"):
-        blocks += [f"{name} ({scope})" for name in CLUSTER_WRITE_BLOCKS if _is_true(cluster.get(scope, {}).get(name))]
-    if index_exists:
-        indices = _read_settings(lambda: client.indices.get_settings(index=index, flat_settings=True), f"index {index!r}")
-        for concrete, settings in indices.items():
-            named = f" on index {concrete!r}" if concrete != index else ""  # an alias names its indices
-            blocks += [f"{name}{named}" for name in INDEX_WRITE_BLOCKS if _is_true(settings.get("settings", {}).get(name))]
-    if blocks:
-        raise SinkError(
-            f"OpenSearch index {index!r} does not accept writes: {', '.join(blocks)} is set; nothing was written "
-            "(a flood-stage disk watermark sets read_only_allow_delete: free disk space, then clear the block)"
-        )
-
-
-def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
-    try:
-        return read()
-    except OpenSearchConnectionError:
-        raise
-    except TransportError as exc:
-        log.warning(
-            "cannot read the settings of %s to check for write blocks (%s %s); writing anyway", what, exc.status_code, exc.error
-        )
-        return {}
-
-
-def _is_true(value: Any) -> bool:
-    return str(value).lower() == "true"  # settings come back as strings
-
-
-def start_rebuild(client: OpenSearch, index: str, spec: IndexSpec, resumable: set[str]) -> str:
-    """The new generation a reset exports into (`icecdc.index.start_generation`), after checking that
-    the cluster accepts writes: the only way to let versions go backwards. It is made from `spec` (the
-    configured mapping and settings, or template), never from what the old index had, so a reset also
-    applies a changed configuration; a missing template fails before anything is created."""
-    check_writable(client, index, index_exists=False)
-    return start_generation(client, index, spec, resumable)
 
 
 def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:

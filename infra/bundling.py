@@ -1,7 +1,7 @@
 """Build the deployable artifacts at synth time, without Docker.
 
 - Dependencies come from locks (`infra/locks/*.txt`, written by `python -m infra.lock`): every
-  distribution pinned with its sha256, for the target's CPython (3.11 on Glue 5.1, 3.13 for the
+  distribution pinned with its sha256, for the platform's CPython (3.11 on Glue 5.1, 3.13 for the
   planner's python3.13 runtime) on its platform. Synth downloads
   exactly those wheels with `pip --require-hashes --only-binary=:all:` (a file whose hash differs
   is refused), once: they are cached under .build/ by the lock's digest.
@@ -56,8 +56,9 @@ def manylinux(glibc_minor: int) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Target:
-    """Where a lock's wheels run: the top-level requirements, the platforms their wheels may be for."""
+class Platform:
+    """Where a lock's wheels run (the Glue job, the planner Lambda): the CPython, the top-level
+    requirements, the platform tags their wheels may be for."""
 
     description: str
     python: str  # the CPython version the wheels are for ("3.11")
@@ -68,7 +69,7 @@ class Target:
     unpinned: tuple[str, ...] = ()
     # Pinned by a requirement to another version than the virtualenv's: (name, why).
     held_back: tuple[tuple[str, str], ...] = ()
-    # Distributions of the resolved closure the target never imports: left out of the lock, so
+    # Distributions of the resolved closure the platform never imports: left out of the lock, so
     # never downloaded nor installed: (name, why).
     left_out: tuple[tuple[str, str], ...] = ()
 
@@ -79,7 +80,7 @@ class Target:
 
 # Glue 5.1 runs on Amazon Linux 2023 (glibc 2.34): manylinux wheels up to 2_34. What the job
 # imports beyond Glue's own packages (pyspark, boto3), at the versions this repo is tested with.
-GLUE = Target(
+GLUE = Platform(
     "AWS Glue 5.1 job",
     GLUE_PYTHON,
     (
@@ -97,7 +98,7 @@ GLUE = Target(
 # filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.13 runtime is Amazon Linux 2023 (glibc
 # 2.34): manylinux wheels up to 2_34, so pyarrow is the virtualenv's, as everywhere else (python3.11
 # ran on Amazon Linux 2, glibc 2.26, which held pyarrow back at 20, the last manylinux2014 release).
-LAMBDA = Target(
+LAMBDA = Platform(
     "planner Lambda layer",
     LAMBDA_PYTHON,
     (
@@ -210,9 +211,9 @@ def glue_wheels_name(lock: Path = GLUE.lock) -> str:
     return f"icecdc-deps-{lock_digest(lock)}.gluewheels.zip"
 
 
-def platform_options(target: Target) -> list[str]:
-    platforms = [option for platform in target.platforms for option in ("--platform", platform)]
-    return ["--only-binary=:all:", "--implementation", "cp", "--python-version", target.python, *platforms]
+def platform_options(platform: Platform) -> list[str]:
+    tags = [option for tag in platform.platforms for option in ("--platform", tag)]
+    return ["--only-binary=:all:", "--implementation", "cp", "--python-version", platform.python, *tags]
 
 
 def glue_wheels(out: Path, lock: Path = GLUE.lock, pip_options: Sequence[str] = (), placeholder: bool = False) -> Path:
@@ -296,17 +297,17 @@ def zipped_size(path: Path) -> int:
         return file.tell()
 
 
-def _pip(command: str, target: Target, lock: Path, where: list[str], pip_options: Sequence[str]) -> None:
+def _pip(command: str, platform: Platform, lock: Path, where: list[str], pip_options: Sequence[str]) -> None:
     arguments = [
         sys.executable, "-m", "pip", command, "--quiet", "--disable-pip-version-check", "--require-hashes",
-        *(["--no-deps"] if command == "download" else []), *platform_options(target), "-r", str(lock), *where, *pip_options,
+        *(["--no-deps"] if command == "download" else []), *platform_options(platform), "-r", str(lock), *where, *pip_options,
     ]  # fmt: skip
-    log.info("%s: %s", target.description, " ".join(arguments))
+    log.info("%s: %s", platform.description, " ".join(arguments))
     try:
         subprocess.run(arguments, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
         raise SystemExit(
-            f"pip could not {command} the {target.description}'s locked wheels ({lock}):\n{exc.stderr.strip()}\n"
+            f"pip could not {command} the {platform.description}'s locked wheels ({lock}):\n{exc.stderr.strip()}\n"
             "synth needs a package index once (a mismatching hash is refused: re-lock with `python -m infra.lock` "
             "if the lock is stale), or pass -c icecdc:placeholderBundles=true for a template that is not deployable"
         ) from None

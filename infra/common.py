@@ -18,7 +18,8 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
 from icecdc.aws import glue_name
-from icecdc.config import LOG_RETENTION_DAYS, AwsConfig, Config
+from icecdc.config import Config
+from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig
 
 GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
 # CloudWatch Logs' retention periods (icecdc.config.LOG_RETENTION_DAYS) as CDK names them, in order.

@@ -23,7 +23,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
-from icecdc.config import AwsConfig, Config
+from icecdc.config import Config
+from icecdc.config.deploy import AwsConfig
 from infra.bundling import Bundles
 from infra.common import allow, custom_resource, keep_logical_id, log_group, suppress
 from infra.network import Network

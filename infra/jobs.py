@@ -22,7 +22,8 @@ from icecdc.aws import (
     METRIC_NAMESPACE,
     job_name,
 )
-from icecdc.config import AwsConfig, Config
+from icecdc.config import Config
+from icecdc.config.deploy import AwsConfig
 from infra.bundling import JOB_INSTALLER_OPTIONS, Bundles
 from infra.common import (
     allow,

@@ -14,7 +14,7 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from icecdc.config import AwsConfig
+from icecdc.config.deploy import AwsConfig
 from infra.common import allow, lint_ignore
 
 # What Glue does with the job's role to attach its workers to the connection's subnet (the

@@ -10,6 +10,7 @@ and starts jobs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -24,7 +25,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE
+from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE, PlannerEnvironment
 from icecdc.config import Config
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
 from infra.common import (
@@ -112,16 +113,16 @@ class Planner(Construct):
         allow(role, iam.PolicyStatement(actions=["glue:StartJobRun"], resources=jobs.arns()))
         allow_metrics(role, METRIC_NAMESPACE)
         self.role = role
-        environment = {
-            "ICECDC_CONFIG": "icecdc.yaml",
-            "ICECDC_STATE_TABLE": state.table.table_name,
-            "ICECDC_STACK_NAME": aws.stack_name,
-            "ICECDC_CATALOG_PROPERTIES": json.dumps(LAMBDA_CATALOG_PROPERTIES, sort_keys=True),
-        }
+        environment = PlannerEnvironment(
+            config="icecdc.yaml",
+            state_table=state.table.table_name,
+            stack_name=aws.stack_name,
+            catalog_properties=json.dumps(LAMBDA_CATALOG_PROPERTIES, sort_keys=True),
+        )
         placement: dict[str, Any] = {}
         self.security_group: ec2.SecurityGroup | None = None
         if applies:
-            environment.update(self._allow_applying(config, role, state, search))
+            environment = self._allow_applying(config, role, state, search, environment)
             if network is not None:  # the domain is reached in the VPC: the planner runs there too
                 self.security_group = network.security_group("Planner", "icecdc planner Lambda")
                 search.admit(self.security_group, "the planner Lambda")
@@ -178,7 +179,7 @@ class Planner(Construct):
             reserved_concurrent_executions=aws.planner_reserved_concurrency,
             retry_attempts=2,  # direct asynchronous invocations (an operator's test); the rules go through the buffer
             on_failure=lambda_destinations.SqsDestination(self.failures),
-            environment=environment,
+            environment=environment.variables(),
             description="icecdc planner: Glue table change or schedule → has the table work? → applied here if small, else its Glue job",
             **placement,
         )
@@ -224,16 +225,15 @@ class Planner(Construct):
             targets=[targets.SqsQueue(self.buffer, retry_attempts=0)],  # the next sweep is the retry
         )
 
-    def _allow_applying(self, config: Config, role: iam.Role, state: State, search: Search) -> dict[str, str]:
+    def _allow_applying(
+        self, config: Config, role: iam.Role, state: State, search: Search, environment: PlannerEnvironment
+    ) -> PlannerEnvironment:
         """What applying a batch needs beyond starting jobs, as the job has it: OpenSearch (a writer
         of the domain; with basic auth, the password's secret), dead letters under the stack's prefix
-        (SSE-KMS under the data key). The environment variables that go with it."""
+        (SSE-KMS under the data key). `environment` with the variables that go with it."""
         search.add_writer(role)
         if search.url is None:  # a created domain is SigV4 only
             allow_password_secret(role, config)
         state.allow_dead_letters(role)
         allow(role, iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[state.data_key.key_arn]))
-        environment = {"ICECDC_DEAD_LETTER": state.dead_letter_url}
-        if search.url is not None:
-            environment["ICECDC_OPENSEARCH_URL"] = search.url
-        return environment
+        return dataclasses.replace(environment, dead_letter=state.dead_letter_url, opensearch_url=search.url)

@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from icecdc.config import AwsConfig
+from icecdc.config.deploy import AwsConfig
 from icecdc.state.dynamodb import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from infra.common import allow, glue_log_groups, keep_logical_id, suppress
 

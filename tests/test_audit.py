@@ -24,7 +24,7 @@ from icecdc.audit import (
 )
 from icecdc.config import Config
 from icecdc.errors import OperationError
-from icecdc.index import current_generation
+from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.planning import plan_table
 from icecdc.processing import sync
@@ -198,10 +198,10 @@ def test_a_document_another_writer_versioned_is_reported_and_a_rebuild_fixes_it(
     assert "--rebuild" in repaired.notes[0] and "tombstone" in repaired.notes[1]
     assert pipeline.versions("orders")["5"] == 99  # never skipped silently, never overwritten in place
 
-    generation = current_generation(pipeline.client, "orders")
+    generation = IndexAlias(pipeline.client, "orders").current()
     rebuilt = rebuild_index(config, "db.orders", "a test's foreign document", pipeline.spark)
     assert rebuilt.writes.indexed == 80
-    assert current_generation(pipeline.client, "orders") != generation  # a new generation, swapped in
+    assert IndexAlias(pipeline.client, "orders").current() != generation  # a new generation, swapped in
     pipeline.assert_index_equals_table(config, "db.orders")
     assert set(pipeline.versions("orders").values()) == {version}
     assert not audited(config).drifted

@@ -15,7 +15,7 @@ from pyiceberg.types import ListType, LongType, NestedField, StringType
 from icecdc.config import Config, parse_config
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import RewriteTask, files_read_by
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline

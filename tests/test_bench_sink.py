@@ -14,9 +14,9 @@ from opensearchpy import NotFoundError, OpenSearch, helpers
 from bench.harness.sink import SinkServer
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.index import BUILD_SETTINGS, IndexSpec, current_generation, finish_generation, index_uuid
+from icecdc.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
 from icecdc.model import Write
-from icecdc.sink import check_writable, delete_older, ensure_index, start_rebuild, write_documents
+from icecdc.sink import delete_older, write_documents
 from icecdc.verify import index_documents
 
 _names = count()
@@ -53,7 +53,7 @@ def write(
 def test_external_versions_refuse_older_and_equal_writes_and_deletes_keep_a_tombstone(
     client: OpenSearch, config: OpenSearchConfig, index: str
 ) -> None:
-    ensure_index(client, index)
+    IndexAlias(client, index).ensure()
     assert write(client, config, index, Write("a", 5, '{"v": 5}'), Write("b", 5, '{"v": 5}')) == {"indexed": 2}
     assert write(client, config, index, Write("a", 5, '{"v": 55}'), Write("a", 4, '{"v": 4}')) == {"superseded": 2}
     assert write(client, config, index, Write("a", 6, '{"v": 6}')) == {"indexed": 1}
@@ -86,22 +86,22 @@ def test_unversioned_writes_as_the_peer_sends_them(client: OpenSearch, index: st
 
 def test_index_lifecycle_generations_behind_an_alias(client: OpenSearch, config: OpenSearchConfig, index: str) -> None:
     spec = IndexSpec({"dynamic": "strict", "properties": {"x": {"type": "long"}}}, {"number_of_shards": 1})
-    ensure_index(client, index, spec)
-    assert current_generation(client, index) == f"{index}-1"
+    IndexAlias(client, index).ensure(spec)
+    assert IndexAlias(client, index).current() == f"{index}-1"
     first = index_uuid(client, index)
     assert first is not None
     write(client, config, index, Write("1", 2, '{"x": 1}'))
-    ensure_index(client, index, IndexSpec({"properties": {"x": {"type": "long"}, "y": {"type": "keyword"}}}))
+    IndexAlias(client, index).ensure(IndexSpec({"properties": {"x": {"type": "long"}, "y": {"type": "keyword"}}}))
     assert set(client.indices.get_mapping(index=index)[f"{index}-1"]["mappings"]["properties"]) == {"x", "y"}
 
-    building = start_rebuild(client, index, spec, resumable=set())
+    building = IndexAlias(client, index).start_rebuild(spec, resumable=set())
     assert building == f"{index}-2"
     settings = client.indices.get_settings(index=building, flat_settings=True)[building]["settings"]
     assert settings["index.refresh_interval"] == BUILD_SETTINGS["refresh_interval"]
     write(client, config, building, Write("2", 1, '{"x": 2}'))
     assert index_documents(client, index) == {"1": '{"x":1}'}  # searches read the old generation until the swap
-    finish_generation(client, index, building, spec)
-    assert current_generation(client, index) == building
+    IndexAlias(client, index).finish(building, spec)
+    assert IndexAlias(client, index).current() == building
     assert index_uuid(client, index) not in (None, first)
     assert index_documents(client, index) == {"2": '{"x":2}'}
     with pytest.raises(NotFoundError):
@@ -111,11 +111,11 @@ def test_index_lifecycle_generations_behind_an_alias(client: OpenSearch, config:
 def test_write_blocks_are_seen_and_scrolled_deletes_of_older_documents(
     client: OpenSearch, config: OpenSearchConfig, index: str
 ) -> None:
-    ensure_index(client, index)
+    IndexAlias(client, index).ensure()
     write(client, config, index, *(Write(str(i), 1 if i % 2 else 3, f'{{"i": {i}}}') for i in range(25)))
     deleted = sum(delete_older(client, config, index, 3, piece, 3) for piece in range(3))
     assert deleted == 12
     assert sorted(index_documents(client, index), key=int) == [str(i) for i in range(0, 25, 2)]
     client.indices.put_settings(index=index, body={"index": {"blocks": {"write": True}}})
     with pytest.raises(SinkError, match="index.blocks.write"):
-        check_writable(client, index)
+        IndexAlias(client, index).check_writable()

@@ -10,16 +10,18 @@ from __future__ import annotations
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.catalog import open_catalog
+from icecdc.batching import cap_batch, select_batch
+from icecdc.catalog import Lineage, open_catalog
 from icecdc.config import EngineConfig, parse_config
 from icecdc.engines import Engines
 from icecdc.errors import SparkRequired
-from icecdc.manifests import ChangedEntries
+from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import EngineChoice, EngineKind, WorkSize
-from icecdc.planning import Lineage, plan_table, work_size
-from icecdc.processing import cap_batch, select_batch, sync, sync_table
-from icecdc.reading.planner import file_tasks
+from icecdc.planning import plan_table
+from icecdc.processing import sync, sync_table
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import files_read_by
+from icecdc.status import work_size
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.spark_sql import SparkSql
@@ -58,7 +60,7 @@ def passes_size(pipeline: Pipeline) -> WorkSize:
     table, store, changed = pipeline.catalog.load_table(NAME), pipeline.store(), ChangedEntries()
     plan_table(table, config.table(NAME), store, ("id",), changed)
     batch, _ = select_batch(store.pending_items(NAME), store.get_checkpoint(NAME), Lineage.of(table))
-    capped, _ = cap_batch(table, batch, config.batch, changed)
+    capped, _ = cap_batch(batch, config.batch, SnapshotSizes(table, changed))
     return WorkSize.of([f for task in file_tasks(table, capped, ("id",), changed) for f in files_read_by(task)])
 
 

@@ -16,9 +16,8 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField
 
-import icecdc.processing
 from icecdc.config import Config, parse_config
-from icecdc.index import create_index, index_spec
+from icecdc.index import IndexAlias, create_index, index_spec
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -141,7 +140,7 @@ def test_a_rebuild_stopped_before_its_swap_swaps_on_the_next_run(pipeline: Pipel
         raise SystemExit("killed between the checkpoint and the swap")
 
     with monkeypatch.context() as patched:
-        patched.setattr(icecdc.processing, "finish_generation", crash)
+        patched.setattr(IndexAlias, "finish", crash)
         with pytest.raises(SystemExit):
             pipeline.one_pass(config, NAME)
     assert aliased(pipeline) == ["orders-1"]  # the checkpoint names generation 2 already

@@ -17,15 +17,17 @@ LAYERS: list[set[str]] = [
         "icecdc.catalog",
         "icecdc.secrets",
         "icecdc.deadletters",
-        "icecdc.index",
+        "icecdc.index",  # the index's one owner: mappings (pure), the alias and its generations
         "icecdc.manifests",
         "icecdc.protection",
         "icecdc.state",
         "icecdc.verify",
     },
+    {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
-    {"icecdc.reading.planner", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning"},
-    {"icecdc.engines", "icecdc.lookup"},  # where a pass runs: Spark or in-process; rows looked up by scope
+    {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
+    # where a pass runs; what an operator or the planner asks; rows looked up by scope
+    {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
     {"icecdc.processing"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
@@ -70,6 +72,15 @@ def test_every_import_points_down_or_stays_in_its_package() -> None:
             if not same_package and target != "icecdc" and layer_of(target) >= layer_of(module):
                 upward.append(f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})")
     assert upward == []
+
+
+# Pure: what they decide is computed from their arguments, never asked of OpenSearch.
+PURE = ("icecdc.index.mappings", "icecdc.batching")
+
+
+def test_the_pure_modules_import_no_opensearch_client() -> None:
+    clients = {m: imports_of(PACKAGE.parent / f"{m.replace('.', '/')}.py", "opensearchpy") for m in PURE}
+    assert clients == {m: set() for m in PURE}
 
 
 def test_no_test_module_imports_another() -> None:

@@ -13,9 +13,10 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import parse_config
 from icecdc.errors import PlanningError, SinkError
 from icecdc.model import ItemKind
-from icecdc.planning import plan_table, table_status
+from icecdc.planning import plan_table
 from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
+from icecdc.status import table_status
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, orders, rows

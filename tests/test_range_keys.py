@@ -39,7 +39,7 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.model import WorkItem
 from icecdc.planning import plan_table
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import RewriteTask, Task
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline

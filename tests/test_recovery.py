@@ -15,10 +15,11 @@ from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.errors import ProcessingError, SinkError
 from icecdc.model import Checkpoint, WorkItem, Write
-from icecdc.planning import plan_table, table_status
+from icecdc.planning import plan_table
 from icecdc.processing import process_table, sync
 from icecdc.sink import SinkStats, write_documents
 from icecdc.state import SqliteStateStore
+from icecdc.status import table_status
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows

@@ -17,8 +17,10 @@ from opensearchpy import OpenSearch
 
 from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import SinkError
+from icecdc.index import IndexAlias
 from icecdc.model import Write
-from icecdc.sink import ItemOutcome, Refusal, classify_item, ensure_index, open_client, write_documents
+from icecdc.opensearch import open_client
+from icecdc.sink import ItemOutcome, Refusal, classify_item, write_documents
 from tests.support import faults
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
@@ -92,17 +94,17 @@ def test_a_read_only_cluster_fails_ensure_index_naming_the_block(osmem_clone: An
     client.cluster.put_settings(body={scope: {block: True}})
     for index in ("existing", "absent"):  # the cluster's block is named before creating an index fails on it
         with pytest.raises(SinkError, match=rf"index '{index}' does not accept writes: {block} \({scope}\) is set"):
-            ensure_index(client, index)
+            IndexAlias(client, index).ensure()
     client.cluster.put_settings(body={scope: {block: None}})
-    ensure_index(client, "absent")
+    IndexAlias(client, "absent").ensure()
     assert client.indices.exists(index="absent")
 
 
 def test_an_unblocked_index_passes_and_is_created_when_absent(osmem_clone: Any) -> None:
     client = OpenSearch(hosts=[osmem_clone.url])
-    ensure_index(client, INDEX)
+    IndexAlias(client, INDEX).ensure()
     client.indices.put_settings(index=INDEX, body={"index.blocks.write": False})  # present but false: no block
-    ensure_index(client, INDEX)
+    IndexAlias(client, INDEX).ensure()
     assert client.indices.exists(index=INDEX)
 
 
@@ -165,7 +167,7 @@ def test_a_block_set_after_the_check_fails_the_batch_without_dead_letters_or_ret
 ) -> None:
     config = sink_config(fault_proxy.url)
     client = open_client(config)
-    ensure_index(client, INDEX)  # passes: the block comes after it
+    IndexAlias(client, INDEX).ensure()  # passes: the block comes after it
     client.indices.put_settings(index=INDEX, body={block: True})
     letters = Letters()
     bulks = fault_proxy.count("_bulk")
@@ -181,7 +183,7 @@ def test_a_block_set_after_the_check_fails_the_batch_without_dead_letters_or_ret
 
 def test_a_closed_index_answers_400_and_still_fails_the_batch(osmem_clone: Any) -> None:
     client = OpenSearch(hosts=[osmem_clone.url])
-    ensure_index(client, INDEX)
+    IndexAlias(client, INDEX).ensure()
     client.indices.close(index=INDEX)
     letters = Letters()
     with pytest.raises(SinkError, match=rf"400 index_closed_exception: closed on index '{INDEX}'"):

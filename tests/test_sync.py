@@ -10,7 +10,7 @@ from pyiceberg.table import Table
 
 from icecdc.planning import plan_table
 from icecdc.processing import sync
-from icecdc.reading.planner import file_tasks
+from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import files_read_by
 from icecdc.testing.commits import compact, update
 from tests.support.pipeline import ENGINES, Pipeline

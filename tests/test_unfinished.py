@@ -18,11 +18,12 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.errors import LeaseLost, SinkError
-from icecdc.index import IndexAlias, generations
+from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
-from icecdc.planning import has_work, plan_table, table_status
+from icecdc.planning import plan_table
 from icecdc.processing import process_table, sync
 from icecdc.state import Lease, SqliteStateStore
+from icecdc.status import has_work, table_status
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at
@@ -124,12 +125,15 @@ def test_a_generation_a_swap_did_not_delete_is_work_until_a_sync_deletes_it(pipe
     recreate(pipeline, files=1)
     with pytest.raises(Crash):
         sync(config, pipeline.spark, [NAME], probe=crash_at(PassPoint.SWAPPED))
-    assert aliased(pipeline) == ["orders-2"] and sorted(generations(pipeline.client, INDEX)) == ["orders-1", "orders-2"]
+    assert aliased(pipeline) == ["orders-2"] and sorted(IndexAlias(pipeline.client, INDEX).generations()) == [
+        "orders-1",
+        "orders-2",
+    ]
 
     work, unfinished = work_of(pipeline, config)
     assert work and "orders-1 of index 'orders' are left over" in unfinished
     pipeline.sync(config, NAME)
-    assert sorted(generations(pipeline.client, INDEX)) == ["orders-2"] and work_of(pipeline, config) == (False, "")
+    assert sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"] and work_of(pipeline, config) == (False, "")
 
 
 def test_a_deleted_index_is_work_before_the_next_commit(pipeline: Pipeline) -> None:
@@ -199,7 +203,7 @@ def test_an_index_named_like_a_generation_is_never_taken_for_one(pipeline: Pipel
 
     assert aliased(pipeline) == ["orders-2"]
     assert pipeline.client.count(index="orders-2024")["count"] == 1  # another's index, untouched
-    assert sorted(generations(pipeline.client, INDEX)) == ["orders-2"]
+    assert sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]
 
 
 def test_a_template_declaring_aliases_is_refused_before_anything_is_written(pipeline: Pipeline) -> None:

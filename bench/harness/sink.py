@@ -205,21 +205,8 @@ class Store:
                 raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: id is missing;")
             doc_id = uuid.uuid4().hex
         doc_id = str(doc_id)
-        version_type = meta.get("version_type", "internal")
-        version = meta.get("version")
         stored = index.docs.get(doc_id)
-        if version_type in ("external", "external_gte"):
-            if not isinstance(version, int):
-                raise ApiError(400, "action_request_validation_exception", "an external versioning type requires a version")
-            if stored is not None and (version < stored[0] or (version_type == "external" and version == stored[0])):
-                raise _conflict(index, doc_id, stored[0], version)
-            new_version = version
-        elif version_type == "internal" and version is None:
-            new_version = stored[0] + 1 if stored is not None else 1
-        else:
-            raise ApiError(
-                400, "action_request_validation_exception", f"version_type [{version_type}] with version is not supported"
-            )
+        new_version = _new_version(index, doc_id, meta, stored)
         live = stored is not None and stored[1] is not None
         if op == "create" and live:
             raise ApiError(409, "version_conflict_engine_exception", f"[{doc_id}]: version conflict, document already exists")
@@ -450,40 +437,10 @@ def _json_route(store: Store, method: str, parts: list[str], params: dict[str, s
 def _index_route(store: Store, method: str, name: str, rest: list[str], params: dict[str, str], body: Json) -> tuple[int, Any]:
     ignore_unavailable = _true(params.get("ignore_unavailable"))
     if not rest:
-        if method == "HEAD":
-            return (200 if store.resolve(name, ignore_unavailable=True) else 404), {}
-        if method == "PUT":
-            store.create(name, body)
-            return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
-        if method == "DELETE":
-            if name not in store.indices and store.alias_targets(name):
-                raise ApiError(400, "illegal_argument_exception", f"The provided expression [{name}] matches an alias")
-            for concrete in store.resolve(name, ignore_unavailable):
-                del store.indices[concrete]
-            return 200, {"acknowledged": True}
-        return 200, {
-            n: {
-                "aliases": {a: {} for a in sorted(store.indices[n].aliases)},
-                "mappings": store.indices[n].mappings,
-                "settings": _nested(store.indices[n].settings),
-            }
-            for n in store.resolve(name, ignore_unavailable)
-        }
+        return _index_itself(store, method, name, ignore_unavailable, body)
     what = rest[0]
     if what == "_settings":
-        concrete = store.resolve(name, ignore_unavailable)
-        if method == "PUT":
-            for n in concrete:
-                for key, value in _flat_settings(body).items():
-                    if value is None:
-                        store.indices[n].settings.pop(key, None)
-                    else:
-                        store.indices[n].settings[key] = value
-            return 200, {"acknowledged": True}
-        flat = _true(params.get("flat_settings"))
-        return 200, {
-            n: {"settings": dict(store.indices[n].settings) if flat else _nested(store.indices[n].settings)} for n in concrete
-        }
+        return _index_settings(store, method, name, params, body)
     if what == "_mapping":
         concrete = store.resolve(name, ignore_unavailable)
         if method == "PUT":
@@ -492,15 +449,7 @@ def _index_route(store: Store, method: str, name: str, rest: list[str], params: 
             return 200, {"acknowledged": True}
         return 200, {n: {"mappings": store.indices[n].mappings} for n in concrete}
     if what in ("_alias", "_aliases"):
-        alias = rest[1] if len(rest) > 1 else None
-        if method in ("PUT", "POST") and alias is not None:
-            _update_aliases(store, [{"add": {"index": name, "alias": alias}}])
-            return 200, {"acknowledged": True}
-        if method == "DELETE" and alias is not None:
-            _update_aliases(store, [{"remove": {"index": name, "alias": alias}}])
-            return 200, {"acknowledged": True}
-        status, answer = _get_aliases(store, name, alias)
-        return (status, {}) if method == "HEAD" else (status, answer)
+        return _index_aliases(store, method, name, rest[1] if len(rest) > 1 else None)
     if what == "_count":
         return 200, {"count": sum(store.indices[n].live for n in store.resolve(name, ignore_unavailable)), "_shards": SHARDS}
     if what == "_doc" and len(rest) == 2 and method in ("GET", "HEAD"):
@@ -510,6 +459,74 @@ def _index_route(store: Store, method: str, name: str, rest: list[str], params: 
             return 404, {"_index": index.name, "_id": rest[1], "found": False}
         return 200, {"_index": index.name, "_id": rest[1], "_version": found[0], "found": True, "_source": json.loads(found[1])}
     raise ApiError(400, "illegal_argument_exception", f"the bench sink does not answer {method} /{name}/{'/'.join(rest)}")
+
+
+def _index_itself(store: Store, method: str, name: str, ignore_unavailable: bool, body: Json) -> tuple[int, Any]:
+    """HEAD, PUT, DELETE and GET of /<index>."""
+    if method == "HEAD":
+        return (200 if store.resolve(name, ignore_unavailable=True) else 404), {}
+    if method == "PUT":
+        store.create(name, body)
+        return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
+    if method == "DELETE":
+        if name not in store.indices and store.alias_targets(name):
+            raise ApiError(400, "illegal_argument_exception", f"The provided expression [{name}] matches an alias")
+        for concrete in store.resolve(name, ignore_unavailable):
+            del store.indices[concrete]
+        return 200, {"acknowledged": True}
+    return 200, {
+        n: {
+            "aliases": {a: {} for a in sorted(store.indices[n].aliases)},
+            "mappings": store.indices[n].mappings,
+            "settings": _nested(store.indices[n].settings),
+        }
+        for n in store.resolve(name, ignore_unavailable)
+    }
+
+
+def _index_settings(store: Store, method: str, name: str, params: dict[str, str], body: Json) -> tuple[int, Any]:
+    """PUT and GET of /<index>/_settings."""
+    concrete = store.resolve(name, _true(params.get("ignore_unavailable")))
+    if method == "PUT":
+        for n in concrete:
+            for key, value in _flat_settings(body).items():
+                if value is None:
+                    store.indices[n].settings.pop(key, None)
+                else:
+                    store.indices[n].settings[key] = value
+        return 200, {"acknowledged": True}
+    flat = _true(params.get("flat_settings"))
+    return 200, {
+        n: {"settings": dict(store.indices[n].settings) if flat else _nested(store.indices[n].settings)} for n in concrete
+    }
+
+
+def _index_aliases(store: Store, method: str, name: str, alias: str | None) -> tuple[int, Any]:
+    """/<index>/_alias[/<alias>]: add, remove, read."""
+    if method in ("PUT", "POST") and alias is not None:
+        _update_aliases(store, [{"add": {"index": name, "alias": alias}}])
+        return 200, {"acknowledged": True}
+    if method == "DELETE" and alias is not None:
+        _update_aliases(store, [{"remove": {"index": name, "alias": alias}}])
+        return 200, {"acknowledged": True}
+    status, answer = _get_aliases(store, name, alias)
+    return (status, {}) if method == "HEAD" else (status, answer)
+
+
+def _new_version(index: Index, doc_id: str, meta: Json, stored: tuple[int, bytes | None] | None) -> int:
+    """The version a write of `meta` gives the document (`stored`: its version and source, if any); a
+    conflict with the stored version raises as OpenSearch answers it."""
+    version_type = meta.get("version_type", "internal")
+    version = meta.get("version")
+    if version_type in ("external", "external_gte"):
+        if not isinstance(version, int):
+            raise ApiError(400, "action_request_validation_exception", "an external versioning type requires a version")
+        if stored is not None and (version < stored[0] or (version_type == "external" and version == stored[0])):
+            raise _conflict(index, doc_id, stored[0], version)
+        return version
+    if version_type == "internal" and version is None:
+        return stored[0] + 1 if stored is not None else 1
+    raise ApiError(400, "action_request_validation_exception", f"version_type [{version_type}] with version is not supported")
 
 
 def _get_aliases(store: Store, expression: str, alias: str | None) -> tuple[int, Any]:

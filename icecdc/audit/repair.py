@@ -29,9 +29,10 @@ from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
 from icecdc.lookup import TableRows
 from icecdc.model import Checkpoint, ResyncKind, Write
+from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.sink import Refusal, open_client, write_documents
+from icecdc.sink import Refusal, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)

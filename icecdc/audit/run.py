@@ -16,7 +16,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import OperationError
-from icecdc.sink import check_reachable, open_client
+from icecdc.opensearch import check_reachable, open_client
 from icecdc.state import open_state_store
 
 log = logging.getLogger(__name__)

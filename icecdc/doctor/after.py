@@ -18,7 +18,7 @@ from icecdc.doctor.search import check_mapping, check_writes
 from icecdc.doctor.sources import UnsupportedPattern, glue_event, match_pattern
 from icecdc.doctor.stack import GLUE_VERSION, NOT_FOUND, DeployedStack, Logical, error_code, expected, state_table_name
 from icecdc.errors import IcecdcError
-from icecdc.planning import TableStatus, table_status
+from icecdc.status import TableStatus, table_status
 
 # The Lag alarm's threshold (infra.operations): a table this far behind is alarming.
 LAG_ALARM_SECONDS = 3600
@@ -251,7 +251,7 @@ def check_rules(ctx: Context) -> Iterator[Check]:
 
 
 def check_lag(ctx: Context) -> Iterator[Check]:
-    """How far each index is behind its table, as the planner publishes it (icecdc.planning.table_status)."""
+    """How far each index is behind its table, as the planner publishes it (icecdc.status.table_status)."""
     now = ctx.clock()
     for table_config in ctx.config.tables:
         try:

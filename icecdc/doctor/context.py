@@ -14,7 +14,8 @@ import boto3
 from pyiceberg.catalog import Catalog
 
 from icecdc.catalog import open_catalog
-from icecdc.config import AwsConfig, Config
+from icecdc.config import Config
+from icecdc.config.deploy import AwsConfig
 from icecdc.doctor.sources import AccountSettings, GlueVersions, JobsOnVersion, LambdaConcurrency
 from icecdc.doctor.stack import DeployedStack, state_table_name
 from icecdc.errors import ConfigError

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from icecdc.config import SubnetConfig, VpcConfig
+from icecdc.config.deploy import SubnetConfig, VpcConfig
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped
 

@@ -18,7 +18,7 @@ from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.stack import Logical
 from icecdc.errors import SinkError
-from icecdc.sink import check_reachable, open_client
+from icecdc.opensearch import check_reachable, open_client
 
 ENGINE = "opensearch domain"
 WRITES = "opensearch writes"

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from icecdc.changelog import ChangeStats
 from icecdc.engines.target import Target, write_keyed_changes
 from icecdc.model import ChangeRow, EngineKind
+from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import Task
-from icecdc.sink import SinkStats, delete_older, open_client
+from icecdc.sink import SinkStats, delete_older
 
 
 @dataclass

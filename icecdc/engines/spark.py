@@ -21,9 +21,10 @@ from icecdc.changelog import ChangeStats
 from icecdc.config import SparkConfig
 from icecdc.engines.target import Target, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind
+from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import Task, files_read_by
-from icecdc.sink import SinkStats, delete_older, open_client
+from icecdc.sink import SinkStats, delete_older
 
 BYTES_PER_SLICE = 32 * 2**20  # compressed Parquet; a slice's rows stream through, so this bounds time, not memory
 

@@ -11,7 +11,8 @@ from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import ChangeRow
-from icecdc.sink import Refusal, SinkStats, open_client, write_documents
+from icecdc.opensearch import open_client
+from icecdc.sink import Refusal, SinkStats, write_documents
 
 
 @dataclass(frozen=True)

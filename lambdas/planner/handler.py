@@ -8,12 +8,8 @@ the messages of a table that failed are reported back (`batchItemFailures`) so t
 them again; the others are done. One event invoked directly (an operator's test) is planned the
 same way, and the invocation fails after every table was tried if any failed.
 
-Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.planning`. Environment (set by
-the stack): ICECDC_CONFIG (the bundled YAML), ICECDC_STATE_TABLE, ICECDC_STACK_NAME (prefix of the
-per-table Glue job names), optional ICECDC_CATALOG_PROPERTIES (JSON merged into `catalog:`) and,
-where the planner applies batches itself (`aws.planner_applies`), ICECDC_OPENSEARCH_URL (the
-endpoint of a domain the stack created, signed with SigV4) and ICECDC_DEAD_LETTER (the stack's
-dead-letter location, as the job's).
+Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.status`. The environment the
+stack sets is `icecdc.aws.PlannerEnvironment`.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from typing import Any
 import boto3
 
 from icecdc.aws import (
+    PlannerEnvironment,
     TableOutcome,
     batch_tables,
     event_tables,
@@ -65,34 +62,29 @@ def _config(
 
 
 def handler(event: Any, context: Any = None) -> dict[str, Any]:
-    env = os.environ
+    env = PlannerEnvironment.read(os.environ)
     config = _config(
-        env["ICECDC_CONFIG"],
-        env["ICECDC_STATE_TABLE"],
-        env.get("AWS_REGION"),
-        env.get("ICECDC_CATALOG_PROPERTIES", "{}"),
-        env.get("ICECDC_OPENSEARCH_URL") or None,
-        env.get("ICECDC_DEAD_LETTER") or None,
+        env.config, env.state_table, os.environ.get("AWS_REGION"), env.catalog_properties, env.opensearch_url, env.dead_letter
     )
     if is_batch(event):
         batch = batch_tables(event, config)
         for reason in batch.ignored:
             log.warning("no work for %s", reason)
-        failed = batch.failed_messages(_plan(config, batch.tables, context))
+        failed = batch.failed_messages(_plan(config, env, batch.tables, context))
         return {"batchItemFailures": [{"itemIdentifier": message} for message in failed]}
 
     selected = event_tables(event, config)
     if selected.ignored:
         log.warning("no work for this event: %s", selected.ignored)
         return {"tables": [], "ignored": selected.ignored}
-    outcomes = _plan(config, selected.tables, context)
+    outcomes = _plan(config, env, selected.tables, context)
     failed = [o for o in outcomes if o.error]
     if failed:
         raise PlanningFailed("; ".join(f"{o.table}: {o.error}" for o in failed))
     return {"tables": [dataclasses.asdict(o) for o in outcomes]}
 
 
-def _plan(config: Config, tables: tuple[str, ...], context: Any) -> list[TableOutcome]:
+def _plan(config: Config, env: PlannerEnvironment, tables: tuple[str, ...], context: Any) -> list[TableOutcome]:
     if not tables:
         return []
     store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
@@ -101,7 +93,7 @@ def _plan(config: Config, tables: tuple[str, ...], context: Any) -> list[TableOu
             config,
             store,
             tables,
-            os.environ["ICECDC_STACK_NAME"],
+            env.stack_name,
             boto3.client("glue"),
             boto3.client("cloudwatch"),
             planner_deadline(context),

@@ -20,7 +20,7 @@ from infra.bundling import (
     JOB_INSTALLER_OPTIONS,
     LAMBDA,
     LAMBDA_BOTOCORE_SERVICES,
-    Target,
+    Platform,
     build_bundles,
     glue_wheels,
     glue_wheels_name,
@@ -47,23 +47,23 @@ def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_t
         assert archive.read("wheels/requirements.txt") == GLUE.lock.read_bytes()
 
 
-@pytest.mark.parametrize("target", [GLUE, LAMBDA], ids=["glue", "lambda"])
-def test_the_locks_pin_every_package_with_its_hash_at_the_tested_versions(target: Target) -> None:
-    text = target.lock.read_text()
+@pytest.mark.parametrize("platform", [GLUE, LAMBDA], ids=["glue", "lambda"])
+def test_the_locks_pin_every_package_with_its_hash_at_the_tested_versions(platform: Platform) -> None:
+    text = platform.lock.read_text()
     entries = {m["name"].lower().replace("_", "-"): m["version"] for m in LOCKED.finditer(text)}
     requirement_lines = [line for line in text.splitlines() if line and not line.startswith(("#", "    --hash"))]
     assert len(entries) == len(requirement_lines) > 10  # every requirement has its one sha256
-    for requirement in target.requirements:  # the top level, at the versions of this virtualenv
+    for requirement in platform.requirements:  # the top level, at the versions of this virtualenv
         name, pinned = re.sub(r"\[.*\]", "", requirement).split("==")
         assert entries[name.lower()] == pinned, requirement
-    unpinned = {name.lower() for name in target.not_pinned_to_the_virtualenv}
-    assert not {name for name, _ in target.left_out} & set(entries)  # never imported: not installed
+    unpinned = {name.lower() for name in platform.not_pinned_to_the_virtualenv}
+    assert not {name for name, _ in platform.left_out} & set(entries)  # never imported: not installed
     for name, locked in entries.items():  # the rest too, where the suite runs it (re-lock: python -m infra.lock)
         try:
             tested = version(name)
         except PackageNotFoundError:
             continue
-        assert name in unpinned or tested == locked, f"{target.lock.name}: {name} {locked} is locked, {tested} tested"
+        assert name in unpinned or tested == locked, f"{platform.lock.name}: {name} {locked} is locked, {tested} tested"
 
 
 def test_the_planner_layer_keeps_the_models_of_every_aws_service_the_planner_calls() -> None:

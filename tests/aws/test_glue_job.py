@@ -19,7 +19,7 @@ from icecdc.aws import METRIC_NAMESPACE
 from icecdc.catalog import identifier_columns
 from icecdc.config import OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters
-from icecdc.sink import open_client
+from icecdc.opensearch import open_client
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
 

@@ -10,8 +10,8 @@ import pytest
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import ConfigError
+from icecdc.opensearch import open_client
 from icecdc.secrets import basic_auth
-from icecdc.sink import open_client
 from tests.support.aws import REGION, aws_client
 
 

@@ -16,9 +16,9 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.engines import Engines
 from icecdc.model import EngineKind
+from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, process_table, sync
-from icecdc.sink import open_client
 from icecdc.state import SqliteStateStore
 from icecdc.verify import diff_index, index_documents
 

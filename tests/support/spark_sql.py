@@ -149,7 +149,7 @@ def spark_sql(spark: Any, tmp_path: Path) -> Iterator[SparkSql]:
     result.close()
 
 
-def write_equality_deletes(
+def write_equality_deletes(  # noqa: C901 - one script of JVM calls; its branches check the input
     ss: SparkSql, table: str, rows: list[dict[str, Any]], *, inserts: list[dict[str, Any]] | None = None, format_: str = "parquet"
 ) -> list[Any]:
     """Commit equality deletes to `table` the way Flink's upsert writer does: Iceberg's own Java

@@ -18,7 +18,7 @@ from icecdc.catalog import sequence_number
 from icecdc.config import BatchConfig
 from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
-from icecdc.model import ChangeType, ItemKind, WorkItem
+from icecdc.model import ChangeType, ItemKind, WorkItem, by_snapshot
 from icecdc.reading.ranges import RangeKey, key_ranges
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
 
@@ -55,7 +55,8 @@ def file_tasks(
     schema = table.schema()
     keys = [RangeKey(name, schema.find_field(name)) for name in identifier_columns]
     run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
-    for snapshot_id, snapshot_items in _by_snapshot(items).items():
+    # oldest snapshot first (a collapsed run ends at its newest)
+    for snapshot_id, snapshot_items in by_snapshot(sorted(items, key=lambda i: (i.sequence_number, i.group))).items():
         snapshot = table.snapshot_by_id(snapshot_id)
         name = snapshot_items[0].table
         if snapshot is None:
@@ -109,14 +110,6 @@ def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
         for t in tasks
         if t.data_file.file_path not in transient
     ]
-
-
-def _by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
-    """The items per snapshot, oldest snapshot first (a collapsed run ends at its newest)."""
-    grouped: dict[int, list[WorkItem]] = {}
-    for item in sorted(items, key=lambda i: (i.sequence_number, i.group)):
-        grouped.setdefault(item.snapshot_id, []).append(item)
-    return grouped
 
 
 def _export_tasks(snapshot: Snapshot, items: list[WorkItem], files: SnapshotFiles) -> list[Task]:

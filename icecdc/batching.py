@@ -1,0 +1,121 @@
+"""Which pending items a pass takes: pure functions over work items.
+
+`select_batch` splits a table's pending items into the batch (the complete snapshots on the
+current snapshot's `Lineage`, from the checkpoint on) and the stale items to retire unread;
+`cap_batch` cuts the batch to what one pass may read. The sizes of the files come from
+`BatchSizes` (`icecdc.manifests.SnapshotSizes` reads them from the manifests, as they are asked for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from icecdc.catalog import Lineage
+from icecdc.config import BatchConfig
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem, by_snapshot
+
+
+class BatchSizes(Protocol):
+    """The bytes of the files of a batch's snapshots."""
+
+    def has_snapshot(self, snapshot_id: int) -> bool: ...
+
+    def export_bytes(self, item: WorkItem) -> int: ...
+
+    def change_bytes(self, snapshot_id: int) -> int: ...
+
+
+def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
+    """Split pending items into (the batch to apply now, stale items to retire unread).
+
+    Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
+    before marking them done), off the current snapshot's lineage (rolled back), or before a
+    pending export on it (the export brings the index past them).
+    The batch: the run of snapshots on the lineage that starts right after the checkpoint (or at a
+    pending export), oldest first, each with all its items present; a snapshot a planner is still
+    writing, or has not planned yet, ends it. Items of commits newer than this view wait.
+    """
+    stale = [i for i in items if (checkpoint is not None and checkpoint.supersedes(i)) or lineage.abandoned(i)]
+    retired = {i.key for i in stale}
+    by_position: dict[int, list[WorkItem]] = {}
+    for item in items:
+        position = lineage.position(item.snapshot_id)
+        if position is not None and item.key not in retired:
+            by_position.setdefault(position, []).append(item)
+    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == ItemKind.EXPORT for i in snapshot_items)]
+    if exports:
+        start = max(exports)
+        # the export snapshot's own change items, planned before the resync was: the export covers them
+        stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
+        by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
+    elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
+        start = at + 1
+    else:
+        return [], stale  # the checkpoint is off the lineage: the planner resyncs first
+    stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]
+    batch: list[WorkItem] = []
+    for position in range(start, len(lineage.snapshot_ids)):
+        snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
+        if not snapshot_items or len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
+            break
+        batch += snapshot_items
+    return batch, stale
+
+
+def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
+    """The part of the batch one pass applies, and whether it ends inside an export.
+
+    Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
+    export, always the first snapshot of its batch, is cut file by file: the pass ends inside it,
+    and its APPLIED items are kept so the pass that reads its last files can finish it."""
+    taken: list[WorkItem] = []
+    tally = _Tally(limits)
+    for snapshot_id, items in by_snapshot(batch).items():
+        if items[0].kind == ItemKind.EXPORT and sizes.has_snapshot(snapshot_id):
+            export, inside = _cap_export(items, tally, sizes)
+            taken += export
+            if inside:
+                return taken, True
+            continue
+        files = sum(len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files) for i in items)
+        size = sizes.change_bytes(snapshot_id) if files else 0
+        if taken and not tally.fits(files, size):
+            return taken, False
+        taken += items
+        tally.add(files, size)
+    return taken, False
+
+
+def _cap_export(items: list[WorkItem], tally: _Tally, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
+    """The export's items a pass takes (its files not applied yet while they fit, at least one, and
+    its APPLIED items: they tell later passes it has begun), and whether the pass ends inside it."""
+    applied = [i for i in items if i.status == ItemStatus.APPLIED]
+    taken: list[WorkItem] = []
+    for item in (i for i in items if i.status != ItemStatus.APPLIED):
+        size = sizes.export_bytes(item)
+        if not tally.empty and not tally.fits(len(item.added_data_files), size):
+            return taken + applied, True
+        taken.append(item)
+        tally.add(len(item.added_data_files), size)
+    return taken + applied, False
+
+
+@dataclass
+class _Tally:
+    """What the items a pass has taken so far read, against its caps."""
+
+    limits: BatchConfig
+    files: int = 0
+    bytes: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.files or self.bytes)
+
+    def fits(self, files: int, size: int) -> bool:
+        return self.files + files <= self.limits.max_files and self.bytes + size <= self.limits.max_bytes
+
+    def add(self, files: int, size: int) -> None:
+        self.files += files
+        self.bytes += size

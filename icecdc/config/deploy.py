@@ -1,0 +1,177 @@
+"""The deploy-only configuration (section `aws:`): what the CDK stack (`infra/`) and the checks of a
+deployment (`icecdc doctor`) read; a run reads none of it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from icecdc.config.loader import AT, Section, Text
+
+# The retention periods CloudWatch Logs accepts, in days (aws.log_retention_days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+class SubnetConfig(Section):
+    id: Text
+    availability_zone: Text
+    route_table_id: Text | None = None  # the subnet's route table: where aws.vpc.create_endpoints adds S3 and DynamoDB
+
+
+class VpcConfig(Section):
+    """An existing VPC (section `aws.vpc`): the Glue jobs run in it (a Glue network connection in the
+    first subnet) and a domain the stack creates is placed in it, with security groups the stack creates."""
+
+    vpc_id: Text
+    # Private subnets, one per availability zone; a created domain spans the first two or three.
+    subnets: tuple[SubnetConfig, ...] = Field(strict=False, min_length=1)
+    # The stack creates the VPC endpoints its parts need (for subnets without a NAT gateway): gateway
+    # endpoints for S3 and DynamoDB on the subnets' route tables, interface endpoints for the rest
+    # (docs/deploy.md). False: the VPC must reach those services already.
+    create_endpoints: bool = False
+
+    @field_validator("subnets")
+    @classmethod
+    def _one_per_zone(cls, subnets: tuple[SubnetConfig, ...]) -> tuple[SubnetConfig, ...]:
+        zones = [s.availability_zone for s in subnets]
+        if len(set(zones)) != len(zones):
+            raise ValueError(f"{AT} must be in different availability zones, got {zones}")
+        return subnets
+
+    @model_validator(mode="after")
+    def _routes_for_gateways(self) -> Self:
+        missing = [s.id for s in self.subnets if s.route_table_id is None]
+        if self.create_endpoints and missing:
+            raise ValueError(
+                f"{AT}.create_endpoints needs each subnet's route_table_id (the S3 and DynamoDB gateway endpoints are "
+                f"routes): missing for {', '.join(missing)}"
+            )
+        return self
+
+
+def _key_arn(key: str) -> None:
+    """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
+    if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
+        raise ValueError(f"{AT} must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), got {key!r}")
+
+
+class AwsConfig(Section):
+    """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
+
+    # The buckets holding the tables' metadata and data: the only ones the roles read.
+    warehouse_buckets: tuple[str, ...] = Field(strict=False)
+    # Customer-managed KMS keys the warehouse buckets' objects are encrypted with (SSE-KMS): the roles
+    # that read them get kms:Decrypt on these keys, through S3 only. Default: none (SSE-S3, or AWS-managed keys).
+    warehouse_kms_key_arns: tuple[str, ...] = Field((), strict=False)
+    # The customer-managed KMS key of opensearch.password_secret_arn, if it has one: kms:Decrypt through
+    # Secrets Manager for the roles that read the secret. Default: none (the secret's AWS-managed key).
+    password_secret_kms_key_arn: Text | None = None
+    stack_name: Text = "icecdc"  # also the prefix of every resource name
+    account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
+    region: Text | None = None  # default: CDK_DEFAULT_REGION
+    schedule_minutes: int = Field(5, ge=1)  # the fallback sweep over all tables (Glue's events are best-effort)
+    # The planner's events wait in a queue up to this long (Lambda's SQS batching window, at most 300 s),
+    # so that a burst of commits of one table is planned once.
+    planner_batch_window_seconds: int = Field(20, ge=1, le=300)
+    # The planner applies a batch the in-process engine takes (see `engine:`) itself, in seconds and
+    # without a Glue run; it then reaches OpenSearch from the Lambda. False: every batch starts the job.
+    planner_applies: bool = True
+    # Concurrency reserved for the planner, or none (the default): the queue's event source already
+    # starts at most 2 planners at once, and reserving fails to deploy in accounts whose Lambda
+    # concurrency quota is low (Lambda keeps 100 unreserved). At least the event source's 2, or it
+    # would be throttled (docs/deploy.md).
+    planner_reserved_concurrency: int | None = Field(None, ge=2)
+    glue_worker_type: Text = "G.1X"
+    glue_max_workers: int = 10  # auto scaling's upper bound per table's job
+    glue_timeout_minutes: int = Field(120, ge=1)
+    opensearch_domain_arn: Text | None = None  # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
+    create_domain: bool = False  # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
+    domain_instance_type: Text = "r7g.large.search"
+    domain_instance_count: int = Field(2, ge=1)
+    domain_volume_gb: int = Field(20, ge=1)
+    # With create_domain: the IAM role (or user) that administers the domain (all_access and
+    # security_manager); the domain's master user is a role of the stack that maps roles at deploy time.
+    domain_admin_arn: Text | None = None
+    vpc: VpcConfig | None = None  # the jobs (and a created domain) in an existing VPC; default: public endpoints
+    dead_letter_prefix: Text = "dead-letter/"
+    dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
+    alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
+    log_retention_days: int = 30  # the jobs', the planner's and a created domain's log groups (CloudWatch's periods)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "done_ttl_days" in data:
+            raise ValueError(
+                f"{AT}.done_ttl_days moved to state.done_ttl_days (with state type dynamodb; at run time the stack's "
+                "state table keeps it)"
+            )
+        return data
+
+    @field_validator("warehouse_buckets")
+    @classmethod
+    def _bucket_names(cls, buckets: tuple[str, ...]) -> tuple[str, ...]:
+        if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
+            raise ValueError(f"{AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}")
+        return buckets
+
+    @field_validator("warehouse_kms_key_arns")
+    @classmethod
+    def _key_arns(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        for key in keys:
+            _key_arn(key)
+        return keys
+
+    @field_validator("password_secret_kms_key_arn")
+    @classmethod
+    def _key_arn(cls, key: str | None) -> str | None:
+        if key is not None:
+            _key_arn(key)
+        return key
+
+    @field_validator("stack_name")
+    @classmethod
+    def _resource_prefix(cls, name: str) -> str:
+        if not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
+            raise ValueError(f"{AT} must be letters, digits and '-', starting with a letter, got {name!r}")
+        return name
+
+    @field_validator("glue_max_workers")
+    @classmethod
+    def _driver_and_executor(cls, workers: int) -> int:
+        if workers < 2:
+            raise ValueError(f"{AT} must be at least 2 (a driver and an executor), got {workers}")
+        return workers
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _cloudwatch_period(cls, days: int) -> int:
+        if days not in LOG_RETENTION_DAYS:
+            raise ValueError(
+                f"{AT} must be one of CloudWatch Logs' periods {', '.join(map(str, LOG_RETENTION_DAYS))}, got {days}"
+            )
+        return days
+
+    @field_validator("dead_letter_prefix")
+    @classmethod
+    def _one_trailing_slash(cls, prefix: str) -> str:
+        return prefix.strip("/") + "/"
+
+    @model_validator(mode="after")
+    def _one_domain(self) -> Self:
+        if self.create_domain and self.opensearch_domain_arn is not None:
+            raise ValueError(f"{AT}: choose create_domain or opensearch_domain_arn, not both")
+        if self.create_domain and self.domain_admin_arn is None:
+            raise ValueError(
+                f"{AT}.domain_admin_arn is required with create_domain: the IAM role that administers the domain "
+                "(the jobs' role only writes the configured indexes)"
+            )
+        if self.domain_admin_arn is not None and not self.create_domain:
+            raise ValueError(f"{AT}.domain_admin_arn is for a domain the stack creates (create_domain: true)")
+        if self.domain_admin_arn is not None and not re.fullmatch(
+            r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+", self.domain_admin_arn
+        ):
+            raise ValueError(f"{AT}.domain_admin_arn must be an IAM role or user ARN, got {self.domain_admin_arn!r}")
+        return self

@@ -1,0 +1,326 @@
+"""The runtime configuration: validated strictly into frozen pydantic models before anything runs.
+
+The keys are a contract other tools rely on (see the README). Every unknown key and every bad
+value raises `ConfigError` naming its path in the file (`icecdc.config.loader`). Each default is
+written once, on its field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from icecdc.config.deploy import AwsConfig
+from icecdc.config.loader import AT, Section, Setting, Text, read_yaml, validated
+from icecdc.errors import ConfigError
+from icecdc.model import EngineChoice, StateStoreType
+
+
+class CatalogConfig(Section):
+    """Any pyiceberg catalog: ``load_catalog(name, **properties)``; every key but `name` is a property."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Setting] = Field(init=False)
+
+    name: Text
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.__pydantic_extra__ or {})
+
+
+class _StoreConfig(Section):
+    lease_seconds: float = Field(60.0, gt=0)  # a table's processing lease; renewed while held, so it outlives no crash by more
+
+
+class SqliteStateConfig(_StoreConfig):
+    """Checkpoints and work items in a local SQLite file."""
+
+    type: Literal[StateStoreType.SQLITE] = StateStoreType.SQLITE
+    path: Text
+
+
+class DynamoDbStateConfig(_StoreConfig):
+    """Checkpoints and work items in a DynamoDB table (the stack's, in AWS)."""
+
+    type: Literal[StateStoreType.DYNAMODB] = StateStoreType.DYNAMODB
+    table: Text
+    region: Text | None = None
+    endpoint_url: Text | None = None  # moto, DynamoDB local
+    done_ttl_days: int = Field(7, ge=1)  # finished work items are deleted by DynamoDB's TTL after this
+
+
+# Where checkpoints and work items live; `type` picks the store (default sqlite).
+StateConfig = Annotated[SqliteStateConfig | DynamoDbStateConfig, Field(discriminator="type")]
+
+
+class OpenSearchConfig(Section):
+    url: Text
+    username: Text | None = None
+    password: str | None = Field(None, repr=False)  # never in a repr, a log line or an error
+    # Or the password in AWS Secrets Manager (the secret's string, or its JSON's "password"), read
+    # when a client is opened: in AWS, no secret is in the config file, an asset or the template.
+    password_secret_arn: Text | None = None
+    aws_region: Text | None = None  # set to sign requests with SigV4
+    aws_service: Literal["es"] = "es"  # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
+    verify_certs: bool = True
+    bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
+    # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch Service
+    # refuses HTTP requests over 10 MiB on its smallest instance types (100 MiB on large ones), and
+    # AWS advises bulk requests of 5 to 15 MiB: 5 MiB stays under every domain's limit. A document
+    # whose action alone is larger is a dead letter, never sent.
+    max_chunk_bytes: int = Field(5 * 1024 * 1024, gt=0)
+    max_retries: int = Field(5, ge=1)  # for 429 and 5xx answers, with exponential backoff and jitter
+    initial_backoff_seconds: float = Field(0.5, gt=0)
+    max_backoff_seconds: float = Field(30.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{AT} must start with http:// or https://, got {url!r}")
+        if "@" in urlsplit(url).netloc:  # the URL is not quoted back: it holds a secret
+            raise ValueError(
+                f"{AT} must not carry credentials (user:password@host): they would reach logs and error "
+                "messages; set opensearch.username and opensearch.password instead"
+            )
+        return url.rstrip("/")
+
+    @field_validator("aws_service", mode="before")
+    @classmethod
+    def _managed_domains_only(cls, service: Any) -> Any:
+        if service == "aoss":
+            raise ValueError(
+                f"{AT} 'aoss' (OpenSearch Serverless) is not supported: icecdc checks an endpoint with GET /, which "
+                "Serverless answers 404; a resync removes what the table lost with a scroll, which Serverless lacks; "
+                "and Serverless does not document external versions, which keep replayed writes harmless "
+                "(docs/deploy.md). Use a managed domain (aws_service: es)"
+            )
+        return service
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> Self:
+        if self.password is not None and self.password_secret_arn is not None:
+            raise ValueError(f"{AT}: set password or password_secret_arn, not both")
+        if (self.username is None) != (self.password is None and self.password_secret_arn is None):
+            raise ValueError(f"{AT}.username and {AT}.password (or password_secret_arn) go together")
+        if self.username is not None and self.aws_region is not None:
+            raise ValueError(f"{AT}: choose basic auth (username/password) or SigV4 (aws_region), not both")
+        return self
+
+
+class SparkConfig(Section):
+    master: Text | None = None
+    conf: dict[str, Setting] = Field(default_factory=dict)
+
+
+class BatchConfig(Section):
+    """How much one pass applies (a Glue run makes as many passes as it has time for). Each pass
+    ends with a checkpoint, and an export's files are recorded as they complete, so a run that is
+    stopped resumes where the last pass ended. A pass always takes at least one snapshot, or one
+    export file; a single change snapshot larger than the caps is still applied whole."""
+
+    max_files: int = Field(default=10_000, gt=0)  # data and delete files to read in one pass
+    max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
+    # The memory budget of one task reading a copy-on-write rewrite (compressed bytes as stored):
+    # a partition's rewrite up to this size is read whole, so unchanged rows cancel in Arrow; a
+    # larger one is cut into ranges of its identifier, each about this size, read in parallel
+    # (without column bounds in the manifests: file by file, cancelled after the shuffle). A task
+    # holds 10-40 times this in memory, as the data compresses (make bench: memory probe).
+    max_rewrite_bytes: int = Field(default=16 * 2**20, gt=0)
+
+
+class EngineConfig(Section):
+    """Where each pass runs. `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the
+    pass reads at most all three limits, else Spark; `spark` or `in_process` force one engine. A
+    pass never mixes them. In-process, one core reads and a pass's changed rows are held in memory
+    (about 0.7 KiB a row): the limits bound its time and memory, well within the planner Lambda's."""
+
+    use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
+    # What a pass reads (data and delete files, their rows, their bytes as stored) up to which `auto`
+    # stays in-process. Measured (`python -m bench.crossover`): on 2 cores the in-process engine was
+    # faster than Spark at every size up to 10^6 rows read; 500,000 rows take it about 30 s and
+    # 400 MiB, so that a planner Lambda applies them within its time budget.
+    in_process_max_rows: int = Field(default=500_000, gt=0)
+    in_process_max_bytes: int = Field(default=64 * 2**20, gt=0)
+    in_process_max_files: int = Field(default=200, gt=0)
+
+
+# How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).
+StringMapping = Literal["text", "keyword"]
+
+
+class TableConfig(Section):
+    name: Text  # "<namespace>.<table>" as the catalog knows it
+    index: Text  # default: the name's last part
+    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
+    export: bool = True
+    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
+    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
+    protect_checkpoint: bool = False
+    # The index icecdc creates: the mapping derived from the schema (icecdc.index) with `mappings`
+    # merged over it and these `settings`; or, instead, the index template named `index_template`.
+    strings: StringMapping = "text"
+    mappings: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
+    index_template: Text | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_defaults_to_the_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
+            return {**data, "index": data["name"].split(".")[-1]}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, name: str) -> str:
+        if "." not in name:
+            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
+        return name
+
+    @field_validator("index")
+    @classmethod
+    def _valid_index_name(cls, index: str) -> str:
+        if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
+            raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
+        return index
+
+    @field_validator("mappings")
+    @classmethod
+    def _mapping_of_fields(cls, mappings: dict[str, Any] | None) -> dict[str, Any] | None:
+        properties = (mappings or {}).get("properties", {})
+        if not isinstance(properties, dict):
+            raise ValueError(f"{AT}.properties must be a mapping of field names to fields, got {properties!r}")
+        _check_fields(properties, f"{AT}.properties")
+        return mappings
+
+    @model_validator(mode="after")
+    def _template_or_own_mapping(self) -> Self:
+        if self.index_template is not None and (self.mappings is not None or self.settings is not None or self.strings != "text"):
+            raise ValueError(
+                f"{AT}: index_template applies the template's mappings and settings; "
+                "choose it or mappings/settings/strings, not both"
+            )
+        return self
+
+    @field_validator("identifier_columns")
+    @classmethod
+    def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if columns is not None and not columns:
+            raise ValueError(f"{AT} must be a non-empty list of column names, got []")
+        if columns is not None and len(set(columns)) != len(columns):
+            raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
+        return columns
+
+
+def _check_fields(properties: dict[str, Any], at: str) -> None:
+    """Each field of a mapping's `properties` is a mapping; an object's `properties` too, within."""
+    for name, field in properties.items():
+        if not isinstance(field, dict):
+            raise ValueError(f"{at}.{name} must be a mapping of the field's parameters, got {field!r}")
+        inner = field.get("properties", {})
+        if not isinstance(inner, dict):
+            raise ValueError(f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}")
+        _check_fields(inner, f"{at}.{name}.properties")
+
+
+class DeadLetterConfig(Section):
+    """Where documents that can never be written go; without one, such a document fails the batch."""
+
+    path: Text | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith(("s3://", "/")):
+            raise ValueError(f"{AT} must be an absolute directory or an s3:// location, got {path!r}")
+        return path
+
+
+class Config(Section):
+    catalog: CatalogConfig
+    state: StateConfig
+    opensearch: OpenSearchConfig
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    tables: tuple[TableConfig, ...] = Field(strict=False)
+    aws: AwsConfig | None = None
+    # The file's `dead_letter:` section; read `dead_letter` (its path).
+    dead_letter_section: DeadLetterConfig = Field(default_factory=DeadLetterConfig, alias="dead_letter")
+
+    @property
+    def dead_letter(self) -> str | None:
+        """Where documents that can never be written go (a directory or s3://bucket/prefix), or None."""
+        return self.dead_letter_section.path
+
+    def with_dead_letter(self, path: str) -> Config:
+        return self.revised(dead_letter={"path": path})
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _sqlite_by_default(cls, state: Any) -> Any:
+        if isinstance(state, dict) and state.get("type") is None:
+            return {**state, "type": SqliteStateConfig.model_fields["type"].default}
+        return state
+
+    @field_validator("aws", mode="before")
+    @classmethod
+    def _empty_aws_is_none(cls, aws: Any) -> Any:
+        return None if aws == {} else aws
+
+    @field_validator("tables")
+    @classmethod
+    def _some_tables(cls, tables: tuple[TableConfig, ...]) -> tuple[TableConfig, ...]:
+        if not tables:
+            raise ValueError(f"{AT} must list at least one entry")
+        return tables
+
+    @model_validator(mode="after")
+    def _one_index_per_table(self) -> Self:
+        names = [t.name for t in self.tables]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tables lists {duplicates[0]!r} more than once")
+        # Two tables writing one index would overwrite and delete each other's documents (and a resync
+        # of one would wipe the other), so each index belongs to exactly one table.
+        owners: dict[str, int] = {}
+        for position, table in enumerate(self.tables):
+            first = owners.setdefault(table.index, position)
+            if first != position:
+                raise ValueError(
+                    f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
+                    f"both write index {table.index!r}: each table needs its own index"
+                )
+        # An index is an alias over generations `<index>-<n>`: another table's index of that form
+        # would share its name space (icecdc's markers keep them apart, but not a reader's eye).
+        for position, table in enumerate(self.tables):
+            for other, taken in enumerate(self.tables):
+                suffix = taken.index.removeprefix(f"{table.index}-")
+                if other != position and taken.index.startswith(f"{table.index}-") and suffix.isdigit():
+                    raise ValueError(
+                        f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a name of the form of the "
+                        f"generations of tables[{position}]'s index {table.index!r} ({table.index}-<n>): rename one"
+                    )
+        return self
+
+    def table(self, name: str) -> TableConfig:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        known = ", ".join(t.name for t in self.tables)
+        raise ConfigError(f"table {name!r} is not in the configuration (configured: {known})")
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a configuration file."""
+    return parse_config(read_yaml(path))
+
+
+def parse_config(raw: Any) -> Config:
+    """Validate an already-parsed configuration mapping."""
+    return validated(Config, {} if raw is None else raw)

@@ -1,0 +1,45 @@
+"""The index's one owner: its mapping from the schema (`mappings`, pure), one concrete index by
+name (`indices`), and the alias over its generations with their lifecycle (`alias`)."""
+
+from icecdc.errors import IndexStateError
+from icecdc.index.alias import BUILD_SETTINGS, MARKER, IndexAlias, generation, generation_number, marker
+from icecdc.index.indices import (
+    COPIES_WAIT_SECONDS,
+    add_missing_fields,
+    check_template,
+    create_index,
+    index_uuid,
+    mapping_conflicts,
+    wait_for_copies,
+)
+from icecdc.index.mappings import (
+    IndexSpec,
+    Mapping,
+    field_mapping,
+    index_spec,
+    mappings_for,
+    merge_mappings,
+)
+
+__all__ = [
+    "BUILD_SETTINGS",
+    "COPIES_WAIT_SECONDS",
+    "MARKER",
+    "IndexAlias",
+    "IndexSpec",
+    "IndexStateError",
+    "Mapping",
+    "add_missing_fields",
+    "check_template",
+    "create_index",
+    "field_mapping",
+    "generation",
+    "generation_number",
+    "index_spec",
+    "index_uuid",
+    "mapping_conflicts",
+    "mappings_for",
+    "marker",
+    "merge_mappings",
+    "wait_for_copies",
+]

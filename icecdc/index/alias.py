@@ -1,0 +1,337 @@
+"""A table's index as icecdc keeps it: an alias over generations `<index>-<n>`, and its lifecycle.
+
+**Identity.** A checkpoint records the index's UUID (`index.uuid` in its settings). When the index is
+deleted, or deleted and created again, behind icecdc's back, the UUID no longer matches: writing the
+next changes into it would leave an index with only those documents, so the table is exported again.
+
+**Generations.** A generation carries icecdc's marker (the alias and the table's UUID in the
+mapping's `_meta`), so no other index is ever taken for one. A rebuild writes the next generation
+while the alias serves the current one, then swaps the alias in one request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opensearchpy import NotFoundError, OpenSearch
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from opensearchpy.exceptions import TransportError
+
+from icecdc.errors import IndexStateError, SinkError
+from icecdc.index.indices import (
+    TEMPLATE_ALIASES,
+    add_missing_fields,
+    check_template,
+    index_uuid,
+    mapping_conflicts,
+    wait_for_copies,
+)
+from icecdc.index.mappings import IndexSpec, Mapping
+from icecdc.model import Checkpoint, PassPoint, Probe
+
+log = logging.getLogger(__name__)
+
+# What an index under construction runs with until its swap: no refreshes, no replicas to copy to.
+BUILD_SETTINGS: Mapping = {"refresh_interval": "-1", "number_of_replicas": 0}
+# Where a generation records that it is icecdc's, for which alias and table: `_meta` of its mapping.
+MARKER = "icecdc"
+# Settings that make an index, or every index of the cluster, refuse writes.
+INDEX_WRITE_BLOCKS = ("index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete")
+CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_allow_delete")
+
+
+def generation(index: str, number: int) -> str:
+    """The name of the index's generation `number` (from 1): the concrete index the alias `index` names."""
+    return f"{index}-{number}"
+
+
+def generation_number(index: str, concrete: str) -> int | None:
+    """`concrete`'s generation of `index`: 0 for a pre-alias index named `index` itself, None for another index."""
+    if concrete == index:
+        return 0
+    number = concrete.removeprefix(f"{index}-")
+    return int(number) if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0") else None
+
+
+def marker(index: str, table_uuid: str) -> Mapping:
+    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`."""
+    return {MARKER: {"index": index, "table_uuid": table_uuid}}
+
+
+@dataclass(frozen=True)
+class IndexAlias:
+    """A table's index as icecdc keeps it: the alias `name` over its generations, on `client`."""
+
+    client: OpenSearch
+    name: str
+
+    # -- identity ----------------------------------------------------------------------------
+
+    def uuid(self) -> str | None:
+        """The UUID of the index the alias names; None when there is none."""
+        return index_uuid(self.client, self.name)
+
+    def current(self) -> str | None:
+        """The concrete index searches of the alias read: the alias's index, or a concrete index named
+        like the alias (made by an icecdc before generations, or auto-created by a write); None when neither exists."""
+        try:
+            found = self.client.indices.get_alias(name=self.name)
+        except NotFoundError:
+            found = {}
+        if len(found) > 1:
+            raise IndexStateError(
+                f"alias {self.name!r} names {len(found)} indices ({', '.join(sorted(found))}); icecdc writes to exactly one"
+            )
+        if found:
+            return str(next(iter(found)))
+        return self.name if self.client.indices.exists(index=self.name) else None
+
+    def generations(self) -> dict[str, str]:
+        """Every generation of the alias that exists, with its uuid: an index named `<name>-<n>` whose
+        marker names the alias (another index of that name pattern, another table's or a user's, is never one)."""
+        try:
+            found = self.client.indices.get(index=f"{self.name}-*")
+        except NotFoundError:
+            return {}
+        return {
+            name: str(body["settings"]["index"].get("uuid", ""))
+            for name, body in found.items()
+            if generation_number(self.name, name) and self._marked(body)
+        }
+
+    def _marked(self, body: Mapping) -> bool:
+        meta = (body.get("mappings") or {}).get("_meta") or {}
+        owner = meta.get(MARKER) if isinstance(meta, dict) else None
+        return isinstance(owner, dict) and owner.get("index") == self.name
+
+    def leftovers(self) -> list[str]:
+        """The generations the alias does not name: a rebuild's, under way or abandoned, or the old
+        one a swap did not get to delete."""
+        current = self.current()
+        return sorted(name for name in self.generations() if name != current)
+
+    def delete_leftovers(self) -> list[str]:
+        """Delete the generations the alias does not name (only when no rebuild is under way); return them."""
+        leftovers = self.leftovers()
+        for name in leftovers:
+            log.info("index %r: deleting generation %r, which the alias does not name", self.name, name)
+            self.client.indices.delete(index=name, ignore=404)
+        return leftovers
+
+    # -- what a run left behind --------------------------------------------------------------
+
+    def unfinished(self, checkpoint: Checkpoint | None) -> str:
+        """Why the index needs a pass although no work item is pending ("" when it does not): a
+        rebuild's swap not made, the index deleted or replaced, a generation left over. An index
+        that cannot be read is reported as fine, with a warning: the next commit's pass finds it."""
+        try:
+            return self._unfinished(checkpoint)
+        except (TransportError, SinkError) as exc:
+            log.warning("index %r: cannot tell whether it is as the checkpoint left it (%s)", self.name, exc)
+            return ""
+
+    def _unfinished(self, checkpoint: Checkpoint | None) -> str:
+        against = self._against(checkpoint)
+        if checkpoint is None or against is None:
+            return ""
+        found, built = against
+        if built:
+            return f"the alias {self.name!r} was not swapped to the rebuilt generation {built[0]!r}"
+        if found != checkpoint.index_uuid:
+            return f"index {self.name!r} was deleted" if found is None else f"index {self.name!r} was replaced by another index"
+        leftovers = self.leftovers()
+        return f"generations {', '.join(leftovers)} of index {self.name!r} are left over" if leftovers else ""
+
+    def _against(self, checkpoint: Checkpoint | None) -> tuple[str | None, list[str]] | None:
+        """None when the checkpoint names no index; else (the uuid the alias names, and when that is
+        not the checkpoint's: the generations a rebuild built for the checkpoint)."""
+        if checkpoint is None or not checkpoint.index_uuid:
+            return None
+        found = self.uuid()
+        if found == checkpoint.index_uuid:
+            return found, []
+        return found, [name for name, uuid in self.generations().items() if uuid == checkpoint.index_uuid]
+
+    def replaced_since(self, checkpoint: Checkpoint | None, spec: IndexSpec) -> str:
+        """Why the checkpoint's documents are no longer in the index ("" when they are).
+
+        A rebuild records its new generation in the checkpoint before it swaps the alias: when a run
+        stopped in between, the swap is done now."""
+        against = self._against(checkpoint)
+        if checkpoint is None or against is None:
+            return ""
+        found, built = against
+        if built:
+            log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", self.name, built[0])
+            self.finish(built[0], spec)
+            found = self.uuid()
+        if found is None:
+            return f"index {self.name!r} was deleted"
+        if found != checkpoint.index_uuid:
+            return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
+        return ""
+
+    def mapping_changed(self, spec: IndexSpec) -> bool:
+        """Whether the index the alias names maps a field otherwise than `spec` (checked again by every
+        pass of a rewrite: the current generation does not change until the swap)."""
+        if self.current() is None:
+            return False
+        conflicts = mapping_conflicts(self.client, self.name, spec)
+        if conflicts:
+            log.info(
+                "index %r maps %s otherwise than the schema: rebuilding it in a new generation", self.name, ", ".join(conflicts)
+            )
+        return bool(conflicts)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def check_writable(self, index_exists: bool = True) -> None:
+        """Raise IndexStateError naming the block when the index (when it exists) or the cluster refuses writes.
+
+        Settings that cannot be read (a role allowed to write but not to read them, a service without
+        the API) skip their check with a warning: the bulk answers' block errors still fail the batch."""
+        blocks: list[str] = []
+        cluster = _read_settings(lambda: self.client.cluster.get_settings(flat_settings=True), "the cluster")
+        for scope in ("persistent", "transient"):
+            blocks += [f"{name} ({scope})" for name in CLUSTER_WRITE_BLOCKS if _is_true(cluster.get(scope, {}).get(name))]
+        if index_exists:
+            indices = _read_settings(
+                lambda: self.client.indices.get_settings(index=self.name, flat_settings=True), f"index {self.name!r}"
+            )
+            for concrete, settings in indices.items():
+                named = f" on index {concrete!r}" if concrete != self.name else ""  # an alias names its indices
+                blocks += [f"{name}{named}" for name in INDEX_WRITE_BLOCKS if _is_true(settings.get("settings", {}).get(name))]
+        if blocks:
+            raise IndexStateError(
+                f"OpenSearch index {self.name!r} does not accept writes: {', '.join(blocks)} is set; nothing was written "
+                "(a flood-stage disk watermark sets read_only_allow_delete: free disk space, then clear the block)"
+            )
+
+    def ensure(self, spec: IndexSpec | None = None) -> None:
+        """Create the first generation from `spec` behind the alias when it names no index, so an empty
+        table still has one; when it does, add the fields of `spec` its mapping lacks (columns a schema
+        change added). Raise IndexStateError first when the index or the cluster refuses writes, or the
+        spec's index template is missing, so that nothing of the batch is written. Without `spec`:
+        OpenSearch's dynamic mapping. A concrete index named like the alias (made by an icecdc before
+        generations) is written to as it is, until a rebuild replaces it with a generation."""
+        current = self.current()
+        self.check_writable(index_exists=current is not None)
+        if current is None:
+            name = self._create_generation(None, spec or IndexSpec())
+            self.client.indices.put_alias(index=name, name=self.name)
+            log.info("index %r: created generation %r", self.name, name)
+        elif spec is not None:
+            add_missing_fields(self.client, self.name, spec)
+
+    # -- rebuilding --------------------------------------------------------------------------
+
+    def resumable(self, spec: IndexSpec, resumable: set[str]) -> tuple[str, str] | None:
+        """(name, uuid) of the generation a rebuild resumes: one the alias does not name whose uuid is
+        in `resumable` (where the rebuild's earlier passes wrote) and whose mapping can take `spec`
+        (not one a type changed meanwhile); None when the rebuild starts a new one. Reads only."""
+        current = self.current()
+        for name, uuid in self.generations().items():
+            if name != current and uuid in resumable:
+                conflicts = mapping_conflicts(self.client, name, spec)
+                if not conflicts:
+                    return name, uuid
+                log.warning(
+                    "index %r: generation %r maps %s otherwise than the schema now does; restarting the rebuild",
+                    self.name,
+                    name,
+                    ", ".join(conflicts),
+                )
+        return None
+
+    def start_rebuild(self, spec: IndexSpec, resumable: set[str]) -> str:
+        """The generation a rebuild writes to while the current one keeps serving searches, after
+        checking that the cluster accepts writes: the only way to let versions go backwards.
+
+        The `resumable` generation is resumed, its mapping brought up to `spec` (columns added
+        meanwhile). Otherwise every generation the alias does not name is deleted and the next one is
+        created from `spec` (the configured mapping and settings, or template, never what the old
+        index had: a reset also applies a changed configuration), with `BUILD_SETTINGS` (but for an
+        index from a template: its settings are the template's) until `finish`."""
+        self.check_writable(index_exists=False)
+        resumed = self.resumable(spec, resumable)
+        if resumed is not None:
+            log.info("index %r: resuming the rebuild into generation %r", self.name, resumed[0])
+            add_missing_fields(self.client, resumed[0], spec)
+            return resumed[0]
+        current = self.current()
+        self.delete_leftovers()
+        name = self._create_generation(current, spec)
+        if spec.template is None:
+            self.client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
+        log.info("index %r: building generation %r (searches read %r until the swap)", self.name, name, current)
+        return name
+
+    def finish(self, name: str, spec: IndexSpec, probe: Probe | None = None) -> None:
+        """Restore the generation `name`'s settings, point the alias at it in one atomic request, and
+        delete the generation it named. A pre-alias index named like the alias is deleted in that same
+        request (`remove_index`): searches see the old index, then the new one, never neither."""
+        if spec.template is None:
+            restored = {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}
+            self.client.indices.put_settings(index=name, body={"index": restored})
+        # Searches must find every document, and on every copy, from the first request after the swap.
+        self.client.indices.refresh(index=name)
+        wait_for_copies(self.client, name)
+        current = self.current()
+        actions: list[Mapping] = [{"add": {"index": name, "alias": self.name}}]
+        if current == self.name:
+            actions.insert(0, {"remove_index": {"index": self.name}})
+        elif current is not None and current != name:
+            actions.insert(0, {"remove": {"index": current, "alias": self.name}})
+        self.client.indices.update_aliases(body={"actions": actions})
+        log.info("index %r: swapped from %r to generation %r", self.name, current, name)
+        if probe is not None:
+            probe(PassPoint.SWAPPED)
+        if current is not None and current not in (self.name, name):
+            self.client.indices.delete(index=current, ignore=404)
+
+    def _create_generation(self, after: str | None, spec: IndexSpec) -> str:
+        """Create the first free generation numbered above `after`'s, with icecdc's marker; return its
+        name. A name taken by an index that is not a generation of the alias is skipped."""
+        number = (generation_number(self.name, after) or 0) + 1 if after is not None else 1
+        number = max([number, *((generation_number(self.name, g) or 0) + 1 for g in self.generations())])
+        while self.client.indices.exists(index=generation(self.name, number)):
+            number += 1
+        name = generation(self.name, number)
+        if spec.template is not None:
+            check_template(self.client, spec.template, name)
+        body = dict(spec.body() or {})
+        body["mappings"] = {**(body.get("mappings") or {}), "_meta": marker(self.name, spec.table_uuid)}
+        self.client.indices.create(index=name, body=body)
+        taken = sorted(a for found in self.client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
+        if taken:  # a template we did not name (a component, another pattern) gave it aliases
+            self.client.indices.delete(index=name, ignore=404)
+            raise IndexStateError(TEMPLATE_ALIASES.format(template=f"matching {name!r}", aliases=", ".join(taken)))
+        return name
+
+
+def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
+    try:
+        return read()
+    except OpenSearchConnectionError:
+        raise
+    except TransportError as exc:
+        log.warning(
+            "cannot read the settings of %s to check for write blocks (%s %s); writing anyway", what, exc.status_code, exc.error
+        )
+        return {}
+
+
+def _is_true(value: Any) -> bool:
+    return str(value).lower() == "true"  # settings come back as strings
+
+
+def _setting(settings: Mapping, name: str) -> Any:
+    """The value `settings` (nested or flat) gives the index setting `name`; None: the default."""
+    nested = settings.get("index")
+    for value in (nested.get(name) if isinstance(nested, dict) else None, settings.get(f"index.{name}"), settings.get(name)):
+        if value is not None:
+            return value
+    return None

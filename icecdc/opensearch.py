@@ -1,0 +1,50 @@
+"""The OpenSearch client: opened from the configuration (basic auth, with the password from Secrets
+Manager when the configuration names a secret, or SigV4), and checked for reachability."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opensearchpy import OpenSearch, RequestsHttpConnection
+from opensearchpy.exceptions import AuthenticationException, AuthorizationException, TransportError
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+
+from icecdc.config import OpenSearchConfig
+from icecdc.errors import SinkError
+from icecdc.secrets import basic_auth
+
+
+def open_client(config: OpenSearchConfig) -> OpenSearch:
+    options: dict[str, Any] = {
+        "hosts": [config.url],
+        "verify_certs": config.verify_certs,
+        "timeout": 60,
+        "max_retries": config.max_retries,
+        "retry_on_status": (502, 503, 504),
+        "retry_on_timeout": True,
+    }
+    credentials = basic_auth(config)  # the password from Secrets Manager when the config names a secret
+    if credentials is not None:
+        options["http_auth"] = credentials
+    elif config.aws_region is not None:
+        import boto3  # only the SigV4 path needs it
+        from opensearchpy import AWSV4SignerAuth
+
+        credentials = boto3.Session().get_credentials()
+        options["http_auth"] = AWSV4SignerAuth(credentials, config.aws_region, config.aws_service)
+        options["connection_class"] = RequestsHttpConnection
+    return OpenSearch(**options)
+
+
+def check_reachable(client: OpenSearch, url: str) -> None:
+    """Fail fast, before anything is written, when OpenSearch cannot be reached or refuses us."""
+    try:
+        client.info()
+    except (AuthenticationException, AuthorizationException) as exc:
+        raise SinkError(
+            f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity"
+        ) from None
+    except OpenSearchConnectionError as exc:
+        raise SinkError(f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}") from None
+    except TransportError as exc:
+        raise SinkError(f"OpenSearch at {url} answered {exc.status_code}: {exc.error}") from None

@@ -1,0 +1,134 @@
+"""What an operator, or the planner, asks of a table: is there work, how much, how far behind.
+
+Answered from the table's metadata, the checkpoint and the index's aliases alone (no manifest
+read), in time independent of the table's size: the planner Lambda asks them on every event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Snapshot
+
+from icecdc.config import TableConfig
+from icecdc.deadletters import DeadLetters
+from icecdc.errors import PlanningError
+from icecdc.index import IndexAlias
+from icecdc.model import Checkpoint, ResyncKind, WorkSize
+from icecdc.planning import resync_needed, snapshots_after
+from icecdc.state import StateStore
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    table: str
+    checkpoint: Checkpoint | None
+    current_snapshot_id: int | None
+    pending_items: int
+    lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
+    lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
+    dead_letters: int = 0  # documents kept aside because they can never be written
+    unfinished: str = ""  # what a run left undone in the index (IndexAlias.unfinished); "": nothing
+
+
+def has_work(
+    table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
+) -> bool:
+    """Whether a sync of the table would do anything, from its metadata, the checkpoint and the
+    index's aliases alone: the planner Lambda's question, answered in time independent of the
+    table's size (listing an export's files and walking a backlog's manifests are the Glue job's work).
+    `index`: the table's index, whose unfinished states (`IndexAlias.unfinished`) are work too."""
+    if store.count_pending(name):
+        return True
+    checkpoint = store.get_checkpoint(name)
+    if index is not None and index.unfinished(checkpoint):
+        return True
+    current = table.current_snapshot()
+    if current is None:
+        return False
+    if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
+        return True
+    kind, _ = resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync
+    return kind != ResyncKind.NONE
+
+
+def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
+    """An estimate, from snapshot summaries alone (no manifest read), of what a sync would read
+    when nothing is pending: the current snapshot whole for an export or a resync, else what
+    every snapshot since the checkpoint added and removed. None when it cannot be told (work is
+    pending, a summary lacks the counts): the caller then assumes the work is large."""
+    current = table.current_snapshot()
+    if store.count_pending(name) or current is None:
+        return None
+    checkpoint = store.get_checkpoint(name)
+    kind, _ = resync_needed(table, name, checkpoint, identifier_columns)
+    if checkpoint is None or kind != ResyncKind.NONE:
+        return _summed([current], _TOTAL)
+    return _summed(snapshots_after(table, name, checkpoint), _CHANGED)
+
+
+@dataclass(frozen=True)
+class _SummaryKeys:
+    """Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them) summed into a WorkSize."""
+
+    files: tuple[str, ...]
+    rows: tuple[str, ...]
+    bytes: tuple[str, ...]
+
+
+_TOTAL = _SummaryKeys(("total-data-files", "total-delete-files"), ("total-records",), ("total-files-size",))
+_CHANGED = _SummaryKeys(
+    ("added-data-files", "deleted-data-files", "added-delete-files"),
+    ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes"),
+    ("added-files-size", "removed-files-size"),
+)
+
+
+def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
+    files = rows = size = 0
+    for snapshot in snapshots:
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        if snapshot.summary is None or snapshot.summary.operation == Operation.REPLACE:
+            continue  # a compaction changes no row: icecdc reads none of its files
+        if _TOTAL.bytes[0] not in summary:
+            return None  # a writer that records no sizes: a zero would be a guess
+        # writers leave out counts that are zero
+        files += sum(int(summary.get(k, 0)) for k in keys.files)
+        rows += sum(int(summary.get(k, 0)) for k in keys.rows)
+        size += sum(int(summary.get(k, 0)) for k in keys.bytes)
+    return WorkSize(files, rows, size)
+
+
+def table_status(
+    table: Table,
+    config: TableConfig,
+    store: StateStore,
+    now: float,
+    dead_letters: DeadLetters | None = None,
+    index: IndexAlias | None = None,
+) -> TableStatus:
+    """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
+    given the `index`, what a run left unfinished in it."""
+    status = _lag(table, config, store, now)
+    if dead_letters:
+        status = replace(status, dead_letters=dead_letters.count(config.name))
+    if index is not None:
+        status = replace(status, unfinished=index.unfinished(status.checkpoint))
+    return status
+
+
+def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
+    checkpoint = store.get_checkpoint(config.name)
+    current = table.current_snapshot()
+    pending = store.count_pending(config.name)
+    if current is None:
+        return TableStatus(config.name, checkpoint, None, pending, 0, 0.0)
+    if checkpoint is None:
+        return TableStatus(config.name, None, current.snapshot_id, pending, None, now - current.timestamp_ms / 1000)
+    try:
+        behind = snapshots_after(table, config.name, checkpoint)
+    except PlanningError:
+        return TableStatus(config.name, checkpoint, current.snapshot_id, pending, None, 0.0)
+    lag_seconds = max(0.0, now - behind[0].timestamp_ms / 1000) if behind else 0.0
+    return TableStatus(config.name, checkpoint, current.snapshot_id, pending, len(behind), lag_seconds)
