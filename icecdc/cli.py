@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
+    from icecdc.status import TableStatus
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +35,12 @@ def main(argv: list[str] | None = None) -> int:
 
     status = commands.add_parser("status", help="checkpoint, pending work and lag per table")
     status.add_argument("--config", required=True, type=Path)
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="per table: checkpoint, lag, pending work, an export's progress, dead letters, last audit",
+    )
+    status.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
 
     verify = commands.add_parser("verify", help="compare each index with its table (reads both whole)")
     verify.add_argument("--config", required=True, type=Path)
@@ -158,18 +166,57 @@ def _status(args: argparse.Namespace) -> int:
     store = open_state_store(config.state)
     client = open_client(config.opensearch)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
+    statuses = [
+        table_status(table, table_config, store, time.time(), dead_letters, IndexAlias(client, table_config.index), progress=True)
+        for table_config, table in _tables(config, None)
+    ]
+    if args.json:
+        print(json.dumps([_status_json(s, _last_audit(config, args.findings, s.table)) for s in statuses], indent=2))
+        return 0
     print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} {'dead letters':>13}")
-    for table_config, table in _tables(config, None):
-        s = table_status(table, table_config, store, time.time(), dead_letters, IndexAlias(client, table_config.index))
+    for s in statuses:
         checkpoint = s.checkpoint.snapshot_id if s.checkpoint else "none"
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
         print(
             f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} "
             f"{s.lag_seconds:>9.0f} {s.dead_letters:>13}"
         )
+        if s.export_files:
+            print(f"  export under way: {s.export_files_applied} of {s.export_files} files applied")
         if s.unfinished:
             print(f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)")
     return 0
+
+
+def _status_json(s: TableStatus, audit: dict[str, object] | None) -> dict[str, object]:
+    return {
+        "table": s.table,
+        "checkpoint": dataclasses.asdict(s.checkpoint) if s.checkpoint else None,
+        "current_snapshot_id": s.current_snapshot_id,
+        "lag_snapshots": s.lag_snapshots,
+        "lag_seconds": round(s.lag_seconds, 3),
+        "pending_items": s.pending_items,
+        "export": {"files": s.export_files, "applied": s.export_files_applied} if s.export_files else None,
+        "unfinished": s.unfinished or None,
+        "dead_letters": s.dead_letters,
+        "last_audit": audit,
+    }
+
+
+def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, object] | None:
+    """When the table was last audited and what it found; None when it never was (or audits are kept nowhere known)."""
+    from icecdc.audit.findings import findings_location, load_findings
+
+    try:
+        report = load_findings(findings_location(config, findings), table)
+    except IcecdcError:
+        return None
+    return {
+        "audited_at": report.audited_at,
+        "snapshot_id": report.snapshot_id,
+        "drifted": report.drifted,
+        "findings": len(report.drift),
+    }
 
 
 def _verify(args: argparse.Namespace) -> int:

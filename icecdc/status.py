@@ -15,7 +15,7 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
 from icecdc.index import IndexAlias
-from icecdc.model import Checkpoint, ResyncKind, WorkSize
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after
 from icecdc.state import StateStore
 
@@ -30,6 +30,8 @@ class TableStatus:
     lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
     dead_letters: int = 0  # documents kept aside because they can never be written
     unfinished: str = ""  # what a run left undone in the index (IndexAlias.unfinished); "": nothing
+    export_files: int = 0  # an export (or rebuild) under way: its files (0: none under way, or not asked)
+    export_files_applied: int = 0  # of those, applied by earlier passes of a capped export
 
 
 def has_work(
@@ -107,10 +109,16 @@ def table_status(
     now: float,
     dead_letters: DeadLetters | None = None,
     index: IndexAlias | None = None,
+    progress: bool = False,
 ) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
-    given the `index`, what a run left unfinished in it."""
+    given the `index`, what a run left unfinished in it. `progress`: how far an export under way
+    is (reads every pending item: for operators, not for the planner's every sweep)."""
     status = _lag(table, config, store, now)
+    if progress and status.pending_items:
+        exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
+        applied = sum(i.status == ItemStatus.APPLIED for i in exports)
+        status = replace(status, export_files=len(exports), export_files_applied=applied)
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from icecdc.config import parse_config
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -73,3 +75,27 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     result = icecdc("sync", "--config", str(path))
     assert result.returncode == 2
     assert result.stderr.strip() == "icecdc: error: unknown key tables[0].indx"
+
+
+def test_status_json_shows_an_export_under_way_and_the_last_audit(pipeline: Pipeline, tmp_path: Path) -> None:
+    table = orders(pipeline)
+    for f in range(3):
+        table.append(rows(*range(3 * f, 3 * f + 3)))
+    path = tmp_path / "icecdc.yaml"
+    config = {**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}, "engine": {"use": "in_process"}}
+    path.write_text(yaml.safe_dump(config))
+    pipeline.one_pass(
+        pipeline.config({"name": "db.orders"}).model_copy(update={"batch": parse_config(config).batch}), "db.orders"
+    )
+
+    (status,) = json.loads(icecdc("status", "--config", str(path), "--json").stdout)
+    assert status["export"] == {"files": 3, "applied": 1} and status["unfinished"] is None
+    assert status["checkpoint"] is None and status["last_audit"] is None
+
+    assert icecdc("sync", "--config", str(path)).returncode == 0
+    assert icecdc("audit", "--config", str(path)).returncode == 0
+    (status,) = json.loads(icecdc("status", "--config", str(path), "--json").stdout)
+    assert status["export"] is None and status["pending_items"] == 0 and status["lag_snapshots"] == 0
+    assert (
+        status["last_audit"]["drifted"] is False and status["checkpoint"]["snapshot_id"] == table.current_snapshot().snapshot_id
+    )
