@@ -62,8 +62,8 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
             r.writes.dead_lettered,
             r.seconds,
         )
-        # Every run publishes its count, zero included: the stack alarms on a sum above zero.
-        aws.put_dead_letters(cloudwatch, r.table, r.writes.dead_lettered)
+        # Every run publishes its counts, zeros included: the stack alarms on dead letters above zero.
+        aws.put_run_metrics(cloudwatch, r.table, r.writes.dead_lettered, r.changes.rows, r.files)
     return results
 
 

@@ -329,7 +329,8 @@ def plan_and_start(
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
         log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
-        put_dead_letters(cloudwatch, name, applied.writes.dead_lettered)  # as a Glue run does: the alarm sees them
+        # as a Glue run does: the alarm sees the dead letters, the dashboard the rows
+        put_run_metrics(cloudwatch, name, applied.writes.dead_lettered, applied.changes.rows, applied.files)
         return TableOutcome(
             name, True, 0, applied_snapshots=applied.snapshots, checkpoint=checkpoint, dead_lettered=applied.writes.dead_lettered
         )
@@ -367,10 +368,16 @@ def plan_and_start_each(
     return outcomes
 
 
-def put_dead_letters(cloudwatch: Any, table: str, count: int) -> None:
-    """Publish how many documents of the table a run sent to the dead letters (the stack alarms on any)."""
-    metric = {"MetricName": "DeadLetters", "Dimensions": _dimensions(table), "Value": count, "Unit": "Count"}
-    cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=[metric])
+def put_run_metrics(cloudwatch: Any, table: str, dead_lettered: int, rows: int, files: int) -> None:
+    """Publish what a run did to the table: `DeadLetters` (the stack alarms on any), `RowsApplied`
+    (change rows read and applied) and `FilesRead`; zeros included, so a quiet table shows as such."""
+    dimensions = _dimensions(table)
+    metrics = [
+        {"MetricName": "DeadLetters", "Dimensions": dimensions, "Value": dead_lettered, "Unit": "Count"},
+        {"MetricName": "RowsApplied", "Dimensions": dimensions, "Value": rows, "Unit": "Count"},
+        {"MetricName": "FilesRead", "Dimensions": dimensions, "Value": files, "Unit": "Count"},
+    ]
+    cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=metrics)
 
 
 def _dimensions(table: str) -> list[dict[str, str]]:

@@ -134,6 +134,10 @@ def _sync(args: argparse.Namespace) -> int:
     if args.table:
         for name in args.table:
             config.table(name)  # fail on an unknown name before anything is read
+    if sys.stderr.isatty():  # a bar that redraws itself; elsewhere the progress lines are logged as they come
+        bar = logging.getLogger("icecdc.progress")
+        bar.addHandler(_ProgressBar())
+        bar.propagate = False
     results = sync(config, table_names=args.table)  # Spark starts only for a pass that needs it
     for r in results:
         checkpoint = r.checkpoint.snapshot_id if r.checkpoint else "unchanged"
@@ -152,6 +156,29 @@ def _tables(config: Config, names: list[str] | None) -> Iterator[tuple[TableConf
     catalog = open_catalog(config.catalog)
     for table_config in [config.table(n) for n in names] if names else config.tables:
         yield table_config, load_table(catalog, table_config.name)
+
+
+class _ProgressBar(logging.Handler):
+    """Draws `icecdc.progress` records as one line that redraws itself on a terminal."""
+
+    WIDTH = 30
+
+    def emit(self, record: logging.LogRecord) -> None:
+        progress = getattr(record, "progress", None)
+        if progress is None:
+            return
+        if progress.export_files:
+            done = self.WIDTH * progress.export_files_applied // progress.export_files
+            shown = f"[{'#' * done}{'.' * (self.WIDTH - done)}] {progress.export_files_applied}/{progress.export_files} files"
+        else:
+            shown = f"{progress.files} files"
+        left = progress.seconds_left
+        eta = f", ~{left:.0f} s left" if left is not None else ""
+        sys.stderr.write(
+            f"\r{progress.table}: pass {progress.passes}, {shown}, {progress.rows:,} rows, "
+            f"{progress.rows_per_second:,.0f} rows/s{eta}\x1b[K"
+        )
+        sys.stderr.flush()
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -86,6 +86,41 @@ class PassPoint(StrEnum):
 Probe = Callable[[PassPoint], None]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """How far a sync of one table is, after a pass: logged (`icecdc.progress`) for the CLI's bar,
+    the Glue job's and the planner's structured lines."""
+
+    table: str
+    passes: int
+    files: int  # files read so far
+    rows: int  # change rows read so far
+    seconds: float
+    export_files: int = 0  # an export under way: its files (0: none)
+    export_files_applied: int = 0  # of those, applied so far
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Estimated from the export's files applied so far; None without an export under way."""
+        if not self.export_files or not self.export_files_applied:
+            return None
+        return self.seconds * (self.export_files - self.export_files_applied) / self.export_files_applied
+
+    def line(self) -> str:
+        """One structured line: key=value pairs a log search can parse."""
+        parts = [f"table={self.table}", f"passes={self.passes}", f"files={self.files}", f"rows={self.rows}"]
+        parts += [f"rows_per_second={self.rows_per_second:.0f}", f"seconds={self.seconds:.1f}"]
+        if self.export_files:
+            parts.append(f"export_files={self.export_files_applied}/{self.export_files}")
+        if (left := self.seconds_left) is not None:
+            parts.append(f"seconds_left={left:.0f}")
+        return "progress " + " ".join(parts)
+
+
 class StateStoreType(StrEnum):
     SQLITE = "sqlite"
     DYNAMODB = "dynamodb"

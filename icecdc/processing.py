@@ -30,7 +30,18 @@ from icecdc.engines import Engine, Engines, Target
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
 from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
-from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, Probe, ResyncKind, WorkItem, WorkSize
+from icecdc.model import (
+    Checkpoint,
+    EngineKind,
+    ItemKind,
+    ItemStatus,
+    PassPoint,
+    Probe,
+    Progress,
+    ResyncKind,
+    WorkItem,
+    WorkSize,
+)
 from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import current_view, plan_table
 from icecdc.protection import keep_unapplied
@@ -41,6 +52,8 @@ from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
+# One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
+progress_log = logging.getLogger("icecdc.progress")
 
 # Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
 MAX_SYNC_ROUNDS = 100
@@ -118,7 +131,8 @@ class TableRun:
         """Plan and process, pass after pass, until the table is caught up with its current snapshot,
         or `deadline` (time.monotonic()) has passed: then the result is `unfinished`."""
         total = BatchResult(self.name)
-        for _ in range(MAX_SYNC_ROUNDS):
+        started = time.monotonic()
+        for passes in range(1, MAX_SYNC_ROUNDS + 1):
             if self.lease is not None and self.lease.lost:
                 raise LeaseLost.of(self.name)
             if deadline is not None and time.monotonic() > deadline:
@@ -130,8 +144,16 @@ class TableRun:
             total.add(batch)
             if batch.snapshots == 0:
                 break
+            self._report(total, passes, time.monotonic() - started, batch.partial)
             table = load_table(catalog, self.name)  # commits made while we worked
         return total
+
+    def _report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
+        """Log how far the sync is (`icecdc.progress`: the CLI draws a bar from it on a terminal)."""
+        exports = [i for i in self.store.pending_items(self.name) if i.kind == ItemKind.EXPORT] if inside_export else []
+        applied = sum(i.status == ItemStatus.APPLIED for i in exports)
+        progress = Progress(self.name, passes, total.files, total.changes.rows, seconds, len(exports), applied)
+        progress_log.info(progress.line(), extra={"progress": progress})
 
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
         plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)

@@ -107,6 +107,11 @@ class Operations(Construct):
                     cloudwatch.GraphWidget(title="Snapshots behind", left=_each_table("LagSnapshots", names), width=12),
                 ],
                 [
+                    cloudwatch.GraphWidget(title="Rows applied", left=_each_table("RowsApplied", names, "Sum"), width=8),
+                    cloudwatch.GraphWidget(title="Files read", left=_each_table("FilesRead", names, "Sum"), width=8),
+                    cloudwatch.GraphWidget(title="Dead letters", left=_each_table("DeadLetters", names, "Sum"), width=8),
+                ],
+                [
                     cloudwatch.GraphWidget(title="Pending work items", left=_each_table("PendingItems", names), width=12),
                     cloudwatch.GraphWidget(
                         title="Planner",
@@ -145,10 +150,10 @@ def _per_table(metric: str, table: str, statistic: str, period: Duration | None 
     )
 
 
-def _each_table(metric: str, names: list[str]) -> list[cloudwatch.IMetric]:
+def _each_table(metric: str, names: list[str], statistic: str = "Maximum") -> list[cloudwatch.IMetric]:
     return [
         cloudwatch.Metric(
-            namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": n}, statistic="Maximum", label=n
+            namespace=METRIC_NAMESPACE, metric_name=metric, dimensions_map={"Table": n}, statistic=statistic, label=n
         )
         for n in names
     ]

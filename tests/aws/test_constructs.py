@@ -3,6 +3,7 @@ the composed stack: scoped cdk-nag suppressions and the logical IDs of stateful 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,10 @@ def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> 
     template = parts.template()
     template.resource_count_is("AWS::CloudWatch::Alarm", 3 + 2 * len(TABLES))
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
-    assert "Dashboard9E4231ED" in template.to_json()["Resources"]
+    resources = template.to_json()["Resources"]
+    body = json.dumps(resources["Dashboard9E4231ED"]["Properties"]["DashboardBody"])
+    for metric in ("LagSeconds", "RowsApplied", "FilesRead", "DeadLetters", "PlanningErrors"):  # per table, and the planner's
+        assert metric in body, metric
 
 
 @pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])

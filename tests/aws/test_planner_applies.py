@@ -65,8 +65,10 @@ def test_small_commits_become_searchable_without_a_glue_run(
     assert deployment.runs(deployment.orders) == []
     assert deployment.pending(deployment.orders) == []
     # the planner publishes the batch's dead letters as a Glue run does, so the stack's alarm sees them
-    metrics = aws_client("cloudwatch", lake.moto_url).list_metrics(Namespace="icecdc", MetricName="DeadLetters")["Metrics"]
-    assert {"Name": "Table", "Value": deployment.orders} in [d for m in metrics for d in m["Dimensions"]]
+    cloudwatch = aws_client("cloudwatch", lake.moto_url)
+    for metric in ("DeadLetters", "RowsApplied", "FilesRead"):  # the dashboard's per-table figures, as a Glue run's
+        metrics = cloudwatch.list_metrics(Namespace="icecdc", MetricName=metric)["Metrics"]
+        assert {"Name": "Table", "Value": deployment.orders} in [d for m in metrics for d in m["Dimensions"]], metric
 
 
 def test_a_large_commit_starts_the_job_and_writes_nothing_here(
