@@ -13,7 +13,7 @@ from typing import Protocol
 
 from icecdc.catalog import Lineage
 from icecdc.config import BatchConfig
-from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem, by_snapshot
+from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, WorkItem, by_snapshot
 
 
 class BatchSizes(Protocol):
@@ -51,6 +51,8 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
         by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
+    elif checkpoint is not None and checkpoint.snapshot_id == NO_SNAPSHOT:
+        start = 0  # a table created empty: its every snapshot is a change (snapshots_after checks none expired)
     else:
         return [], stale  # the checkpoint is off the lineage: the planner resyncs first
     stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]

@@ -214,6 +214,11 @@ def by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
 _RENAMED = {"added_files": "added_data_files", "deleted_files": "removed_data_files", "delete_files": "added_delete_files"}
 
 
+# A checkpoint's snapshot id for a table with no snapshot (dropped and created again, empty): its
+# index holds no document, and every snapshot the table gets is a change after it.
+NO_SNAPSHOT = 0
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """The last snapshot of a table whose changes are all in the index, and the shape they have there."""

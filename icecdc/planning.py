@@ -19,7 +19,7 @@ from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.config import TableConfig
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
-from icecdc.model import Checkpoint, ItemKind, ResyncKind, WorkItem
+from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
 
@@ -145,15 +145,17 @@ def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, 
 
 
 def snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:
-    """The current snapshot's ancestors after `base`, oldest first."""
+    """The current snapshot's ancestors after `base`, oldest first (all of them after NO_SNAPSHOT)."""
     by_id = {s.snapshot_id: s for s in table.snapshots()}
     chain: list[Snapshot] = []
     snapshot = table.current_snapshot()
+    first = False  # the walk reached the table's first snapshot (no parent), not an expired one
     while snapshot is not None and snapshot.snapshot_id != base.snapshot_id:
         chain.append(snapshot)
         parent_id = snapshot.parent_snapshot_id
+        first = parent_id is None
         snapshot = by_id.get(parent_id) if parent_id is not None else None
-    if snapshot is None:
+    if snapshot is None and not (base.snapshot_id == NO_SNAPSHOT and (first or not chain)):
         raise PlanningError(
             f"table {name!r}: checkpoint snapshot {base.snapshot_id} is not an ancestor of the current snapshot "
             "(expired, or the table was rolled back); the changes in between cannot be read"

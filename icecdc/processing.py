@@ -31,6 +31,7 @@ from icecdc.errors import FilesGone, LeaseLost, ProcessingError
 from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
+    NO_SNAPSHOT,
     Checkpoint,
     EngineKind,
     ItemKind,
@@ -117,6 +118,8 @@ class TableRun:
         checkpoint = self.store.get_checkpoint(self.name)
         table = current_view(table, self.name, checkpoint)
         self._check_index(table, checkpoint)
+        if table.current_snapshot() is None:
+            return self._empty(table, checkpoint)
         try:
             return _process_batch(self, table)
         except FilesGone as exc:
@@ -126,6 +129,28 @@ class TableRun:
             table = table.refresh()
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
             return _process_batch(self, table)
+
+    def _empty(self, table: Table, checkpoint: Checkpoint | None) -> BatchResult:
+        """A table with no snapshot: its index holds nothing. One whose index held another table's
+        documents (it was dropped and created again, empty) gets an empty generation, swapped in as
+        a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
+        uuid = str(table.metadata.table_uuid)
+        if checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT):
+            return BatchResult(self.name)
+        log.warning("%s: the table has no snapshot now (created again, empty): emptying its index", self.name)
+        client = open_client(self.opensearch)
+        alias, spec = IndexAlias(client, self.config.index), _spec(table, self.config)
+        generation = alias.start_rebuild(spec, set())
+        empty = Checkpoint(
+            uuid, NO_SNAPSHOT, 0, table.metadata.current_schema_id, self.identifiers, index_uuid(client, generation) or ""
+        )
+        if self.lease is not None and self.lease.lost:
+            raise LeaseLost.of(self.name)
+        fence = self.lease.owner if self.lease else None
+        self.store.complete(self.name, empty, self.store.pending_items(self.name), replace=True, fence=fence)
+        self.reached(PassPoint.CHECKPOINTED)
+        alias.finish(generation, spec, self.probe)
+        return BatchResult(self.name, checkpoint=empty)
 
     def catch_up(self, catalog: Catalog, table: Table, deadline: float | None = None) -> BatchResult:
         """Plan and process, pass after pass, until the table is caught up with its current snapshot,

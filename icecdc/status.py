@@ -15,7 +15,7 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import PlanningError
 from icecdc.index import IndexAlias
-from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
+from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after
 from icecdc.state import StateStore
 
@@ -47,8 +47,10 @@ def has_work(
     if index is not None and index.unfinished(checkpoint):
         return True
     current = table.current_snapshot()
-    if current is None:
-        return False
+    if current is None:  # an empty table: work only when the index still holds another table's documents
+        return checkpoint is not None and (
+            checkpoint.table_uuid != str(table.metadata.table_uuid) or checkpoint.snapshot_id != NO_SNAPSHOT
+        )
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
     kind, _ = resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync

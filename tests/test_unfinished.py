@@ -279,3 +279,21 @@ def test_a_lease_renewal_that_raises_marks_the_lease_lost(tmp_path: Path) -> Non
                 break
             time.sleep(0.05)
         assert lease.lost
+
+
+def test_a_table_created_again_empty_empties_its_index_and_follows_its_first_commits(pipeline: Pipeline) -> None:
+    """Found by the model-based test: a table dropped and created again with no snapshot kept the
+    old table's documents, since a table without a snapshot had nothing to plan."""
+    orders(pipeline).append(rows(1, 2, 3))
+    config = pipeline.config({"name": NAME})
+    pipeline.sync(config, NAME)
+    pipeline.catalog.drop_table(NAME)
+    orders(pipeline)  # no snapshot
+    assert work_of(pipeline, config)[0]
+
+    pipeline.sync(config, NAME)  # index == table: no document
+    assert pipeline.client.count(index=INDEX)["count"] == 0 and work_of(pipeline, config) == (False, "")
+    assert sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]
+    pipeline.catalog.load_table(NAME).append(rows(7))
+    pipeline.catalog.load_table(NAME).append(rows(8))
+    assert pipeline.sync(config, NAME).writes.indexed == 2  # the first commits, as changes
