@@ -37,8 +37,8 @@ _MODEL = {
 settings.register_profile(
     "icecdc-model",
     derandomize=True,
-    max_examples=int(os.environ.get("ICECDC_MODEL_EXAMPLES", "6")),
-    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "25")),
+    max_examples=int(os.environ.get("ICECDC_MODEL_EXAMPLES", "12")),
+    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "30")),
     **_MODEL,
 )
 settings.register_profile(

@@ -151,6 +151,14 @@ PYICEBERG_COUNTERPART = {
 }
 
 
+class Writers(StrEnum):
+    """Who writes the example's data files (Spark writes strings as `string`, pyiceberg as `large_string`)."""
+
+    BOTH = "pyiceberg and Spark"
+    PYICEBERG = "pyiceberg only"
+    SPARK = "Spark only"
+
+
 class WriteMode(StrEnum):
     COPY_ON_WRITE = "copy-on-write"
     MERGE_ON_READ = "merge-on-read"  # v2: position deletes; v3: deletion vectors
@@ -442,6 +450,12 @@ def poisoned(document: str) -> bool:
     return code is not None and not str(code).lstrip("-").isdigit()
 
 
+def pyiceberg_writes(table: Table) -> bool:
+    """Whether pyiceberg can commit rows to the table: format v2, and a spec of identity fields
+    (other transforms need pyiceberg-core, which the project does not install)."""
+    return table.format_version == 2 and all(isinstance(f.transform, IdentityTransform) for f in table.spec().fields)
+
+
 def row_numbers(lake: Lake, table: Table) -> list[int]:
     return sorted(int(r["n"]) for r in current_rows(lake, table))
 
@@ -480,6 +494,7 @@ class ModelTable:
     identifiers_in_schema: bool  # else the configuration lists the identifier columns
     partitioned: bool  # at creation, by region
     version: int  # at creation; UPGRADE_TO_V3 raises it
+    writers: Writers = Writers.BOTH
     roles: dict[int, Role] = field(default_factory=dict)  # field id -> role; a field not here is EXTRA
     mode: WriteMode | None = None  # the Spark write mode the table properties say
     next_n: int = 0
@@ -504,6 +519,15 @@ class ModelTable:
             self.lake.run(f"ALTER TABLE {SPARK_TABLE} SET TBLPROPERTIES ('format-version'='3')")
             table = self.lake.load()
         return table
+
+    @property
+    def spark_data(self) -> bool:
+        """Whether Spark may write data files (not when Spark cannot read the key, nor when pyiceberg writes alone)."""
+        return self.key.spark and self.writers != Writers.PYICEBERG
+
+    @property
+    def pyiceberg_data(self) -> bool:
+        return self.writers != Writers.SPARK
 
     def config_identifiers(self) -> list[str] | None:
         return None if self.identifiers_in_schema else identifier_names(self.key)
@@ -569,13 +593,18 @@ class ModelTable:
     # -- writers --------------------------------------------------------------------------------
 
     def effective(self, writer: Writer, table: Table) -> Writer:
-        """The writer that runs: pyiceberg cannot commit to v3 tables nor scan live equality deletes
-        (its Spark counterpart runs); Spark cannot read a time key (its pyiceberg counterpart runs)."""
-        if not self.key.spark:
-            return PYICEBERG_COUNTERPART.get(writer, writer)
-        if writer.pyiceberg and (table.format_version >= 3 or (writer != Writer.PY_APPEND and has_equality_deletes(table))):
+        """The writer that runs: pyiceberg cannot commit to v3 tables, partition by a transform
+        without pyiceberg-core (not installed) nor scan live equality deletes (its Spark counterpart
+        runs); Spark cannot read a time key (its pyiceberg counterpart runs)."""
+        if writer.pyiceberg:
+            if (
+                self.pyiceberg_data
+                and pyiceberg_writes(table)
+                and (writer == Writer.PY_APPEND or not has_equality_deletes(table))
+            ):
+                return writer
             return SPARK_COUNTERPART[writer]
-        return writer
+        return writer if self.spark_data else PYICEBERG_COUNTERPART[writer]
 
     def write(self, writer: Writer, count: int, seed: int, poison: Poison, large_strings: bool, mode: WriteMode) -> str:
         """Commit rows with `writer`; what was done, for the log."""
@@ -718,7 +747,7 @@ class ModelTable:
             return self._partition_change(table, op, use_spark)
         snapshot = table.current_snapshot()
         if op == TableOp.UPGRADE_TO_V3:
-            if table.format_version >= 3 or not self.key.spark:
+            if table.format_version >= 3 or not self.spark_data:
                 return "no-op"
             self.lake.run(f"ALTER TABLE {SPARK_TABLE} SET TBLPROPERTIES ('format-version'='3')")
             return "upgraded"
@@ -727,12 +756,13 @@ class ModelTable:
         if snapshot is None:
             return "no-op: no snapshot"
         if op == TableOp.COMPACT:
-            if use_spark or has_equality_deletes(table):
-                if not self.key.spark:
-                    return "no-op"
+            pyiceberg_can = self.pyiceberg_data and pyiceberg_writes(table) and not has_equality_deletes(table)
+            if self.spark_data and (use_spark or not pyiceberg_can):
                 self.lake.run(f"CALL lake.system.rewrite_data_files(table => '{TABLE}', options => map('rewrite-all', 'true'))")
-            else:
+            elif pyiceberg_can:
                 compact(table)
+            else:
+                return "no-op"
             return "compacted"
         lineage = [s.snapshot_id for s in ancestors(table)]
         if op == TableOp.ROLLBACK:
@@ -766,7 +796,7 @@ class ModelTable:
         if op == TableOp.CHERRY_PICK:
             return self._cherry_pick(table, lineage, rng)
         if op == TableOp.FAST_FORWARD:
-            return self._fast_forward(table, rng)
+            return self._fast_forward(table, rng) if self.spark_data else "no-op: Spark writes no data here"
         raise AssertionError(op)
 
     def _schema_change(self, table: Table, op: TableOp, rng: random.Random, use_spark: bool) -> str:
@@ -837,6 +867,8 @@ class ModelTable:
                 with table.update_spec() as change:
                     change.add_identity("region")
             return "partitioned by region"
+        if not self.spark_data:
+            return "no-op: pyiceberg writes no bucket partitions (without pyiceberg-core), and Spark writes no data here"
         if ("n", "bucket[4]") in sources:
             return "no-op: partitioned by bucket already"
         name = f"n_bucket{self.names}"
@@ -858,10 +890,10 @@ class ModelTable:
         numbers = old[:count] if same_keys else self.new_numbers(count)
         if numbers:
             rows = self.images(table, numbers, random.Random(seed), Poison.NONE)
-            if table.format_version >= 3:
+            if not (self.pyiceberg_data and pyiceberg_writes(table)):
                 self._spark_insert(table, rows)
             else:
-                table.append(self.arrow(table, rows, large_strings=False))
+                table.append(self.arrow(table, rows, large_strings=True))
         return f"re-created (v{version}) with rows {numbers}"
 
     def _cherry_pick(self, table: Table, lineage: list[int], rng: random.Random) -> str:

@@ -65,6 +65,7 @@ from tests.support.model import (
     TableOp,
     WriteMode,
     Writer,
+    Writers,
     poisoned,
     table_documents,
 )
@@ -75,7 +76,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset({KnownBug.FOREIGN_GENERATIONS, KnownBug.MIXED_STRING_TYPES})
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -223,17 +224,31 @@ class PipelineMachine(RuleBasedStateMachine):
         identifiers_in_schema=st.booleans(),
         rows=st.integers(0, 6),
         large_strings=st.booleans(),
+        writers=st.sampled_from([Writers.BOTH, Writers.BOTH, Writers.PYICEBERG, Writers.SPARK]),
     )
     @step
     def create(
-        self, key: KeyType, version: int, partitioned: bool, identifiers_in_schema: bool, rows: int, large_strings: bool
+        self,
+        key: KeyType,
+        version: int,
+        partitioned: bool,
+        identifiers_in_schema: bool,
+        rows: int,
+        large_strings: bool,
+        writers: Writers,
     ) -> None:
         if not key.spark:
-            version = 2  # only Spark writes v3 tables
-        self.model = ModelTable(self.lake, key, identifiers_in_schema, partitioned, version)
+            version, writers = 2, Writers.PYICEBERG  # Spark cannot read a time key; pyiceberg writes no v3
+        if KnownBug.MIXED_STRING_TYPES in self.excluded and writers == Writers.BOTH:
+            writers = Writers.SPARK if version == 3 or (partitioned and key.spark) else Writers.PYICEBERG
+            note(f"writers: {writers} (known bug: mixed string types)")
+        if writers == Writers.PYICEBERG:
+            version = 2
+        self.model = ModelTable(self.lake, key, identifiers_in_schema, partitioned, version, writers)
         self.model.create()
         STATS.steps[f"  key {key}"] += 1
         STATS.steps[f"  format v{version}"] += 1
+        STATS.steps[f"  writers {writers}"] += 1
         if rows:
             self.write(Writer.PY_APPEND, rows, 0, Poison.NONE, large_strings, WriteMode.COPY_ON_WRITE)
 
@@ -249,7 +264,7 @@ class PipelineMachine(RuleBasedStateMachine):
     def write(self, writer: Writer, count: int, seed: int, poison: Poison, large_strings: bool, mode: WriteMode) -> None:
         assert self.model is not None
         if KnownBug.MIXED_STRING_TYPES in self.excluded:
-            large_strings = False
+            large_strings = True  # as pyiceberg's own rewrites write them
         done = self.model.write(writer, count, seed, poison, large_strings, mode)
         STATS.steps[f"  writer {done.split(' [')[0]}"] += 1
         if poison != Poison.NONE:
