@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -45,16 +46,14 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
         try:
             run_state_machine_as_test(machine, settings=settings.get_profile("icecdc-fuzz"))
         except Exception as exc:  # noqa: BLE001 - every failure is reported, the fuzzing goes on
-            signature = failure_signature(exc)
-            seen[signature] = seen.get(signature, 0) + 1
-            text = (
-                f"=== round {rounds}: {signature}\n"
-                + "\n".join(getattr(exc, "__notes__", []))
-                + f"\n{type(exc).__name__}: {exc}\n\n"
-            )
-            print(text)
-            with failures_file.open("a") as out:
-                out.write(text)
+            for failure in exc.exceptions if isinstance(exc, ExceptionGroup) else [exc]:
+                signature = failure_signature(failure)
+                seen[signature] = seen.get(signature, 0) + 1
+                text = f"=== round {rounds}: {signature}\n" + "".join(traceback.format_tb(failure.__traceback__)[-4:])
+                text += "".join(traceback.format_exception_only(failure)) + "\n"
+                print(text)
+                with failures_file.open("a") as out:
+                    out.write(text)
     summary = f"fuzz: {rounds} rounds, excluded known bugs: {sorted(machine.excluded) or 'none'}\n{STATS.summary()}\n"
     summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
     print(summary)

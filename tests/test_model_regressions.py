@@ -1,0 +1,79 @@
+"""Failures the model-based test found (tests/test_model.py), each as the minimal sequence Hypothesis
+shrank it to, replayed step by step without Hypothesis: the same machine, the same steps.
+
+A known bug being fixed elsewhere is marked xfail (strict): when its fix merges, the test passes,
+xfail-strict turns that into a failure, and the marker (and the default profile's exclusion of
+the bug, tests/support/model_machine.py DEFAULT_EXCLUDED) goes.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from icecdc.model import EngineKind
+from tests.support.model import Caps, IndexEvent, KeyType, KnownBug, Poison, TableOp, WriteMode, Writer, Writers
+from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
+
+IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
+COW = WriteMode.COPY_ON_WRITE
+
+
+@pytest.fixture
+def machine(model_machine: type[PipelineMachine]) -> PipelineMachine:
+    """A machine with every operation on (no known bug stepped around)."""
+    model_machine.excluded = frozenset()
+    return model_machine()
+
+
+def known_bug(bug: KnownBug, raises: type[BaseException]) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, raises=raises, reason=f"known bug {bug}, fixed in parallel")
+
+
+def write(state: PipelineMachine, writer: Writer, count: int = 1, seed: int = 0, **options: object) -> None:
+    state.write(
+        writer=writer,
+        count=count,
+        seed=seed,
+        poison=options.get("poison", Poison.NONE),
+        large_strings=bool(options.get("large_strings", False)),
+        mode=options.get("mode", COW),
+    )
+
+
+@known_bug(KnownBug.FOREIGN_GENERATIONS, AssertionError)
+def test_a_rebuild_leaves_an_index_named_like_a_generation_that_icecdc_did_not_make(machine: PipelineMachine) -> None:
+    state = machine
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=3,
+        large_strings=False,
+        writers=Writers.PYICEBERG,
+    )
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.index_event(event=IndexEvent.FOREIGN_GENERATION, seed=0)  # t-2, someone else's
+    state.operate(op=TableOp.WIDEN_INT, seed=0, spark=False)  # int -> long: a rebuild in a new generation
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.teardown()
+
+
+@known_bug(KnownBug.MIXED_STRING_TYPES, pa.ArrowInvalid)
+def test_a_key_range_of_a_rewrite_of_a_spark_file_by_pyiceberg(machine: PipelineMachine) -> None:
+    state = machine
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=0,
+        large_strings=False,
+        writers=Writers.BOTH,
+    )
+    write(state, Writer.SPARK_INSERT, count=3)  # strings as `string`
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_DELETE)  # pyiceberg rewrites the file: strings as `large_string`
+    state.sync(engine=IN_PROCESS, caps=Caps.TINY_REWRITE)  # key ranges: the two sides fail to concatenate
+    state.teardown()
