@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from icecdc.model import EngineKind
-from tests.support.model import Caps, IndexEvent, KeyType, KnownBug, Poison, TableOp, WriteMode, Writer, Writers
+from tests.support.model import Caps, CrashAt, IndexEvent, KeyType, KnownBug, Poison, TableOp, WriteMode, Writer, Writers
 from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
@@ -76,4 +76,73 @@ def test_a_key_range_of_a_rewrite_of_a_spark_file_by_pyiceberg(machine: Pipeline
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     write(state, Writer.PY_DELETE)  # pyiceberg rewrites the file: strings as `large_string`
     state.sync(engine=IN_PROCESS, caps=Caps.TINY_REWRITE)  # key ranges: the two sides fail to concatenate
+    state.teardown()
+
+
+def table(state: PipelineMachine, key: KeyType = KeyType.LONG, rows: int = 3) -> None:
+    """A v2 table written by pyiceberg alone, unpartitioned, the key in the schema, `rows` rows in one file."""
+    state.create(
+        key=key,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=rows,
+        large_strings=True,
+        writers=Writers.PYICEBERG,
+    )
+
+
+@known_bug(KnownBug.UNSWAPPED_AFTER_CRASH, AssertionError)
+def test_has_work_after_a_crash_between_the_checkpoint_and_the_swap(machine: PipelineMachine) -> None:
+    state = machine
+    table(state)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.WIDEN_INT, seed=0, spark=False)  # a rebuild in generation 2
+    # the checkpoint names generation 2, the alias still generation 1: has_work must say so
+    state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.CHECKPOINTED, at=0)
+    state.teardown()
+
+
+@known_bug(KnownBug.UNSWAPPED_AFTER_CRASH, AssertionError)
+def test_has_work_after_a_crash_between_the_swap_and_the_old_generations_delete(machine: PipelineMachine) -> None:
+    state = machine
+    table(state)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.WIDEN_INT, seed=0, spark=False)
+    # the alias names generation 2, generation 1 is not deleted: a generation not cleaned up is work too
+    state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.SWAPPED, at=0)
+    state.teardown()
+
+
+@known_bug(KnownBug.KEY_RANGES_ON_UUID, pa.ArrowNotImplementedError)
+def test_key_ranges_of_a_uuid_key(machine: PipelineMachine) -> None:
+    state = machine
+    table(state, KeyType.UUID, rows=6)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_UPDATE, count=2, large_strings=True)
+    state.sync(engine=IN_PROCESS, caps=Caps.TINY_REWRITE)  # Arrow has no `less` for extension<arrow.uuid>
+    state.teardown()
+
+
+@known_bug(KnownBug.SCHEMA_CHANGE_IN_CAPPED_REBUILD, AssertionError)
+def test_a_schema_change_while_a_rebuild_is_capped_over_passes(machine: PipelineMachine) -> None:
+    state = machine
+    table(state, rows=2)
+    write(state, Writer.PY_APPEND, count=2, large_strings=True)
+    write(state, Writer.PY_APPEND, count=2, large_strings=True)  # three files
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.WIDEN_INT, seed=0, spark=False)  # a rebuild in generation 2...
+    state.one_pass(engine=IN_PROCESS, caps=Caps.ONE_FILE)  # ...of which one file is applied
+    state.operate(op=TableOp.ADD_COLUMN, seed=0, spark=False)
+    state.sync(engine=IN_PROCESS, caps=Caps.ONE_FILE)  # rows missing, documents without the new column
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="found by the model test: not fixed yet")
+def test_a_table_dropped_and_created_again_empty_empties_the_index(machine: PipelineMachine) -> None:
+    state = machine
+    table(state)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.DROP_AND_RECREATE, seed=0, spark=False)  # no rows: a table with no snapshot
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # the dropped table's 3 documents stay, has_work is false
     state.teardown()
