@@ -146,3 +146,23 @@ def test_a_table_dropped_and_created_again_empty_empties_the_index(machine: Pipe
     state.operate(op=TableOp.DROP_AND_RECREATE, seed=0, spark=False)  # no rows: a table with no snapshot
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # the dropped table's 3 documents stay, has_work is false
     state.teardown()
+
+
+@known_bug(KnownBug.MIXED_STRING_TYPES, pa.ArrowInvalid)
+def test_a_rewrite_of_spark_files_older_and_newer_than_a_string_column(machine: PipelineMachine) -> None:
+    """No pyiceberg writer at all: the column missing from the older file is read as large_string nulls."""
+    state = machine
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=True,
+        identifiers_in_schema=False,
+        rows=2,
+        large_strings=False,
+        writers=Writers.SPARK,
+    )
+    state.operate(op=TableOp.ADD_COLUMN, seed=25105, spark=False)  # a string column x1
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.SPARK_MERGE, count=1)  # copy-on-write: the file without x1 is rewritten with it (string)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.teardown()

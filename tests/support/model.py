@@ -503,6 +503,7 @@ class ModelTable:
     tag: int = 0  # makes every image of a row differ from the one before
     names: int = 0  # for new column and branch names
     picked: set[int] = field(default_factory=set)  # cherry-picked snapshots (picking twice would duplicate keys)
+    string_columns: bool = True  # whether ADD_COLUMN may add a string column
 
     # -- creation -------------------------------------------------------------------------------
 
@@ -803,7 +804,7 @@ class ModelTable:
 
     def _schema_change(self, table: Table, op: TableOp, rng: random.Random, use_spark: bool) -> str:
         if op == TableOp.ADD_COLUMN:
-            name, string = f"x{self.names}", rng.random() < 0.5
+            name, string = f"x{self.names}", rng.random() < 0.5 and self.string_columns
             if use_spark:
                 self.lake.run(f"ALTER TABLE {SPARK_TABLE} ADD COLUMN {name} {'STRING' if string else 'BIGINT'}")
             else:

@@ -253,6 +253,8 @@ class PipelineMachine(RuleBasedStateMachine):
         if writers == Writers.PYICEBERG:
             version = 2
         self.model = ModelTable(self.lake, key, identifiers_in_schema, partitioned, version, writers)
+        # an added string column is read from older files as large_string nulls: mixed types again
+        self.model.string_columns = KnownBug.MIXED_STRING_TYPES not in self.excluded
         self.model.create()
         STATS.steps[f"  key {key}"] += 1
         STATS.steps[f"  format v{version}"] += 1
@@ -500,7 +502,8 @@ class PipelineMachine(RuleBasedStateMachine):
         with self.observed(config) as (table, identifiers, store):
             if has_work(table, TABLE, store, identifiers):
                 return
-        if crash in (CrashAt.CHECKPOINTED, CrashAt.SWAPPED) and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
+        after_checkpoint = (CrashAt.CHECKPOINTED, CrashAt.SWAPPED, CrashAt.COMPLETE_AFTER)
+        if crash in after_checkpoint and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
             note("check after the crash skipped (known bug: has_work misses an unswapped generation)")
             return
         self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}")
