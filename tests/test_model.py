@@ -41,6 +41,7 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
     deadline = time.monotonic() + minutes * 60
     seen: dict[str, int] = {}
     rounds = 0
+    summary = ""
     while time.monotonic() < deadline:
         rounds += 1
         try:
@@ -54,10 +55,10 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
                 print(text)
                 with failures_file.open("a") as out:
                     out.write(text)
-    summary = f"fuzz: {rounds} rounds, excluded known bugs: {sorted(machine.excluded) or 'none'}\n{STATS.summary()}\n"
-    summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
+        summary = f"fuzz: {rounds} rounds, excluded known bugs: {sorted(machine.excluded) or 'none'}\n{STATS.summary()}\n"
+        summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
+        (REPORT / "fuzz-summary.txt").write_text(summary)  # after every round: an interrupted run keeps its figures
     print(summary)
-    (REPORT / "fuzz-summary.txt").write_text(summary)
     assert not seen, f"{len(seen)} distinct failures; see {failures_file}"
 
 
