@@ -31,7 +31,9 @@ def test_the_index_follows_the_table_through_random_histories(model_machine: typ
     try:
         run_state_machine_as_test(model_machine, settings=settings.get_profile("icecdc-model"))
     finally:
-        print(f"\nmodel-based test (excluded known bugs: {sorted(model_machine.excluded) or 'none'}):\n{STATS.summary()}")
+        print(
+            f"\nmodel-based test (excluded known bugs: {sorted(map(str, model_machine.excluded)) or 'none'}):\n{STATS.summary()}"
+        )
 
 
 def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
@@ -55,7 +57,9 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
                 print(text)
                 with failures_file.open("a") as out:
                     out.write(text)
-        summary = f"fuzz: {rounds} rounds, excluded known bugs: {sorted(machine.excluded) or 'none'}\n{STATS.summary()}\n"
+        summary = (
+            f"fuzz: {rounds} rounds, excluded known bugs: {sorted(map(str, machine.excluded)) or 'none'}\n{STATS.summary()}\n"
+        )
         summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
         (REPORT / "fuzz-summary.txt").write_text(summary)  # after every round: an interrupted run keeps its figures
     print(summary)

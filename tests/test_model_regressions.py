@@ -166,3 +166,15 @@ def test_a_rewrite_of_spark_files_older_and_newer_than_a_string_column(machine: 
     write(state, Writer.SPARK_MERGE, count=1)  # copy-on-write: the file without x1 is rewritten with it (string)
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.teardown()
+
+
+@known_bug(KnownBug.RECREATED_TABLE, AssertionError)
+def test_a_table_dropped_and_created_again_with_work_items_pending(machine: PipelineMachine) -> None:
+    state = machine
+    table(state, rows=2)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_APPEND, count=2, large_strings=True)
+    state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.PLANNED, at=0)  # its items stay pending
+    state.operate(op=TableOp.DROP_AND_RECREATE, seed=1, spark=False)  # one row, a key of the old table
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # the old table's items stay pending: has_work is true
+    state.teardown()

@@ -243,7 +243,7 @@ class KnownBug(StrEnum):
     SCHEMA_CHANGE_IN_CAPPED_REBUILD = "schema-change-in-capped-rebuild"
     KEY_RANGES_ON_UUID = "key-ranges-on-uuid"  # the known bug names nested keys too: those pass here
     UNSWAPPED_AFTER_CRASH = "unswapped-after-crash"  # has_work misses a swap not made
-    RECREATED_TABLE = "recreated-table"  # dropped-and-recreated table leaves pending items
+    RECREATED_TABLE = "recreated-table"  # a dropped-and-recreated table leaves the old table's pending items
     FOREIGN_GENERATIONS = "foreign-generations"  # another index taken for a generation
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents

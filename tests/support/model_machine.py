@@ -83,6 +83,7 @@ DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
         KnownBug.UNSWAPPED_AFTER_CRASH,
         KnownBug.KEY_RANGES_ON_UUID,
         KnownBug.SCHEMA_CHANGE_IN_CAPPED_REBUILD,
+        KnownBug.RECREATED_TABLE,
     }
 )
 
@@ -285,8 +286,8 @@ class PipelineMachine(RuleBasedStateMachine):
     @step
     def operate(self, op: TableOp, seed: int, spark: bool) -> None:
         assert self.model is not None
-        if op == TableOp.DROP_AND_RECREATE and KnownBug.RECREATED_TABLE in self.excluded:
-            note("operate: skipped (known bug: recreated table)")
+        if op == TableOp.DROP_AND_RECREATE and KnownBug.RECREATED_TABLE in self.excluded and self.items_pending():
+            note("operate: skipped (known bug: a re-created table leaves the old table's pending items)")
             return
         schema_change = op in (
             TableOp.ADD_COLUMN,
@@ -353,7 +354,7 @@ class PipelineMachine(RuleBasedStateMachine):
         if error is None:
             self.check(config, "after a clean sync")
 
-    @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps), crash=st.sampled_from(CrashAt), at=st.integers(0, 2))
+    @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps), crash=st.sampled_from(CrashAt), at=st.integers(0, 1))
     @step
     def crashing_sync(self, engine: EngineKind, caps: Caps, crash: CrashAt, at: int) -> None:
         config = self.config(engine, caps)
@@ -478,6 +479,13 @@ class PipelineMachine(RuleBasedStateMachine):
             note(f"refused by the write block: {str(error)[:120]}")
             return
         raise error
+
+    def items_pending(self) -> bool:
+        store = SqliteStateStore(self.workdir / "state.db")
+        try:
+            return bool(store.count_pending(TABLE))
+        finally:
+            store.close()
 
     def rebuild_unfinished(self) -> bool:
         store = SqliteStateStore(self.workdir / "state.db")
