@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from icecdc.model import EngineKind
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
@@ -22,6 +23,31 @@ pytest_plugins = ["tests.support.moto"]
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
+
+
+# Hypothesis profiles of the model-based test (tests/test_model.py). `icecdc-model`, for `make test`:
+# derandomized (the same examples every run), a bounded number of examples and steps, well under 5
+# minutes on 2 cores. `icecdc-fuzz`, for `make fuzz`: random seeds, longer sequences, rounds of a few
+# examples each until FUZZ_MINUTES are up. ICECDC_MODEL_EXAMPLES and ICECDC_MODEL_STEPS override.
+_MODEL = {
+    "deadline": None,  # a step starts Spark jobs: seconds, varying with the machine's load
+    "database": None,  # a failure is printed as its steps; nothing is replayed from a directory
+    "suppress_health_check": list(HealthCheck),  # slow steps and large draws are the point here
+}
+settings.register_profile(
+    "icecdc-model",
+    derandomize=True,
+    max_examples=int(os.environ.get("ICECDC_MODEL_EXAMPLES", "12")),
+    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "30")),
+    **_MODEL,
+)
+settings.register_profile(
+    "icecdc-fuzz",
+    max_examples=int(os.environ.get("ICECDC_MODEL_EXAMPLES", "5")),
+    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "40")),
+    print_blob=True,
+    **_MODEL,
+)
 
 
 # Markers from what a test uses, so that `make test-fast` (-m "not spark and not opensearch and

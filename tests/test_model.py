@@ -1,0 +1,75 @@
+"""Issue 19: a model-based test of the whole pipeline (tests/support/model_machine.py).
+
+`make test` runs it derandomized, a few examples of a few dozen steps (the `icecdc-model`
+Hypothesis profile, tests/conftest.py). `make fuzz` runs it for FUZZ_MINUTES with random seeds
+(ICECDC_MODEL_PROFILE=fuzz), round after round, printing each failure as the minimal sequence
+Hypothesis shrank it to, and the operations it covered. A failure becomes a regression test in
+tests/test_model_regressions.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.support.model_machine import FUZZ, STATS, PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
+
+REPORT = Path(os.environ.get("ICECDC_MODEL_REPORT", ".build/model"))
+
+
+def test_the_index_follows_the_table_through_random_histories(model_machine: type[PipelineMachine]) -> None:
+    if FUZZ:
+        fuzz(model_machine, float(os.environ.get("FUZZ_MINUTES", "10")))
+        return
+    try:
+        run_state_machine_as_test(model_machine, settings=settings.get_profile("icecdc-model"))
+    finally:
+        print(
+            f"\nmodel-based test (excluded known bugs: {sorted(map(str, model_machine.excluded)) or 'none'}):\n{STATS.summary()}"
+        )
+
+
+def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
+    """Rounds of random examples until the time is up; every distinct failure is kept and reported."""
+    REPORT.mkdir(parents=True, exist_ok=True)
+    failures_file = REPORT / "fuzz-failures.txt"
+    deadline = time.monotonic() + minutes * 60
+    seen: dict[str, int] = {}
+    rounds = 0
+    summary = ""
+    while time.monotonic() < deadline:
+        rounds += 1
+        try:
+            run_state_machine_as_test(machine, settings=settings.get_profile("icecdc-fuzz"))
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, the fuzzing goes on
+            for failure in exc.exceptions if isinstance(exc, ExceptionGroup) else [exc]:
+                signature = failure_signature(failure)
+                seen[signature] = seen.get(signature, 0) + 1
+                text = f"=== round {rounds}: {signature}\n" + "".join(traceback.format_tb(failure.__traceback__)[-4:])
+                text += "".join(traceback.format_exception_only(failure)) + "\n"
+                print(text)
+                with failures_file.open("a") as out:
+                    out.write(text)
+        summary = (
+            f"fuzz: {rounds} rounds, excluded known bugs: {sorted(map(str, machine.excluded)) or 'none'}\n{STATS.summary()}\n"
+        )
+        summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
+        (REPORT / "fuzz-summary.txt").write_text(summary)  # after every round: an interrupted run keeps its figures
+    print(summary)
+    assert not seen, f"{len(seen)} distinct failures; see {failures_file}"
+
+
+def failure_signature(exc: BaseException) -> str:
+    """The failure, with numbers and ids taken out: one line per distinct bug."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: " + re.sub(r"[0-9a-f]{8,}|\d+", "#", first)[:160]
+
+
+pytestmark = pytest.mark.timeout(0 if FUZZ else 600)
