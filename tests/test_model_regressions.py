@@ -1,18 +1,15 @@
 """Failures the model-based test found (tests/test_model.py), each as the minimal sequence Hypothesis
 shrank it to, replayed step by step without Hypothesis: the same machine, the same steps.
 
-A known bug being fixed elsewhere is marked xfail (strict): when its fix merges, the test passes,
-xfail-strict turns that into a failure, and the marker (and the default profile's exclusion of
-the bug, tests/support/model_machine.py DEFAULT_EXCLUDED) goes.
+Each failed before its fix (README's guarantees name them) and must pass from then on.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from icecdc.model import EngineKind
-from tests.support.model import Caps, CrashAt, IndexEvent, KeyType, KnownBug, Poison, TableOp, WriteMode, Writer, Writers
+from tests.support.model import Caps, CrashAt, IndexEvent, KeyType, Poison, TableOp, WriteMode, Writer, Writers
 from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
@@ -26,10 +23,6 @@ def machine(model_machine: type[PipelineMachine]) -> PipelineMachine:
     return model_machine()
 
 
-def known_bug(bug: KnownBug, raises: type[BaseException]) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=raises, reason=f"known bug {bug}, fixed in parallel")
-
-
 def write(state: PipelineMachine, writer: Writer, count: int = 1, seed: int = 0, **options: object) -> None:
     state.write(
         writer=writer,
@@ -41,7 +34,6 @@ def write(state: PipelineMachine, writer: Writer, count: int = 1, seed: int = 0,
     )
 
 
-@known_bug(KnownBug.FOREIGN_GENERATIONS, AssertionError)
 def test_a_rebuild_leaves_an_index_named_like_a_generation_that_icecdc_did_not_make(machine: PipelineMachine) -> None:
     state = machine
     state.create(
@@ -60,7 +52,6 @@ def test_a_rebuild_leaves_an_index_named_like_a_generation_that_icecdc_did_not_m
     state.teardown()
 
 
-@known_bug(KnownBug.MIXED_STRING_TYPES, pa.ArrowInvalid)
 def test_a_key_range_of_a_rewrite_of_a_spark_file_by_pyiceberg(machine: PipelineMachine) -> None:
     state = machine
     state.create(
@@ -92,7 +83,6 @@ def table(state: PipelineMachine, key: KeyType = KeyType.LONG, rows: int = 3) ->
     )
 
 
-@known_bug(KnownBug.UNSWAPPED_AFTER_CRASH, AssertionError)
 def test_has_work_after_a_crash_between_the_checkpoint_and_the_swap(machine: PipelineMachine) -> None:
     state = machine
     table(state)
@@ -103,7 +93,6 @@ def test_has_work_after_a_crash_between_the_checkpoint_and_the_swap(machine: Pip
     state.teardown()
 
 
-@known_bug(KnownBug.UNSWAPPED_AFTER_CRASH, AssertionError)
 def test_has_work_after_a_crash_between_the_swap_and_the_old_generations_delete(machine: PipelineMachine) -> None:
     state = machine
     table(state)
@@ -114,7 +103,6 @@ def test_has_work_after_a_crash_between_the_swap_and_the_old_generations_delete(
     state.teardown()
 
 
-@known_bug(KnownBug.KEY_RANGES_ON_UUID, pa.ArrowNotImplementedError)
 def test_key_ranges_of_a_uuid_key(machine: PipelineMachine) -> None:
     state = machine
     table(state, KeyType.UUID, rows=6)
@@ -124,7 +112,6 @@ def test_key_ranges_of_a_uuid_key(machine: PipelineMachine) -> None:
     state.teardown()
 
 
-@known_bug(KnownBug.SCHEMA_CHANGE_IN_CAPPED_REBUILD, AssertionError)
 def test_a_schema_change_while_a_rebuild_is_capped_over_passes(machine: PipelineMachine) -> None:
     state = machine
     table(state, rows=2)
@@ -138,17 +125,15 @@ def test_a_schema_change_while_a_rebuild_is_capped_over_passes(machine: Pipeline
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="found by the model test: not fixed yet")
 def test_a_table_dropped_and_created_again_empty_empties_the_index(machine: PipelineMachine) -> None:
     state = machine
     table(state)
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.operate(op=TableOp.DROP_AND_RECREATE, seed=0, spark=False)  # no rows: a table with no snapshot
-    state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # the dropped table's 3 documents stay, has_work is false
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # the dropped table's 3 documents stayed, has_work was false
     state.teardown()
 
 
-@known_bug(KnownBug.MIXED_STRING_TYPES, pa.ArrowInvalid)
 def test_a_rewrite_of_spark_files_older_and_newer_than_a_string_column(machine: PipelineMachine) -> None:
     """No pyiceberg writer at all: the column missing from the older file is read as large_string nulls."""
     state = machine
@@ -168,7 +153,6 @@ def test_a_rewrite_of_spark_files_older_and_newer_than_a_string_column(machine: 
     state.teardown()
 
 
-@known_bug(KnownBug.RECREATED_TABLE, AssertionError)
 def test_a_table_dropped_and_created_again_with_work_items_pending(machine: PipelineMachine) -> None:
     state = machine
     table(state, rows=2)

@@ -42,11 +42,12 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
-from icecdc.index import current_generation, generations, index_uuid
+from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, WorkItem
-from icecdc.planning import has_work, plan_table, table_status
+from icecdc.planning import plan_table
 from icecdc.processing import process_table, sync, sync_table
 from icecdc.state import SqliteStateStore
+from icecdc.status import has_work, table_status
 from icecdc.verify import index_documents
 from tests.support.faults import FaultProxy, _Rule
 from tests.support.model import (
@@ -76,16 +77,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
-    {
-        KnownBug.FOREIGN_GENERATIONS,
-        KnownBug.MIXED_STRING_TYPES,
-        KnownBug.UNSWAPPED_AFTER_CRASH,
-        KnownBug.KEY_RANGES_ON_UUID,
-        KnownBug.SCHEMA_CHANGE_IN_CAPPED_REBUILD,
-        KnownBug.RECREATED_TABLE,
-    }
-)
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()  # every known bug is fixed: everything on
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -312,7 +304,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule(event=st.sampled_from(IndexEvent), seed=st.integers(0, 7))
     @step
     def index_event(self, event: IndexEvent, seed: int) -> None:
-        current = current_generation(self.client, INDEX)
+        current = IndexAlias(self.client, INDEX).current()
         if event == IndexEvent.DELETE_GENERATION and current is not None:
             self.client.indices.delete(index=current)
         elif event == IndexEvent.RECREATE_AS_INDEX:
@@ -508,7 +500,7 @@ class PipelineMachine(RuleBasedStateMachine):
     def check_idle(self, config: Config, crash: CrashAt | None) -> None:
         """After a crash or a partial run: `has_work` false must mean the index is caught up."""
         with self.observed(config) as (table, identifiers, store):
-            if has_work(table, TABLE, store, identifiers):
+            if has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)):
                 return
         after_checkpoint = (CrashAt.CHECKPOINTED, CrashAt.SWAPPED, CrashAt.COMPLETE_AFTER)
         if crash in after_checkpoint and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
@@ -544,8 +536,8 @@ class PipelineMachine(RuleBasedStateMachine):
             unnamed = (missing | different) - {letter["doc_id"] for letter in letters}
             assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
 
-            assert not has_work(table, TABLE, store, identifiers), f"{when}: has_work is true"
-            status = table_status(table, table_config, store, time.time())
+            assert not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)), f"{when}: has_work is true"
+            status = table_status(table, table_config, store, time.time(), index=IndexAlias(self.client, INDEX))
             current = table.current_snapshot()
             assert status.pending_items == 0, f"{when}: {status.pending_items} items pending"
             checkpoint = store.get_checkpoint(TABLE)
@@ -558,8 +550,10 @@ class PipelineMachine(RuleBasedStateMachine):
             if checkpoint is not None and (current is not None or actual):
                 # the alias names one generation, or (a pre-alias index, or one a write auto-created before
                 # the first export) a concrete index holds the name: then there is no generation of ours
-                serving = current_generation(self.client, INDEX)
-                ours = {name: uuid for name, uuid in generations(self.client, INDEX).items() if name not in self.foreign}
+                serving = IndexAlias(self.client, INDEX).current()
+                ours = {
+                    name: uuid for name, uuid in IndexAlias(self.client, INDEX).generations().items() if name not in self.foreign
+                }
                 expected_generations = {} if serving == INDEX else {serving: checkpoint.index_uuid}
                 assert serving is not None and ours == expected_generations, (
                     f"{when}: the alias names {serving}, generations {ours}, the checkpoint's index {checkpoint.index_uuid}"
