@@ -13,6 +13,7 @@ Arguments (the stack sets them as job defaults; the planner repeats --icecdc_tab
   --icecdc_region        the region of the state table and the domain
   --icecdc_dead_letter   s3://bucket/prefix/ for documents OpenSearch rejects
   --icecdc_opensearch_url  optional: the endpoint of a domain the stack created (SigV4)
+  --icecdc_mode          optional: sync (the default), or audit / audit-and-repair (the scheduled trigger)
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from icecdc.processing import BatchResult, sync
 log = logging.getLogger("icecdc.glue_job")
 
 REQUIRED = [aws.ARG_CONFIG, aws.ARG_TABLE, aws.ARG_STATE_TABLE, aws.ARG_REGION, aws.ARG_DEAD_LETTER]
-OPTIONAL = [aws.ARG_OPENSEARCH_URL]
+OPTIONAL = [aws.ARG_OPENSEARCH_URL, aws.ARG_MODE]
 
 
-def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
+def main(argv: list[str], spark: Any = None) -> list[BatchResult] | aws.AuditOutcome:
     """Run the job; `spark` lets a local run reuse a session (on Glue, the first pass that needs
     Spark gets Glue's session from the builder; small passes run in-process)."""
     # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.
@@ -46,6 +47,11 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult]:
     )
     # Documents OpenSearch refuses for good go to the stack's dead-letter prefix, not into a failed run.
     config = config.with_dead_letter(args[aws.ARG_DEAD_LETTER])
+    mode = aws.JobMode(args.get(aws.ARG_MODE, aws.JobMode.SYNC))
+    if mode != aws.JobMode.SYNC:
+        cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])
+        findings = aws.audits_location(args[aws.ARG_DEAD_LETTER])
+        return aws.scheduled_audit(config, args[aws.ARG_TABLE], mode, findings, cloudwatch)
     log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
     results = sync(config, spark, [args[aws.ARG_TABLE]])
     cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import boto3
@@ -52,6 +53,50 @@ ARG_STATE_TABLE = "icecdc_state_table"
 ARG_REGION = "icecdc_region"
 ARG_OPENSEARCH_URL = "icecdc_opensearch_url"
 ARG_DEAD_LETTER = "icecdc_dead_letter"
+ARG_MODE = "icecdc_mode"  # what a job run does (JobMode); absent: a sync
+
+
+class JobMode(StrEnum):
+    """What a run of a table's Glue job does: catch the index up, or audit it (the scheduled trigger)."""
+
+    SYNC = "sync"
+    AUDIT = "audit"
+    AUDIT_AND_REPAIR = "audit-and-repair"
+
+
+# Where the scheduled audits keep their findings: beside the dead letters (the job may write there).
+AUDITS_FOLDER = "_audits"
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """What a scheduled audit of one table found, and what its repair wrote."""
+
+    table: str
+    drift: int  # findings dead letters do not explain: the metric Drift
+    repaired: int = 0  # documents a repair wrote or deleted
+
+
+def audits_location(dead_letter: str) -> str:
+    """Where the job keeps each table's last audit (`icecdc status --json`, `repair --from-audit --findings`)."""
+    return f"{dead_letter.rstrip('/')}/{AUDITS_FOLDER}"
+
+
+def scheduled_audit(config: Config, name: str, mode: JobMode, findings: str, cloudwatch: Any) -> AuditOutcome:
+    """Audit one table's index, publish its Drift, and with AUDIT_AND_REPAIR repair what was found."""
+    from icecdc.audit.repair import repair  # the audit's modules load only in an audit run
+    from icecdc.audit.run import audit
+
+    (report,) = audit(config, [name], findings=findings)
+    drift = sum(not d.known for d in report.drift)
+    metric = {"MetricName": "Drift", "Dimensions": _dimensions(name), "Value": drift, "Unit": "Count"}
+    cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=[metric])
+    log.info("%s: audit found %d drifted documents (%s)", name, drift, report.compared)
+    if not drift or mode != JobMode.AUDIT_AND_REPAIR:
+        return AuditOutcome(name, drift)
+    repaired = repair(config, name, report.scope())
+    log.info("%s: repair wrote %d and deleted %d documents", name, repaired.indexed, repaired.deleted)
+    return AuditOutcome(name, drift, repaired.indexed + repaired.deleted)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from constructs import Construct
 from icecdc.aws import (
     ARG_CONFIG,
     ARG_DEAD_LETTER,
+    ARG_MODE,
     ARG_OPENSEARCH_URL,
     ARG_REGION,
     ARG_STATE_TABLE,
     ARG_TABLE,
     METRIC_NAMESPACE,
+    JobMode,
     job_name,
 )
 from icecdc.config import Config
@@ -165,6 +167,24 @@ class Jobs(Construct):
             if network is not None:
                 job.node.add_dependency(network.connection)
             self.jobs.append(job)
+            if aws.audit_schedule is not None:
+                self._audit_trigger(position, job, aws)
+
+    def _audit_trigger(self, position: int, job: glue.CfnJob, aws: AwsConfig) -> None:
+        """Glue's own scheduled trigger starts the table's job in audit mode (EventBridge has no Glue
+        job target). A sync running then makes that day's audit fail to start (one run per table):
+        the Drift alarm treats a missing point as no drift, and the next day audits again."""
+        mode = JobMode.AUDIT_AND_REPAIR if aws.audit_repairs else JobMode.AUDIT
+        trigger = glue.CfnTrigger(
+            self,
+            f"Audit{position}",
+            type="SCHEDULED",
+            schedule=aws.audit_schedule,
+            start_on_creation=True,
+            description=f"icecdc: audit the index of {job.name} against its table",
+            actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments={f"--{ARG_MODE}": str(mode)})],
+        )
+        trigger.node.add_dependency(job)
 
     def _publish_wheels(self, aws: AwsConfig, bundles: Bundles, state: State) -> Published:
         """The zip of wheels (infra.bundling) in a bucket of the stack under the name Glue requires.

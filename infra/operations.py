@@ -30,7 +30,7 @@ class Operations(Construct):
         aws = config.aws
         self.topic = self._topic(aws.alarm_email)
         action = cloudwatch_actions.SnsAction(self.topic)
-        events.Rule(
+        job_failed = events.Rule(
             self,
             "JobFailed",
             description="a run of an icecdc Glue job failed, timed out or errored",
@@ -97,6 +97,18 @@ class Operations(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no run, no new dead letters
                 alarm_description=f"{name}: OpenSearch refused documents for good; they are in the dead letters",
             ).add_alarm_action(action)
+            if aws.audit_schedule is not None:
+                # The scheduled audit publishes the documents it found differing from the table.
+                cloudwatch.Alarm(
+                    self,
+                    f"Drift{position}",
+                    metric=_per_table("Drift", name, "Maximum", period=Duration.days(1)),
+                    threshold=0,
+                    evaluation_periods=1,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no audit ran that day
+                    alarm_description=f"{name}: the scheduled audit found the index differing from the table",
+                ).add_alarm_action(action)
         dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -110,6 +122,23 @@ class Operations(Construct):
                     cloudwatch.GraphWidget(title="Rows applied", left=_each_table("RowsApplied", names, "Sum"), width=8),
                     cloudwatch.GraphWidget(title="Files read", left=_each_table("FilesRead", names, "Sum"), width=8),
                     cloudwatch.GraphWidget(title="Dead letters", left=_each_table("DeadLetters", names, "Sum"), width=8),
+                ],
+                [
+                    cloudwatch.GraphWidget(title="Drift (scheduled audits)", left=_each_table("Drift", names), width=12),
+                    cloudwatch.GraphWidget(
+                        title="Job runs failed",
+                        # the failure rule's matches: one per failed, timed-out or errored run
+                        left=[
+                            cloudwatch.Metric(
+                                namespace="AWS/Events",
+                                metric_name="TriggeredRules",
+                                dimensions_map={"RuleName": job_failed.rule_name},
+                                statistic="Sum",
+                                label="failed runs",
+                            )
+                        ],
+                        width=12,
+                    ),
                 ],
                 [
                     cloudwatch.GraphWidget(title="Pending work items", left=_each_table("PendingItems", names), width=12),

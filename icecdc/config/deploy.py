@@ -4,7 +4,7 @@ deployment (`icecdc doctor`) read; a run reads none of it."""
 from __future__ import annotations
 
 import re
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -97,6 +97,11 @@ class AwsConfig(Section):
     vpc: VpcConfig | None = None  # the jobs (and a created domain) in an existing VPC; default: public endpoints
     dead_letter_prefix: Text = "dead-letter/"
     dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
+    # When each table's job audits its index (a Glue trigger's cron, UTC; null: never): counts per
+    # partition and a sample of rows (`icecdc audit`), published as the metric Drift, alarmed on.
+    audit_schedule: Text | None = "cron(0 3 * * ? *)"
+    null_turns_off: ClassVar[frozenset[str]] = frozenset({"audit_schedule"})
+    audit_repairs: bool = False  # the scheduled audit also repairs what it found (`icecdc repair --from-audit`)
     alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
     log_retention_days: int = 30  # the jobs', the planner's and a created domain's log groups (CloudWatch's periods)
 

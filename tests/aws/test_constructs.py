@@ -110,7 +110,7 @@ def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> 
     planner = Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs, search=search)
     Operations(parts.stack, "Operations", config=parts.config, jobs=jobs, planner=planner)
     template = parts.template()
-    template.resource_count_is("AWS::CloudWatch::Alarm", 3 + 2 * len(TABLES))
+    template.resource_count_is("AWS::CloudWatch::Alarm", 3 + 3 * len(TABLES))  # lag, dead letters, drift per table
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
     resources = template.to_json()["Resources"]
     body = json.dumps(resources["Dashboard9E4231ED"]["Properties"]["DashboardBody"])

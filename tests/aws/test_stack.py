@@ -480,3 +480,30 @@ def test_customer_managed_keys_of_the_inputs_are_granted_decrypt_where_they_are_
     assert annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*")) == []
     template, _ = synth(tmp_path / "none", {}, opensearch=opensearch)
     assert not [s for s in statements(template) if s["Resource"] in (WAREHOUSE_KEY, SECRET_KEY)]
+
+
+def test_each_tables_job_audits_its_index_on_a_schedule_and_drift_is_alarmed(existing_endpoint, tmp_path: Path) -> None:
+    """A Glue scheduled trigger per table starts its job in audit mode (daily by default); the
+    job publishes Drift, alarmed on per table; `audit_schedule: null` turns it off."""
+    template, _ = existing_endpoint
+    triggers = template.find_resources("AWS::Glue::Trigger")
+    assert len(triggers) == len(TABLES)
+    for trigger in triggers.values():
+        properties = trigger["Properties"]
+        assert (properties["Type"], properties["Schedule"], properties["StartOnCreation"]) == (
+            "SCHEDULED",
+            "cron(0 3 * * ? *)",
+            True,
+        )
+        (action,) = properties["Actions"]
+        assert action["Arguments"] == {"--icecdc_mode": "audit"} and "Ref" in action["JobName"]
+    template.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "Drift"}, len(TABLES))
+    (tmp_path / "repairs").mkdir()
+    (tmp_path / "off").mkdir()
+    repairing, _ = synth(tmp_path / "repairs", {"audit_repairs": True, "audit_schedule": "cron(0 4 ? * SUN *)"})
+    for trigger in repairing.find_resources("AWS::Glue::Trigger").values():
+        assert trigger["Properties"]["Schedule"] == "cron(0 4 ? * SUN *)"
+        assert trigger["Properties"]["Actions"][0]["Arguments"] == {"--icecdc_mode": "audit-and-repair"}
+    off, _ = synth(tmp_path / "off", {"audit_schedule": None})
+    off.resource_count_is("AWS::Glue::Trigger", 0)
+    off.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "Drift"}, 0)
