@@ -54,19 +54,24 @@ def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str) -> l
     ]  # fmt: skip
 
 
-def dead_letter_metric(lake: Lake, name: str) -> list[float]:
-    """The DeadLetters values the job published for the table (moto's CloudWatch), one per run."""
+def table_metric(lake: Lake, name: str, metric: str, statistic: str = "Sum") -> list[float]:
+    """A metric the job published for the table (moto's CloudWatch): [statistic, how many runs published it]."""
     now = datetime.now(UTC)
     points = aws_client("cloudwatch", lake.moto_url).get_metric_statistics(
         Namespace=METRIC_NAMESPACE,
-        MetricName="DeadLetters",
+        MetricName=metric,
         Dimensions=[{"Name": "Table", "Value": name}],
         StartTime=now - timedelta(hours=1),
         EndTime=now + timedelta(minutes=5),
         Period=3600 * 2,
-        Statistics=["Sum", "SampleCount"],
+        Statistics=[statistic, "SampleCount"],
     )["Datapoints"]
-    return [points[0]["Sum"], points[0]["SampleCount"]] if points else []
+    return [points[0][statistic], points[0]["SampleCount"]] if points else []
+
+
+def dead_letter_metric(lake: Lake, name: str) -> list[float]:
+    """The DeadLetters the job published for the table: [sum, runs]."""
+    return table_metric(lake, name, "DeadLetters")
 
 
 def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
@@ -138,18 +143,8 @@ def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
 
 
 def drift_metric(lake: Lake, name: str) -> list[float]:
-    """The Drift values the scheduled audits published for the table, as (maximum, count)."""
-    now = datetime.now(UTC)
-    points = aws_client("cloudwatch", lake.moto_url).get_metric_statistics(
-        Namespace=METRIC_NAMESPACE,
-        MetricName="Drift",
-        Dimensions=[{"Name": "Table", "Value": name}],
-        StartTime=now - timedelta(hours=1),
-        EndTime=now + timedelta(minutes=5),
-        Period=3600 * 2,
-        Statistics=["Maximum", "SampleCount"],
-    )["Datapoints"]
-    return [points[0]["Maximum"], points[0]["SampleCount"]] if points else []
+    """The Drift the scheduled audits published for the table: [maximum, audits]."""
+    return table_metric(lake, name, "Drift", "Maximum")
 
 
 def test_the_scheduled_audit_publishes_drift_and_repairs_when_asked(
