@@ -3,7 +3,10 @@
 A table of `--rows` rows in four identity partitions is exported into osmem once; then
 `icecdc audit` (counts per partition and the default sample) and `icecdc verify` (both read
 whole) run in turn, each its own process, `--runs` times: wall time, the peak RSS of the largest
-process, and what the audit read (its own cost report). Results: docs/bench/audit.json.
+process, and what the audit read (its own cost report). Then `--drift` documents of one partition
+are lost and `icecdc repair --from-audit` is timed against `icecdc repair --rebuild` (a full
+export into a new generation), each whole, both ending with index == table. Results:
+docs/bench/audit.json.
 
     python -m bench.audit_cost --rows 1000000 --runs 3
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 import yaml
+from opensearchpy import OpenSearch
 from osmem_server import OsmemServer
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -31,6 +35,7 @@ from bench.harness.environment import REPO, WORK, machine
 from bench.harness.sampling import whole_command
 from icecdc.config import parse_config
 from icecdc.processing import sync
+from icecdc.state import SqliteStateStore
 
 RESULTS = REPO / "docs" / "bench" / "audit.json"
 REGIONS = ("us", "eu", "apac", "latam")
@@ -97,6 +102,34 @@ def measure(config: Path, runs: int) -> dict[str, Any]:
     }
 
 
+def measure_repair(config: Path, opensearch_url: str, drift: int) -> dict[str, Any]:
+    """A repair of `drift` lost documents against the full export a rebuild makes, whole commands."""
+    client = OpenSearch(hosts=[opensearch_url])
+    store = SqliteStateStore(config.parent / "state.db")
+    checkpoint = store.get_checkpoint("db.orders")
+    assert checkpoint is not None
+    for doc_id in range(0, drift * len(REGIONS), len(REGIONS)):  # ids of region "us": one partition drifts
+        client.delete(index="orders", id=str(doc_id), version=checkpoint.sequence_number, version_type="external_gte")
+    client.indices.refresh(index="orders")
+    icecdc = [sys.executable, "-m", "icecdc.cli"]
+    audited = whole_command([*icecdc, "audit", "--config", str(config), "--json"], check=False)
+    repaired = whole_command([*icecdc, "repair", "--config", str(config), "--table", "db.orders", "--from-audit", "--json"])
+    rebuilt = whole_command([*icecdc, "repair", "--config", str(config), "--table", "db.orders", "--rebuild"])
+    verified = whole_command([*icecdc, "verify", "--config", str(config)])  # exit 0: index == table
+    return {
+        "drifted_documents": drift,
+        "audit_seconds": audited["seconds"],
+        "repair": {
+            "seconds": repaired["seconds"],
+            "largest_process_mib": repaired["largest_process_mib"],
+            "report": json.loads(repaired["stdout"]),
+        },
+        "rebuild": {"seconds": rebuilt["seconds"], "largest_process_mib": rebuilt["largest_process_mib"]},
+        "time_ratio_repair_to_rebuild": round(repaired["seconds"] / rebuilt["seconds"], 4),
+        "verified_after": verified["stdout"].strip(),
+    }
+
+
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "command": runs[0]["command"],
@@ -111,6 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--drift", type=int, default=100, help="documents of one partition lost before the repair")
     args = parser.parse_args()
     workdir = WORK / "audit"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -118,6 +152,7 @@ def main() -> None:
     with OsmemServer.start() as server:
         config = build(workdir, args.rows, server.url)
         results = {"machine": machine(), "rows": args.rows, **measure(config, args.runs)}
+        results["repair_vs_rebuild"] = measure_repair(config, server.url, args.drift)
     RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(json.dumps({k: v for k, v in results.items() if k != "audit_report"}, indent=2, default=str))
 
