@@ -213,6 +213,7 @@ class PipelineMachine(RuleBasedStateMachine):
         self.model: ModelTable | None = None
         self.foreign: list[str] = []  # indices named like generations that icecdc did not make
         self.blocked = False
+        self.disturbed = False  # the index was deleted or replaced since the last clean sync (has_work cannot see that)
         self.busy = False
         STATS.examples += 1
 
@@ -327,6 +328,8 @@ class PipelineMachine(RuleBasedStateMachine):
             self.lift_blocks()
         else:
             return
+        if event in (IndexEvent.DELETE_GENERATION, IndexEvent.RECREATE_AS_INDEX):
+            self.disturbed = True
         STATS.steps[f"  index event {event}"] += 1
 
     def lift_blocks(self) -> None:
@@ -345,6 +348,7 @@ class PipelineMachine(RuleBasedStateMachine):
         self.judge(error, [], None)
         if error is None:
             self.check(config, "after a clean sync")
+            self.disturbed = False
 
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps), crash=st.sampled_from(CrashAt), at=st.integers(0, 1))
     @step
@@ -355,6 +359,7 @@ class PipelineMachine(RuleBasedStateMachine):
         STATS.steps[f"  crash {crash}{'' if fired else ' (not reached)'}"] += 1
         if error is None:
             self.check(config, "after a sync its crash point was not reached in")
+            self.disturbed = False
         else:
             self.check_idle(config, crash)
 
@@ -383,6 +388,10 @@ class PipelineMachine(RuleBasedStateMachine):
 
     def caps_for(self, caps: Caps) -> Caps:
         assert self.model is not None
+        if caps.key_ranges and self.model.writers == Writers.SPARK and KnownBug.MIXED_STRING_TYPES in self.excluded:
+            # a key range with no rows on one side reads it as pyiceberg's empty large_string table
+            note(f"caps {caps} -> none (known bug: mixed string types)")
+            return Caps.NONE
         if caps.key_ranges and self.model.key == KeyType.UUID and KnownBug.KEY_RANGES_ON_UUID in self.excluded:
             note(f"caps {caps} -> none (known bug: key ranges on a uuid key)")
             return Caps.NONE
@@ -502,6 +511,8 @@ class PipelineMachine(RuleBasedStateMachine):
         with self.observed(config) as (table, identifiers, store):
             if has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)):
                 return
+        if self.disturbed:
+            return  # has_work reads the table's metadata and the checkpoint only: an index deleted behind icecdc's back waits for a sync
         after_checkpoint = (CrashAt.CHECKPOINTED, CrashAt.SWAPPED, CrashAt.COMPLETE_AFTER)
         if crash in after_checkpoint and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
             note("check after the crash skipped (known bug: has_work misses an unswapped generation)")
