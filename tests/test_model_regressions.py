@@ -164,7 +164,6 @@ def test_a_table_dropped_and_created_again_with_work_items_pending(machine: Pipe
     state.teardown()
 
 
-@known_bug(KnownBug.MIXED_STRING_TYPES, pa.ArrowInvalid)
 def test_a_key_range_of_a_spark_delete_with_no_row_left_in_it(machine: PipelineMachine) -> None:
     """Spark alone writes: a range whose added side has no file is read as pyiceberg's empty large_string table."""
     state = machine

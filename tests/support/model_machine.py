@@ -213,7 +213,6 @@ class PipelineMachine(RuleBasedStateMachine):
         self.model: ModelTable | None = None
         self.foreign: list[str] = []  # indices named like generations that icecdc did not make
         self.blocked = False
-        self.disturbed = False  # the index was deleted or replaced since the last clean sync (has_work cannot see that)
         self.busy = False
         STATS.examples += 1
 
@@ -328,8 +327,6 @@ class PipelineMachine(RuleBasedStateMachine):
             self.lift_blocks()
         else:
             return
-        if event in (IndexEvent.DELETE_GENERATION, IndexEvent.RECREATE_AS_INDEX):
-            self.disturbed = True
         STATS.steps[f"  index event {event}"] += 1
 
     def lift_blocks(self) -> None:
@@ -348,7 +345,6 @@ class PipelineMachine(RuleBasedStateMachine):
         self.judge(error, [], None)
         if error is None:
             self.check(config, "after a clean sync")
-            self.disturbed = False
 
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps), crash=st.sampled_from(CrashAt), at=st.integers(0, 1))
     @step
@@ -359,7 +355,6 @@ class PipelineMachine(RuleBasedStateMachine):
         STATS.steps[f"  crash {crash}{'' if fired else ' (not reached)'}"] += 1
         if error is None:
             self.check(config, "after a sync its crash point was not reached in")
-            self.disturbed = False
         else:
             self.check_idle(config, crash)
 
@@ -511,8 +506,6 @@ class PipelineMachine(RuleBasedStateMachine):
         with self.observed(config) as (table, identifiers, store):
             if has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)):
                 return
-        if self.disturbed:
-            return  # has_work reads the table's metadata and the checkpoint only: an index deleted behind icecdc's back waits for a sync
         after_checkpoint = (CrashAt.CHECKPOINTED, CrashAt.SWAPPED, CrashAt.COMPLETE_AFTER)
         if crash in after_checkpoint and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
             note("check after the crash skipped (known bug: has_work misses an unswapped generation)")
