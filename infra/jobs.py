@@ -175,7 +175,7 @@ class Jobs(Construct):
         job target). A sync running then makes that day's audit fail to start (one run per table):
         the Drift alarm treats a missing point as no drift, and the next day audits again."""
         mode = JobMode.AUDIT_AND_REPAIR if aws.audit_repairs else JobMode.AUDIT
-        trigger = glue.CfnTrigger(
+        glue.CfnTrigger(
             self,
             f"Audit{position}",
             type="SCHEDULED",
@@ -184,7 +184,6 @@ class Jobs(Construct):
             description=f"icecdc: audit the index of {job.name} against its table",
             actions=[glue.CfnTrigger.ActionProperty(job_name=job.ref, arguments={f"--{ARG_MODE}": str(mode)})],
         )
-        trigger.node.add_dependency(job)
 
     def _publish_wheels(self, aws: AwsConfig, bundles: Bundles, state: State) -> Published:
         """The zip of wheels (infra.bundling) in a bucket of the stack under the name Glue requires.
