@@ -135,7 +135,8 @@ class TableRun:
         documents (it was dropped and created again, empty) gets an empty generation, swapped in as
         a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
-        if checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT):
+        pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
+        if not pending and (checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)):
             return BatchResult(self.name)
         log.warning("%s: the table has no snapshot now (created again, empty): emptying its index", self.name)
         client = open_client(self.opensearch)
@@ -147,7 +148,7 @@ class TableRun:
         if self.lease is not None and self.lease.lost:
             raise LeaseLost.of(self.name)
         fence = self.lease.owner if self.lease else None
-        self.store.complete(self.name, empty, self.store.pending_items(self.name), replace=True, fence=fence)
+        self.store.complete(self.name, empty, pending, replace=True, fence=fence)
         self.reached(PassPoint.CHECKPOINTED)
         alias.finish(generation, spec, self.probe)
         return BatchResult(self.name, checkpoint=empty)
@@ -363,7 +364,10 @@ class _Pass:
     def target(self, destination: _Destination) -> Target:
         run = self.run
         snapshot_ids = {i.sequence_number: i.snapshot_id for i in self.batch}
-        version_type = "external_gte" if self.resync else "external"
+        # An export rewrites documents of its own version: a run that died after writing some read
+        # them with the schema of its time, and a replay after a schema change must replace them.
+        exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
+        version_type = "external_gte" if exporting else "external"
         return Target(self.name, destination.index, run.opensearch, run.dead_letter, snapshot_ids, version_type, run.identifiers)
 
     def apply(self, engine: Engine, tasks: list[Task], destination: _Destination, result: BatchResult) -> None:
