@@ -731,9 +731,15 @@ class ModelTable:
         columns += [c for c in partition_sources(table) if c not in columns]
         current = {r["n"]: r for r in current_rows(self.lake, table) if r["n"] in picked}
         deletes = [{c: to_spark(current[n][c], schema.find_type(c)) for c in columns} for n in picked]
-        inserts = [self.spark_row(schema, r) for r in self.images(table, picked, rng, poison)] if upsert else None
+        images = self.images(table, picked, rng, poison) if upsert else []
+        # The Java writer takes the images only in Spark's types: a uuid or fixed key (Spark has neither)
+        # has its images appended by Spark right after, a second commit of the same upsert.
+        together = self.key.equality_deletes
+        inserts = [self.spark_row(schema, r) for r in images] if upsert and together else None
         with self.lake.sql() as ss:
             write_equality_deletes(ss, TABLE, deletes, inserts=inserts)
+        if images and not together:
+            self._spark_insert(table, images)
 
     # -- table operations -----------------------------------------------------------------------
 
