@@ -62,9 +62,9 @@ def test_put_item_is_put_if_absent(store: StateStore) -> None:
 
 
 def test_racing_writers_write_each_item_once(make_store: Callable[[], StateStore]) -> None:
-    items = [change_item(i, i, (f"f{i}",)) for i in range(1, 30)]
+    items = [change_item(i, i, (f"f{i}",)) for i in range(1, 100)]
     wins: list[bool] = []
-    planners = [make_store() for _ in range(3)]  # each planner is its own process with its own client
+    planners = [make_store() for _ in range(4)]  # each planner is its own process with its own client
 
     def plan(store: StateStore) -> None:
         wins.extend(store.put_item(item) for item in items)
