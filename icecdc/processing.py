@@ -117,9 +117,9 @@ class TableRun:
         """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
         checkpoint = self.store.get_checkpoint(self.name)
         table = current_view(table, self.name, checkpoint)
-        self._check_index(table, checkpoint)
+        replaced = self._check_index(table, checkpoint)
         if table.current_snapshot() is None:
-            return self._empty(table, checkpoint)
+            return self._empty(table, checkpoint, replaced)
         try:
             return _process_batch(self, table)
         except FilesGone as exc:
@@ -130,13 +130,15 @@ class TableRun:
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
             return _process_batch(self, table)
 
-    def _empty(self, table: Table, checkpoint: Checkpoint | None) -> BatchResult:
+    def _empty(self, table: Table, checkpoint: Checkpoint | None, replaced: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing. One whose index held another table's
-        documents (it was dropped and created again, empty) gets an empty generation, swapped in as
-        a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
+        documents (it was dropped and created again, empty), or whose empty index was deleted or
+        `replaced` since, gets an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
+        checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
         pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
-        if not pending and (checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)):
+        caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
+        if not pending and caught_up and not replaced:
             return BatchResult(self.name)
         log.warning("%s: the table has no snapshot now (created again, empty): emptying its index", self.name)
         client = open_client(self.opensearch)
@@ -184,9 +186,9 @@ class TableRun:
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
         plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)
 
-    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> None:
+    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
-        first), and delete what a finished swap left behind."""
+        first), and delete what a finished swap left behind; why the index was replaced ("": it was not)."""
         alias = IndexAlias(open_client(self.opensearch), self.config.index)
         replaced = alias.replaced_since(checkpoint, _spec(table, self.config))
         if replaced:
@@ -194,6 +196,7 @@ class TableRun:
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
         if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
             alias.delete_leftovers()
+        return replaced
 
 
 def process_table(

@@ -225,3 +225,25 @@ def test_equality_deletes_after_a_partition_change(machine: PipelineMachine, wri
     write(state, Writer.SPARK_UPDATE, count=2, seed=4)
     state.sync(engine=SPARK, caps=Caps.NONE)
     state.teardown()
+
+
+@pytest.mark.parametrize("event", [IndexEvent.RECREATE_AS_INDEX, IndexEvent.DELETE_GENERATION])
+def test_the_empty_index_of_an_empty_table_deleted_or_replaced(machine: PipelineMachine, event: IndexEvent) -> None:
+    """Found by `make fuzz` (after the final sync: has_work is true): a table dropped and created
+    again empty has an empty generation and a NO_SNAPSHOT checkpoint; when that index was deleted or
+    replaced, `has_work` saw it, but the sync took the table as caught up and did nothing, forever."""
+    state = machine
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=2,
+        large_strings=False,
+        writers=Writers.PYICEBERG,
+    )
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.DROP_AND_RECREATE, seed=0, spark=False)  # created again with no row
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.index_event(event=event, seed=0)
+    state.teardown()
