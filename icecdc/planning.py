@@ -73,9 +73,11 @@ def plan_table(
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
         base = _claim_export(table, config.name, store, lineage, replacing)
-        if resync:
-            log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-        if config.export or resync:
+        if _export_planned(store, config.name, base, kind, replacing):
+            pass  # a capped export's later passes: its items are all in the store already
+        elif config.export or resync:
+            if resync:
+                log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
             items += _export_items(table, config.name, base, kind, replacing)
         else:
             store.complete(config.name, base, [])
@@ -195,6 +197,20 @@ def resync_needed(
     if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
         return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
     return ResyncKind.NONE, ""
+
+
+def _export_planned(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> bool:
+    """Whether every item of the export of `base` is pending already (a capped export's later
+    passes plan again): then its manifests are not listed nor its items put again, which would cost
+    every pass as much as the first (one conditional write per file of the table, on DynamoDB)."""
+    exports = [
+        i
+        for i in store.pending_items(name)
+        if i.kind == ItemKind.EXPORT
+        and (i.table_uuid, i.snapshot_id, i.replacing) == (base.table_uuid, base.snapshot_id, replacing)
+        and bool(i.resync) == bool(resync)
+    ]
+    return bool(exports) and len({i.group for i in exports}) == exports[0].groups
 
 
 def _export_items(
