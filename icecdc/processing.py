@@ -192,7 +192,8 @@ class TableRun:
         alias = IndexAlias(open_client(self.opensearch), self.config.index)
         replaced = alias.replaced_since(checkpoint, _spec(table, self.config))
         if replaced:
-            log.warning("%s: %s; exporting the table again", self.name, replaced)
+            # planning warns once, when it plans the export (every later pass of it finds the same)
+            log.debug("%s: %s; exporting the table again", self.name, replaced)
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
         if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
             alias.delete_leftovers()
