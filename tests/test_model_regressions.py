@@ -189,4 +189,3 @@ def test_the_empty_index_of_an_empty_table_deleted_or_replaced(machine: Pipeline
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.index_event(event=event, seed=0)
     state.teardown()
-
