@@ -256,7 +256,9 @@ def _verify(args: argparse.Namespace) -> int:
     client = open_client(config.opensearch)
     differing = 0
     for table_config, table in _tables(config, args.table):
-        diff = diff_index(table, identifier_columns(table, table_config), client, table_config.index)
+        identifiers = identifier_columns(table, table_config)
+        pipeline = table_config.pipeline is not None
+        diff = diff_index(table, identifiers, client, table_config.index, table_config.shape, pipeline)
         differing += bool(diff)
         print(f"{table_config.name} → {table_config.index}: {diff.summary()}")
     return 1 if differing else 0

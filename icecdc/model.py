@@ -147,6 +147,7 @@ class Write:
     doc_id: str
     version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
     document: str | None
+    routing: str | None = None  # the shard routing value; None: OpenSearch routes by `doc_id`
 
 
 @dataclass(frozen=True)

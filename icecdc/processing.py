@@ -28,7 +28,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
 from icecdc.engines import Engine, Engines, Target
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
-from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
+from icecdc.index import IndexAlias, IndexSpec, check_pipeline, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
     NO_SNAPSHOT,
@@ -324,8 +324,11 @@ class _Pass:
 
         A reset, and a rewrite the current mapping cannot take (a type change), export into a new
         generation while the alias keeps serving the current one; their later passes (batch caps, a
-        rerun after a crash) resume the generation their APPLIED items name."""
+        rerun after a crash) resume the generation their APPLIED items name. The index's ingest
+        pipeline must exist."""
         alias = IndexAlias(self.client, self.run.config.index)
+        if self.run.config.pipeline is not None:
+            check_pipeline(self.client, self.run.config.pipeline, alias.name)
         if ResyncKind.RESET in self.resync or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
             resumable = frozenset(_applied_index(i) for i in self.batch if i.status == ItemStatus.APPLIED and i.applied_to)
             resumed = alias.resumable(self.spec, set(resumable))
@@ -368,7 +371,17 @@ class _Pass:
         # them with the schema of its time, and a replay after a schema change must replace them.
         exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
         version_type = "external_gte" if exporting else "external"
-        return Target(self.name, destination.index, run.opensearch, run.dead_letter, snapshot_ids, version_type, run.identifiers)
+        return Target(
+            self.name,
+            destination.index,
+            run.opensearch,
+            run.dead_letter,
+            snapshot_ids,
+            version_type,
+            run.identifiers,
+            run.config.shape,
+            run.config.pipeline,
+        )
 
     def apply(self, engine: Engine, tasks: list[Task], destination: _Destination, result: BatchResult) -> None:
         """Read the tasks' files and write each key's net change into the destination."""
@@ -379,7 +392,7 @@ class _Pass:
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
         if tasks:
-            reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter)
+            reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, run.config.shape)
             result.changes, result.writes = engine.apply(reader, tasks, self.target(destination))
         run.reached(PassPoint.WRITTEN)
 

@@ -12,9 +12,12 @@ from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
+from pyiceberg.expressions.parser import parse
+from pyparsing import ParseException
 
 from icecdc.config.deploy import AwsConfig
 from icecdc.config.loader import AT, Section, Setting, Text, read_yaml, validated
+from icecdc.documents import Shape
 from icecdc.errors import ConfigError
 from icecdc.model import EngineChoice, StateStoreType
 
@@ -153,34 +156,27 @@ class EngineConfig(Section):
 StringMapping = Literal["text", "keyword"]
 
 
-class TableConfig(Section):
-    name: Text  # "<namespace>.<table>" as the catalog knows it
-    index: Text  # default: the name's last part
-    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
-    export: bool = True
-    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
-    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
-    protect_checkpoint: bool = False
-    # The index icecdc creates: the mapping derived from the schema (icecdc.index) with `mappings`
-    # merged over it and these `settings`; or, instead, the index template named `index_template`.
+class IndexConfig(Section):
+    """One index a table writes: its name, its shape (which columns and rows of the table it
+    holds, how its documents are routed), the ingest pipeline its writes go through, and how
+    icecdc creates it: the mapping derived from the shape's columns (icecdc.index) with `mappings`
+    merged over it and these `settings`; or, instead, the index template named `index_template`."""
+
+    index: Text
+    # Projection: these columns only, or every column but these (dotted paths reach into structs).
+    columns: tuple[Text, ...] | None = Field(None, strict=False)
+    exclude_columns: tuple[Text, ...] | None = Field(None, strict=False)
+    where: Text | None = None  # the rows the index holds, in Iceberg's expression syntax
+    routing: Text | None = None  # the column whose value routes each document
+    pipeline: Text | None = None  # the ingest pipeline every index write goes through
     strings: StringMapping = "text"
     mappings: dict[str, Any] | None = None
     settings: dict[str, Any] | None = None
     index_template: Text | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _index_defaults_to_the_table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
-            return {**data, "index": data["name"].split(".")[-1]}
-        return data
-
-    @field_validator("name")
-    @classmethod
-    def _qualified(cls, name: str) -> str:
-        if "." not in name:
-            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
-        return name
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.columns, self.exclude_columns or (), self.where, self.routing)
 
     @field_validator("index")
     @classmethod
@@ -188,6 +184,20 @@ class TableConfig(Section):
         if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
             raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
         return index
+
+    @field_validator("columns", "exclude_columns")
+    @classmethod
+    def _column_list(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return _column_names(columns)
+
+    @field_validator("where")
+    @classmethod
+    def _iceberg_expression(cls, where: str) -> str:
+        try:
+            parse(where)
+        except ParseException as exc:  # whether its columns exist is checked against the schema, when the table is loaded
+            raise ValueError(f"{AT} {where!r} is not an Iceberg expression: {exc}") from None
+        return where
 
     @field_validator("mappings")
     @classmethod
@@ -205,16 +215,46 @@ class TableConfig(Section):
                 f"{AT}: index_template applies the template's mappings and settings; "
                 "choose it or mappings/settings/strings, not both"
             )
+        if self.columns is not None and self.exclude_columns is not None:
+            raise ValueError(f"{AT}: set columns (the index's columns) or exclude_columns (all but these), not both")
         return self
+
+
+class TableConfig(IndexConfig):
+    name: Text  # "<namespace>.<table>" as the catalog knows it
+    index: Text  # default: the name's last part
+    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
+    export: bool = True
+    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
+    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
+    protect_checkpoint: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_defaults_to_the_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
+            return {**data, "index": data["name"].split(".")[-1]}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, name: str) -> str:
+        if "." not in name:
+            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
+        return name
 
     @field_validator("identifier_columns")
     @classmethod
     def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if columns is not None and not columns:
-            raise ValueError(f"{AT} must be a non-empty list of column names, got []")
-        if columns is not None and len(set(columns)) != len(columns):
-            raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
-        return columns
+        return _column_names(columns)
+
+
+def _column_names(columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if columns is not None and not columns:
+        raise ValueError(f"{AT} must be a non-empty list of column names, got []")
+    if columns is not None and len(set(columns)) != len(columns):
+        raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
+    return columns
 
 
 def _check_fields(properties: dict[str, Any], at: str) -> None:

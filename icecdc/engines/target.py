@@ -1,16 +1,19 @@
-"""What both engines run where the changes of a key meet: net write per key, bulk writes, dead
-letters. On Spark this is executor code; in-process it runs in the calling process."""
+"""What both engines run where the changes of a key meet: net write per key (under its routing
+value), bulk writes, dead letters. On Spark this is executor code; in-process it runs in the
+calling process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import ChangeRow
+from icecdc.model import NO_IMAGE, ChangeRow, Write
 from icecdc.opensearch import open_client
 from icecdc.sink import Refusal, SinkStats, write_documents
 
@@ -26,6 +29,38 @@ class Target:
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
     version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
     identifier_columns: tuple[str, ...]
+    shape: Shape = Shape()  # the index's: its routing column
+    pipeline: str | None = None  # the ingest pipeline of its index writes
+
+    def writes(
+        self, doc_id: str, changes: Iterable[ChangeRow], stats: ChangeStats, duplicates: list[DuplicateIdentifier]
+    ) -> Iterator[Write]:
+        """The key's net write; routed, also a delete under every other routing value its changes had.
+
+        The index under the new routing value comes first: where both values route to one shard,
+        the delete that follows (of the same version) is refused as superseded, where a delete
+        first would leave a tombstone of that version that refuses the index."""
+        if self.shape.routing is None:
+            write = net_write(doc_id, changes, stats, duplicates)
+            if write is not None:
+                yield write
+            return
+        changes = list(changes)
+        write = net_write(doc_id, changes, stats, duplicates)
+        if write is None:
+            return
+        seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
+        if write.document is None:
+            stale = seen or {None}  # a delete by key has no image: the routing it was indexed under is unknown
+        else:
+            routing = self._routing(write.document)
+            yield replace(write, routing=routing)
+            stale = seen - {routing}
+        for old in sorted(stale, key=lambda r: (r is not None, r or "")):
+            yield Write(doc_id, write.version, None, old)
+
+    def _routing(self, document: str) -> str | None:
+        return self.shape.routing_of(json.loads(document))
 
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
@@ -54,14 +89,15 @@ def write_keyed_changes(
     """Reduce each key's changes to its net write and bulk the writes; return the counters."""
     change_stats = ChangeStats()
     duplicates: list[DuplicateIdentifier] = []
-    writes = (net_write(doc_id, changes, change_stats, duplicates) for doc_id, changes in keyed_changes)
+    writes = (w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates))
     sink_stats = write_documents(
         open_client(target.opensearch),
         target.opensearch,
         target.index,
-        (w for w in writes if w is not None),
+        writes,
         target.dead_letters if target.dead_letter else None,
         target.version_type,
+        target.pipeline,
     )
     if duplicates:
         target.duplicates(duplicates)

@@ -39,7 +39,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from icecdc.config import StringMapping, TableConfig
+from icecdc.config import IndexConfig, StringMapping
 
 # Mapping = OpenSearch's JSON: a field's parameters, `properties` of an object, a whole mapping.
 Mapping = dict[str, Any]
@@ -171,11 +171,12 @@ class IndexSpec:
         return body or None
 
 
-def index_spec(schema: Schema, config: TableConfig, table_uuid: str = "") -> IndexSpec:
-    """The table's index as configured: the derived mapping with the table's overrides, and its settings."""
+def index_spec(schema: Schema, config: IndexConfig, table_uuid: str = "") -> IndexSpec:
+    """The table's index as configured: the mapping derived from the columns it holds, with the
+    table's overrides, and its settings."""
     if config.index_template is not None:
         return IndexSpec(template=config.index_template, table_uuid=table_uuid)
-    mappings = merge_mappings(mappings_for(schema, config.strings), config.mappings or {})
+    mappings = merge_mappings(mappings_for(config.shape.project(schema), config.strings), config.mappings or {})
     return IndexSpec(mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid)
 
 

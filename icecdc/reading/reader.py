@@ -1,8 +1,9 @@
 """Executor side of reading: tasks → files → change rows keyed by document id.
 
 Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID, projected onto the
-current schema, identity-partition values come from metadata. Each row becomes a document (see
-`documents.py`).
+current schema, identity-partition values come from metadata. Each row the index's shape holds
+(its `where`) becomes a document of the shape's columns (see `documents.py`): a row that leaves the
+filter is then a DELETE alone, one that enters it an INSERT alone.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
+from pyiceberg.expressions.visitors import bind
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
+from pyiceberg.io.pyarrow import ArrowScan, expression_to_pyarrow, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
@@ -26,7 +28,7 @@ from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import DocumentMapper, encode_document
+from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
@@ -41,12 +43,18 @@ class TableReader:
     io_properties: dict[str, str]
     identifier_columns: tuple[str, ...]
     dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
+    shape: Shape = Shape()  # the columns and rows of the table the index holds
 
     @classmethod
     def for_table(
-        cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None
+        cls,
+        table: Table,
+        name: str,
+        identifier_columns: tuple[str, ...],
+        dead_letter: str | None = None,
+        shape: Shape | None = None,
     ) -> TableReader:
-        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter, shape or Shape())
 
     def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id.
@@ -81,7 +89,7 @@ class TableReader:
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
-        for position, row in files.rows(task.data_file):
+        for position, row in files.rows(task.data_file, held_only=True):
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
                 continue
             if isinstance(row, BadText):
@@ -90,7 +98,7 @@ class TableReader:
             fields = files.mapper.document(row)
             document = encode_document(fields)
             if self.identifier_columns:
-                doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
+                doc_id = self._document_id(files.mapper, files.mapper.key_fields(row, fields), document, task, unreadable)
             else:
                 # Insert-only tables: the row's place in its file names it (compactions are never read).
                 doc_id = f"{file_key}-{position}"
@@ -131,7 +139,7 @@ class TableReader:
                 continue
             fields = files.mapper.document(row)
             document = encode_document(fields)
-            doc_id = self._document_id(files.mapper, fields, document, task, unreadable, paths)
+            doc_id = self._document_id(files.mapper, files.mapper.key_fields(row, fields), document, task, unreadable, paths)
             if doc_id is not None:
                 yield doc_id, ChangeRow(task.sequence_number, task.change, document)
 
@@ -140,8 +148,8 @@ class TableReader:
             if isinstance(row, BadText):
                 self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
                 continue
-            fields = files.mapper.document(row)
-            doc_id = self._document_id(files.mapper, fields, encode_document(fields), task, unreadable)
+            fields = files.keys.document(row)
+            doc_id = self._document_id(files.keys, fields, encode_document(fields), task, unreadable)
             if doc_id is not None:
                 yield doc_id, ChangeRow(task.sequence_number, ChangeType.DELETE, NO_IMAGE)
 
@@ -180,50 +188,72 @@ class TableReader:
 
 @dataclass
 class _Files:
-    """An executor's handle on the table's files: metadata, FileIO and the document mapper."""
+    """An executor's handle on the table's files: metadata, FileIO and the document mappers."""
 
     metadata: TableMetadata
     io: FileIO
     schema: Schema
-    mapper: DocumentMapper
-    arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of the current schema
+    mapper: DocumentMapper  # the index's documents
+    keys: DocumentMapper  # documents of the identifier columns alone: a delete by key's
+    shape: Shape
+    read_schema: Schema  # what of each row a rewrite reads: the documents' and the identifier columns
+    arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of `read_schema`
+    held: pc.Expression | None  # the shape's `where` as an Arrow filter; None: every row
 
     @classmethod
     def open(cls, reader: TableReader) -> _Files:
         metadata = reader.metadata
-        schema = metadata.schema()
+        schema, shape = metadata.schema(), reader.shape
+        read_schema = shape.read_schema(schema, reader.identifier_columns)
+        where = bind(schema, shape.row_filter, case_sensitive=True) if shape.where is not None else None
         return cls(
             metadata,
             load_file_io(reader.io_properties, metadata.location),
             schema,
-            DocumentMapper(schema, reader.identifier_columns),
-            schema_to_pyarrow(schema, include_field_ids=False),
+            DocumentMapper(schema, reader.identifier_columns, shape),
+            DocumentMapper(schema, reader.identifier_columns, Shape(reader.identifier_columns or None)),
+            shape,
+            read_schema,
+            schema_to_pyarrow(read_schema, include_field_ids=False),
+            None if where is None else expression_to_pyarrow(where, schema),
         )
 
     def table(self, data_files: list[DataFile], key_range: KeyRange | None) -> pa.Table:
-        """The files' rows in `key_range` (all without one), deletes NOT applied, projected onto the
-        current schema by field ID, in the table's one Arrow schema.
+        """The files' rows in `key_range` (all without one) that the index holds (its `where`),
+        deletes NOT applied, projected onto `read_schema` by field ID, in the table's one Arrow
+        schema: so that rows equal in what the index holds cancel.
 
         A file comes back in the Arrow types of its writer (Spark's `string`, a polars frame's
         `large_string`; `binary`, `list` likewise) and pyiceberg answers no rows in its own large
         types: tables of two sides or two files are combined only once cast to one schema."""
         pushed = key_range is not None and _pushable(self.schema.find_field(key_range.column).field_type)
         row_filter: BooleanExpression = key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
-        batches = ArrowScan(self.metadata, self.io, self.schema, row_filter).to_record_batches(
+        batches = ArrowScan(self.metadata, self.io, self.read_schema, And(row_filter, self.shape.row_filter)).to_record_batches(
             [FileScanTask(f) for f in data_files]
         )
         if key_range is not None and not pushed:
             batches = (b.filter(_arrow_range(key_range)) for b in batches)
         return pa.Table.from_batches([b.cast(self.arrow_schema) for b in batches], schema=self.arrow_schema)
 
-    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
-        """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
+    def rows(
+        self, data_file: DataFile, schema: Schema | None = None, held_only: bool = False
+    ) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
+        """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by
+        field ID; `held_only`: only the rows the index holds (positions still count every row)."""
         scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
         position = 0
         for batch in scan.to_record_batches([FileScanTask(data_file)]):
-            for row in _python_rows(batch):
-                yield position, row
+            held = _matching(batch, self.held) if held_only and self.held is not None else None
+            for i, row in enumerate(_python_rows(batch)):
+                if held is None or i in held:
+                    yield position, row
                 position += 1
+
+
+def _matching(batch: pa.RecordBatch, where: pc.Expression) -> set[int]:
+    """The positions in `batch` of the rows `where` is true of (null is false, as in a table scan)."""
+    numbered = pa.Table.from_batches([batch]).append_column("__position", pa.array(range(batch.num_rows), pa.int64()))
+    return set(numbered.filter(where).column("__position").to_pylist())
 
 
 def _pushable(key_type: IcebergType) -> bool:

@@ -87,7 +87,9 @@ class Pipeline:
     def assert_index_equals_table(self, config: Config, name: str) -> None:
         table_config = config.table(name)
         table = self.catalog.load_table(name)
-        diff = diff_index(table, identifier_columns(table, table_config), self.client, table_config.index)
+        identifiers = identifier_columns(table, table_config)
+        pipeline = table_config.pipeline is not None
+        diff = diff_index(table, identifiers, self.client, table_config.index, table_config.shape, pipeline)
         assert not diff, diff.summary()
 
     def documents(self, index: str) -> dict[str, str]:

@@ -1,0 +1,174 @@
+"""Index shaping on Spark-written tables, on both engines: projections, row filters, routing and
+ingest pipelines. After every sync the index equals the table as the index's shape holds it (its
+columns, its rows, its routing): `Pipeline.sync` asserts it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icecdc.errors import IndexStateError, PlanningError
+from icecdc.model import EngineKind
+from icecdc.processing import BatchResult
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import ENGINES, Pipeline
+from tests.support.spark_sql import SparkSql
+
+pytestmark = pytest.mark.parametrize("engine", ENGINES)
+
+TABLE = "db.wide"
+COLUMNS = "id BIGINT, region STRING, status STRING, amount DOUBLE, info STRUCT<name: STRING, note: STRING>"
+
+
+def create(ss: SparkSql, partitioned: bool = True, mode: str = "copy-on-write") -> None:
+    modes = ", ".join(f"'write.{op}.mode'='{mode}'" for op in ("delete", "update", "merge"))
+    ss.sql(
+        f"CREATE TABLE {ss.name(TABLE)} ({COLUMNS}) USING iceberg {'PARTITIONED BY (region)' if partitioned else ''} "
+        f"TBLPROPERTIES ('format-version'='2', {modes})"
+    )
+
+
+def insert(ss: SparkSql, ids: range, region: str = "us") -> None:
+    values = ", ".join(f"({i}, '{region}', 'new', {i * 1.5}, named_struct('name', 'n{i}', 'note', 'x'))" for i in ids)
+    ss.sql(f"INSERT INTO {ss.name(TABLE)} VALUES {values}")
+
+
+def two_regions(ss: SparkSql, mode: str = "copy-on-write") -> None:
+    """A table partitioned by region: ids 0-9 in `us`, 10-19 in `eu`."""
+    create(ss, mode=mode)
+    insert(ss, range(10))
+    insert(ss, range(10, 20), region="eu")
+
+
+def config(of: Pipeline, /, **index: Any) -> Any:
+    return of.config({"name": TABLE, "index": "wide", "identifier_columns": ["id"], **index})
+
+
+def synced(pipeline: Pipeline, cfg: Any) -> BatchResult:
+    result = pipeline.sync(cfg, TABLE)
+    assert result.engine in (None, pipeline.engine)
+    return result
+
+
+def test_update_of_an_excluded_column_over_a_whole_file_writes_nothing(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql, partitioned=False)
+    insert(spark_sql, range(40))
+    cfg = config(pipeline, columns=["id", "status", "info.name"])
+    assert synced(pipeline, cfg).writes.indexed == 40
+    mapping = pipeline.client.indices.get_mapping(index="wide")
+    (properties,) = [m["mappings"]["properties"] for m in mapping.values()]
+    assert set(properties) == {"id", "status", "info"} and set(properties["info"]["properties"]) == {"name"}
+
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET amount = amount + 1, info.note = 'y'")  # rewrites the one file
+    result = synced(pipeline, cfg)
+    assert result.changes.rows == 80 and result.writes.indexed + result.writes.deleted == 0
+
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id < 5")
+    result = synced(pipeline, cfg)
+    assert (result.writes.indexed, result.writes.deleted) == (5, 0)
+
+
+def test_exclude_columns_nested_and_merge_on_read(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql, mode="merge-on-read")
+    cfg = config(pipeline, exclude_columns=["amount", "info.note"])
+    synced(pipeline, cfg)
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET info.note = 'z', amount = 0 WHERE id % 2 = 0")
+    assert synced(pipeline, cfg).writes.indexed == 0  # a position delete and an equal projected row cancel
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET info.name = 'renamed' WHERE id < 3")
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 19")
+    result = synced(pipeline, cfg)
+    assert (result.writes.indexed, result.writes.deleted) == (3, 1)
+
+
+def test_rows_enter_and_leave_the_filter(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    cfg = config(pipeline, where="region = 'eu' and amount >= 3")
+    result = synced(pipeline, cfg)
+    assert (result.writes.indexed, result.files) == (10, 1)  # the us partition is pruned from the export
+
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id IN (1, 5)")  # 1 stays out (amount), 5 enters
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'us' WHERE id = 11")  # leaves
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id IN (12, 6)")  # changes inside; outside
+    result = synced(pipeline, cfg)
+    assert (result.writes.indexed, result.writes.deleted) == (2, 1)
+
+
+def test_export_reads_only_the_files_the_filter_may_match(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    insert(spark_sql, range(20, 30), region="ap")
+    result = synced(pipeline, config(pipeline, where="region in ('eu', 'ap') and id >= 25"))
+    assert result.files == 1  # the eu file's ids are all below 25; the us file is another partition
+
+
+def test_where_naming_an_unknown_column_is_refused_before_anything_is_written(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql)
+    insert(spark_sql, range(3))
+    with pytest.raises(PlanningError, match=r"'db.wide', index 'wide': where \"regoin = 'eu'\": .*regoin"):
+        pipeline.sync(config(pipeline, where="regoin = 'eu'"), TABLE)
+    assert not pipeline.client.indices.exists(index="wide")
+
+
+def test_rows_move_between_routing_values(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    cfg = config(pipeline, routing="region", settings={"number_of_shards": 3})
+    synced(pipeline, cfg)
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id < 4")
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'ap' WHERE id IN (12, 13)")
+    result = synced(pipeline, cfg)
+    # each moved row: an index under its new routing value, then a delete under the old one
+    assert result.writes.indexed == 6
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'us' WHERE id = 12")
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id = 12")
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 13")
+    synced(pipeline, cfg)
+    for doc_id, region in (("0", "eu"), ("12", "eu"), ("5", "us")):
+        assert pipeline.client.get(index="wide", id=doc_id, routing=region)["_routing"] == region
+
+
+def test_a_rebuild_routes_as_the_writes_do(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    create(spark_sql)
+    insert(spark_sql, range(10))
+    cfg = config(pipeline, routing="region")
+    synced(pipeline, cfg)
+    spark_sql.sql(f"ALTER TABLE {spark_sql.name(TABLE)} ADD COLUMN extra STRING")  # a new schema: the index is rewritten
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu', extra = 'e' WHERE id < 3")
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 9")
+    synced(pipeline, cfg)
+
+
+@pytest.fixture
+def proxied(tmp_path: Path, fault_proxy: FaultProxy, spark: Any, engine: EngineKind) -> Pipeline:
+    """A pipeline whose OpenSearch is the proxy in front of osmem, which stands in for ingest pipelines."""
+    return Pipeline(tmp_path, fault_proxy.url, spark, engine)
+
+
+def test_only_changed_rows_go_through_the_ingest_pipeline(
+    proxied: Pipeline, fault_proxy: FaultProxy, spark_sql: SparkSql
+) -> None:
+    proxied.client.ingest.put_pipeline(id="embed", body={"processors": [{"set": {"field": "embedded", "value": True}}]})
+    create(spark_sql, partitioned=False)
+    insert(spark_sql, range(30))
+    cfg = config(proxied, columns=["id", "status"], pipeline="embed", mappings={"properties": {"embedded": {"type": "boolean"}}})
+    synced(proxied, cfg)
+    assert sorted(fault_proxy.pipelines.processed["embed"], key=int) == [str(i) for i in range(30)]
+    assert all('"embedded":true' in doc for doc in proxied.documents("wide").values())
+
+    fault_proxy.pipelines.processed.clear()
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id < 4")  # rewrites the file: 30 rows
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET amount = 0")  # no column the index holds
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id = 29")
+    result = synced(proxied, cfg)
+    assert sorted(fault_proxy.pipelines.processed["embed"], key=int) == ["0", "1", "2", "3"]
+    assert (result.writes.indexed, result.writes.deleted) == (4, 1)
+
+
+def test_a_missing_pipeline_is_refused_before_anything_is_written(
+    proxied: Pipeline, fault_proxy: FaultProxy, spark_sql: SparkSql
+) -> None:
+    create(spark_sql)
+    insert(spark_sql, range(3))
+    with pytest.raises(IndexStateError, match="ingest pipeline 'nope' .* does not exist; nothing was written"):
+        proxied.sync(config(proxied, pipeline="nope"), TABLE)
+    assert not proxied.client.indices.exists(index="wide")
