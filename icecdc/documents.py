@@ -165,7 +165,7 @@ class Shape:
         if self.where is not None:
             try:
                 bind(schema, self.row_filter, case_sensitive=True)
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:  # TypeError: a literal of another type than its column
                 raise ValueError(f"where {self.where!r}: {exc}") from None
         if self.routing is not None:
             field = _find(schema, self.routing, "routing")

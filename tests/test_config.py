@@ -80,6 +80,14 @@ def base() -> dict:
             lambda c: c["tables"][1].update(index="orders-2024"),  # the form of the generations of 'orders'
             r"tables\[1\] \('db.returns'\) writes index 'orders-2024', a name of the form of the generations of tables\[0\]",
         ),
+        (lambda c: c["tables"][0].update(where="region = "), r"tables\[0\].where 'region = ' is not an Iceberg expression"),
+        (
+            lambda c: c["tables"][0].update(columns=["id"], exclude_columns=["amount"]),
+            r"tables\[0\]: set columns \(the index's columns\) or exclude_columns \(all but these\), not both",
+        ),
+        (lambda c: c["tables"][0].update(columns=[]), r"tables\[0\].columns must be a non-empty list"),
+        (lambda c: c["tables"][0].update(exclude_columns=["a", "a"]), r"tables\[0\].exclude_columns lists a column twice"),
+        (lambda c: c["tables"][0].update(routing=["region"]), r"tables\[0\].routing must be str"),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
         (
