@@ -148,6 +148,7 @@ class Write:
     version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
     document: str | None
     routing: str | None = None  # the shard routing value; None: OpenSearch routes by `doc_id`
+    index: str | None = None  # where a write of several indexes goes; None: the index the writes are sent to
 
 
 @dataclass(frozen=True)

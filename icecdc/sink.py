@@ -128,6 +128,10 @@ class BulkMode:
 
     version_type: str = "external"  # "external_gte" while a resync rewrites documents of equal version
     pipeline: str | None = None
+    pipelines: tuple[tuple[str, str], ...] = ()  # (index, pipeline) of writes that name their index (`Write.index`)
+
+    def pipeline_of(self, index: str, own_index: bool) -> str | None:
+        return dict(self.pipelines).get(index) if own_index else self.pipeline
 
 
 def bulk_actions(index: str, writes: Iterable[Write], mode: BulkMode | None = None) -> Iterator[dict[str, Any]]:
@@ -137,7 +141,7 @@ def bulk_actions(index: str, writes: Iterable[Write], mode: BulkMode | None = No
 
 def _bulk_action(index: str, write: Write, mode: BulkMode) -> dict[str, Any]:
     action: dict[str, Any] = {
-        "_index": index,
+        "_index": write.index or index,
         "_id": write.doc_id,
         "version": write.version,
         "version_type": mode.version_type,
@@ -149,8 +153,9 @@ def _bulk_action(index: str, write: Write, mode: BulkMode) -> dict[str, Any]:
     else:
         action["_op_type"] = "index"
         action["_source"] = write.document  # already JSON text: the serializer passes strings through
-        if mode.pipeline is not None:
-            action["pipeline"] = mode.pipeline
+        pipeline = mode.pipeline_of(action["_index"], write.index is not None)
+        if pipeline is not None:
+            action["pipeline"] = pipeline
     return action
 
 
@@ -176,6 +181,7 @@ def write_documents(
     dead_letter: Callable[[list[Refusal]], None] | None = None,
     version_type: str = "external",
     pipeline: str | None = None,
+    pipelines: tuple[tuple[str, str], ...] = (),
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
@@ -186,10 +192,11 @@ def write_documents(
     without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
     fails the batch: the transport has retried it already, and the checkpoint must not move.
     A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
-    `pipeline`: the ingest pipeline every index action goes through.
+    `pipeline`: the ingest pipeline every index action goes through; a write that names its own
+    index (`Write.index`: one read writing several indexes) goes through that index's of `pipelines`.
     """
     stats = SinkStats()
-    mode = BulkMode(version_type, pipeline)
+    mode = BulkMode(version_type, pipeline, pipelines)
     for chunk_or_refusal in _chunks(client, config, index, writes, mode):
         if isinstance(chunk_or_refusal, list):
             _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, mode)

@@ -88,6 +88,23 @@ def base() -> dict:
         (lambda c: c["tables"][0].update(columns=[]), r"tables\[0\].columns must be a non-empty list"),
         (lambda c: c["tables"][0].update(exclude_columns=["a", "a"]), r"tables\[0\].exclude_columns lists a column twice"),
         (lambda c: c["tables"][0].update(routing=["region"]), r"tables\[0\].routing must be str"),
+        (
+            lambda c: c["tables"][0].update(index=None, columns=["id"], indexes=[{"index": "a"}]),
+            r"tables\[0\]: with indexes, set columns in each entry of indexes, not on the table",
+        ),
+        (lambda c: c["tables"][0].update(indexes=[]), r"tables\[0\].indexes must list at least one index"),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "a"}, {"index": "a", "where": "x = 1"}]),
+            r"tables\[0\].indexes lists index 'a' more than once",
+        ),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "a", "colums": ["x"]}]),
+            r"unknown key tables\[0\].indexes\[0\].colums",
+        ),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "returns"}]),
+            r"tables\[0\] \('db.orders'\) and tables\[1\] \('db.returns'\) both write index 'returns'",
+        ),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
         (

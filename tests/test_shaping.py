@@ -4,6 +4,7 @@ columns, its rows, its routing): `Pipeline.sync` asserts it."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,43 @@ def test_a_missing_pipeline_is_refused_before_anything_is_written(
     with pytest.raises(IndexStateError, match="ingest pipeline 'nope' .* does not exist; nothing was written"):
         proxied.sync(config(proxied, pipeline="nope"), TABLE)
     assert not proxied.client.indices.exists(index="wide")
+
+
+REGIONS = [
+    {"index": "wide-us", "where": "region = 'us'", "columns": ["id", "region", "status"]},
+    {"index": "wide-eu", "where": "region = 'eu'", "routing": "status", "settings": {"number_of_shards": 2}},
+]
+
+
+def test_a_table_split_into_indexes_by_region(pipeline: Pipeline, spark_sql: SparkSql, caplog: Any) -> None:
+    two_regions(spark_sql)
+    cfg = config(pipeline, indexes=REGIONS)
+    result = synced(pipeline, cfg)
+    assert result.writes.indexed == 20
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id < 3")  # leave us, enter eu
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id IN (5, 15)")  # one in each; 15 moves routing
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET amount = 0 WHERE id = 6")  # a column wide-us does not hold
+    with caplog.at_level(logging.INFO, logger="icecdc.processing"):
+        result = synced(pipeline, cfg)
+    assert "applying 3 snapshots, 2 files to 2 indexes in one read" in caplog.text  # the changed files, read once
+    # wide-us: 0-2 deleted, 5 indexed; wide-eu: 0-2 and 15 indexed, then 15 deleted under its old routing
+    # value (osmem keeps one document per id, and refuses that delete as superseded)
+    assert (result.writes.indexed, result.writes.deleted + result.writes.superseded) == (5, 4)
+    assert pipeline.store().get_checkpoint(TABLE) is None  # each index keeps its own state
+    keys = [t.key for t in cfg.table(TABLE).targets()]
+    assert len({pipeline.store().get_checkpoint(k).snapshot_id for k in keys}) == 1
+
+
+def test_an_added_index_is_exported_alone_and_a_removed_one_left_as_it_is(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    synced(pipeline, config(pipeline, indexes=REGIONS[:1]))
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id = 1")
+    versions = pipeline.versions("wide-us")
+    result = synced(pipeline, config(pipeline, indexes=REGIONS))
+    assert result.writes.indexed == 11  # the new index's export (10), and the one change of the old one
+    assert {i: v for i, v in pipeline.versions("wide-us").items() if i != "1"} == {i: v for i, v in versions.items() if i != "1"}
+    before = pipeline.documents("wide-us")
+    spark_sql.sql(f"DELETE FROM {spark_sql.name(TABLE)} WHERE id IN (2, 12)")
+    result = synced(pipeline, config(pipeline, indexes=REGIONS[1:]))
+    assert result.writes.deleted == 1
+    assert pipeline.documents("wide-us") == before  # removed from the configuration: left as it was

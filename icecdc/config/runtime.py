@@ -7,6 +7,7 @@ written once, on its field.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
@@ -221,6 +222,9 @@ class IndexConfig(Section):
 
 
 class TableConfig(IndexConfig):
+    """A table and the index it writes (the keys of `IndexConfig`), or, under `indexes`, the
+    several indexes it writes, each with its own keys of `IndexConfig` (see `targets`)."""
+
     name: Text  # "<namespace>.<table>" as the catalog knows it
     index: Text  # default: the name's last part
     identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
@@ -228,6 +232,7 @@ class TableConfig(IndexConfig):
     # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
     # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
     protect_checkpoint: bool = False
+    indexes: tuple[IndexConfig, ...] | None = Field(None, strict=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +240,41 @@ class TableConfig(IndexConfig):
         if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
             return {**data, "index": data["name"].split(".")[-1]}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_keys_in_one_place(cls, data: Any) -> Any:
+        """With `indexes`, every index's keys are in its entry: none on the table."""
+        if isinstance(data, dict) and data.get("indexes") is not None:
+            default = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
+            misplaced = sorted(
+                k for k in IndexConfig.model_fields if data.get(k) not in (None, default if k == "index" else None)
+            )
+            if misplaced:
+                raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
+        return data
+
+    @field_validator("indexes")
+    @classmethod
+    def _some_distinct_indexes(cls, indexes: tuple[IndexConfig, ...] | None) -> tuple[IndexConfig, ...] | None:
+        if indexes is not None and not indexes:
+            raise ValueError(f"{AT} must list at least one index")
+        names = [i.index for i in indexes or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{AT} lists index {twice[0]!r} more than once")
+        return indexes
+
+    def targets(self) -> tuple[IndexTarget, ...]:
+        """Each index the table writes, as a table of that one index, and the key its state is
+        kept under: the table's name in the single-index form, `<table>#<index>` under `indexes`."""
+        if self.indexes is None:
+            return (IndexTarget(self, self.name),)
+        table = {k: v for k, v in self.as_mapping().items() if k not in IndexConfig.model_fields and k != "indexes"}
+        return tuple(
+            IndexTarget(validated(TableConfig, {**table, **index.as_mapping()}), f"{self.name}#{index.index}")
+            for index in self.indexes
+        )
 
     @field_validator("name")
     @classmethod
@@ -247,6 +287,14 @@ class TableConfig(IndexConfig):
     @classmethod
     def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
         return _column_names(columns)
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    """One index of a table: its configuration in the single-index form, and its state's key."""
+
+    config: TableConfig
+    key: str
 
 
 def _column_names(columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -328,20 +376,21 @@ class Config(Section):
             raise ValueError(f"tables lists {duplicates[0]!r} more than once")
         # Two tables writing one index would overwrite and delete each other's documents (and a resync
         # of one would wipe the other), so each index belongs to exactly one table.
+        written = [(position, target.config) for position, table in enumerate(self.tables) for target in table.targets()]
         owners: dict[str, int] = {}
-        for position, table in enumerate(self.tables):
+        for position, table in written:
             first = owners.setdefault(table.index, position)
             if first != position:
                 raise ValueError(
                     f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
                     f"both write index {table.index!r}: each table needs its own index"
                 )
-        # An index is an alias over generations `<index>-<n>`: another table's index of that form
-        # would share its name space (icecdc's markers keep them apart, but not a reader's eye).
-        for position, table in enumerate(self.tables):
-            for other, taken in enumerate(self.tables):
+        # An index is an alias over generations `<index>-<n>`: another index of that form would
+        # share its name space (icecdc's markers keep them apart, but not a reader's eye).
+        for position, table in written:
+            for other, taken in written:
                 suffix = taken.index.removeprefix(f"{table.index}-")
-                if other != position and taken.index.startswith(f"{table.index}-") and suffix.isdigit():
+                if taken.index.startswith(f"{table.index}-") and suffix.isdigit():
                     raise ValueError(
                         f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a name of the form of the "
                         f"generations of tables[{position}]'s index {table.index!r} ({table.index}-<n>): rename one"

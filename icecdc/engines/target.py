@@ -15,6 +15,7 @@ from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ChangeRow, Write
 from icecdc.opensearch import open_client
+from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, write_documents
 
 
@@ -83,23 +84,58 @@ class Target:
         )
 
 
+@dataclass(frozen=True)
+class Targets:
+    """Several indexes of one table written from one read: the reader keys each index's changes
+    by its position here (`icecdc.reading.reader.index_key`). Every target shares the table, its
+    OpenSearch, dead letters and version type; each has its own index, shape and pipeline."""
+
+    each: tuple[Target, ...]
+
+    @property
+    def first(self) -> Target:
+        return self.each[0]
+
+
 def write_keyed_changes(
-    target: Target, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
+    target: Target | Targets, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
 ) -> tuple[ChangeStats, SinkStats]:
     """Reduce each key's changes to its net write and bulk the writes; return the counters."""
     change_stats = ChangeStats()
     duplicates: list[DuplicateIdentifier] = []
-    writes = (w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates))
+    one = target if isinstance(target, Target) else target.first
+    writes: Iterator[Write]
+    if isinstance(target, Target):
+        writes = (w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates))
+        pipelines: tuple[tuple[str, str], ...] = ()
+    else:
+        writes = _each_index(target, keyed_changes, change_stats, duplicates)
+        pipelines = tuple((t.index, t.pipeline) for t in target.each if t.pipeline is not None)
     sink_stats = write_documents(
-        open_client(target.opensearch),
-        target.opensearch,
-        target.index,
+        open_client(one.opensearch),
+        one.opensearch,
+        one.index,
         writes,
-        target.dead_letters if target.dead_letter else None,
-        target.version_type,
-        target.pipeline,
+        one.dead_letters if one.dead_letter else None,
+        one.version_type,
+        one.pipeline,
+        pipelines,
     )
     if duplicates:
-        target.duplicates(duplicates)
+        one.duplicates(duplicates)
         sink_stats.dead_lettered += sum(len(d.documents) for d in duplicates)
     return change_stats, sink_stats
+
+
+def _each_index(
+    targets: Targets,
+    keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]],
+    stats: ChangeStats,
+    duplicates: list[DuplicateIdentifier],
+) -> Iterator[Write]:
+    """The writes of every index, each naming its index (one bulk request may carry several)."""
+    for key, changes in keyed_changes:
+        position, doc_id = key.split(INDEX_SEPARATOR, 1)
+        target = targets.each[int(position)]
+        for write in target.writes(doc_id, changes, stats, duplicates):
+            yield replace(write, index=target.index)
