@@ -261,10 +261,11 @@ def _verify(args: argparse.Namespace) -> int:
     differing = 0
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)
-        pipeline = table_config.pipeline is not None
-        diff = diff_index(table, identifiers, client, table_config.index, table_config.shape, pipeline)
-        differing += bool(diff)
-        print(f"{table_config.name} → {table_config.index}: {diff.summary()}")
+        for target in table_config.targets():  # every index the table writes, as its shape holds the table
+            index = target.config
+            diff = diff_index(table, identifiers, client, index.index, index.shape, index.pipeline is not None)
+            differing += bool(diff)
+            print(f"{table_config.name} → {index.index}: {diff.summary()}")
     return 1 if differing else 0
 
 

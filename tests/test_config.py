@@ -255,3 +255,13 @@ def test_opensearch_serverless_is_refused_with_the_reason() -> None:
         ConfigError, match=r"opensearch.aws_service 'aoss' \(OpenSearch Serverless\) is not supported: .*GET /.*scroll"
     ):
         parse_config(raw)
+
+
+def test_the_index_shaping_examples_of_the_readme_parse() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Index shaping", 1)[1].split("\n## ", 1)[0]
+    examples = [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
+    assert len(examples) == 3
+    for example in examples:
+        config = parse_config({**base(), **yaml.safe_load(example)})
+        assert all(target.config.index for table in config.tables for target in table.targets())

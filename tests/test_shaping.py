@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from icecdc.audit import rebuild_index
 from icecdc.errors import IndexStateError, PlanningError
 from icecdc.model import EngineKind
 from icecdc.processing import BatchResult
@@ -213,3 +214,14 @@ def test_an_added_index_is_exported_alone_and_a_removed_one_left_as_it_is(pipeli
     result = synced(pipeline, config(pipeline, indexes=REGIONS[1:]))
     assert result.writes.deleted == 1
     assert pipeline.documents("wide-us") == before  # removed from the configuration: left as it was
+
+
+def test_a_rebuild_of_a_table_of_several_indexes_rebuilds_each(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    cfg = config(pipeline, indexes=REGIONS)
+    synced(pipeline, cfg)
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id = 1")
+    rebuild_index(cfg, TABLE, "asked for by the test", pipeline.spark)
+    pipeline.assert_index_equals_table(cfg, TABLE)
+    aliases = pipeline.client.indices.get_alias(name="wide-us,wide-eu")
+    assert sorted(aliases) == ["wide-eu-2", "wide-us-2"]

@@ -25,6 +25,7 @@ from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.documents import Shape
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
 from icecdc.lookup import TableRows
@@ -33,7 +34,7 @@ from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
 from icecdc.sink import Refusal, write_documents
-from icecdc.state import Lease, StateStore, open_state_store
+from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +201,22 @@ class _Refused:
         )
 
 
+def unshaped(config: TableConfig, command: str) -> TableConfig:
+    """`config`, unless its index is shaped (columns, where, routing, a pipeline) or the table writes
+    several indexes: OperationError then, as an audit and a scoped repair compare the index with
+    whole rows of the table, and would find (or write) every document wrong."""
+    if config.indexes is not None or config.shape != Shape() or config.pipeline is not None:
+        raise OperationError(
+            f"table {config.name!r}: {command} compares the index with whole rows of the table and does not support "
+            "shaped indexes (columns, exclude_columns, where, routing, pipeline) or several indexes yet; "
+            "use icecdc verify, or icecdc repair --rebuild"
+        )
+    return config
+
+
 def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
     """`repair_table` for a configured table: its catalog, state store and OpenSearch opened from `config`."""
-    table_config = config.table(name)
+    table_config = unshaped(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:
@@ -228,11 +242,13 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
     table_config = config.table(name)
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
+    identifiers = identifier_columns(table, table_config)
     try:
-        with Lease(store, name, config.state.lease_seconds) as lease:
-            if not lease.held:
-                raise OperationError(f"table {name!r}: another run holds its lease; rebuild when it has finished")
-            plan_table(table, table_config, store, identifier_columns(table, table_config), resync=(ResyncKind.RESET, reason))
+        for index_config, key, scoped in index_stores(table_config, store):  # every index the table writes
+            with Lease(scoped, name, config.state.lease_seconds) as lease:
+                if not lease.held:
+                    raise OperationError(f"table {key!r}: another run holds its lease; rebuild when it has finished")
+                plan_table(table, index_config, scoped, identifiers, resync=(ResyncKind.RESET, reason))
     finally:
         store.close()
     (result,) = sync(config, spark, [name])

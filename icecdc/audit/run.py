@@ -10,7 +10,7 @@ from typing import Any
 
 from icecdc.audit.audit import DEFAULT_SAMPLE, audit_table
 from icecdc.audit.findings import findings_location, load_findings, save_findings
-from icecdc.audit.repair import repair
+from icecdc.audit.repair import repair, unshaped
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
@@ -31,7 +31,8 @@ def audit(
 ) -> list[AuditReport]:
     """Audit the named tables (every configured one by default) and keep each report where
     `repair --from-audit` finds it (`findings_location`)."""
-    selected = [config.table(n) for n in table_names] if table_names else list(config.tables)
+    chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
+    selected = [unshaped(t, "audit") for t in chosen]
     location = findings_location(config, findings)
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)
