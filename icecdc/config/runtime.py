@@ -397,6 +397,11 @@ class Config(Section):
                     )
         return self
 
+    @property
+    def index_names(self) -> tuple[str, ...]:
+        """Every index the tables write (each of a table's `indexes`), in the order configured."""
+        return tuple(target.config.index for table in self.tables for target in table.targets())
+
     def table(self, name: str) -> TableConfig:
         for table in self.tables:
             if table.name == name:
