@@ -133,6 +133,13 @@ class Shape:
         return None if value is None else _id_text(value)
 
     @property
+    def fingerprint(self) -> str:
+        """The shape as text, "" for the whole table unrouted: what an index records it was built with."""
+        keys = {"columns": self.columns, "exclude_columns": self.exclude_columns, "where": self.where, "routing": self.routing}
+        kept = {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items() if v}
+        return json.dumps(kept, sort_keys=True, separators=(",", ":")) if kept else ""
+
+    @property
     def projects(self) -> bool:
         return self.columns is not None or bool(self.exclude_columns)
 

@@ -186,12 +186,18 @@ class TableRun:
 
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> None:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
-        first), and delete what a finished swap left behind."""
-        alias = IndexAlias(open_client(self.opensearch), self.config.index)
-        replaced = alias.replaced_since(checkpoint, _spec(table, self.config))
+        first), a rebuild when it holds another shape of the table than the configuration's, and
+        delete what a finished swap left behind."""
+        alias, spec = IndexAlias(open_client(self.opensearch), self.config.index), _spec(table, self.config)
+        replaced = alias.replaced_since(checkpoint, spec)
         if replaced:
             log.warning("%s: %s; exporting the table again", self.name, replaced)
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
+        elif checkpoint is not None and not any(i.resync for i in self.store.pending_items(self.name)):
+            reshaped = alias.shape_changed(spec)  # the configuration changed: a new generation of the new shape
+            if reshaped:
+                log.warning("%s: %s; rebuilding the index", self.name, reshaped)
+                self.plan(table, resync=(ResyncKind.RESET, reshaped))
         if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
             alias.delete_leftovers()
 

@@ -118,3 +118,5 @@ def test_a_shape_that_does_not_fit_the_schema_names_the_key_and_the_column() -> 
     assert document == {"info": {"name": "a"}}
     assert mapper.document_id(mapper.key_fields(row, document)) == "7"  # the id of a column the document lacks
     assert shape.routing_of(row) == "eu" and Shape().routing_of(row) is None
+    assert Shape().fingerprint == ""  # the whole table: what generations made before shapes record
+    assert shape.fingerprint == '{"exclude_columns":["info.note"],"routing":"region","where":"info.name = \'a\'"}'

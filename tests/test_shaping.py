@@ -225,3 +225,15 @@ def test_a_rebuild_of_a_table_of_several_indexes_rebuilds_each(pipeline: Pipelin
     pipeline.assert_index_equals_table(cfg, TABLE)
     aliases = pipeline.client.indices.get_alias(name="wide-us,wide-eu")
     assert sorted(aliases) == ["wide-eu-2", "wide-us-2"]
+
+
+def test_a_changed_shape_rebuilds_the_index_in_a_new_generation(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql)
+    slim = config(pipeline, columns=["id", "status", "amount"])
+    synced(pipeline, slim)
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id = 3")
+    synced(pipeline, slim)
+    assert list(pipeline.client.indices.get_alias(name="wide")) == ["wide-1"]  # the same shape: no rebuild
+    for reshaped in (config(pipeline, columns=["id", "status"], where="region = 'eu'"), config(pipeline, routing="region")):
+        synced(pipeline, reshaped)
+    assert list(pipeline.client.indices.get_alias(name="wide")) == ["wide-3"]
