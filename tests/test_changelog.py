@@ -10,7 +10,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.documents import Shape
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, Write
+from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, Write, key_image
 from icecdc.reading.reader import _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
@@ -95,5 +95,10 @@ def test_a_routed_key_that_moved_is_indexed_under_its_new_value_before_the_delet
     assert list(target.writes("1", gone, ChangeStats(), [])) == [Write("1", 6, None, "us")]
     by_key = [ChangeRow(6, ChangeType.DELETE, NO_IMAGE)]  # an equality delete: the routing is unknown
     assert list(target.writes("1", by_key, ChangeStats(), [])) == [Write("1", 6, None, None)]
+    upsert = [ChangeRow(6, ChangeType.DELETE, key_image("us")), ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", upsert, ChangeStats(), [])) == [  # the key held its routing value
+        Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
+        Write("1", 6, None, "us"),
+    ]
     carried = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"us"}')]
     assert list(target.writes("1", carried, ChangeStats(), [])) == []

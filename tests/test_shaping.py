@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from icecdc.audit import rebuild_index
+from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import IndexStateError, PlanningError
 from icecdc.model import EngineKind
-from icecdc.processing import BatchResult
+from icecdc.processing import BatchResult, sync
+from icecdc.verify import index_documents
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import ENGINES, Pipeline
-from tests.support.spark_sql import SparkSql
+from tests.support.spark_sql import SparkSql, write_equality_deletes
 
 pytestmark = pytest.mark.parametrize("engine", ENGINES)
 
@@ -237,3 +239,27 @@ def test_a_changed_shape_rebuilds_the_index_in_a_new_generation(pipeline: Pipeli
     for reshaped in (config(pipeline, columns=["id", "status"], where="region = 'eu'"), config(pipeline, routing="region")):
         synced(pipeline, reshaped)
     assert list(pipeline.client.indices.get_alias(name="wide")) == ["wide-3"]
+
+
+def test_equality_deletes_of_a_routed_index_whose_key_holds_the_routing(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    """pyiceberg cannot scan equality deletes: Spark's rows are the oracle, as in test_merge_on_read."""
+    two_regions(spark_sql, mode="merge-on-read")
+    cfg = pipeline.config(
+        {
+            "name": TABLE,
+            "index": "wide",
+            "identifier_columns": ["id", "region"],
+            "routing": "region",
+            "settings": {"number_of_shards": 3},
+        }
+    )
+    sync(cfg, pipeline.spark, [TABLE])
+    write_equality_deletes(spark_sql, TABLE, [{"id": 5, "region": "us"}, {"id": 15, "region": "eu"}])
+    (result,) = sync(cfg, pipeline.spark, [TABLE])
+    assert result.writes.deleted == 2
+    mapper = DocumentMapper(pipeline.catalog.load_table(TABLE).schema(), ("id", "region"))
+    rows = [r.asDict(recursive=True) for r in spark_sql.sql(f"SELECT * FROM {spark_sql.name(TABLE)}").collect()]
+    expected = {mapper.document_id(mapper.document(r)): (encode_document(mapper.document(r)), r["region"]) for r in rows}
+    routings: dict[str, str | None] = {}
+    documents = index_documents(pipeline.client, "wide", routings)
+    assert {i: (d, routings[i]) for i, d in documents.items()} == expected and len(expected) == 18

@@ -13,7 +13,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import NO_IMAGE, ChangeRow, Write
+from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, Write
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, write_documents
@@ -52,7 +52,7 @@ class Target:
             return
         seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
         if write.document is None:
-            stale = seen or {None}  # a delete by key has no image: the routing it was indexed under is unknown
+            stale = seen or {None}  # a delete by key without its routing value: the one it was indexed under is unknown
         else:
             routing = self._routing(write.document)
             yield replace(write, routing=routing)
@@ -61,6 +61,8 @@ class Target:
             yield Write(doc_id, write.version, None, old)
 
     def _routing(self, document: str) -> str | None:
+        if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value
+            return document.removeprefix(ROUTED_KEY)
         return self.shape.routing_of(json.loads(document))
 
     def dead_letters(self, refused: list[Refusal]) -> None:

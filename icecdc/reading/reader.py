@@ -31,7 +31,7 @@ from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
-from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
+from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
 
 
@@ -157,8 +157,9 @@ class TableReader:
             fields = files.keys.document(row)
             doc_id = self._document_id(files.keys, fields, encode_document(fields), task, unreadable)
             if doc_id is not None:
-                for view in files.views:
-                    yield view.key(doc_id), ChangeRow(task.sequence_number, ChangeType.DELETE, NO_IMAGE)
+                for view in files.views:  # a routing column among the key's: the delete knows its routing
+                    image = key_image(view.shape.routing_of(fields))
+                    yield view.key(doc_id), ChangeRow(task.sequence_number, ChangeType.DELETE, image)
 
     def _document_id(
         self,
@@ -207,6 +208,7 @@ class _View:
     """One index's view of the rows read: its documents, what of each row it reads, its filter."""
 
     position: int  # among the reader's indexes; -1 when it serves one, whose keys are the ids alone
+    shape: Shape
     mapper: DocumentMapper
     columns: list[str]  # the top-level columns of its read schema: what its rewrite rows are compared on
     held: pc.Expression | None  # the shape's `where` as an Arrow filter; None: every row
@@ -239,6 +241,7 @@ class _Files:
         views = [
             _View(
                 -1 if one else position,
+                shape,
                 DocumentMapper(schema, ids, shape),
                 [f.name for f in shape.read_schema(schema, ids).fields],
                 None
