@@ -25,10 +25,9 @@ from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import Shape
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
-from icecdc.lookup import TableRows
+from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
@@ -201,22 +200,9 @@ class _Refused:
         )
 
 
-def unshaped(config: TableConfig, command: str) -> TableConfig:
-    """`config`, unless its index is shaped (columns, where, routing, a pipeline) or the table writes
-    several indexes: OperationError then, as an audit and a scoped repair compare the index with
-    whole rows of the table, and would find (or write) every document wrong."""
-    if config.indexes is not None or config.shape != Shape() or config.pipeline is not None:
-        raise OperationError(
-            f"table {config.name!r}: {command} compares the index with whole rows of the table and does not support "
-            "shaped indexes (columns, exclude_columns, where, routing, pipeline) or several indexes yet; "
-            "use icecdc verify, or icecdc repair --rebuild"
-        )
-    return config
-
-
 def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
     """`repair_table` for a configured table: its catalog, state store and OpenSearch opened from `config`."""
-    table_config = unshaped(config.table(name), "repair")
+    table_config = whole_rows_only(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:

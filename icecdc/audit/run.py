@@ -10,12 +10,13 @@ from typing import Any
 
 from icecdc.audit.audit import DEFAULT_SAMPLE, audit_table
 from icecdc.audit.findings import findings_location, load_findings, save_findings
-from icecdc.audit.repair import repair, unshaped
+from icecdc.audit.repair import repair
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import OperationError
+from icecdc.lookup import whole_rows_only
 from icecdc.opensearch import check_reachable, open_client
 from icecdc.state import open_state_store
 
@@ -32,7 +33,7 @@ def audit(
     """Audit the named tables (every configured one by default) and keep each report where
     `repair --from-audit` finds it (`findings_location`)."""
     chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
-    selected = [unshaped(t, "audit") for t in chosen]
+    selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)
