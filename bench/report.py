@@ -323,6 +323,14 @@ def _goal_rows(run: dict[str, Any]) -> list[str]:
     p = run.get("probe")
     if p:
         rows += _probe_rows(p)
+    pr = run.get("projection")
+    if pr:
+        ex, inc = pr["samples"]["excluded"][-1], pr["samples"]["included"][-1]
+        rows.append(
+            f"| 9. UPDATE of every row, {pr['rows']:,} rows: a column the index does not hold vs one it holds | "
+            f"{pr['excluded_seconds_median']:.2f} s, {ex['indexed']:,} written | {pr['included_seconds_median']:.2f} s, "
+            f"{inc['indexed']:,} written | **{pr['ratio_excluded_to_included']:.2f}** | — |"
+        )
     e = run.get("export_2m")
     if e:
         rows.append(

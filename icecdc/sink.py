@@ -118,27 +118,44 @@ def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, versi
     if slices > 1:
         query["slice"] = {"id": slice_id, "max": slices}
     hits = helpers.scan(client, index=index, query=query, scroll="10m", size=1000)
-    older = (Write(hit["_id"], version, None) for hit in hits if hit["_version"] < version)
+    older = (Write(hit["_id"], version, None, hit.get("_routing")) for hit in hits if hit["_version"] < version)
     return write_documents(client, config, index, older).deleted
 
 
-def bulk_actions(index: str, writes: Iterable[Write], version_type: str = "external") -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class BulkMode:
+    """How every action of a write is sent: its version type, and the ingest pipeline of its index actions."""
+
+    version_type: str = "external"  # "external_gte" while a resync rewrites documents of equal version
+    pipeline: str | None = None
+    pipelines: tuple[tuple[str, str], ...] = ()  # (index, pipeline) of writes that name their index (`Write.index`)
+
+    def pipeline_of(self, index: str, own_index: bool) -> str | None:
+        return dict(self.pipelines).get(index) if own_index else self.pipeline
+
+
+def bulk_actions(index: str, writes: Iterable[Write], mode: BulkMode | None = None) -> Iterator[dict[str, Any]]:
     for write in writes:
-        yield _bulk_action(index, write, version_type)
+        yield _bulk_action(index, write, mode or BulkMode())
 
 
-def _bulk_action(index: str, write: Write, version_type: str) -> dict[str, Any]:
+def _bulk_action(index: str, write: Write, mode: BulkMode) -> dict[str, Any]:
     action: dict[str, Any] = {
-        "_index": index,
+        "_index": write.index or index,
         "_id": write.doc_id,
         "version": write.version,
-        "version_type": version_type,
+        "version_type": mode.version_type,
     }
+    if write.routing is not None:
+        action["routing"] = write.routing
     if write.document is None:
         action["_op_type"] = "delete"
     else:
         action["_op_type"] = "index"
         action["_source"] = write.document  # already JSON text: the serializer passes strings through
+        pipeline = mode.pipeline_of(action["_index"], write.index is not None)
+        if pipeline is not None:
+            action["pipeline"] = pipeline
     return action
 
 
@@ -163,6 +180,8 @@ def write_documents(
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
     version_type: str = "external",
+    pipeline: str | None = None,
+    pipelines: tuple[tuple[str, str], ...] = (),
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
@@ -173,11 +192,14 @@ def write_documents(
     without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
     fails the batch: the transport has retried it already, and the checkpoint must not move.
     A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
+    `pipeline`: the ingest pipeline every index action goes through; a write that names its own
+    index (`Write.index`: one read writing several indexes) goes through that index's of `pipelines`.
     """
     stats = SinkStats()
-    for chunk_or_refusal in _chunks(client, config, index, writes, version_type):
+    mode = BulkMode(version_type, pipeline, pipelines)
+    for chunk_or_refusal in _chunks(client, config, index, writes, mode):
         if isinstance(chunk_or_refusal, list):
-            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, version_type)
+            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, mode)
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
@@ -190,15 +212,15 @@ def _write_with_retries(
     chunk: list[Write],
     stats: SinkStats,
     dead_letter: Callable[[list[Refusal]], None] | None,
-    version_type: str,
+    mode: BulkMode,
 ) -> None:
     for attempt in range(config.max_retries + 1):
-        answer = _write_chunk(client, index, chunk, stats, version_type)
+        answer = _write_chunk(client, index, chunk, stats, mode)
         if answer.too_large is not None:
             if len(chunk) > 1:
                 half = len(chunk) // 2
                 for part in (chunk[:half], chunk[half:]):
-                    _write_with_retries(client, config, index, part, stats, dead_letter, version_type)
+                    _write_with_retries(client, config, index, part, stats, dead_letter, mode)
                 return
             answer.refused = [(chunk[0], TOO_LARGE, f"the document alone is too large for a request: {answer.too_large}")]
         if answer.failed:
@@ -248,14 +270,14 @@ def _reason(outcome: dict[str, Any]) -> str:
     return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {outcome.get('_index')!r}"
 
 
-def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, version_type: str) -> _Answer:
+def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, mode: BulkMode) -> _Answer:
     """One bulk request; count what succeeded, return what did not."""
     answer = _Answer()
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
             client,
-            bulk_actions(index, chunk, version_type),
+            bulk_actions(index, chunk, mode),
             chunk_size=len(chunk),
             max_chunk_bytes=sys.maxsize,  # the chunk is one request: `_chunks` bounded its bytes already
             max_retries=0,
@@ -297,7 +319,7 @@ def _request_error(exc: TransportError) -> str:
 
 
 def _chunks(
-    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], version_type: str
+    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], mode: BulkMode
 ) -> Iterator[list[Write] | Refusal]:
     """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
     bytes of body. A write whose action alone is over `max_chunk_bytes` comes as its refusal (413),
@@ -307,7 +329,7 @@ def _chunks(
     chunk: list[Write] = []
     chunk_bytes = 0
     for write in writes:
-        size = _action_bytes(serializer, _bulk_action(index, write, version_type))
+        size = _action_bytes(serializer, _bulk_action(index, write, mode))
         if size > limit:
             yield (
                 write,

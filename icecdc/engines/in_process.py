@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icecdc.changelog import ChangeStats
-from icecdc.engines.target import Target, write_keyed_changes
+from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import ChangeRow, EngineKind
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
@@ -32,7 +32,7 @@ class InProcessEngine:
     def kind(self) -> EngineKind:
         return EngineKind.IN_PROCESS
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target) -> tuple[ChangeStats, SinkStats]:
+    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the reader dropped
         by_key: dict[str, list[ChangeRow]] = {}
         for doc_id, change in reader.read(tasks, carried, unreadable):
