@@ -33,6 +33,11 @@ def key_image(routing: str | None) -> str:
     return NO_IMAGE if routing is None else ROUTED_KEY + routing
 
 
+def ordered_routings(routings: Iterable[str | None]) -> tuple[str | None, ...]:
+    """Routing values in a stable order, None first: a key's writes do not vary between runs."""
+    return tuple(sorted(set(routings), key=lambda r: (r is not None, r or "")))
+
+
 class ChangeRow(NamedTuple):
     """One row's change, as it crosses the shuffle keyed by its document id."""
 
@@ -157,6 +162,10 @@ class Write:
     document: str | None
     routing: str | None = None  # the shard routing value; None: OpenSearch routes by `doc_id`
     index: str | None = None  # where a write of several indexes goes; None: the index the writes are sent to
+    # Set on a delete whose document's routing value is unknown (a delete by key, the routing column
+    # outside the key): the sink looks up the routing values the index holds `doc_id` under and
+    # deletes it under each but these (the ones the writes before it deal with). None: `routing` holds.
+    routing_lookup: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)

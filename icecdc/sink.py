@@ -12,6 +12,10 @@ Only a document's own fault becomes a dead letter (`DocumentFault`, or a single 
 for a request). Anything else OpenSearch refuses (a block, missing rights, a missing or closed
 index, an error type we do not know) fails the batch with a SinkError that says what is wrong: a
 systemic refusal must stop the table, not send every one of its documents to the dead letters.
+
+A delete whose routing value is unknown (`Write.routing_lookup`) is sent under every routing value
+the index holds its `_id` under: one search over all shards finds them, for a chunk's worth of such
+deletes at a time.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import islice
 from typing import Any
 
 from opensearchpy import OpenSearch, helpers
@@ -31,7 +36,7 @@ from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.model import Write
+from icecdc.model import Write, ordered_routings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,9 @@ RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
+# Hits of one lookup of stored routing values (index.max_result_window's default): a chunk's ids
+# have one document each but for copies left on other shards.
+LOOKUP_PAGE = 10_000
 
 
 class DocumentFault(StrEnum):
@@ -197,12 +205,63 @@ def write_documents(
     """
     stats = SinkStats()
     mode = BulkMode(version_type, pipeline, pipelines)
+    writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     for chunk_or_refusal in _chunks(client, config, index, writes, mode):
         if isinstance(chunk_or_refusal, list):
             _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, mode)
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
+
+
+def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], batch: int) -> Iterator[Write]:
+    """The writes in order, each delete of unknown routing (`Write.routing_lookup`) replaced by a
+    delete under each routing value the index holds its document under but those it excepts (none
+    when the document is absent). The routing values of `batch` writes are looked up at once, before
+    any of them is sent; each index is refreshed before its first lookup, so that a search sees what
+    earlier passes wrote."""
+    refreshed: set[str] = set()
+    pending = iter(writes)
+    while group := list(islice(pending, batch)):
+        lookups = [w for w in group if w.routing_lookup is not None]
+        if not lookups:
+            yield from group
+            continue
+        found: dict[tuple[str, str], set[str | None]] = {}
+        for name in sorted({w.index or index for w in lookups}):
+            if name not in refreshed:
+                client.indices.refresh(index=name)
+                refreshed.add(name)
+            ids = sorted({w.doc_id for w in lookups if (w.index or index) == name})
+            for doc_id, routing in _stored_routings(client, name, ids):
+                found.setdefault((name, doc_id), set()).add(routing)
+        log.debug("looked up the routing of %d deletes by key in %s: %d documents found", len(lookups), index, len(found))
+        for write in group:
+            if write.routing_lookup is None:
+                yield write
+                continue
+            stale = found.get((write.index or index, write.doc_id), set()) - set(write.routing_lookup)
+            for routing in ordered_routings(stale):
+                yield replace(write, routing=routing, routing_lookup=None)
+
+
+def _stored_routings(client: OpenSearch, index: str, ids: list[str]) -> Iterator[tuple[str, str | None]]:
+    """(`_id`, `_routing`) of every document of `index` with one of `ids`, on any shard: one search,
+    or a scroll when the index holds more copies of them than one page returns. SinkError when
+    OpenSearch refuses it: a delete must not be dropped for want of its routing value."""
+    query: dict[str, Any] = {"query": {"ids": {"values": ids}}, "_source": False}
+    try:
+        answer = client.search(index=index, body={**query, "size": LOOKUP_PAGE, "track_total_hits": True})
+        hits = answer["hits"]["hits"]
+        if answer["hits"]["total"]["value"] > len(hits):
+            hits = list(helpers.scan(client, index=index, query=query, size=LOOKUP_PAGE))
+    except TransportError as exc:
+        raise SinkError(
+            f"OpenSearch refused the lookup of the routing values of {len(ids)} documents deleted by key in "
+            f"index {index!r}: {exc.status_code} {_request_error(exc)}"
+        ) from None
+    for hit in hits:
+        yield hit["_id"], hit.get("_routing")
 
 
 def _write_with_retries(

@@ -94,7 +94,13 @@ def test_a_routed_key_that_moved_is_indexed_under_its_new_value_before_the_delet
     gone = [ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"us"}'), ChangeRow(6, ChangeType.DELETE, '{"id":1,"r":"us"}')]
     assert list(target.writes("1", gone, ChangeStats(), [])) == [Write("1", 6, None, "us")]
     by_key = [ChangeRow(6, ChangeType.DELETE, NO_IMAGE)]  # an equality delete: the routing is unknown
-    assert list(target.writes("1", by_key, ChangeStats(), [])) == [Write("1", 6, None, None)]
+    # the sink deletes it under each routing value the index holds it under
+    assert list(target.writes("1", by_key, ChangeStats(), [])) == [Write("1", 6, None, routing_lookup=())]
+    by_key_upsert = [*by_key, ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", by_key_upsert, ChangeStats(), [])) == [  # ... but the new one
+        Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
+        Write("1", 6, None, routing_lookup=("eu",)),
+    ]
     upsert = [ChangeRow(6, ChangeType.DELETE, key_image("us")), ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
     assert list(target.writes("1", upsert, ChangeStats(), [])) == [  # the key held its routing value
         Write("1", 6, '{"id":1,"r":"eu"}', "eu"),

@@ -39,9 +39,9 @@ def insert(ss: SparkSql, ids: range, region: str = "us") -> None:
     ss.sql(f"INSERT INTO {ss.name(TABLE)} VALUES {values}")
 
 
-def two_regions(ss: SparkSql, mode: str = "copy-on-write") -> None:
-    """A table partitioned by region: ids 0-9 in `us`, 10-19 in `eu`."""
-    create(ss, mode=mode)
+def two_regions(ss: SparkSql, mode: str = "copy-on-write", partitioned: bool = True) -> None:
+    """A table (partitioned by region unless told) with ids 0-9 in `us`, 10-19 in `eu`."""
+    create(ss, partitioned, mode)
     insert(ss, range(10))
     insert(ss, range(10, 20), region="eu")
 
@@ -241,8 +241,19 @@ def test_a_changed_shape_rebuilds_the_index_in_a_new_generation(pipeline: Pipeli
     assert list(pipeline.client.indices.get_alias(name="wide")) == ["wide-3"]
 
 
+def assert_index_equals_spark_rows(pipeline: Pipeline, ss: SparkSql, identifiers: tuple[str, ...]) -> None:
+    """The index holds each of Spark's rows once, under its routing value (`region`): pyiceberg
+    cannot scan equality deletes, so Spark's rows are the oracle, as in test_merge_on_read."""
+    mapper = DocumentMapper(pipeline.catalog.load_table(TABLE).schema(), identifiers)
+    rows = [r.asDict(recursive=True) for r in ss.sql(f"SELECT * FROM {ss.name(TABLE)}").collect()]
+    expected = {mapper.document_id(mapper.document(r)): (encode_document(mapper.document(r)), r["region"]) for r in rows}
+    routings: dict[str, str | None] = {}
+    documents = index_documents(pipeline.client, "wide", routings)
+    assert {i: (d, routings[i]) for i, d in documents.items()} == expected
+    assert pipeline.client.count(index="wide")["count"] == len(expected)  # no second copy of an `_id` on another shard
+
+
 def test_equality_deletes_of_a_routed_index_whose_key_holds_the_routing(pipeline: Pipeline, spark_sql: SparkSql) -> None:
-    """pyiceberg cannot scan equality deletes: Spark's rows are the oracle, as in test_merge_on_read."""
     two_regions(spark_sql, mode="merge-on-read")
     cfg = pipeline.config(
         {
@@ -257,9 +268,48 @@ def test_equality_deletes_of_a_routed_index_whose_key_holds_the_routing(pipeline
     write_equality_deletes(spark_sql, TABLE, [{"id": 5, "region": "us"}, {"id": 15, "region": "eu"}])
     (result,) = sync(cfg, pipeline.spark, [TABLE])
     assert result.writes.deleted == 2
-    mapper = DocumentMapper(pipeline.catalog.load_table(TABLE).schema(), ("id", "region"))
-    rows = [r.asDict(recursive=True) for r in spark_sql.sql(f"SELECT * FROM {spark_sql.name(TABLE)}").collect()]
-    expected = {mapper.document_id(mapper.document(r)): (encode_document(mapper.document(r)), r["region"]) for r in rows}
-    routings: dict[str, str | None] = {}
-    documents = index_documents(pipeline.client, "wide", routings)
-    assert {i: (d, routings[i]) for i, d in documents.items()} == expected and len(expected) == 18
+    assert_index_equals_spark_rows(pipeline, spark_sql, ("id", "region"))
+    assert pipeline.client.count(index="wide")["count"] == 18
+
+
+# Routed by a column outside the key: a delete by key (an equality delete on `id`) does not say
+# where its document lives, and an unrouted delete goes to the shard of the `_id`.
+ROUTED_OUTSIDE_THE_KEY = {"routing": "region", "settings": {"number_of_shards": 3}}
+MOVED = (1, 2, 3, 4, 11, 12)
+
+
+def row(i: int, region: str, status: str) -> dict[str, Any]:
+    return {"id": i, "region": region, "status": status, "amount": i * 1.5, "info": {"name": f"n{i}", "note": "x"}}
+
+
+def test_equality_deletes_of_an_index_routed_outside_the_key(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    two_regions(spark_sql, mode="merge-on-read", partitioned=False)  # deletes by `id` alone, as Flink's upsert writes
+    cfg = config(pipeline, **ROUTED_OUTSIDE_THE_KEY)
+    sync(cfg, pipeline.spark, [TABLE])
+    write_equality_deletes(spark_sql, TABLE, [{"id": i} for i in (*MOVED, 99)])  # 99: no such row
+    (result,) = sync(cfg, pipeline.spark, [TABLE])
+    assert result.writes.deleted == len(MOVED)  # each under the routing value it lives under; 99 found nowhere, not sent
+    assert_index_equals_spark_rows(pipeline, spark_sql, ("id",))
+
+
+def test_an_equality_delete_upsert_moving_rows_to_another_routing_value(
+    proxied: Pipeline, fault_proxy: FaultProxy, spark_sql: SparkSql
+) -> None:
+    two_regions(spark_sql, mode="merge-on-read", partitioned=False)
+    cfg = config(proxied, **ROUTED_OUTSIDE_THE_KEY)
+    sync(cfg, proxied.spark, [TABLE])
+    before, searches = len(fault_proxy.bulk_items()), fault_proxy.count("/wide/_search")
+    old = {str(i): "us" if i < 10 else "eu" for i in MOVED}
+    upserts = [row(i, "ap", "moved") for i in MOVED]
+    write_equality_deletes(spark_sql, TABLE, [{"id": i} for i in MOVED], inserts=upserts)
+    (result,) = sync(cfg, proxied.spark, [TABLE])
+    assert result.writes.indexed == len(MOVED)
+    # the routing values are looked up in batches: one search for the keys of a task, not one a key
+    assert 1 <= fault_proxy.count("/wide/_search") - searches < len(MOVED)
+    assert_index_equals_spark_rows(proxied, spark_sql, ("id",))
+    # OpenSearch would keep the old document on its shard; osmem keeps one document per `_id`
+    # whatever the shard, so what shows the old copy is gone is the delete sent under its routing.
+    moves: dict[str | None, list[tuple[str, str | None]]] = {}
+    for item in fault_proxy.bulk_items()[before:]:
+        moves.setdefault(item.id, []).append((item.op, item.routing))
+    assert moves == {i: [("index", "ap"), ("delete", region)] for i, region in old.items()}

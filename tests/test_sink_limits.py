@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
+from icecdc import sink
 from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import ConfigError, SinkError
 from icecdc.model import Write
@@ -117,3 +118,24 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
     ):
         write_documents(client, sink_config(fault_proxy.url), INDEX, writes)
     assert all("99" not in seen.ids for seen in fault_proxy.seen("_bulk"))
+
+
+def test_deletes_of_unknown_routing_are_looked_up_a_chunk_at_a_time_beyond_a_page(
+    osmem_clone: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = OpenSearch(hosts=[osmem_clone.url])
+    client.indices.create(index=INDEX, body={"settings": {"number_of_shards": 3}})
+    regions = ["us", "eu", "ap", "us", "eu", "ap", "us"]
+    placed = [Write(str(i), 1, f'{{"n":{i}}}', region) for i, region in enumerate(regions)]
+    write_documents(client, OpenSearchConfig(url=osmem_clone.url), INDEX, placed)
+    monkeypatch.setattr(sink, "LOOKUP_PAGE", 2)  # fewer hits a page than ids a lookup: the scroll takes the rest
+    searches: list[list[str]] = []
+    search = client.search
+    monkeypatch.setattr(client, "search", lambda **kw: searches.append(kw["body"]["query"]["ids"]["values"]) or search(**kw))
+    deletes = [Write(str(i), 2, None, routing_lookup=()) for i in range(6)]
+    deletes += [Write("6", 2, None, routing_lookup=("us",)), Write("99", 2, None, routing_lookup=())]
+    stats = write_documents(client, OpenSearchConfig(url=osmem_clone.url, bulk_chunk_size=4), INDEX, deletes)
+    # one lookup a chunk, not one a key; each found more documents than a page: its scroll reads on
+    assert searches == [["0", "1", "2", "3"]] * 2 + [["4", "5", "6", "99"]] * 2
+    assert stats.deleted == 6  # 6 is held under the routing value excepted, 99 nowhere: neither is sent
+    assert ids_in(OpenSearch(hosts=[osmem_clone.url])) == ["6"]

@@ -13,7 +13,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, Write
+from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, write_documents
@@ -36,7 +36,9 @@ class Target:
     def writes(
         self, doc_id: str, changes: Iterable[ChangeRow], stats: ChangeStats, duplicates: list[DuplicateIdentifier]
     ) -> Iterator[Write]:
-        """The key's net write; routed, also a delete under every other routing value its changes had.
+        """The key's net write; routed, also a delete under every other routing value its changes had,
+        and, when one of them is a delete by key without its routing value, a delete the sink sends
+        under every other routing value the index holds the key's document under (`Write.routing_lookup`).
 
         The index under the new routing value comes first: where both values route to one shard,
         the delete that follows (of the same version) is refused as superseded, where a delete
@@ -51,14 +53,15 @@ class Target:
         if write is None:
             return
         seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
-        if write.document is None:
-            stale = seen or {None}  # a delete by key without its routing value: the one it was indexed under is unknown
-        else:
+        written: set[str | None] = set()
+        if write.document is not None:
             routing = self._routing(write.document)
             yield replace(write, routing=routing)
-            stale = seen - {routing}
-        for old in sorted(stale, key=lambda r: (r is not None, r or "")):
+            written = {routing}
+        for old in ordered_routings(seen - written):
             yield Write(doc_id, write.version, None, old)
+        if any(c.document == NO_IMAGE for c in changes):  # the routing value it was indexed under is unknown
+            yield Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
 
     def _routing(self, document: str) -> str | None:
         if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value

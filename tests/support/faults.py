@@ -76,6 +76,7 @@ class BulkItem:
     id: str | None
     version: int | None
     source: dict[str, Any] | None  # the document; None for a delete
+    routing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ class FaultProxy:
         self._received: Counter[tuple[str, str]] = Counter()
         self._answered: Counter[tuple[str, str]] = Counter()
         self._log: deque[Seen] = deque(maxlen=LOG_ENTRIES)
+        self._bulk_items: list[BulkItem] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.pipelines = IngestPipelines()
@@ -293,6 +295,11 @@ class FaultProxy:
         """'METHOD /path' → requests received."""
         with self._lock:
             return {f"{m} {p}": n for (m, p), n in self._received.items()}
+
+    def bulk_items(self) -> list[BulkItem]:
+        """Every bulk action received, in order, as sent (before any injected failure)."""
+        with self._lock:
+            return list(self._bulk_items)
 
     def seen(self, path_contains: str | None = None) -> list[Seen]:
         """The log of finished requests (the last LOG_ENTRIES), oldest first."""
@@ -442,6 +449,8 @@ class _Handler(BaseHTTPRequestHandler):
             with proxy._lock:
                 body = proxy.pipelines.run(body) if proxy.pipelines.defined else body
             items, failed, body = self._fail_items(item_rules, body)
+            with proxy._lock:
+                proxy._bulk_items.extend(item for item, _ in items)
 
         if drop is not None:
             if drop.forward and not (items and len(failed) == len(items)):
@@ -581,7 +590,17 @@ def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:
         position += len(own)
         version = meta.get("version")
         items.append(
-            (BulkItem(op, meta.get("_index"), meta.get("_id"), int(version) if version is not None else None, source), own)
+            (
+                BulkItem(
+                    op,
+                    meta.get("_index"),
+                    meta.get("_id"),
+                    int(version) if version is not None else None,
+                    source,
+                    meta.get("routing"),
+                ),
+                own,
+            )
         )
     return items
 
