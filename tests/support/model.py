@@ -847,9 +847,11 @@ class ModelTable:
         if op in (TableOp.RENAME_COLUMN, TableOp.DROP_COLUMN):
             candidates = self.columns(table, Role.TEXT, Role.COUNT, Role.RATIO, Role.EXTRA)
         elif op == TableOp.WIDEN_INT:
-            candidates = [
-                f for f in self.columns(table, Role.COUNT, Role.KEY, Role.EXTRA) if isinstance(f.field_type, IntegerType)
-            ]
+            # Spark's Iceberg (1.10) cannot read a table whose live equality deletes hold a column since
+            # widened from int to long ("Not an instance of java.lang.Long"): the test's oracle reads
+            # such tables with Spark, so a key column is not widened under live equality deletes.
+            roles = (Role.COUNT, Role.EXTRA) if has_equality_deletes(table) else (Role.COUNT, Role.KEY, Role.EXTRA)
+            candidates = [f for f in self.columns(table, *roles) if isinstance(f.field_type, IntegerType)]
         else:
             candidates = [f for f in self.columns(table, Role.RATIO, Role.EXTRA) if isinstance(f.field_type, FloatType)]
         if not candidates:
