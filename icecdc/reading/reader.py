@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +31,16 @@ from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
+
+
+class Located(NamedTuple):
+    """A row of an export, where it is: the number of its task in the pass and its position in the file."""
+
+    task: int
+    position: int
+    doc_id: str
+    sequence_number: int
+    document: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ class TableReader:
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         dropped = 0
-        try:
+        with self._reading(unreadable, dead_lettered):
             for task in tasks:
                 if isinstance(task, KeyDeleteTask):
                     yield from self._key_deletes(files, task, unreadable)
@@ -67,10 +78,29 @@ class TableReader:
                     yield from changes
                 else:
                     yield from self._file_changes(files, task, unreadable)
-        except FileNotFoundError as exc:
-            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
         if carried is not None:
             carried.add(dropped)
+
+    def located(
+        self, tasks: Iterable[tuple[int, FileTask]], dead_lettered: Any = None, positions: Container[int] | None = None
+    ) -> Iterator[Located]:
+        """Every row the numbered tasks' files carry (the rows of `positions` only, when given), with
+        where it is: an export's rows, each written by the task that reads it."""
+        files = _Files.open(self)
+        unreadable: list[DeadLetter] = []
+        with self._reading(unreadable, dead_lettered):
+            for number, task in tasks:
+                for position, doc_id, document in self._file_rows(files, task, unreadable, positions):
+                    yield Located(number, position, doc_id, task.sequence_number, document)
+
+    @contextmanager
+    def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
+        """Name a file gone as such; at the end, write the rows that could not become documents to the
+        dead letters and count them in `dead_lettered` (a Spark accumulator, or None)."""
+        try:
+            yield
+        except FileNotFoundError as exc:
+            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
         if unreadable:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
@@ -78,10 +108,19 @@ class TableReader:
                 dead_lettered.add(len(unreadable))
 
     def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+        for _, doc_id, document in self._file_rows(files, task, unreadable):
+            yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+
+    def _file_rows(
+        self, files: _Files, task: FileTask, unreadable: list[DeadLetter], positions: Container[int] | None = None
+    ) -> Iterator[tuple[int, str, str]]:
+        """(position, document id, document) of the file's rows the task reads."""
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
         for position, row in files.rows(task.data_file):
+            if positions is not None and position not in positions:
+                continue
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
                 continue
             if isinstance(row, BadText):
@@ -95,7 +134,7 @@ class TableReader:
                 # Insert-only tables: the row's place in its file names it (compactions are never read).
                 doc_id = f"{file_key}-{position}"
             if doc_id is not None:
-                yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+                yield position, doc_id, document
 
     def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
         """The rows a rewrite changed, and how many unchanged pairs it dropped.
