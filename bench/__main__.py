@@ -20,6 +20,7 @@ from osmem_server import OsmemServer
 from bench import report
 from bench.batching import batching
 from bench.export_2m import export_2m
+from bench.export_speed import export_speed
 from bench.harness import sparklog
 from bench.harness.environment import RESULTS, fresh_workdir, machine, spark_settings, start_spark
 from bench.harness.sampling import MemorySampler
@@ -40,6 +41,7 @@ MEASUREMENTS = {
     "batching": batching,
     "throughput": throughput,
     "probe": memory_probe,
+    "export": export_speed,
 }
 ON_REQUEST = {"export_2m": export_2m}  # long: its own make target
 
