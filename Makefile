@@ -78,6 +78,12 @@ bench-audit: $(BENCH_STAMP) java
 bench-export: $(BENCH_STAMP) java iceberg-jars
 	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench --only export
 
+# A 10^7-row export and an update of 1% of its rows in every file, on Spark in processes of their own
+# (part of `export` at BENCH_SCALE=full). Results: docs/bench/ (`export_10m`).
+.PHONY: bench-export-10m
+bench-export-10m: $(BENCH_STAMP) java iceberg-jars
+	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench --only export_10m
+
 # The memory probe alone (part of `make bench`): a rewrite of every file at 10^6 and 4*10^6 rows, on
 # each layout (files sorted by the key, spanning the whole key range, a first key of a few values).
 bench-probe: $(BENCH_STAMP) java iceberg-jars
