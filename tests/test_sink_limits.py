@@ -117,3 +117,21 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
     ):
         write_documents(client, sink_config(fault_proxy.url), INDEX, writes)
     assert all("99" not in seen.ids for seen in fault_proxy.seen("_bulk"))
+
+
+@pytest.mark.parametrize("version_type", ["external", "external_gte"])
+def test_a_writes_bytes_are_counted_as_the_bulk_helper_serializes_it(version_type: str) -> None:
+    """`_chunks` counts a write's bytes without serializing its action line: the count must equal
+    what opensearch-py's bulk helper sends for it (ids with quotes, escapes, non-ASCII; deletes)."""
+    from opensearchpy import JSONSerializer, helpers
+
+    from icecdc.sink import _action_bytes, _bulk_action, _fixed_bytes
+
+    serializer = JSONSerializer()
+    fixed = {op: _fixed_bytes("idx-ü", op, version_type) for op in ("index", "delete")}
+    ids = ["1", 'a"b', "back\\slash", "tab\there", "naïve", "日本", '["x",1]', "\x01ctl"]
+    for n, doc_id in enumerate(ids):
+        for write in (Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)):
+            line, source = helpers.expand_action(_bulk_action("idx-ü", write, version_type))
+            sent = len(serializer.dumps(line).encode()) + 1 + (len(serializer.dumps(source).encode()) + 1 if source else 0)
+            assert _action_bytes(write, fixed) == sent, write
