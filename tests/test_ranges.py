@@ -107,3 +107,17 @@ def _two_keys(tenant: NestedField, name: str, lower: int, upper: int) -> DataFil
     one.lower_bounds[tenant.field_id] = to_bytes(tenant.field_type, name)
     one.upper_bounds[tenant.field_id] = to_bytes(tenant.field_type, name)
     return one
+
+
+def test_of_keys_that_can_cut_the_one_whose_ranges_overlap_fewest_files_is_used() -> None:
+    """A first identifier column of a few values in every file (`region` of (region, id)) could cut
+    the rewrite too, but each range would decode every file; `id`, sorted into the files, is used."""
+    region = NestedField(2, "region", StringType(), required=False)
+    files = []
+    for i in range(8):
+        one = _two_keys(region, "r0", i * 1000, i * 1000 + 999)
+        one.upper_bounds[region.field_id] = to_bytes(StringType(), "r7")  # all 8 regions in every file
+        files.append(one)
+    assert key_ranges(files, [RangeKey("region", region)], 4) is not None  # region alone could cut them
+    ranges = key_ranges(files, [RangeKey("region", region), ID], 4)
+    assert ranges is not None and {r.column for r in ranges} == {"id"}
