@@ -27,7 +27,7 @@ class MemoryPeaks:
     driver_python: float = 0.0  # this process: planning, the driver side of icecdc
     jvm: float = 0.0  # Spark's JVM: driver and executor in one (local mode)
     jvm_heap: float = 0.0  # that JVM's heap in use at its peak within the phase (garbage included)
-    python_workers: float = 0.0  # PySpark's executor-side Python processes (daemon + workers), or the in-process engine's workers, summed
+    python_workers: float = 0.0  # executor-side Python processes (PySpark daemon + workers; in-process workers), summed
     python_worker_largest: float = 0.0  # the largest of them
     largest_process: float = 0.0  # the largest single process of the sampled tree, the server excluded
     opensearch: float = 0.0  # the osmem server
