@@ -28,6 +28,7 @@ from bench.harness.sampling import MemorySampler
 from bench.harness.session import Bench
 from bench.harness.sink import SinkServer
 from bench.memory_probe import memory_probe
+from bench.projection_cost import projection_cost
 from bench.scales import SCALES
 from bench.sink_efficiency import sink_efficiency
 from bench.sync_vs_peer import compare
@@ -43,6 +44,7 @@ MEASUREMENTS = {
     "throughput": throughput,
     "probe": memory_probe,
     "export": export_speed,
+    "projection": projection_cost,
 }
 ON_REQUEST = {"export_2m": export_2m, "export_10m": export_10m}  # long: their own make targets
 

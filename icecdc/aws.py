@@ -29,9 +29,9 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, parse_config
 from icecdc.errors import IcecdcError, SparkRequired
 from icecdc.index import IndexAlias
-from icecdc.model import EngineKind, StateStoreType
+from icecdc.model import EngineKind, StateStoreType, WorkSize
 from icecdc.opensearch import open_client
-from icecdc.state import StateStore
+from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
@@ -324,8 +324,11 @@ def apply_here(
     from icecdc.processing import sync_table
 
     engines = Engines(config.engine, spark_config=None)  # no Spark here
-    size = work_size(table, name, store, identifiers)
-    if size is None or engines.kind_for(size) != EngineKind.IN_PROCESS:
+    sizes = [work_size(table, name, scoped, identifiers) for _, _, scoped in index_stores(config.table(name), store)]
+    if any(s is None for s in sizes):
+        return None
+    size = WorkSize(*(sum(getattr(s, f) for s in sizes if s is not None) for f in ("files", "rows", "bytes")))
+    if engines.kind_for(size) != EngineKind.IN_PROCESS:
         return None
     log.info("%s: %d files, %d rows, %d bytes to read: applying them here", name, size.files, size.rows, size.bytes)
     if deadline is not None:
@@ -357,10 +360,14 @@ def plan_and_start(
         # The index's unfinished states (a swap a crashed run did not make) are work too; a planner
         # that does not apply may have no route to the domain, and leaves them to the next commit.
         applies = config.aws is None or config.aws.planner_applies
-        index = IndexAlias(open_client(config.opensearch), table_config.index) if applies else None
-        status = table_status(table, table_config, store, time.time(), index=index)
+        client = open_client(config.opensearch) if applies else None
         identifiers = identifier_columns(table, table_config)
-        work = has_work(table, name, store, identifiers, index)
+        statuses, work = [], False
+        for index_config, _, scoped in index_stores(table_config, store):  # each index the table writes
+            index = IndexAlias(client, index_config.index) if client is not None else None
+            statuses.append(table_status(table, index_config, scoped, time.time(), index=index))
+            work |= has_work(table, name, scoped, identifiers, index)
+        status = max(statuses, key=lambda s: (s.lag_seconds, s.pending_items))  # the index furthest behind
     except IcecdcError as exc:
         log.error("%s: planning failed: %s", name, exc)
         return TableOutcome(name, error=str(exc))

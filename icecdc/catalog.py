@@ -36,7 +36,8 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
     """The configured identifier columns, else the schema's identifier fields; () when neither.
 
     Every column must be a primitive field of the current schema: the document `_id` is made
-    from their values.
+    from their values. The shape (columns, `where`, routing) of every index the table writes is
+    checked against the same schema here, before anything is read or written.
     """
     schema = table.schema()
     names = config.identifier_columns
@@ -54,6 +55,11 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
             raise PlanningError(
                 f"table {config.name!r}: identifier column {name!r} has type {field.field_type}; it must be a primitive type"
             )
+    for target in config.targets():
+        try:
+            target.config.shape.check(schema)
+        except ValueError as exc:
+            raise PlanningError(f"table {config.name!r}, index {target.config.index!r}: {exc}") from None
     return tuple(names)
 
 

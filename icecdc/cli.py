@@ -186,7 +186,7 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
     from icecdc.opensearch import open_client
-    from icecdc.state import open_state_store
+    from icecdc.state import index_stores, open_state_store
     from icecdc.status import table_status
 
     config = load_config(args.config)
@@ -194,8 +194,12 @@ def _status(args: argparse.Namespace) -> int:
     client = open_client(config.opensearch)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     statuses = [
-        table_status(table, table_config, store, time.time(), dead_letters, IndexAlias(client, table_config.index), progress=True)
+        dataclasses.replace(
+            table_status(table, index_config, scoped, time.time(), dead_letters, IndexAlias(client, index_config.index), True),
+            table=key,
+        )
         for table_config, table in _tables(config, None)
+        for index_config, key, scoped in index_stores(table_config, store)
     ]
     if args.json:
         print(json.dumps([_status_json(s, _last_audit(config, args.findings, s.table)) for s in statuses], indent=2))
@@ -256,9 +260,12 @@ def _verify(args: argparse.Namespace) -> int:
     client = open_client(config.opensearch)
     differing = 0
     for table_config, table in _tables(config, args.table):
-        diff = diff_index(table, identifier_columns(table, table_config), client, table_config.index)
-        differing += bool(diff)
-        print(f"{table_config.name} → {table_config.index}: {diff.summary()}")
+        identifiers = identifier_columns(table, table_config)
+        for target in table_config.targets():  # every index the table writes, as its shape holds the table
+            index = target.config
+            diff = diff_index(table, identifiers, client, index.index, index.shape, index.pipeline is not None)
+            differing += bool(diff)
+            print(f"{table_config.name} → {index.index}: {diff.summary()}")
     return 1 if differing else 0
 
 

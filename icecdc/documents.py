@@ -1,4 +1,5 @@
-"""Rows to OpenSearch documents: the Iceberg → JSON mapping and the `_id` format.
+"""Rows to OpenSearch documents: the Iceberg → JSON mapping, the `_id` format, and an index's
+shape (which columns and rows of the table it holds, and how its documents are routed).
 
 The mapping is driven by the Iceberg schema, not by Python types, so that a uuid and a
 fixed(16) both arriving as bytes still map differently. The README's "Document mapping" table
@@ -13,10 +14,15 @@ import json
 import math
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
-from pyiceberg.schema import Schema
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.schema import Schema, index_by_id, prune_columns
 from pyiceberg.types import (
     BinaryType,
     DateType,
@@ -27,6 +33,8 @@ from pyiceberg.types import (
     IcebergType,
     ListType,
     MapType,
+    NestedField,
+    PrimitiveType,
     StructType,
     TimestampNanoType,
     TimestampType,
@@ -104,21 +112,129 @@ def _convert(convert: Converter, value: Any) -> Any:
     return None if value is None else convert(value)
 
 
-class DocumentMapper:
-    """Builds documents and their ids for one schema."""
+@dataclass(frozen=True)
+class Shape:
+    """What of a table one index holds: its columns (`columns`, or every column but
+    `exclude_columns`; a dotted path names a field of a struct), its rows (`where`, in Iceberg's
+    expression syntax), and the column whose value routes each document (`routing`). The default
+    shape is the whole table, unrouted. Small and picklable: executors get it with the reader."""
 
-    def __init__(self, schema: Schema, identifier_columns: tuple[str, ...]) -> None:
-        self._to_document = converter_for(schema.as_struct())
-        # A row of exactly the schema's columns is copied and only its columns that need it
-        # converted: the same document as `_to_document`'s, at a third of its cost.
-        self._columns = {f.name for f in schema.fields}
-        converters = [(f.name, converter_for(f.field_type)) for f in schema.fields]
+    columns: tuple[str, ...] | None = None
+    exclude_columns: tuple[str, ...] = ()
+    where: str | None = None
+    routing: str | None = None
+
+    def routing_of(self, document: dict[str, Any]) -> str | None:
+        """A document's routing value, as text like an `_id`'s; None (OpenSearch routes by `_id`)
+        without `routing`, or when the document's value is null."""
+        if self.routing is None:
+            return None
+        value = _value_at(document, self.routing.split("."))
+        return None if value is None else _id_text(value)
+
+    @property
+    def fingerprint(self) -> str:
+        """The shape as text, "" for the whole table unrouted: what an index records it was built with."""
+        keys = {"columns": self.columns, "exclude_columns": self.exclude_columns, "where": self.where, "routing": self.routing}
+        kept = {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items() if v}
+        return json.dumps(kept, sort_keys=True, separators=(",", ":")) if kept else ""
+
+    @property
+    def projects(self) -> bool:
+        return self.columns is not None or bool(self.exclude_columns)
+
+    @cached_property
+    def row_filter(self) -> BooleanExpression:
+        """The rows the index holds, unbound; AlwaysTrue without `where`."""
+        return AlwaysTrue() if self.where is None else parse(self.where)
+
+    def project(self, schema: Schema) -> Schema:
+        """The schema of the index's documents: the selected columns, in the table's order."""
+        if self.columns is not None:
+            return schema.select(*self.columns)
+        if not self.exclude_columns:
+            return schema
+        dropped = {i for path in self.exclude_columns for i in _ids_within(schema.find_field(path))}
+        return prune_columns(schema, set(index_by_id(schema)) - dropped, select_full_types=False)
+
+    def read_schema(self, schema: Schema, identifier_columns: tuple[str, ...]) -> Schema:
+        """What a reader needs of each row: the document's columns and the identifier columns."""
+        if not self.projects:
+            return schema
+        wanted = set(index_by_id(self.project(schema))) | {schema.find_field(name).field_id for name in identifier_columns}
+        return prune_columns(schema, wanted, select_full_types=False)
+
+    def check(self, schema: Schema) -> None:
+        """ValueError naming the key and the column when the shape does not fit `schema`."""
+        for key, paths in (("columns", self.columns or ()), ("exclude_columns", self.exclude_columns)):
+            for path in paths:
+                _find(schema, path, key)
+        if self.where is not None:
+            try:
+                bind(schema, self.row_filter, case_sensitive=True)
+            except (ValueError, TypeError) as exc:  # TypeError: a literal of another type than its column
+                raise ValueError(f"where {self.where!r}: {exc}") from None
+        if self.routing is not None:
+            field = _find(schema, self.routing, "routing")
+            if not isinstance(field.field_type, PrimitiveType):
+                raise ValueError(f"routing column {self.routing!r} has type {field.field_type}; it must be a primitive type")
+            try:
+                self.project(schema).find_field(self.routing)
+            except ValueError:
+                # carryover removal compares documents: a routing value outside them would change unseen
+                raise ValueError(f"routing column {self.routing!r} must be one of the index's columns") from None
+        if not self.project(schema).fields:
+            raise ValueError("the projection leaves no column")
+
+
+def _find(schema: Schema, path: str, key: str) -> NestedField:
+    try:
+        return schema.find_field(path)
+    except ValueError:
+        columns = ", ".join(schema.column_names)
+        raise ValueError(f"{key}: {path!r} is not a column of the current schema (columns: {columns})") from None
+
+
+def _has(schema: Schema, path: str) -> bool:
+    try:
+        schema.find_field(path)
+    except ValueError:
+        return False
+    return True
+
+
+def _value_at(document: dict[str, Any], path: list[str]) -> Any:
+    value: Any = document
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _ids_within(field: NestedField) -> set[int]:
+    """The field's id and those of every field inside it."""
+    return {field.field_id, *index_by_id(field.field_type)}
+
+
+class DocumentMapper:
+    """Builds documents, their ids and their routing for one schema and one index's shape."""
+
+    def __init__(self, schema: Schema, identifier_columns: tuple[str, ...], shape: Shape | None = None) -> None:
+        shape = shape or Shape()
+        projected = shape.project(schema)
+        self._to_document = converter_for(projected.as_struct())
+        # A row of exactly the projected schema's columns is copied and only its columns that need
+        # it converted: the same document as `_to_document`'s, at a third of its cost.
+        self._columns = {f.name for f in projected.fields}
+        converters = [(f.name, converter_for(f.field_type)) for f in projected.fields]
         self._converted = [(name, convert) for name, convert in converters if convert is not _identity]
         self._identifier_paths = [name.split(".") for name in identifier_columns]
         self._identifier_columns = identifier_columns
+        # An id made of columns the document does not hold comes from the row instead.
+        outside = [name for name in identifier_columns if not _has(projected, name)]
+        self._to_key = converter_for(schema.select(*identifier_columns).as_struct()) if outside else None
 
     def document(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Every column of the schema, mapped to JSON (a new dict; `row` is left as it is)."""
+        """The columns of the index's shape, mapped to JSON (a new dict; `row` is left as it is)."""
         if row.keys() != self._columns:
             document: dict[str, Any] = self._to_document(row)
             return document
@@ -129,6 +245,13 @@ class DocumentMapper:
                 document[name] = convert(value)
         return document
 
+    def key_fields(self, row: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+        """What `document_id` reads for this row: the document, unless it lacks identifier columns."""
+        if self._to_key is None:
+            return document
+        fields: dict[str, Any] = self._to_key(row)
+        return fields
+
     def document_id(self, document: dict[str, Any]) -> str:
         """The `_id`: the identifier value as text; for several columns, a JSON array of their texts.
 
@@ -138,9 +261,7 @@ class DocumentMapper:
         """
         texts = []
         for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
-            value: Any = document
-            for part in path:
-                value = value.get(part) if isinstance(value, dict) else None
+            value = _value_at(document, path)
             if value is None:
                 raise ValueError(f"identifier column {name!r} is null")
             texts.append(_id_text(value))

@@ -23,6 +23,19 @@ class ChangeType(StrEnum):
 
 # The document of a delete by key (an equality delete): no row image, so it never cancels an insert.
 NO_IMAGE = ""
+# Starts the document of a delete by key that knows its document's routing value (the routing
+# column is one of the key's): no row image either (a document is a JSON object, `{...}`).
+ROUTED_KEY = "\x00"
+
+
+def key_image(routing: str | None) -> str:
+    """The document of a delete by key: NO_IMAGE, or the routing value when the key holds it."""
+    return NO_IMAGE if routing is None else ROUTED_KEY + routing
+
+
+def ordered_routings(routings: Iterable[str | None]) -> tuple[str | None, ...]:
+    """Routing values in a stable order, None first: a key's writes do not vary between runs."""
+    return tuple(sorted(set(routings), key=lambda r: (r is not None, r or "")))
 
 
 class ChangeRow(NamedTuple):
@@ -147,6 +160,12 @@ class Write:
     doc_id: str
     version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
     document: str | None
+    routing: str | None = None  # the shard routing value; None: OpenSearch routes by `doc_id`
+    index: str | None = None  # where a write of several indexes goes; None: the index the writes are sent to
+    # Set on a delete whose document's routing value is unknown (a delete by key, the routing column
+    # outside the key): the sink looks up the routing values the index holds `doc_id` under and
+    # deletes it under each but these (the ones the writes before it deal with). None: `routing` holds.
+    routing_lookup: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.config import TableConfig
+from icecdc.documents import Shape
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
@@ -73,10 +74,12 @@ def plan_table(
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
         base = _claim_export(table, config.name, store, lineage, replacing)
-        if resync:
-            log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-        if config.export or resync:
-            items += _export_items(table, config.name, base, kind, replacing)
+        if _export_planned(store, config.name, base, kind, replacing):
+            pass  # a capped export's later passes: its items are all in the store already
+        elif config.export or resync:
+            if resync:
+                log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
+            items += _export_items(table, config.name, base, kind, replacing, config.shape)
         else:
             store.complete(config.name, base, [])
     else:
@@ -197,20 +200,44 @@ def resync_needed(
     return ResyncKind.NONE, ""
 
 
+def _export_planned(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> bool:
+    """Whether every item of the export of `base` is pending already (a capped export's later
+    passes plan again): then its manifests are not listed nor its items put again, which would cost
+    every pass as much as the first (one conditional write per file of the table, on DynamoDB)."""
+    exports = [
+        i
+        for i in store.pending_items(name)
+        if i.kind == ItemKind.EXPORT
+        and (i.table_uuid, i.snapshot_id, i.replacing) == (base.table_uuid, base.snapshot_id, replacing)
+        and bool(i.resync) == bool(resync)
+    ]
+    return bool(exports) and len({i.group for i in exports}) == exports[0].groups
+
+
 def _export_items(
-    table: Table, name: str, base: Checkpoint, resync: ResyncKind = ResyncKind.NONE, replacing: str = ""
+    table: Table,
+    name: str,
+    base: Checkpoint,
+    resync: ResyncKind = ResyncKind.NONE,
+    replacing: str = "",
+    shape: Shape | None = None,
 ) -> list[WorkItem]:
     """One item per live data file of the export snapshot (one empty item for an empty table).
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
+    With a `where`, only the files whose partition and column bounds may hold a matching row.
     """
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
     paths = []
-    for manifest in snapshot.manifests(table.io):
-        if manifest.content == ManifestContent.DATA:
-            paths += [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+    if shape is not None and shape.where is not None:
+        scan = table.scan(row_filter=shape.row_filter, snapshot_id=base.snapshot_id)
+        paths = [task.file.file_path for task in scan.plan_files()]
+    else:
+        for manifest in snapshot.manifests(table.io):
+            if manifest.content == ManifestContent.DATA:
+                paths += [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
     paths.sort()
     groups: list[tuple[str, ...]] = [(path,) for path in paths] or [()]
     return [

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,9 +26,9 @@ from icecdc.batching import cap_batch, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
-from icecdc.engines import Engine, Engines, Target
+from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
-from icecdc.index import IndexAlias, IndexSpec, index_spec, index_uuid
+from icecdc.index import IndexAlias, IndexSpec, check_pipeline, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
     NO_SNAPSHOT,
@@ -50,7 +50,7 @@ from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import PassTasks, files_read_by
 from icecdc.sink import SinkStats
-from icecdc.state import Lease, StateStore, open_state_store
+from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
@@ -117,9 +117,9 @@ class TableRun:
         """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
         checkpoint = self.store.get_checkpoint(self.name)
         table = current_view(table, self.name, checkpoint)
-        self._check_index(table, checkpoint)
+        replaced = self._check_index(table, checkpoint)
         if table.current_snapshot() is None:
-            return self._empty(table, checkpoint)
+            return self._empty(table, checkpoint, replaced)
         try:
             return _process_batch(self, table)
         except FilesGone as exc:
@@ -130,13 +130,15 @@ class TableRun:
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
             return _process_batch(self, table)
 
-    def _empty(self, table: Table, checkpoint: Checkpoint | None) -> BatchResult:
+    def _empty(self, table: Table, checkpoint: Checkpoint | None, replaced: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing. One whose index held another table's
-        documents (it was dropped and created again, empty) gets an empty generation, swapped in as
-        a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
+        documents (it was dropped and created again, empty), or whose empty index was deleted or
+        `replaced` since, gets an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
+        checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
         pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
-        if not pending and (checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)):
+        caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
+        if not pending and caught_up and not replaced:
             return BatchResult(self.name)
         log.warning("%s: the table has no snapshot now (created again, empty): emptying its index", self.name)
         client = open_client(self.opensearch)
@@ -184,16 +186,24 @@ class TableRun:
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
         plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)
 
-    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> None:
+    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
-        first), and delete what a finished swap left behind."""
-        alias = IndexAlias(open_client(self.opensearch), self.config.index)
-        replaced = alias.replaced_since(checkpoint, _spec(table, self.config))
+        first), a rebuild when it holds another shape of the table than the configuration's, and
+        delete what a finished swap left behind; why the index was replaced ("": it was not)."""
+        alias, spec = IndexAlias(open_client(self.opensearch), self.config.index), _spec(table, self.config)
+        replaced = alias.replaced_since(checkpoint, spec)
         if replaced:
-            log.warning("%s: %s; exporting the table again", self.name, replaced)
+            # planning warns once, when it plans the export (every later pass of it finds the same)
+            log.debug("%s: %s; exporting the table again", self.name, replaced)
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
+        elif checkpoint is not None and not any(i.resync for i in self.store.pending_items(self.name)):
+            reshaped = alias.shape_changed(spec)  # the configuration changed: a new generation of the new shape
+            if reshaped:
+                log.warning("%s: %s; rebuilding the index", self.name, reshaped)
+                self.plan(table, resync=(ResyncKind.RESET, reshaped))
         if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
             alias.delete_leftovers()
+        return replaced
 
 
 def process_table(
@@ -324,8 +334,11 @@ class _Pass:
 
         A reset, and a rewrite the current mapping cannot take (a type change), export into a new
         generation while the alias keeps serving the current one; their later passes (batch caps, a
-        rerun after a crash) resume the generation their APPLIED items name."""
+        rerun after a crash) resume the generation their APPLIED items name. The index's ingest
+        pipeline must exist."""
         alias = IndexAlias(self.client, self.run.config.index)
+        if self.run.config.pipeline is not None:
+            check_pipeline(self.client, self.run.config.pipeline, alias.name)
         if ResyncKind.RESET in self.resync or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
             resumable = frozenset(_applied_index(i) for i in self.batch if i.status == ItemStatus.APPLIED and i.applied_to)
             resumed = alias.resumable(self.spec, set(resumable))
@@ -368,7 +381,17 @@ class _Pass:
         # them with the schema of its time, and a replay after a schema change must replace them.
         exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
         version_type = "external_gte" if exporting else "external"
-        return Target(self.name, destination.index, run.opensearch, run.dead_letter, snapshot_ids, version_type, run.identifiers)
+        return Target(
+            self.name,
+            destination.index,
+            run.opensearch,
+            run.dead_letter,
+            snapshot_ids,
+            version_type,
+            run.identifiers,
+            run.config.shape,
+            run.config.pipeline,
+        )
 
     def apply(self, engine: Engine, tasks: PassTasks, destination: _Destination, result: BatchResult) -> None:
         """Write an export's rows, then read the changes' files and write each key's net change,
@@ -379,7 +402,8 @@ class _Pass:
         result.files = len(tasks.all)
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
-        reader, target = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter), self.target(destination)
+        reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
+        target = self.target(destination)
         done = [engine.export(reader, tasks.export, target)] if tasks.export else []
         done += [engine.apply(reader, tasks.changes, target)] if tasks.changes else []
         for changes, writes in done:
@@ -483,21 +507,122 @@ def sync_table(
     the run that holds it (versioned writes make an overlap harmless anyway). `deadline`
     (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
     Lambda's time budget)."""
-    with Lease(store, table_config.name, config.state.lease_seconds, wait) as lease:
-        if not lease.held:
-            log.warning("%s: another run is syncing this table; leaving it to that run", table_config.name)
-            return BatchResult(table_config.name, skipped=True)
-        # planning and reading of this table share its manifest reads
-        run = TableRun(
-            engines,
-            table_config,
-            store,
-            config.opensearch,
-            identifiers,
-            config.dead_letter,
-            ChangedEntries(),
-            lease,
-            config.batch,
-            probe,
-        )
-        return run.catch_up(catalog, table, deadline)
+    changed = ChangedEntries()  # planning and reading of this table share its manifest reads, across its indexes
+    total = BatchResult(table_config.name)
+    with ExitStack() as held:
+        runs = []
+        for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease
+            lease = held.enter_context(Lease(scoped, table_config.name, config.state.lease_seconds, wait))
+            if not lease.held:
+                log.warning("%s: another run is syncing this table; leaving it to that run", key)
+                return BatchResult(table_config.name, skipped=True)
+            runs.append(
+                TableRun(
+                    engines,
+                    index_config,
+                    scoped,
+                    config.opensearch,
+                    identifiers,
+                    config.dead_letter,
+                    changed,
+                    lease,
+                    config.batch,
+                    probe,
+                )
+            )
+        if len(runs) == 1:
+            return runs[0].catch_up(catalog, table, deadline)
+        return _catch_up_together(runs, catalog, table, deadline, total)
+
+
+def _catch_up_together(
+    runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None, total: BatchResult
+) -> BatchResult:
+    """`TableRun.catch_up` for the several indexes of one table: each round plans every index, then
+    one pass reads the changed files once for the indexes whose pending work is the same (`_in_step`)
+    and writes them all; an index that is not (its export, a rebuild) gets a pass of its own."""
+    started = time.monotonic()
+    for passes in range(1, MAX_SYNC_ROUNDS + 1):
+        if any(run.lease is not None and run.lease.lost for run in runs):
+            raise LeaseLost.of(total.table)
+        if deadline is not None and time.monotonic() > deadline:
+            total.unfinished = True
+            break
+        for run in runs:
+            run.plan(table)
+            run.reached(PassPoint.PLANNED)
+        together = _in_step(runs)
+        results = _process_together(together, table) if len(together) > 1 else []
+        results += [run.process(table) for run in runs if run not in together or len(together) == 1]
+        for result in results:
+            total.add(result)
+        if all(result.snapshots == 0 for result in results):
+            break
+        runs[0]._report(total, passes, time.monotonic() - started, any(r.partial for r in results))
+        table = load_table(catalog, total.table)  # commits made while we worked
+    return total
+
+
+def _in_step(runs: list[TableRun]) -> list[TableRun]:
+    """The largest group of indexes of one table at the same checkpoint with the same pending
+    changes and no export or rebuild under way: one pass can apply them all."""
+    groups: dict[tuple[int, frozenset[str]], list[TableRun]] = {}
+    for run in runs:
+        checkpoint, pending = run.store.get_checkpoint(run.name), run.store.pending_items(run.name)
+        if checkpoint is None or not pending or any(i.kind == ItemKind.EXPORT or i.resync for i in pending):
+            continue
+        groups.setdefault((checkpoint.snapshot_id, frozenset(i.key for i in pending)), []).append(run)
+    return max(groups.values(), key=len, default=[])
+
+
+def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
+    """One pass for several indexes in step: every destination found and prepared, the changed
+    files read once and every index written (`Targets`), then each index's items completed with its
+    checkpoint: no index's checkpoint advances before every index has its writes. Indexes that turn
+    out not to be in step after all (an index replaced meanwhile) are processed one by one."""
+    started = time.monotonic()
+    # the same snapshot for all (they are in step), each in its own index
+    checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
+    view = current_view(table, runs[0].name, checkpoints[0])
+    batches = []
+    for run, checkpoint in zip(runs, checkpoints, strict=True):
+        run._check_index(view, checkpoint)
+        batches.append(_select(run, view))
+    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(i.resync for i in batches[0]):
+        return [run.process(table) for run in runs]
+    if not batches[0]:  # stale items, retired
+        return [BatchResult(run.name) for run in runs]
+    table = view
+    with _manifests_of(runs[0].name):
+        capped, _ = cap_batch(batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed))
+    keys = {i.key for i in capped}
+    client = open_client(runs[0].opensearch)
+    steps = [
+        _Pass(run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started)
+        for run, b in zip(runs, batches, strict=True)
+    ]
+    found = [step.find_destination() for step in steps]
+    tasks = steps[0].tasks(steps[0].unread(found[0]))
+    engine = steps[0].engine(tasks)
+    destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
+    snapshots = len({i.snapshot_id for i in steps[0].batch})
+    files = len(tasks.all)
+    results = [BatchResult(run.name, snapshots, files, engine=engine.kind) for run in runs]
+    log.info("%s: applying %d snapshots, %d files to %d indexes in one read", runs[0].name, snapshots, files, len(runs))
+    each = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
+    for run, target, result in zip(runs, each, results, strict=True):
+        if tasks.export:  # not expected (indexes with an export pending are not in step): each its own export
+            reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, (run.config.shape,))
+            result.changes, result.writes = engine.export(reader, tasks.export, target)
+    if tasks.changes:
+        run = runs[0]
+        reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs))
+        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))  # the table's totals, once
+        results[0].changes.add(changes)
+        results[0].writes.add(writes)
+    for run in runs:
+        run.reached(PassPoint.WRITTEN)
+    for step, destination, result in zip(steps, destinations, results, strict=True):
+        step.complete(engine, destination, result)
+        step.finish(destination, result)
+    return results

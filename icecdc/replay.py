@@ -22,7 +22,7 @@ from icecdc.config import Config
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
-from icecdc.lookup import TableRows
+from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Write
 from icecdc.opensearch import open_client
 from icecdc.sink import Refusal, write_documents
@@ -52,7 +52,7 @@ class ReplayReport:
 
 def replay_table(config: Config, name: str, location: str, selection: Selection | None = None) -> ReplayReport:
     """Replay the table's letters not replayed yet that `selection` keeps (all by default), see the module's doc."""
-    table_config = config.table(name)
+    table_config = whole_rows_only(config.table(name), "replay")
     dead_letters = DeadLetters(location)
     letters = [s for s in dead_letters.letters(name) if selection is None or selection(s)]
     table = load_table(open_catalog(config.catalog), name)

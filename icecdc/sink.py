@@ -12,6 +12,10 @@ Only a document's own fault becomes a dead letter (`DocumentFault`, or a single 
 for a request). Anything else OpenSearch refuses (a block, missing rights, a missing or closed
 index, an error type we do not know) fails the batch with a SinkError that says what is wrong: a
 systemic refusal must stop the table, not send every one of its documents to the dead letters.
+
+A delete whose routing value is unknown (`Write.routing_lookup`) is sent under every routing value
+the index holds its `_id` under: one search over all shards finds them, for a chunk's worth of such
+deletes at a time.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import islice
 from typing import Any
 
 from opensearchpy import OpenSearch, helpers
@@ -32,7 +37,7 @@ from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.model import Write
+from icecdc.model import Write, ordered_routings
 
 log = logging.getLogger(__name__)
 # A string as the JSON encoder writes it, quotes included (ensure_ascii off, as opensearch-py's serializer).
@@ -45,6 +50,9 @@ RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
+# Hits of one lookup of stored routing values (index.max_result_window's default): a chunk's ids
+# have one document each but for copies left on other shards.
+LOOKUP_PAGE = 10_000
 
 
 class DocumentFault(StrEnum):
@@ -121,27 +129,44 @@ def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, versi
     if slices > 1:
         query["slice"] = {"id": slice_id, "max": slices}
     hits = helpers.scan(client, index=index, query=query, scroll="10m", size=1000)
-    older = (Write(hit["_id"], version, None) for hit in hits if hit["_version"] < version)
+    older = (Write(hit["_id"], version, None, hit.get("_routing")) for hit in hits if hit["_version"] < version)
     return write_documents(client, config, index, older).deleted
 
 
-def bulk_actions(index: str, writes: Iterable[Write], version_type: str = "external") -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class BulkMode:
+    """How every action of a write is sent: its version type, and the ingest pipeline of its index actions."""
+
+    version_type: str = "external"  # "external_gte" while a resync rewrites documents of equal version
+    pipeline: str | None = None
+    pipelines: tuple[tuple[str, str], ...] = ()  # (index, pipeline) of writes that name their index (`Write.index`)
+
+    def pipeline_of(self, index: str, own_index: bool) -> str | None:
+        return dict(self.pipelines).get(index) if own_index else self.pipeline
+
+
+def bulk_actions(index: str, writes: Iterable[Write], mode: BulkMode | None = None) -> Iterator[dict[str, Any]]:
     for write in writes:
-        yield _bulk_action(index, write, version_type)
+        yield _bulk_action(index, write, mode or BulkMode())
 
 
-def _bulk_action(index: str, write: Write, version_type: str) -> dict[str, Any]:
+def _bulk_action(index: str, write: Write, mode: BulkMode) -> dict[str, Any]:
     action: dict[str, Any] = {
-        "_index": index,
+        "_index": write.index or index,
         "_id": write.doc_id,
         "version": write.version,
-        "version_type": version_type,
+        "version_type": mode.version_type,
     }
+    if write.routing is not None:
+        action["routing"] = write.routing
     if write.document is None:
         action["_op_type"] = "delete"
     else:
         action["_op_type"] = "index"
         action["_source"] = write.document  # already JSON text: the serializer passes strings through
+        pipeline = mode.pipeline_of(action["_index"], write.index is not None)
+        if pipeline is not None:
+            action["pipeline"] = pipeline
     return action
 
 
@@ -166,6 +191,8 @@ def write_documents(
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
     version_type: str = "external",
+    pipeline: str | None = None,
+    pipelines: tuple[tuple[str, str], ...] = (),
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
@@ -176,14 +203,68 @@ def write_documents(
     without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
     fails the batch: the transport has retried it already, and the checkpoint must not move.
     A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
+    `pipeline`: the ingest pipeline every index action goes through; a write that names its own
+    index (`Write.index`: one read writing several indexes) goes through that index's of `pipelines`.
     """
     stats = SinkStats()
-    for chunk_or_refusal in _chunks(client, config, index, writes, version_type):
+    mode = BulkMode(version_type, pipeline, pipelines)
+    writes = _routings_found(client, index, writes, config.bulk_chunk_size)
+    for chunk_or_refusal in _chunks(client, config, index, writes, mode):
         if isinstance(chunk_or_refusal, list):
-            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, version_type)
+            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, mode)
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
+
+
+def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], batch: int) -> Iterator[Write]:
+    """The writes in order, each delete of unknown routing (`Write.routing_lookup`) replaced by a
+    delete under each routing value the index holds its document under but those it excepts (none
+    when the document is absent). The routing values of `batch` writes are looked up at once, before
+    any of them is sent; each index is refreshed before its first lookup, so that a search sees what
+    earlier passes wrote."""
+    refreshed: set[str] = set()
+    pending = iter(writes)
+    while group := list(islice(pending, batch)):
+        lookups = [w for w in group if w.routing_lookup is not None]
+        if not lookups:
+            yield from group
+            continue
+        found: dict[tuple[str, str], set[str | None]] = {}
+        for name in sorted({w.index or index for w in lookups}):
+            if name not in refreshed:
+                client.indices.refresh(index=name)
+                refreshed.add(name)
+            ids = sorted({w.doc_id for w in lookups if (w.index or index) == name})
+            for doc_id, routing in _stored_routings(client, name, ids):
+                found.setdefault((name, doc_id), set()).add(routing)
+        log.debug("looked up the routing of %d deletes by key in %s: %d documents found", len(lookups), index, len(found))
+        for write in group:
+            if write.routing_lookup is None:
+                yield write
+                continue
+            stale = found.get((write.index or index, write.doc_id), set()) - set(write.routing_lookup)
+            for routing in ordered_routings(stale):
+                yield replace(write, routing=routing, routing_lookup=None)
+
+
+def _stored_routings(client: OpenSearch, index: str, ids: list[str]) -> Iterator[tuple[str, str | None]]:
+    """(`_id`, `_routing`) of every document of `index` with one of `ids`, on any shard: one search,
+    or a scroll when the index holds more copies of them than one page returns. SinkError when
+    OpenSearch refuses it: a delete must not be dropped for want of its routing value."""
+    query: dict[str, Any] = {"query": {"ids": {"values": ids}}, "_source": False}
+    try:
+        answer = client.search(index=index, body={**query, "size": LOOKUP_PAGE, "track_total_hits": True})
+        hits = answer["hits"]["hits"]
+        if answer["hits"]["total"]["value"] > len(hits):
+            hits = list(helpers.scan(client, index=index, query=query, size=LOOKUP_PAGE))
+    except TransportError as exc:
+        raise SinkError(
+            f"OpenSearch refused the lookup of the routing values of {len(ids)} documents deleted by key in "
+            f"index {index!r}: {exc.status_code} {_request_error(exc)}"
+        ) from None
+    for hit in hits:
+        yield hit["_id"], hit.get("_routing")
 
 
 def _write_with_retries(
@@ -193,15 +274,15 @@ def _write_with_retries(
     chunk: list[Write],
     stats: SinkStats,
     dead_letter: Callable[[list[Refusal]], None] | None,
-    version_type: str,
+    mode: BulkMode,
 ) -> None:
     for attempt in range(config.max_retries + 1):
-        answer = _write_chunk(client, index, chunk, stats, version_type)
+        answer = _write_chunk(client, index, chunk, stats, mode)
         if answer.too_large is not None:
             if len(chunk) > 1:
                 half = len(chunk) // 2
                 for part in (chunk[:half], chunk[half:]):
-                    _write_with_retries(client, config, index, part, stats, dead_letter, version_type)
+                    _write_with_retries(client, config, index, part, stats, dead_letter, mode)
                 return
             answer.refused = [(chunk[0], TOO_LARGE, f"the document alone is too large for a request: {answer.too_large}")]
         if answer.failed:
@@ -251,14 +332,14 @@ def _reason(outcome: dict[str, Any]) -> str:
     return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {outcome.get('_index')!r}"
 
 
-def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, version_type: str) -> _Answer:
+def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, mode: BulkMode) -> _Answer:
     """One bulk request; count what succeeded, return what did not."""
     answer = _Answer()
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
             client,
-            bulk_actions(index, chunk, version_type),
+            bulk_actions(index, chunk, mode),
             chunk_size=len(chunk),
             max_chunk_bytes=sys.maxsize,  # the chunk is one request: `_chunks` bounded its bytes already
             max_retries=0,
@@ -300,7 +381,7 @@ def _request_error(exc: TransportError) -> str:
 
 
 def _chunks(
-    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], version_type: str
+    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], mode: BulkMode
 ) -> Iterator[list[Write] | Refusal]:
     """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
     bytes of body. A write whose action alone is over `max_chunk_bytes` comes as its refusal (413),
@@ -308,9 +389,9 @@ def _chunks(
     limit = config.max_chunk_bytes
     chunk: list[Write] = []
     chunk_bytes = 0
-    fixed = {op: _fixed_bytes(index, op, version_type) for op in ("index", "delete")}
+    fixed: dict[tuple[str, str, str | None], int] = {}  # (op type, index, pipeline) → `_fixed_bytes`
     for write in writes:
-        size = _action_bytes(write, fixed)
+        size = _action_bytes(write, index, mode, fixed)
         if size > limit:
             yield (
                 write,
@@ -330,20 +411,35 @@ def _chunks(
         yield chunk
 
 
-def _fixed_bytes(index: str, op_type: str, version_type: str) -> int:
-    """The bytes of a bulk action line that are the same for every write of a chunk: its line
-    (`{"index":{"_id":…,"_index":…,"version":…,"version_type":…}}`, as opensearch-py's bulk helper
-    expands and serializes it) without the id and version, and its newline."""
-    line = {op_type: {"_id": "", "_index": index, "version": 0, "version_type": version_type}}
-    return len(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode()) - len('""0') + 1
+def _fixed_bytes(index: str, op_type: str, version_type: str, pipeline: str | None) -> int:
+    """The bytes of a bulk action line that are the same for every write of a chunk to one index:
+    its line (`{"index":{"_id":…,"_index":…,"version":…,"version_type":…,"pipeline":…}}`, as
+    opensearch-py's bulk helper expands and serializes it) without the id and version, and its newline."""
+    action: dict[str, Any] = {"_id": "", "_index": index, "version": 0, "version_type": version_type}
+    if pipeline is not None:
+        action["pipeline"] = pipeline
+    return len(json.dumps({op_type: action}, ensure_ascii=False, separators=(",", ":")).encode()) - len('""0') + 1
 
 
-def _action_bytes(write: Write, fixed: dict[str, int]) -> int:
+# What a routing value adds to an action line, besides the value as JSON encodes it.
+_ROUTING_BYTES = len(',"routing":')
+
+
+def _action_bytes(write: Write, index: str, mode: BulkMode, fixed: dict[tuple[str, str, str | None], int]) -> int:
     """The bytes one write takes in a bulk body, counted as opensearch-py's bulk helper counts them:
-    the action line and the source (JSON text, passed through), each with its newline; the id is
-    counted as JSON encodes it, without serializing the line per write (a third of a write's cost)."""
-    size = fixed["delete" if write.document is None else "index"]
+    the action line (its index, pipeline and routing included) and the source (JSON text, passed
+    through), each with its newline; the id and routing are counted as JSON encodes them, without
+    serializing the line per write (a third of a write's cost). `fixed` caches `_fixed_bytes`."""
+    op_type = "delete" if write.document is None else "index"
+    own_index = write.index or index
+    pipeline = None if write.document is None else mode.pipeline_of(own_index, write.index is not None)
+    key = (op_type, own_index, pipeline)
+    size = fixed.get(key)
+    if size is None:
+        size = fixed[key] = _fixed_bytes(own_index, op_type, mode.version_type, pipeline)
     size += len(_json_string(write.doc_id).encode()) + len(str(write.version))
+    if write.routing is not None:
+        size += _ROUTING_BYTES + len(_json_string(write.routing).encode())
     if write.document is not None:
         size += (len(write.document) if write.document.isascii() else len(write.document.encode())) + 1
     return size

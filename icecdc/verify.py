@@ -6,13 +6,14 @@ and occasional audits (`icecdc verify`), not part of the pipeline.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 
 from opensearchpy import OpenSearch, helpers
 from pyiceberg.table import Table
 
-from icecdc.documents import DocumentMapper, encode_document
+from icecdc.documents import DocumentMapper, Shape, encode_document
 
 # How many differing ids a summary quotes.
 QUOTED = 5
@@ -25,49 +26,77 @@ class IndexDiff:
     missing: list[str] = field(default_factory=list)  # rows with no document
     unexpected: list[str] = field(default_factory=list)  # documents with no row
     different: list[str] = field(default_factory=list)  # documents whose fields differ from their row
+    misrouted: list[str] = field(default_factory=list)  # documents under another routing than their row's
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.different)
+        return bool(self.missing or self.unexpected or self.different or self.misrouted)
 
     def summary(self) -> str:
         if not self:
             return "index equals table"
         parts = [
             f"{len(ids)} {what} (e.g. {ids[:QUOTED]})"
-            for what, ids in (("missing", self.missing), ("unexpected", self.unexpected), ("different", self.different))
+            for what, ids in (
+                ("missing", self.missing),
+                ("unexpected", self.unexpected),
+                ("different", self.different),
+                ("misrouted", self.misrouted),
+            )
             if ids
         ]
         return "index differs from table: " + "; ".join(parts)
 
 
-def table_documents(table: Table, identifier_columns: tuple[str, ...]) -> list[tuple[str | None, str]]:
-    """(id, document text) of every row of the table's current snapshot; id None without identifier columns."""
+def table_documents(
+    table: Table, identifier_columns: tuple[str, ...], shape: Shape | None = None
+) -> list[tuple[str | None, str]]:
+    """(id, document text) of every row of the table's current snapshot the index's `shape` holds,
+    of its columns; id None without identifier columns."""
     if table.current_snapshot() is None:
         return []
-    mapper = DocumentMapper(table.schema(), identifier_columns)
+    shape = shape or Shape()
+    mapper = DocumentMapper(table.schema(), identifier_columns, shape)
     documents = []
-    for batch in table.scan().to_arrow_batch_reader():
+    for batch in table.scan(row_filter=shape.row_filter).to_arrow_batch_reader():
         for row in batch.to_pylist():
             document = mapper.document(row)
-            doc_id = mapper.document_id(document) if identifier_columns else None
+            doc_id = mapper.document_id(mapper.key_fields(row, document)) if identifier_columns else None
             documents.append((doc_id, encode_document(document)))
     return documents
 
 
-def index_documents(client: OpenSearch, index: str) -> dict[str, str]:
-    """id → document text of every document in the index."""
+def index_documents(client: OpenSearch, index: str, routings: dict[str, str | None] | None = None) -> dict[str, str]:
+    """id → document text of every document in the index; `routings`, when given, gets id → routing."""
     if not client.indices.exists(index=index):
         return {}
     client.indices.refresh(index=index)
-    return {
-        hit["_id"]: encode_document(hit["_source"])
-        for hit in helpers.scan(client, index=index, query={"query": {"match_all": {}}})
-    }
+    documents = {}
+    for hit in helpers.scan(client, index=index, query={"query": {"match_all": {}}}):
+        documents[hit["_id"]] = encode_document(hit["_source"])
+        if routings is not None:
+            routings[hit["_id"]] = hit.get("_routing")
+    return documents
 
 
-def diff_index(table: Table, identifier_columns: tuple[str, ...], client: OpenSearch, index: str) -> IndexDiff:
-    expected = table_documents(table, identifier_columns)
-    actual = index_documents(client, index)
+def diff_index(
+    table: Table,
+    identifier_columns: tuple[str, ...],
+    client: OpenSearch,
+    index: str,
+    shape: Shape | None = None,
+    pipeline: bool = False,
+) -> IndexDiff:
+    """How the index differs from the rows and columns of the table its `shape` holds, routed by it.
+
+    `pipeline`: the index's writes go through an ingest pipeline, so its documents may hold fields
+    the table has not (an embedding): only the fields of the table's columns are compared."""
+    shape = shape or Shape()
+    expected = table_documents(table, identifier_columns, shape)
+    routings: dict[str, str | None] = {}
+    actual = index_documents(client, index, routings)
+    if pipeline:
+        columns = {f.name for f in shape.project(table.schema()).fields}
+        actual = {i: encode_document({k: v for k, v in json.loads(doc).items() if k in columns}) for i, doc in actual.items()}
     diff = IndexDiff()
     if not identifier_columns:
         # Ids come from file positions; compare the documents as multisets.
@@ -79,6 +108,9 @@ def diff_index(table: Table, identifier_columns: tuple[str, ...], client: OpenSe
     diff.missing = sorted(set(wanted) - set(actual))
     diff.unexpected = sorted(set(actual) - set(wanted))
     diff.different = sorted(i for i in set(wanted) & set(actual) if wanted[i] != actual[i])
+    if shape.routing is not None:
+        routed = {i: shape.routing_of(json.loads(doc)) for i, doc in wanted.items()}
+        diff.misrouted = sorted(i for i in set(wanted) & set(actual) if routings[i] != routed[i])
     return diff
 
 

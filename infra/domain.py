@@ -50,8 +50,10 @@ def writer_role(config: Config) -> dict[str, Any]:
     """The OpenSearch role of the jobs: the configured indexes as icecdc names them (icecdc.index:
     the alias `<index>`, its generations `<index>-<n>`), what a sync does to them (documents, create,
     mappings, settings, alias swap, delete of an old generation), and the cluster's state it reads
-    (GET /, cluster settings for write blocks, templates, scroll)."""
-    patterns = sorted({pattern for t in config.tables for pattern in (t.index, f"{t.index}-*")})
+    (GET /, cluster settings for write blocks, templates, scroll; the ingest pipelines an index
+    writes through, which a sync checks exist)."""
+    patterns = sorted({pattern for index in config.index_names for pattern in (index, f"{index}-*")})
+    pipelines = any(target.config.pipeline for table in config.tables for target in table.targets())
     return {
         "description": "icecdc: the Glue jobs write the configured indexes, their generations and aliases",
         "cluster_permissions": [
@@ -59,6 +61,7 @@ def writer_role(config: Config) -> dict[str, Any]:
             "cluster_composite_ops",
             "indices:admin/template/get",
             "indices:admin/index_template/get",
+            *(["cluster:admin/ingest/pipeline/get"] if pipelines else []),
         ],
         "index_permissions": [{"index_patterns": patterns, "allowed_actions": ["crud", "manage"]}],
     }
@@ -136,7 +139,7 @@ class Search(Construct):
             return
         domain_arn = self.domain.domain_arn
         allow(role, iam.PolicyStatement(actions=ES_CLUSTER_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
-        index_paths = sorted({f"{domain_arn}/{p}" for t in self.config.tables for p in (t.index, f"{t.index}/*", f"{t.index}-*")})
+        index_paths = sorted({f"{domain_arn}/{p}" for i in self.config.index_names for p in (i, f"{i}/*", f"{i}-*")})
         allow(
             role,
             iam.PolicyStatement(actions=ES_INDEX_ACTIONS, resources=index_paths),

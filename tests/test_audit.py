@@ -295,3 +295,14 @@ def test_merge_on_read_counts_come_from_metadata_but_for_equality_deletes(
     pipeline.client.delete(index="t", id="5", version=report.sequence_number, version_type="external_gte", refresh=True)
     (drifted,) = audit(config, ["db.t"], sample=0)
     assert [(d.kind, d.partition, d.count) for d in drifted.drift] == [(DriftKind.MISSING, {"region": "us"}, 1)]
+
+
+def test_audit_repair_and_replay_refuse_shaped_indexes_by_name() -> None:
+    from icecdc.config import TableConfig
+    from icecdc.lookup import whole_rows_only
+
+    plain = TableConfig(name="db.t", index="t")
+    assert whole_rows_only(plain, "audit") is plain
+    for shaped in ({"columns": ("id",)}, {"where": "id > 1"}, {"pipeline": "p"}, {"indexes": ({"index": "a"},)}):
+        with pytest.raises(OperationError, match=r"table 'db.t': audit compares the index with whole rows"):
+            whole_rows_only(TableConfig.model_validate({"name": "db.t", **shaped}), "audit")

@@ -45,6 +45,27 @@ def test_an_export_larger_than_the_caps_goes_on_where_a_stopped_run_ended(pipeli
     assert pipeline.store().pending_items(NAME) == []
 
 
+@pytest.mark.parametrize("resync", [False, True], ids=["first export", "rewrite after a schema change"])
+def test_a_capped_export_plans_its_files_once(pipeline: Pipeline, resync: bool) -> None:
+    """Every pass plans again; an export whose items are all pending is not listed and put again
+    (on DynamoDB: one conditional write per file of the table, every pass)."""
+    table = orders(pipeline)
+    for i in range(7):
+        table.append(rows(i))  # one file each
+    config = capped(pipeline, max_files=2)
+    if resync:
+        pipeline.sync(config, NAME)
+        with table.update_schema() as change:
+            change.add_column("note", StringType())
+    first = pipeline.one_pass(config, NAME)
+    assert first.partial
+
+    again = plan_table(pipeline.catalog.load_table(NAME), config.table(NAME), pipeline.store(), ("id",))
+    assert again.items == 0
+    pipeline.sync(config, NAME)  # index == table
+    assert pipeline.store().pending_items(NAME) == []
+
+
 def test_a_backlog_is_applied_in_capped_passes_each_ending_in_a_checkpoint(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     table.append(rows(0))

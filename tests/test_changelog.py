@@ -6,8 +6,11 @@ import pyarrow as pa
 import pytest
 
 from icecdc.changelog import ChangeStats, net_write
+from icecdc.config import OpenSearchConfig
+from icecdc.documents import Shape
+from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import ChangeRow, ChangeType, Write
+from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, Write, key_image
 from icecdc.reading.reader import _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
@@ -79,3 +82,29 @@ def test_equal_rows_cancel_pairwise_in_arrow() -> None:
     assert pairs == 3  # (1,a), one of the two (2,b), and (null,null)
     assert sorted(gone.to_pylist(), key=str) == [{"id": 2, "s": "b"}, {"id": 3, "s": "c"}]
     assert sorted(new.to_pylist(), key=str) == [{"id": 3, "s": "C"}, {"id": 4, "s": "d"}]
+
+
+def test_a_routed_key_that_moved_is_indexed_under_its_new_value_before_the_delete_under_the_old() -> None:
+    target = Target("db.t", "t", OpenSearchConfig(url="http://127.0.0.1:1"), None, {}, "external", ("id",), Shape(routing="r"))
+    moved = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", moved, ChangeStats(), [])) == [
+        Write("1", 5, '{"id":1,"r":"eu"}', "eu"),
+        Write("1", 5, None, "us"),
+    ]
+    gone = [ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"us"}'), ChangeRow(6, ChangeType.DELETE, '{"id":1,"r":"us"}')]
+    assert list(target.writes("1", gone, ChangeStats(), [])) == [Write("1", 6, None, "us")]
+    by_key = [ChangeRow(6, ChangeType.DELETE, NO_IMAGE)]  # an equality delete: the routing is unknown
+    # the sink deletes it under each routing value the index holds it under
+    assert list(target.writes("1", by_key, ChangeStats(), [])) == [Write("1", 6, None, routing_lookup=())]
+    by_key_upsert = [*by_key, ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", by_key_upsert, ChangeStats(), [])) == [  # ... but the new one
+        Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
+        Write("1", 6, None, routing_lookup=("eu",)),
+    ]
+    upsert = [ChangeRow(6, ChangeType.DELETE, key_image("us")), ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", upsert, ChangeStats(), [])) == [  # the key held its routing value
+        Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
+        Write("1", 6, None, "us"),
+    ]
+    carried = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"us"}')]
+    assert list(target.writes("1", carried, ChangeStats(), [])) == []

@@ -80,6 +80,31 @@ def base() -> dict:
             lambda c: c["tables"][1].update(index="orders-2024"),  # the form of the generations of 'orders'
             r"tables\[1\] \('db.returns'\) writes index 'orders-2024', a name of the form of the generations of tables\[0\]",
         ),
+        (lambda c: c["tables"][0].update(where="region = "), r"tables\[0\].where 'region = ' is not an Iceberg expression"),
+        (
+            lambda c: c["tables"][0].update(columns=["id"], exclude_columns=["amount"]),
+            r"tables\[0\]: set columns \(the index's columns\) or exclude_columns \(all but these\), not both",
+        ),
+        (lambda c: c["tables"][0].update(columns=[]), r"tables\[0\].columns must be a non-empty list"),
+        (lambda c: c["tables"][0].update(exclude_columns=["a", "a"]), r"tables\[0\].exclude_columns lists a column twice"),
+        (lambda c: c["tables"][0].update(routing=["region"]), r"tables\[0\].routing must be str"),
+        (
+            lambda c: c["tables"][0].update(index=None, columns=["id"], indexes=[{"index": "a"}]),
+            r"tables\[0\]: with indexes, set columns in each entry of indexes, not on the table",
+        ),
+        (lambda c: c["tables"][0].update(indexes=[]), r"tables\[0\].indexes must list at least one index"),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "a"}, {"index": "a", "where": "x = 1"}]),
+            r"tables\[0\].indexes lists index 'a' more than once",
+        ),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "a", "colums": ["x"]}]),
+            r"unknown key tables\[0\].indexes\[0\].colums",
+        ),
+        (
+            lambda c: c["tables"][0].update(indexes=[{"index": "returns"}]),
+            r"tables\[0\] \('db.orders'\) and tables\[1\] \('db.returns'\) both write index 'returns'",
+        ),
         (lambda c: c["catalog"].pop("name"), "catalog.name is required"),
         (lambda c: c["spark"].update(master=3), "spark.master must be str"),
         (
@@ -230,3 +255,13 @@ def test_opensearch_serverless_is_refused_with_the_reason() -> None:
         ConfigError, match=r"opensearch.aws_service 'aoss' \(OpenSearch Serverless\) is not supported: .*GET /.*scroll"
     ):
         parse_config(raw)
+
+
+def test_the_index_shaping_examples_of_the_readme_parse() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Index shaping", 1)[1].split("\n## ", 1)[0]
+    examples = [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
+    assert len(examples) == 3
+    for example in examples:
+        config = parse_config({**base(), **yaml.safe_load(example)})
+        assert all(target.config.index for table in config.tables for target in table.targets())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
+import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, ListType, LongType, NestedField, StringType, StructType
 
-from icecdc.documents import DocumentMapper
+from icecdc.documents import DocumentMapper, Shape
 from tests.support.all_types import ROW, SCHEMA
 from tests.support.pipeline import Pipeline
 
@@ -88,3 +91,32 @@ def test_rewrites_of_nested_columns_take_the_row_path(pipeline: Pipeline) -> Non
     update(table, EqualTo("id", 3), lambda r: {**r, "tags": ["t", "u"]})
     result = pipeline.sync(config, "db.nested")
     assert (result.writes.indexed, result.changes.carryovers) == (1, 4)
+
+
+def test_a_shape_that_does_not_fit_the_schema_names_the_key_and_the_column() -> None:
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "region", StringType()),
+        NestedField(3, "info", StructType(NestedField(4, "name", StringType()), NestedField(5, "note", StringType()))),
+    )
+    for shape, message in (
+        (Shape(columns=("id", "info.nme")), "columns: 'info.nme' is not a column of the current schema"),
+        (Shape(exclude_columns=("regoin",)), "exclude_columns: 'regoin' is not a column"),
+        (Shape(where="regoin = 'eu'"), "where \"regoin = 'eu'\": Could not find field with name regoin"),
+        (Shape(where="region > 3"), "where 'region > 3'"),
+        (Shape(routing="info"), "routing column 'info' has type struct"),
+        (Shape(columns=("id",), routing="region"), "routing column 'region' must be one of the index's columns"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            shape.check(schema)
+    shape = Shape(exclude_columns=("info.note",), where="info.name = 'a'", routing="region")
+    shape.check(schema)
+    assert [f.name for f in shape.project(schema).fields] == ["id", "region", "info"]
+    mapper = DocumentMapper(schema, ("id",), Shape(columns=("info.name",)))
+    row = {"id": 7, "region": "eu", "info": {"name": "a", "note": "b"}}
+    document = mapper.document(row)
+    assert document == {"info": {"name": "a"}}
+    assert mapper.document_id(mapper.key_fields(row, document)) == "7"  # the id of a column the document lacks
+    assert shape.routing_of(row) == "eu" and Shape().routing_of(row) is None
+    assert Shape().fingerprint == ""  # the whole table: what generations made before shapes record
+    assert shape.fingerprint == '{"exclude_columns":["info.note"],"routing":"region","where":"info.name = \'a\'"}'

@@ -6,6 +6,7 @@ ranges of about the budget gives way to another identifier column, or to reading
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -20,6 +21,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     BinaryType,
+    BooleanType,
     DateType,
     DecimalType,
     FixedType,
@@ -151,17 +153,19 @@ KEY_TYPES: dict[str, tuple[PrimitiveType, Callable[[int], Any]]] = {
 }
 
 
-def _rewritten(pipeline: Pipeline, columns: list[NestedField], row: Callable[[int], dict[str, Any]], **table: Any) -> list[Task]:
-    """A table of `columns` and an int `n` (pyiceberg's scans cannot filter every type), four files
-    of ten rows (`row(n)`), synced; then one row of every file updated: the tasks of that rewrite."""
+def _rewritten(
+    pipeline: Pipeline, columns: list[NestedField], row: Callable[[int], dict[str, Any]], files: int = 4, **table: Any
+) -> list[Task]:
+    """A table of `columns` and an int `n` (pyiceberg's scans cannot filter every type), `files`
+    files of ten rows (`row(n)`), synced; then one row of every file updated: the tasks of that rewrite."""
     columns = [*columns, NestedField(90, "n", IntegerType(), required=True), NestedField(91, "v", StringType())]
     schema = Schema(*columns, identifier_field_ids=[f.field_id for f in columns if f.required and f.name != "n"])
     created = pipeline.catalog.create_table(NAME, schema=schema, **table)
     arrow = created.schema().as_arrow()
-    for part in range(4):  # four files of ten rows each, in key order
+    for part in range(files):  # files of ten rows each, in key order
         created.append(pa.Table.from_pylist([{**row(n), "n": n, "v": "new"} for n in range(part * 10, part * 10 + 10)], arrow))
     pipeline.sync(_config(pipeline, 1), NAME)
-    update(created, In("n", [0, 10, 20, 30]), lambda r: {**r, "v": "paid"})
+    update(created, In("n", [part * 10 for part in range(files)]), lambda r: {**r, "v": "paid"})
     return _tasks(pipeline, _config(pipeline, 1), 1)
 
 
@@ -202,6 +206,26 @@ def test_a_first_identifier_of_one_value_per_partition_gives_way_to_the_next(pip
     tasks = _rewritten(pipeline, columns, lambda n: {"tenant": "acme", "id": n}, partition_spec=spec)
     _assert_cut_by(pipeline, tasks, "id")
     _assert_synced(pipeline)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_boolean_identifier_column_cuts_into_ranges_of_booleans(pipeline: Pipeline) -> None:
+    """(tenant, flag, id), one tenant: the ranges cut by the boolean `flag`, whose split must come
+    back as a boolean (found by `make fuzz`: the integer 1 failed every task's bind)."""
+    columns = [
+        NestedField(1, "tenant", StringType(), required=True),
+        NestedField(2, "flag", BooleanType(), required=True),
+        NestedField(3, "id", LongType(), required=True),
+    ]
+    (first, *_) = _rewritten(pipeline, columns, lambda n: {"tenant": "acme", "flag": n % 2 == 0, "id": n}, files=2)
+    assert isinstance(first, RewriteTask)
+    budget = math.ceil(sum(t.data_file.file_size_in_bytes for t in first.removed + first.added) / 2)
+    table = pipeline.catalog.load_table(NAME)
+    tasks = _tasks(pipeline, _config(pipeline, budget), budget)  # two ranges: a boolean can cut no finer
+    assert [t.key_range.upper for t in tasks if isinstance(t, RewriteTask) and t.key_range] == [True, None]
+    assert _rows_per_range(table, tasks) == [10, 10]
+    result = pipeline.sync(_config(pipeline, budget), NAME)
+    assert (result.writes.indexed, result.changes.carryovers) == (2, 18)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

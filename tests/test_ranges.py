@@ -10,7 +10,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import expression_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, PrimitiveType, StringType
+from pyiceberg.types import BooleanType, LongType, NestedField, PrimitiveType, StringType
 
 from icecdc.reading.ranges import RangeKey, key_ranges
 from icecdc.reading.tasks import KeyRange
@@ -121,3 +121,17 @@ def test_of_keys_that_can_cut_the_one_whose_ranges_overlap_fewest_files_is_used(
     assert key_ranges(files, [RangeKey("region", region)], 4) is not None  # region alone could cut them
     ranges = key_ranges(files, [RangeKey("region", region), ID], 4)
     assert ranges is not None and {r.column for r in ranges} == {"id"}
+
+
+def test_a_boolean_identifier_column_cuts_into_ranges_of_booleans() -> None:
+    """Found by `make fuzz`: a composite key (tenant, flag, k) whose tenant could not cut gave way to
+    `flag`, and its split came back as the integer 1, which pyiceberg cannot bind to a boolean
+    column (TypeError in every task, every retry)."""
+    flag = NestedField(1, "flag", BooleanType(), required=False)
+    files = [data_file(flag, False, True, 100) for _ in range(2)]
+    ranges = key_ranges(files, [RangeKey("flag", flag)], 2)
+    assert ranges is not None and len(ranges) == 2
+    table = pa.table({"flag": pa.array([False, True, None, True], pa.bool_())})
+    schema = Schema(flag)
+    kept = [table.filter(expression_to_pyarrow(bind(schema, r.row_filter(), case_sensitive=True))).num_rows for r in ranges]
+    assert kept == [2, 2]  # false and null below `true`, true at or above it: each row in exactly one range

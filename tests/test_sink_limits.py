@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
+from icecdc import sink
 from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import ConfigError, SinkError
 from icecdc.model import Write
@@ -125,13 +126,42 @@ def test_a_writes_bytes_are_counted_as_the_bulk_helper_serializes_it(version_typ
     what opensearch-py's bulk helper sends for it (ids with quotes, escapes, non-ASCII; deletes)."""
     from opensearchpy import JSONSerializer, helpers
 
-    from icecdc.sink import _action_bytes, _bulk_action, _fixed_bytes
+    from icecdc.sink import BulkMode, _action_bytes, _bulk_action
 
     serializer = JSONSerializer()
-    fixed = {op: _fixed_bytes("idx-ü", op, version_type) for op in ("index", "delete")}
     ids = ["1", 'a"b', "back\\slash", "tab\there", "naïve", "日本", '["x",1]', "\x01ctl"]
-    for n, doc_id in enumerate(ids):
-        for write in (Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)):
-            line, source = helpers.expand_action(_bulk_action("idx-ü", write, version_type))
-            sent = len(serializer.dumps(line).encode()) + 1 + (len(serializer.dumps(source).encode()) + 1 if source else 0)
-            assert _action_bytes(write, fixed) == sent, write
+    modes = [BulkMode(version_type), BulkMode(version_type, "pipe-é", (("other", "p2"),))]
+    for mode in modes:
+        fixed: dict[tuple[str, str, str | None], int] = {}
+        for n, doc_id in enumerate(ids):
+            writes = [Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)]
+            writes += [
+                Write(doc_id, n, '{"v":2}', 'rö"u'),
+                Write(doc_id, n, None, "eu"),
+                Write(doc_id, n, '{"v":3}', index="other"),
+            ]
+            for write in writes:
+                line, source = helpers.expand_action(_bulk_action("idx-ü", write, mode))
+                sent = len(serializer.dumps(line).encode()) + 1 + (len(serializer.dumps(source).encode()) + 1 if source else 0)
+                assert _action_bytes(write, "idx-ü", mode, fixed) == sent, (write, mode)
+
+
+def test_deletes_of_unknown_routing_are_looked_up_a_chunk_at_a_time_beyond_a_page(
+    osmem_clone: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = OpenSearch(hosts=[osmem_clone.url])
+    client.indices.create(index=INDEX, body={"settings": {"number_of_shards": 3}})
+    regions = ["us", "eu", "ap", "us", "eu", "ap", "us"]
+    placed = [Write(str(i), 1, f'{{"n":{i}}}', region) for i, region in enumerate(regions)]
+    write_documents(client, OpenSearchConfig(url=osmem_clone.url), INDEX, placed)
+    monkeypatch.setattr(sink, "LOOKUP_PAGE", 2)  # fewer hits a page than ids a lookup: the scroll takes the rest
+    searches: list[list[str]] = []
+    search = client.search
+    monkeypatch.setattr(client, "search", lambda **kw: searches.append(kw["body"]["query"]["ids"]["values"]) or search(**kw))
+    deletes = [Write(str(i), 2, None, routing_lookup=()) for i in range(6)]
+    deletes += [Write("6", 2, None, routing_lookup=("us",)), Write("99", 2, None, routing_lookup=())]
+    stats = write_documents(client, OpenSearchConfig(url=osmem_clone.url, bulk_chunk_size=4), INDEX, deletes)
+    # one lookup a chunk, not one a key; each found more documents than a page: its scroll reads on
+    assert searches == [["0", "1", "2", "3"]] * 2 + [["4", "5", "6", "99"]] * 2
+    assert stats.deleted == 6  # 6 is held under the routing value excepted, 99 nowhere: neither is sent
+    assert ids_in(OpenSearch(hosts=[osmem_clone.url])) == ["6"]

@@ -14,20 +14,22 @@ import pytest
 
 from icecdc.errors import LeaseLost
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem
-from icecdc.state import SqliteStateStore, StateStore
+from icecdc.state import ScopedStore, SqliteStateStore, StateStore
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION
 
 UUID = "9d6f3c5e-0000-4000-8000-000000000001"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.aws)])
+@pytest.fixture(params=["sqlite", "scoped", pytest.param("dynamodb", marks=pytest.mark.aws)])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
     opened: list[StateStore] = []
 
     def make() -> StateStore:
         if request.param == "sqlite":
             opened.append(SqliteStateStore(tmp_path / "state.db"))
+        elif request.param == "scoped":  # one index's view of db.t among several: the same contract
+            opened.append(ScopedStore(SqliteStateStore(tmp_path / "state.db"), "db.t", "db.t#slim"))
         else:
             table, url = request.getfixturevalue("state_table"), request.getfixturevalue("moto_url")
             opened.append(DynamoDbStateStore(table, region=REGION, endpoint_url=url))

@@ -27,13 +27,13 @@ from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
-from icecdc.lookup import TableRows
+from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
 from icecdc.sink import Refusal, write_documents
-from icecdc.state import Lease, StateStore, open_state_store
+from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class _Refused:
 
 def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
     """`repair_table` for a configured table: its catalog, state store and OpenSearch opened from `config`."""
-    table_config = config.table(name)
+    table_config = whole_rows_only(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:
@@ -228,11 +228,13 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
     table_config = config.table(name)
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
+    identifiers = identifier_columns(table, table_config)
     try:
-        with Lease(store, name, config.state.lease_seconds) as lease:
-            if not lease.held:
-                raise OperationError(f"table {name!r}: another run holds its lease; rebuild when it has finished")
-            plan_table(table, table_config, store, identifier_columns(table, table_config), resync=(ResyncKind.RESET, reason))
+        for index_config, key, scoped in index_stores(table_config, store):  # every index the table writes
+            with Lease(scoped, name, config.state.lease_seconds) as lease:
+                if not lease.held:
+                    raise OperationError(f"table {key!r}: another run holds its lease; rebuild when it has finished")
+                plan_table(table, index_config, scoped, identifiers, resync=(ResyncKind.RESET, reason))
     finally:
         store.close()
     (result,) = sync(config, spark, [name])

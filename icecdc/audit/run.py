@@ -16,6 +16,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import OperationError
+from icecdc.lookup import whole_rows_only
 from icecdc.opensearch import check_reachable, open_client
 from icecdc.state import open_state_store
 
@@ -31,7 +32,8 @@ def audit(
 ) -> list[AuditReport]:
     """Audit the named tables (every configured one by default) and keep each report where
     `repair --from-audit` finds it (`findings_location`)."""
-    selected = [config.table(n) for n in table_names] if table_names else list(config.tables)
+    chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
+    selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)

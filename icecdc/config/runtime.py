@@ -7,14 +7,18 @@ written once, on its field.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
+from pyiceberg.expressions.parser import parse
+from pyparsing import ParseException
 
 from icecdc.config.deploy import AwsConfig
 from icecdc.config.loader import AT, Section, Setting, Text, read_yaml, validated
+from icecdc.documents import Shape
 from icecdc.errors import ConfigError
 from icecdc.model import EngineChoice, StateStoreType
 
@@ -158,34 +162,27 @@ class EngineConfig(Section):
 StringMapping = Literal["text", "keyword"]
 
 
-class TableConfig(Section):
-    name: Text  # "<namespace>.<table>" as the catalog knows it
-    index: Text  # default: the name's last part
-    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
-    export: bool = True
-    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
-    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
-    protect_checkpoint: bool = False
-    # The index icecdc creates: the mapping derived from the schema (icecdc.index) with `mappings`
-    # merged over it and these `settings`; or, instead, the index template named `index_template`.
+class IndexConfig(Section):
+    """One index a table writes: its name, its shape (which columns and rows of the table it
+    holds, how its documents are routed), the ingest pipeline its writes go through, and how
+    icecdc creates it: the mapping derived from the shape's columns (icecdc.index) with `mappings`
+    merged over it and these `settings`; or, instead, the index template named `index_template`."""
+
+    index: Text
+    # Projection: these columns only, or every column but these (dotted paths reach into structs).
+    columns: tuple[Text, ...] | None = Field(None, strict=False)
+    exclude_columns: tuple[Text, ...] | None = Field(None, strict=False)
+    where: Text | None = None  # the rows the index holds, in Iceberg's expression syntax
+    routing: Text | None = None  # the column whose value routes each document
+    pipeline: Text | None = None  # the ingest pipeline every index write goes through
     strings: StringMapping = "text"
     mappings: dict[str, Any] | None = None
     settings: dict[str, Any] | None = None
     index_template: Text | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _index_defaults_to_the_table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
-            return {**data, "index": data["name"].split(".")[-1]}
-        return data
-
-    @field_validator("name")
-    @classmethod
-    def _qualified(cls, name: str) -> str:
-        if "." not in name:
-            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
-        return name
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.columns, self.exclude_columns or (), self.where, self.routing)
 
     @field_validator("index")
     @classmethod
@@ -193,6 +190,20 @@ class TableConfig(Section):
         if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
             raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
         return index
+
+    @field_validator("columns", "exclude_columns")
+    @classmethod
+    def _column_list(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return _column_names(columns)
+
+    @field_validator("where")
+    @classmethod
+    def _iceberg_expression(cls, where: str) -> str:
+        try:
+            parse(where)
+        except ParseException as exc:  # whether its columns exist is checked against the schema, when the table is loaded
+            raise ValueError(f"{AT} {where!r} is not an Iceberg expression: {exc}") from None
+        return where
 
     @field_validator("mappings")
     @classmethod
@@ -210,16 +221,93 @@ class TableConfig(Section):
                 f"{AT}: index_template applies the template's mappings and settings; "
                 "choose it or mappings/settings/strings, not both"
             )
+        if self.columns is not None and self.exclude_columns is not None:
+            raise ValueError(f"{AT}: set columns (the index's columns) or exclude_columns (all but these), not both")
         return self
+
+
+class TableConfig(IndexConfig):
+    """A table and the index it writes (the keys of `IndexConfig`), or, under `indexes`, the
+    several indexes it writes, each with its own keys of `IndexConfig` (see `targets`)."""
+
+    name: Text  # "<namespace>.<table>" as the catalog knows it
+    index: Text  # default: the name's last part
+    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
+    export: bool = True
+    # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
+    # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
+    protect_checkpoint: bool = False
+    indexes: tuple[IndexConfig, ...] | None = Field(None, strict=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_defaults_to_the_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
+            return {**data, "index": data["name"].split(".")[-1]}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_keys_in_one_place(cls, data: Any) -> Any:
+        """With `indexes`, every index's keys are in its entry: none on the table."""
+        if isinstance(data, dict) and data.get("indexes") is not None:
+            default = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
+            misplaced = sorted(
+                k for k in IndexConfig.model_fields if data.get(k) not in (None, default if k == "index" else None)
+            )
+            if misplaced:
+                raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
+        return data
+
+    @field_validator("indexes")
+    @classmethod
+    def _some_distinct_indexes(cls, indexes: tuple[IndexConfig, ...] | None) -> tuple[IndexConfig, ...] | None:
+        if indexes is not None and not indexes:
+            raise ValueError(f"{AT} must list at least one index")
+        names = [i.index for i in indexes or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{AT} lists index {twice[0]!r} more than once")
+        return indexes
+
+    def targets(self) -> tuple[IndexTarget, ...]:
+        """Each index the table writes, as a table of that one index, and the key its state is
+        kept under: the table's name in the single-index form, `<table>#<index>` under `indexes`."""
+        if self.indexes is None:
+            return (IndexTarget(self, self.name),)
+        table = {k: v for k, v in self.as_mapping().items() if k not in IndexConfig.model_fields and k != "indexes"}
+        return tuple(
+            IndexTarget(validated(TableConfig, {**table, **index.as_mapping()}), f"{self.name}#{index.index}")
+            for index in self.indexes
+        )
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, name: str) -> str:
+        if "." not in name:
+            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
+        return name
 
     @field_validator("identifier_columns")
     @classmethod
     def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if columns is not None and not columns:
-            raise ValueError(f"{AT} must be a non-empty list of column names, got []")
-        if columns is not None and len(set(columns)) != len(columns):
-            raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
-        return columns
+        return _column_names(columns)
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    """One index of a table: its configuration in the single-index form, and its state's key."""
+
+    config: TableConfig
+    key: str
+
+
+def _column_names(columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if columns is not None and not columns:
+        raise ValueError(f"{AT} must be a non-empty list of column names, got []")
+    if columns is not None and len(set(columns)) != len(columns):
+        raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
+    return columns
 
 
 def _check_fields(properties: dict[str, Any], at: str) -> None:
@@ -293,25 +381,31 @@ class Config(Section):
             raise ValueError(f"tables lists {duplicates[0]!r} more than once")
         # Two tables writing one index would overwrite and delete each other's documents (and a resync
         # of one would wipe the other), so each index belongs to exactly one table.
+        written = [(position, target.config) for position, table in enumerate(self.tables) for target in table.targets()]
         owners: dict[str, int] = {}
-        for position, table in enumerate(self.tables):
+        for position, table in written:
             first = owners.setdefault(table.index, position)
             if first != position:
                 raise ValueError(
                     f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
                     f"both write index {table.index!r}: each table needs its own index"
                 )
-        # An index is an alias over generations `<index>-<n>`: another table's index of that form
-        # would share its name space (icecdc's markers keep them apart, but not a reader's eye).
-        for position, table in enumerate(self.tables):
-            for other, taken in enumerate(self.tables):
+        # An index is an alias over generations `<index>-<n>`: another index of that form would
+        # share its name space (icecdc's markers keep them apart, but not a reader's eye).
+        for position, table in written:
+            for other, taken in written:
                 suffix = taken.index.removeprefix(f"{table.index}-")
-                if other != position and taken.index.startswith(f"{table.index}-") and suffix.isdigit():
+                if taken.index.startswith(f"{table.index}-") and suffix.isdigit():
                     raise ValueError(
                         f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a name of the form of the "
                         f"generations of tables[{position}]'s index {table.index!r} ({table.index}-<n>): rename one"
                     )
         return self
+
+    @property
+    def index_names(self) -> tuple[str, ...]:
+        """Every index the tables write (each of a table's `indexes`), in the order configured."""
+        return tuple(target.config.index for table in self.tables for target in table.targets())
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:

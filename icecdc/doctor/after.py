@@ -18,6 +18,7 @@ from icecdc.doctor.search import check_mapping, check_writes
 from icecdc.doctor.sources import UnsupportedPattern, glue_event, match_pattern
 from icecdc.doctor.stack import GLUE_VERSION, NOT_FOUND, DeployedStack, Logical, error_code, expected, state_table_name
 from icecdc.errors import IcecdcError
+from icecdc.state import index_stores
 from icecdc.status import TableStatus, table_status
 
 # The Lag alarm's threshold (infra.operations): a table this far behind is alarming.
@@ -78,11 +79,10 @@ def check_state_table(ctx: Context) -> Iterator[Check]:
         yield failed("state table", f"{name} does not exist", "deploy the stack again (cdk deploy)")
         return
     store = ctx.state_store
-    checkpoints = sum(store.get_checkpoint(t.name) is not None for t in ctx.config.tables)
-    pending = sum(store.count_pending(t.name) for t in ctx.config.tables)
-    yield passed(
-        "state table", f"{name} {status}: {checkpoints} of {len(ctx.config.tables)} tables checkpointed, {pending} items pending"
-    )
+    keys = [target.key for t in ctx.config.tables for target in t.targets()]  # each index's state (icecdc.state.scoped)
+    checkpoints = sum(store.get_checkpoint(key) is not None for key in keys)
+    pending = sum(store.count_pending(key) for key in keys)
+    yield passed("state table", f"{name} {status}: {checkpoints} of {len(keys)} indexes checkpointed, {pending} items pending")
 
 
 def check_jobs(ctx: Context) -> Iterator[Check]:
@@ -256,11 +256,15 @@ def check_lag(ctx: Context) -> Iterator[Check]:
     for table_config in ctx.config.tables:
         try:
             table = load_table(ctx.catalog, glue_name(table_config.name))
-            status = table_status(table, table_config, ctx.state_store, now)
+            statuses = [
+                (key, table_status(table, index_config, scoped, now))
+                for index_config, key, scoped in index_stores(table_config, ctx.state_store)
+            ]
         except (IcecdcError, ClientError) as exc:  # this table cannot tell; the others can
             yield failed("lag", f"could not tell: {exc}", "see the table and state table checks", subject=table_config.name)
             continue
-        yield _lag(status, ctx.aws.schedule_minutes, table_config.name)
+        for key, status in statuses:
+            yield _lag(status, ctx.aws.schedule_minutes, key)
 
 
 def _lag(status: TableStatus, schedule_minutes: int, name: str) -> Check:

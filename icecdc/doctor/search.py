@@ -112,8 +112,8 @@ def check_writes(ctx: Context) -> Iterator[Check]:
     with SigV4 it is the caller, and `check_mapping` covers the writers' roles."""
     config = search_config(ctx)
     client = open_client(config)
-    for table in ctx.config.tables:
-        yield _scratch_write(client, table.index, config)
+    for index in ctx.config.index_names:
+        yield _scratch_write(client, index, config)
 
 
 def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> Check:
@@ -202,7 +202,7 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
 
 def mapping_checks(ctx: Context, writers: dict[str, str], mappings: dict[str, Any], roles: dict[str, Any]) -> Iterator[Check]:
     """Each writer (`writers`: ARN by what it is) against the security plugin's role mappings and roles."""
-    indexes = [t.index for t in ctx.config.tables]
+    indexes = list(ctx.config.index_names)
     for label, arn in writers.items():
         problems = mapping_problems(mappings, roles, arn, indexes)
         if problems:

@@ -10,12 +10,12 @@ from typing import Any
 from icecdc.config import EngineConfig, SparkConfig
 from icecdc.engines.base import Engine
 from icecdc.engines.in_process import InProcessEngine
-from icecdc.engines.target import Target
+from icecdc.engines.target import Target, Targets
 from icecdc.engines.workers import usable_cores
 from icecdc.errors import SparkRequired
 from icecdc.model import EngineChoice, EngineKind, WorkSize
 
-__all__ = ["Engine", "Engines", "Target"]
+__all__ = ["Engine", "Engines", "Target", "Targets"]
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from icecdc.changelog import ChangeStats
-from icecdc.engines.target import Target
+from icecdc.engines.target import Target, Targets
 from icecdc.model import EngineKind
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import FileTask, Task
@@ -18,8 +18,9 @@ class Engine(Protocol):
     @property
     def kind(self) -> EngineKind: ...
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target) -> tuple[ChangeStats, SinkStats]:
-        """Read the tasks' files, group the changes by document id, write each key's net change."""
+    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
+        """Read the tasks' files, group the changes by document id, write each key's net change
+        (of each index, for `Targets`: one read writes several indexes of the table)."""
         ...
 
     def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:

@@ -7,12 +7,17 @@ that hash alike are the candidates for duplicate identifiers; only their rows ar
 where they are, to compare their real ids (a hash collision is then no duplicate). A real duplicate
 is handled as the shuffle handles it: its documents are dead letters naming the table, the
 snapshot, the files and the identifier columns (or the error that stops the batch), and its key's
-document is deleted from the index, which the export had written.
+document is deleted from the index, which the export had written (under each routing value its rows had).
+
+An export writes one index, as its shape has it: the reader's documents hold the shape's columns
+and only the rows its `where` holds; each is written under its routing value, through the index's
+ingest pipeline (`Target.shape`, `Target.pipeline`), as the writes of changes are.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from array import array
 from collections.abc import Iterable, Iterator
@@ -25,8 +30,8 @@ import pyarrow.compute as pc
 
 from icecdc.changelog import ChangeStats
 from icecdc.engines.target import Target
-from icecdc.errors import DuplicateIdentifier
-from icecdc.model import Write
+from icecdc.errors import DuplicateIdentifier, ProcessingError
+from icecdc.model import Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
 from icecdc.reading.tasks import FileTask
@@ -68,6 +73,8 @@ def export_rows(
 
     `tally` (a Spark accumulator of an `ExportTally`, or an `ExportTally`) counts rows and writes;
     `dead_lettered` (likewise, of an int) the rows that could not become documents."""
+    if reader.shapes != (target.shape,):  # documents of another shape than the index's
+        raise ProcessingError(f"table {target.table!r}: an export into {target.index!r} must read with its shape alone")
     client = open_client(target.opensearch)
     rows = reader.located(tasks, dead_lettered)
     while True:
@@ -79,6 +86,7 @@ def export_rows(
             _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
             target.dead_letters if target.dead_letter else None,
             target.version_type,
+            target.pipeline,
         )
         if not keys:
             return
@@ -92,7 +100,7 @@ def _writes(block: Iterable[Located], keys: array[int], numbers: array[int], pos
         keys.append(key_of(row.doc_id))
         numbers.append(row.task)
         positions.append(row.position)
-        yield Write(row.doc_id, row.sequence_number, row.document)
+        yield Write(row.doc_id, row.sequence_number, row.document, row.routing)
 
 
 def bucket_count(rows: int, cores: int) -> int:
@@ -128,7 +136,8 @@ def candidate_rows(
 
 
 def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]) -> SinkStats:
-    """Delete the document of every `_id` several rows share, then dead-letter their documents (or
+    """Delete the document of every `_id` several rows share (under each routing value of its rows:
+    each was written), then dead-letter their documents (or
     raise, without a dead-letter location); ids of one row (a hash collision) are left as written."""
     found = [
         DuplicateIdentifier(doc_id, rows[0][0], [document for _, document, _ in rows], tuple(sorted({f for *_, f in rows})))
@@ -137,7 +146,11 @@ def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[t
     ]
     if not found:
         return SinkStats()
-    deletes = (Write(d.doc_id, d.sequence_number, None) for d in found)
+    deletes = (
+        Write(d.doc_id, d.sequence_number, None, routing)
+        for d in found
+        for routing in ordered_routings(target.shape.routing_of(json.loads(document)) for document in d.documents)
+    )
     stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
     target.duplicates(found)
     stats.dead_lettered += sum(len(d.documents) for d in found)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from icecdc.changelog import ChangeStats
 from icecdc.engines.export import KEY_SCHEMA, ExportTally, candidate_rows, candidates, export_rows, settle_duplicates
 from icecdc.engines.slices import balanced_slices, numbered_slices
-from icecdc.engines.target import Target, write_keyed_changes
+from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.engines.workers import run_parallel
 from icecdc.model import Change, ChangeRow, EngineKind
 from icecdc.opensearch import open_client
@@ -54,7 +54,7 @@ class InProcessEngine:
     def kind(self) -> EngineKind:
         return EngineKind.IN_PROCESS
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target) -> tuple[ChangeStats, SinkStats]:
+    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         by_key: dict[str, list[ChangeRow]] = {}
         carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the readers dropped
         workers = self._workers(tasks)

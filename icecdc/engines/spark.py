@@ -32,7 +32,7 @@ from icecdc.engines.export import (
     settle_duplicates,
 )
 from icecdc.engines.slices import balanced_slices, numbered_slices
-from icecdc.engines.target import Target, write_keyed_changes
+from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
@@ -60,7 +60,7 @@ class SparkEngine:
     def kind(self) -> EngineKind:
         return EngineKind.SPARK
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target) -> tuple[ChangeStats, SinkStats]:
+    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
         unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
@@ -123,7 +123,7 @@ def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Ite
 
 
 def _write_partition(
-    target: Target, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
+    target: Target | Targets, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
 ) -> Iterator[tuple[ChangeStats, SinkStats]]:
     """Executor side: this partition's keys written; one pair of counters back to the driver."""
     yield write_keyed_changes(target, keyed_changes)

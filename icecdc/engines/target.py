@@ -1,17 +1,21 @@
-"""What both engines run where the changes of a key meet: net write per key, bulk writes, dead
-letters. On Spark this is executor code; in-process it runs in the calling process."""
+"""What both engines run where the changes of a key meet: net write per key (under its routing
+value), bulk writes, dead letters. On Spark this is executor code; in-process it runs in the
+calling process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import ChangeRow
+from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, Write, ordered_routings
 from icecdc.opensearch import open_client
+from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, write_documents
 
 
@@ -26,6 +30,43 @@ class Target:
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
     version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
     identifier_columns: tuple[str, ...]
+    shape: Shape = Shape()  # the index's: its routing column
+    pipeline: str | None = None  # the ingest pipeline of its index writes
+
+    def writes(
+        self, doc_id: str, changes: Iterable[ChangeRow], stats: ChangeStats, duplicates: list[DuplicateIdentifier]
+    ) -> Iterator[Write]:
+        """The key's net write; routed, also a delete under every other routing value its changes had,
+        and, when one of them is a delete by key without its routing value, a delete the sink sends
+        under every other routing value the index holds the key's document under (`Write.routing_lookup`).
+
+        The index under the new routing value comes first: where both values route to one shard,
+        the delete that follows (of the same version) is refused as superseded, where a delete
+        first would leave a tombstone of that version that refuses the index."""
+        if self.shape.routing is None:
+            write = net_write(doc_id, changes, stats, duplicates)
+            if write is not None:
+                yield write
+            return
+        changes = list(changes)
+        write = net_write(doc_id, changes, stats, duplicates)
+        if write is None:
+            return
+        seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
+        written: set[str | None] = set()
+        if write.document is not None:
+            routing = self._routing(write.document)
+            yield replace(write, routing=routing)
+            written = {routing}
+        for old in ordered_routings(seen - written):
+            yield Write(doc_id, write.version, None, old)
+        if any(c.document == NO_IMAGE for c in changes):  # the routing value it was indexed under is unknown
+            yield Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
+
+    def _routing(self, document: str) -> str | None:
+        if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value
+            return document.removeprefix(ROUTED_KEY)
+        return self.shape.routing_of(json.loads(document))
 
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
@@ -48,22 +89,58 @@ class Target:
         )
 
 
+@dataclass(frozen=True)
+class Targets:
+    """Several indexes of one table written from one read: the reader keys each index's changes
+    by its position here (`icecdc.reading.reader.index_key`). Every target shares the table, its
+    OpenSearch, dead letters and version type; each has its own index, shape and pipeline."""
+
+    each: tuple[Target, ...]
+
+    @property
+    def first(self) -> Target:
+        return self.each[0]
+
+
 def write_keyed_changes(
-    target: Target, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
+    target: Target | Targets, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
 ) -> tuple[ChangeStats, SinkStats]:
     """Reduce each key's changes to its net write and bulk the writes; return the counters."""
     change_stats = ChangeStats()
     duplicates: list[DuplicateIdentifier] = []
-    writes = (net_write(doc_id, changes, change_stats, duplicates) for doc_id, changes in keyed_changes)
+    one = target if isinstance(target, Target) else target.first
+    writes: Iterator[Write]
+    if isinstance(target, Target):
+        writes = (w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates))
+        pipelines: tuple[tuple[str, str], ...] = ()
+    else:
+        writes = _each_index(target, keyed_changes, change_stats, duplicates)
+        pipelines = tuple((t.index, t.pipeline) for t in target.each if t.pipeline is not None)
     sink_stats = write_documents(
-        open_client(target.opensearch),
-        target.opensearch,
-        target.index,
-        (w for w in writes if w is not None),
-        target.dead_letters if target.dead_letter else None,
-        target.version_type,
+        open_client(one.opensearch),
+        one.opensearch,
+        one.index,
+        writes,
+        one.dead_letters if one.dead_letter else None,
+        one.version_type,
+        one.pipeline,
+        pipelines,
     )
     if duplicates:
-        target.duplicates(duplicates)
+        one.duplicates(duplicates)
         sink_stats.dead_lettered += sum(len(d.documents) for d in duplicates)
     return change_stats, sink_stats
+
+
+def _each_index(
+    targets: Targets,
+    keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]],
+    stats: ChangeStats,
+    duplicates: list[DuplicateIdentifier],
+) -> Iterator[Write]:
+    """The writes of every index, each naming its index (one bulk request may carry several)."""
+    for key, changes in keyed_changes:
+        position, doc_id = key.split(INDEX_SEPARATOR, 1)
+        target = targets.each[int(position)]
+        for write in target.writes(doc_id, changes, stats, duplicates):
+            yield replace(write, index=target.index)

@@ -6,6 +6,7 @@ from icecdc.index.alias import BUILD_SETTINGS, MARKER, IndexAlias, generation, g
 from icecdc.index.indices import (
     COPIES_WAIT_SECONDS,
     add_missing_fields,
+    check_pipeline,
     check_template,
     create_index,
     index_uuid,
@@ -30,6 +31,7 @@ __all__ = [
     "IndexStateError",
     "Mapping",
     "add_missing_fields",
+    "check_pipeline",
     "check_template",
     "create_index",
     "field_mapping",

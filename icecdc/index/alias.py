@@ -56,9 +56,10 @@ def generation_number(index: str, concrete: str) -> int | None:
     return int(number) if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0") else None
 
 
-def marker(index: str, table_uuid: str) -> Mapping:
-    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`."""
-    return {MARKER: {"index": index, "table_uuid": table_uuid}}
+def marker(index: str, table_uuid: str, shape: str = "") -> Mapping:
+    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`,
+    of the index's `shape` (`Shape.fingerprint`; absent for the whole table)."""
+    return {MARKER: {"index": index, "table_uuid": table_uuid, **({"shape": shape} if shape else {})}}
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,18 @@ class IndexAlias:
         if found != checkpoint.index_uuid:
             return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
         return ""
+
+    def shape_changed(self, spec: IndexSpec) -> str:
+        """Why the generation the alias names holds another shape of the table than `spec` ("" when
+        it holds this one, or is not icecdc's generation: a pre-alias index records none)."""
+        current = self.current()
+        if current is None or current == self.name:
+            return ""
+        meta = self.client.indices.get_mapping(index=current).get(current, {}).get("mappings", {}).get("_meta") or {}
+        recorded = meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
+        if recorded == spec.shape:
+            return ""
+        return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {spec.shape or 'every column and row'})"
 
     def mapping_changed(self, spec: IndexSpec) -> bool:
         """Whether the index the alias names maps a field otherwise than `spec` (checked again by every
@@ -303,7 +316,7 @@ class IndexAlias:
         if spec.template is not None:
             check_template(self.client, spec.template, name)
         body = dict(spec.body() or {})
-        body["mappings"] = {**(body.get("mappings") or {}), "_meta": marker(self.name, spec.table_uuid)}
+        body["mappings"] = {**(body.get("mappings") or {}), "_meta": marker(self.name, spec.table_uuid, spec.shape)}
         self.client.indices.create(index=name, body=body)
         taken = sorted(a for found in self.client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
         if taken:  # a template we did not name (a component, another pattern) gave it aliases

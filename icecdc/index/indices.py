@@ -56,6 +56,15 @@ def check_template(client: OpenSearch, template: str, index: str) -> None:
         )
 
 
+def check_pipeline(client: OpenSearch, pipeline: str, index: str) -> None:
+    """Raise IndexStateError unless the ingest pipeline `pipeline` exists: OpenSearch would refuse
+    every write through it, one bulk item at a time."""
+    try:
+        client.ingest.get_pipeline(id=pipeline)
+    except NotFoundError:
+        raise IndexStateError(f"ingest pipeline {pipeline!r} (for index {index!r}) does not exist; nothing was written") from None
+
+
 # Every generation would get a template's aliases at creation: searches would read two generations
 # during a rebuild, and the alias would name two indices.
 TEMPLATE_ALIASES = (

@@ -39,7 +39,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from icecdc.config import StringMapping, TableConfig
+from icecdc.config import IndexConfig, StringMapping
 
 # Mapping = OpenSearch's JSON: a field's parameters, `properties` of an object, a whole mapping.
 Mapping = dict[str, Any]
@@ -164,6 +164,7 @@ class IndexSpec:
     settings: Mapping = field(default_factory=dict)
     template: str | None = None
     table_uuid: str = ""  # the table whose documents it holds: recorded in each generation's marker
+    shape: str = ""  # what of the table it holds (`Shape.fingerprint`): recorded in the marker too
 
     def body(self) -> Mapping | None:
         """The body of the create-index request."""
@@ -171,12 +172,14 @@ class IndexSpec:
         return body or None
 
 
-def index_spec(schema: Schema, config: TableConfig, table_uuid: str = "") -> IndexSpec:
-    """The table's index as configured: the derived mapping with the table's overrides, and its settings."""
+def index_spec(schema: Schema, config: IndexConfig, table_uuid: str = "") -> IndexSpec:
+    """The table's index as configured: the mapping derived from the columns it holds, with the
+    table's overrides, and its settings."""
+    shape = config.shape.fingerprint
     if config.index_template is not None:
-        return IndexSpec(template=config.index_template, table_uuid=table_uuid)
-    mappings = merge_mappings(mappings_for(schema, config.strings), config.mappings or {})
-    return IndexSpec(mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid)
+        return IndexSpec(template=config.index_template, table_uuid=table_uuid, shape=shape)
+    mappings = merge_mappings(mappings_for(config.shape.project(schema), config.strings), config.mappings or {})
+    return IndexSpec(mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid, shape=shape)
 
 
 def missing(mapped: Mapping, wanted: Mapping, prefix: str = "") -> tuple[Mapping, list[str]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFile
-from pyiceberg.types import BinaryType, DecimalType, FixedType, NestedField, PrimitiveType, StringType, UUIDType
+from pyiceberg.types import BinaryType, BooleanType, DecimalType, FixedType, NestedField, PrimitiveType, StringType, UUIDType
 
 from icecdc.reading.tasks import KeyRange
 
@@ -152,7 +152,8 @@ def _bounds(data_file: DataFile, key: NestedField, key_type: PrimitiveType) -> t
 class _Scale:
     """Where the keys of one type lie on a line of integers that keeps their order, and back.
 
-    Integers, dates, times and timestamps: their stored integer. Decimals: unscaled. Strings,
+    Integers, dates, times and timestamps: their stored integer. Booleans: 0 and 1 (a key turned
+    back is a bool: Iceberg binds no integer to a boolean column). Decimals: unscaled. Strings,
     binary, fixed and uuid: the `_KEY_BYTES` bytes after the prefix every bound shares, as an
     unsigned big-endian integer (the order Iceberg and Arrow compare them in; UTF-8 keeps the order
     of code points). A key turned back from the line is cut to `limit` bytes: bounds truncated
@@ -168,6 +169,8 @@ class _Scale:
     def of(cls, key_type: PrimitiveType, values: list[Any]) -> _Scale:
         if isinstance(key_type, DecimalType):
             return cls(DecimalType, scale=key_type.scale)
+        if isinstance(key_type, BooleanType):
+            return cls(BooleanType)
         if isinstance(key_type, StringType | BinaryType | FixedType | UUIDType):
             raw = [_as_bytes(v) for v in values]
             prefix = bytes(_common_prefix(min(raw), max(raw)))
@@ -181,7 +184,7 @@ class _Scale:
         return cls()
 
     def position(self, value: Any) -> int:
-        if self.kind is None:
+        if self.kind in (None, BooleanType):
             return int(value)
         if self.kind is DecimalType:
             return int(Decimal(value).scaleb(self.scale))
@@ -192,6 +195,8 @@ class _Scale:
         """A key at about `position` (at it, or below where keys are cut)."""
         if self.kind is None:
             return position
+        if self.kind is BooleanType:
+            return position > 0
         if self.kind is DecimalType:
             return Decimal(position).scaleb(-self.scale)
         position = min(max(position, 0), 2 ** (8 * _KEY_BYTES) - 1)

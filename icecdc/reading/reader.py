@@ -1,8 +1,10 @@
 """Executor side of reading: tasks → files → change rows keyed by document id.
 
 Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID, projected onto the
-current schema, identity-partition values come from metadata. Each row becomes a document (see
-`documents.py`).
+current schema, identity-partition values come from metadata. Each row the index's shape holds
+(its `where`) becomes a document of the shape's columns (see `documents.py`): a row that leaves the
+filter is then a DELETE alone, one that enters it an INSERT alone. A reader of several indexes of
+the table reads each file once and keys each index's changes `<position>\x1f<id>` (`index_key`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
+from pyiceberg.expressions.visitors import bind
 from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
+from pyiceberg.io.pyarrow import ArrowScan, expression_to_pyarrow, schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
@@ -27,9 +30,9 @@ from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import DocumentMapper, encode_document
+from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
-from icecdc.model import NO_IMAGE, Change, ChangeRow, ChangeType
+from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
 
 
@@ -41,6 +44,7 @@ class Located(NamedTuple):
     doc_id: str
     sequence_number: int
     document: str
+    routing: str | None  # the document's routing value (the index's shape's `routing`); None: by `_id`
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,18 @@ class TableReader:
     io_properties: dict[str, str]
     identifier_columns: tuple[str, ...]
     dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
+    shapes: tuple[Shape, ...] = (Shape(),)  # the columns and rows of the table each index holds
 
     @classmethod
     def for_table(
-        cls, table: Table, name: str, identifier_columns: tuple[str, ...], dead_letter: str | None = None
+        cls,
+        table: Table,
+        name: str,
+        identifier_columns: tuple[str, ...],
+        dead_letter: str | None = None,
+        shapes: tuple[Shape, ...] = (Shape(),),
     ) -> TableReader:
-        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter)
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter, shapes)
 
     def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id.
@@ -85,13 +95,16 @@ class TableReader:
         self, tasks: Iterable[tuple[int, FileTask]], dead_lettered: Any = None, positions: Container[int] | None = None
     ) -> Iterator[Located]:
         """Every row the numbered tasks' files carry (the rows of `positions` only, when given), with
-        where it is: an export's rows, each written by the task that reads it."""
+        where it is: an export's rows, each written by the task that reads it. An export writes one
+        index: a reader of several indexes refuses."""
+        if len(self.shapes) != 1:
+            raise ProcessingError(f"table {self.table_name!r}: an export reads for one index, not {len(self.shapes)}")
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         with self._reading(unreadable, dead_lettered):
             for number, task in tasks:
-                for position, doc_id, document in self._file_rows(files, task, unreadable, positions):
-                    yield Located(number, position, doc_id, task.sequence_number, document)
+                for position, doc_id, document, routing in self._file_rows(files, task, unreadable, positions):
+                    yield Located(number, position, doc_id, task.sequence_number, document, routing)
 
     @contextmanager
     def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
@@ -108,17 +121,19 @@ class TableReader:
                 dead_lettered.add(len(unreadable))
 
     def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
-        for _, doc_id, document in self._file_rows(files, task, unreadable):
+        for _, doc_id, document, _ in self._file_rows(files, task, unreadable):
             yield doc_id, ChangeRow(task.sequence_number, task.change, document)
 
     def _file_rows(
         self, files: _Files, task: FileTask, unreadable: list[DeadLetter], positions: Container[int] | None = None
-    ) -> Iterator[tuple[int, str, str]]:
-        """(position, document id, document) of the file's rows the task reads."""
+    ) -> Iterator[tuple[int, str, str, str | None]]:
+        """(position, key, document, routing value) of the file's rows the task reads, once for each
+        index that holds the row (its `where`); the key is the document id, or `index_key`'s for
+        several indexes; the routing value is the document's under its index's shape (`Shape.routing_of`)."""
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
-        for position, row in files.rows(task.data_file):
+        for position, row, views in files.held_rows(task.data_file):
             if positions is not None and position not in positions:
                 continue
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
@@ -126,15 +141,16 @@ class TableReader:
             if isinstance(row, BadText):
                 self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
                 continue
-            fields = files.mapper.document(row)
-            document = encode_document(fields)
-            if self.identifier_columns:
-                doc_id = self._document_id(files.mapper, fields, document, task, unreadable)
-            else:
-                # Insert-only tables: the row's place in its file names it (compactions are never read).
-                doc_id = f"{file_key}-{position}"
-            if doc_id is not None:
-                yield position, doc_id, document
+            for view in views:
+                fields = view.mapper.document(row)
+                document = encode_document(fields)
+                if self.identifier_columns:
+                    doc_id = self._document_id(view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable)
+                else:
+                    # Insert-only tables: the row's place in its file names it (compactions are never read).
+                    doc_id = f"{file_key}-{position}"
+                if doc_id is not None:
+                    yield position, view.key(doc_id), document, view.shape.routing_of(fields)
 
     def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
         """The rows a rewrite changed, and how many unchanged pairs it dropped.
@@ -145,22 +161,26 @@ class TableReader:
         """
         removed = files.table([t.data_file for t in task.removed], task.key_range)
         added = files.table([t.data_file for t in task.added], task.key_range)
-        try:
-            removed_rows, added_rows, pairs = _cancel_equal_rows(removed, added)
-        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            if task.key_range is not None:  # only the range's rows, as read: they cancel after the shuffle
-                removed_rows, added_rows, pairs = removed, added, 0
-            else:
-                return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
-        changes = [
-            change
-            for rows, side in ((removed_rows, task.removed), (added_rows, task.added))
-            for change in self._row_changes(files, _python_rows(rows), side, unreadable)
-        ]
+        changes: list[Change] = []
+        pairs = 0
+        for view in files.views:
+            try:
+                removed_rows, added_rows, cancelled = _cancel_equal_rows(files.narrow(view, removed), files.narrow(view, added))
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                if task.key_range is None:  # read again file by file: rows cancel after the shuffle
+                    return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
+                # only the range's rows, as read: they cancel after the shuffle
+                removed_rows, added_rows, cancelled = files.narrow(view, removed), files.narrow(view, added), 0
+            pairs += cancelled
+            changes += [
+                change
+                for rows, side in ((removed_rows, task.removed), (added_rows, task.added))
+                for change in self._row_changes(view, _python_rows(rows), side, unreadable)
+            ]
         return changes, pairs
 
     def _row_changes(
-        self, files: _Files, rows: Iterable[dict[str, Any] | BadText], side: tuple[FileTask, ...], unreadable: list[DeadLetter]
+        self, view: _View, rows: Iterable[dict[str, Any] | BadText], side: tuple[FileTask, ...], unreadable: list[DeadLetter]
     ) -> Iterator[Change]:
         """Changes of rows read from the files of one side of a rewrite (which file each came from is not kept)."""
         task, paths = side[0], " or ".join(sorted(t.data_file.file_path for t in side))
@@ -168,21 +188,23 @@ class TableReader:
             if isinstance(row, BadText):
                 self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable, paths)
                 continue
-            fields = files.mapper.document(row)
+            fields = view.mapper.document(row)
             document = encode_document(fields)
-            doc_id = self._document_id(files.mapper, fields, document, task, unreadable, paths)
+            doc_id = self._document_id(view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable, paths)
             if doc_id is not None:
-                yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+                yield view.key(doc_id), ChangeRow(task.sequence_number, task.change, document)
 
     def _key_deletes(self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
             if isinstance(row, BadText):
                 self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
                 continue
-            fields = files.mapper.document(row)
-            doc_id = self._document_id(files.mapper, fields, encode_document(fields), task, unreadable)
+            fields = files.keys.document(row)
+            doc_id = self._document_id(files.keys, fields, encode_document(fields), task, unreadable)
             if doc_id is not None:
-                yield doc_id, ChangeRow(task.sequence_number, ChangeType.DELETE, NO_IMAGE)
+                for view in files.views:  # a routing column among the key's: the delete knows its routing
+                    image = key_image(view.shape.routing_of(fields))
+                    yield view.key(doc_id), ChangeRow(task.sequence_number, ChangeType.DELETE, image)
 
     def _document_id(
         self,
@@ -217,52 +239,125 @@ class TableReader:
         unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
 
 
+# Between an index's position and a document id in the keys of a reader of several indexes.
+INDEX_SEPARATOR = "\x1f"
+
+
+def index_key(position: int, doc_id: str) -> str:
+    """The key of a change of the index at `position` among several a reader serves."""
+    return f"{position}{INDEX_SEPARATOR}{doc_id}"
+
+
+@dataclass(frozen=True)
+class _View:
+    """One index's view of the rows read: its documents, what of each row it reads, its filter."""
+
+    position: int  # among the reader's indexes; -1 when it serves one, whose keys are the ids alone
+    shape: Shape
+    mapper: DocumentMapper
+    columns: list[str]  # the top-level columns of its read schema: what its rewrite rows are compared on
+    held: pc.Expression | None  # the shape's `where` as an Arrow filter; None: every row
+
+    def key(self, doc_id: str) -> str:
+        return doc_id if self.position < 0 else index_key(self.position, doc_id)
+
+
 @dataclass
 class _Files:
-    """An executor's handle on the table's files: metadata, FileIO and the document mapper."""
+    """An executor's handle on the table's files: metadata, FileIO and each index's view."""
 
     metadata: TableMetadata
     io: FileIO
     schema: Schema
-    mapper: DocumentMapper
-    arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of the current schema
+    views: list[_View]
+    keys: DocumentMapper  # documents of the identifier columns alone: a delete by key's
+    read_schema: (
+        Schema  # what of each row a rewrite reads: one index's documents' and identifier columns; every column for several
+    )
+    arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of `read_schema`
+    where: BooleanExpression  # pushed down to the scans of a rewrite: one index's `where`; AlwaysTrue for several
 
     @classmethod
     def open(cls, reader: TableReader) -> _Files:
         metadata = reader.metadata
-        schema = metadata.schema()
+        schema, ids, shapes = metadata.schema(), reader.identifier_columns, reader.shapes
+        one = len(shapes) == 1
+        read_schema = shapes[0].read_schema(schema, ids) if one else schema
+        views = [
+            _View(
+                -1 if one else position,
+                shape,
+                DocumentMapper(schema, ids, shape),
+                [f.name for f in shape.read_schema(schema, ids).fields],
+                None
+                if shape.where is None
+                else expression_to_pyarrow(bind(schema, shape.row_filter, case_sensitive=True), schema),
+            )
+            for position, shape in enumerate(shapes)
+        ]
         return cls(
             metadata,
             load_file_io(reader.io_properties, metadata.location),
             schema,
-            DocumentMapper(schema, reader.identifier_columns),
-            schema_to_pyarrow(schema, include_field_ids=False),
+            views,
+            DocumentMapper(schema, ids, Shape(ids or None)),
+            read_schema,
+            schema_to_pyarrow(read_schema, include_field_ids=False),
+            shapes[0].row_filter if one else AlwaysTrue(),
         )
 
     def table(self, data_files: list[DataFile], key_range: KeyRange | None) -> pa.Table:
-        """The files' rows in `key_range` (all without one), deletes NOT applied, projected onto the
-        current schema by field ID, in the table's one Arrow schema.
+        """The files' rows in `key_range` (all without one), deletes NOT applied, projected onto
+        `read_schema` by field ID, in the table's one Arrow schema; for one index, only the rows it
+        holds (its `where`, pushed down).
 
         A file comes back in the Arrow types of its writer (Spark's `string`, a polars frame's
         `large_string`; `binary`, `list` likewise) and pyiceberg answers no rows in its own large
         types: tables of two sides or two files are combined only once cast to one schema."""
         pushed = key_range is not None and _pushable(self.schema.find_field(key_range.column).field_type)
         row_filter: BooleanExpression = key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
-        batches = ArrowScan(self.metadata, self.io, self.schema, row_filter).to_record_batches(
+        batches = ArrowScan(self.metadata, self.io, self.read_schema, And(row_filter, self.where)).to_record_batches(
             [FileScanTask(f) for f in data_files]
         )
         if key_range is not None and not pushed:
             batches = (b.filter(_arrow_range(key_range)) for b in batches)
         return pa.Table.from_batches([b.cast(self.arrow_schema) for b in batches], schema=self.arrow_schema)
 
+    def narrow(self, view: _View, rows: pa.Table) -> pa.Table:
+        """A rewrite's rows as one of several indexes compares them: the rows it holds, its columns."""
+        if len(self.views) == 1:
+            return rows  # read so already
+        held = rows if view.held is None else rows.filter(view.held)
+        return held.select(view.columns)
+
     def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
         """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
+        for position, row, _ in self._rows(data_file, schema, held=False):
+            yield position, row
+
+    def held_rows(self, data_file: DataFile) -> Iterator[tuple[int, dict[str, Any] | BadText, list[_View]]]:
+        """(position, row, the views that hold it) of every row of the file some index holds,
+        deletes NOT applied, projected onto the current schema."""
+        for position, row, views in self._rows(data_file, None, held=True):
+            if views:
+                yield position, row, views
+
+    def _rows(
+        self, data_file: DataFile, schema: Schema | None, held: bool
+    ) -> Iterator[tuple[int, dict[str, Any] | BadText, list[_View]]]:
         scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
         position = 0
         for batch in scan.to_record_batches([FileScanTask(data_file)]):
-            for row in _python_rows(batch):
-                yield position, row
+            matching = [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views] if held else []
+            for i, row in enumerate(_python_rows(batch)):
+                yield position, row, [v for v, rows in matching if rows is None or i in rows]
                 position += 1
+
+
+def _matching(batch: pa.RecordBatch, where: pc.Expression) -> set[int]:
+    """The positions in `batch` of the rows `where` is true of (null is false, as in a table scan)."""
+    numbered = pa.Table.from_batches([batch]).append_column("__position", pa.array(range(batch.num_rows), pa.int64()))
+    return set(numbered.filter(where).column("__position").to_pylist())
 
 
 def _pushable(key_type: IcebergType) -> bool:

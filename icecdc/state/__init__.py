@@ -4,7 +4,8 @@ implementations, the factory and the processing lease."""
 
 from icecdc.state.factory import open_state_store
 from icecdc.state.lease import Lease
+from icecdc.state.scoped import ScopedStore, index_stores
 from icecdc.state.sqlite import SqliteStateStore
 from icecdc.state.store import StateStore
 
-__all__ = ["Lease", "SqliteStateStore", "StateStore", "open_state_store"]
+__all__ = ["Lease", "ScopedStore", "SqliteStateStore", "StateStore", "index_stores", "open_state_store"]

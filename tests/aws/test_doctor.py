@@ -395,7 +395,7 @@ def test_after_a_synced_deployment_passes(lake: Lake, unique: str, osmem_clone: 
     assert diagnosis.ok, [c.lines() for c in diagnosis.failures]
     table = f"{lake.database}.orders"
     assert diagnosis.named("stack").detail == f"{stack} CREATE_COMPLETE, {len(physical)} resources"
-    assert diagnosis.named("state table").detail.endswith("ACTIVE: 1 of 1 tables checkpointed, 0 items pending")
+    assert diagnosis.named("state table").detail.endswith("ACTIVE: 1 of 1 indexes checkpointed, 0 items pending")
     assert (
         diagnosis.named("glue job", table).detail
         == f"{job_name(stack, table)}: no run yet (the planner applies small work itself)"

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Match
 
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
-from infra.domain import availability_zones
+from infra.domain import availability_zones, writer_role
 from tests.support.cdk import ADMIN, ROUTED_VPC, VPC, config_dict, synth
 
 PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
@@ -185,3 +185,11 @@ def test_a_vpc_without_nat_gets_the_endpoints_the_stack_needs(tmp_path: Path) ->
 def test_without_create_endpoints_the_vpc_is_left_as_it_is(tmp_path: Path) -> None:
     template, _ = synth(tmp_path, {"vpc": ROUTED_VPC})
     template.resource_count_is("AWS::EC2::VPCEndpoint", 0)
+
+
+def test_the_writer_role_covers_every_index_of_a_table_and_its_pipelines() -> None:
+    indexes = [{"index": "orders-eu", "pipeline": "embed"}, {"index": "orders-us"}]
+    role = writer_role(parse_config(config_dict(tables=[{"name": "db.orders", "indexes": indexes}])))
+    (patterns,) = [p["index_patterns"] for p in role["index_permissions"]]
+    assert patterns == ["orders-eu", "orders-eu-*", "orders-us", "orders-us-*"]
+    assert "cluster:admin/ingest/pipeline/get" in role["cluster_permissions"]

@@ -16,6 +16,12 @@ upstream (a real cluster that answers 429 for an item has not applied it); the a
 upstream's answer with the failed items spliced back in at their positions and `errors: true`,
 which is how OpenSearch reports a partial failure.
 
+osmem has no ingest pipelines either: the proxy stands in for them (`IngestPipelines`). It answers
+`/_ingest/pipeline/<id>` itself, and runs the `set` processors of a bulk index action's pipeline
+on its document before forwarding it without the `pipeline` parameter, counting the documents
+each pipeline processed; an action naming a pipeline it does not know is forwarded as it is, and
+osmem refuses it as OpenSearch would.
+
 Bounded and loopback only: the proxy listens on 127.0.0.1, forwards only to a loopback upstream,
 refuses bodies over MAX_BODY_BYTES, serves at most MAX_CONNECTIONS connections at once, and keeps
 a bounded log of what it saw.
@@ -33,7 +39,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -70,6 +76,7 @@ class BulkItem:
     id: str | None
     version: int | None
     source: dict[str, Any] | None  # the document; None for a delete
+    routing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,55 @@ class Seen:
     items_failed: int = 0  # of those, answered with an injected error
     ids: tuple[str | None, ...] = ()  # the bulk items' ids, in order
     failed_ids: tuple[str | None, ...] = ()  # the ids of the items answered with an injected error
+
+
+@dataclass
+class IngestPipelines:
+    """The ingest pipelines the proxy stands in for, and the ids of the documents each processed."""
+
+    defined: dict[str, dict[str, Any]] = field(default_factory=dict)
+    processed: dict[str, list[str | None]] = field(default_factory=dict)
+
+    def answer(self, method: str, name: str, body: bytes) -> tuple[int, Any]:
+        """`/_ingest/pipeline/<name>`: PUT defines it, GET reads it, DELETE removes it."""
+        if method == "PUT":
+            self.defined[name] = json.loads(body)
+            return 200, {"acknowledged": True}
+        if name not in self.defined:
+            return 404, {} if method == "GET" else _error_body(404)
+        if method == "DELETE":
+            del self.defined[name]
+            return 200, {"acknowledged": True}
+        return 200, {name: self.defined[name]}
+
+    def run(self, body: bytes) -> bytes:
+        """The bulk body with every index action of a known pipeline processed, its `pipeline` removed."""
+        lines = [line for line in body.split(b"\n") if line.strip()]
+        out: list[bytes] = []
+        position = 0
+        while position < len(lines):
+            op, meta = next(iter(json.loads(lines[position]).items()))
+            name = meta.get("pipeline")
+            if op == "delete":
+                out.append(lines[position])
+                position += 1
+                continue
+            document = lines[position + 1]
+            if name in self.defined:
+                meta = {k: v for k, v in meta.items() if k != "pipeline"}
+                document = json.dumps(self._process(name, json.loads(document))).encode()
+                self.processed.setdefault(name, []).append(meta.get("_id"))
+            out += [json.dumps({op: meta}).encode(), document]
+            position += 2
+        return b"".join(line + b"\n" for line in out)
+
+    def _process(self, name: str, document: dict[str, Any]) -> dict[str, Any]:
+        for processor in self.defined[name].get("processors", []):
+            for kind, options in processor.items():
+                if kind != "set":
+                    raise ValueError(f"the test proxy runs only `set` processors, not {kind!r}")
+                document[options["field"]] = options["value"]
+        return document
 
 
 @dataclass
@@ -139,8 +195,10 @@ class FaultProxy:
         self._received: Counter[tuple[str, str]] = Counter()
         self._answered: Counter[tuple[str, str]] = Counter()
         self._log: deque[Seen] = deque(maxlen=LOG_ENTRIES)
+        self._bulk_items: list[BulkItem] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.pipelines = IngestPipelines()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -237,6 +295,11 @@ class FaultProxy:
         """'METHOD /path' → requests received."""
         with self._lock:
             return {f"{m} {p}": n for (m, p), n in self._received.items()}
+
+    def bulk_items(self) -> list[BulkItem]:
+        """Every bulk action received, in order, as sent (before any injected failure)."""
+        with self._lock:
+            return list(self._bulk_items)
 
     def seen(self, path_contains: str | None = None) -> list[Seen]:
         """The log of finished requests (the last LOG_ENTRIES), oldest first."""
@@ -373,10 +436,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(fail.status, _error_body(fail.status))
             return
 
+        if path.startswith("/_ingest/pipeline/"):
+            with proxy._lock:
+                status, pipeline_answer = proxy.pipelines.answer(method, path.removeprefix("/_ingest/pipeline/"), body)
+            proxy._finished(Seen(time.monotonic(), method, path, "answered"))
+            self._send_json(status, pipeline_answer)
+            return
+
         items: list[tuple[BulkItem, list[bytes]]] = []
         failed: dict[int, dict[str, Any]] = {}
         if path.endswith("/_bulk") and method in ("POST", "PUT"):
+            with proxy._lock:
+                body = proxy.pipelines.run(body) if proxy.pipelines.defined else body
             items, failed, body = self._fail_items(item_rules, body)
+            with proxy._lock:
+                proxy._bulk_items.extend(item for item, _ in items)
 
         if drop is not None:
             if drop.forward and not (items and len(failed) == len(items)):
@@ -516,7 +590,17 @@ def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:
         position += len(own)
         version = meta.get("version")
         items.append(
-            (BulkItem(op, meta.get("_index"), meta.get("_id"), int(version) if version is not None else None, source), own)
+            (
+                BulkItem(
+                    op,
+                    meta.get("_index"),
+                    meta.get("_id"),
+                    int(version) if version is not None else None,
+                    source,
+                    meta.get("routing"),
+                ),
+                own,
+            )
         )
     return items
 

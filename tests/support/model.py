@@ -149,6 +149,9 @@ PYICEBERG_COUNTERPART = {
     Writer.EQ_UPSERT: Writer.PY_UPSERT,
     Writer.EQ_DELETE: Writer.PY_DELETE,
 }
+# The Flink-style upsert's Spark counterpart: for tables whose live data files are in older partition
+# specs. (An equality delete there stays: it leaves the row live, which the index must then hold too.)
+EQUALITY_COUNTERPART = {Writer.EQ_UPSERT: Writer.SPARK_MERGE}
 
 
 class Writers(StrEnum):
@@ -419,6 +422,25 @@ def has_equality_deletes(table: Table) -> bool:
     return False
 
 
+def data_in_older_specs(table: Table) -> bool:
+    """Whether live data files of the current snapshot were written under an older partition spec.
+
+    An equality delete applies to a data file only in the same spec and partition, or when the
+    delete is unpartitioned (Iceberg's spec, "Scan Planning"). Flink writes its deletes under the
+    current spec: after a partition change, its upsert of a row in an older file leaves the old row
+    live beside the new one, a table with two rows of one identifier."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return False
+    current = table.spec().spec_id
+    for manifest in snapshot.manifests(table.io):
+        if manifest.content != ManifestContent.DATA or manifest.partition_spec_id == current:
+            continue
+        if manifest.has_added_files() or manifest.has_existing_files():
+            return True
+    return False
+
+
 def current_rows(lake: Lake, table: Table) -> list[dict[str, Any]]:
     """Every row of the current snapshot as pyiceberg types, read by pyiceberg, or by Spark when
     pyiceberg cannot (live equality deletes)."""
@@ -598,7 +620,12 @@ class ModelTable:
     def effective(self, writer: Writer, table: Table) -> Writer:
         """The writer that runs: pyiceberg cannot commit to v3 tables, partition by a transform
         without pyiceberg-core (not installed) nor scan live equality deletes (its Spark counterpart
-        runs); Spark cannot read a time key (its pyiceberg counterpart runs)."""
+        runs); Spark cannot read a time key (its pyiceberg counterpart runs). A Flink-style upsert
+        is not run on tables whose rows sit in older partition specs (`data_in_older_specs`):
+        the table would hold two rows of one identifier, which no index can equal."""
+        if writer in EQUALITY_COUNTERPART and data_in_older_specs(table):
+            writer = EQUALITY_COUNTERPART[writer] if self.spark_data else PYICEBERG_COUNTERPART[writer]
+            return self.effective(writer, table)
         if writer.pyiceberg:
             if (
                 self.pyiceberg_data

@@ -44,7 +44,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, WorkItem
-from icecdc.planning import plan_table
+from icecdc.planning import plan_table, resync_needed
 from icecdc.processing import process_table, sync, sync_table
 from icecdc.state import SqliteStateStore
 from icecdc.status import has_work, table_status
@@ -512,6 +512,16 @@ class PipelineMachine(RuleBasedStateMachine):
             return
         self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}")
 
+    def why_work(self, table: Any, identifiers: tuple[str, ...], store: SqliteStateStore) -> str:
+        """Each of `has_work`'s reasons, for a failure's message."""
+        checkpoint = store.get_checkpoint(TABLE)
+        current = table.current_snapshot()
+        resync = resync_needed(table, TABLE, checkpoint, identifiers) if checkpoint is not None else None
+        return (
+            f"pending {store.count_pending(TABLE)}, unfinished {IndexAlias(self.client, INDEX).unfinished(checkpoint)!r}, "
+            f"checkpoint {checkpoint}, current snapshot {current.snapshot_id if current else None}, resync {resync}"
+        )
+
     def check(self, config: Config, when: str) -> None:
         """Index == table but dead letters; nothing left to do; one generation behind the alias."""
         table_config = config.table(TABLE)
@@ -540,7 +550,9 @@ class PipelineMachine(RuleBasedStateMachine):
             unnamed = (missing | different) - {letter["doc_id"] for letter in letters}
             assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
 
-            assert not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)), f"{when}: has_work is true"
+            assert not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)), (
+                f"{when}: has_work is true: {self.why_work(table, identifiers, store)}"
+            )
             status = table_status(table, table_config, store, time.time(), index=IndexAlias(self.client, INDEX))
             current = table.current_snapshot()
             assert status.pending_items == 0, f"{when}: {status.pending_items} items pending"

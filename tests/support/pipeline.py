@@ -85,10 +85,13 @@ class Pipeline:
         return process_table(engines, table, config.table(name), store, config.opensearch, ("id",), limits=config.batch)
 
     def assert_index_equals_table(self, config: Config, name: str) -> None:
-        table_config = config.table(name)
+        """Every index the table writes equals the table as its shape holds it (columns, rows, routing)."""
         table = self.catalog.load_table(name)
-        diff = diff_index(table, identifier_columns(table, table_config), self.client, table_config.index)
-        assert not diff, diff.summary()
+        for target in config.table(name).targets():
+            index = target.config
+            identifiers = identifier_columns(table, index)
+            diff = diff_index(table, identifiers, self.client, index.index, index.shape, index.pipeline is not None)
+            assert not diff, f"{index.index}: {diff.summary()}"
 
     def documents(self, index: str) -> dict[str, str]:
         return index_documents(self.client, index)

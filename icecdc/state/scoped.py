@@ -1,0 +1,65 @@
+"""One index's state among several of one table: a `StateStore` view that keeps the checkpoint,
+work items, export claim and lease of the table under the index's own key, so that each index of
+a table (`tables[].indexes`) follows the table on its own (its own export, generations, checkpoint)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from icecdc.config import TableConfig
+from icecdc.model import Checkpoint, WorkItem
+from icecdc.state.store import Completion, StateStore
+
+
+def index_stores(config: TableConfig, store: StateStore) -> list[tuple[TableConfig, str, StateStore]]:
+    """Each index the table writes (`TableConfig.targets`): its configuration as a table of one
+    index, its state's key, and `store` as that index sees it (the store itself in the single-index form)."""
+    return [
+        (t.config, t.key, store if t.key == config.name else ScopedStore(store, config.name, t.key)) for t in config.targets()
+    ]
+
+
+class ScopedStore(StateStore):
+    """`store` as one index of `table` sees it: calls about `table` go to the key `key`; the items
+    it answers name `table`, as the items the planner writes do (the store holds them under `key`)."""
+
+    def __init__(self, store: StateStore, table: str, key: str) -> None:
+        self._store, self._table, self._key = store, table, key
+
+    def _scoped(self, table: str) -> str:
+        return self._key if table == self._table else table
+
+    def _in(self, item: WorkItem) -> WorkItem:
+        return replace(item, table=self._key) if item.table == self._table else item
+
+    def _out(self, item: WorkItem) -> WorkItem:
+        return replace(item, table=self._table) if item.table == self._key else item
+
+    def get_checkpoint(self, table: str) -> Checkpoint | None:
+        return self._store.get_checkpoint(self._scoped(table))
+
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        return self._store.claim_export(self._scoped(table), base, replacing)
+
+    def put_item(self, item: WorkItem) -> bool:
+        return self._store.put_item(self._in(item))
+
+    def pending_items(self, table: str) -> list[WorkItem]:
+        return [self._out(i) for i in self._store.pending_items(self._scoped(table))]
+
+    def count_pending(self, table: str) -> int:
+        return self._store.count_pending(self._scoped(table))
+
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
+        self._store.mark_applied(self._scoped(table), [self._in(i) for i in items], index_uuid, fence)
+
+    def _complete(self, table: str, completion: Completion) -> None:
+        items = tuple(self._in(i) for i in completion.items)
+        self._store.complete(self._scoped(table), completion.checkpoint, items, completion.replace, completion.fence)
+
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        return self._store.acquire_lease(self._scoped(table), owner, seconds)
+
+    def release_lease(self, table: str, owner: str) -> None:
+        self._store.release_lease(self._scoped(table), owner)
