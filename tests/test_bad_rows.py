@@ -110,3 +110,18 @@ def test_an_exported_key_of_two_files_is_not_left_in_the_index_and_its_letters_n
     )
     pipeline.sync(with_dead_letters, NAME)  # the index equals the table again
     assert pipeline.documents("u")["2"] == '{"id":2,"v":"fixed"}'
+
+
+def test_an_exported_key_of_two_files_routed_by_a_column_is_deleted_under_its_routing(pipeline: Pipeline) -> None:
+    """The same, into an index routed by `v`: each row was written under its own routing value, so
+    the key's document is deleted under each; the rows' documents are dead letters."""
+    bad_table(pipeline, "(2, 'first')")
+    run_sql(pipeline.spark, pipeline.workdir, f"INSERT INTO lake.{NAME} VALUES (2, 'second'), (1, 'a')")
+    raw = pipeline.config_dict(
+        [{"name": NAME, "identifier_columns": ["id"], "routing": "v", "settings": {"number_of_shards": 3}}]
+    )
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    (result,) = sync(parse_config(raw), pipeline.spark, [NAME])
+    assert sorted(pipeline.documents("u")) == ["1"]
+    assert result.writes.dead_lettered == 2
+    assert pipeline.client.get(index="u", id="1", routing="a")["_routing"] == "a"
