@@ -71,6 +71,24 @@ bench-crossover: $(BENCH_STAMP) java
 bench-audit: $(BENCH_STAMP) java
 	$(BIN)/python -m bench.audit_cost --rows 1000000 --runs 3
 
+# Exports on the bench sink against the peer's load and the machine's ceiling (10^6 and 2*10^6 rows),
+# whole commands, the in-process engine on 1 and 2 cores; at full, a 10^7-row export and a 1% update
+# spread over every file. Part of `make bench`; alone here. Results: docs/bench/ (`export`).
+.PHONY: bench-export bench-probe
+bench-export: $(BENCH_STAMP) java iceberg-jars
+	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench --only export
+
+# A 10^7-row export and an update of 1% of its rows in every file, on Spark in processes of their own
+# (part of `export` at BENCH_SCALE=full). Results: docs/bench/ (`export_10m`).
+.PHONY: bench-export-10m
+bench-export-10m: $(BENCH_STAMP) java iceberg-jars
+	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench --only export_10m
+
+# The memory probe alone (part of `make bench`): a rewrite of every file at 10^6 and 4*10^6 rows, on
+# each layout (files sorted by the key, spanning the whole key range, a first key of a few values).
+bench-probe: $(BENCH_STAMP) java iceberg-jars
+	BENCH_SCALE=$(or $(BENCH_SCALE),default) $(BIN)/python -m bench --only probe
+
 # The 2,000,000-row export on 2 cores (local[2]) into the bench sink, in processes of its own:
 # wall time, rows/s, peak RSS per process, then index == table. Results: docs/bench/ (`export_2m`).
 bench-export-2m: $(BENCH_STAMP) java iceberg-jars

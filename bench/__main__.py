@@ -4,6 +4,7 @@ into docs/bench/results-<scale>.json, then the report.
     python -m bench [--scale smoke|default|full]   sizes: bench/scales.py (BENCH_SCALE sets the default)
     python -m bench --only compare probe           some measurements; the others of that scale are kept
     python -m bench --only export_2m               the 2,000,000-row export (`make bench-export-2m`; not in a plain run)
+    python -m bench --only export_10m              a 10^7-row export and a 1 % update of it (in `export` at full scale)
     python -m bench --report-only                  redraw the report from the JSON already in docs/bench
 """
 
@@ -20,6 +21,7 @@ from osmem_server import OsmemServer
 from bench import report
 from bench.batching import batching
 from bench.export_2m import export_2m
+from bench.export_speed import export_10m, export_speed
 from bench.harness import sparklog
 from bench.harness.environment import RESULTS, fresh_workdir, machine, spark_settings, start_spark
 from bench.harness.sampling import MemorySampler
@@ -41,9 +43,10 @@ MEASUREMENTS = {
     "batching": batching,
     "throughput": throughput,
     "probe": memory_probe,
+    "export": export_speed,
     "projection": projection_cost,
 }
-ON_REQUEST = {"export_2m": export_2m}  # long: its own make target
+ON_REQUEST = {"export_2m": export_2m, "export_10m": export_10m}  # long: their own make targets
 
 
 def main() -> None:

@@ -32,6 +32,14 @@ PROBE_VARIANTS: dict[str, tuple[bool, dict[str, int]]] = {
 }
 
 
+# Layouts of the same table beside `sorted` (bench.harness.tables.create_table), synced with the
+# defaults: (its identifier columns, the table's layout).
+PROBE_LAYOUTS: dict[str, tuple[list[str], str]] = {
+    "spread": (["id"], "spread"),  # every file spans the whole key range
+    "few_first": (["region", "id"], "few_first"),  # the first identifier column has 8 values
+}
+
+
 def memory_probe(bench: Bench) -> dict[str, Any]:
     """Each size of `scale.probe_rows`, each variant of PROBE_VARIANTS; the index must hold exactly the changed rows."""
     scale = bench.scale
@@ -75,8 +83,13 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
                     == _documents(table, parsed, changed),
                 }
                 bench.drop_index(f"probe-{rows}-{variant}", sink=True)
+        for layout, (identifiers, laid) in PROBE_LAYOUTS.items():
+            point[layout] = _layout(bench, rows, layout, identifiers, laid)
         points.append(point)
-        print(f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in PROBE_VARIANTS), flush=True)
+        print(
+            f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in (*PROBE_VARIANTS, *PROBE_LAYOUTS)),
+            flush=True,
+        )
     small, large = points[0], points[-1]
     return {
         "sizes": points,
@@ -87,8 +100,44 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
                 / small[variant]["memory_mib"]["largest_process"],
                 "ratio_seconds": large[variant]["seconds"] / small[variant]["seconds"],
             }
-            for variant in PROBE_VARIANTS
+            for variant in (*PROBE_VARIANTS, *PROBE_LAYOUTS)
         },
+        "ratio_every_process": {
+            variant: {
+                part: large[variant]["memory_mib"][part] / small[variant]["memory_mib"][part]
+                for part in ("driver_python", "jvm", "python_worker_largest")
+                if small[variant]["memory_mib"][part]
+            }
+            for variant in (*PROBE_VARIANTS, *PROBE_LAYOUTS)
+        },
+    }
+
+
+def _layout(bench: Bench, rows: int, layout: str, identifiers: list[str], laid: str) -> dict[str, Any]:
+    """One layout of the table, one row in every file updated, synced with icecdc's defaults in its own processes."""
+    name, label = f"db.probe_{rows}_{layout}", f"probe-{rows}-{layout}"
+    create_table(bench.spark, name, rows, bench.scale.probe_rows_per_file, partitioned=False, layout=laid)
+    config = config_dict(bench.workdir, bench.sink_url, name, label, state=label, export=False, **on_spark())
+    config["tables"][0]["identifier_columns"] = identifiers
+    parsed = parse_config(config)
+    bench.sync(parsed)  # the checkpoint: the current snapshot
+    files_before = data_files(bench.table(name))
+    changed = update_every_file(bench.spark, name)
+    table = bench.table(name)
+    tasks = file_tasks(*bench.plan(parsed), tuple(identifiers), rewrite_budget=parsed.batch.max_rewrite_bytes)
+    result = isolated.run_sync(config, name, label)
+    documents = index_documents(bench.sink_client, label)
+    bench.drop_index(label, sink=True)
+    return {
+        **result,
+        "layout": laid,
+        "identifier_columns": identifiers,
+        "data_files_before": files_before,
+        "data_files_after": data_files(table),
+        "rows_changed": len(changed),
+        "max_rewrite_bytes": parsed.batch.max_rewrite_bytes,
+        "planned": _planned(tasks),
+        "index_equals_changed_rows": documents == _documents(table, parsed, changed),
     }
 
 

@@ -163,6 +163,8 @@ PROBE_LABELS = {
     "default": "icecdc's default budget",
     "cut": "budget 256 KiB (below both rewrites)",
     "no_bounds": "budget 256 KiB, no bounds of the key in the manifests",
+    "spread": "default budget, every file spanning the whole key range",
+    "few_first": "default budget, identifier (region, id), region of 8 values in every file",
 }
 
 
@@ -323,11 +325,15 @@ def _goal_rows(run: dict[str, Any]) -> list[str]:
     p = run.get("probe")
     if p:
         rows += _probe_rows(p)
+    x = run.get("export")
+    if x:
+        rows += _export_rows(x)
+    rows += _spread_rows(run.get("export_10m"))
     pr = run.get("projection")
     if pr:
         ex, inc = pr["samples"]["excluded"][-1], pr["samples"]["included"][-1]
         rows.append(
-            f"| 9. UPDATE of every row, {pr['rows']:,} rows: a column the index does not hold vs one it holds | "
+            f"| 10. UPDATE of every row, {pr['rows']:,} rows: a column the index does not hold vs one it holds | "
             f"{pr['excluded_seconds_median']:.2f} s, {ex['indexed']:,} written | {pr['included_seconds_median']:.2f} s, "
             f"{inc['indexed']:,} written | **{pr['ratio_excluded_to_included']:.2f}** | — |"
         )
@@ -360,6 +366,57 @@ def _throughput_rows(t: dict[str, Any]) -> list[str]:
         f"**{update['ratio_icecdc_to_peer_rows_per_second']:.2f}** | index == table {_met(ok)} |"
     )
     return [export_row, update_row]
+
+
+def _export_rows(x: dict[str, Any]) -> list[str]:
+    """9: exports against the peer's load and the ceiling; whole commands; the in-process engine on 1 and 2 cores."""
+    goals, rows = x["goals"], []
+    for size in x["sizes"]:
+        ice, peer, ceiling = size["icecdc"], size["peer"], size["ceiling"]
+        ratio, ok = size["ratio_icecdc_to_peer"], size["check"]["icecdc_index_equals_table"] and size["check"]["same_ids"]
+        rows.append(
+            f"| 9a. export, {size['rows']:,} rows, {size['data_files']} files, bench sink, Spark | "
+            f"{ice['rows_per_second_per_core']:,.0f} rows/s/core ({ice['seconds']:.1f} s; {size['icecdc_of_ceiling']:.2f} of the ceiling) | "
+            f"Spark read + bulk: {peer['rows_per_second_per_core']:,.0f} ({peer['seconds']:.1f} s; {size['peer_of_ceiling']:.2f}); "
+            f"ceiling (Parquet decode + JSON, 1 core, no network) {ceiling['rows_per_second']:,.0f} | "
+            f"**{ratio:.2f}** | ≥ {goals['per_core']} {_met(ratio >= goals['per_core'])}; index == table {_met(ok)} |"
+        )
+    w = x["whole"]
+    rows.append(
+        f"| 9b. whole `icecdc sync` of the {w['rows']:,}-row export vs the peer's whole job (`--load`), start to exit | "
+        f"{w['icecdc']['seconds']:.1f} s, largest process {w['icecdc']['largest_process_mib']:,} MiB | "
+        f"{w['peer']['seconds']:.1f} s, largest process {w['peer']['largest_process_mib']:,} MiB | **{w['ratio']:.2f}** | "
+        f"≤ {goals['whole']} {_met(w['ratio'] <= goals['whole'])} |"
+    )
+    i = x["in_process"]
+    one, two = i["one_core"], i["two_cores"]
+    rows.append(
+        f"| 9c. in-process `icecdc sync` of the {i['rows']:,}-row export, 2 cores vs 1 (`taskset`) | "
+        f"{two['seconds']:.1f} s, {_workers(two['memory_mib'])} | "
+        f"1 core: {one['seconds']:.1f} s, largest process {one['memory_mib']['largest_process']:,} MiB | "
+        f"**{i['speedup']:.2f}×** faster | ≥ {goals['in_process']} {_met(i['speedup'] >= goals['in_process'])} |"
+    )
+    return rows + _spread_rows(x.get("spread_update"))
+
+
+def _spread_rows(spread: dict[str, Any] | None) -> list[str]:
+    """9d: the largest export and its 1 % update, own processes."""
+    rows: list[str] = []
+    if spread:
+        for phase in ("export", "update"):
+            r, m = spread[phase], spread[phase]["memory_mib"]
+            rows.append(
+                f"| 9d. {spread['rows']:,} rows, {spread['data_files']} files, Spark, own processes: "
+                f"{'export' if phase == 'export' else '1 % of the rows updated in every file'} | {r['seconds']:.1f} s; peak RSS: "
+                f"jvm {m['jvm']:,.0f}, largest Python worker {m['python_worker_largest']:,.0f}, driver {m['driver_python']:,.0f} MiB | — | — | — |"
+            )
+    return rows
+
+
+def _workers(memory: dict[str, Any]) -> str:
+    """An in-process sync's workers as measured: their largest, or none (a pass too small for them)."""
+    largest = memory["python_worker_largest"]
+    return f"largest worker process {largest:,} MiB" if largest else "no worker processes (a pass too small for them)"
 
 
 def _probe_rows(p: dict[str, Any]) -> list[str]:

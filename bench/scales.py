@@ -27,6 +27,8 @@ class Scale:
     throughput_rows_per_file: int
     probe_rows: tuple[int, int]  # memory_probe's two sizes, in files of one size
     probe_rows_per_file: int
+    export_rows: tuple[int, ...]  # export_speed's tables: two side by side with the peer; a third (full) exported alone
+    export_rows_per_file: int
 
 
 SCALES = {
@@ -48,6 +50,8 @@ SCALES = {
         throughput_rows_per_file=5_000,
         probe_rows=(50_000, 200_000),
         probe_rows_per_file=5_000,
+        export_rows=(50_000, 100_000),
+        export_rows_per_file=5_000,
     ),
     "default": Scale(
         name="default",
@@ -67,6 +71,8 @@ SCALES = {
         throughput_rows_per_file=100_000,
         probe_rows=(1_000_000, 4_000_000),
         probe_rows_per_file=100_000,
+        export_rows=(1_000_000, 2_000_000),
+        export_rows_per_file=100_000,
     ),
     "full": Scale(
         name="full",
@@ -86,6 +92,8 @@ SCALES = {
         throughput_rows_per_file=100_000,
         probe_rows=(1_000_000, 4_000_000),
         probe_rows_per_file=100_000,
+        export_rows=(1_000_000, 2_000_000, 10_000_000),
+        export_rows_per_file=100_000,
     ),
 }
 

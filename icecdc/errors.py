@@ -38,14 +38,18 @@ class FilesGone(ProcessingError):
 class DuplicateIdentifier(ProcessingError):
     """Two live rows of one snapshot share an identifier: the index can hold only one document."""
 
-    def __init__(self, doc_id: str, sequence_number: int, documents: list[str]) -> None:
-        super().__init__(f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number {sequence_number}")
+    def __init__(self, doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...] = ()) -> None:
+        where = f" (in {' and '.join(files)})" if files else ""
+        super().__init__(
+            f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number {sequence_number}{where}"
+        )
         self.doc_id = doc_id
         self.sequence_number = sequence_number
         self.documents = documents
+        self.files = files  # the data files the rows are in, where the reader knows them
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields, as Spark ships errors
-        return (type(self), (self.doc_id, self.sequence_number, self.documents))
+        return (type(self), (self.doc_id, self.sequence_number, self.documents, self.files))
 
 
 class SparkRequired(ProcessingError):

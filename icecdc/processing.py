@@ -46,9 +46,9 @@ from icecdc.model import (
 from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import current_view, plan_table
 from icecdc.protection import keep_unapplied
-from icecdc.reading.driver import file_tasks
+from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import Task, files_read_by
+from icecdc.reading.tasks import PassTasks, files_read_by
 from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
@@ -352,14 +352,14 @@ class _Pass:
         applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
         return [i for i in self.batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
 
-    def tasks(self, unread: list[WorkItem]) -> list[Task]:
+    def tasks(self, unread: list[WorkItem]) -> PassTasks:
         run = self.run
         with _manifests_of(self.name):
-            return file_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+            return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
 
-    def engine(self, tasks: list[Task]) -> Engine:
+    def engine(self, tasks: PassTasks) -> Engine:
         # every read counts: each key range of a rewrite reads all of the rewrite's files again
-        return self.run.engines.for_pass(self.name, WorkSize.of([f for task in tasks for f in files_read_by(task)]))
+        return self.run.engines.for_pass(self.name, WorkSize.of([f for task in tasks.all for f in files_read_by(task)]))
 
     def prepare_destination(self, found: _Destination) -> _Destination:
         """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
@@ -393,17 +393,22 @@ class _Pass:
             run.config.pipeline,
         )
 
-    def apply(self, engine: Engine, tasks: list[Task], destination: _Destination, result: BatchResult) -> None:
-        """Read the tasks' files and write each key's net change into the destination."""
+    def apply(self, engine: Engine, tasks: PassTasks, destination: _Destination, result: BatchResult) -> None:
+        """Write an export's rows, then read the changes' files and write each key's net change,
+        into the destination (versions order the two, whichever lands first)."""
         run = self.run
         result.engine = engine.kind
         result.snapshots = len({i.snapshot_id for i in self.batch})
-        result.files = len(tasks)
+        result.files = len(tasks.all)
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
-        if tasks:
-            reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
-            result.changes, result.writes = engine.apply(reader, tasks, self.target(destination))
+        reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
+        target = self.target(destination)
+        done = [engine.export(reader, tasks.export, target)] if tasks.export else []
+        done += [engine.apply(reader, tasks.changes, target)] if tasks.changes else []
+        for changes, writes in done:
+            result.changes.add(changes)
+            result.writes.add(writes)
         run.reached(PassPoint.WRITTEN)
 
     def check_fences(self, destination: _Destination) -> None:
@@ -601,13 +606,20 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
     engine = steps[0].engine(tasks)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
     snapshots = len({i.snapshot_id for i in steps[0].batch})
-    results = [BatchResult(run.name, snapshots, len(tasks), engine=engine.kind) for run in runs]
-    log.info("%s: applying %d snapshots, %d files to %d indexes in one read", runs[0].name, snapshots, len(tasks), len(runs))
-    if tasks:
+    files = len(tasks.all)
+    results = [BatchResult(run.name, snapshots, files, engine=engine.kind) for run in runs]
+    log.info("%s: applying %d snapshots, %d files to %d indexes in one read", runs[0].name, snapshots, files, len(runs))
+    each = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
+    for run, target, result in zip(runs, each, results, strict=True):
+        if tasks.export:  # not expected (indexes with an export pending are not in step): each its own export
+            reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, (run.config.shape,))
+            result.changes, result.writes = engine.export(reader, tasks.export, target)
+    if tasks.changes:
         run = runs[0]
         reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs))
-        targets = Targets(tuple(step.target(d) for step, d in zip(steps, destinations, strict=True)))
-        results[0].changes, results[0].writes = engine.apply(reader, tasks, targets)  # the table's totals, once
+        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))  # the table's totals, once
+        results[0].changes.add(changes)
+        results[0].writes.add(writes)
     for run in runs:
         run.reached(PassPoint.WRITTEN)
     for step, destination, result in zip(steps, destinations, results, strict=True):

@@ -21,14 +21,18 @@ from constructs import Construct
 
 from icecdc.aws import PASS_RESERVE_SECONDS, glue_name
 from icecdc.config import Config
+from icecdc.engines.workers import lambda_vcpus
 from icecdc.model import EngineChoice
 from infra.bundling import Bundles
 from infra.domain import Search
 from infra.jobs import Jobs
 from infra.network import Network
 from infra.operations import Operations
-from infra.planner import IN_PROCESS_ROWS_PER_SECOND, Planner
+from infra.planner import IN_PROCESS_ROWS_PER_SECOND, PLANNER_MEMORY_MB, Planner
 from infra.state import State
+
+# The planner's whole vCPUs at its memory: its in-process engine's worker processes (icecdc.engines.workers).
+LAMBDA_CORES = lambda_vcpus(PLANNER_MEMORY_MB)
 
 
 class IcecdcStack(Stack):
@@ -91,11 +95,13 @@ def check_planner_applies(config: Config) -> None:
             "export, a backlog) within its 5-minute timeout; use engine.use: auto (the limits decide) or set "
             "aws.planner_applies: false"
         )
-    seconds = engine.in_process_max_rows / IN_PROCESS_ROWS_PER_SECOND
+    # the planner's worker processes: its memory's whole vCPUs (one at PLANNER_MEMORY_MB), as at run time
+    rate = IN_PROCESS_ROWS_PER_SECOND * min(engine.in_process_workers or LAMBDA_CORES, LAMBDA_CORES)
+    seconds = engine.in_process_max_rows / rate
     if engine.use == EngineChoice.AUTO and seconds > PASS_RESERVE_SECONDS:
         raise SystemExit(
             f"engine.in_process_max_rows {engine.in_process_max_rows:,}: such a pass may take {seconds:.0f} s in the "
-            f"planner Lambda (at {IN_PROCESS_ROWS_PER_SECOND:,} rows/s), more than the {PASS_RESERVE_SECONDS:.0f} s it "
-            f"keeps for a pass; lower it to {int(PASS_RESERVE_SECONDS * IN_PROCESS_ROWS_PER_SECOND):,} or less, or set "
+            f"planner Lambda (at {rate:,} rows/s), more than the {PASS_RESERVE_SECONDS:.0f} s it "
+            f"keeps for a pass; lower it to {int(PASS_RESERVE_SECONDS * rate):,} or less, or set "
             "aws.planner_applies: false"
         )

@@ -78,3 +78,50 @@ def test_two_live_rows_with_one_identifier_are_dead_letters_naming_table_snapsho
     letters = DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)
     assert sorted(letter["document"] for letter in letters) == ['{"id":2,"v":"first"}', '{"id":2,"v":"second"}']
     assert all(letter["doc_id"] == "2" and letter["snapshot_id"] == snapshot.snapshot_id for letter in letters)
+
+
+def test_an_exported_key_of_two_files_is_not_left_in_the_index_and_its_letters_name_both_files(pipeline: Pipeline) -> None:
+    """An export writes each row where it reads it: the key two files share was written, and is
+    deleted again once the compact keys show it twice. A later commit that changes the key writes it
+    (the delete's version does not stand in its way)."""
+    bad_table(pipeline, "(2, 'first')")  # one row: one file
+    run_sql(
+        pipeline.spark,
+        pipeline.workdir,
+        f"INSERT INTO lake.{NAME} VALUES (2, 'second')",
+        f"INSERT INTO lake.{NAME} VALUES (1, 'a'), (3, 'c')",
+    )
+    _, with_dead_letters = configs(pipeline)
+    files = sorted(task.file.file_path for task in pipeline.catalog.load_table(NAME).scan(row_filter="id == 2").plan_files())
+    assert len(files) == 2
+
+    (result,) = sync(with_dead_letters, pipeline.spark, [NAME])
+    assert sorted(pipeline.documents("u")) == ["1", "3"]
+    assert result.writes.dead_lettered == 2
+    letters = DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)
+    assert sorted(letter["document"] for letter in letters) == ['{"id":2,"v":"first"}', '{"id":2,"v":"second"}']
+    assert all(f"in {files[0]} and {files[1]}" in letter["reason"] for letter in letters)
+
+    run_sql(
+        pipeline.spark,
+        pipeline.workdir,
+        f"DELETE FROM lake.{NAME} WHERE v = 'second'",
+        f"UPDATE lake.{NAME} SET v = 'fixed' WHERE id = 2",
+    )
+    pipeline.sync(with_dead_letters, NAME)  # the index equals the table again
+    assert pipeline.documents("u")["2"] == '{"id":2,"v":"fixed"}'
+
+
+def test_an_exported_key_of_two_files_routed_by_a_column_is_deleted_under_its_routing(pipeline: Pipeline) -> None:
+    """The same, into an index routed by `v`: each row was written under its own routing value, so
+    the key's document is deleted under each; the rows' documents are dead letters."""
+    bad_table(pipeline, "(2, 'first')")
+    run_sql(pipeline.spark, pipeline.workdir, f"INSERT INTO lake.{NAME} VALUES (2, 'second'), (1, 'a')")
+    raw = pipeline.config_dict(
+        [{"name": NAME, "identifier_columns": ["id"], "routing": "v", "settings": {"number_of_shards": 3}}]
+    )
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    (result,) = sync(parse_config(raw), pipeline.spark, [NAME])
+    assert sorted(pipeline.documents("u")) == ["1"]
+    assert result.writes.dead_lettered == 2
+    assert pipeline.client.get(index="u", id="1", routing="a")["_routing"] == "a"

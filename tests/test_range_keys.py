@@ -210,14 +210,16 @@ def test_a_first_identifier_of_one_value_per_partition_gives_way_to_the_next(pip
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_boolean_identifier_column_cuts_into_ranges_of_booleans(pipeline: Pipeline) -> None:
-    """(tenant, flag, id), one tenant: the ranges cut by the boolean `flag`, whose split must come
-    back as a boolean (found by `make fuzz`: the integer 1 failed every task's bind)."""
+    """(tenant, flag, id), one tenant, `flag` false in the first file and true in the second (so its
+    ranges overlap no more files than `id`'s, and the earlier key is kept): the ranges cut by the
+    boolean `flag`, whose split must come back as a boolean (found by `make fuzz`: the integer 1
+    failed every task's bind)."""
     columns = [
         NestedField(1, "tenant", StringType(), required=True),
         NestedField(2, "flag", BooleanType(), required=True),
         NestedField(3, "id", LongType(), required=True),
     ]
-    (first, *_) = _rewritten(pipeline, columns, lambda n: {"tenant": "acme", "flag": n % 2 == 0, "id": n}, files=2)
+    (first, *_) = _rewritten(pipeline, columns, lambda n: {"tenant": "acme", "flag": n >= 10, "id": n}, files=2)
     assert isinstance(first, RewriteTask)
     budget = math.ceil(sum(t.data_file.file_size_in_bytes for t in first.removed + first.added) / 2)
     table = pipeline.catalog.load_table(NAME)

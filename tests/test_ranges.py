@@ -109,6 +109,20 @@ def _two_keys(tenant: NestedField, name: str, lower: int, upper: int) -> DataFil
     return one
 
 
+def test_of_keys_that_can_cut_the_one_whose_ranges_overlap_fewest_files_is_used() -> None:
+    """A first identifier column of a few values in every file (`region` of (region, id)) could cut
+    the rewrite too, but each range would decode every file; `id`, sorted into the files, is used."""
+    region = NestedField(2, "region", StringType(), required=False)
+    files = []
+    for i in range(8):
+        one = _two_keys(region, "r0", i * 1000, i * 1000 + 999)
+        one.upper_bounds[region.field_id] = to_bytes(StringType(), "r7")  # all 8 regions in every file
+        files.append(one)
+    assert key_ranges(files, [RangeKey("region", region)], 4) is not None  # region alone could cut them
+    ranges = key_ranges(files, [RangeKey("region", region), ID], 4)
+    assert ranges is not None and {r.column for r in ranges} == {"id"}
+
+
 def test_a_boolean_identifier_column_cuts_into_ranges_of_booleans() -> None:
     """Found by `make fuzz`: a composite key (tenant, flag, k) whose tenant could not cut gave way to
     `flag`, and its split came back as the integer 1, which pyiceberg cannot bind to a boolean

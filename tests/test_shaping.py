@@ -194,7 +194,8 @@ def test_a_table_split_into_indexes_by_region(pipeline: Pipeline, spark_sql: Spa
     spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET amount = 0 WHERE id = 6")  # a column wide-us does not hold
     with caplog.at_level(logging.INFO, logger="icecdc.processing"):
         result = synced(pipeline, cfg)
-    assert "applying 3 snapshots, 2 files to 2 indexes in one read" in caplog.text  # the changed files, read once
+    # the changed files, read once; commit by commit (the run rewrites files it added: not collapsed)
+    assert "applying 3 snapshots, 5 files to 2 indexes in one read" in caplog.text
     # wide-us: 0-2 deleted, 5 indexed; wide-eu: 0-2 and 15 indexed, then 15 deleted under its old routing
     # value (osmem keeps one document per id, and refuses that delete as superseded)
     assert (result.writes.indexed, result.writes.deleted + result.writes.superseded) == (5, 4)
@@ -313,3 +314,38 @@ def test_an_equality_delete_upsert_moving_rows_to_another_routing_value(
     for item in fault_proxy.bulk_items()[before:]:
         moves.setdefault(item.id, []).append((item.op, item.routing))
     assert moves == {i: [("index", "ap"), ("delete", region)] for i, region in old.items()}
+
+
+def test_an_export_writes_the_projected_filtered_routed_table_where_it_reads(
+    pipeline: Pipeline, spark_sql: SparkSql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first sync is an export, written where its rows are read (`Engine.export`, no shuffle of
+    documents): into the index go the shape's columns of the rows its `where` holds, each under its
+    routing value (`Pipeline.sync` asserts index == table as shaped, routing included)."""
+    from icecdc.engines.in_process import InProcessEngine
+    from icecdc.engines.spark import SparkEngine
+
+    exported: list[tuple[str, int]] = []
+    for engine_class in (InProcessEngine, SparkEngine):
+        export = engine_class.export
+
+        def spy(self: Any, reader: Any, tasks: Any, target: Any, export: Any = export) -> Any:
+            exported.append((target.index, len(tasks)))
+            return export(self, reader, tasks, target)
+
+        monkeypatch.setattr(engine_class, "export", spy)
+    two_regions(spark_sql)
+    insert(spark_sql, range(20, 30), region="ap")
+    cfg = config(
+        pipeline,
+        columns=["id", "region", "info.name"],
+        where="id >= 5 and region != 'ap'",
+        routing="region",
+        settings={"number_of_shards": 3},
+    )
+    result = synced(pipeline, cfg)
+    assert exported and {index for index, _ in exported} == {"wide"}
+    assert (result.writes.indexed, result.writes.deleted) == (15, 0)  # ids 5-19: 5-9 in us, 10-19 in eu
+    got = pipeline.client.get(index="wide", id="7", routing="us")
+    assert (got["_routing"], got["_source"]) == ("us", {"id": 7, "region": "us", "info": {"name": "n7"}})
+    assert set(pipeline.documents("wide")) == {str(i) for i in range(5, 20)}

@@ -120,6 +120,32 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
     assert all("99" not in seen.ids for seen in fault_proxy.seen("_bulk"))
 
 
+@pytest.mark.parametrize("version_type", ["external", "external_gte"])
+def test_a_writes_bytes_are_counted_as_the_bulk_helper_serializes_it(version_type: str) -> None:
+    """`_chunks` counts a write's bytes without serializing its action line: the count must equal
+    what opensearch-py's bulk helper sends for it (ids with quotes, escapes, non-ASCII; deletes)."""
+    from opensearchpy import JSONSerializer, helpers
+
+    from icecdc.sink import BulkMode, _action_bytes, _bulk_action
+
+    serializer = JSONSerializer()
+    ids = ["1", 'a"b', "back\\slash", "tab\there", "naïve", "日本", '["x",1]', "\x01ctl"]
+    modes = [BulkMode(version_type), BulkMode(version_type, "pipe-é", (("other", "p2"),))]
+    for mode in modes:
+        fixed: dict[tuple[str, str, str | None], int] = {}
+        for n, doc_id in enumerate(ids):
+            writes = [Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)]
+            writes += [
+                Write(doc_id, n, '{"v":2}', 'rö"u'),
+                Write(doc_id, n, None, "eu"),
+                Write(doc_id, n, '{"v":3}', index="other"),
+            ]
+            for write in writes:
+                line, source = helpers.expand_action(_bulk_action("idx-ü", write, mode))
+                sent = len(serializer.dumps(line).encode()) + 1 + (len(serializer.dumps(source).encode()) + 1 if source else 0)
+                assert _action_bytes(write, "idx-ü", mode, fixed) == sent, (write, mode)
+
+
 def test_deletes_of_unknown_routing_are_looked_up_a_chunk_at_a_time_beyond_a_page(
     osmem_clone: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyiceberg.manifest import DataFile, DataFileContent
 
-from icecdc.engines.spark import BYTES_PER_SLICE, balanced_slices
+from icecdc.engines.slices import BYTES_PER_SLICE, balanced_slices
 from icecdc.model import ChangeType
 from icecdc.reading.tasks import FileTask, files_read_by
 

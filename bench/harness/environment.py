@@ -22,7 +22,7 @@ from bench.harness import sparklog
 from icecdc.config import Config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
-WORK = REPO / ".build" / "bench"
+WORK = Path(os.environ.get("BENCH_WORK") or REPO / ".build" / "bench")  # BENCH_WORK: elsewhere, e.g. beside another run
 RESULTS = REPO / "docs" / "bench"
 CATALOG = "lake"  # pyiceberg's SqlCatalog name and Spark's catalog name must match (see tests/support/spark_sql.py)
 CORES = 2  # the reference machine; both tools get the same local[2]

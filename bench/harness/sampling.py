@@ -27,7 +27,7 @@ class MemoryPeaks:
     driver_python: float = 0.0  # this process: planning, the driver side of icecdc
     jvm: float = 0.0  # Spark's JVM: driver and executor in one (local mode)
     jvm_heap: float = 0.0  # that JVM's heap in use at its peak within the phase (garbage included)
-    python_workers: float = 0.0  # PySpark's executor-side Python processes (daemon + workers), summed
+    python_workers: float = 0.0  # executor-side Python processes (PySpark daemon + workers; in-process workers), summed
     python_worker_largest: float = 0.0  # the largest of them
     largest_process: float = 0.0  # the largest single process of the sampled tree, the server excluded
     opensearch: float = 0.0  # the osmem server
@@ -67,12 +67,16 @@ class MemorySampler:
             return {}
         sample = {"driver_python": root, "jvm": 0.0, "python_workers": 0.0, "opensearch": 0.0, "bench_sink": 0.0}
         largest = {"python_worker_largest": 0.0, "largest_process": root}
+        try:
+            root_name = self._me.name()  # the in-process engine's workers are forks of the root: its name
+        except psutil.Error:
+            root_name = "python"
         for child in children:
             try:
                 rss, name = child.memory_info().rss, child.name()
             except psutil.Error:  # a worker that exited between listing and reading
                 continue
-            kind = "jvm" if name == "java" else "python_workers" if "python" in name else None
+            kind = "jvm" if name == "java" else "python_workers" if "python" in name or name == root_name else None
             part = self._servers.get(child.pid, kind)
             if part:
                 sample[part] += rss

@@ -17,9 +17,21 @@ STATUSES = ("new", "paid", "shipped", "returned")
 BASE_TS = 1_760_000_000  # seconds; timestamps are BASE_TS + id, then bumped by updates
 
 
-def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partitioned: bool = True, key_bounds: bool = True) -> None:
+def create_table(
+    spark: Any,
+    name: str,
+    rows: int,
+    rows_per_file: int,
+    partitioned: bool = True,
+    key_bounds: bool = True,
+    layout: str = "sorted",
+) -> None:
     """A copy-on-write table of `rows` rows in about rows / rows_per_file files, partitioned by
-    `region` or not; without `key_bounds`, the manifests keep no bounds of `id` (no column metrics)."""
+    `region` or not; without `key_bounds`, the manifests keep no bounds of `id` (no column metrics).
+    `layout`: `sorted`, each file a block of contiguous ids (one region per block); `spread`, rows
+    dealt to files round-robin, so every file spans the whole range of ids (as a hash-distributed
+    write, or many MERGEs, leave a table); `few_first`, ids sorted as `sorted` but `region` taking
+    its 8 values in every file (a first identifier column of a handful of values, `(region, id)`)."""
     spark.sql(f"DROP TABLE IF EXISTS {CATALOG}.{name}")
     partitioning = "PARTITIONED BY (region)" if partitioned else ""
     metrics = "" if key_bounds else ", 'write.metadata.metrics.column.id' = 'none'"
@@ -39,16 +51,18 @@ def create_table(spark: Any, name: str, rows: int, rows_per_file: int, partition
     files = max(1, rows // rows_per_file)
     # One region per block of rows_per_file ids, and a range partitioning on id: each write task
     # gets about one block, so each file holds one block.
+    region = f"id % {REGIONS}" if layout == "few_first" else f"floor(id / {rows_per_file}) % {REGIONS}"
     data = spark.range(rows).selectExpr(
         "id",
-        f"concat('r', cast(floor(id / {rows_per_file}) % {REGIONS} as string)) AS region",
+        f"concat('r', cast({region} as string)) AS region",
         "concat('customer-', cast(id % 9973 as string)) AS customer",
         "cast((id % 100000) / 100.0 as decimal(12, 2)) AS amount",
         "cast(id % 50 as int) AS qty",
         f"element_at(array{STATUSES}, cast(id % {len(STATUSES)} as int) + 1) AS status",
         f"timestamp_seconds({BASE_TS} + id) AS updated_at",
     )
-    data.repartitionByRange(files, "id").sortWithinPartitions("id").writeTo(f"{CATALOG}.{name}").append()
+    laid = data.repartition(files) if layout == "spread" else data.repartitionByRange(files, "id").sortWithinPartitions("id")
+    laid.writeTo(f"{CATALOG}.{name}").append()
 
 
 def update_every_file(spark: Any, name: str, bump: int = 1) -> list[int]:

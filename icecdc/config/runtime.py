@@ -140,8 +140,9 @@ class BatchConfig(Section):
 class EngineConfig(Section):
     """Where each pass runs. `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the
     pass reads at most all three limits, else Spark; `spark` or `in_process` force one engine. A
-    pass never mixes them. In-process, one core reads and a pass's changed rows are held in memory
-    (about 0.7 KiB a row): the limits bound its time and memory, well within the planner Lambda's."""
+    pass never mixes them. In-process, a pass of many rows is read by worker processes, one per
+    usable core (`in_process_workers`), and its changed rows are held in memory (about 0.7 KiB a
+    row): the limits bound its time and memory, well within the planner Lambda's."""
 
     use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
     # What a pass reads (data and delete files, their rows, their bytes as stored) up to which `auto`
@@ -151,6 +152,10 @@ class EngineConfig(Section):
     in_process_max_rows: int = Field(default=500_000, gt=0)
     in_process_max_bytes: int = Field(default=64 * 2**20, gt=0)
     in_process_max_files: int = Field(default=200, gt=0)
+    # Processes that read a large in-process pass at once, each holding its part's rows being
+    # converted. None: one per core this process may use; in AWS Lambda, its memory's whole vCPUs
+    # (one per 1,769 MB: one at the planner's 2,048 MB).
+    in_process_workers: int | None = Field(default=None, gt=0)
 
 
 # How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).

@@ -11,6 +11,7 @@ from icecdc.config import EngineConfig, SparkConfig
 from icecdc.engines.base import Engine
 from icecdc.engines.in_process import InProcessEngine
 from icecdc.engines.target import Target, Targets
+from icecdc.engines.workers import usable_cores
 from icecdc.errors import SparkRequired
 from icecdc.model import EngineChoice, EngineKind, WorkSize
 
@@ -50,7 +51,8 @@ class Engines:
         kind = self.kind_for(size)
         log.info("%s: this pass reads %d files, %d rows, %d bytes: %s engine", table, size.files, size.rows, size.bytes, kind)
         if kind == EngineKind.IN_PROCESS:
-            return InProcessEngine()
+            cores = usable_cores()  # more processes than cores would only hold more memory
+            return InProcessEngine(min(self.config.in_process_workers or cores, cores))
         return self._spark_engine(table)
 
     def _spark_engine(self, table: str) -> Engine:

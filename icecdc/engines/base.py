@@ -1,6 +1,6 @@
 """What an engine does for a pass: read the tasks' files into keyed changes, bring every key's
-changes together (the one shuffle), write each key's net change; and, after a resync's export,
-delete what the table no longer has."""
+changes together (the one shuffle), write each key's net change; write an export's rows where
+they are read; and, after a resync's export, delete what the table no longer has."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.engines.target import Target, Targets
 from icecdc.model import EngineKind
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import Task
+from icecdc.reading.tasks import FileTask, Task
 from icecdc.sink import SinkStats
 
 
@@ -21,6 +21,11 @@ class Engine(Protocol):
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         """Read the tasks' files, group the changes by document id, write each key's net change
         (of each index, for `Targets`: one read writes several indexes of the table)."""
+        ...
+
+    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
+        """Write the export tasks' rows where they are read, with no shuffle of documents; settle
+        duplicate identifiers after (`icecdc.engines.export`)."""
         ...
 
     def delete_older(self, target: Target, version: int) -> int:

@@ -1,19 +1,39 @@
-"""The in-process engine: a small pass read, grouped and written in the calling process, with no
-JVM (the CLI's small syncs; the planner Lambda). The same reader, changelog and sink as on Spark;
-a dict by document id stands for the shuffle, so a pass's changed rows are held in memory (the
-engine configuration's limits keep such passes small)."""
+"""The in-process engine: a pass read, grouped and written by the calling process and its workers,
+with no JVM (the CLI's small syncs; the planner Lambda). The same reader, changelog and sink as on
+Spark. The tasks are read in parallel, one worker process per usable core (`engines.workers`); a
+dict by document id stands for the shuffle, so a pass's changed rows are held in memory (the
+engine configuration's limits keep such passes small). An export's workers write the rows they
+read and hand back only compact keys (`engines.export`)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
+from icecdc.engines.export import KEY_SCHEMA, ExportTally, candidate_rows, candidates, export_rows, settle_duplicates
+from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
-from icecdc.model import ChangeRow, EngineKind
+from icecdc.engines.workers import run_parallel
+from icecdc.model import Change, ChangeRow, EngineKind
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import Task
+from icecdc.reading.tasks import FileTask, Task, files_read_by
 from icecdc.sink import SinkStats, delete_older
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+# Rows a pass reads below which it stays in this one process: on a small pass, starting workers
+# and pickling their answers back costs about what they save.
+PARALLEL_MIN_ROWS = 100_000
 
 
 @dataclass
@@ -28,19 +48,74 @@ class Tally:
 
 @dataclass(frozen=True)
 class InProcessEngine:
+    workers: int = 1  # processes that read at once (`EngineConfig.in_process_workers`)
+
     @property
     def kind(self) -> EngineKind:
         return EngineKind.IN_PROCESS
 
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
-        carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the reader dropped
         by_key: dict[str, list[ChangeRow]] = {}
-        for doc_id, change in reader.read(tasks, carried, unreadable):
-            by_key.setdefault(doc_id, []).append(change)
+        carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the readers dropped
+        workers = self._workers(tasks)
+        parts: list[tuple[Iterable[Change], int, int]]
+        if workers == 1:  # streamed: no list of the changes beside the dict
+            parts = [(reader.read(tasks, carried, unreadable), 0, 0)]
+        else:
+            parts = _run(partial(_read_part, reader), balanced_slices(tasks, workers), workers)
+        for changes, pairs, bad in parts:
+            for doc_id, change in changes:
+                by_key.setdefault(doc_id, []).append(change)
+            carried.add(pairs)
+            unreadable.add(bad)
         change_stats, sink_stats = write_keyed_changes(target, by_key.items())
         change_stats.add(ChangeStats(rows=2 * carried.value, carryovers=carried.value))
         sink_stats.dead_lettered += unreadable.value
         return change_stats, sink_stats
 
+    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
+        tally, batches, workers = ExportTally(), [], self._workers(tasks)
+        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(tasks, workers), workers):
+            batches.append(keys)
+            tally.add(part_tally)
+        if reader.identifier_columns:
+            positions: dict[int, list[int]] = {}
+            found = candidates(pa.concat_tables(batches))
+            for number, position in zip(found["task"].to_pylist(), found["position"].to_pylist(), strict=True):
+                positions.setdefault(number, []).append(position)
+            rows_by_id: dict[str, list[tuple[int, str, str]]] = {}
+            for doc_id, row in candidate_rows(reader, [(n, tasks[n], p) for n, p in positions.items()]):
+                rows_by_id.setdefault(doc_id, []).append(row)
+            tally.writes.add(settle_duplicates(target, rows_by_id.items()))
+        return tally.changes, tally.writes
+
     def delete_older(self, target: Target, version: int) -> int:
         return delete_older(open_client(target.opensearch), target.opensearch, target.index, version, 0, 1)
+
+    def _workers(self, tasks: Sequence[Task]) -> int:
+        """Processes for a pass of these tasks: one below PARALLEL_MIN_ROWS rows read, or a single task."""
+        rows = sum(f.record_count for task in tasks for f in files_read_by(task))
+        return self.workers if rows >= PARALLEL_MIN_ROWS and len(tasks) > 1 else 1
+
+
+def _run(function: Callable[[P], R], parts: Sequence[P], workers: int) -> list[R]:
+    """`function` of each part, in `workers` processes (in this one when one)."""
+    results = run_parallel(function, parts, workers)
+    if workers > 1:
+        peaks = ", ".join(f"{peak / 2**20:.0f}" for _, peak in results)
+        log.info("%d parts in %d worker processes; their peak RSS, MiB: %s", len(parts), workers, peaks)
+    return [result for result, _ in results]
+
+
+def _read_part(reader: TableReader, tasks: list[Task]) -> tuple[Iterable[Change], int, int]:
+    """A worker's part of a pass: its tasks' changes, the carryover pairs and unreadable rows it dropped."""
+    carried, unreadable = Tally(), Tally()
+    return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable.value
+
+
+def _export_part(reader: TableReader, target: Target, tasks: list[tuple[int, FileTask]]) -> tuple[pa.Table, ExportTally]:
+    """A worker's part of an export: its rows written; their compact keys and what it did."""
+    tally, unreadable = ExportTally(), Tally()
+    keys = pa.Table.from_batches(list(export_rows(reader, target, tasks, tally, unreadable)), KEY_SCHEMA)
+    tally.writes.dead_lettered += unreadable.value
+    return keys, tally

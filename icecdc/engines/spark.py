@@ -4,7 +4,6 @@ the task list and counters only. Exports, backlogs and wide rewrites run here.""
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
@@ -13,20 +12,32 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from py4j.protocol import Py4JJavaError
+from pyspark.accumulators import AccumulatorParam
+from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 
 from icecdc import errors
 from icecdc.changelog import ChangeStats
 from icecdc.config import SparkConfig
+from icecdc.engines.export import (
+    KEY_SCHEMA,
+    ExportTally,
+    bucket_count,
+    by_bucket,
+    candidate_rows,
+    candidates,
+    export_rows,
+    settle_duplicates,
+)
+from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import Task, files_read_by
+from icecdc.reading.tasks import FileTask, Task
 from icecdc.sink import SinkStats, delete_older
-
-BYTES_PER_SLICE = 32 * 2**20  # compressed Parquet; a slice's rows stream through, so this bounds time, not memory
 
 
 def spark_session(config: SparkConfig) -> SparkSession:
@@ -58,7 +69,7 @@ class SparkEngine:
         by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
         try:
             per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
-        except Py4JJavaError as exc:
+        except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         change_stats, sink_stats = (
             ChangeStats(rows=2 * carried.value, carryovers=carried.value),
@@ -69,6 +80,33 @@ class SparkEngine:
             sink_stats.add(writes_done)
         return change_stats, sink_stats
 
+    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
+        """Executors write the documents of the rows they read; only compact keys are shuffled, in
+        Arrow batches by bucket, to find duplicate identifiers (`engines.export`); the candidates'
+        rows are read again where they are, grouped by `_id` (a second, small shuffle) and settled there."""
+        context = self.spark.sparkContext
+        cores = max(context.defaultParallelism, 1)
+        tally = context.accumulator(ExportTally(), _TallyParam())
+        unreadable = context.accumulator(0)
+        slices = numbered_slices(tasks, cores)
+        buckets = bucket_count(sum(t.data_file.record_count for t in tasks), cores)
+        keyed = context.parallelize(slices, len(slices)).mapPartitions(
+            partial(_export_slices, reader, target, tally, unreadable, buckets)
+        )
+        try:
+            if reader.identifier_columns:
+                settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
+            else:  # ids from the rows' places: none can repeat
+                keyed.foreach(_nothing)
+                settled = []
+        except (Py4JJavaError, PythonException) as exc:
+            raise _executor_error(exc) from exc
+        writes = tally.value.writes
+        writes.dead_lettered += unreadable.value
+        for stats in settled:
+            writes.add(stats)
+        return tally.value.changes, writes
+
     def delete_older(self, target: Target, version: int) -> int:
         """Scan the index in slices on the executors, deleting what is older than `version`."""
         slices = max(self.spark.sparkContext.defaultParallelism, 1)
@@ -78,26 +116,6 @@ class SparkEngine:
             .sum()
         )
         return int(deleted)
-
-
-def balanced_slices(tasks: list[Task], cores: int) -> list[list[Task]]:
-    """The tasks in Spark partitions of about equal bytes to read: one per core for a small batch,
-    up to four per core as the bytes grow (so a slow slice can be balanced by the others).
-
-    Spark's own `parallelize` splits by count, and one rewrite of a large file can outweigh a
-    hundred small ones; every Spark task also costs a fixed ~50 ms in PySpark, more than a small
-    slice takes to read. Largest first into the lightest slice (LPT): within 4/3 of the best split.
-    """
-    sizes = {id(task): max(sum(f.file_size_in_bytes for f in files_read_by(task)), 1) for task in tasks}
-    wanted = math.ceil(sum(sizes.values()) / BYTES_PER_SLICE)
-    count = min(len(tasks), max(cores, min(4 * cores, wanted)))
-    slices: list[list[Task]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for task in sorted(tasks, key=lambda t: sizes[id(t)], reverse=True):
-        lightest = loads.index(min(loads))
-        slices[lightest].append(task)
-        loads[lightest] += sizes[id(task)]
-    return slices
 
 
 def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
@@ -111,10 +129,74 @@ def _write_partition(
     yield write_keyed_changes(target, keyed_changes)
 
 
-def _executor_error(exc: Py4JJavaError) -> Exception:
+class _TallyParam(AccumulatorParam[ExportTally]):
+    """Adds export tasks' tallies up on the driver."""
+
+    def zero(self, value: ExportTally) -> ExportTally:
+        return ExportTally()
+
+    def addInPlace(self, value1: ExportTally, value2: ExportTally) -> ExportTally:  # noqa: N802 (PySpark's name)
+        return value1.add(value2)
+
+
+def _export_slices(
+    reader: TableReader,
+    target: Target,
+    tally: Any,
+    unreadable: Any,
+    buckets: int,
+    slices: Iterable[list[tuple[int, FileTask]]],
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Executor side of an export: the slice's rows written, their compact keys out by bucket."""
+    numbered = (task for part in slices for task in part)
+    for keys in export_rows(reader, target, numbered, tally, unreadable):
+        yield from by_bucket(keys, buckets)
+
+
+def _nothing(_: object) -> None:
+    pass
+
+
+def _bucket_candidates(keyed: Iterable[tuple[int, pa.RecordBatch]]) -> Iterator[tuple[int, int]]:
+    """(task, position) of the rows of this bucket whose keys several rows have."""
+    keys = pa.Table.from_batches([batch for _, batch in keyed], KEY_SCHEMA)
+    found = candidates(keys)
+    yield from zip(found["task"].to_pylist(), found["position"].to_pylist(), strict=True)
+
+
+def _settle_duplicates(
+    context: Any, reader: TableReader, target: Target, tasks: list[FileTask], keyed: Any, buckets: int
+) -> list[SinkStats]:
+    """Run the export; then the rows of keys several rows share, read again and grouped by `_id`,
+    settled on the executors (`export.settle_duplicates`). Only candidates' rows leave their bucket."""
+    cores = max(context.defaultParallelism, 1)
+    found = keyed.partitionBy(buckets, _bucket).mapPartitions(_bucket_candidates).cache()
+    try:
+        if found.isEmpty():  # the common case: the export done, no stage more
+            return []
+        numbered = context.parallelize(list(enumerate(tasks)), min(len(tasks), cores))
+        settled: list[SinkStats] = (
+            found.groupByKey()
+            .join(numbered)
+            .flatMap(lambda rows: candidate_rows(reader, [(rows[0], rows[1][1], list(rows[1][0]))]))
+            .groupByKey(cores)
+            .mapPartitions(lambda rows_by_id: [settle_duplicates(target, rows_by_id)])
+            .collect()
+        )
+    finally:
+        found.unpersist()
+    return settled
+
+
+def _bucket(bucket: int) -> int:
+    return bucket
+
+
+def _executor_error(exc: Py4JJavaError | PythonException) -> Exception:
     """The IcecdcError an executor raised, rebuilt from the text Spark carried back; else the Spark error."""
     # Executors' exceptions reach the driver only as the text of a Python traceback inside a Java one.
-    found = re.findall(r"^icecdc\.errors\.(\w+): (.*)$", str(exc.java_exception), flags=re.MULTILINE)
+    text = str(exc.java_exception) if isinstance(exc, Py4JJavaError) else str(exc)
+    found = re.findall(r"^icecdc\.errors\.(\w+): (.*)$", text, flags=re.MULTILINE)
     if found:
         name, message = found[-1]
         error_class = getattr(errors, name, None)

@@ -20,13 +20,31 @@ from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
 from icecdc.model import ChangeType, ItemKind, WorkItem, by_snapshot
 from icecdc.reading.ranges import RangeKey, key_ranges
-from icecdc.reading.tasks import FileTask, KeyDeleteTask, RewriteTask, Task
+from icecdc.reading.tasks import FileTask, KeyDeleteTask, PassTasks, RewriteTask, Task
 
 # What one executor task may load whole to cancel a rewrite's unchanged rows in Arrow: the files
 # one partition's rewrite removed and added, compressed as stored (decompressed, several times more).
 DEFAULT_REWRITE_BUDGET = BatchConfig().max_rewrite_bytes
 
 log = logging.getLogger(__name__)
+
+
+def pass_tasks(
+    table: Table,
+    items: Iterable[WorkItem],
+    identifier_columns: tuple[str, ...] = (),
+    changed: ChangedEntries | None = None,
+    rewrite_budget: int = DEFAULT_REWRITE_BUDGET,
+) -> PassTasks:
+    """`file_tasks` of a pass's items, an export's apart (an export is the first snapshot of its
+    batch, and joins no run of copy-on-write commits, so its tasks are the same either way)."""
+    items = list(items)
+    export = file_tasks(table, [i for i in items if i.kind == ItemKind.EXPORT], identifier_columns, changed, rewrite_budget)
+    changes = file_tasks(table, [i for i in items if i.kind != ItemKind.EXPORT], identifier_columns, changed, rewrite_budget)
+    inserts = [t for t in export if isinstance(t, FileTask) and t.change == ChangeType.INSERT]
+    if len(inserts) != len(export):
+        raise ProcessingError(f"an export's tasks must be inserts of whole files, not {export}")
+    return PassTasks(inserts, changes)
 
 
 def file_tasks(

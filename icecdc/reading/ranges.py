@@ -59,12 +59,17 @@ def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) 
     # (the manifests' split offsets) would decode the same rows again and hold no less memory.
     row_groups = sum(len(f.split_offsets or ()) or 1 for f in files)
     parts = min(parts, row_groups, MAX_RANGES)
+    # Of the keys that can cut them, the one whose ranges overlap the fewest files' rows: each range
+    # task decodes every file its range overlaps (a first column of a few values in every file
+    # would have every task decode every file).
+    best: tuple[list[KeyRange], int] | None = None
     for key in keys:
-        ranges = _ranges_of(files, key, parts)
-        if ranges is not None:
-            return ranges
-        log.debug("the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts)
-    return None
+        found = _ranges_of(files, key, parts)
+        if found is None:
+            log.debug("the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts)
+        elif best is None or found[1] < best[1]:
+            best = found
+    return best[0] if best is not None else None
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,8 @@ class _FileKeys:
         return self.rows * (position - self.lower) / (self.upper - self.lower + 1)
 
 
-def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> list[KeyRange] | None:
+def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> tuple[list[KeyRange], int] | None:
+    """The ranges of `key` and the rows their tasks decode (each the rows of the files it overlaps)."""
     key_type = key.field.field_type
     if not isinstance(key_type, PrimitiveType):
         return None
@@ -124,7 +130,14 @@ def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> list[Key
     if max(b - a for a, b in zip(edges, edges[1:], strict=False)) > total * MAX_RANGE_EXCESS / parts:
         return None
     values: list[Any] = [None, *(v for v, _ in splits), None]
-    return [KeyRange(key.column, lower, upper) for lower, upper in zip(values, values[1:], strict=False)]
+    positions: list[int | None] = [None, *(p for _, p in splits), None]
+    decoded = sum(
+        k.rows
+        for lower, upper in zip(positions, positions[1:], strict=False)
+        for k in keys
+        if (lower is None or k.upper >= lower) and (upper is None or k.lower < upper)
+    )
+    return [KeyRange(key.column, lower, upper) for lower, upper in zip(values, values[1:], strict=False)], decoded
 
 
 def _bounds(data_file: DataFile, key: NestedField, key_type: PrimitiveType) -> tuple[Any, Any] | None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +34,17 @@ from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
+
+
+class Located(NamedTuple):
+    """A row of an export, where it is: the number of its task in the pass and its position in the file."""
+
+    task: int
+    position: int
+    doc_id: str
+    sequence_number: int
+    document: str
+    routing: str | None  # the document's routing value (the index's shape's `routing`); None: by `_id`
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class TableReader:
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         dropped = 0
-        try:
+        with self._reading(unreadable, dead_lettered):
             for task in tasks:
                 if isinstance(task, KeyDeleteTask):
                     yield from self._key_deletes(files, task, unreadable)
@@ -76,10 +88,32 @@ class TableReader:
                     yield from changes
                 else:
                     yield from self._file_changes(files, task, unreadable)
-        except FileNotFoundError as exc:
-            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
         if carried is not None:
             carried.add(dropped)
+
+    def located(
+        self, tasks: Iterable[tuple[int, FileTask]], dead_lettered: Any = None, positions: Container[int] | None = None
+    ) -> Iterator[Located]:
+        """Every row the numbered tasks' files carry (the rows of `positions` only, when given), with
+        where it is: an export's rows, each written by the task that reads it. An export writes one
+        index: a reader of several indexes refuses."""
+        if len(self.shapes) != 1:
+            raise ProcessingError(f"table {self.table_name!r}: an export reads for one index, not {len(self.shapes)}")
+        files = _Files.open(self)
+        unreadable: list[DeadLetter] = []
+        with self._reading(unreadable, dead_lettered):
+            for number, task in tasks:
+                for position, doc_id, document, routing in self._file_rows(files, task, unreadable, positions):
+                    yield Located(number, position, doc_id, task.sequence_number, document, routing)
+
+    @contextmanager
+    def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
+        """Name a file gone as such; at the end, write the rows that could not become documents to the
+        dead letters and count them in `dead_lettered` (a Spark accumulator, or None)."""
+        try:
+            yield
+        except FileNotFoundError as exc:
+            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
         if unreadable:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
@@ -87,10 +121,21 @@ class TableReader:
                 dead_lettered.add(len(unreadable))
 
     def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+        for _, doc_id, document, _ in self._file_rows(files, task, unreadable):
+            yield doc_id, ChangeRow(task.sequence_number, task.change, document)
+
+    def _file_rows(
+        self, files: _Files, task: FileTask, unreadable: list[DeadLetter], positions: Container[int] | None = None
+    ) -> Iterator[tuple[int, str, str, str | None]]:
+        """(position, key, document, routing value) of the file's rows the task reads, once for each
+        index that holds the row (its `where`); the key is the document id, or `index_key`'s for
+        several indexes; the routing value is the document's under its index's shape (`Shape.routing_of`)."""
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
         for position, row, views in files.held_rows(task.data_file):
+            if positions is not None and position not in positions:
+                continue
             if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
                 continue
             if isinstance(row, BadText):
@@ -105,7 +150,7 @@ class TableReader:
                     # Insert-only tables: the row's place in its file names it (compactions are never read).
                     doc_id = f"{file_key}-{position}"
                 if doc_id is not None:
-                    yield view.key(doc_id), ChangeRow(task.sequence_number, task.change, document)
+                    yield position, view.key(doc_id), document, view.shape.routing_of(fields)
 
     def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
         """The rows a rewrite changed, and how many unchanged pairs it dropped.

@@ -75,6 +75,19 @@ class RewriteTask:
 Task = FileTask | KeyDeleteTask | RewriteTask
 
 
+@dataclass(frozen=True)
+class PassTasks:
+    """A pass's tasks: an export's (inserts of one snapshot, written where they are read) and the
+    changes' (brought together by key first)."""
+
+    export: list[FileTask]
+    changes: list[Task]
+
+    @property
+    def all(self) -> list[Task]:
+        return [*self.export, *self.changes]
+
+
 def files_read_by(task: Task) -> list[DataFile]:
     """Every data and delete file a task reads."""
     if isinstance(task, KeyDeleteTask):

@@ -1,0 +1,190 @@
+"""Exports on the bench sink against the peer's load and this machine's ceiling (results key `export`).
+
+- `sizes`: at each of `scale.export_rows`, icecdc's export (a sync of a new table, on Spark) and the
+  peer's initial load (Spark reads the table, executors bulk) of the same table, side by side in
+  this process on one Spark; rows/s per core of each; the ceiling: Parquet decode + one JSON
+  document per row on one core, no network (pyarrow and a reused `json` encoder), and how close each
+  comes to it; both indexes checked (icecdc's == the table, the peer's the same ids).
+- `whole`: the whole `icecdc sync` of the smallest size against the peer's whole job (`--load`),
+  each a process of its own, start to exit, with the peak RSS of every process.
+- `in_process`: the same `icecdc sync` forced in-process, on one core and on two (`taskset`): its
+  worker processes are one per core it may use.
+- `spread_update` (scale `full`): the largest table exported, then an update of 1 % of its rows in
+  every file, each synced on Spark in a process tree of its own: time and every process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import yaml
+
+from bench.harness import isolated, peer
+from bench.harness.environment import CATALOG, CORES, config_dict, icecdc_config, on_spark, spark_settings
+from bench.harness.peer import RESULT as PEER_RESULT
+from bench.harness.sampling import measured, whole_command
+from bench.harness.session import Bench, check_indexes, counters, data_files, measure_fields
+from bench.harness.tables import BASE_TS, create_table
+
+GOAL_PER_CORE = 1.25  # icecdc's export rows/s per core over the peer's load
+GOAL_WHOLE = 0.8  # the whole `icecdc sync` of an export over the peer's whole job
+GOAL_IN_PROCESS = 1.7  # an in-process sync on 2 cores over on 1
+
+
+def export_speed(bench: Bench) -> dict[str, Any]:
+    scale = bench.scale
+    _warm_up(bench)
+    sizes = [_side_by_side(bench, rows, scale.export_rows_per_file) for rows in scale.export_rows[:2]]
+    smallest = f"db.export_{scale.export_rows[0]}"
+    results: dict[str, Any] = {
+        "sizes": sizes,
+        "whole": _whole(bench, smallest),
+        "in_process": _in_process(bench, smallest),
+        "goals": {"per_core": GOAL_PER_CORE, "whole": GOAL_WHOLE, "in_process": GOAL_IN_PROCESS},
+    }
+    if len(scale.export_rows) > 2:
+        results["spread_update"] = _spread_update(bench, scale.export_rows[-1], scale.export_rows_per_file)
+    return results
+
+
+def export_10m(bench: Bench) -> dict[str, Any]:
+    """The full scale's largest export and its 1 % update alone (`--only export_10m`), whatever the scale."""
+    return _spread_update(bench, 10_000_000, 100_000)
+
+
+def _warm_up(bench: Bench) -> None:
+    """One small export by each tool, unmeasured: both tools' Python workers started and their imports done."""
+    name = "db.export_warm_up"
+    create_table(bench.spark, name, 20_000, 5_000)
+    config = icecdc_config(bench.workdir, bench.sink_url, name, "ex-warm-ice", state="ex-warm-ice", **on_spark())
+    bench.sync(config)
+    peer.load(bench.spark, name, "ex-warm-peer", bench.sink_url)
+    for index in ("ex-warm-ice", "ex-warm-peer"):
+        bench.drop_index(index, sink=True)
+
+
+def _side_by_side(bench: Bench, rows: int, rows_per_file: int) -> dict[str, Any]:
+    name = f"db.export_{rows}"
+    create_table(bench.spark, name, rows, rows_per_file)
+    ice_index, peer_index = f"ex-{rows}-ice", f"ex-{rows}-peer"
+    config = icecdc_config(bench.workdir, bench.sink_url, name, ice_index, state=ice_index, **on_spark())
+    export, result = bench.sync(config)
+    with measured(bench.sampler) as load:
+        peer.load(bench.spark, name, peer_index, bench.sink_url)
+    ceiling = machine_ceiling(bench, name)
+    assert bench.sink_client is not None
+    check = check_indexes(bench, bench.sink_client, config, name, ice_index, peer_index)
+    for index in (ice_index, peer_index):
+        bench.drop_index(index, sink=True)
+    ice = {**measure_fields(export), **counters(result), "rows_per_second_per_core": rows / export.seconds / CORES}
+    theirs = {**measure_fields(load), "rows_per_second_per_core": rows / load.seconds / CORES}
+    line = f"icecdc {ice['rows_per_second_per_core']:,.0f}, peer {theirs['rows_per_second_per_core']:,.0f}"
+    print(f"bench: export {rows:,} rows, rows/s per core: {line}, ceiling {ceiling['rows_per_second']:,.0f}", flush=True)
+    return {
+        "rows": rows,
+        "data_files": data_files(bench.table(name)),
+        "icecdc": ice,
+        "peer": theirs,
+        "ceiling": ceiling,
+        "ratio_icecdc_to_peer": ice["rows_per_second_per_core"] / theirs["rows_per_second_per_core"],
+        "icecdc_of_ceiling": ice["rows_per_second_per_core"] / ceiling["rows_per_second"],
+        "peer_of_ceiling": theirs["rows_per_second_per_core"] / ceiling["rows_per_second"],
+        "check": check,
+    }
+
+
+def machine_ceiling(bench: Bench, name: str) -> dict[str, Any]:
+    """Parquet decode + one JSON document per row, on one core, no network: the table's data files
+    read by pyarrow, each row to a dict and to JSON text by one reused encoder (CPU seconds)."""
+    encoder = json.JSONEncoder(default=str, separators=(",", ":"), ensure_ascii=False)
+    paths = bench.table(name).inspect.files().column("file_path").to_pylist()
+    started, rows = time.process_time(), 0
+    for path in paths:
+        for batch in pq.ParquetFile(path.removeprefix("file:")).iter_batches():
+            for row in batch.to_pylist():
+                encoder.encode(row)
+                rows += 1
+    seconds = time.process_time() - started
+    return {"rows": rows, "cpu_seconds": seconds, "rows_per_second": rows / seconds}
+
+
+def _config_file(bench: Bench, name: str, label: str, engine: str) -> Path:
+    """An `icecdc sync` config of its own index and state, Spark under the bench's settings."""
+    settings = spark_settings()
+    spark = {"master": settings["spark.master"], "conf": {k: v for k, v in settings.items() if k != "spark.master"}}
+    raw = config_dict(bench.workdir, bench.sink_url, name, label, label, engine={"use": engine}, spark=spark)
+    path = bench.workdir / f"{label}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _icecdc_sync(config: Path, cores: str | None = None) -> dict[str, Any]:
+    pinned = ["taskset", "-c", cores] if cores else []
+    run = whole_command([*pinned, str(Path(_python()).parent / "icecdc"), "sync", "--config", str(config)])
+    run.pop("stdout")
+    return run
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def _whole(bench: Bench, name: str) -> dict[str, Any]:
+    """`icecdc sync` of the export against the peer's whole job, each start to exit, one after the other."""
+    rows = int(name.rsplit("_", 1)[1])
+    ice = _icecdc_sync(_config_file(bench, name, "ex-whole-ice", "spark"))
+    argv = [_python(), "-m", "bench.harness.peer", str(bench.workdir), name, "ex-whole-peer", bench.sink_url, "--load"]
+    theirs = whole_command(argv)
+    steps = [line for line in theirs.pop("stdout").splitlines() if line.startswith(PEER_RESULT)]
+    theirs["steps"] = json.loads(steps[-1].removeprefix(PEER_RESULT))
+    counts = {index: _count(bench, index) for index in ("ex-whole-ice", "ex-whole-peer")}
+    for index in counts:
+        bench.drop_index(index, sink=True)
+    print(
+        f"bench: whole export of {rows:,} rows: icecdc sync {ice['seconds']:.1f} s, peer's job {theirs['seconds']:.1f} s",
+        flush=True,
+    )
+    return {"rows": rows, "icecdc": ice, "peer": theirs, "ratio": ice["seconds"] / theirs["seconds"], "documents": counts}
+
+
+def _in_process(bench: Bench, name: str) -> dict[str, Any]:
+    """The export forced in-process, pinned to one core, then to two (each a fresh index and state)."""
+    rows = int(name.rsplit("_", 1)[1])
+    runs = {}
+    for cores in ("0", "0,1"):
+        label = f"ex-inproc-{len(cores.split(','))}"
+        runs[label] = _icecdc_sync(_config_file(bench, name, label, "in_process"), cores)
+        runs[label]["documents"] = _count(bench, label)
+        bench.drop_index(label, sink=True)
+    one, two = runs["ex-inproc-1"], runs["ex-inproc-2"]
+    print(f"bench: in-process export of {rows:,} rows: 1 core {one['seconds']:.1f} s, 2 cores {two['seconds']:.1f} s", flush=True)
+    return {"rows": rows, "one_core": one, "two_cores": two, "speedup": one["seconds"] / two["seconds"]}
+
+
+def _spread_update(bench: Bench, rows: int, rows_per_file: int) -> dict[str, Any]:
+    """The largest table: its export, then an update of 1 % of the rows, spread over every file, each on Spark alone."""
+    name = f"db.export_{rows}"
+    create_table(bench.spark, name, rows, rows_per_file)
+    config = config_dict(bench.workdir, bench.sink_url, name, "ex-spread", state="ex-spread", **on_spark())
+    export = isolated.run_sync(config, name, "ex-spread-export")
+    bench.spark.sql(
+        f"""UPDATE {CATALOG}.{name} SET qty = qty + 1, updated_at = timestamp_seconds({BASE_TS} + id + 7)
+            WHERE id % 100 = 0"""
+    )
+    export["rows_per_second_per_core"] = rows / export["seconds"] / CORES
+    update = isolated.run_sync(config, name, "ex-spread-update")
+    documents = _count(bench, "ex-spread")
+    bench.drop_index("ex-spread", sink=True)
+    return {"rows": rows, "data_files": data_files(bench.table(name)), "export": export, "update": update, "documents": documents}
+
+
+def _count(bench: Bench, index: str) -> int:
+    assert bench.sink_client is not None
+    bench.sink_client.indices.refresh(index=index)
+    return int(bench.sink_client.count(index=index)["count"])

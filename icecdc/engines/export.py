@@ -1,0 +1,157 @@
+"""Exports without a shuffle of documents, on either engine.
+
+An export's rows are inserts of one snapshot: a key needs no other change to be written, so each
+task writes the documents of the rows it reads, and only a compact key per row moves on — a hash of
+its `_id`, and where the row is (its task's number in the pass, its position in the file). Keys
+that hash alike are the candidates for duplicate identifiers; only their rows are read again, by
+where they are, to compare their real ids (a hash collision is then no duplicate). A real duplicate
+is handled as the shuffle handles it: its documents are dead letters naming the table, the
+snapshot, the files and the identifier columns (or the error that stops the batch), and its key's
+document is deleted from the index, which the export had written (under each routing value its rows had).
+
+An export writes one index, as its shape has it: the reader's documents hold the shape's columns
+and only the rows its `where` holds; each is written under its routing value, through the index's
+ingest pipeline (`Target.shape`, `Target.pipeline`), as the writes of changes are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icecdc.changelog import ChangeStats
+from icecdc.engines.target import Target
+from icecdc.errors import DuplicateIdentifier, ProcessingError
+from icecdc.model import Write, ordered_routings
+from icecdc.opensearch import open_client
+from icecdc.reading.reader import Located, TableReader
+from icecdc.reading.tasks import FileTask
+from icecdc.sink import SinkStats, write_documents
+
+# The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
+KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", pa.int64())])
+KEY_BYTES: int = sum(f.type.bit_width for f in KEY_SCHEMA) // 8
+# Rows written per call of the sink, their keys then handed on: a task holds this many keys at most.
+BLOCK_ROWS = 20_000
+# Bytes of compact keys one bucket of the key shuffle holds at most (KEY_BYTES a row): a
+# task that looks for keys seen twice holds its bucket's keys, so the buckets grow in number with the rows.
+KEYS_PER_BUCKET_BYTES = 64 * 2**20
+
+
+@dataclass
+class ExportTally:
+    """What export tasks did, added up (a Spark accumulator's value, or the in-process workers')."""
+
+    changes: ChangeStats = field(default_factory=ChangeStats)
+    writes: SinkStats = field(default_factory=SinkStats)
+
+    def add(self, other: ExportTally) -> ExportTally:
+        self.changes.add(other.changes)
+        self.writes.add(other.writes)
+        return self
+
+
+def key_of(doc_id: str) -> int:
+    """The `_id`'s compact key: the same on every worker (Python's `hash` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def export_rows(
+    reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]], tally: Any, dead_lettered: Any = None
+) -> Iterator[pa.RecordBatch]:
+    """Write the documents of the numbered tasks' rows; yield their compact keys (`KEY_SCHEMA`), a
+    block of rows at a time, so that a task holds one block's keys, whatever its files' size.
+
+    `tally` (a Spark accumulator of an `ExportTally`, or an `ExportTally`) counts rows and writes;
+    `dead_lettered` (likewise, of an int) the rows that could not become documents."""
+    if reader.shapes != (target.shape,):  # documents of another shape than the index's
+        raise ProcessingError(f"table {target.table!r}: an export into {target.index!r} must read with its shape alone")
+    client = open_client(target.opensearch)
+    rows = reader.located(tasks, dead_lettered)
+    while True:
+        keys, numbers, positions = array("q"), array("i"), array("q")
+        stats = write_documents(
+            client,
+            target.opensearch,
+            target.index,
+            _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
+            target.dead_letters if target.dead_letter else None,
+            target.version_type,
+            target.pipeline,
+        )
+        if not keys:
+            return
+        tally.add(ExportTally(ChangeStats(rows=len(keys)), stats))
+        yield pa.record_batch([pa.array(keys), pa.array(numbers), pa.array(positions)], schema=KEY_SCHEMA)
+
+
+def _writes(block: Iterable[Located], keys: array[int], numbers: array[int], positions: array[int]) -> Iterator[Write]:
+    """The rows' writes; their keys and places appended as they go to the sink."""
+    for row in block:
+        keys.append(key_of(row.doc_id))
+        numbers.append(row.task)
+        positions.append(row.position)
+        yield Write(row.doc_id, row.sequence_number, row.document, row.routing)
+
+
+def bucket_count(rows: int, cores: int) -> int:
+    """How many buckets the keys of an export of `rows` rows are shuffled in: at least one per core,
+    each of at most KEYS_PER_BUCKET_BYTES of keys; a power of two (a key's bucket is its low bits)."""
+    wanted = max(cores, math.ceil(rows * KEY_BYTES / KEYS_PER_BUCKET_BYTES), 1)
+    return 1 << (wanted - 1).bit_length()
+
+
+def by_bucket(keys: pa.RecordBatch, buckets: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The keys cut by bucket, as (bucket, keys) for a shuffle of a few Arrow batches a block."""
+    bucket = pc.bit_wise_and(keys["key"], buckets - 1)
+    for number in range(buckets):
+        part = keys.filter(pc.equal(bucket, number))
+        if part.num_rows:
+            yield number, part
+
+
+def candidates(keys: pa.Table) -> pa.Table:
+    """The rows (task, position) whose keys more than one row has."""
+    counts = keys.group_by("key").aggregate([("key", "count")])
+    shared = counts.filter(pc.greater(counts["key_count"], 1))["key"]
+    return keys.filter(pc.is_in(keys["key"], value_set=shared)).select(["task", "position"])
+
+
+def candidate_rows(
+    reader: TableReader, tasks: Iterable[tuple[int, FileTask, list[int]]]
+) -> Iterator[tuple[str, tuple[int, str, str]]]:
+    """The candidates' rows read again from their tasks' files: (`_id`, (sequence number, document, file))."""
+    for number, task, positions in tasks:
+        for row in reader.located([(number, task)], positions=set(positions)):
+            yield row.doc_id, (row.sequence_number, row.document, task.data_file.file_path)
+
+
+def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]) -> SinkStats:
+    """Delete the document of every `_id` several rows share (under each routing value of its rows:
+    each was written), then dead-letter their documents (or
+    raise, without a dead-letter location); ids of one row (a hash collision) are left as written."""
+    found = [
+        DuplicateIdentifier(doc_id, rows[0][0], [document for _, document, _ in rows], tuple(sorted({f for *_, f in rows})))
+        for doc_id, grouped in rows_by_id
+        if len(rows := sorted(grouped)) > 1
+    ]
+    if not found:
+        return SinkStats()
+    deletes = (
+        Write(d.doc_id, d.sequence_number, None, routing)
+        for d in found
+        for routing in ordered_routings(target.shape.routing_of(json.loads(document)) for document in d.documents)
+    )
+    stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
+    target.duplicates(found)
+    stats.dead_lettered += sum(len(d.documents) for d in found)
+    return stats

@@ -1,0 +1,94 @@
+"""Processes for the in-process engine's parts of a pass, one per usable core.
+
+Processes, not threads: a pass's time is turning rows into documents in Python, which holds the
+GIL (Arrow's own threads decode Parquet, a small part). Forked: a worker starts in milliseconds
+with icecdc imported, and nothing re-imports the caller's main module (a fork server or spawn
+would run an unguarded script again); the caller's other threads (a lease's renewal) are not in
+the child, which uses none of their locks. Each worker gets its part and answers through a pipe:
+a pipe, not a `multiprocessing.Pool`, whose queues need POSIX semaphores that AWS Lambda lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import resource
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any, TypeVar
+
+from icecdc.errors import ProcessingError
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+# Lambda gives a function one vCPU per 1,769 MB of memory (AWS Lambda documentation, "Memory and computing power").
+LAMBDA_MB_PER_VCPU = 1769
+
+
+def usable_cores() -> int:
+    """The cores this process may run on; in AWS Lambda, no more than its memory's vCPU share."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    memory = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    if memory:
+        cores = min(cores, lambda_vcpus(int(memory)))
+    return max(cores, 1)
+
+
+def lambda_vcpus(memory_mb: int) -> int:
+    """Whole vCPUs a Lambda function of this memory gets (at least one)."""
+    return max(memory_mb // LAMBDA_MB_PER_VCPU, 1)
+
+
+def run_parallel(function: Callable[[P], R], parts: Sequence[P], workers: int) -> list[tuple[R, int]]:
+    """`function(part)` of every part, each in a process of its own, at most `workers` at once
+    (in this process when one would do); with each result, the peak RSS of its worker in bytes
+    (0 in this process). The first error a worker raises is raised here, the others stopped."""
+    if workers <= 1 or len(parts) <= 1:
+        return [(function(part), 0) for part in parts]
+    context = multiprocessing.get_context("fork")
+    results: list[tuple[R, int] | None] = [None] * len(parts)
+    waiting = list(enumerate(parts))
+    running: dict[Connection, tuple[Any, int]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                number, part = waiting.pop(0)
+                receive, send = context.Pipe(duplex=False)
+                process = context.Process(target=_work, args=(function, part, send), daemon=True)
+                process.start()
+                send.close()
+                running[receive] = (process, number)
+            for ready in wait(list(running)):
+                assert isinstance(ready, Connection)
+                process, number = running.pop(ready)
+                results[number] = _answer(ready, process)
+    finally:
+        for process, _ in running.values():
+            process.kill()
+    return [r for r in results if r is not None]
+
+
+def _answer(connection: Connection, process: Any) -> Any:
+    try:
+        failed, value, peak = connection.recv()
+    except EOFError:
+        process.join()
+        raise ProcessingError(f"an in-process worker died (exit code {process.exitcode})") from None
+    process.join()
+    if failed:
+        raise value
+    return value, peak
+
+
+def _work(function: Callable[[Any], Any], part: Any, send: Connection) -> None:
+    try:
+        value = function(part)
+    except BaseException as exc:  # noqa: BLE001 (every error goes back to the caller, which raises it)
+        send.send((True, exc, 0))
+    else:
+        send.send((False, value, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+    send.close()
