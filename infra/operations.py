@@ -87,27 +87,17 @@ class Operations(Construct):
                 alarm_description=f"{name}: the index is more than an hour behind the table",
             ).add_alarm_action(action)
             # The Glue job publishes how many documents each run sent to the dead letters: any is worth a look.
-            cloudwatch.Alarm(
-                self,
+            self._any_alarm(  # no run, no new dead letters
                 f"DeadLetters{position}",
-                metric=_per_table("DeadLetters", name, "Sum", period=Duration.minutes(5)),
-                threshold=0,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no run, no new dead letters
-                alarm_description=f"{name}: OpenSearch refused documents for good; they are in the dead letters",
+                _per_table("DeadLetters", name, "Sum", period=Duration.minutes(5)),
+                f"{name}: OpenSearch refused documents for good; they are in the dead letters",
             ).add_alarm_action(action)
             if aws.audit_schedule is not None:
                 # The scheduled audit publishes the documents it found differing from the table.
-                cloudwatch.Alarm(
-                    self,
+                self._any_alarm(  # no audit ran that day: nothing found
                     f"Drift{position}",
-                    metric=_per_table("Drift", name, "Maximum", period=Duration.days(1)),
-                    threshold=0,
-                    evaluation_periods=1,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # no audit ran that day
-                    alarm_description=f"{name}: the scheduled audit found the index differing from the table",
+                    _per_table("Drift", name, "Maximum", period=Duration.days(1)),
+                    f"{name}: the scheduled audit found the index differing from the table",
                 ).add_alarm_action(action)
         dashboard = cloudwatch.Dashboard(
             self,
@@ -156,6 +146,19 @@ class Operations(Construct):
             ],
         )
         keep_logical_id(dashboard, "Dashboard9E4231ED")
+
+    def _any_alarm(self, construct_id: str, metric: cloudwatch.IMetric, description: str) -> cloudwatch.Alarm:
+        """An alarm on any value above 0 in a period; a period without the metric is no alarm."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=0,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
 
     def _topic(self, email: str | None) -> sns.Topic:
         # A key of our own: EventBridge and CloudWatch cannot publish to a topic under the AWS-managed SNS key.
