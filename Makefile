@@ -108,8 +108,10 @@ $(DEMO_STAMP): pyproject.toml $(PIP)
 	$(BIN)/pip install -q -e '.[spark,local]'
 	touch $@
 
+# mypy checks against the same libraries the tests run with: without pyspark installed its classes are
+# Any, and subclassing them (an AccumulatorParam) is an error only a clean checkout shows.
 $(LINT_STAMP): pyproject.toml $(PIP)
-	$(BIN)/pip install -q -e . --group lint
+	$(BIN)/pip install -q -e '.[spark,local,aws,cdk]' --group lint
 	touch $@
 
 $(BENCH_STAMP): pyproject.toml $(PIP)
