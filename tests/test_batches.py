@@ -10,16 +10,18 @@ import pyarrow as pa
 import pytest
 from pyiceberg.expressions import In
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table
 from pyiceberg.types import ListType, LongType, NestedField, StringType
 
 from icecdc.config import Config, parse_config
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.reading.driver import file_tasks
-from icecdc.reading.tasks import RewriteTask, files_read_by
+from icecdc.reading.reader import TableReader
+from icecdc.reading.tasks import DealtRewrite, RewriteTask, files_read_by
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
-from tests.support.tables import SCHEMA, orders, rows
+from tests.support.tables import SCHEMA, orders, range_tasks, rows
 
 NAME = "db.orders"
 
@@ -131,9 +133,11 @@ def test_a_rewrite_over_the_budget_is_cut_into_key_ranges_that_cancel_every_carr
     assert result.changes.rows == 2 * 36 + 8  # only the changed rows reached Python
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 def test_key_ranges_of_a_table_arrow_cannot_group_cancel_after_the_shuffle(pipeline: Pipeline) -> None:
     """A list column: Arrow cannot group rows by it, so a range's rows go to the shuffle as read
-    (only the range's: every key once) and their carryovers cancel there."""
+    (only the range's: every key once) and their carryovers cancel there. The update's one new
+    file spans every range: on Spark the rewrite is dealt to the ranges (`DealtRewrite`)."""
     schema = Schema(
         NestedField(1, "id", LongType(), required=True),
         NestedField(2, "tags", ListType(3, StringType(), element_required=False), required=False),
@@ -146,10 +150,62 @@ def test_key_ranges_of_a_table_arrow_cannot_group_cancel_after_the_shuffle(pipel
     pipeline.sync(config, NAME)
     update(table, In("id", [0, 10, 20, 30]), lambda r: {**r, "tags": ["changed"]})
 
-    tasks = file_tasks(pipeline.catalog.load_table(NAME), _planned(pipeline, config), ("id",), rewrite_budget=1)
+    tasks = range_tasks(file_tasks(pipeline.catalog.load_table(NAME), _planned(pipeline, config), ("id",), rewrite_budget=1))
     assert len(tasks) > 1 and all(isinstance(t, RewriteTask) and t.key_range is not None for t in tasks)
     result = pipeline.sync(config, NAME)
     assert (result.writes.indexed, result.changes.carryovers) == (4, 36)
+
+
+def _spread_orders(pipeline: Pipeline) -> Table:
+    """Four files, each of every fourth id of 0..79: each file spans the whole key range, as a
+    table written hash-distributed, or after many MERGEs, has them."""
+    table = orders(pipeline, partitioned=False)
+    for i in range(4):
+        table.append(rows(*range(i, 80, 4)))
+    return table
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_rewrite_of_files_each_spanning_the_key_range_is_dealt_to_its_ranges(pipeline: Pipeline) -> None:
+    """Range tasks would each decode every file; the rewrite is dealt instead (each file read once,
+    its rows sent to their ranges; on the in-process engine, read as its range tasks), and every
+    carryover still cancels in Arrow."""
+    table = _spread_orders(pipeline)
+    config = capped(pipeline, max_rewrite_bytes=1)
+    pipeline.sync(config, NAME)
+    update(table, In("id", [0, 1, 2, 3, 41]), lambda r: {**r, "status": "paid"})  # rows of every file
+
+    (dealt,) = file_tasks(pipeline.catalog.load_table(NAME), _planned(pipeline, config), ("id",), rewrite_budget=1)
+    assert isinstance(dealt, DealtRewrite) and len(dealt.ranges) > 1
+    result = pipeline.sync(config, NAME)
+    assert (result.writes.indexed, result.changes.carryovers) == (5, 75)
+    assert result.changes.rows == 2 * 75 + 10  # only the changed rows reached Python
+
+
+def test_a_dealt_rewrite_reads_as_its_range_tasks_read(pipeline: Pipeline) -> None:
+    """Every row of every file is dealt to exactly one range (`TableReader.deal`), and what a range
+    then reads of its rows (`read_range`) are the changes its range task reads from the files."""
+    table = _spread_orders(pipeline)
+    config = capped(pipeline, max_rewrite_bytes=1)
+    pipeline.sync(config, NAME)
+    update(table, In("id", [0, 1, 2, 3, 41]), lambda r: {**r, "status": "paid"})
+    table = pipeline.catalog.load_table(NAME)
+    (dealt,) = file_tasks(table, _planned(pipeline, config), ("id",), rewrite_budget=1)
+    assert isinstance(dealt, DealtRewrite)
+
+    reader = TableReader.for_table(table, NAME, ("id",))
+    dealt_rows: dict[int, tuple[list[pa.RecordBatch], list[pa.RecordBatch]]] = {n: ([], []) for n in range(len(dealt.ranges))}
+    for added, side in ((False, dealt.removed), (True, dealt.added)):
+        for file_task in side:
+            for number, batch in reader.deal(dealt, file_task):
+                dealt_rows[number][added].append(batch)
+    for added in (False, True):
+        ids = [i for sides in dealt_rows.values() for batch in sides[added] for i in batch.column("id").to_pylist()]
+        assert sorted(ids) == list(range(80))  # each row once, on its side
+    for number, (removed, added_rows) in dealt_rows.items():
+        from_dealt_rows = list(reader.read_range(dealt, number, removed, added_rows))
+        from_files = list(reader.read([dealt.range_tasks()[number]]))
+        assert sorted(from_dealt_rows, key=repr) == sorted(from_files, key=repr)
 
 
 def test_a_rewrite_over_the_budget_without_key_bounds_streams_file_by_file(pipeline: Pipeline) -> None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import FileTask, Task
+from icecdc.reading.tasks import DealtRewrite, FileTask, Task
 from icecdc.sink import SinkStats, delete_older
 
 
@@ -64,8 +65,14 @@ class SparkEngine:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
         unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
-        slices = balanced_slices(tasks, max(context.defaultParallelism, 1))
-        changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried, unreadable))
+        dealt = [task for task in tasks if isinstance(task, DealtRewrite)]
+        read = [task for task in tasks if not isinstance(task, DealtRewrite)]
+        slices = balanced_slices(read, max(context.defaultParallelism, 1))
+        changes = context.parallelize(slices, max(len(slices), 1)).mapPartitions(
+            partial(_read_slices, reader, carried, unreadable)
+        )
+        if dealt:
+            changes = changes.union(_dealt_changes(context, reader, dealt, carried, unreadable))
         by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
         try:
             per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
@@ -120,6 +127,57 @@ class SparkEngine:
 
 def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
     return reader.read((task for tasks in slices for task in tasks), carried, unreadable)
+
+
+def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any) -> Any:
+    """The changes of rewrites dealt to their key ranges: each file read once, its rows sent to
+    their ranges as Arrow batches (a shuffle with a partition per range), each range's rows
+    cancelled there as a range task's are. A task holds one range's rows; no task decodes a file twice."""
+    offsets = list(accumulate((len(task.ranges) for task in dealt), initial=0))  # a rewrite's first range, numbered across all
+    ranges = [(n, number) for n, task in enumerate(dealt) for number in range(len(task.ranges))]
+    files = [
+        (n, added, file_task)
+        for n, task in enumerate(dealt)
+        for added, side in ((False, task.removed), (True, task.added))
+        for file_task in side
+    ]
+    slices = min(len(files), 4 * max(context.defaultParallelism, 1))
+    return (
+        context.parallelize(files, slices)
+        .mapPartitions(partial(_deal_files, reader, dealt, offsets, unreadable))
+        .partitionBy(len(ranges), _bucket)
+        .mapPartitions(partial(_range_changes, reader, dealt, ranges, carried, unreadable))
+    )
+
+
+def _deal_files(
+    reader: TableReader,
+    dealt: list[DealtRewrite],
+    offsets: list[int],
+    unreadable: Any,
+    files: Iterable[tuple[int, bool, FileTask]],
+) -> Iterator[tuple[int, tuple[bool, pa.RecordBatch]]]:
+    """Executor side: (range, (from an added file?, rows)) of each file's rows."""
+    for n, added, file_task in files:
+        for number, rows in reader.deal(dealt[n], file_task, unreadable):
+            yield offsets[n] + number, (added, rows)
+
+
+def _range_changes(
+    reader: TableReader,
+    dealt: list[DealtRewrite],
+    ranges: list[tuple[int, int]],
+    carried: Any,
+    unreadable: Any,
+    dealt_rows: Iterable[tuple[int, tuple[bool, pa.RecordBatch]]],
+) -> Iterator[Change]:
+    """Executor side: the changes of the ranges this partition was dealt (one, as partitioned)."""
+    by_range: dict[int, tuple[list[pa.RecordBatch], list[pa.RecordBatch]]] = {}
+    for key, (added, rows) in dealt_rows:
+        by_range.setdefault(key, ([], []))[added].append(rows)
+    for key, (removed, added_rows) in by_range.items():
+        n, number = ranges[key]
+        yield from reader.read_range(dealt[n], number, removed, added_rows, carried, unreadable)
 
 
 def _write_partition(

@@ -20,11 +20,14 @@ from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
 from icecdc.model import ChangeType, ItemKind, WorkItem, by_snapshot
 from icecdc.reading.ranges import RangeKey, key_ranges
-from icecdc.reading.tasks import FileTask, KeyDeleteTask, PassTasks, RewriteTask, Task
+from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, PassTasks, RewriteTask, Task
 
 # What one executor task may load whole to cancel a rewrite's unchanged rows in Arrow: the files
 # one partition's rewrite removed and added, compressed as stored (decompressed, several times more).
 DEFAULT_REWRITE_BUDGET = BatchConfig().max_rewrite_bytes
+# Range tasks that would decode the rewrite this many times over deal it instead (`DealtRewrite`):
+# a shuffle of the rewrite's rows costs less than decoding them twice.
+DEAL_OVERLAP = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +204,8 @@ def _pair_rewrites(tasks: list[Task], budget: int, keys: list[RangeKey]) -> list
     A rewrite task loads its rows whole, so that unchanged rows cancel in Arrow before Python. One
     larger than `budget` (a MERGE that rewrote every file of a big partition, or of an unpartitioned
     table) is cut into ceil(size / budget) tasks by ranges of an identifier column of `keys`
-    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel. Where no
+    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel; where the
+    files each span many of the ranges, the rewrite is dealt to them instead (`DealtRewrite`). Where no
     identifier's bounds can cut it into ranges of about the budget (no bounds kept, one key value
     per partition, bounds truncated to a shared prefix), or the table has no identifier, it stays
     plain file tasks: each file streams through its own task, so memory stays bounded whatever
@@ -223,8 +227,12 @@ def _pair_rewrites(tasks: list[Task], budget: int, keys: list[RangeKey]) -> list
         elif size <= budget:
             others.append(RewriteTask(removed, added))
         else:
-            ranges = key_ranges([t.data_file for t in group], keys, math.ceil(size / budget))
-            if ranges is None:
+            cut = key_ranges([t.data_file for t in group], keys, math.ceil(size / budget))
+            if cut is None:
                 log.info("a rewrite of %d files (%d bytes) cannot be cut by key: read file by file", len(group), size)
-            others += [RewriteTask(removed, added, r) for r in ranges] if ranges else list(group)
+                others += group
+            elif cut.overlap >= DEAL_OVERLAP:
+                others.append(DealtRewrite(removed, added, tuple(cut.ranges)))
+            else:
+                others += [RewriteTask(removed, added, r) for r in cut.ranges]
     return others

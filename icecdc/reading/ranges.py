@@ -51,10 +51,21 @@ class RangeKey:
     field: NestedField
 
 
-def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) -> list[KeyRange] | None:
-    """`parts` ranges covering every value (and null) with about equal rows of `files`, of the first
-    of `keys` whose bounds can cut them so; fewer when the files have fewer row groups. None when no
-    key can: a file has no bounds for it, or its largest range would hold well over an equal share."""
+@dataclass(frozen=True)
+class RangeCut:
+    """Key ranges of about equal rows, and how many times over their tasks would decode the rows
+    (each task decodes every file its range overlaps): about 1 for files sorted by the key, about
+    the number of ranges for files that each span the whole key range."""
+
+    ranges: list[KeyRange]
+    overlap: float
+
+
+def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) -> RangeCut | None:
+    """`parts` ranges covering every value (and null) with about equal rows of `files`, of the
+    `keys` column whose ranges overlap the fewest files; fewer when the files have fewer row groups.
+    None when no key can: a file has no bounds for it, or its largest range would hold well over
+    an equal share."""
     # A range decodes every row group it overlaps, whole: ranges narrower than the row groups
     # (the manifests' split offsets) would decode the same rows again and hold no less memory.
     row_groups = sum(len(f.split_offsets or ()) or 1 for f in files)
@@ -69,7 +80,10 @@ def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) 
             log.debug("the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts)
         elif best is None or found[1] < best[1]:
             best = found
-    return best[0] if best is not None else None
+    if best is None:
+        return None
+    ranges, decoded = best
+    return RangeCut(ranges, decoded / max(sum(f.record_count for f in files), 1))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
-from icecdc.reading.tasks import FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
+from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
 
 
 class Located(NamedTuple):
@@ -82,10 +82,11 @@ class TableReader:
             for task in tasks:
                 if isinstance(task, KeyDeleteTask):
                     yield from self._key_deletes(files, task, unreadable)
-                elif isinstance(task, RewriteTask):
-                    changes, pairs = self._rewrite_changes(files, task, unreadable)
-                    dropped += pairs
-                    yield from changes
+                elif isinstance(task, RewriteTask | DealtRewrite):
+                    for rewrite in task.range_tasks() if isinstance(task, DealtRewrite) else [task]:
+                        changes, pairs = self._rewrite_changes(files, rewrite, unreadable)
+                        dropped += pairs
+                        yield from changes
                 else:
                     yield from self._file_changes(files, task, unreadable)
         if carried is not None:
@@ -105,6 +106,38 @@ class TableReader:
             for number, task in tasks:
                 for position, doc_id, document, routing in self._file_rows(files, task, unreadable, positions):
                     yield Located(number, position, doc_id, task.sequence_number, document, routing)
+
+    def deal(self, task: DealtRewrite, file_task: FileTask, dead_lettered: Any = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(number of a range of `task`, rows of it) from one of its files, read once: each row
+        dealt to the one range it falls in (the ranges cover every key, and null)."""
+        files = _Files.open(self)
+        in_range = [files.range_filter(key_range) for key_range in task.ranges]
+        with self._reading([], dead_lettered):
+            for batch in files.batches([file_task.data_file]):
+                for number, held in enumerate(in_range):
+                    rows = batch.filter(held)
+                    if rows.num_rows:
+                        yield number, rows
+
+    def read_range(
+        self,
+        task: DealtRewrite,
+        number: int,
+        removed: Iterable[pa.RecordBatch],
+        added: Iterable[pa.RecordBatch],
+        carried: Any = None,
+        dead_lettered: Any = None,
+    ) -> Iterator[Change]:
+        """The changes of range `number` of `task`, from its rows the files dealt it (`deal`): as a
+        `RewriteTask` of that range reads them, without decoding the files again."""
+        files = _Files.open(self)
+        unreadable: list[DeadLetter] = []
+        rewrite = RewriteTask(task.removed, task.added, task.ranges[number])
+        with self._reading(unreadable, dead_lettered):
+            changes, pairs = self._changes_of_rewrite(files, rewrite, files.joined(removed), files.joined(added), unreadable)
+            yield from changes
+        if carried is not None:
+            carried.add(pairs)
 
     @contextmanager
     def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
@@ -161,6 +194,12 @@ class TableReader:
         """
         removed = files.table([t.data_file for t in task.removed], task.key_range)
         added = files.table([t.data_file for t in task.added], task.key_range)
+        return self._changes_of_rewrite(files, task, removed, added, unreadable)
+
+    def _changes_of_rewrite(
+        self, files: _Files, task: RewriteTask, removed: pa.Table, added: pa.Table, unreadable: list[DeadLetter]
+    ) -> tuple[Iterable[Change], int]:
+        """`_rewrite_changes` of the rows read: `removed` and `added` in the table's one Arrow schema."""
         changes: list[Change] = []
         pairs = 0
         for view in files.views:
@@ -316,12 +355,27 @@ class _Files:
         types: tables of two sides or two files are combined only once cast to one schema."""
         pushed = key_range is not None and _pushable(self.schema.find_field(key_range.column).field_type)
         row_filter: BooleanExpression = key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
-        batches = ArrowScan(self.metadata, self.io, self.read_schema, And(row_filter, self.where)).to_record_batches(
-            [FileScanTask(f) for f in data_files]
-        )
+        batches = self.batches(data_files, row_filter)
         if key_range is not None and not pushed:
             batches = (b.filter(_arrow_range(key_range)) for b in batches)
-        return pa.Table.from_batches([b.cast(self.arrow_schema) for b in batches], schema=self.arrow_schema)
+        return self.joined(batches)
+
+    def batches(self, data_files: list[DataFile], row_filter: BooleanExpression | None = None) -> Iterator[pa.RecordBatch]:
+        """The files' rows in `row_filter` as `table` reads them, a batch at a time, in the table's one Arrow schema."""
+        where = self.where if row_filter is None else And(row_filter, self.where)
+        batches = ArrowScan(self.metadata, self.io, self.read_schema, where).to_record_batches(
+            [FileScanTask(f) for f in data_files]
+        )
+        return (b.cast(self.arrow_schema) for b in batches)
+
+    def joined(self, batches: Iterable[pa.RecordBatch]) -> pa.Table:
+        return pa.Table.from_batches(list(batches), schema=self.arrow_schema)
+
+    def range_filter(self, key_range: KeyRange) -> pc.Expression:
+        """The range as an Arrow filter of the rows `batches` reads (a scan's own push-down, or a uuid's bytes)."""
+        if not _pushable(self.schema.find_field(key_range.column).field_type):
+            return _arrow_range(key_range)
+        return expression_to_pyarrow(bind(self.schema, key_range.row_filter(), case_sensitive=True), self.schema)
 
     def narrow(self, view: _View, rows: pa.Table) -> pa.Table:
         """A rewrite's rows as one of several indexes compares them: the rows it holds, its columns."""

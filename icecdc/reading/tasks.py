@@ -72,7 +72,23 @@ class RewriteTask:
     key_range: KeyRange | None = None
 
 
-Task = FileTask | KeyDeleteTask | RewriteTask
+@dataclass(frozen=True)
+class DealtRewrite:
+    """A rewrite cut into key ranges whose files each span many of the ranges (written
+    hash-distributed, or after many MERGEs): read as range tasks, every task would decode every
+    file, and the decoding would grow with the ranges times the rewrite. Instead each file is read
+    once and its rows dealt to the ranges through a shuffle; each range's rows then cancel as a
+    `RewriteTask`'s do. An engine without a shuffle reads it as its `range_tasks`."""
+
+    removed: tuple[FileTask, ...]
+    added: tuple[FileTask, ...]
+    ranges: tuple[KeyRange, ...]
+
+    def range_tasks(self) -> list[RewriteTask]:
+        return [RewriteTask(self.removed, self.added, key_range) for key_range in self.ranges]
+
+
+Task = FileTask | KeyDeleteTask | RewriteTask | DealtRewrite
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,6 @@ def files_read_by(task: Task) -> list[DataFile]:
     """Every data and delete file a task reads."""
     if isinstance(task, KeyDeleteTask):
         return [task.delete_file]
-    if isinstance(task, RewriteTask):
+    if isinstance(task, RewriteTask | DealtRewrite):
         return [f for t in task.removed + task.added for f in files_read_by(t)]
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]

@@ -9,6 +9,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+from icecdc.reading.tasks import DealtRewrite, Task
 from tests.support.pipeline import Pipeline
 
 SCHEMA = Schema(
@@ -35,3 +36,8 @@ def rows(*ids: int, region: str = "us", status: str = "new") -> pa.Table:
 
 def orders(pipeline: Pipeline, partitioned: bool = True) -> Table:
     return pipeline.catalog.create_table("db.orders", schema=SCHEMA, partition_spec=BY_REGION if partitioned else PartitionSpec())
+
+
+def range_tasks(tasks: list[Task]) -> list[Task]:
+    """The tasks with a dealt rewrite as the range tasks it stands for: how a rewrite was cut is the same."""
+    return [r for t in tasks for r in (t.range_tasks() if isinstance(t, DealtRewrite) else [t])]
