@@ -181,7 +181,11 @@ def check_names(ctx: Context) -> Iterator[Check]:
             subject=named.name,
         )
     if not taken:
-        yield passed("names free", f"the {len(names)} names the stack gives are free or its own")
+        yield passed(
+            "names free",
+            f"the {len(names)} names the stack gives are free or its own; CloudFormation names the buckets "
+            "(dead letters, artifacts, access logs), which cannot collide",
+        )
 
 
 def check_buckets(ctx: Context) -> Iterator[Check]:
