@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.catalog import glue_name, identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, parse_config
 from icecdc.errors import IcecdcError, SparkRequired
 from icecdc.index import IndexAlias
@@ -139,12 +139,6 @@ class PlannerEnvironment:
             environ.get(names["opensearch_url"]) or None,
             environ.get(names["dead_letter"]) or None,
         )
-
-
-def glue_name(name: str) -> str:
-    """A `<database>.<table>` as the Glue Data Catalog stores it, and names it in its events: in
-    lower case (Glue lowercases database and table names; a configured `Sales.Orders` is `sales.orders`)."""
-    return name.lower()
 
 
 def job_name(stack_name: str, table: str) -> str:

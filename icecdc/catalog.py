@@ -3,6 +3,7 @@ lineage of their current snapshot."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog, load_catalog
@@ -23,9 +24,22 @@ def open_catalog(config: CatalogConfig) -> Catalog:
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
 
 
+def glue_name(name: str) -> str:
+    """A `<database>.<table>` as the Glue Data Catalog stores it, and names it in its events: in
+    lower case (Glue lowercases database and table names; a configured `Sales.Orders` is `sales.orders`)."""
+    return name.lower()
+
+
+def is_glue(catalog: Catalog) -> bool:
+    """Whether `catalog` is pyiceberg's Glue catalog (never imported here: it imports boto3)."""
+    glue = sys.modules.get("pyiceberg.catalog.glue")
+    return glue is not None and isinstance(catalog, glue.GlueCatalog)
+
+
 def load_table(catalog: Catalog, name: str) -> Table:
+    """The table `name` (`<database>.<table>`); from a Glue catalog by the name Glue stores (`glue_name`)."""
     try:
-        return catalog.load_table(name)
+        return catalog.load_table(glue_name(name) if is_glue(catalog) else name)
     except NoSuchTableError:
         raise PlanningError(f"table {name!r} does not exist in catalog {catalog.name!r}") from None
     except Exception as exc:  # noqa: BLE001 - unreachable catalog, denied access: reported with its own words

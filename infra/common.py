@@ -17,7 +17,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
-from icecdc.aws import glue_name
+from icecdc.catalog import glue_name
 from icecdc.config import Config
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig
 

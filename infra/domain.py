@@ -308,7 +308,7 @@ class Search(Construct):
             code=bundles.custom_resources,
             handler="domain_access",
             role=provisioner,
-            timeout_minutes=10,  # a new domain's security API may need a few minutes to answer
+            timeout_minutes=10,  # a new domain's security API may need minutes: the handler retries for 8 at most
             description="icecdc: roles and role mappings of the created domain (fine-grained access control)",
             resource_type="Custom::IcecdcDomainAccess",
             properties={

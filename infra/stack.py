@@ -19,7 +19,8 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from icecdc.aws import PASS_RESERVE_SECONDS, glue_name
+from icecdc.aws import PASS_RESERVE_SECONDS
+from icecdc.catalog import glue_name
 from icecdc.config import Config
 from icecdc.engines.workers import lambda_vcpus
 from icecdc.model import EngineChoice

@@ -10,8 +10,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws import event_tables, glue_name, job_name
-from icecdc.catalog import load_table
+from icecdc.aws import event_tables, job_name
+from icecdc.catalog import glue_name, load_table
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.search import check_mapping, check_writes
@@ -255,7 +255,7 @@ def check_lag(ctx: Context) -> Iterator[Check]:
     now = ctx.clock()
     for table_config in ctx.config.tables:
         try:
-            table = load_table(ctx.catalog, glue_name(table_config.name))
+            table = load_table(ctx.catalog, table_config.name)
             statuses = [
                 (key, table_status(table, index_config, scoped, now))
                 for index_config, key, scoped in index_stores(table_config, ctx.state_store)

@@ -10,8 +10,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 from pyiceberg.table import Table
 
-from icecdc.aws import glue_name
-from icecdc.catalog import identifier_columns, load_table
+from icecdc.catalog import glue_name, identifier_columns, load_table
 from icecdc.config import TableConfig
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
@@ -181,7 +180,11 @@ def check_names(ctx: Context) -> Iterator[Check]:
             subject=named.name,
         )
     if not taken:
-        yield passed("names free", f"the {len(names)} names the stack gives are free or its own")
+        yield passed(
+            "names free",
+            f"the {len(names)} names the stack gives are free or its own; CloudFormation names the buckets "
+            "(dead letters, artifacts, access logs), which cannot collide",
+        )
 
 
 def check_buckets(ctx: Context) -> Iterator[Check]:
@@ -293,7 +296,7 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
     yield _event_names(ctx, config)
     name, announced = config.name, glue_name(config.name)
     try:
-        table = load_table(ctx.catalog, announced)  # as the planner and the jobs load it
+        table = load_table(ctx.catalog, name)  # as the planner and the jobs load it (by the name Glue stores)
     except PlanningError as exc:
         database, _, short = announced.partition(".")
         yield failed(
@@ -312,7 +315,7 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
 
 def _event_names(ctx: Context, config: TableConfig) -> Check:
     """Glue announces a commit under the names it stores, in lower case, and the rule and the planner
-    match it so (icecdc.aws.glue_name): two entries that differ only in case name one Glue table."""
+    match it so (icecdc.catalog.glue_name): two entries that differ only in case name one Glue table."""
     announced = glue_name(config.name)
     twins = [t.name for t in ctx.config.tables if t is not config and glue_name(t.name) == announced]
     if twins:

@@ -51,22 +51,28 @@ log.setLevel(logging.INFO)
 API = "_plugins/_security/api"
 ADMIN_ROLES = ("all_access", "security_manager")
 # A domain that CloudFormation reports created may answer 5xx (or not at all) for a few minutes.
+# One budget for all the calls of an invocation, within the function's 10-minute timeout
+# (infra.domain): a Lambda that times out never answers, and CloudFormation then waits an hour.
 READY_SECONDS = 8 * 60
 
 
 class SecurityApi:
-    """The security plugin's REST API of one domain. `scheme` and `pause` (seconds between attempts)
-    are for the tests."""
+    """The security plugin's REST API of one domain, retrying 5xx and unreachable answers until
+    `ready_seconds` after it was made (one budget for every call). `scheme` and `pause` (seconds
+    between attempts) are for the tests."""
 
-    def __init__(self, endpoint: str, region: str, scheme: str = "https", pause: float = 15) -> None:
+    def __init__(
+        self, endpoint: str, region: str, scheme: str = "https", pause: float = 15, ready_seconds: float = READY_SECONDS
+    ) -> None:
         self.base = f"{scheme}://{endpoint}/{API}"
         self.region = region
         self.pause = pause
+        self.deadline = time.monotonic() + ready_seconds
         self.credentials = boto3.Session().get_credentials()
 
     def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        deadline = time.monotonic() + READY_SECONDS
+        deadline = self.deadline
         while True:
             # Signed anew for every attempt: a SigV4 signature expires about 5 minutes after its
             # X-Amz-Date, and a domain may answer 5xx for longer (READY_SECONDS), so a signature

@@ -5,10 +5,11 @@ answered to a local stand-in for CloudFormation's response URL."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -36,24 +37,30 @@ def test_the_handler_maps_admin_and_writer_and_turns_audit_logging_on_idempotent
     assert ADMIN in api.docs["rolesmapping/all_access"]["all_access"]["backend_roles"]  # a retained domain keeps its admin
 
 
+@contextlib.contextmanager
+def serving(method: str, answer: Callable[[http.server.BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A local HTTP server answering `method` requests with `answer(request)`; yields its host:port."""
+    handler = type("Handler", (http.server.BaseHTTPRequestHandler,), {f"do_{method}": answer, "log_message": lambda *a: None})
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture
 def cloudformation() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A local stand-in for CloudFormation's presigned response URL."""
     answers: list[dict[str, Any]] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:  # noqa: N802
-            answers.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
+    def put(request: http.server.BaseHTTPRequestHandler) -> None:
+        answers.append(json.loads(request.rfile.read(int(request.headers["Content-Length"]))))
+        request.send_response(200)
+        request.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/response", answers
-    server.shutdown()
+    with serving("PUT", put) as host:
+        yield f"http://{host}/response", answers
 
 
 def event(kind: str, url: str, properties: dict[str, Any] = PROPERTIES) -> dict[str, Any]:
@@ -128,25 +135,40 @@ def test_every_attempt_at_the_security_api_is_signed_anew(monkeypatch: pytest.Mo
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     seen: list[tuple[str, str]] = []
 
-    class NotReadyTwice(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            seen.append((self.headers["X-Amz-Date"], self.headers["Authorization"]))
-            ready = len(seen) > 2
-            self.send_response(200 if ready else 503)
-            self.end_headers()
-            self.wfile.write(b'{"config": {}}' if ready else b"not ready")
+    def ready_third_time(request: http.server.BaseHTTPRequestHandler) -> None:
+        seen.append((request.headers["X-Amz-Date"], request.headers["Authorization"]))
+        ready = len(seen) > 2
+        request.send_response(200 if ready else 503)
+        request.end_headers()
+        request.wfile.write(b'{"config": {}}' if ready else b"not ready")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), NotReadyTwice)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        api = access["SecurityApi"](f"127.0.0.1:{server.server_port}", "us-east-1", scheme="http", pause=1.1)
+    with serving("GET", ready_third_time) as host:
+        api = access["SecurityApi"](host, "us-east-1", scheme="http", pause=1.1)
         assert api.call("GET", "audit") == {"config": {}}
-    finally:
-        server.shutdown()
     assert len(seen) == 3 and len({date for date, _ in seen}) == 3 and len({auth for _, auth in seen}) == 3
+
+
+def test_the_retries_of_all_calls_share_one_budget_within_the_functions_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create makes several calls: were each given the whole retry budget, a domain answering 5xx
+    would keep the Lambda past its timeout, and CloudFormation, never answered, waits an hour. Once
+    the budget is spent a call is tried once, and its error goes to CloudFormation."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    attempts: list[str] = []
+
+    def never_ready(request: http.server.BaseHTTPRequestHandler) -> None:
+        attempts.append(request.path)
+        request.send_response(503)
+        request.end_headers()
+
+    with serving("GET", never_ready) as host:
+        api = access["SecurityApi"](host, "us-east-1", scheme="http", pause=0.2, ready_seconds=1)
+        with pytest.raises(RuntimeError, match="GET rolesmapping/all_access: HTTP 503"):
+            api.call("GET", "rolesmapping/all_access")
+        first = len(attempts)
+        with pytest.raises(RuntimeError, match="GET audit: HTTP 503"):
+            api.call("GET", "audit")
+    assert first > 1 and len(attempts) == first + 1
 
 
 def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:

@@ -112,6 +112,8 @@ def test_what_the_doctor_looks_up_is_in_the_synthesized_template(
             if isinstance(r.get("Properties", {}).get(key), str)
         }
         assert names <= given, names - given
+        # the dead-letter bucket and the others: CloudFormation names them, so none is in `names`
+        assert not [r for r in resources.values() if r["Type"] == "AWS::S3::Bucket" and "BucketName" in r["Properties"]]
         assert {r["Properties"]["TableName"] for r in resources.values() if r["Type"] == "AWS::DynamoDB::GlobalTable"} == {
             state_table_name("cdc")
         }
@@ -149,6 +151,7 @@ def test_before_a_ready_account_passes(lake: Lake, unique: str, bootstrapped: No
         assert diagnosis.named(name, table).outcome == Outcome.PASSED, diagnosis.named(name, table)
     assert diagnosis.named("identifier columns", table).detail == "id"
     assert diagnosis.named("service-linked role").outcome == Outcome.SKIPPED
+    assert "CloudFormation names the buckets (dead letters" in diagnosis.named("names free").detail
 
 
 def test_before_a_broken_setup_fails_each_check_with_its_fix(lake: Lake, unique: str, moto_url: str) -> None:

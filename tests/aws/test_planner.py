@@ -135,3 +135,19 @@ def test_a_planning_error_fails_the_invocation_after_the_other_tables(deployment
     with pytest.raises(handler_module.PlanningFailed, match="orders.*does not exist"):
         deployment.invoke(SCHEDULE_EVENT)
     assert len(deployment.runs(deployment.customers)) == 1  # the healthy table's job was still started
+
+
+def test_a_table_configured_in_mixed_case_is_read_by_the_name_glue_stores(
+    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Glue keeps `Shop.orders` as `shop.orders` and announces it so: the planner matches the event
+    to the configured entry and reads the table by the stored name (moto's Glue, like a dict, finds
+    only that), while the job and the checkpoint keep the configured name."""
+    lake.create_table(f"{lake.database}.orders").append(rows(1, 2))
+    lake.create_table(f"{lake.database}.customers")
+    configured = [f"{lake.database.capitalize()}.orders", f"{lake.database}.customers"]  # the index: orders
+    deployment = Deployment(lake, state_table, configured, monkeypatch)
+    [outcome] = deployment.invoke(table_event(lake.database, "orders"))["tables"]
+    assert outcome["table"] == configured[0] and outcome["error"] is None
+    assert outcome["has_work"] and outcome["job_run_id"]
+    assert deployment.runs(configured[0])[0]["Id"] == outcome["job_run_id"]
