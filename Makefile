@@ -19,7 +19,7 @@ demo: $(DEMO_STAMP) java
 test: $(STAMP) java iceberg-jars
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Issue 19's model-based test (tests/test_model.py) for FUZZ_MINUTES (default 30) with random seeds, round
+# The model-based test (tests/test_model.py) for FUZZ_MINUTES (default 30) with random seeds, round
 # after round: each failure is printed as the minimal sequence Hypothesis shrank it to (and kept in
 # .build/model/fuzz-failures.txt), then the operations covered. `make test` runs it derandomized and short.
 # ICECDC_MODEL_EXCLUDE=<known bugs, comma-separated> steps around bugs already found (tests/support/model.py).

@@ -25,10 +25,42 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        commands_run = {
+            "sync": _sync,
+            "status": _status,
+            "verify": _verify,
+            "audit": _audit,
+            "repair": _repair,
+            "dead-letters": _dead_letters,
+            "demo": _demo,
+            "doctor": _doctor,
+        }
+        return commands_run[args.command](args)
+    except IcecdcError as exc:
+        print(f"icecdc: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per command, each with its options."""
     parser = argparse.ArgumentParser(prog="icecdc", description="Keep OpenSearch indexes equal to Apache Iceberg tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_sync_status_verify(commands)
+    _add_audit_repair(commands)
+    _add_dead_letters(commands)
+    _add_demo_doctor(commands)
+    return parser
 
+
+def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that sync and read a table's state: sync, status, verify."""
     sync = commands.add_parser("sync", help="plan and apply every commit since the last sync")
     sync.add_argument("--config", required=True, type=Path)
     sync.add_argument("--table", action="append", help="only this table (repeatable)")
@@ -46,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--config", required=True, type=Path)
     verify.add_argument("--table", action="append", help="only this table (repeatable)")
 
+
+def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The drift commands: audit, repair."""
     audit = commands.add_parser("audit", help="check each index against its table: counts by partition and a sample of rows")
     audit.add_argument("--config", required=True, type=Path)
     audit.add_argument("--table", action="append", help="only this table (repeatable)")
@@ -65,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     repair.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     repair.add_argument("--json", action="store_true", help="the report as JSON")
 
+
+def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`dead-letters` and its list, show, replay and mark-replayed."""
     letters = commands.add_parser("dead-letters", help="list, show, replay and mark dead letters")
     letter_commands = letters.add_subparsers(dest="letters_command", required=True)
     for command, text in (
@@ -92,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         if command in ("list", "replay"):
             sub.add_argument("--json", action="store_true")
 
+
+def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The demo, and the deployment's checks."""
     demo = commands.add_parser("demo", help="an embedded catalog, OpenSearch and a few commits, synced")
     demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"))
 
@@ -103,27 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     doctor.add_argument("--config", required=True, type=Path, help="the configuration `cdk deploy` is given")
     doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
-
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        commands_run = {
-            "sync": _sync,
-            "status": _status,
-            "verify": _verify,
-            "audit": _audit,
-            "repair": _repair,
-            "dead-letters": _dead_letters,
-            "demo": _demo,
-            "doctor": _doctor,
-        }
-        return commands_run[args.command](args)
-    except IcecdcError as exc:
-        print(f"icecdc: error: {exc}", file=sys.stderr)
-        return 2
 
 
 def _sync(args: argparse.Namespace) -> int:

@@ -508,7 +508,6 @@ def sync_table(
     (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
     Lambda's time budget)."""
     changed = ChangedEntries()  # planning and reading of this table share its manifest reads, across its indexes
-    total = BatchResult(table_config.name)
     with ExitStack() as held:
         runs = []
         for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease
@@ -516,23 +515,26 @@ def sync_table(
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return BatchResult(table_config.name, skipped=True)
-            runs.append(
-                TableRun(
-                    engines,
-                    index_config,
-                    scoped,
-                    config.opensearch,
-                    identifiers,
-                    config.dead_letter,
-                    changed,
-                    lease,
-                    config.batch,
-                    probe,
-                )
-            )
+            runs.append(_index_run(config, engines, index_config, scoped, identifiers, changed, lease, probe))
         if len(runs) == 1:
             return runs[0].catch_up(catalog, table, deadline)
-        return _catch_up_together(runs, catalog, table, deadline, total)
+        return _catch_up_together(runs, catalog, table, deadline, BatchResult(table_config.name))
+
+
+def _index_run(
+    config: Config,
+    engines: Engines,
+    index_config: TableConfig,
+    store: StateStore,
+    identifiers: tuple[str, ...],
+    changed: ChangedEntries,
+    lease: Lease,
+    probe: Probe | None,
+) -> TableRun:
+    """The run over one index of a table, under its lease, with the settings `config` gives every run."""
+    return TableRun(
+        engines, index_config, store, config.opensearch, identifiers, config.dead_letter, changed, lease, config.batch, probe
+    )
 
 
 def _catch_up_together(
@@ -581,6 +583,25 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
     checkpoint: no index's checkpoint advances before every index has its writes. Indexes that turn
     out not to be in step after all (an index replaced meanwhile) are processed one by one."""
     started = time.monotonic()
+    view, batches = _select_together(runs, table)
+    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(i.resync for i in batches[0]):
+        return [run.process(table) for run in runs]
+    if not batches[0]:  # stale items, retired
+        return [BatchResult(run.name) for run in runs]
+    steps = _passes_together(runs, view, batches, started)
+    found = [step.find_destination() for step in steps]
+    tasks = steps[0].tasks(steps[0].unread(found[0]))
+    engine = steps[0].engine(tasks)
+    destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
+    results = _apply_together(steps, engine, tasks, destinations)
+    for step, destination, result in zip(steps, destinations, results, strict=True):
+        step.complete(engine, destination, result)
+        step.finish(destination, result)
+    return results
+
+
+def _select_together(runs: list[TableRun], table: Table) -> tuple[Table, list[list[WorkItem]]]:
+    """The table as of the indexes' checkpoint, and each index's batch, its index checked first."""
     # the same snapshot for all (they are in step), each in its own index
     checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
     view = current_view(table, runs[0].name, checkpoints[0])
@@ -588,23 +609,24 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
     for run, checkpoint in zip(runs, checkpoints, strict=True):
         run._check_index(view, checkpoint)
         batches.append(_select(run, view))
-    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(i.resync for i in batches[0]):
-        return [run.process(table) for run in runs]
-    if not batches[0]:  # stale items, retired
-        return [BatchResult(run.name) for run in runs]
-    table = view
+    return view, batches
+
+
+def _passes_together(runs: list[TableRun], table: Table, batches: list[list[WorkItem]], started: float) -> list[_Pass]:
+    """Each index's pass over the items of the batch the first index's caps keep."""
     with _manifests_of(runs[0].name):
         capped, _ = cap_batch(batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed))
     keys = {i.key for i in capped}
     client = open_client(runs[0].opensearch)
-    steps = [
+    return [
         _Pass(run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started)
         for run, b in zip(runs, batches, strict=True)
     ]
-    found = [step.find_destination() for step in steps]
-    tasks = steps[0].tasks(steps[0].unread(found[0]))
-    engine = steps[0].engine(tasks)
-    destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
+
+
+def _apply_together(steps: list[_Pass], engine: Engine, tasks: PassTasks, destinations: list[_Destination]) -> list[BatchResult]:
+    """Write every index: an export into each, the changed files read once for all (`Targets`)."""
+    runs, table = [step.run for step in steps], steps[0].table
     snapshots = len({i.snapshot_id for i in steps[0].batch})
     files = len(tasks.all)
     results = [BatchResult(run.name, snapshots, files, engine=engine.kind) for run in runs]
@@ -622,7 +644,4 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
         results[0].writes.add(writes)
     for run in runs:
         run.reached(PassPoint.WRITTEN)
-    for step, destination, result in zip(steps, destinations, results, strict=True):
-        step.complete(engine, destination, result)
-        step.finish(destination, result)
     return results

@@ -17,16 +17,19 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from opensearchpy import OpenSearch
+from pyiceberg.table import Table
+
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config
+from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.lookup import TableRows, whole_rows_only
-from icecdc.model import Write
+from icecdc.model import Checkpoint, Write
 from icecdc.opensearch import open_client
 from icecdc.sink import Refusal, write_documents
-from icecdc.state import Lease, open_state_store
+from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
 
@@ -63,27 +66,14 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
         with Lease(store, name, config.state.lease_seconds) as lease:
             if not lease.held:
                 raise OperationError(f"table {name!r}: another run holds its lease; replay when it has finished")
-            checkpoint = store.get_checkpoint(name)
-            if checkpoint is None:
-                raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
-            unfinished = IndexAlias(client, table_config.index).unfinished(checkpoint)
-            if unfinished:
-                raise OperationError(f"table {name!r}: {unfinished}; sync first")
+            checkpoint = _settled_checkpoint(store, name, IndexAlias(client, table_config.index))
             report = ReplayReport(name, checkpoint.sequence_number, len(letters))
             # Without identifier columns an id names a file position, not a row: nothing to look up.
             report.not_replayable = [s.letter_id for s in letters if s.letter.doc_id is None or not identifiers]
             by_id = [s for s in letters if s.letter.doc_id is not None and identifiers]
             if not by_id:
                 return report
-            # The index as configured now: fields a fixed configuration adds are put into its mapping.
-            spec = index_spec(table.schema(), table_config, str(table.metadata.table_uuid))
-            IndexAlias(client, table_config.index).ensure(spec)
-            conflicts = mapping_conflicts(client, table_config.index, spec)
-            if conflicts:
-                report.notes.append(
-                    f"the index maps {', '.join(conflicts)} otherwise than the configuration: a field's mapping cannot "
-                    "change in place; rebuild the index (icecdc repair --rebuild) to apply it, then replay"
-                )
+            report.notes += _ensure_configured(client, table, table_config)
             rows = TableRows(table, name, identifiers, dead_letter=location)
             current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
             writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
@@ -112,6 +102,31 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
         len(report.still_refused),
     )
     return report
+
+
+def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias) -> Checkpoint:
+    """The checkpoint to replay at; OperationError when there is none or the index is not as it left it."""
+    checkpoint = store.get_checkpoint(name)
+    if checkpoint is None:
+        raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
+    unfinished = alias.unfinished(checkpoint)
+    if unfinished:
+        raise OperationError(f"table {name!r}: {unfinished}; sync first")
+    return checkpoint
+
+
+def _ensure_configured(client: OpenSearch, table: Table, config: TableConfig) -> list[str]:
+    """Put the fields a fixed configuration adds into the index's mapping; notes on those it cannot change."""
+    spec = index_spec(table.schema(), config, str(table.metadata.table_uuid))
+    IndexAlias(client, config.index).ensure(spec)
+    conflicts = mapping_conflicts(client, config.index, spec)
+    if not conflicts:
+        return []
+    note = (
+        f"the index maps {', '.join(conflicts)} otherwise than the configuration: a field's mapping cannot "
+        "change in place; rebuild the index (icecdc repair --rebuild) to apply it, then replay"
+    )
+    return [note]
 
 
 def _writes(current: dict[str, list[str]], ids: set[str], version: int) -> tuple[list[Write], dict[str, int]]:

@@ -1,4 +1,4 @@
-"""Each pass runs on one engine, picked from what it reads before anything is written (issue 14).
+"""Each pass runs on one engine, picked from what it reads before anything is written.
 
 The correctness of the in-process engine is tested where the Spark engine's is: the modules that
 parametrize `engine` (merge-on-read and the random Spark-written sequences, resyncs, bad rows)

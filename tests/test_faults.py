@@ -286,7 +286,7 @@ def test_losing_the_connection_mid_batch_fails_it_without_advancing_and_a_rerun_
     converged(pipeline, config)
 
 
-# -- whole-request outages, dead letters (issue 5) ------------------------------------------------
+# -- whole-request outages, dead letters ----------------------------------------------------------
 
 
 def test_an_outage_longer_than_the_transport_retries_is_ridden_out(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:

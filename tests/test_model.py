@@ -1,4 +1,4 @@
-"""Issue 19: a model-based test of the whole pipeline (tests/support/model_machine.py).
+"""A model-based test of the whole pipeline (tests/support/model_machine.py).
 
 `make test` runs it derandomized, a few examples of a few dozen steps (the `icecdc-model`
 Hypothesis profile, tests/conftest.py). `make fuzz` runs it for FUZZ_MINUTES with random seeds

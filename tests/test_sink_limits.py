@@ -1,4 +1,4 @@
-"""Bulk requests are bounded by bytes, not only by count (issue 12, item 4).
+"""Bulk requests are bounded by bytes, not only by count.
 
 The fault proxy stands in for a domain's HTTP payload limit: with `faults.MAX_BODY_BYTES` set, it
 answers 413 to any request body over it without forwarding it, as Amazon OpenSearch Service does

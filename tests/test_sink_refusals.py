@@ -1,4 +1,4 @@
-"""Only a document's own fault becomes a dead letter (issue 10, item 3).
+"""Only a document's own fault becomes a dead letter.
 
 Everything here talks real HTTP to osmem, which answers blocks, closed indices and mapping
 conflicts as OpenSearch does; the test proxy (tests/faults.py) stands in only for what osmem cannot

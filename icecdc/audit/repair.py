@@ -77,17 +77,7 @@ def repair_table(
         stats.superseded,
         stats.dead_lettered,
     )
-    if report.foreign:
-        report.notes.append(
-            f"{len(report.foreign)} documents carry versions above the checkpoint's ({checkpoint.sequence_number}): "
-            "another writer's; in place they would refuse later changes: rebuild the index (icecdc repair --rebuild)"
-        )
-    if report.superseded:
-        report.notes.append(
-            f"{report.superseded} writes were refused: the index holds a newer version of those documents, or the "
-            "tombstone of a newer delete (kept for the index's gc_deletes, 60 s by default): another writer's; "
-            "repair again once such tombstones are gone, or rebuild the index (icecdc repair --rebuild)"
-        )
+    _note_what_is_left(report)
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
     log.info(
         "%s: repaired %s: %d compared, %d indexed, %d deleted, %d foreign",
@@ -99,6 +89,21 @@ def repair_table(
         len(report.foreign),
     )
     return report
+
+
+def _note_what_is_left(report: RepairReport) -> None:
+    """Say why documents another writer holds stay as they are, and what fixes them."""
+    if report.foreign:
+        report.notes.append(
+            f"{len(report.foreign)} documents carry versions above the checkpoint's ({report.version}): "
+            "another writer's; in place they would refuse later changes: rebuild the index (icecdc repair --rebuild)"
+        )
+    if report.superseded:
+        report.notes.append(
+            f"{report.superseded} writes were refused: the index holds a newer version of those documents, or the "
+            "tombstone of a newer delete (kept for the index's gc_deletes, 60 s by default): another writer's; "
+            "repair again once such tombstones are gone, or rebuild the index (icecdc repair --rebuild)"
+        )
 
 
 def _settled_checkpoint(store: StateStore, table: Table, name: str, client: OpenSearch, index: str) -> Checkpoint:

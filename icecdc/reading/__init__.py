@@ -1,8 +1,8 @@
 """Reading the files of work items into change rows, Iceberg-aware, copy-on-write and merge-on-read.
 
-Two sides, two modules: `planner` runs on the driver (work items and manifests → tasks, metadata
+Two sides: `driver` (with `ranges`) runs on the driver (work items and manifests → tasks, metadata
 only), `reader` on the executors (tasks → files → change rows); `tasks` holds what passes between
-them. This package imports neither, so an executor loads only what it runs.
+them. This package imports none of them, so an executor loads only what it runs.
 
 The driver turns work items into tasks (metadata only: which file, insert or delete, which
 sequence number, which delete files are in force). Executors read each file with pyiceberg's

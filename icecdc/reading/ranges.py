@@ -12,7 +12,7 @@ numbers, dates and times as they are stored, decimals unscaled, strings and byte
 follow the prefix every bound shares. Splits are interpolated on that line and turned back into
 keys. Where the bounds cannot tell the rows apart (one key value per partition, string bounds
 truncated to a shared prefix), the ranges would not be about equal: that column is not used
-(`key_ranges` tries the next identifier column, the planner then reads file by file).
+(`key_ranges` tries the next identifier column, the driver then reads file by file).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the AWS bundles carry: the library the entries run, never the demo or the test commits; and
-the dependencies, exactly the files the locks name (issue 15 item 5): pinned, hashed, downloaded
+the dependencies, exactly the files the locks name: pinned, hashed, downloaded
 with --require-hashes at synth time, a file whose hash differs refused."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_the_zip_of_wheels_is_what_glue_5_installs_and_installs_offline_as_glue_
     """AWS Glue 5.x's zip of wheels (docs/deploy.md, "Locked dependencies"): a name ending in
     `.gluewheels.zip`; one top-level folder `wheels/` holding the `.whl` files and `requirements.txt`,
     nothing else; installed by pip from that folder with the job's installer options (`--no-index`:
-    no package index is reached). Here pip installs it as Glue documents it (issue 20 item 9)."""
+    no package index is reached). Here pip installs it as Glue documents it."""
     index = tmp_path / "index"
     index.mkdir()
     wheel = probe_wheel(index)

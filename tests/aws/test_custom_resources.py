@@ -130,7 +130,7 @@ def test_settle_waits_on_create_and_update_only(cloudformation: tuple[str, list[
 
 def test_every_attempt_at_the_security_api_is_signed_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     """A domain may answer 5xx for minutes; a signature expires after about 5: each retry carries a
-    signature of its own time (issue 20 item 3)."""
+    signature of its own time."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     seen: list[tuple[str, str]] = []
@@ -173,7 +173,7 @@ def test_the_retries_of_all_calls_share_one_budget_within_the_functions_timeout(
 
 def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:
     """Fine-grained access control matches an IAM user's ARN under `users`, a role's under
-    `backend_roles` (issue 20 item 4)."""
+    `backend_roles`."""
     user = "arn:aws:iam::123456789012:user/ops/alice"
     api = FakeSecurityApi()
     access["apply"](api, {**PROPERTIES, "Admin": user})
@@ -186,7 +186,7 @@ def test_an_admin_that_is_an_iam_user_is_mapped_as_a_user() -> None:
 def test_the_service_linked_role_is_created_when_missing_and_kept(
     cloudformation: tuple[str, list[dict[str, Any]]], moto_url: str
 ) -> None:
-    """OpenSearch places a domain in a VPC only once its service-linked role exists (issue 20 item 8)."""
+    """OpenSearch places a domain in a VPC only once its service-linked role exists."""
     url, answers = cloudformation
     iam = aws_client("iam", moto_url)
     properties = {"ServiceName": "opensearchservice.amazonaws.com", "RoleName": "AWSServiceRoleForAmazonOpenSearchService"}

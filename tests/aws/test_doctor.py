@@ -1,4 +1,4 @@
-"""`icecdc doctor` (issue 20) against moto (the account: Glue Data Catalog with real pyiceberg tables,
+"""`icecdc doctor` against moto (the account: Glue Data Catalog with real pyiceberg tables,
 S3, CloudFormation, SSM, IAM, DynamoDB, Glue jobs, Lambda, EventBridge, SQS, CloudWatch Logs) and
 osmem (the domain): a ready setup passes, and every check that can fail is shown failing with its fix.
 

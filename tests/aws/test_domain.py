@@ -1,4 +1,4 @@
-"""A domain the stack creates (issue 15 item 3): a separate admin, the jobs' role mapped to a role
+"""A domain the stack creates: a separate admin, the jobs' role mapped to a role
 that writes the configured indexes only, audit logs, and, with `aws.vpc`, the domain and the jobs
 in the VPC: the template (Template assertions). The custom resource's handler: test_custom_resources.py."""
 
@@ -99,7 +99,7 @@ def test_the_domain_and_the_jobs_in_a_vpc(tmp_path: Path) -> None:
         "AWS::Lambda::Function", {"Properties": {"Handler": "handler.domain_access"}}
     ).values()
     assert provisioning["Properties"]["VpcConfig"]["SubnetIds"]
-    # OpenSearch's service-linked role exists before the domain is placed in the VPC (issue 20 item 8)
+    # OpenSearch's service-linked role exists before the domain is placed in the VPC
     (linked_id, linked) = next(iter(template.find_resources("Custom::IcecdcServiceLinkedRole").items()))
     assert linked["Properties"]["ServiceName"] == "opensearchservice.amazonaws.com"
     assert linked_id in next(iter(template.find_resources("AWS::OpenSearchService::Domain").values()))["DependsOn"]
@@ -135,7 +135,7 @@ def test_a_domain_spans_the_zones_its_nodes_divide_among(nodes: int, subnets: in
 
 def test_the_domain_is_created_after_its_log_groups_policy_has_settled(created_domain: Any) -> None:
     """OpenSearch refuses a domain whose log groups' resource policy it cannot see yet ("does not grant
-    sufficient permissions"): the domain depends on the policy and on a wait after it (issue 20 item 1)."""
+    sufficient permissions"): the domain depends on the policy and on a wait after it."""
     template, _ = created_domain
     (policy_id,) = template.find_resources("AWS::Logs::ResourcePolicy")
     (settled_id, settled) = next(iter(template.find_resources("Custom::IcecdcSettle").items()))
@@ -147,7 +147,7 @@ def test_the_domain_is_created_after_its_log_groups_policy_has_settled(created_d
 def test_a_vpc_without_nat_gets_the_endpoints_the_stack_needs(tmp_path: Path) -> None:
     """`aws.vpc.create_endpoints`: gateway endpoints for S3 and DynamoDB on the subnets' route tables,
     interface endpoints (private DNS) for the other services, reachable on 443 from the stack's
-    groups only (issue 20 item 8)."""
+    groups only."""
     vpc = {**ROUTED_VPC, "create_endpoints": True}
     template, annotations = synth(tmp_path, {"create_domain": True, "domain_admin_arn": ADMIN, "vpc": vpc})
     endpoints = [e["Properties"] for e in template.find_resources("AWS::EC2::VPCEndpoint").values()]

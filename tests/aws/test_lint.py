@@ -1,4 +1,4 @@
-"""cfn-lint over every template the stack synthesizes (issue 20 item 10): the example configuration
+"""cfn-lint over every template the stack synthesizes: the example configuration
 as `cdk synth` reads it by default, a created domain, and a created domain in a VPC. Errors fail;
 so does any warning not fixed or suppressed on its resource with the reason (`infra.common.lint_ignore`)."""
 

@@ -1,4 +1,4 @@
-"""The planner applies small batches itself (issue 14): the whole path, an event → the planner
+"""The planner applies small batches itself: the whole path, an event → the planner
 Lambda's handler → the index, against moto (Glue Data Catalog, S3, DynamoDB, Glue jobs) and osmem,
 with a Glue-catalog table. A small commit is searchable without a Glue run; a large one, a table
 another run holds, and a Lambda near its timeout start the job and write nothing here."""

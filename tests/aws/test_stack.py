@@ -56,7 +56,7 @@ def test_one_glue_5_1_job_per_table_with_its_arguments(existing_endpoint) -> Non
         assert properties["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
         arguments = properties["DefaultArguments"]
         assert arguments["--enable-auto-scaling"] == "true"
-        # the locked wheels (pyiceberg[pyarrow], opensearch-py, ... pinned with hashes: issue 15 item 5), no index
+        # the locked wheels (pyiceberg[pyarrow], opensearch-py, ... pinned with hashes), no index
         (_, [scheme, _bucket, key]) = arguments["--additional-python-modules"]["Fn::Join"]
         assert scheme == "s3://" and key.startswith("/python/icecdc-deps-") and key.endswith(".gluewheels.zip")
         assert arguments["--python-modules-installer-option"] == "--no-index"
@@ -87,7 +87,7 @@ def test_planner_is_wired_to_the_state_table_and_the_jobs(existing_endpoint) -> 
     template.has_resource_properties(
         "AWS::Lambda::Function",
         {
-            "Runtime": "python3.13",  # Amazon Linux 2023; the layer is locked and tested for it (issue 20 item 6)
+            "Runtime": "python3.13",  # Amazon Linux 2023; the layer is locked and tested for it
             "Handler": "handler.handler",
             "Environment": {
                 "Variables": Match.object_like(
@@ -131,8 +131,8 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
     # S3: objects of the warehouse bucket only, no listing, no writes there
     assert ":s3:::lake-bucket/*" in text
     writes = [s for s in found if "s3:PutObject" in as_list(s["Action"])]
-    # the jobs and the planner write dead letters only; the publisher of the jobs' wheels (issue 15
-    # item 5) writes exactly one key of the stack's artifacts bucket, none of the warehouse
+    # the jobs and the planner write dead letters only; the publisher of the jobs'
+    # wheels writes exactly one key of the stack's artifacts bucket, none of the warehouse
     publisher = [s for s in writes if "python/icecdc-deps-" in str(s["Resource"])]
     assert len(publisher) == 1 and str(publisher[0]["Resource"]).endswith(".gluewheels.zip']]}")
     writes = [s for s in writes if s not in publisher]
@@ -431,7 +431,7 @@ def test_planner_buffers_events_and_coalesces_them_in_batches(tmp_path: Path) ->
 
 def test_the_planner_reserves_concurrency_only_when_configured(existing_endpoint, tmp_path: Path) -> None:
     """Reserving fails in accounts whose concurrency quota is low (Lambda keeps 100 unreserved): by
-    default the queue's event source alone bounds the planner (issue 20 item 2)."""
+    default the queue's event source alone bounds the planner."""
     template, _ = existing_endpoint
     planner, _ = planner_of(template)
     assert "ReservedConcurrentExecutions" not in planner["Properties"]
@@ -444,7 +444,7 @@ def test_the_planner_reserves_concurrency_only_when_configured(existing_endpoint
 
 def test_mixed_case_table_names_are_matched_as_glue_stores_them(tmp_path: Path) -> None:
     """Glue stores database and table names in lower case, and its events name them so: the rule,
-    the catalog ARNs and the planner's lookup use those names (issue 20 item 5)."""
+    the catalog ARNs and the planner's lookup use those names."""
     tables = [{"name": "Sales.Orders", "index": "orders", "protect_checkpoint": True}]
     template, _ = synth(tmp_path, {}, tables=tables)
     template.has_resource_properties(
@@ -465,7 +465,7 @@ SECRET_KEY = "arn:aws:kms:us-east-1:123456789012:key/66666666-7777-8888-9999-000
 
 def test_customer_managed_keys_of_the_inputs_are_granted_decrypt_where_they_are_read(tmp_path: Path) -> None:
     """SSE-KMS warehouse buckets and a secret under a customer-managed key need kms:Decrypt of
-    whoever reads them (the jobs, the planner), through that service only (issue 20 item 7)."""
+    whoever reads them (the jobs, the planner), through that service only."""
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:icecdc-search-AbCdEf"
     opensearch = {"url": "https://search.example.com", "username": "icecdc", "password_secret_arn": arn}
     (tmp_path / "keys").mkdir()

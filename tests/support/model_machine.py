@@ -1,4 +1,4 @@
-"""The state machine of the model-based test (issue 19): one table and one index driven through
+"""The state machine of the model-based test: one table and one index driven through
 random sequences of what production sees, checked after every clean sync.
 
 A step is one of: a commit by a writer (`write`), a table operation (`operate`), an index or cluster
