@@ -66,14 +66,19 @@ def plan_table(
         )
     changed = changed or ChangedEntries()
     lineage = Lineage.of(table)
-    retire_abandoned(store, config.name, lineage)
+    # Retired after the new items are put: a first export planned over an abandoned one must know of it
+    # (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
+    abandoned = [i for i in store.pending_items(config.name) if lineage.abandoned(i)]
     kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns)
     resync = (kind, reason) if kind else None
 
     items: list[WorkItem] = []
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
-        base = _claim_export(table, config.name, store, lineage, replacing)
+        base, abandoned_claim = _claim_export(table, config.name, store, lineage, replacing)
+        if checkpoint is None and not resync:
+            resync = _over_abandoned_export(store, config.name, base, abandoned, abandoned_claim)
+            kind = resync[0] if resync else ResyncKind.NONE
         if _export_planned(store, config.name, base, kind, replacing):
             pass  # a capped export's later passes: its items are all in the store already
         elif config.export or resync:
@@ -90,6 +95,7 @@ def plan_table(
         items += _change_items(table, config.name, snapshot, identifier_columns, changed)
 
     written = sum(store.put_item(item) for item in items)
+    retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
     log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
     return PlanResult(config.name, len(snapshots), len(items), written)
@@ -114,11 +120,32 @@ def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Tabl
     return table
 
 
-def retire_abandoned(store: StateStore, name: str, lineage: Lineage) -> None:
+def _over_abandoned_export(
+    store: StateStore, name: str, base: Checkpoint, abandoned: list[WorkItem], abandoned_claim: int | None
+) -> tuple[ResyncKind, str] | None:
+    """RESET when a first export follows one abandoned unfinished (its snapshot rolled back, or its
+    table dropped and created again): that one may have written documents this one would not
+    replace (rows the new snapshot lacks; a rolled-back snapshot's, at a higher version), so this
+    export builds a new generation. Once its items are in the store, they say so themselves."""
+    exports = [i for i in store.pending_items(name) if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
+    if any(i.snapshot_id == base.snapshot_id for i in exports):  # planned already: as it was planned
+        reset = any(i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports)
+        return (ResyncKind.RESET, "an export over an abandoned one goes on") if reset else None
+    gone = {i.snapshot_id for i in abandoned if i.kind == ItemKind.EXPORT}
+    if abandoned_claim is not None:
+        gone.add(abandoned_claim)
+    if not gone:
+        return None
+    return (
+        ResyncKind.RESET,
+        f"an export of snapshot {sorted(gone)} was abandoned unfinished (rolled back, or the table created again)",
+    )
+
+
+def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) -> None:
     """Retire pending items of commits off the current snapshot's lineage (rolled back, or left
-    behind by a moved `main`), unread: applying them would put rows into the index that the table
-    no longer has, or take out rows it has."""
-    abandoned = [i for i in store.pending_items(name) if lineage.abandoned(i)]
+    behind by a moved `main`, or of the table before it was dropped), unread: applying them would
+    put rows into the index that the table no longer has, or take out rows it has."""
     if abandoned:
         log.warning(
             "%s: retiring %d work items of snapshots off the current lineage: %s",
@@ -129,21 +156,30 @@ def retire_abandoned(store: StateStore, name: str, lineage: Lineage) -> None:
         store.complete(name, None, abandoned)
 
 
-def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, replacing: str) -> Checkpoint:
-    """The snapshot to export (the current one, unless a racing planner claimed another first).
+def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, replacing: str) -> tuple[Checkpoint, int | None]:
+    """The snapshot to export (the current one, unless a racing planner claimed another first), and
+    the last claimed snapshot it replaces, if any.
 
-    A claimed snapshot that has been rolled back since can never be exported; the next claim is
-    keyed after it, so that every planner agrees on the one that replaces it."""
+    A claimed snapshot that has been rolled back since (or is of the table before it was dropped)
+    can never be exported; the next claim is keyed after it, so that every planner agrees on the
+    one that replaces it."""
     current = table.current_snapshot()
     assert current is not None
     wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, sequence_number(current))
-    claim_key = replacing
+    claim_key, abandoned = replacing, None
     for _ in range(MAX_EXPORT_CLAIMS):
         base = store.claim_export(name, wanted, claim_key)
-        if base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None:
-            return base
-        log.warning("%s: export snapshot %d was rolled back before it was applied; claiming another", name, base.snapshot_id)
-        claim_key = f"{claim_key}>{base.snapshot_id}"
+        of_this_table = base.table_uuid == wanted.table_uuid
+        if of_this_table and (
+            base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None
+        ):
+            return base, abandoned
+        log.warning(
+            "%s: export snapshot %d was rolled back (or its table dropped) before it was applied; claiming another",
+            name,
+            base.snapshot_id,
+        )
+        claim_key, abandoned = f"{claim_key}>{base.snapshot_id}", base.snapshot_id
     raise PlanningError(f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again")
 
 
