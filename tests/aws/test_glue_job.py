@@ -103,6 +103,11 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
     [idle] = job.main(argv, spark)
     assert idle.snapshots == 0
     assert dead_letter_metric(lake, name) == [0, 3]  # every run publishes its count, zero included
+    # the dashboard's per-table figures: every run publishes what it read, the idle one zeros
+    rows_applied, files_read = table_metric(lake, name, "RowsApplied"), table_metric(lake, name, "FilesRead")
+    assert (rows_applied[1], files_read[1]) == (3, 3)
+    assert rows_applied[0] == exported.changes.rows + changed.changes.rows and exported.changes.rows == 5
+    assert files_read[0] == exported.files + changed.files and exported.files == 2
 
 
 def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
