@@ -31,9 +31,10 @@ from icecdc.engines.export import (
     export_rows,
     settle_duplicates,
 )
+from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
-from icecdc.model import Change, ChangeRow, EngineKind
+from icecdc.model import Change, ChangeRow, EngineKind, PassStage
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import FileTask, Task
@@ -64,11 +65,13 @@ class SparkEngine:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
         unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
+        done = context.accumulator(Done(), _DoneParam())  # tasks read, on the driver as each slice ends
         slices = balanced_slices(tasks, max(context.defaultParallelism, 1))
-        changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried, unreadable))
+        changes = context.parallelize(slices, len(slices)).mapPartitions(partial(_read_slices, reader, carried, unreadable, done))
         by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
         try:
-            per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
+            with PassMeter(reader.table_name, PassStage.CHANGES, tasks).polling(lambda: done.value):
+                per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         change_stats, sink_stats = (
@@ -88,17 +91,19 @@ class SparkEngine:
         cores = max(context.defaultParallelism, 1)
         tally = context.accumulator(ExportTally(), _TallyParam())
         unreadable = context.accumulator(0)
+        done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
         slices = numbered_slices(tasks, cores)
         buckets = bucket_count(sum(t.data_file.record_count for t in tasks), cores)
         keyed = context.parallelize(slices, len(slices)).mapPartitions(
-            partial(_export_slices, reader, target, tally, unreadable, buckets)
+            partial(_export_slices, reader, target, tally, unreadable, done, buckets)
         )
         try:
-            if reader.identifier_columns:
-                settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
-            else:  # ids from the rows' places: none can repeat
-                keyed.foreach(_nothing)
-                settled = []
+            with PassMeter(reader.table_name, PassStage.EXPORT, tasks).polling(lambda: done.value):
+                if reader.identifier_columns:
+                    settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
+                else:  # ids from the rows' places: none can repeat
+                    keyed.foreach(_nothing)
+                    settled = []
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         writes = tally.value.writes
@@ -118,8 +123,11 @@ class SparkEngine:
         return int(deleted)
 
 
-def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
-    return reader.read((task for tasks in slices for task in tasks), carried, unreadable)
+def _read_slices(reader: TableReader, carried: Any, unreadable: Any, done: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
+    """Executor side: the slice's changes; its tasks added to `done` when they are read."""
+    for tasks in slices:
+        yield from reader.read(tasks, carried, unreadable)
+        done.add(Done.of(tasks))
 
 
 def _write_partition(
@@ -127,6 +135,16 @@ def _write_partition(
 ) -> Iterator[tuple[ChangeStats, SinkStats]]:
     """Executor side: this partition's keys written; one pair of counters back to the driver."""
     yield write_keyed_changes(target, keyed_changes)
+
+
+class _DoneParam(AccumulatorParam[Done]):
+    """Adds tasks done up on the driver, into a new value (the progress thread reads it meanwhile)."""
+
+    def zero(self, value: Done) -> Done:
+        return Done()
+
+    def addInPlace(self, value1: Done, value2: Done) -> Done:  # noqa: N802 (PySpark's name)
+        return value1 + value2
 
 
 class _TallyParam(AccumulatorParam[ExportTally]):
@@ -144,13 +162,16 @@ def _export_slices(
     target: Target,
     tally: Any,
     unreadable: Any,
+    done: Any,
     buckets: int,
     slices: Iterable[list[tuple[int, FileTask]]],
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Executor side of an export: the slice's rows written, their compact keys out by bucket."""
-    numbered = (task for part in slices for task in part)
-    for keys in export_rows(reader, target, numbered, tally, unreadable):
-        yield from by_bucket(keys, buckets)
+    """Executor side of an export: the slice's rows written, their compact keys out by bucket; its
+    tasks added to `done` when they are written."""
+    for part in slices:
+        for keys in export_rows(reader, target, part, tally, unreadable):
+            yield from by_bucket(keys, buckets)
+        done.add(Done.of(part))
 
 
 def _nothing(_: object) -> None:
