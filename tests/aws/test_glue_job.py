@@ -74,7 +74,9 @@ def dead_letter_metric(lake: Lake, name: str) -> list[float]:
     return table_metric(lake, name, "DeadLetters")
 
 
-def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
+def test_the_glue_entry_keeps_the_index_equal_to_the_table(
+    lake: Lake, state_table: str, osmem_server: Any, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     opensearch_url = osmem_server.clone().url
     name = f"{lake.database}.orders"
     table = lake.create_table(name)
@@ -89,8 +91,12 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
         diff = diff_index(current, identifier_columns(current, TableConfig(name=name, index="orders")), client, "orders")
         assert not diff, diff.summary()
 
-    [exported] = job.main(argv, spark)
+    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
+        [exported] = job.main(argv, spark)
     assert (exported.writes.indexed, exported.files) == (5, 2)
+    # the run's log says the pass's progress as it goes, in structured lines (here its start and end)
+    assert f"progress table={name} stage=export files=0/2 rows=0/5 " in caplog.text
+    assert f"progress table={name} stage=export files=2/2 rows=5/5 " in caplog.text
     assert_index_equals_table()
 
     table = lake.catalog().load_table(name)
