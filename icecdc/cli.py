@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
+from icecdc.model import PassProgress, Progress
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
     from pyiceberg.table import Table
@@ -157,6 +158,7 @@ def _sync(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():  # a bar that redraws itself; elsewhere the progress lines are logged as they come
         bar = logging.getLogger("icecdc.progress")
         bar.addHandler(_ProgressBar())
+        bar.setLevel(logging.DEBUG)  # a pass's progress is redrawn every second, logged every ten
         bar.propagate = False
     results = sync(config, table_names=args.table)  # Spark starts only for a pass that needs it
     for r in results:
@@ -179,26 +181,40 @@ def _tables(config: Config, names: list[str] | None) -> Iterator[tuple[TableConf
 
 
 class _ProgressBar(logging.Handler):
-    """Draws `icecdc.progress` records as one line that redraws itself on a terminal."""
+    """Draws `icecdc.progress` records as one line that redraws itself on a terminal: a pass's
+    progress inside it (`PassProgress`), and the sync's after each pass (`Progress`)."""
 
     WIDTH = 30
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
-        if progress is None:
-            return
-        if progress.export_files:
-            done = self.WIDTH * progress.export_files_applied // progress.export_files
-            shown = f"[{'#' * done}{'.' * (self.WIDTH - done)}] {progress.export_files_applied}/{progress.export_files} files"
+        if isinstance(progress, PassProgress):
+            shown = (
+                f"{progress.stage} {self._bar(progress.fraction)} {progress.files}/{progress.files_total} files, "
+                f"{progress.rows:,}/{progress.rows_total:,} rows"
+            )
+        elif isinstance(progress, Progress):
+            shown = f"pass {progress.passes}, "
+            if progress.export_files:
+                fraction = progress.export_files_applied / progress.export_files
+                shown += f"{self._bar(fraction)} {progress.export_files_applied}/{progress.export_files} files"
+            elif progress.snapshots_pending:  # a backlog of changes
+                fraction = progress.snapshots / (progress.snapshots + progress.snapshots_pending)
+                shown += f"{self._bar(fraction)} {progress.snapshots}/{progress.snapshots + progress.snapshots_pending} snapshots"
+                shown += f", {progress.files} files"
+            else:
+                shown += f"{progress.files} files"
+            shown += f", {progress.rows:,} rows"
         else:
-            shown = f"{progress.files} files"
+            return
         left = progress.seconds_left
         eta = f", ~{left:.0f} s left" if left is not None else ""
-        sys.stderr.write(
-            f"\r{progress.table}: pass {progress.passes}, {shown}, {progress.rows:,} rows, "
-            f"{progress.rows_per_second:,.0f} rows/s{eta}\x1b[K"
-        )
+        sys.stderr.write(f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K")
         sys.stderr.flush()
+
+    def _bar(self, fraction: float) -> str:
+        done = int(self.WIDTH * fraction)
+        return f"[{'#' * done}{'.' * (self.WIDTH - done)}]"
 
 
 def _status(args: argparse.Namespace) -> int:

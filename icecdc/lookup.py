@@ -25,7 +25,6 @@ from pyiceberg.types import BooleanType, IntegerType, LongType
 from icecdc.catalog import sequence_number
 from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
 from icecdc.config import TableConfig
-from icecdc.documents import Shape
 from icecdc.errors import OperationError
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import ChangeType
@@ -56,7 +55,7 @@ def whole_rows_only(config: TableConfig, command: str) -> TableConfig:
     """`config`, unless its index is shaped (columns, where, routing, a pipeline) or the table writes
     several indexes: OperationError then, as `command` compares the index with (or writes) whole
     rows of the table, which would find or write every document of such an index wrong."""
-    if config.indexes is not None or config.shape != Shape() or config.pipeline is not None:
+    if not config.whole_rows:
         raise OperationError(
             f"table {config.name!r}: {command} compares the index with whole rows of the table and does not support "
             "shaped indexes (columns, exclude_columns, where, routing, pipeline) or several indexes yet; "

@@ -111,6 +111,8 @@ class Progress:
     seconds: float
     export_files: int = 0  # an export under way: its files (0: none)
     export_files_applied: int = 0  # of those, applied so far
+    snapshots: int = 0  # applied so far
+    snapshots_pending: int = 0  # a backlog of changes: its snapshots still to apply (0: caught up)
 
     @property
     def rows_per_second(self) -> float:
@@ -118,10 +120,13 @@ class Progress:
 
     @property
     def seconds_left(self) -> float | None:
-        """Estimated from the export's files applied so far; None without an export under way."""
-        if not self.export_files or not self.export_files_applied:
-            return None
-        return self.seconds * (self.export_files - self.export_files_applied) / self.export_files_applied
+        """Estimated from the export's files applied so far, else from the backlog's snapshots
+        applied so far; None when neither is under way."""
+        if self.export_files and self.export_files_applied:
+            return self.seconds * (self.export_files - self.export_files_applied) / self.export_files_applied
+        if self.snapshots_pending and self.snapshots and not self.export_files:
+            return self.seconds * self.snapshots_pending / self.snapshots
+        return None
 
     def line(self) -> str:
         """One structured line: key=value pairs a log search can parse."""
@@ -129,6 +134,55 @@ class Progress:
         parts += [f"rows_per_second={self.rows_per_second:.0f}", f"seconds={self.seconds:.1f}"]
         if self.export_files:
             parts.append(f"export_files={self.export_files_applied}/{self.export_files}")
+        elif self.snapshots_pending:
+            parts.append(f"snapshots={self.snapshots}/{self.snapshots + self.snapshots_pending}")
+        if (left := self.seconds_left) is not None:
+            parts.append(f"seconds_left={left:.0f}")
+        return "progress " + " ".join(parts)
+
+
+class PassStage(StrEnum):
+    """What a pass is doing while its progress is reported."""
+
+    EXPORT = "export"  # writing the table's rows where they are read
+    CHANGES = "changes"  # reading the changes' files (a backlog, a rewrite), before their writes
+
+
+@dataclass(frozen=True)
+class PassProgress:
+    """How far one pass is, inside it: its tasks (files) and the rows their files hold (the
+    manifests' record counts), done out of the pass's totals. Logged (`icecdc.progress`) as it goes."""
+
+    table: str
+    stage: PassStage
+    files: int  # tasks done
+    files_total: int
+    rows: int  # rows of the files of the tasks done
+    rows_total: int
+    seconds: float  # since the stage began
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def fraction(self) -> float:
+        """Done, 0 to 1: by rows (a task's time goes with its rows), by tasks when no file has rows."""
+        if self.rows_total:
+            return min(self.rows / self.rows_total, 1.0)
+        return min(self.files / self.files_total, 1.0) if self.files_total else 1.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """At the rate so far; None before anything is done."""
+        done = self.fraction
+        return self.seconds * (1 - done) / done if done > 0 else None
+
+    def line(self) -> str:
+        """One structured line: key=value pairs a log search can parse."""
+        parts = [f"table={self.table}", f"stage={self.stage}", f"files={self.files}/{self.files_total}"]
+        parts += [f"rows={self.rows}/{self.rows_total}", f"rows_per_second={self.rows_per_second:.0f}"]
+        parts.append(f"seconds={self.seconds:.1f}")
         if (left := self.seconds_left) is not None:
             parts.append(f"seconds_left={left:.0f}")
         return "progress " + " ".join(parts)

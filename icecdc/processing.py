@@ -177,10 +177,15 @@ class TableRun:
         return total
 
     def _report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
-        """Log how far the sync is (`icecdc.progress`: the CLI draws a bar from it on a terminal)."""
-        exports = [i for i in self.store.pending_items(self.name) if i.kind == ItemKind.EXPORT] if inside_export else []
+        """Log how far the sync is (`icecdc.progress`: the CLI draws a bar from it on a terminal):
+        an export's files applied, or a backlog's snapshots, out of what is planned."""
+        pending = self.store.pending_items(self.name)
+        exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
         applied = sum(i.status == ItemStatus.APPLIED for i in exports)
-        progress = Progress(self.name, passes, total.files, total.changes.rows, seconds, len(exports), applied)
+        backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
+        progress = Progress(
+            self.name, passes, total.files, total.changes.rows, seconds, len(exports), applied, total.snapshots, backlog
+        )
         progress_log.info(progress.line(), extra={"progress": progress})
 
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:

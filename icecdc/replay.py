@@ -3,8 +3,8 @@
 A replay never writes the document kept in a letter, which may be stale: it looks the row of each
 letter's id up in the table as it is now and writes its document, or deletes the document when
 the row is gone. It writes under the table's lease at the checkpoint's sequence number with
-`external_gte`: a document a later change wrote (a higher version) is never overwritten, and that
-change's own sync overwrites what the replay wrote. Each letter whose write succeeds is marked
+`external_gte`: a document a later change wrote (a higher version) is never overwritten (its
+letter is marked superseded), and that change's own sync overwrites what the replay wrote. Each letter whose write succeeds is marked
 replayed, so a second replay finds nothing to do; a letter whose document is refused again stays,
 with the new reason. A letter without an id (a row that never became a document) cannot be
 looked up: it stays until marked (`DeadLetters.mark_replayed`).
@@ -32,6 +32,8 @@ from icecdc.sink import Refusal, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
+
+IDS_PER_REQUEST = 1000  # ids one _mget asks for
 
 
 @dataclass
@@ -77,6 +79,8 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             rows = TableRows(table, name, identifiers, dead_letter=location)
             current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
             writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
+            newer = _newer(client, table_config.index, [w.doc_id for w in writes], checkpoint.sequence_number)
+            writes = [w for w in writes if w.doc_id not in newer]
             refusals: dict[str, Refusal] = {}
             stats = write_documents(
                 client,
@@ -89,7 +93,12 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             if lease.lost:
                 raise LeaseLost.of(name)
             report.indexed, report.deleted = stats.indexed, stats.deleted
-            dead_letters.update(_outcomes(report, by_id, writes, refusals, shared))
+            if stats.superseded:
+                report.notes.append(
+                    f"{stats.superseded} writes were refused for a newer version: the tombstone of a later delete; "
+                    "their letters are marked replayed, as the delete's own sync applies it"
+                )
+            dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
     finally:
         store.close()
     log.info(
@@ -143,6 +152,17 @@ def _writes(current: dict[str, list[str]], ids: set[str], version: int) -> tuple
     return writes, shared
 
 
+def _newer(client: OpenSearch, index: str, ids: list[str], version: int) -> dict[str, int]:
+    """The ids whose document carries a version above `version` (id → its version): a later
+    change's, written by a pass not checkpointed yet; a replay leaves it as it is."""
+    newer: dict[str, int] = {}
+    for start in range(0, len(ids), IDS_PER_REQUEST):
+        for doc in client.mget(index=index, body={"ids": ids[start : start + IDS_PER_REQUEST]}, _source=False)["docs"]:
+            if doc.get("found") and int(doc["_version"]) > version:
+                newer[doc["_id"]] = int(doc["_version"])
+    return newer
+
+
 def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterable[Write]:
     for write in writes:
         if lease.lost:
@@ -156,6 +176,7 @@ def _outcomes(
     writes: list[Write],
     refusals: dict[str, Refusal],
     shared: dict[str, int],
+    newer: dict[str, int],
 ) -> list[StoredLetter]:
     """The letters as the replay leaves them: replayed, or kept with the reason they failed again."""
     now = time.time()
@@ -172,6 +193,10 @@ def _outcomes(
             reason = f"{shared[doc_id]} live rows share the identifier {doc_id!r}: the identifier columns must be unique"
             letter = replace(letter, status=None, reason=reason, attempts=letter.attempts + 1)
             report.still_refused[stored.letter_id] = reason
+        elif doc_id in newer:
+            outcome = f"superseded: the index holds a later change's document (version {newer[doc_id]}), left as it is"
+            letter = replace(letter, replayed_at=now, outcome=outcome)
+            report.replayed += 1
         else:
             write = written[doc_id]
             outcome = "indexed the current row" if write.document is not None else "deleted: the row is gone"

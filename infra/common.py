@@ -18,12 +18,18 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
 from icecdc.catalog import glue_name
-from icecdc.config import Config
+from icecdc.config import Config, TableConfig
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig
 
 GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
 # CloudWatch Logs' retention periods (icecdc.config.LOG_RETENTION_DAYS) as CDK names them, in order.
 RETENTION = dict(zip(LOG_RETENTION_DAYS, [r for r in logs.RetentionDays if r is not logs.RetentionDays.INFINITE], strict=True))
+
+
+def audited(aws: AwsConfig, table: TableConfig) -> bool:
+    """The table's job audits its index on `aws.audit_schedule`: a schedule is set, and the index
+    holds whole rows (the audit refuses a shaped index: a scheduled run would fail every day)."""
+    return aws.audit_schedule is not None and table.whole_rows
 
 
 def log_group(

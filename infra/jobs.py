@@ -31,6 +31,7 @@ from infra.common import (
     allow,
     allow_metrics,
     allow_password_secret,
+    audited,
     custom_resource,
     glue_log_groups,
     keep_logical_id,
@@ -140,7 +141,8 @@ class Jobs(Construct):
             network.allow_glue(role)
             connections = glue.CfnJob.ConnectionsListProperty(connections=[network.connection_name])
         self.jobs: list[glue.CfnJob] = []
-        for position, table in enumerate(t.name for t in config.tables):
+        for position, table_config in enumerate(config.tables):
+            table = table_config.name
             job = glue.CfnJob(
                 self,
                 f"Job{position}",
@@ -167,7 +169,7 @@ class Jobs(Construct):
             if network is not None:
                 job.node.add_dependency(network.connection)
             self.jobs.append(job)
-            if aws.audit_schedule is not None:
+            if audited(aws, table_config):
                 self._audit_trigger(position, job, aws)
 
     def _audit_trigger(self, position: int, job: glue.CfnJob, aws: AwsConfig) -> None:

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from icecdc.aws import METRIC_NAMESPACE
 from icecdc.config import Config
-from infra.common import keep_logical_id
+from infra.common import audited, keep_logical_id
 from infra.jobs import Jobs
 from infra.planner import Planner
 
@@ -75,7 +75,8 @@ class Operations(Construct):
             alarm_description="planner events failed for good (5 deliveries, or 2 retries of a direct invocation): they are in the planner's Failures queue",
         ).add_alarm_action(action)
         names = [t.name for t in config.tables]
-        for position, name in enumerate(names):
+        for position, table in enumerate(config.tables):
+            name = table.name
             # Seconds behind: the planner publishes it on every sweep, so an hour means the job keeps failing.
             cloudwatch.Alarm(
                 self,
@@ -92,7 +93,7 @@ class Operations(Construct):
                 _per_table("DeadLetters", name, "Sum", period=Duration.minutes(5)),
                 f"{name}: OpenSearch refused documents for good; they are in the dead letters",
             ).add_alarm_action(action)
-            if aws.audit_schedule is not None:
+            if audited(aws, table):
                 # The scheduled audit publishes the documents it found differing from the table.
                 self._any_alarm(  # no audit ran that day: nothing found
                     f"Drift{position}",

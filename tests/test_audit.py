@@ -28,6 +28,7 @@ from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.planning import plan_table
 from icecdc.processing import sync
+from icecdc.state import Lease
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline
@@ -74,7 +75,6 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
     config = synced_orders(pipeline)
     version = pipeline.store().get_checkpoint("db.orders").sequence_number
     assert not audited(config).drifted
-    before = pipeline.versions("orders")
 
     # us: 3 and 4 deleted, 900 added, 10 moved to eu in the index; eu: 45 deleted, 50 changed, 901 and 902 added
     for doc_id in ("3", "4", "45"):
@@ -85,6 +85,7 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
     for doc_id, region in (("900", "us"), ("901", "eu"), ("902", "eu")):
         corrupt(pipeline, doc_id, version, id=int(doc_id), region=region, status="ghost", amount=1.0)
 
+    before = pipeline.writes_seen("orders")  # after the corruption: what the repair writes moves on from here
     report = audited(config)
     assert report.grouped_by == ("region",) and report.compared == "partitions by region"
     assert (report.partitions, report.rows, report.documents, report.sampled) == (3, 80, 80, 80)
@@ -113,9 +114,13 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
     assert repaired.compared == 73  # us and eu: 70 rows, and the 3 documents added
     pipeline.assert_index_equals_table(config, "db.orders")
 
-    after = pipeline.versions("orders")
-    rewritten = {i for i in after if after[i] != before.get(i) or i in ("3", "4", "45", "7", "10", "50")}
-    assert rewritten == {"3", "4", "45", "7", "10", "50"} and all(after[i] == version for i in rewritten)
+    # Seen from the index, not from the repair's own counts: every write bumps a document's
+    # _seq_no, also one at the version it holds (external_gte), so an unchanged _seq_no is no write.
+    after = pipeline.writes_seen("orders")
+    rewritten = {i for i in after if after[i] != before.get(i)}
+    assert rewritten == {"3", "4", "45", "7", "10", "50"}  # 900, 901, 902 deleted; the other 71 untouched
+    assert set(before) - set(after) == {"900", "901", "902"} and set(after) == {str(i) for i in range(1, 81)}
+    assert {i: v for i, v in pipeline.versions("orders").items() if i in rewritten} == dict.fromkeys(rewritten, version)
     assert not audited(config).drifted
 
 
@@ -233,6 +238,26 @@ def test_repair_by_partition_and_ids_names_bad_input_and_writes_nothing(pipeline
     plan_table(pipeline.catalog.load_table("db.orders"), config.table("db.orders"), pipeline.store(), ("id",))
     with pytest.raises(OperationError, match=r"'db.orders' has \d+ work items pending: sync first"):
         repair(config, "db.orders", RepairScope(ids=("1",)))
+
+
+@in_process
+def test_a_repair_waits_for_no_sync_and_writes_nothing_while_another_run_holds_the_lease(pipeline: Pipeline) -> None:
+    """A sync holds the table's lease while it writes: a repair then would race it (either could
+    overwrite the other's documents), so it refuses, having written nothing, and repairs once the
+    lease is free."""
+    config = synced_orders(pipeline)
+    delete(pipeline, "3")
+    before = pipeline.writes_seen("orders")
+    scope = RepairScope(ids=("3", "4"))
+    with Lease(pipeline.store(), "db.orders", config.state.lease_seconds) as running_sync:
+        assert running_sync.held
+        with pytest.raises(OperationError, match=r"'db.orders': another run holds its lease; repair when it has finished"):
+            repair(config, "db.orders", scope)
+        assert pipeline.writes_seen("orders") == before
+    repaired = repair(config, "db.orders", scope)
+    assert (repaired.compared, repaired.indexed) == (2, 1)
+    assert {i for i, seen in pipeline.writes_seen("orders").items() if seen != before.get(i)} == {"3"}
+    pipeline.assert_index_equals_table(config, "db.orders")
 
 
 @in_process

@@ -114,6 +114,30 @@ def test_replay_after_the_row_was_deleted_deletes_its_document(pipeline: Pipelin
     pipeline.assert_index_equals_table(config, NAME)
 
 
+def test_a_later_changes_document_is_left_as_it_is(pipeline: Pipeline) -> None:
+    """A pass of a later commit wrote the row's document, then stopped before its checkpoint: the
+    replay writes at the checkpoint's version, below that document's, so it leaves it (and says
+    so in the letter) rather than overwrite a newer change."""
+    orders_with_statuses(pipeline, "1", "new")
+    config = config_with(pipeline, NUMERIC_STATUS)
+    _sync(config)
+    assert config.dead_letter is not None
+    (letter,) = letters(config)
+    update(pipeline.catalog.load_table(NAME), EqualTo("id", 2), lambda r: {**r, "status": "2"})
+    later = pipeline.catalog.load_table(NAME).metadata.last_sequence_number
+    fixed = {**json.loads(letter.document or "{}"), "status": "2"}
+    pipeline.client.index(index="orders", id="2", body=fixed, version=later, version_type="external", refresh=True)
+    update(pipeline.catalog.load_table(NAME), EqualTo("id", 2), lambda r: {**r, "status": "new"})  # the row is bad again
+
+    report = replay_table(config, NAME, config.dead_letter)
+    assert (report.replayed, report.indexed, report.still_refused) == (1, 0, {})
+    assert pipeline.versions("orders")["2"] == later and json.loads(pipeline.documents("orders")["2"]) == fixed
+    (marked,) = letters(config, include_replayed=True)
+    assert marked.outcome == f"superseded: the index holds a later change's document (version {later}), left as it is"
+    (result,) = _sync(config)  # the later commits' own sync: the last one's row is dead-lettered anew
+    assert result.writes.dead_lettered == 1 and [k.doc_id for k in letters(config)] == ["2"]
+
+
 def test_dead_letter_commands(pipeline: Pipeline, tmp_path: Path) -> None:
     """A letter without an id (a null identifier) cannot be looked up: it stays until marked."""
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])

@@ -34,6 +34,7 @@ def parallel(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) 
     """Workers for passes of any size (the bench measures the threshold's worth)."""
     monkeypatch.setattr(in_process, "PARALLEL_MIN_ROWS", 0)
     caplog.set_level(logging.INFO, logger="icecdc.engines.in_process")
+    caplog.set_level(logging.INFO, logger="icecdc.progress")
     return caplog
 
 
@@ -53,6 +54,8 @@ def test_an_export_and_changes_read_by_two_workers_leave_index_equal_to_table(
     exported = pipeline.sync(config, NAME)
     assert exported.writes.indexed == 40
     assert "in 2 worker processes" in parallel.text
+    # the parent reports each worker's part as it ends (a worker's own lines would count it twice)
+    assert "stage=export files=4/4 rows=40/40 " in parallel.text and "stage=export files=1/4" not in parallel.text
 
     parallel.clear()
     update(table, EqualTo("id", 3), lambda r: {**r, "status": "paid"})

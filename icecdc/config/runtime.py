@@ -270,6 +270,12 @@ class TableConfig(IndexConfig):
             raise ValueError(f"{AT} lists index {twice[0]!r} more than once")
         return indexes
 
+    @property
+    def whole_rows(self) -> bool:
+        """The table writes one index of whole rows: no columns, where, routing or pipeline shape
+        it, and no `indexes`; what the audit, a repair of a scope and a replay compare and write."""
+        return self.indexes is None and self.shape == Shape() and self.pipeline is None
+
     def targets(self) -> tuple[IndexTarget, ...]:
         """Each index the table writes, as a table of that one index, and the key its state is
         kept under: the table's name in the single-index form, `<table>#<index>` under `indexes`."""

@@ -17,10 +17,11 @@ import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
 from icecdc.engines.export import KEY_SCHEMA, ExportTally, candidate_rows, candidates, export_rows, settle_duplicates
+from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.engines.workers import run_parallel
-from icecdc.model import Change, ChangeRow, EngineKind
+from icecdc.model import Change, ChangeRow, EngineKind, PassStage
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import FileTask, Task, files_read_by
@@ -28,7 +29,7 @@ from icecdc.sink import SinkStats, delete_older
 
 log = logging.getLogger(__name__)
 
-P = TypeVar("P")
+T = TypeVar("T", Task, tuple[int, FileTask])
 R = TypeVar("R")
 
 # Rows a pass reads below which it stays in this one process: on a small pass, starting workers
@@ -57,12 +58,12 @@ class InProcessEngine:
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         by_key: dict[str, list[ChangeRow]] = {}
         carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the readers dropped
-        workers = self._workers(tasks)
+        workers, meter = self._workers(tasks), PassMeter(reader.table_name, PassStage.CHANGES, tasks)
         parts: list[tuple[Iterable[Change], int, int]]
         if workers == 1:  # streamed: no list of the changes beside the dict
-            parts = [(reader.read(tasks, carried, unreadable), 0, 0)]
+            parts = [(reader.read(meter.counting(tasks), carried, unreadable), 0, 0)]
         else:
-            parts = _run(partial(_read_part, reader), balanced_slices(tasks, workers), workers)
+            parts = _run(partial(_read_part, reader), balanced_slices(tasks, workers), workers, meter)
         for changes, pairs, bad in parts:
             for doc_id, change in changes:
                 by_key.setdefault(doc_id, []).append(change)
@@ -75,7 +76,8 @@ class InProcessEngine:
 
     def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
         tally, batches, workers = ExportTally(), [], self._workers(tasks)
-        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(tasks, workers), workers):
+        meter = PassMeter(reader.table_name, PassStage.EXPORT, tasks)
+        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(tasks, workers), workers, meter):
             batches.append(keys)
             tally.add(part_tally)
         if reader.identifier_columns:
@@ -98,22 +100,25 @@ class InProcessEngine:
         return self.workers if rows >= PARALLEL_MIN_ROWS and len(tasks) > 1 else 1
 
 
-def _run(function: Callable[[P], R], parts: Sequence[P], workers: int) -> list[R]:
-    """`function` of each part, in `workers` processes (in this one when one)."""
-    results = run_parallel(function, parts, workers)
+def _run(function: Callable[[Iterable[T]], R], parts: Sequence[list[T]], workers: int, meter: PassMeter) -> list[R]:
+    """`function` of each part, in `workers` processes (in this one when one), reported to `meter`
+    as each part ends (each task, in this process: the meter is not the workers' to log)."""
+    if workers == 1:
+        return [function(meter.counting(part)) for part in parts]
+    results = run_parallel(function, parts, workers, lambda number: meter.add(Done.of(parts[number])))
     if workers > 1:
         peaks = ", ".join(f"{peak / 2**20:.0f}" for _, peak in results)
         log.info("%d parts in %d worker processes; their peak RSS, MiB: %s", len(parts), workers, peaks)
     return [result for result, _ in results]
 
 
-def _read_part(reader: TableReader, tasks: list[Task]) -> tuple[Iterable[Change], int, int]:
+def _read_part(reader: TableReader, tasks: Iterable[Task]) -> tuple[Iterable[Change], int, int]:
     """A worker's part of a pass: its tasks' changes, the carryover pairs and unreadable rows it dropped."""
     carried, unreadable = Tally(), Tally()
     return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable.value
 
 
-def _export_part(reader: TableReader, target: Target, tasks: list[tuple[int, FileTask]]) -> tuple[pa.Table, ExportTally]:
+def _export_part(reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]]) -> tuple[pa.Table, ExportTally]:
     """A worker's part of an export: its rows written; their compact keys and what it did."""
     tally, unreadable = ExportTally(), Tally()
     keys = pa.Table.from_batches(list(export_rows(reader, target, tasks, tally, unreadable)), KEY_SCHEMA)

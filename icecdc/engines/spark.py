@@ -32,9 +32,10 @@ from icecdc.engines.export import (
     export_rows,
     settle_duplicates,
 )
+from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
-from icecdc.model import Change, ChangeRow, EngineKind
+from icecdc.model import Change, ChangeRow, EngineKind, PassStage
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import DealtRewrite, FileTask, Task
@@ -65,17 +66,19 @@ class SparkEngine:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
         unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
+        done = context.accumulator(Done(), _DoneParam())  # tasks read, on the driver as each slice ends
         dealt = [task for task in tasks if isinstance(task, DealtRewrite)]
         read = [task for task in tasks if not isinstance(task, DealtRewrite)]
         slices = balanced_slices(read, max(context.defaultParallelism, 1))
         changes = context.parallelize(slices, max(len(slices), 1)).mapPartitions(
-            partial(_read_slices, reader, carried, unreadable)
+            partial(_read_slices, reader, carried, unreadable, done)
         )
         if dealt:
-            changes = changes.union(_dealt_changes(context, reader, dealt, carried, unreadable))
+            changes = changes.union(_dealt_changes(context, reader, dealt, carried, unreadable, done))
         by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
         try:
-            per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
+            with PassMeter(reader.table_name, PassStage.CHANGES, tasks).polling(lambda: done.value):
+                per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         change_stats, sink_stats = (
@@ -95,17 +98,19 @@ class SparkEngine:
         cores = max(context.defaultParallelism, 1)
         tally = context.accumulator(ExportTally(), _TallyParam())
         unreadable = context.accumulator(0)
+        done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
         slices = numbered_slices(tasks, cores)
         buckets = bucket_count(sum(t.data_file.record_count for t in tasks), cores)
         keyed = context.parallelize(slices, len(slices)).mapPartitions(
-            partial(_export_slices, reader, target, tally, unreadable, buckets)
+            partial(_export_slices, reader, target, tally, unreadable, done, buckets)
         )
         try:
-            if reader.identifier_columns:
-                settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
-            else:  # ids from the rows' places: none can repeat
-                keyed.foreach(_nothing)
-                settled = []
+            with PassMeter(reader.table_name, PassStage.EXPORT, tasks).polling(lambda: done.value):
+                if reader.identifier_columns:
+                    settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
+                else:  # ids from the rows' places: none can repeat
+                    keyed.foreach(_nothing)
+                    settled = []
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         writes = tally.value.writes
@@ -125,11 +130,14 @@ class SparkEngine:
         return int(deleted)
 
 
-def _read_slices(reader: TableReader, carried: Any, unreadable: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
-    return reader.read((task for tasks in slices for task in tasks), carried, unreadable)
+def _read_slices(reader: TableReader, carried: Any, unreadable: Any, done: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
+    """Executor side: the slice's changes; its tasks added to `done` when they are read."""
+    for tasks in slices:
+        yield from reader.read(tasks, carried, unreadable)
+        done.add(Done.of(tasks))
 
 
-def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any) -> Any:
+def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any, done: Any) -> Any:
     """The changes of rewrites dealt to their key ranges: each file read once, its rows sent to
     their ranges as Arrow batches (a shuffle with a partition per range), each range's rows
     cancelled there as a range task's are. A task holds one range's rows; no task decodes a file twice."""
@@ -144,7 +152,7 @@ def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite],
     slices = min(len(files), 4 * max(context.defaultParallelism, 1))
     return (
         context.parallelize(files, slices)
-        .mapPartitions(partial(_deal_files, reader, dealt, offsets, unreadable))
+        .mapPartitions(partial(_deal_files, reader, dealt, offsets, unreadable, done))
         .partitionBy(len(ranges), _bucket)
         .mapPartitions(partial(_range_changes, reader, dealt, ranges, carried, unreadable))
     )
@@ -155,12 +163,16 @@ def _deal_files(
     dealt: list[DealtRewrite],
     offsets: list[int],
     unreadable: Any,
+    done: Any,
     files: Iterable[tuple[int, bool, FileTask]],
 ) -> Iterator[tuple[int, tuple[bool, pa.RecordBatch]]]:
-    """Executor side: (range, (from an added file?, rows)) of each file's rows."""
+    """Executor side: (range, (from an added file?, rows)) of each file's rows. Progress counts a
+    dealt rewrite's rows as its files are read, and the rewrite as one task once its last file is."""
     for n, added, file_task in files:
         for number, rows in reader.deal(dealt[n], file_task, unreadable):
             yield offsets[n] + number, (added, rows)
+        last = file_task.data_file.file_path == (dealt[n].added or dealt[n].removed)[-1].data_file.file_path
+        done.add(Done(files=int(last), rows=file_task.data_file.record_count))
 
 
 def _range_changes(
@@ -187,6 +199,16 @@ def _write_partition(
     yield write_keyed_changes(target, keyed_changes)
 
 
+class _DoneParam(AccumulatorParam[Done]):
+    """Adds tasks done up on the driver, into a new value (the progress thread reads it meanwhile)."""
+
+    def zero(self, value: Done) -> Done:
+        return Done()
+
+    def addInPlace(self, value1: Done, value2: Done) -> Done:  # noqa: N802 (PySpark's name)
+        return value1 + value2
+
+
 class _TallyParam(AccumulatorParam[ExportTally]):
     """Adds export tasks' tallies up on the driver."""
 
@@ -202,13 +224,16 @@ def _export_slices(
     target: Target,
     tally: Any,
     unreadable: Any,
+    done: Any,
     buckets: int,
     slices: Iterable[list[tuple[int, FileTask]]],
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Executor side of an export: the slice's rows written, their compact keys out by bucket."""
-    numbered = (task for part in slices for task in part)
-    for keys in export_rows(reader, target, numbered, tally, unreadable):
-        yield from by_bucket(keys, buckets)
+    """Executor side of an export: the slice's rows written, their compact keys out by bucket; its
+    tasks added to `done` when they are written."""
+    for part in slices:
+        for keys in export_rows(reader, target, part, tally, unreadable):
+            yield from by_bucket(keys, buckets)
+        done.add(Done.of(part))
 
 
 def _nothing(_: object) -> None:

@@ -43,14 +43,21 @@ def lambda_vcpus(memory_mb: int) -> int:
     return max(memory_mb // LAMBDA_MB_PER_VCPU, 1)
 
 
-def run_parallel(function: Callable[[P], R], parts: Sequence[P], workers: int) -> list[tuple[R, int]]:
+def run_parallel(
+    function: Callable[[P], R], parts: Sequence[P], workers: int, ended: Callable[[int], None] | None = None
+) -> list[tuple[R, int]]:
     """`function(part)` of every part, each in a process of its own, at most `workers` at once
     (in this process when one would do); with each result, the peak RSS of its worker in bytes
-    (0 in this process). The first error a worker raises is raised here, the others stopped."""
-    if workers <= 1 or len(parts) <= 1:
-        return [(function(part), 0) for part in parts]
-    context = multiprocessing.get_context("fork")
+    (0 in this process). `ended(number)` is called here as each part's result arrives (progress).
+    The first error a worker raises is raised here, the others stopped."""
     results: list[tuple[R, int] | None] = [None] * len(parts)
+    if workers <= 1 or len(parts) <= 1:
+        for number, part in enumerate(parts):
+            results[number] = (function(part), 0)
+            if ended is not None:
+                ended(number)
+        return [r for r in results if r is not None]
+    context = multiprocessing.get_context("fork")
     waiting = list(enumerate(parts))
     running: dict[Connection, tuple[Any, int]] = {}
     try:
@@ -66,6 +73,8 @@ def run_parallel(function: Callable[[P], R], parts: Sequence[P], workers: int) -
                 assert isinstance(ready, Connection)
                 process, number = running.pop(ready)
                 results[number] = _answer(ready, process)
+                if ended is not None:
+                    ended(number)
     finally:
         for process, _ in running.values():
             process.kill()

@@ -11,6 +11,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match
 
+from icecdc.aws import METRIC_NAMESPACE
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import Search
@@ -101,21 +102,52 @@ def test_search_alone_grants_an_existing_domain_or_creates_one(tmp_path: Path) -
     assert "Domain66AC69E0" in template.to_json()["Resources"]
 
 
-def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> None:
-    parts = Parts(tmp_path, config_dict({"alarm_email": "ops@example.com"}))
+def operations(parts: Parts) -> Any:
+    """The template of the operations construct and what it watches: the jobs and the planner."""
     state = State(parts.stack, "State", aws=parts.config.aws)
     role = job_role(parts)
     search = Search(parts.stack, "Search", config=parts.config, bundles=parts.bundles, writer=role)
     jobs = Jobs(parts.stack, "Jobs", config=parts.config, bundles=parts.bundles, state=state, role=role)
     planner = Planner(parts.stack, "Planner", config=parts.config, bundles=parts.bundles, state=state, jobs=jobs, search=search)
     Operations(parts.stack, "Operations", config=parts.config, jobs=jobs, planner=planner)
-    template = parts.template()
+    return parts.template()
+
+
+def test_operations_alone_alarm_per_table_and_on_the_planner(tmp_path: Path) -> None:
+    template = operations(Parts(tmp_path, config_dict({"alarm_email": "ops@example.com"})))
     template.resource_count_is("AWS::CloudWatch::Alarm", 3 + 3 * len(TABLES))  # lag, dead letters, drift per table
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
     resources = template.to_json()["Resources"]
-    body = json.dumps(resources["Dashboard9E4231ED"]["Properties"]["DashboardBody"])
-    for metric in ("LagSeconds", "RowsApplied", "FilesRead", "DeadLetters", "PlanningErrors"):  # per table, and the planner's
-        assert metric in body, metric
+    widgets = dashboard_widgets(resources["Dashboard9E4231ED"]["Properties"]["DashboardBody"])
+    metrics = {tuple(p for p in m if isinstance(p, str)) for w in widgets.values() for m in w["properties"].get("metrics", [])}
+    for metric in ("LagSeconds", "RowsApplied", "FilesRead", "DeadLetters", "Drift"):  # per table
+        assert {(METRIC_NAMESPACE, metric, "Table", name) for name in TABLES} <= metrics, metric
+    assert any(m[:2] == ("AWS/Events", "TriggeredRules") for m in metrics)  # the jobs' failed runs
+    planner = {m[1] for m in widgets["Planner"]["properties"]["metrics"]}
+    assert {"Errors", "PlanningErrors", "Invocations"} <= planner
+
+
+def dashboard_widgets(body: Any) -> dict[str, Any]:
+    """A dashboard's widgets by title, from its body as CloudFormation joins it (tokens as "?")."""
+    parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+    text = "".join(p if isinstance(p, str) else "?" for p in parts)
+    return {w["properties"]["title"]: w for w in json.loads(text)["widgets"]}
+
+
+def test_a_shaped_index_gets_no_scheduled_audit_which_would_fail_every_day(tmp_path: Path) -> None:
+    """The audit compares whole rows and refuses a shaped index (or several of a table): such a
+    table gets no audit trigger and no Drift alarm; the others keep theirs."""
+    tables = [
+        {"name": "shop.orders"},
+        {"name": "shop.customers", "columns": ["id", "name"]},
+        {"name": "crm.accounts", "indexes": [{"index": "accounts"}, {"index": "accounts_copy"}]},
+    ]
+    template = operations(Parts(tmp_path, config_dict({}, tables=tables)))
+    (trigger,) = template.find_resources("AWS::Glue::Trigger").values()
+    (job,) = [j for j, r in template.find_resources("AWS::Glue::Job").items() if r["Properties"]["Name"] == "cdc-shop.orders"]
+    assert trigger["Properties"]["Actions"][0]["JobName"] == {"Ref": job}
+    (drift,) = template.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "Drift"}}).values()
+    assert drift["Properties"]["Dimensions"] == [{"Name": "Table", "Value": "shop.orders"}]
 
 
 @pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])

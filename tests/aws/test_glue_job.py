@@ -74,7 +74,9 @@ def dead_letter_metric(lake: Lake, name: str) -> list[float]:
     return table_metric(lake, name, "DeadLetters")
 
 
-def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_table: str, osmem_server: Any, spark: Any) -> None:
+def test_the_glue_entry_keeps_the_index_equal_to_the_table(
+    lake: Lake, state_table: str, osmem_server: Any, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     opensearch_url = osmem_server.clone().url
     name = f"{lake.database}.orders"
     table = lake.create_table(name)
@@ -89,8 +91,12 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
         diff = diff_index(current, identifier_columns(current, TableConfig(name=name, index="orders")), client, "orders")
         assert not diff, diff.summary()
 
-    [exported] = job.main(argv, spark)
+    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
+        [exported] = job.main(argv, spark)
     assert (exported.writes.indexed, exported.files) == (5, 2)
+    # the run's log says the pass's progress as it goes, in structured lines (here its start and end)
+    assert f"progress table={name} stage=export files=0/2 rows=0/5 " in caplog.text
+    assert f"progress table={name} stage=export files=2/2 rows=5/5 " in caplog.text
     assert_index_equals_table()
 
     table = lake.catalog().load_table(name)
@@ -103,6 +109,11 @@ def test_the_glue_entry_keeps_the_index_equal_to_the_table(lake: Lake, state_tab
     [idle] = job.main(argv, spark)
     assert idle.snapshots == 0
     assert dead_letter_metric(lake, name) == [0, 3]  # every run publishes its count, zero included
+    # the dashboard's per-table figures: every run publishes what it read, the idle one zeros
+    rows_applied, files_read = table_metric(lake, name, "RowsApplied"), table_metric(lake, name, "FilesRead")
+    assert (rows_applied[1], files_read[1]) == (3, 3)
+    assert rows_applied[0] == exported.changes.rows + changed.changes.rows and exported.changes.rows == 5
+    assert files_read[0] == exported.files + changed.files and exported.files == 2
 
 
 def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(

@@ -6,6 +6,7 @@ another run holds, and a Lambda near its timeout start the job and write nothing
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,12 +52,15 @@ def assert_index_equals_table(deployment: Deployment, url: str) -> None:
 
 
 def test_small_commits_become_searchable_without_a_glue_run(
-    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch, search: str
+    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch, search: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     deployment = deployed(lake, state_table, monkeypatch, search)
-    answer = deployment.invoke(buffered(table_event(deployment.db, "orders")), LambdaContext(300_000))
+    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
+        answer = deployment.invoke(buffered(table_event(deployment.db, "orders")), LambdaContext(300_000))
     assert answer == {"batchItemFailures": []}
     assert_index_equals_table(deployment, search)  # the export of a small table, applied by the planner
+    # the planner's log says the pass's progress in the structured lines a Glue run's has
+    assert f"progress table={deployment.orders} stage=export files=1/1 rows=3/3 " in caplog.text
 
     lake.catalog().load_table(deployment.orders).append(rows(4, 5, region="eu"))
     outcome = deployment.invoke(table_event(deployment.db, "orders"))["tables"][0]

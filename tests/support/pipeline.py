@@ -101,6 +101,13 @@ class Pipeline:
         hits = self.client.search(index=index, body={"query": {"match_all": {}}, "version": True, "size": 10000})["hits"]["hits"]
         return {h["_id"]: h["_version"] for h in hits}
 
+    def writes_seen(self, index: str) -> dict[str, int]:
+        """Each document's `_seq_no`: it grows with every write of the document, also one at an equal
+        version (`external_gte`), which `versions` cannot tell from no write."""
+        self.client.indices.refresh(index=index)
+        body = {"query": {"match_all": {}}, "seq_no_primary_term": True, "size": 10000}
+        return {h["_id"]: h["_seq_no"] for h in self.client.search(index=index, body=body)["hits"]["hits"]}
+
 
 def arrow_rows(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)

@@ -1,0 +1,116 @@
+"""Progress inside a pass, on either engine: its tasks (files) and the rows of their files done
+out of the pass's totals, the rate and the time left, logged to `icecdc.progress` as it goes
+(the logger the progress between passes uses: the CLI draws a bar from both on a terminal).
+
+The rows are the manifests' record counts of the files each task reads, known before anything is
+read, so a total is there from the first line. An engine says what is done (`PassMeter.add`, `at`);
+the meter decides what is logged: a line at the start and at the end, and one at most every
+`EVERY_SECONDS` between (INFO: the Glue job's and the planner's logs, output that is not a
+terminal), with a DEBUG record at most every `REDRAW_SECONDS` for a bar that redraws itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+from icecdc.model import PassProgress, PassStage
+from icecdc.reading.tasks import Task, files_read_by
+
+log = logging.getLogger("icecdc.progress")
+
+T = TypeVar("T", bound=Task | tuple[int, Task])
+
+
+@dataclass(frozen=True)
+class Done:
+    """Tasks, and the rows of their files. Immutable: a Spark accumulator's value is replaced, never
+    changed in place, so the driver's polling thread never reads one half added."""
+
+    files: int = 0
+    rows: int = 0
+
+    @classmethod
+    def of(cls, tasks: Iterable[Task | tuple[int, Task]]) -> Done:
+        """Of tasks, or of an export's numbered tasks."""
+        found = [task[1] if isinstance(task, tuple) else task for task in tasks]
+        return cls(len(found), sum(f.record_count for task in found for f in files_read_by(task)))
+
+    def __add__(self, other: Done) -> Done:
+        return Done(self.files + other.files, self.rows + other.rows)
+
+
+class PassMeter:
+    """Reports one stage of a pass over `tasks` as an engine says what it has done."""
+
+    EVERY_SECONDS = 10.0  # INFO lines: enough to follow a long pass, few in the logs
+    REDRAW_SECONDS = 1.0  # DEBUG records, for the CLI's bar
+    POLL_SECONDS = 1.0  # how often `polling` asks an engine (a Spark job's accumulator)
+
+    def __init__(
+        self, table: str, stage: PassStage, tasks: Iterable[Task | tuple[int, Task]], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.table, self.stage, self.clock = table, stage, clock
+        self.total, self.done = Done.of(tasks), Done()
+        self.started = clock()
+        self._logged = self._drawn = self.started
+        self._report(logging.INFO)  # the totals, before anything is read
+
+    def add(self, done: Done) -> None:
+        """`done` more is done."""
+        self.at(self.done + done)
+
+    def at(self, done: Done) -> None:
+        """So much is done in all (no more than the totals: Spark may run a task again, adding twice)."""
+        done = Done(min(done.files, self.total.files), min(done.rows, self.total.rows))
+        if done == self.done:
+            return
+        self.done = done
+        now = self.clock()
+        if done.files >= self.total.files or now - self._logged >= self.EVERY_SECONDS:
+            self._logged = now
+            self._report(logging.INFO)
+        elif now - self._drawn >= self.REDRAW_SECONDS:
+            self._report(logging.DEBUG)
+
+    def counting(self, tasks: Iterable[T]) -> Iterator[T]:
+        """The tasks, each reported done when the next is asked for (one process reading them in turn)."""
+        previous: list[T] = []
+        for task in tasks:
+            if previous:
+                self.add(Done.of(previous))
+            previous = [task]
+            yield task
+        self.add(Done.of(previous))
+
+    @contextmanager
+    def polling(self, done: Callable[[], Done]) -> Iterator[None]:
+        """While the block runs (a Spark job the driver waits for), report `done()` every
+        POLL_SECONDS from a thread of its own; once more when the block has ended well."""
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(self.POLL_SECONDS):
+                self.at(done())
+
+        thread = threading.Thread(target=poll, name=f"icecdc progress of {self.table}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+        self.at(done())
+
+    def _report(self, level: int) -> None:
+        self._drawn = self.clock()
+        done, total = self.done, self.total
+        progress = PassProgress(
+            self.table, self.stage, done.files, total.files, done.rows, total.rows, self._drawn - self.started
+        )
+        log.log(level, progress.line(), extra={"progress": progress})
