@@ -17,7 +17,7 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.reading.driver import file_tasks
-from icecdc.reading.tasks import FileTask, RewriteTask
+from icecdc.reading.tasks import DealtRewrite, FileTask, RewriteTask
 from icecdc.verify import index_documents
 
 # Below the smaller table's rewrite at every scale, so both sizes take the path of a rewrite too large
@@ -148,12 +148,14 @@ def _probe_line(variant: str, result: dict[str, Any]) -> str:
 
 def _planned(tasks: list[Any]) -> dict[str, int]:
     """How the planner cut the rewrite: whole into one task, into key ranges, or file by file (streamed through the shuffle)."""
-    rewrites = [t for t in tasks if isinstance(t, RewriteTask)]
-    whole = [t for t in rewrites if getattr(t, "key_range", None) is None]
+    rewrites = [t for t in tasks if isinstance(t, RewriteTask | DealtRewrite)]
+    whole = [t for t in rewrites if isinstance(t, RewriteTask) and t.key_range is None]
+    dealt = [t for t in rewrites if isinstance(t, DealtRewrite)]
     files = [t for t in tasks if isinstance(t, FileTask)]
     return {
         "whole_rewrite_tasks": len(whole),
-        "key_range_tasks": len(rewrites) - len(whole),
+        "key_range_tasks": len(rewrites) - len(whole) - len(dealt),
+        "dealt_ranges": sum(len(t.ranges) for t in dealt),  # each file read once, its rows dealt to these
         "rewrite_bytes": sum(
             {f.data_file.file_path: f.data_file.file_size_in_bytes for t in rewrites for f in t.removed + t.added}.values()
         ),

@@ -467,6 +467,8 @@ def _path(planned: dict[str, int], budget: int) -> str:
         parts.append(f"{planned['whole_rewrite_tasks']} task, whole ({size} ≤ {limit})")
     if planned["key_range_tasks"]:
         parts.append(f"{planned['key_range_tasks']} tasks by key range ({size} > {limit})")
+    if planned.get("dealt_ranges"):
+        parts.append(f"each file read once, its rows dealt to {planned['dealt_ranges']} key ranges ({size} > {limit})")
     if planned["file_tasks"]:
         parts.append(
             f"{planned['file_tasks']} file tasks, carryovers cancelled after the shuffle ({planned['file_task_bytes'] / 2**20:.1f} MiB > {limit})"
