@@ -87,6 +87,13 @@ def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentPars
     audit.add_argument("--table", action="append", help="only this table (repeatable)")
     audit.add_argument("--sample", type=int, default=None, help="rows compared field by field (default 3000; 0: counts only)")
     audit.add_argument("--seed", type=int, help="repeat a sample")
+    audit.add_argument("--max-ids", type=int, default=None, help="extra documents named by id (default 1000; more are counted)")
+    audit.add_argument(
+        "--list-limit",
+        type=int,
+        default=None,
+        help="rows and documents listed to name extra documents, partitions smallest first (default 1000000)",
+    )
     audit.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     audit.add_argument("--json", action="store_true", help="the reports as JSON")
 
@@ -306,12 +313,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from icecdc.audit import DEFAULT_SAMPLE, audit
+    from icecdc.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMPLE, audit
     from icecdc.config import load_config
 
     config = load_config(args.config)
     sample = DEFAULT_SAMPLE if args.sample is None else args.sample
-    reports = audit(config, args.table, sample, args.seed, args.findings)
+    max_ids = DEFAULT_MAX_IDS if args.max_ids is None else args.max_ids
+    list_limit = DEFAULT_LIST_LIMIT if args.list_limit is None else args.list_limit
+    reports = audit(config, args.table, sample, args.seed, args.findings, max_ids, list_limit)
     if args.json:
         print(json.dumps([json.loads(r.to_json()) for r in reports], indent=2))
     for r in [] if args.json else reports:

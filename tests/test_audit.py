@@ -91,8 +91,11 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
     assert (report.partitions, report.rows, report.documents, report.sampled) == (3, 80, 80, 80)
     counted = {(d.kind, d.partition["region"], d.count) for d in report.drift if d.doc_id is None and d.partition}
     assert counted == {(DriftKind.MISSING, "us", 2), (DriftKind.EXTRA, "eu", 2)}
-    sampled = {(d.kind, d.doc_id, d.fields) for d in report.drift if d.doc_id is not None}
-    assert sampled == {
+    by_id = {(d.kind, d.doc_id, d.fields) for d in report.drift if d.doc_id is not None}
+    assert by_id == {
+        (DriftKind.EXTRA, "901", ()),  # eu's index holds more than its rows: its ids less eu's rows
+        (DriftKind.EXTRA, "902", ()),
+        (DriftKind.EXTRA, "10", ()),  # its row is us's: the index has it in eu, the table does not
         (DriftKind.MISSING, "3", ()),
         (DriftKind.MISSING, "4", ()),
         (DriftKind.MISSING, "45", ()),
@@ -100,9 +103,10 @@ def test_audit_finds_drift_by_partition_and_id_and_repair_rewrites_only_that_sco
         (DriftKind.STALE, "10", ("region",)),
         (DriftKind.STALE, "50", ("amount",)),
     }
-    # the counts came from the manifests; only the sample's files were read, each whole once
-    assert (report.cost.table.data_files, report.cost.table.delete_files) == (3, 0)
-    assert report.cost.table.manifests >= 1 and report.cost.requests == 5  # exists, refresh, mapping, aggregation, mget
+    # the counts came from the manifests; the sample's files were read, each whole once, and eu's again for its ids
+    assert (report.cost.table.data_files, report.cost.table.delete_files) == (4, 0)
+    # exists, refresh, mapping, aggregation, eu's ids (search, clear scroll), mget
+    assert report.cost.table.manifests >= 1 and report.cost.requests == 7
 
     # the findings are kept for --from-audit; the repair writes exactly the drifted documents
     kept = load_findings(findings_location(config), "db.orders")
@@ -137,6 +141,44 @@ def test_a_missing_row_the_counts_miss_is_repaired_with_its_partition(pipeline: 
     repaired = repair(config, "db.orders", report.scope())
     assert (repaired.indexed, repaired.deleted) == (1, 1)
     pipeline.assert_index_equals_table(config, "db.orders")
+
+
+@in_process
+def test_extra_documents_are_named_by_id_reading_only_their_partitions_files(pipeline: Pipeline) -> None:
+    """Documents the table lacks, added in one partition: named by id and partition, from that
+    partition's data file and ids alone; the clean partitions are neither read nor listed."""
+    config = synced_orders(pipeline)
+    version = pipeline.store().get_checkpoint("db.orders").sequence_number
+    for doc_id in ("900", "901", "902"):
+        corrupt(pipeline, doc_id, version, id=int(doc_id), region="ap", status="ghost", amount=1.0)
+    ap_file = next(t.file for t in pipeline.catalog.load_table("db.orders").scan(row_filter="region == 'ap'").plan_files())
+
+    report = audited(config, sample=0)
+    assert [(d.kind, d.partition, d.doc_id, d.count) for d in report.drift] == [
+        (DriftKind.EXTRA, {"region": "ap"}, None, 3),
+        (DriftKind.EXTRA, {"region": "ap"}, "900", 1),
+        (DriftKind.EXTRA, {"region": "ap"}, "901", 1),
+        (DriftKind.EXTRA, {"region": "ap"}, "902", 1),
+    ]
+    assert report.drift[1].describe() == "extra: id '900' (region='ap'): no row in this partition"
+    # ap's one data file, whole; us's and eu's none; exists, refresh, mapping, aggregation, ap's ids (search, clear scroll)
+    assert (report.cost.table.data_files, report.cost.table.data_bytes) == (1, ap_file.file_size_in_bytes)
+    assert report.cost.requests == 6
+    assert AuditReport.from_json(report.to_json()) == report
+    assert report.scope() == RepairScope(({"region": "ap"},))  # the ids are the partition's: looked up in it
+
+    capped = audit(config, ["db.orders"], sample=0, max_ids=2)[0]
+    assert [d.doc_id for d in capped.drift if d.doc_id] == ["900", "901"]
+    assert "1 more extra documents not named by id (at most 2 are: --max-ids)" in capped.notes
+
+    # ap holds 10 rows and 13 documents: above a bound of 20, it is not listed, and says so
+    bounded = audit(config, ["db.orders"], sample=0, list_limit=20)[0]
+    assert [d.doc_id for d in bounded.drift] == [None] and bounded.cost.table.data_files == 0
+    assert any("extra documents in region='ap' not named by id: listing its 10 rows and 13 documents" in n for n in bounded.notes)
+
+    repaired = repair(config, "db.orders", report.scope())
+    assert (repaired.indexed, repaired.deleted) == (0, 3)
+    assert not audited(config).drifted
 
 
 @in_process
@@ -177,6 +219,18 @@ def test_an_unpartitioned_table_is_counted_in_total_and_repaired_whole(pipeline:
     report = audited(config, sample=0)
     assert report.compared == "the total" and report.grouped_by == ()
     assert [(d.kind, d.partition, d.count) for d in report.drift] == [(DriftKind.MISSING, {}, 1)]
+    corrupt(pipeline, "12", pipeline.store().get_checkpoint("db.orders").sequence_number, id=12, region="us")
+    corrupt(pipeline, "903", pipeline.store().get_checkpoint("db.orders").sequence_number, id=903, region="us")
+    # the whole table is the one partition: its ids are listed when its counts differ, within the bound
+    extra = audited(config, sample=0)
+    assert [(d.kind, d.partition, d.doc_id) for d in extra.drift] == [(DriftKind.EXTRA, {}, None), (DriftKind.EXTRA, {}, "903")]
+    assert extra.drift[1].describe() == "extra: id '903' (the whole table): no row"
+    assert extra.cost.table.data_files == 3
+    skipped = audit(config, ["db.orders"], sample=0, list_limit=100)[0]
+    assert skipped.cost.table.data_files == 0
+    assert any("extra documents in the whole table not named by id" in n and "--list-limit" in n for n in skipped.notes)
+    delete(pipeline, "903")
+    delete(pipeline, "12")
 
     scope = report.scope()
     assert scope == RepairScope(whole_table=True)
@@ -195,6 +249,7 @@ def test_a_document_another_writer_versioned_is_reported_and_a_rebuild_fixes_it(
 
     report = audited(config)
     assert [(d.kind, d.doc_id, d.version) for d in report.drift if d.doc_id] == [
+        (DriftKind.EXTRA, "5", None),  # without a region: the index holds it in the null partition, the table has none
         (DriftKind.FOREIGN_VERSION, "5", 99),
         (DriftKind.MISSING, "6", None),
     ]

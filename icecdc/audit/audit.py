@@ -13,6 +13,12 @@ the next sync's, not drift):
   live rows) until they hold the sample, read whole with their deletes; their rows, sampled,
   fetched from the index by `_mget` (document, version).
 
+Where the index holds more documents than the table rows in a partition, the extra documents are
+named by id: the index's ids there (a scroll, ids only) less the table's (that partition's data
+files, read whole with their deletes), the partitions listed bounded by `list_limit` rows and
+documents (an unpartitioned table's one partition is the whole table: a note says when it is
+skipped).
+
 It reports missing, extra and stale documents by partition and id, documents whose version is
 above any icecdc wrote (another writer's), and what it read.
 """
@@ -34,8 +40,8 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DateType, IcebergType
 
-from icecdc.audit.index_side import ColumnField, IndexSide
-from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount
+from icecdc.audit.index_side import ColumnField, IndexSide, partition_query
+from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount, describe_partition
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.documents import converter_for
@@ -49,6 +55,12 @@ log = logging.getLogger(__name__)
 # Rows compared field by field unless asked otherwise: enough to see drift of a few tenths of a
 # percent with high probability, read from a few data files.
 DEFAULT_SAMPLE = 3000
+# Extra documents named by id; the others are counted in a note.
+DEFAULT_MAX_IDS = 1000
+# The table's rows and the index's documents listed, at most, to name extra documents: a partition
+# beyond what is left is not listed (its files would be read whole and its ids held in memory,
+# both growing with it: an unpartitioned table's would be verify's cost), partitions taken smallest first.
+DEFAULT_LIST_LIMIT = 1_000_000
 _EPOCH = dt.date(1970, 1, 1)
 
 
@@ -70,12 +82,17 @@ def audit_table(
     sample: int = DEFAULT_SAMPLE,
     seed: int | None = None,
     dead_letters: DeadLetters | None = None,
+    max_ids: int = DEFAULT_MAX_IDS,
+    list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> AuditReport:
     """Compare the table's index with the table as of its checkpoint (see the module's doc).
 
-    `sample`: rows compared field by field (0: counts only); `seed`: makes the sample repeatable."""
+    `sample`: rows compared field by field (0: counts only); `seed`: makes the sample repeatable;
+    `max_ids`: extra documents named by id; `list_limit`: rows and documents listed to name them."""
     if sample < 0:
         raise OperationError(f"the sample must be a number of rows, 0 or more, got {sample}")
+    if max_ids < 0 or list_limit < 0:
+        raise OperationError(f"--max-ids and --list-limit must be 0 or more, got {max_ids} and {list_limit}")
     started = time.monotonic()
     name = config.name
     checkpoint = _checkpoint(store, table, name)
@@ -91,13 +108,17 @@ def audit_table(
     groups, report.compared = _grouping(table, entries, side)
     report.grouped_by = tuple(g.field.column for g in groups)
     table_counts: Counter[tuple[Any, ...]] = Counter()
+    files: dict[tuple[Any, ...], list[ManifestEntry]] = {}
     for entry in entries:
-        table_counts[_partition_key(table, entry, groups)] += live[entry.data_file.file_path]
+        key = _partition_key(table, entry, groups)
+        table_counts[key] += live[entry.data_file.file_path]
+        files.setdefault(key, []).append(entry)
     side.refresh()
     index_counts, report.documents = side.counts([g.field for g in groups])
     report.rows = sum(table_counts.values())
     lettered = _dead_lettered(dead_letters, name, side, groups)
     _compare_counts(report, groups, table_counts, index_counts, Counter(lettered.values()))
+    _name_extra(report, rows, side, groups, files, table_counts, index_counts, max_ids, list_limit)
 
     if sample:
         _compare_sample(report, rows, side, entries, live, sample, random.Random(seed), groups, checkpoint, pending, lettered)
@@ -228,6 +249,50 @@ def _compare_counts(
             report.drift.append(Drift(DriftKind.MISSING, partition, count=rows - documents, dead_lettered=lettered[key]))
         else:
             report.drift.append(Drift(DriftKind.EXTRA, partition, count=documents - rows))
+
+
+def _name_extra(
+    report: AuditReport,
+    rows: TableRows,
+    side: IndexSide,
+    groups: list[_Group],
+    files: dict[tuple[Any, ...], list[ManifestEntry]],
+    table_counts: Counter[tuple[Any, ...]],
+    index_counts: dict[tuple[Any, ...], int],
+    max_ids: int,
+    list_limit: int,
+) -> None:
+    """Name by id the documents of the partitions where the index holds more than the table: the
+    index's ids there less the table's. The cost is the drifted partitions', never the clean ones':
+    only their data files are read, only their documents listed. A document whose row the table
+    has in another partition (its partition column differs) is named too: the index has it here,
+    the table does not (the sample may also find it stale)."""
+    over = [k for k, documents in index_counts.items() if documents > table_counts.get(k, 0)]
+    over.sort(key=lambda k: (table_counts.get(k, 0) + index_counts[k], json.dumps(k, default=str)))
+    left, named, unnamed = list_limit, 0, 0
+    for key in over:
+        partition = {g.field.column: value for g, value in zip(groups, key, strict=True)}
+        size = table_counts.get(key, 0) + index_counts[key]
+        if size > left:
+            report.notes.append(
+                f"extra documents in {describe_partition(partition)} not named by id: listing its "
+                f"{table_counts.get(key, 0)} rows and {index_counts[key]} documents would pass the bound of "
+                f"{list_limit} ({left} left); raise it (--list-limit), or repair the partition"
+            )
+            continue
+        left -= size
+        try:
+            held = {doc_id for doc_id, _ in rows.documents(files.get(key, []))}
+        except ProcessingError as exc:  # a row that cannot become a document: a sync dead-letters it
+            report.notes.append(f"extra documents in {describe_partition(partition)} not named by id: {exc}")
+            continue
+        extra = sorted(side.ids(partition_query({g.field: value for g, value in zip(groups, key, strict=True)})) - held)
+        shown = extra[: max(0, max_ids - named)]
+        named += len(shown)
+        unnamed += len(extra) - len(shown)
+        report.drift.extend(Drift(DriftKind.EXTRA, partition, doc_id) for doc_id in shown)
+    if unnamed:
+        report.notes.append(f"{unnamed} more extra documents not named by id (at most {max_ids} are: --max-ids)")
 
 
 def _compare_sample(

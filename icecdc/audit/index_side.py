@@ -4,7 +4,7 @@ value, each request counted (the audit reports its cost)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,28 +137,47 @@ class IndexSide:
 
     def where(self, values: dict[ColumnField, Any]) -> dict[str, Hit]:
         """The documents whose fields hold these values (None: no value)."""
-        clauses: list[dict[str, Any]] = []
-        for column_field, value in values.items():
-            if value is None:
-                clauses.append({"bool": {"must_not": {"exists": {"field": column_field.field}}}})
-            else:
-                clauses.append({"term": {column_field.field: value}})
-        return self.scan({"bool": {"filter": clauses}})
+        return self.scan(partition_query(values))
 
     def scan(self, query: dict[str, Any]) -> dict[str, Hit]:
         """Every document `query` matches, by scroll (call `refresh` first to see the latest writes)."""
         body = {"query": query, "version": True, "sort": ["_doc"], "size": HITS_PER_REQUEST}
+        return {
+            hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"])) for page in self._scroll(body) for hit in page
+        }
+
+    def ids(self, query: dict[str, Any]) -> set[str]:
+        """The ids of every document `query` matches, by scroll without their sources: an audit's
+        listing of a partition fetches nothing else (call `refresh` first)."""
+        body = {"query": query, "_source": False, "sort": ["_doc"], "size": HITS_PER_REQUEST}
+        return {hit["_id"] for page in self._scroll(body) for hit in page}
+
+    def _scroll(self, body: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """The hits of a search, page by page, by scroll; the scroll cleared at the end."""
         answer = self._call(self.client.search, index=self.index, body=body, scroll=SCROLL_KEEP_ALIVE)
         scroll_id = answer.get("_scroll_id")
-        found: dict[str, Hit] = {}
         try:
             while True:
                 hits = answer["hits"]["hits"]
-                found |= {hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"])) for hit in hits}
+                yield hits
                 if len(hits) < HITS_PER_REQUEST or scroll_id is None:
-                    return found
+                    return
                 answer = self._call(self.client.scroll, body={"scroll_id": scroll_id, "scroll": SCROLL_KEEP_ALIVE})
                 scroll_id = answer.get("_scroll_id", scroll_id)
         finally:
             if scroll_id is not None:
                 self._call(self.client.clear_scroll, body={"scroll_id": [scroll_id]}, ignore=(404,))
+
+
+def partition_query(values: dict[ColumnField, Any]) -> dict[str, Any]:
+    """The documents whose fields hold these values (None: no value, as a composite aggregation's
+    missing bucket counts them); all documents for no values."""
+    if not values:
+        return {"match_all": {}}
+    clauses: list[dict[str, Any]] = []
+    for column_field, value in values.items():
+        if value is None:
+            clauses.append({"bool": {"must_not": {"exists": {"field": column_field.field}}}})
+        else:
+            clauses.append({"term": {column_field.field: value}})
+    return {"bool": {"filter": clauses}}

@@ -21,11 +21,11 @@ class DriftKind(StrEnum):
 
 @dataclass(frozen=True)
 class Drift:
-    """One finding: a partition whose counts differ, or one sampled document."""
+    """One finding: a partition whose counts differ, or one document: sampled, or named as extra."""
 
     kind: DriftKind
     partition: dict[str, Any] | None = None  # column → value (as documents hold it); {}: the whole table
-    doc_id: str | None = None  # a sampled document; None for a difference of counts
+    doc_id: str | None = None  # a sampled or an extra document; None for a difference of counts
     count: int = 1  # documents: a partition's difference of counts, 1 for a document
     fields: tuple[str, ...] = ()  # STALE: the fields that differ
     version: int | None = None  # FOREIGN_VERSION: the document's version
@@ -37,7 +37,7 @@ class Drift:
         return self.kind == DriftKind.MISSING and self.dead_lettered >= self.count
 
     def describe(self) -> str:
-        where = ", ".join(f"{k}={v!r}" for k, v in (self.partition or {}).items()) or "the whole table"
+        where = describe_partition(self.partition or {})
         lettered = f" ({self.dead_lettered} dead-lettered)" if self.dead_lettered else ""
         if self.doc_id is None:
             what = (
@@ -50,7 +50,7 @@ class Drift:
             DriftKind.MISSING: "no document, dead-lettered" if self.dead_lettered else "no document",
             DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
             DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
-            DriftKind.EXTRA: "no row",
+            DriftKind.EXTRA: "no row in this partition" if self.partition else "no row",
         }[self.kind]
         return f"{self.kind}: id {self.doc_id!r} ({where}): {detail}"
 
@@ -135,14 +135,17 @@ class AuditReport:
         """What a repair of these findings rewrites: the partitions whose counts differ (the whole
         table when counts are compared only in total), the partitions of sampled rows without a
         document (their counts agree only if a document with no row offsets it), and the sampled
-        documents that differ; not what dead letters account for."""
+        documents that differ (not the extra documents named: their partitions are in it); not what
+        dead letters account for."""
         drift = [d for d in self.drift if not d.known]  # a repair would only dead-letter those again
         counted = [d.partition for d in drift if d.doc_id is None and d.partition is not None]
         if any(not p for p in counted):
             return RepairScope(whole_table=True)
         missing = [d.partition for d in drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
         partitions = {json.dumps(p, sort_keys=True): p for p in counted + missing if p}
-        ids = tuple(dict.fromkeys(d.doc_id for d in drift if d.doc_id is not None))
+        # Extra documents are named only in partitions whose counts differ, which are in the scope
+        # already: their ids would only make the repair look them up in the table's files again.
+        ids = tuple(dict.fromkeys(d.doc_id for d in drift if d.doc_id is not None and d.kind != DriftKind.EXTRA))
         return RepairScope(tuple(partitions.values()), ids)
 
     def to_json(self) -> str:
@@ -188,6 +191,11 @@ class RepairReport:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, indent=2)
+
+
+def describe_partition(partition: dict[str, Any]) -> str:
+    """`region='us', day='2024-05-01'`; "the whole table" for none."""
+    return ", ".join(f"{k}={v!r}" for k, v in partition.items()) or "the whole table"
 
 
 def _size(n: int) -> str:

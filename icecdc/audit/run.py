@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from icecdc.audit.audit import DEFAULT_SAMPLE, audit_table
+from icecdc.audit.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMPLE, audit_table
 from icecdc.audit.findings import findings_location, load_findings, save_findings
 from icecdc.audit.repair import repair
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
@@ -29,9 +29,11 @@ def audit(
     sample: int = DEFAULT_SAMPLE,
     seed: int | None = None,
     findings: str | None = None,
+    max_ids: int = DEFAULT_MAX_IDS,
+    list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> list[AuditReport]:
     """Audit the named tables (every configured one by default) and keep each report where
-    `repair --from-audit` finds it (`findings_location`)."""
+    `repair --from-audit` finds it (`findings_location`); `audit_table` says what the others ask."""
     chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
     selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
@@ -45,7 +47,7 @@ def audit(
         for table_config in selected:
             table = load_table(catalog, table_config.name)
             identifiers = identifier_columns(table, table_config)
-            report = audit_table(table, table_config, identifiers, store, client, sample, seed, dead_letters)
+            report = audit_table(table, table_config, identifiers, store, client, sample, seed, dead_letters, max_ids, list_limit)
             save_findings(location, report)
             reports.append(report)
     finally:
