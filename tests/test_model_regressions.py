@@ -221,3 +221,17 @@ def test_a_first_export_over_an_export_abandoned_after_writing(machine: Pipeline
     state.operate(op=op, seed=1971, spark=False)
     state.sync(caps=Caps.TINY_REWRITE, engine=SPARK)
     state.teardown()
+
+
+def test_a_compaction_of_a_table_whose_rows_are_all_deleted(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` (ZeroDivisionError in pyiceberg's bin packing): the test commits'
+    `compact` wrote the table's rows, none, as new files. It now commits nothing without files,
+    and drops files whose rows are all deleted without writing new ones."""
+    state = machine
+    create(state, key=KeyType.LONG, identifiers_in_schema=False, writers=Writers.BOTH)
+    state.crashing_sync(at=0, caps=Caps.NONE, crash=CrashAt.PLANNED, engine=IN_PROCESS)
+    write(state, Writer.PY_APPEND)
+    write(state, Writer.PY_DELETE)
+    state.operate(op=TableOp.COMPACT, seed=0, spark=False)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.teardown()

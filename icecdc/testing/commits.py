@@ -34,12 +34,15 @@ def compact(table: Table) -> None:
     """Rewrite all data files as fresh ones in one `replace` snapshot: the same rows, new files."""
     rows = table.scan().to_arrow()
     old_files = [task.file for task in table.scan().plan_files()]
+    if not old_files:
+        return  # nothing to rewrite: Spark's rewrite_data_files commits no snapshot either
     with table.transaction() as transaction:
         rewrite = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
         for data_file in old_files:
             rewrite.delete_data_file(data_file)
-        for data_file in data_files_from_arrow(transaction.table_metadata, rows, table.io, uuid.uuid4()):
-            rewrite.append_data_file(data_file)
+        if rows.num_rows:  # files whose rows are all deleted go without new ones (pyiceberg cannot write none)
+            for data_file in data_files_from_arrow(transaction.table_metadata, rows, table.io, uuid.uuid4()):
+                rewrite.append_data_file(data_file)
         rewrite.commit()
 
 
