@@ -48,7 +48,7 @@ from icecdc.planning import current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import PassTasks, files_read_by
+from icecdc.reading.tasks import PassTasks, file_reads
 from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
@@ -363,8 +363,7 @@ class _Pass:
             return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
 
     def engine(self, tasks: PassTasks) -> Engine:
-        # every read counts: each key range of a rewrite reads all of the rewrite's files again
-        return self.run.engines.for_pass(self.name, WorkSize.of([f for task in tasks.all for f in files_read_by(task)]))
+        return self.run.engines.for_pass(self.name, WorkSize.of(file_reads(tasks.all)))
 
     def prepare_destination(self, found: _Destination) -> _Destination:
         """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""

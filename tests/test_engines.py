@@ -20,7 +20,7 @@ from icecdc.model import EngineChoice, EngineKind, WorkSize
 from icecdc.planning import plan_table
 from icecdc.processing import sync, sync_table
 from icecdc.reading.driver import file_tasks
-from icecdc.reading.tasks import files_read_by
+from icecdc.reading.tasks import file_reads, files_read_by
 from icecdc.status import work_size
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
@@ -144,3 +144,24 @@ def test_a_merge_on_read_delete_counts_the_data_file_it_reads(pipeline: Pipeline
     (result,) = sync(limited, pipeline.spark, [NAME])
     assert result.engine == EngineKind.SPARK
     pipeline.assert_index_equals_table(limited, NAME)
+
+
+def test_a_rewrite_cut_into_key_ranges_counts_each_read_of_its_files(pipeline: Pipeline) -> None:
+    """Each key range reads every file of its rewrite (in-process, a dealt rewrite too): the pass's
+    engine is chosen by the reads, not the distinct files, so a pass in the planner Lambda never
+    starts more than its limits allow."""
+    table = orders(pipeline, partitioned=False)
+    for i in range(4):
+        table.append(rows(*range(i, 80, 4)))  # each file spans the whole key range
+    raw = {**pipeline.config_dict([{"name": NAME}]), "batch": {"max_rewrite_bytes": 1}}
+    pipeline.sync(parse_config(raw), NAME)
+    update(pipeline.catalog.load_table(NAME), EqualTo("id", 0) | EqualTo("id", 1), lambda r: {**r, "status": "paid"})
+
+    config = parse_config(raw)
+    table = pipeline.catalog.load_table(NAME)
+    plan_table(table, config.table(NAME), pipeline.store(), ("id",))
+    tasks = file_tasks(table, pipeline.store().pending_items(NAME), ("id",), rewrite_budget=1)
+    distinct = {f.file_path for task in tasks for f in files_read_by(task)}
+    assert len(file_reads(tasks)) > len(distinct)  # every range reads them all
+    limited = parse_config({**raw, "engine": {"use": "auto", "in_process_max_files": len(distinct)}})
+    assert pipeline.sync(limited, NAME).engine == EngineKind.SPARK

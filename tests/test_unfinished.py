@@ -17,7 +17,7 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
-from icecdc.errors import LeaseLost, SinkError
+from icecdc.errors import LeaseLost, ProcessingError, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
@@ -255,6 +255,36 @@ def test_a_partial_pass_that_lost_its_lease_marks_nothing(pipeline: Pipeline) ->
                 lease=lease,
                 limits=config.batch,
             )
+    assert all(i.status == ItemStatus.PENDING for i in store.pending_items(NAME))
+
+
+def test_a_partial_pass_whose_index_was_replaced_marks_nothing(pipeline: Pipeline) -> None:
+    """A capped export's pass checks, before recording its files as applied, that the index it wrote
+    is the one it began with, as a full pass does before its checkpoint."""
+    table = orders(pipeline)
+    for f in range(3):
+        table.append(rows(*range(3 * f, 3 * f + 3)))
+    config = capped(pipeline)
+    store = pipeline.store()
+    plan_table(table, config.table(NAME), store, ("id",))
+
+    def replace_the_index(point: PassPoint) -> None:
+        if point == PassPoint.WRITTEN:  # the pass's writes are done, nothing recorded yet
+            generations = list(pipeline.client.indices.get_alias(name="orders"))
+            pipeline.client.indices.delete(index=generations)
+            pipeline.client.indices.create(index="orders")
+
+    with pytest.raises(ProcessingError, match="deleted or replaced during the pass"):
+        process_table(
+            Engines(config.engine, spark=pipeline.spark),
+            table,
+            config.table(NAME),
+            store,
+            config.opensearch,
+            ("id",),
+            limits=config.batch,
+            probe=replace_the_index,
+        )
     assert all(i.status == ItemStatus.PENDING for i in store.pending_items(NAME))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,3 +112,15 @@ def files_read_by(task: Task) -> list[DataFile]:
     if isinstance(task, RewriteTask | DealtRewrite):
         return [f for t in task.removed + task.added for f in files_read_by(t)]
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]
+
+
+def file_reads(tasks: Iterable[Task]) -> list[DataFile]:
+    """Every file the tasks read, once per read: a key range task reads all its rewrite's files,
+    and a dealt rewrite counts as its range tasks, as the in-process engine reads it (an engine is
+    chosen by the most a pass may read)."""
+    return [
+        f
+        for task in tasks
+        for read in (task.range_tasks() if isinstance(task, DealtRewrite) else [task])
+        for f in files_read_by(read)
+    ]

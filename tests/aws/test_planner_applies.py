@@ -105,11 +105,18 @@ def test_a_table_another_run_holds_is_left_to_it_and_the_job(
     assert store.get_checkpoint(deployment.orders) is None
 
 
+@pytest.mark.parametrize(
+    "remaining_ms",
+    [
+        60_000,  # below the pass reserve (120 s)
+        130_000,  # above the reserve, below it plus the bulk writes' retry backoff (15.5 s)
+    ],
+)
 def test_a_planner_near_its_timeout_starts_no_pass(
-    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch, search: str
+    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch, search: str, remaining_ms: int
 ) -> None:
     deployment = deployed(lake, state_table, monkeypatch, search)
-    answer = deployment.invoke(buffered(table_event(deployment.db, "orders")), LambdaContext(60_000))
+    answer = deployment.invoke(buffered(table_event(deployment.db, "orders")), LambdaContext(remaining_ms))
     assert answer == {"batchItemFailures": []}
     [run] = deployment.runs(deployment.orders)
     assert run["JobRunState"] in ("STARTING", "RUNNING", "SUCCEEDED")
