@@ -16,12 +16,11 @@ from pyiceberg.types import IntegerType, LongType, StringType
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
-from icecdc.engines import Engines
 from icecdc.errors import LeaseLost, ProcessingError, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
-from icecdc.processing import process_table, sync
+from icecdc.processing import sync
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.status import has_work, table_status
 from tests.support.faults import FaultProxy
@@ -245,16 +244,7 @@ def test_a_partial_pass_that_lost_its_lease_marks_nothing(pipeline: Pipeline) ->
     with Lease(store, NAME, 60) as lease:
         lease.lost = True  # what the renewer sets when another run took the table
         with pytest.raises(LeaseLost):
-            process_table(
-                Engines(config.engine, spark=pipeline.spark),
-                table,
-                config.table(NAME),
-                store,
-                config.opensearch,
-                ("id",),
-                lease=lease,
-                limits=config.batch,
-            )
+            pipeline.one_pass(config, NAME, lease=lease)
     assert all(i.status == ItemStatus.PENDING for i in store.pending_items(NAME))
 
 
@@ -275,16 +265,7 @@ def test_a_partial_pass_whose_index_was_replaced_marks_nothing(pipeline: Pipelin
             pipeline.client.indices.create(index="orders")
 
     with pytest.raises(ProcessingError, match="deleted or replaced during the pass"):
-        process_table(
-            Engines(config.engine, spark=pipeline.spark),
-            table,
-            config.table(NAME),
-            store,
-            config.opensearch,
-            ("id",),
-            limits=config.batch,
-            probe=replace_the_index,
-        )
+        pipeline.one_pass(config, NAME, probe=replace_the_index)
     assert all(i.status == ItemStatus.PENDING for i in store.pending_items(NAME))
 
 

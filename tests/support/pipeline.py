@@ -15,11 +15,11 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.engines import Engines
-from icecdc.model import EngineKind
+from icecdc.model import EngineKind, Probe
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, process_table, sync
-from icecdc.state import SqliteStateStore
+from icecdc.state import Lease, SqliteStateStore
 from icecdc.verify import diff_index, index_documents
 
 # Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.
@@ -76,13 +76,16 @@ class Pipeline:
         self.assert_index_equals_table(config, name)
         return result
 
-    def one_pass(self, config: Config, name: str) -> BatchResult:
-        """Plan, then one pass only: what a run that stops (times out, crashes) after one pass leaves behind."""
+    def one_pass(self, config: Config, name: str, lease: Lease | None = None, probe: Probe | None = None) -> BatchResult:
+        """Plan, then one pass only: what a run that stops (times out, crashes) after one pass leaves
+        behind. `lease`: the run's, `probe`: called at each of the pass's points."""
         table = self.catalog.load_table(name)
         store = self.store()
         plan_table(table, config.table(name), store, ("id",))
         engines = Engines(config.engine, spark=self.spark)
-        return process_table(engines, table, config.table(name), store, config.opensearch, ("id",), limits=config.batch)
+        return process_table(
+            engines, table, config.table(name), store, config.opensearch, ("id",), lease=lease, limits=config.batch, probe=probe
+        )
 
     def assert_index_equals_table(self, config: Config, name: str) -> None:
         """Every index the table writes equals the table as its shape holds it (columns, rows, routing)."""
