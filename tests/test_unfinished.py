@@ -234,13 +234,16 @@ def test_the_swap_refreshes_the_generation_and_waits_for_its_copies_first(pipeli
 # -- fences ----------------------------------------------------------------------------------------
 
 
-def test_a_partial_pass_that_lost_its_lease_marks_nothing(pipeline: Pipeline) -> None:
+def _three_files_capped(pipeline: Pipeline) -> Config:
+    """A table of three files, and a config whose passes each export one of them."""
     table = orders(pipeline)
     for f in range(3):
         table.append(rows(*range(3 * f, 3 * f + 3)))
-    config = capped(pipeline)
-    store = pipeline.store()
-    plan_table(table, config.table(NAME), store, ("id",))
+    return capped(pipeline)
+
+
+def test_a_partial_pass_that_lost_its_lease_marks_nothing(pipeline: Pipeline) -> None:
+    config, store = _three_files_capped(pipeline), pipeline.store()
     with Lease(store, NAME, 60) as lease:
         lease.lost = True  # what the renewer sets when another run took the table
         with pytest.raises(LeaseLost):
@@ -251,12 +254,7 @@ def test_a_partial_pass_that_lost_its_lease_marks_nothing(pipeline: Pipeline) ->
 def test_a_partial_pass_whose_index_was_replaced_marks_nothing(pipeline: Pipeline) -> None:
     """A capped export's pass checks, before recording its files as applied, that the index it wrote
     is the one it began with, as a full pass does before its checkpoint."""
-    table = orders(pipeline)
-    for f in range(3):
-        table.append(rows(*range(3 * f, 3 * f + 3)))
-    config = capped(pipeline)
-    store = pipeline.store()
-    plan_table(table, config.table(NAME), store, ("id",))
+    config, store = _three_files_capped(pipeline), pipeline.store()
 
     def replace_the_index(point: PassPoint) -> None:
         if point == PassPoint.WRITTEN:  # the pass's writes are done, nothing recorded yet
