@@ -160,25 +160,18 @@ def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, 
     """The snapshot to export (the current one, unless a racing planner claimed another first), and
     the last claimed snapshot it replaces, if any.
 
-    A claimed snapshot that has been rolled back since (or is of the table before it was dropped)
-    can never be exported; the next claim is keyed after it, so that every planner agrees on the
-    one that replaces it."""
+    A claimed snapshot that has been rolled back since can never be exported; the next claim is
+    keyed after it, so that every planner agrees on the one that replaces it. (Claims are keyed by
+    the table's UUID: a table dropped and created again claims afresh.)"""
     current = table.current_snapshot()
     assert current is not None
     wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, sequence_number(current))
     claim_key, abandoned = replacing, None
     for _ in range(MAX_EXPORT_CLAIMS):
         base = store.claim_export(name, wanted, claim_key)
-        of_this_table = base.table_uuid == wanted.table_uuid
-        if of_this_table and (
-            base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None
-        ):
+        if base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None:
             return base, abandoned
-        log.warning(
-            "%s: export snapshot %d was rolled back (or its table dropped) before it was applied; claiming another",
-            name,
-            base.snapshot_id,
-        )
+        log.warning("%s: export snapshot %d was rolled back before it was applied; claiming another", name, base.snapshot_id)
         claim_key, abandoned = f"{claim_key}>{base.snapshot_id}", base.snapshot_id
     raise PlanningError(f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again")
 
