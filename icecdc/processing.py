@@ -284,8 +284,7 @@ def _process_batch(run: TableRun, table: Table) -> BatchResult:
     if not batch:
         return result
     with _manifests_of(run.name):
-        capped, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
-    batch = _as_first_attempted(run, batch, capped)
+        batch, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
     step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started)
     found = step.find_destination()
     unread = step.unread(found)
@@ -298,31 +297,6 @@ def _process_batch(run: TableRun, table: Table) -> BatchResult:
     step.complete(engine, destination, result)
     step.finish(destination, result)
     return result
-
-
-# The `replacing` key under which a pass claims the end of its batch of changes (`_as_first_attempted`).
-_BATCH_AFTER = "batch after "
-
-
-def _as_first_attempted(run: TableRun, selected: list[WorkItem], capped: list[WorkItem]) -> list[WorkItem]:
-    """A batch of changes ending where the first pass from the same checkpoint ended its own.
-
-    A pass that died after writing may have applied any of its batch's changes; a retry whose batch
-    ran past the end of that one (new commits, other caps) could cancel a row's delete before that
-    end against the same row written back after it, and leave the document deleted. So the first
-    pass after a checkpoint records its batch's end, first writer wins (an export claim's record,
-    keyed by the checkpoint), and every pass from that checkpoint takes exactly those snapshots,
-    over the caps if need be. Exports and resyncs write every row; they are taken as capped."""
-    checkpoint = run.store.get_checkpoint(run.name)
-    if checkpoint is None or not capped or any(i.kind == ItemKind.EXPORT or i.resync for i in selected):
-        return capped
-    last = max(capped, key=lambda i: i.sequence_number)
-    proposed = Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
-    end = run.store.claim_export(run.name, proposed, _BATCH_AFTER + checkpoint.token)
-    attempted = [i for i in selected if i.sequence_number <= end.sequence_number]
-    if end != proposed:
-        log.info("%s: taking the batch a pass from this checkpoint began, through snapshot %d", run.name, end.snapshot_id)
-    return attempted or capped  # none: its snapshots were rolled back since, and their items retired
 
 
 def _select(run: TableRun, table: Table) -> list[WorkItem]:
@@ -646,7 +620,7 @@ def _passes_together(runs: list[TableRun], table: Table, batches: list[list[Work
     """Each index's pass over the items of the batch the first index's caps keep."""
     with _manifests_of(runs[0].name):
         capped, _ = cap_batch(batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed))
-    keys = {i.key for i in _as_first_attempted(runs[0], batches[0], capped)}
+    keys = {i.key for i in capped}
     client = open_client(runs[0].opensearch)
     return [
         _Pass(run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started)
