@@ -4,6 +4,7 @@ invariant: after a sync the index equals the table."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -61,6 +62,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, fixtures in MARKER_FIXTURES.items():
             if used & fixtures:
                 item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True)
+def root_logger_as_found() -> Iterator[None]:
+    """Undo what a test's in-process CLI run does to the root logger (`basicConfig` at INFO). Left at
+    INFO, py4j's finalizers log tracebacks in later tests, and Python 3.11 formats a traceback with
+    `ast.parse`: inside another `ast.parse`, that raises "AST constructor recursion depth mismatch"."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,6 @@ def test_a_capped_export_logs_its_progress_pass_by_pass(pipeline: Pipeline, capl
     for f in range(3):
         table.append(rows(*range(3 * f, 3 * f + 3)))
     config = parse_config({**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}})
-    caplog.clear()  # the first sync's lines, when an earlier test left the root logger at INFO (the CLI's basicConfig)
     with caplog.at_level(logging.INFO, logger="icecdc.progress"):
         pipeline.sync(config, "db.orders")
     lines = [r.getMessage() for r in caplog.records if r.name == "icecdc.progress" and " passes=" in r.getMessage()]
@@ -46,7 +45,6 @@ def test_a_capped_backlog_logs_its_snapshots_and_time_left_pass_by_pass(
     for f in range(1, 4):
         table.append(rows(f))
     config = parse_config({**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}})
-    caplog.clear()  # the first sync's lines, when an earlier test left the root logger at INFO (the CLI's basicConfig)
     with caplog.at_level(logging.INFO, logger="icecdc.progress"):
         pipeline.sync(config, "db.orders")
     lines = [r.getMessage() for r in caplog.records if r.name == "icecdc.progress" and " passes=" in r.getMessage()]
