@@ -288,7 +288,7 @@ def _process_batch(run: TableRun, table: Table) -> BatchResult:
     step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started)
     found = step.find_destination()
     unread = step.unread(found)
-    tasks = step.tasks(unread)
+    tasks = step.tasks(unread, collapse_runs=step.begin())
     engine = step.engine(tasks)
     destination = step.prepare_destination(found)
     step.apply(engine, tasks, destination, result)
@@ -357,10 +357,27 @@ class _Pass:
         applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
         return [i for i in self.batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
 
-    def tasks(self, unread: list[WorkItem]) -> PassTasks:
+    def begin(self) -> bool:
+        """Record the end of the batch before anything is written; True when no earlier pass may
+        have written past the checkpoint (it died or failed after writing), so that the pass may
+        collapse runs of copy-on-write commits (`driver.pass_tasks`)."""
+        last = max(self.batch, key=lambda i: i.sequence_number)
+        checkpoint = self.run.store.get_checkpoint(self.name)
+        begun = self.run.store.begin_pass(self.name, Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number))
+        if begun is None:
+            return True
+        return (
+            checkpoint is not None
+            and checkpoint.table_uuid == begun.table_uuid
+            and begun.sequence_number <= checkpoint.sequence_number
+        )
+
+    def tasks(self, unread: list[WorkItem], collapse_runs: bool) -> PassTasks:
         run = self.run
+        if not collapse_runs:
+            log.info("%s: a pass from this checkpoint may have written before: commit by commit", self.name)
         with _manifests_of(self.name):
-            return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes)
+            return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
 
     def engine(self, tasks: PassTasks) -> Engine:
         return self.run.engines.for_pass(self.name, WorkSize.of(file_reads(tasks.all)))
@@ -594,7 +611,8 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
         return [BatchResult(run.name) for run in runs]
     steps = _passes_together(runs, view, batches, started)
     found = [step.find_destination() for step in steps]
-    tasks = steps[0].tasks(steps[0].unread(found[0]))
+    begun = [step.begin() for step in steps]  # every index records its pass
+    tasks = steps[0].tasks(steps[0].unread(found[0]), collapse_runs=all(begun))
     engine = steps[0].engine(tasks)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
     results = _apply_together(steps, engine, tasks, destinations)

@@ -237,14 +237,13 @@ def test_a_compaction_of_a_table_whose_rows_are_all_deleted(machine: PipelineMac
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: a retry cancels carryovers across the end of a failed pass's batch")
 def test_a_retry_whose_batch_spans_past_a_failed_pass_cancels_no_pair_across_it(machine: PipelineMachine) -> None:
-    """Found by `make fuzz` at 8d9e702, not fixed yet: pyiceberg's overwrite of the whole table
-    commits a delete snapshot and an append snapshot. A pass capped at one file applied the delete
-    (every document deleted) and died before recording it; the next pass, uncapped, read both
-    snapshots as one rewrite and cancelled the rows the append wrote back unchanged, so their
-    documents stayed deleted. The fix needs the store to remember the batch a pass attempted, so
-    that a retry cancels no pair across its end."""
+    """Found by `make fuzz` at 8d9e702: pyiceberg's overwrite of the whole table commits a delete
+    snapshot and an append snapshot. A pass capped at one file applied the delete (every document
+    deleted) and died before recording it; the next pass, uncapped, collapsed both snapshots into
+    one rewrite and cancelled the rows the append wrote back unchanged, so their documents stayed
+    deleted. Every pass now records its batch's end first, and a pass that learns an earlier one
+    may have written past the checkpoint reads commit by commit."""
     state = machine
     create(state, key=KeyType.LONG, large_strings=True, identifiers_in_schema=False, writers=Writers.PYICEBERG)
     write(state, Writer.EQ_UPSERT, count=4, seed=42723, large_strings=True, mode=WriteMode.MERGE_ON_READ)  # appends 0-3

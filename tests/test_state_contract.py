@@ -145,6 +145,18 @@ def test_each_resync_claims_its_own_export(store: StateStore) -> None:
     assert store.claim_export("db.t", Checkpoint(UUID, 2, 2)) == first
 
 
+def test_a_pass_learns_the_furthest_end_a_pass_began_with(make_store: Callable[[], StateStore]) -> None:
+    a, b = make_store(), make_store()
+    assert a.begin_pass("db.t", Checkpoint(UUID, 3, 3)) is None
+    assert b.begin_pass("db.t", Checkpoint(UUID, 2, 2)) == Checkpoint(UUID, 3, 3)  # a shorter one: 3 is kept
+    assert b.begin_pass("db.t", Checkpoint(UUID, 9, 9)) == Checkpoint(UUID, 3, 3)
+    assert a.begin_pass("db.t", Checkpoint(UUID, 9, 9)) == Checkpoint(UUID, 9, 9)
+    assert b.begin_pass("db.other", Checkpoint(UUID, 5, 5)) is None  # per table
+    other = "9d6f3c5e-0000-4000-8000-000000000002"  # the table created again: its sequence numbers start over
+    assert a.begin_pass("db.t", Checkpoint(other, 1, 1)) is None
+    assert b.begin_pass("db.t", Checkpoint(other, 2, 2)) == Checkpoint(other, 1, 1)
+
+
 def test_leases_exclude_other_owners_until_they_expire(make_store: Callable[[], StateStore]) -> None:
     a, b = make_store(), make_store()
     assert a.acquire_lease("db.t", "run-a", 30)

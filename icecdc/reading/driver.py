@@ -38,12 +38,15 @@ def pass_tasks(
     identifier_columns: tuple[str, ...] = (),
     changed: ChangedEntries | None = None,
     rewrite_budget: int = DEFAULT_REWRITE_BUDGET,
+    collapse_runs: bool = True,
 ) -> PassTasks:
     """`file_tasks` of a pass's items, an export's apart (an export is the first snapshot of its
     batch, and joins no run of copy-on-write commits, so its tasks are the same either way)."""
     items = list(items)
     export = file_tasks(table, [i for i in items if i.kind == ItemKind.EXPORT], identifier_columns, changed, rewrite_budget)
-    changes = file_tasks(table, [i for i in items if i.kind != ItemKind.EXPORT], identifier_columns, changed, rewrite_budget)
+    changes = file_tasks(
+        table, [i for i in items if i.kind != ItemKind.EXPORT], identifier_columns, changed, rewrite_budget, collapse_runs
+    )
     inserts = [t for t in export if isinstance(t, FileTask) and t.change == ChangeType.INSERT]
     if len(inserts) != len(export):
         raise ProcessingError(f"an export's tasks must be inserts of whole files, not {export}")
@@ -56,11 +59,14 @@ def file_tasks(
     identifier_columns: tuple[str, ...] = (),
     changed: ChangedEntries | None = None,
     rewrite_budget: int = DEFAULT_REWRITE_BUDGET,
+    collapse_runs: bool = True,
 ) -> list[Task]:
     """Resolve the items' paths to tasks through the manifests of their snapshots (metadata only).
 
     `changed`: the snapshots' entries, when planning in this process has read them already.
-    `rewrite_budget`: the bytes of files one rewrite task may hold (see `_pair_rewrites`)."""
+    `rewrite_budget`: the bytes of files one rewrite task may hold (see `_pair_rewrites`).
+    `collapse_runs`: False when a dead pass may have written some of these changes: then every
+    commit is its own change (see `_run_tasks`)."""
     changed = changed or ChangedEntries()
     tasks: list[Task] = []
     # One snapshot's files serve as "after" for it and "before" for its child: load each once.
@@ -89,7 +95,7 @@ def file_tasks(
             snapshot_tasks = _change_tasks(
                 table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot)
             )
-        if snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
+        if collapse_runs and snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
             run.append((snapshot, snapshot_tasks))
             continue
         tasks += _run_tasks(run, rewrite_budget, keys) + _pair_rewrites(snapshot_tasks, rewrite_budget, keys)
@@ -101,12 +107,13 @@ def _run_tasks(run: list[tuple[Snapshot, list[FileTask]]], budget: int, keys: li
     """A run of copy-on-write commits collapsed into one change (`_collapse`), unless a file was
     added and removed within it: then commit by commit, each at its own sequence number.
 
-    Skipping such a file is right only when no earlier attempt of the pass wrote its rows. A pass
-    that failed or died after some of its bulk requests were applied wrote them at their own
-    versions: the row of a key added then deleted in the run stays in the index, and a key changed
-    then changed back keeps its middle image, since its first and last images cancel (found by the
-    model-based test). Whether an attempt wrote anything is not recorded, so such runs are not
-    collapsed; a hot file rewritten by commit after commit is read twice per commit."""
+    Collapsing cancels a key's first and last images against each other, which is right only when
+    no dead pass wrote an image in between: a pass that died after some of its bulk requests were
+    applied wrote them at their own versions (found by the model-based test: a key added then
+    deleted in the run stays in the index; a key changed then changed back keeps its middle image;
+    a row deleted by one commit and written back unchanged by the next stays deleted). Runs that
+    skip a file are never collapsed; the others only when no pass may have written past the
+    checkpoint (`collapse_runs`, from `StateStore.begin_pass`)."""
     added = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.INSERT}
     removed = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.DELETE}
     if added & removed:

@@ -69,6 +69,7 @@ CONFLICT_BACKOFF_CAP_SECONDS = 2.0
 _CHECKPOINT = "checkpoint"
 _LEASE = "lease"
 _EXPORT = "export|"
+_PASS_END = "pass-end"
 _PENDING = "pending|"
 _DONE = "done|"
 
@@ -102,19 +103,41 @@ class DynamoDbStateStore(StateStore):
 
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
+        self._put_base_if(table, sk, base, "attribute_not_exists(pk)")
+        recorded = self._get_base(table, sk)
+        assert recorded is not None  # written above, or by the planner that won the race
+        return recorded
+
+    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        recorded = self._get_base(table, _PASS_END)
+        before = recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
+        if before is not None and before.sequence_number >= end.sequence_number:
+            return before
+        # Another pass may have recorded in between: keep the furthest end of the UUID.
+        self._put_base_if(
+            table,
+            _PASS_END,
+            end,
+            "attribute_not_exists(pk) OR table_uuid <> :uuid OR sequence_number < :seq",
+            {":uuid": {"S": end.table_uuid}, ":seq": {"N": str(end.sequence_number)}},
+        )
+        return before
+
+    def _put_base_if(
+        self, table: str, sk: str, base: Checkpoint, condition: str, values: dict[str, dict[str, str]] | None = None
+    ) -> None:
+        """Put a checkpoint-shaped record when `condition` holds; a failed condition is not an error."""
         try:
             self._write(
                 "put_item",
                 TableName=self.table_name,
                 Item={**_keys(table, sk), **_checkpoint_attributes(base)},
-                ConditionExpression="attribute_not_exists(pk)",
+                ConditionExpression=condition,
+                **({"ExpressionAttributeValues": values} if values else {}),
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise
-        recorded = self._get_base(table, sk)
-        assert recorded is not None  # written above, or by the planner that won the race
-        return recorded
 
     def put_item(self, item: WorkItem) -> bool:
         record = _pending_record(item)

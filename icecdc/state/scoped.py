@@ -42,6 +42,9 @@ class ScopedStore(StateStore):
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         return self._store.claim_export(self._scoped(table), base, replacing)
 
+    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        return self._store.begin_pass(self._scoped(table), end)
+
     def put_item(self, item: WorkItem) -> bool:
         return self._store.put_item(self._in(item))
 

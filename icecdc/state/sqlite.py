@@ -34,6 +34,9 @@ class SqliteStateStore(StateStore):
                 table_name TEXT NOT NULL, table_uuid TEXT NOT NULL, replacing TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
                 PRIMARY KEY (table_name, table_uuid, replacing));
+            CREATE TABLE IF NOT EXISTS pass_ends (
+                table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
+                snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS leases (table_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
             CREATE TABLE IF NOT EXISTS work_items (
                 key TEXT PRIMARY KEY, table_name TEXT NOT NULL, status TEXT NOT NULL,
@@ -66,6 +69,19 @@ class SqliteStateStore(StateStore):
             (table, base.table_uuid, replacing),
         ).fetchone()
         return Checkpoint(*row)
+
+    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        with self._transaction():
+            row = self._db.execute(
+                "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?", (table,)
+            ).fetchone()
+            before = Checkpoint(*row) if row is not None and row[0] == end.table_uuid else None
+            if before is None or before.sequence_number < end.sequence_number:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
+                    (table, end.table_uuid, end.snapshot_id, end.sequence_number),
+                )
+        return before
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()

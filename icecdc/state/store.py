@@ -6,6 +6,8 @@ Every implementation passes the same contract suite (tests/test_state_contract.p
 Rules every store keeps:
 - work items are written put-if-absent by their deterministic key, so planning twice is a no-op;
 - the export base of a table is claimed put-if-absent, so racing planners export one snapshot;
+- every pass records the end of its batch before it writes (the furthest is kept), so that a
+  retry knows a dead pass may have written past the checkpoint (see `begin_pass`);
 - `complete` advances the checkpoint before it marks items done: a crash between the two leaves
   items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor retires unread;
 - `complete` and `mark_applied` with a `fence` (the lease owner) record nothing unless that owner still
@@ -42,6 +44,11 @@ class StateStore(ABC):
         """Record `base` as the export snapshot of the table's UUID that replaces the checkpoint
         `replacing` names (see `Checkpoint.token`; "": the first export) unless one is recorded;
         return the recorded one."""
+
+    @abstractmethod
+    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        """Record that a pass may write the table's changes through `end` (only the furthest end of
+        the table's UUID is kept); return the end recorded before (None: none of this UUID)."""
 
     @abstractmethod
     def put_item(self, item: WorkItem) -> bool:
