@@ -14,7 +14,7 @@ from icecdc.config import parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.errors import ProcessingError, SinkError
-from icecdc.model import Checkpoint, WorkItem, Write
+from icecdc.model import Checkpoint, PassPoint, WorkItem, Write
 from icecdc.planning import plan_table
 from icecdc.processing import process_table, sync
 from icecdc.sink import SinkStats, write_documents
@@ -22,11 +22,8 @@ from icecdc.state import SqliteStateStore
 from icecdc.status import table_status
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
+from tests.support.probes import Crash, crash_at
 from tests.support.tables import orders, rows
-
-
-class Crash(Exception):
-    pass
 
 
 class CrashBeforeCheckpoint(SqliteStateStore):
@@ -125,3 +122,21 @@ def test_null_identifiers_go_to_dead_letters(pipeline: Pipeline) -> None:
     assert sorted(pipeline.documents("loose")) == ["1", "3"]
     (letter,) = DeadLetters(raw["dead_letter"]["path"]).read("db.loose")
     assert letter["doc_id"] is None and letter["document"] == '{"id":null,"v":"b"}'
+
+
+def test_a_retry_after_a_pass_that_died_writing_two_indexes_collapses_no_run(pipeline: Pipeline) -> None:
+    """The model regression's case through the pass that writes several indexes in one read: a
+    whole-table overwrite (a delete snapshot, then an append of the same rows) whose delete a
+    pass capped at one file wrote to both indexes before it died. The uncapped retry must not
+    collapse the two commits into one rewrite (the rows written back would cancel against the
+    deletes the dead pass applied, and their documents stay deleted)."""
+    table = orders(pipeline, partitioned=False)
+    table.append(rows(0, 1, 2, 3))
+    indexes = {"name": "db.orders", "indexes": [{"index": "orders-a"}, {"index": "orders-b"}]}
+    pipeline.sync(pipeline.config(indexes), "db.orders")
+    table.overwrite(rows(0, 1))  # pyiceberg: a delete snapshot, then an append
+    capped = parse_config({**pipeline.config_dict([indexes]), "batch": {"max_files": 1}})
+    with pytest.raises(Crash):
+        sync(capped, pipeline.spark, ["db.orders"], probe=crash_at(PassPoint.WRITTEN))
+    assert pipeline.documents("orders-a") == pipeline.documents("orders-b") == {}  # the delete was written
+    pipeline.sync(pipeline.config(indexes), "db.orders")  # asserts both indexes equal the table
