@@ -14,6 +14,7 @@ from pyiceberg.table import Table
 from pyiceberg.types import ListType, LongType, NestedField, StringType
 
 from icecdc.config import Config, parse_config
+from icecdc.engines.spark import partition_keys
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.reading.driver import file_tasks
@@ -227,3 +228,13 @@ def test_a_rewrite_over_the_budget_without_key_bounds_streams_file_by_file(pipel
 def _planned(pipeline: Pipeline, config: Config) -> list[WorkItem]:
     plan_table(pipeline.catalog.load_table(NAME), config.table(NAME), pipeline.store(), ("id",))
     return pipeline.store().pending_items(NAME)
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 7, 42])
+def test_each_range_of_a_dealt_rewrite_has_a_partition_of_its_own(spark: Any, partitions: int) -> None:
+    """The keys the dealt rows are shuffled by land one per partition of Spark's hash partitioning,
+    so that a task holds one range's rows."""
+    keys = partition_keys(spark, partitions)
+    shuffled = spark.createDataFrame([(k,) for k in keys for _ in range(3)], "key int").repartition(partitions, "key")
+    landed = shuffled.rdd.mapPartitionsWithIndex(lambda p, rows: [(p, row.key) for row in rows]).distinct().collect()
+    assert sorted(landed) == list(enumerate(keys))
