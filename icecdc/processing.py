@@ -374,8 +374,8 @@ class _Pass:
 
     def tasks(self, unread: list[WorkItem], collapse_runs: bool) -> PassTasks:
         run = self.run
-        if not collapse_runs:
-            log.info("%s: a pass from this checkpoint may have written before: commit by commit", self.name)
+        if not collapse_runs and any(i.kind != ItemKind.EXPORT for i in unread):
+            log.info("%s: a pass from this checkpoint may have written its changes: read commit by commit", self.name)
         with _manifests_of(self.name):
             return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
 
