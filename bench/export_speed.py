@@ -8,7 +8,8 @@
 - `whole`: the whole `icecdc sync` of the smallest size against the peer's whole job (`--load`),
   each a process of its own, start to exit, with the peak RSS of every process.
 - `in_process`: the same `icecdc sync` forced in-process, on one core and on two (`taskset`): its
-  worker processes are one per core it may use.
+  worker processes are one per core it may use. The bench sink is pinned to the same cores as the
+  run: left free, it would do its share on the second core in the 1-core run only.
 - `spread_update` (scale `full`): the largest table exported, then an update of 1 % of its rows in
   every file, each synced on Spark in a process tree of its own: time and every process's peak RSS.
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -154,17 +156,30 @@ def _whole(bench: Bench, name: str) -> dict[str, Any]:
 
 
 def _in_process(bench: Bench, name: str) -> dict[str, Any]:
-    """The export forced in-process, pinned to one core, then to two (each a fresh index and state)."""
+    """The export forced in-process, pinned to one core, then to two (each a fresh index and state),
+    the bench sink on the same cores."""
     rows = int(name.rsplit("_", 1)[1])
     runs = {}
-    for cores in ("0", "0,1"):
-        label = f"ex-inproc-{len(cores.split(','))}"
-        runs[label] = _icecdc_sync(_config_file(bench, name, label, "in_process"), cores)
-        runs[label]["documents"] = _count(bench, label)
-        bench.drop_index(label, sink=True)
+    every_core = os.sched_getaffinity(bench.sink_pid)
+    try:
+        for cores in ({0}, {0, 1}):
+            label = f"ex-inproc-{len(cores)}"
+            _pin(bench.sink_pid, cores)
+            runs[label] = _icecdc_sync(_config_file(bench, name, label, "in_process"), ",".join(map(str, sorted(cores))))
+            runs[label]["documents"] = _count(bench, label)
+            bench.drop_index(label, sink=True)
+    finally:
+        _pin(bench.sink_pid, every_core)
     one, two = runs["ex-inproc-1"], runs["ex-inproc-2"]
     print(f"bench: in-process export of {rows:,} rows: 1 core {one['seconds']:.1f} s, 2 cores {two['seconds']:.1f} s", flush=True)
     return {"rows": rows, "one_core": one, "two_cores": two, "speedup": one["seconds"] / two["seconds"]}
+
+
+def _pin(pid: int, cores: set[int]) -> None:
+    """Every thread of the process `pid` to `cores` (the sink's request threads are started by its
+    main thread and inherit its affinity; those already running are set one by one)."""
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(thread), cores)
 
 
 def _spread_update(bench: Bench, rows: int, rows_per_file: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pyiceberg.table import Table
 from pyiceberg.types import ListType, LongType, NestedField, StringType
 
 from icecdc.config import Config, parse_config
-from icecdc.engines.spark import partition_keys
+from icecdc.engines.pyspark_compat import partition_as_sent
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.reading.driver import file_tasks
@@ -231,10 +231,14 @@ def _planned(pipeline: Pipeline, config: Config) -> list[WorkItem]:
 
 
 @pytest.mark.parametrize("partitions", [1, 2, 7, 42])
-def test_each_range_of_a_dealt_rewrite_has_a_partition_of_its_own(spark: Any, partitions: int) -> None:
-    """The keys the dealt rows are shuffled by land one per partition of Spark's hash partitioning,
-    so that a task holds one range's rows."""
-    keys = partition_keys(spark, partitions)
-    shuffled = spark.createDataFrame([(k,) for k in keys for _ in range(3)], "key int").repartition(partitions, "key")
-    landed = shuffled.rdd.mapPartitionsWithIndex(lambda p, rows: [(p, row.key) for row in rows]).distinct().collect()
-    assert sorted(landed) == list(enumerate(keys))
+def test_dealt_rows_reach_the_partition_of_their_range_whole(spark: Any, partitions: int) -> None:
+    """`partition_as_sent` (PySpark internals): each record in the partition its key names, its
+    value (Arrow rows, as a dealt rewrite sends them) intact."""
+    sent = [(n % partitions, (n % 2 == 0, pa.record_batch({"id": list(range(n))}))) for n in range(5 * partitions)]
+    shuffled = partition_as_sent(spark.sparkContext.parallelize(sent, 3), partitions)
+    landed = shuffled.mapPartitionsWithIndex(lambda p, rows: [(p, key, added, b.to_pydict()) for key, (added, b) in rows])
+    received = landed.collect()
+    assert all(p == key for p, key, _, _ in received)
+    assert sorted((key, added, b["id"]) for _, key, added, b in received) == sorted(
+        (key, added, b.column("id").to_pylist()) for key, (added, b) in sent
+    )

@@ -33,6 +33,7 @@ from icecdc.engines.export import (
     settle_duplicates,
 )
 from icecdc.engines.progress import Done, PassMeter
+from icecdc.engines.pyspark_compat import partition_as_sent
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind, PassStage
@@ -74,7 +75,7 @@ class SparkEngine:
             partial(_read_slices, reader, carried, unreadable, done)
         )
         if dealt:
-            changes = changes.union(_dealt_changes(self.spark, reader, dealt, carried, unreadable, done))
+            changes = changes.union(_dealt_changes(context, reader, dealt, carried, unreadable, done))
         by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
         try:
             with PassMeter(reader.table_name, PassStage.CHANGES, tasks).polling(lambda: done.value):
@@ -137,25 +138,13 @@ def _read_slices(reader: TableReader, carried: Any, unreadable: Any, done: Any, 
         done.add(Done.of(tasks))
 
 
-# The schema of a dealt rewrite's rows on their way to their ranges: the partition key of the
-# range (`partition_keys`), which side of the rewrite, and the rows as an Arrow IPC stream.
-_DEALT_ROWS = "key int, added boolean, rows binary"
-
-
-def _dealt_changes(
-    spark: SparkSession, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any, done: Any
-) -> Any:
+def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any, done: Any) -> Any:
     """The changes of rewrites dealt to their key ranges: each file read once, its rows sent to
-    their ranges as Arrow batches (a shuffle with a partition per range), each range's rows
-    cancelled there as a range task's are. A task holds one range's rows; no task decodes a file twice.
-
-    The shuffle is a DataFrame's, in the JVM: PySpark's `RDD.partitionBy` buckets records in the
-    Python worker and sends them on only every min(10 x partitions, 1000) records (`add_shuffle_key`
-    in pyspark/rdd.py), so a deal task would hold that many batches, more with every range."""
-    context = spark.sparkContext
+    their ranges as Arrow batches (a shuffle with a partition per range, each batch sent on as it is
+    dealt: `partition_as_sent`), each range's rows cancelled there as a range task's are. A task
+    holds one range's rows, or one batch of a file; no task decodes a file twice."""
     offsets = list(accumulate((len(task.ranges) for task in dealt), initial=0))  # a rewrite's first range, numbered across all
     ranges = [(n, number) for n, task in enumerate(dealt) for number in range(len(task.ranges))]
-    keys = partition_keys(spark, len(ranges))
     files = [
         (n, added, file_task)
         for n, task in enumerate(dealt)
@@ -163,46 +152,25 @@ def _dealt_changes(
         for file_task in side
     ]
     slices = min(len(files), 4 * max(context.defaultParallelism, 1))
-    dealt_rows = context.parallelize(files, slices).mapPartitions(
-        partial(_deal_files, reader, dealt, offsets, keys, unreadable, done)
+    dealt_rows = context.parallelize(files, slices).mapPartitions(partial(_deal_files, reader, dealt, offsets, unreadable, done))
+    return partition_as_sent(dealt_rows, len(ranges)).mapPartitions(
+        partial(_range_changes, reader, dealt, ranges, carried, unreadable)
     )
-    by_range = spark.createDataFrame(dealt_rows, _DEALT_ROWS, verifySchema=False).repartition(len(ranges), "key")
-    ranges_by_key = {key: ranges[number] for number, key in enumerate(keys)}
-    return by_range.rdd.mapPartitions(partial(_range_changes, reader, dealt, ranges_by_key, carried, unreadable))
-
-
-def partition_keys(spark: SparkSession, partitions: int) -> list[int]:
-    """For each partition p of a DataFrame hash-partitioned by an int column into `partitions`, a
-    value of the column that lands there: so that every range has a partition of its own. Asked of
-    Spark (its `hash`, Murmur3 with seed 42, is what `repartition` uses), over a few times more
-    candidates than partitions."""
-    found: dict[int, int] = {}
-    start = 0
-    while len(found) < partitions:
-        span = 8 * partitions
-        candidates = spark.range(start, start + span).selectExpr("cast(id as int) as key")
-        found_now = candidates.selectExpr("key", f"pmod(hash(key), {partitions}) as p").groupBy("p").min("key").collect()
-        for partition, key in found_now:
-            found.setdefault(partition, key)
-        start += span
-    return [found[p] for p in range(partitions)]
 
 
 def _deal_files(
     reader: TableReader,
     dealt: list[DealtRewrite],
     offsets: list[int],
-    keys: list[int],
     unreadable: Any,
     done: Any,
     files: Iterable[tuple[int, bool, FileTask]],
-) -> Iterator[tuple[int, bool, bytes]]:
-    """Executor side: (partition key of the range, from an added file?, rows as Arrow IPC) of each
-    file's rows. Progress counts a dealt rewrite's rows as its files are read, and the rewrite as
-    one task once its last file is."""
+) -> Iterator[tuple[int, tuple[bool, pa.RecordBatch]]]:
+    """Executor side: (range, (from an added file?, rows)) of each file's rows. Progress counts a
+    dealt rewrite's rows as its files are read, and the rewrite as one task once its last file is."""
     for n, added, file_task in files:
         for number, rows in reader.deal(dealt[n], file_task, unreadable):
-            yield keys[offsets[n] + number], added, _to_ipc(rows)
+            yield offsets[n] + number, (added, rows)
         last = file_task.data_file.file_path == (dealt[n].added or dealt[n].removed)[-1].data_file.file_path
         done.add(Done(files=int(last), rows=file_task.data_file.record_count))
 
@@ -210,30 +178,18 @@ def _deal_files(
 def _range_changes(
     reader: TableReader,
     dealt: list[DealtRewrite],
-    ranges_by_key: dict[int, tuple[int, int]],
+    ranges: list[tuple[int, int]],
     carried: Any,
     unreadable: Any,
-    dealt_rows: Iterable[Any],
+    dealt_rows: Iterable[tuple[int, tuple[bool, pa.RecordBatch]]],
 ) -> Iterator[Change]:
-    """Executor side: the changes of the range this partition was dealt (one: see `partition_keys`)."""
+    """Executor side: the changes of the ranges this partition was dealt (one, as partitioned)."""
     by_range: dict[int, tuple[list[pa.RecordBatch], list[pa.RecordBatch]]] = {}
-    for key, added, rows in dealt_rows:
-        by_range.setdefault(key, ([], []))[added].append(_from_ipc(rows))
+    for key, (added, rows) in dealt_rows:
+        by_range.setdefault(key, ([], []))[added].append(rows)
     for key, (removed, added_rows) in by_range.items():
-        n, number = ranges_by_key[key]
+        n, number = ranges[key]
         yield from reader.read_range(dealt[n], number, removed, added_rows, carried, unreadable)
-
-
-def _to_ipc(rows: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as writer:
-        writer.write_batch(rows)
-    payload: bytes = sink.getvalue().to_pybytes()
-    return payload
-
-
-def _from_ipc(payload: bytes | bytearray) -> pa.RecordBatch:
-    return pa.ipc.open_stream(pa.py_buffer(payload)).read_next_batch()
 
 
 def _write_partition(

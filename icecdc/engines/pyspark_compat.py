@@ -1,0 +1,41 @@
+"""Every PySpark private API icecdc uses, in one place, against the pyspark of Glue 5.1 (pinned in
+pyproject.toml). Each is what no public function offers (why: next to it); the tests that use it
+(tests/test_batches.py) fail loudly when an upgrade changes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pyspark.rdd import RDD
+from pyspark.serializers import BatchedSerializer, pack_long
+
+# The pyspark release these were checked against.
+PYSPARK_VERSION = "3.5.6"
+
+
+def partition_as_sent(rdd: RDD[tuple[int, Any]], partitions: int) -> RDD[tuple[int, Any]]:
+    """`rdd.partitionBy(partitions, lambda key: key)` for keys in [0, partitions), but each record
+    sent on to the JVM's shuffle as the Python worker makes it.
+
+    Why not `RDD.partitionBy`: it buckets records in the Python worker and sends them on only every
+    min(10 x partitions, 1000) records (`add_shuffle_key` in pyspark/rdd.py), so a task whose records
+    are large (a dealt rewrite's Arrow batches) holds more of them with every partition. Why not a
+    DataFrame's `repartition`: converting each record to a row costs the JVM about 3x the memory
+    and the time (measured by the bench's memory probe). The rest is `partitionBy`'s own code."""
+    serializer = rdd.ctx._unbatched_serializer
+
+    def one_by_one(_: int, records: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
+        for key, value in records:
+            yield pack_long(key)  # type: ignore[no-untyped-call]
+            yield serializer.dumps([(key, value)])  # type: ignore[no-untyped-call]
+
+    keyed = rdd.mapPartitionsWithIndex(one_by_one, preservesPartitioning=True)
+    keyed._bypass_serializer = True  # type: ignore[attr-defined]  # the records are bytes already
+    jvm = rdd.ctx._jvm
+    assert jvm is not None
+    pairs = jvm.PairwiseRDD(keyed._jrdd.rdd()).asJavaPairRDD()
+    # PythonPartitioner's hash of a key is `pack_long`'s value, modulo `partitions`: the key itself
+    partitioner = jvm.PythonPartitioner(partitions, id(partition_as_sent))
+    batched = BatchedSerializer(serializer)  # type: ignore[no-untyped-call]
+    return RDD(jvm.PythonRDD.valueOfPair(pairs.partitionBy(partitioner)), rdd.ctx, batched)
