@@ -406,8 +406,13 @@ def _spread_rows(spread: dict[str, Any] | None) -> list[str]:
         for phase in ("export", "update"):
             r, m = spread[phase], spread[phase]["memory_mib"]
             rows.append(
-                f"| 9d. {spread['rows']:,} rows, {spread['data_files']} files, Spark, own processes: "
-                f"{'export' if phase == 'export' else '1 % of the rows updated in every file'} | {r['seconds']:.1f} s; peak RSS: "
+                f"| 9d. {spread['rows']:,} rows, Spark, own processes: "
+                + (
+                    f"export of {r['files']} files"
+                    if phase == "export"
+                    else f"1 % of the rows updated in every file ({r['rows_read']:,} rows read; {spread['data_files']} files after)"
+                )
+                + f" | {r['seconds']:.1f} s; peak RSS: "
                 f"jvm {m['jvm']:,.0f}, largest Python worker {m['python_worker_largest']:,.0f}, driver {m['driver_python']:,.0f} MiB | — | — | — |"
             )
     return rows
