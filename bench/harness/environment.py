@@ -155,8 +155,10 @@ def machine() -> dict[str, Any]:
 
 
 def shown(arg: str) -> str:
-    """A path or argument as results print it: relative to the repository, naming no machine's directories."""
-    return arg.replace(str(REPO) + "/", "")
+    """A path or argument as results print it: relative to the repository, naming no machine's
+    directories (the interpreter's environment as `.venv/`, wherever it lives: a work tree's
+    `.venv` may be a link to another checkout's)."""
+    return arg.replace(sys.prefix + "/", ".venv/").replace(str(REPO) + "/", "")
 
 
 def _version(distribution: str) -> str:
