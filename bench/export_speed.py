@@ -176,8 +176,9 @@ def _in_process(bench: Bench, name: str) -> dict[str, Any]:
 
 
 def _pin(pid: int, cores: set[int]) -> None:
-    """Every thread of the process `pid` to `cores` (the sink's request threads are started by its
-    main thread and inherit its affinity; those already running are set one by one)."""
+    """Every thread of the process `pid` to `cores`: its main thread first (the sink's request
+    threads are started by it and inherit its affinity), then those already running."""
+    os.sched_setaffinity(pid, cores)
     for thread in os.listdir(f"/proc/{pid}/task"):
         os.sched_setaffinity(int(thread), cores)
 
