@@ -66,9 +66,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def root_logger_as_found() -> Iterator[None]:
-    """Undo what a test's in-process CLI run does to the root logger (`basicConfig` at INFO). Left at
-    INFO, py4j's finalizers log tracebacks in later tests, and Python 3.11 formats a traceback with
-    `ast.parse`: inside another `ast.parse`, that raises "AST constructor recursion depth mismatch"."""
+    """Undo what a test's in-process CLI run does to the root logger (`basicConfig` at INFO, and its
+    handler). Left at INFO, py4j's finalizers log tracebacks in later tests, and Python 3.11 formats a
+    traceback with `ast.parse`: inside another `ast.parse`, that raises "AST constructor recursion
+    depth mismatch". (Importing the planner's handler module sets INFO for the session, as Lambda
+    needs: tests that read log lines capture only their own.)"""
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
     yield

@@ -26,10 +26,7 @@ def test_a_capped_export_logs_its_progress_pass_by_pass(pipeline: Pipeline, capl
     table = orders(pipeline)
     for f in range(3):
         table.append(rows(*range(3 * f, 3 * f + 3)))
-    config = parse_config({**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}})
-    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
-        pipeline.sync(config, "db.orders")
-    lines = [r.getMessage() for r in caplog.records if r.name == "icecdc.progress" and " passes=" in r.getMessage()]
+    lines = _pass_lines_of_a_capped_sync(pipeline, caplog)
     assert [line.split(" export_files=")[1].split()[0] for line in lines[:2]] == ["1/3", "2/3"]
     assert lines[0].startswith("progress table=db.orders passes=1 files=1 rows=3 ")
     assert "seconds_left=" in lines[0] and lines[2].startswith("progress table=db.orders passes=3 files=3 rows=9 ")
@@ -44,12 +41,18 @@ def test_a_capped_backlog_logs_its_snapshots_and_time_left_pass_by_pass(
     pipeline.sync(pipeline.config({"name": "db.orders"}), "db.orders")
     for f in range(1, 4):
         table.append(rows(f))
-    config = parse_config({**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}})
-    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
-        pipeline.sync(config, "db.orders")
-    lines = [r.getMessage() for r in caplog.records if r.name == "icecdc.progress" and " passes=" in r.getMessage()]
+    lines = _pass_lines_of_a_capped_sync(pipeline, caplog)
     assert [line.split(" snapshots=")[1].split()[0] for line in lines[:2]] == ["1/3", "2/3"]
     assert "seconds_left=" in lines[0] and " snapshots=" not in lines[2]  # caught up
+
+
+def _pass_lines_of_a_capped_sync(pipeline: Pipeline, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The progress lines logged after each pass of a sync of db.orders capped at one file a pass."""
+    config = parse_config({**pipeline.config_dict([{"name": "db.orders"}]), "batch": {"max_files": 1}})
+    caplog.clear()  # earlier lines: the root logger is at INFO once the planner's handler module is imported
+    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
+        pipeline.sync(config, "db.orders")
+    return [r.getMessage() for r in caplog.records if r.name == "icecdc.progress" and " passes=" in r.getMessage()]
 
 
 def test_the_bar_shows_files_rows_rate_and_time_left(capsys: pytest.CaptureFixture[str]) -> None:
