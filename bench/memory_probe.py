@@ -33,10 +33,12 @@ PROBE_VARIANTS: dict[str, tuple[bool, dict[str, int]]] = {
 
 
 # Layouts of the same table beside `sorted` (bench.harness.tables.create_table), synced with the
-# defaults: (its identifier columns, the table's layout).
-PROBE_LAYOUTS: dict[str, tuple[list[str], str]] = {
-    "spread": (["id"], "spread"),  # every file spans the whole key range
-    "few_first": (["region", "id"], "few_first"),  # the first identifier column has 8 values
+# defaults: (its identifier columns, the table's layout, Spark settings of the sync over the bench's).
+PROBE_LAYOUTS: dict[str, tuple[list[str], str, dict[str, str]]] = {
+    "spread": (["id"], "spread", {}),  # every file spans the whole key range
+    "few_first": (["region", "id"], "few_first", {}),  # the first identifier column has 8 values
+    # the JVM's heap as a user bounds it: the bench's 6g lets it grow with the work
+    "spread_driver_1g": (["id"], "spread", {"spark.driver.memory": "1g"}),
 }
 
 
@@ -83,8 +85,8 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
                     == _documents(table, parsed, changed),
                 }
                 bench.drop_index(f"probe-{rows}-{variant}", sink=True)
-        for layout, (identifiers, laid) in PROBE_LAYOUTS.items():
-            point[layout] = _layout(bench, rows, layout, identifiers, laid)
+        for layout, (identifiers, laid, spark_conf) in PROBE_LAYOUTS.items():
+            point[layout] = _layout(bench, rows, layout, identifiers, laid, spark_conf)
         points.append(point)
         print(
             f"bench: probe {rows:,} rows: " + ", ".join(_probe_line(v, point[v]) for v in (*PROBE_VARIANTS, *PROBE_LAYOUTS)),
@@ -113,8 +115,11 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
     }
 
 
-def _layout(bench: Bench, rows: int, layout: str, identifiers: list[str], laid: str) -> dict[str, Any]:
-    """One layout of the table, one row in every file updated, synced with icecdc's defaults in its own processes."""
+def _layout(
+    bench: Bench, rows: int, layout: str, identifiers: list[str], laid: str, spark_conf: dict[str, str]
+) -> dict[str, Any]:
+    """One layout of the table, one row in every file updated, synced with icecdc's defaults (and
+    `spark_conf` over the bench's Spark settings) in its own processes."""
     name, label = f"db.probe_{rows}_{layout}", f"probe-{rows}-{layout}"
     create_table(bench.spark, name, rows, bench.scale.probe_rows_per_file, partitioned=False, layout=laid)
     config = config_dict(bench.workdir, bench.sink_url, name, label, state=label, export=False, **on_spark())
@@ -125,13 +130,14 @@ def _layout(bench: Bench, rows: int, layout: str, identifiers: list[str], laid: 
     changed = update_every_file(bench.spark, name)
     table = bench.table(name)
     tasks = file_tasks(*bench.plan(parsed), tuple(identifiers), rewrite_budget=parsed.batch.max_rewrite_bytes)
-    result = isolated.run_sync(config, name, label)
+    result = isolated.run_sync(config, name, label, spark_conf)
     documents = index_documents(bench.sink_client, label)
     bench.drop_index(label, sink=True)
     return {
         **result,
         "layout": laid,
         "identifier_columns": identifiers,
+        "spark_conf": spark_conf,
         "data_files_before": files_before,
         "data_files_after": data_files(table),
         "rows_changed": len(changed),

@@ -165,6 +165,7 @@ PROBE_LABELS = {
     "no_bounds": "budget 256 KiB, no bounds of the key in the manifests",
     "spread": "default budget, every file spanning the whole key range",
     "few_first": "default budget, identifier (region, id), region of 8 values in every file",
+    "spread_driver_1g": "default budget, every file spanning the whole key range, spark.driver.memory 1g",
 }
 
 
