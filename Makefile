@@ -10,6 +10,9 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 LINT_STAMP := $(VENV)/.installed-lint
 BENCH_STAMP := $(VENV)/.installed-bench
+# Every install runs at the versions the AWS bundle's locks name (written by `python -m infra.lock`),
+# so a fresh clone tests what ships, not what PyPI released since.
+CONSTRAINTS := infra/locks/tested.txt
 
 .PHONY: demo test test-fast lint java clean iceberg-jars fuzz
 
@@ -100,22 +103,22 @@ $(PIP):
 	$(BIN)/pip install -q --upgrade 'pip>=25.1'
 	touch $@
 
-$(STAMP): pyproject.toml $(PIP)
-	$(BIN)/pip install -q -e '.[spark,local,aws,cdk]' --group test --group cdk-test
+$(STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[spark,local,aws,cdk]' --group test --group cdk-test
 	touch $@
 
-$(DEMO_STAMP): pyproject.toml $(PIP)
-	$(BIN)/pip install -q -e '.[spark,local]'
+$(DEMO_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[spark,local]'
 	touch $@
 
 # mypy checks against the same libraries the tests run with: without pyspark installed its classes are
 # Any, and subclassing them (an AccumulatorParam) is an error only a clean checkout shows.
-$(LINT_STAMP): pyproject.toml $(PIP)
-	$(BIN)/pip install -q -e '.[spark,local,aws,cdk]' --group lint
+$(LINT_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[spark,local,aws,cdk]' --group lint
 	touch $@
 
-$(BENCH_STAMP): pyproject.toml $(PIP)
-	$(BIN)/pip install -q -e '.[spark,local]' --group bench
+$(BENCH_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[spark,local]' --group bench
 	touch $@
 
 clean:

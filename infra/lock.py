@@ -8,18 +8,27 @@ of its top-level requirements for its CPython (3.11 for Glue, 3.13 for the plann
 test suite runs with (but for the versions a platform holds back, each with its reason; and the
 distributions a platform never imports are left out). Re-run it after changing a dependency's version and commit the locks
 (tests/aws/test_bundling.py fails while a lock and the virtualenv disagree).
+
+It also writes `infra/locks/tested.txt`, the constraints every Makefile install runs with: each
+locked version a platform pins to the virtualenv, without hashes (a lock's hashes are for its own
+platform's wheels). A fresh clone's virtualenv is then the one the locks were made from, not
+whatever a package index released since (a grpcio release once failed CI that way).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
 from importlib.metadata import distributions
 from pathlib import Path
 
-from infra.bundling import GLUE, LAMBDA, Platform, platform_options
+from infra.bundling import GLUE, LAMBDA, LOCKS, Platform, platform_options
+
+TESTED = LOCKS / "tested.txt"
+LOCKED = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)==(?P<version>\S+) \\$", re.M)
 
 
 def resolve(platform: Platform) -> list[tuple[str, str, str]]:
@@ -61,12 +70,31 @@ def render(platform: Platform, rows: list[tuple[str, str, str]]) -> str:
     return "\n".join([*header, *(f"{name}=={version} \\\n    --hash=sha256:{digest}" for name, version, digest in rows)]) + "\n"
 
 
+def render_tested(platforms: tuple[Platform, ...]) -> str:
+    """The constraints of the virtualenv: every locked version pinned to it, from the locks' text."""
+    pins: dict[str, str] = {}
+    for platform in platforms:
+        unpinned = {name.lower() for name in platform.not_pinned_to_the_virtualenv}
+        for match in LOCKED.finditer(platform.lock.read_text()):
+            name = match["name"].lower().replace("_", "-")
+            if name in unpinned:
+                continue
+            if pins.setdefault(name, match["version"]) != match["version"]:
+                raise SystemExit(
+                    f"{name}: the locks disagree ({pins[name]} and {match['version']}); the virtualenv has one version"
+                )
+    header = "# The virtualenv's constraints (Makefile): the locks' versions; written by `python -m infra.lock`; do not edit.\n"
+    return header + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
+
+
 def main(names: list[str] | None = None) -> None:
     """Lock every platform, or those named (`python -m infra.lock lambda`)."""
     platforms = {"glue": GLUE, "lambda": LAMBDA}
     for platform in (platforms[name] for name in names or platforms):
         platform.lock.write_text(render(platform, resolve(platform)))
         print(f"wrote {platform.lock}")
+    TESTED.write_text(render_tested((GLUE, LAMBDA)))
+    print(f"wrote {TESTED}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from infra.bundling import (
     glue_wheels_name,
     lambda_layer,
 )
+from infra.lock import TESTED, render_tested
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKED = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)==(?P<version>\S+) \\\n    --hash=sha256:(?P<sha>[0-9a-f]{64})$", re.M)
@@ -64,6 +65,16 @@ def test_the_locks_pin_every_package_with_its_hash_at_the_tested_versions(platfo
         except PackageNotFoundError:
             continue
         assert name in unpinned or tested == locked, f"{platform.lock.name}: {name} {locked} is locked, {tested} tested"
+
+
+def test_the_virtualenv_installs_at_the_versions_the_locks_name() -> None:
+    # The Makefile's installs take infra/locks/tested.txt as constraints: without them a fresh clone
+    # installs whatever was released since locking (grpcio 1.85.3 against a lock of 1.85.1 failed CI).
+    assert TESTED.read_text() == render_tested((GLUE, LAMBDA)), "re-lock: python -m infra.lock"
+    makefile = (ROOT / "Makefile").read_text()
+    installs = re.findall(r"pip install -q (.* -e .*)", makefile)  # the project, with its extras
+    assert len(installs) >= 4 and all(line.startswith("-c $(CONSTRAINTS) ") for line in installs), installs
+    assert f"CONSTRAINTS := {TESTED.relative_to(ROOT).as_posix()}" in makefile
 
 
 def test_the_planner_layer_keeps_the_models_of_every_aws_service_the_planner_calls() -> None:
