@@ -50,6 +50,10 @@ RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
+# What a bulk answer carries of each item: its status, and its error if any (`classify_item`).
+# The whole answer repeats each document's index, id, version, shards and sequence numbers, and
+# decoding it took a tenth of the client's CPU on an export.
+BULK_ANSWER = "took,errors,items.*.status,items.*.error"
 # Hits of one lookup of stored routing values (index.max_result_window's default): a chunk's ids
 # have one document each but for copies left on other shards.
 LOOKUP_PAGE = 10_000
@@ -145,29 +149,47 @@ class BulkMode:
         return dict(self.pipelines).get(index) if own_index else self.pipeline
 
 
-def bulk_actions(index: str, writes: Iterable[Write], mode: BulkMode | None = None) -> Iterator[dict[str, Any]]:
-    for write in writes:
-        yield _bulk_action(index, write, mode or BulkMode())
+class ActionLines:
+    """Each write's bulk action line as JSON text (`{"index":{"_index":…,"_id":…,"version":…}}`),
+    with the part every write to one index shares encoded once.
+
+    Written here rather than left to the bulk helper's `expand_action` and serializer: those copy a
+    dict per write and JSON-encode it, about a third of the client's CPU on an export. The helper
+    still chunks, sends and pairs the answers: it is handed (line, document) pairs of text, which
+    its serializer passes through.
+    """
+
+    def __init__(self, index: str, mode: BulkMode) -> None:
+        self.index = index
+        self.mode = mode
+        self._prefixes: dict[tuple[str, str, str | None], str] = {}  # (op type, index, pipeline) → the line up to the id
+
+    def line(self, write: Write) -> str:
+        own_index = write.index or self.index
+        key: tuple[str, str, str | None]
+        if write.document is None:
+            key = ("delete", own_index, None)
+        else:
+            key = ("index", own_index, self.mode.pipeline_of(own_index, write.index is not None))
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            prefix = self._prefixes[key] = _line_prefix(*key, self.mode.version_type)
+        routing = "" if write.routing is None else ',"routing":' + _json_string(write.routing)
+        return f'{prefix}{_json_string(write.doc_id)},"version":{write.version}{routing}}}}}'
+
+    def sent(self, writes: Iterable[Write]) -> list[tuple[str, str | None]]:
+        """What the bulk helper sends for `writes`: (action line, document) each."""
+        return [(self.line(write), write.document) for write in writes]
 
 
-def _bulk_action(index: str, write: Write, mode: BulkMode) -> dict[str, Any]:
-    action: dict[str, Any] = {
-        "_index": write.index or index,
-        "_id": write.doc_id,
-        "version": write.version,
-        "version_type": mode.version_type,
-    }
-    if write.routing is not None:
-        action["routing"] = write.routing
-    if write.document is None:
-        action["_op_type"] = "delete"
-    else:
-        action["_op_type"] = "index"
-        action["_source"] = write.document  # already JSON text: the serializer passes strings through
-        pipeline = mode.pipeline_of(action["_index"], write.index is not None)
-        if pipeline is not None:
-            action["pipeline"] = pipeline
-    return action
+def _line_prefix(op_type: str, index: str, pipeline: str | None, version_type: str) -> str:
+    pipeline_field = "" if pipeline is None else ',"pipeline":' + _json_string(pipeline)
+    return f'{{"{op_type}":{{"_index":{_json_string(index)},"version_type":{_json_string(version_type)}{pipeline_field},"_id":'
+
+
+def _as_sent(pair: tuple[str, str | None]) -> tuple[str, str | None]:
+    """The bulk helper's `expand_action_callback` for (action line, document) pairs: already text."""
+    return pair
 
 
 # A refused item: the write, OpenSearch's status for it, and its reason.
@@ -209,9 +231,11 @@ def write_documents(
     stats = SinkStats()
     mode = BulkMode(version_type, pipeline, pipelines)
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
-    for chunk_or_refusal in _chunks(client, config, index, writes, mode):
-        if isinstance(chunk_or_refusal, list):
-            _write_with_retries(client, config, index, chunk_or_refusal, stats, dead_letter, mode)
+    lines = ActionLines(index, mode)
+    for chunk_or_refusal in _chunks(config, lines, writes):
+        if isinstance(chunk_or_refusal, _Chunk):
+            chunk = chunk_or_refusal
+            _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
@@ -270,19 +294,22 @@ def _stored_routings(client: OpenSearch, index: str, ids: list[str]) -> Iterator
 def _write_with_retries(
     client: OpenSearch,
     config: OpenSearchConfig,
-    index: str,
+    lines: ActionLines,
     chunk: list[Write],
     stats: SinkStats,
     dead_letter: Callable[[list[Refusal]], None] | None,
-    mode: BulkMode,
+    sent: list[tuple[str, str | None]] | None = None,
 ) -> None:
+    """`sent`: the chunk's (action line, document) pairs when `_chunks` made them already."""
+    index = lines.index
     for attempt in range(config.max_retries + 1):
-        answer = _write_chunk(client, index, chunk, stats, mode)
+        answer = _write_chunk(client, lines, chunk, stats, sent or lines.sent(chunk))
+        sent = None  # a retry or a half sends fewer writes: their lines are made again (rare)
         if answer.too_large is not None:
             if len(chunk) > 1:
                 half = len(chunk) // 2
                 for part in (chunk[:half], chunk[half:]):
-                    _write_with_retries(client, config, index, part, stats, dead_letter, mode)
+                    _write_with_retries(client, config, lines, part, stats, dead_letter)
                 return
             answer.refused = [(chunk[0], TOO_LARGE, f"the document alone is too large for a request: {answer.too_large}")]
         if answer.failed:
@@ -322,26 +349,31 @@ def _quote(refusals: list[Refusal]) -> str:
     return "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refusals[:ERRORS_QUOTED])
 
 
-def _reason(outcome: dict[str, Any]) -> str:
-    """An item's error as `type: reason`, with its cause and the index it names."""
+def _reason(outcome: dict[str, Any], index: str) -> str:
+    """An item's error as `type: reason`, with its cause and the index it was written to."""
     error = outcome.get("error")
     if not isinstance(error, dict):
         return str(error)
     cause = error.get("caused_by")
     caused_by = f" (caused by {cause.get('type')}: {cause.get('reason')})" if isinstance(cause, dict) else ""
-    return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {outcome.get('_index')!r}"
+    return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {index!r}"
 
 
-def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: SinkStats, mode: BulkMode) -> _Answer:
-    """One bulk request; count what succeeded, return what did not."""
+def _write_chunk(
+    client: OpenSearch, lines: ActionLines, chunk: list[Write], stats: SinkStats, sent: list[tuple[str, str | None]]
+) -> _Answer:
+    """One bulk request of `chunk`, sent as `sent`; count what succeeded, return what did not."""
     answer = _Answer()
+    index = lines.index
     try:
         # streaming_bulk answers one result per action, in order, so results pair with the chunk.
         results = helpers.streaming_bulk(
             client,
-            bulk_actions(index, chunk, mode),
+            sent,
             chunk_size=len(chunk),
             max_chunk_bytes=sys.maxsize,  # the chunk is one request: `_chunks` bounded its bytes already
+            expand_action_callback=_as_sent,
+            filter_path=BULK_ANSWER,
             max_retries=0,
             raise_on_error=False,
             raise_on_exception=True,
@@ -357,7 +389,7 @@ def _write_chunk(client: OpenSearch, index: str, chunk: list[Write], stats: Sink
                 stats.superseded += 1
             else:
                 listed = {ItemOutcome.RETRY: answer.retry, ItemOutcome.DEAD_LETTER: answer.refused}.get(kind, answer.failed)
-                listed.append((write, outcome.get("status", 0), _reason(outcome)))
+                listed.append((write, outcome.get("status", 0), _reason(outcome, write.index or index)))
     except TransportError as exc:
         # The whole request failed (after the client's own immediate retries). Overload and lost
         # connections are retried item by item with backoff like a 429 item; anything else fails the batch.
@@ -380,18 +412,25 @@ def _request_error(exc: TransportError) -> str:
     return str(exc.error)
 
 
-def _chunks(
-    client: OpenSearch, config: OpenSearchConfig, index: str, writes: Iterable[Write], mode: BulkMode
-) -> Iterator[list[Write] | Refusal]:
+@dataclass
+class _Chunk:
+    """The writes of one bulk request and what is sent for them: (action line, document) each."""
+
+    writes: list[Write] = field(default_factory=list)
+    sent: list[tuple[str, str | None]] = field(default_factory=list)
+    size: int = 0  # bytes of body
+
+
+def _chunks(config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write]) -> Iterator[_Chunk | Refusal]:
     """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
-    bytes of body. A write whose action alone is over `max_chunk_bytes` comes as its refusal (413),
-    in no chunk: no request within the limit can carry it."""
+    bytes of body, counted as the bulk helper sends them (each line and document with its newline).
+    A write whose action alone is over `max_chunk_bytes` comes as its refusal (413), in no chunk: no
+    request within the limit can carry it."""
     limit = config.max_chunk_bytes
-    chunk: list[Write] = []
-    chunk_bytes = 0
-    fixed: dict[tuple[str, str, str | None], int] = {}  # (op type, index, pipeline) → `_fixed_bytes`
+    chunk = _Chunk()
     for write in writes:
-        size = _action_bytes(write, index, mode, fixed)
+        line, document = lines.line(write), write.document
+        size = _text_bytes(line) + 1 + (0 if document is None else _text_bytes(document) + 1)
         if size > limit:
             yield (
                 write,
@@ -399,50 +438,22 @@ def _chunks(
                 f"the document's bulk action is {size} bytes, over opensearch.max_chunk_bytes ({limit}): not sent",
             )
             continue
-        if chunk and chunk_bytes + size > limit:
+        if chunk.writes and chunk.size + size > limit:
             yield chunk
-            chunk, chunk_bytes = [], 0
-        chunk.append(write)
-        chunk_bytes += size
-        if len(chunk) == config.bulk_chunk_size:
+            chunk = _Chunk()
+        chunk.writes.append(write)
+        chunk.sent.append((line, document))
+        chunk.size += size
+        if len(chunk.writes) == config.bulk_chunk_size:
             yield chunk
-            chunk, chunk_bytes = [], 0
-    if chunk:
+            chunk = _Chunk()
+    if chunk.writes:
         yield chunk
 
 
-def _fixed_bytes(index: str, op_type: str, version_type: str, pipeline: str | None) -> int:
-    """The bytes of a bulk action line that are the same for every write of a chunk to one index:
-    its line (`{"index":{"_id":…,"_index":…,"version":…,"version_type":…,"pipeline":…}}`, as
-    opensearch-py's bulk helper expands and serializes it) without the id and version, and its newline."""
-    action: dict[str, Any] = {"_id": "", "_index": index, "version": 0, "version_type": version_type}
-    if pipeline is not None:
-        action["pipeline"] = pipeline
-    return len(json.dumps({op_type: action}, ensure_ascii=False, separators=(",", ":")).encode()) - len('""0') + 1
-
-
-# What a routing value adds to an action line, besides the value as JSON encodes it.
-_ROUTING_BYTES = len(',"routing":')
-
-
-def _action_bytes(write: Write, index: str, mode: BulkMode, fixed: dict[tuple[str, str, str | None], int]) -> int:
-    """The bytes one write takes in a bulk body, counted as opensearch-py's bulk helper counts them:
-    the action line (its index, pipeline and routing included) and the source (JSON text, passed
-    through), each with its newline; the id and routing are counted as JSON encodes them, without
-    serializing the line per write (a third of a write's cost). `fixed` caches `_fixed_bytes`."""
-    op_type = "delete" if write.document is None else "index"
-    own_index = write.index or index
-    pipeline = None if write.document is None else mode.pipeline_of(own_index, write.index is not None)
-    key = (op_type, own_index, pipeline)
-    size = fixed.get(key)
-    if size is None:
-        size = fixed[key] = _fixed_bytes(own_index, op_type, mode.version_type, pipeline)
-    size += len(_json_string(write.doc_id).encode()) + len(str(write.version))
-    if write.routing is not None:
-        size += _ROUTING_BYTES + len(_json_string(write.routing).encode())
-    if write.document is not None:
-        size += (len(write.document) if write.document.isascii() else len(write.document.encode())) + 1
-    return size
+def _text_bytes(text: str) -> int:
+    """The UTF-8 length of `text`, without encoding it when it is ASCII (most documents are)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _backoff(config: OpenSearchConfig, attempt: int) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import count
+from typing import Any
 
 import pytest
 from opensearchpy import NotFoundError, OpenSearch, helpers
@@ -16,7 +17,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
 from icecdc.model import Write
-from icecdc.sink import delete_older, write_documents
+from icecdc.sink import BULK_ANSWER, delete_older, write_documents
 from icecdc.verify import index_documents
 
 _names = count()
@@ -119,3 +120,29 @@ def test_write_blocks_are_seen_and_scrolled_deletes_of_older_documents(
     client.indices.put_settings(index=index, body={"index": {"blocks": {"write": True}}})
     with pytest.raises(SinkError, match="index.blocks.write"):
         IndexAlias(client, index).check_writable()
+
+
+def test_a_bulk_answer_cut_by_filter_path_is_osmems(client: OpenSearch, index: str, osmem_clone: Any) -> None:
+    """icecdc asks for each item's status and error only (`sink.BULK_ANSWER`); the bench sink must
+    answer that as OpenSearch (osmem) does, or the bench would time an answer icecdc never gets."""
+    body = (
+        f'{{"index":{{"_index":"{index}","_id":"a","version":2,"version_type":"external"}}}}\n{{"v":1}}\n'
+        f'{{"index":{{"_index":"{index}","_id":"a","version":1,"version_type":"external"}}}}\n{{"v":0}}\n'
+        f'{{"delete":{{"_index":"{index}","_id":"gone","version":3,"version_type":"external"}}}}\n'
+    )
+    answers = []
+    for server in (client, OpenSearch(hosts=[osmem_clone.url])):
+        server.indices.create(index=index)
+        answer = server.bulk(body=body, filter_path=BULK_ANSWER)
+        answers.append(
+            {
+                **answer,
+                "items": [
+                    {op: {**item, "error": item.get("error", {}).get("type")}}
+                    for entry in answer["items"]
+                    for op, item in entry.items()
+                ],
+            }
+        )
+    assert answers[0] | {"took": 0} == answers[1] | {"took": 0}
+    assert [next(iter(entry.values()))["status"] for entry in answers[0]["items"]] == [201, 409, 404]

@@ -8,6 +8,7 @@ so a request the proxy refused shows there and not in the proxy's log of forward
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any
@@ -121,29 +122,45 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
 
 
 @pytest.mark.parametrize("version_type", ["external", "external_gte"])
-def test_a_writes_bytes_are_counted_as_the_bulk_helper_serializes_it(version_type: str) -> None:
-    """`_chunks` counts a write's bytes without serializing its action line: the count must equal
-    what opensearch-py's bulk helper sends for it (ids with quotes, escapes, non-ASCII; deletes)."""
-    from opensearchpy import JSONSerializer, helpers
+def test_action_lines_say_what_the_bulk_helper_would_and_chunks_count_the_bytes_sent(version_type: str) -> None:
+    """icecdc writes each action line as text (`ActionLines`) instead of the bulk helper's dict: the
+    line must mean what the helper's `expand_action` makes of the action dict (ids with quotes,
+    escapes, non-ASCII; routing; pipelines; deletes; writes naming their index), and `_chunks` must
+    count a chunk's bytes as the request body carries them."""
+    from opensearchpy import helpers
 
-    from icecdc.sink import BulkMode, _action_bytes, _bulk_action
+    from icecdc.sink import ActionLines, BulkMode
 
-    serializer = JSONSerializer()
     ids = ["1", 'a"b', "back\\slash", "tab\there", "naïve", "日本", '["x",1]', "\x01ctl"]
     modes = [BulkMode(version_type), BulkMode(version_type, "pipe-é", (("other", "p2"),))]
     for mode in modes:
-        fixed: dict[tuple[str, str, str | None], int] = {}
+        lines = ActionLines("idx-ü", mode)
+        writes: list[Write] = []
         for n, doc_id in enumerate(ids):
-            writes = [Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)]
+            writes += [Write(doc_id, 10**n, '{"v":"é"}'), Write(doc_id, n, '{"v":1}'), Write(doc_id, 7, None)]
             writes += [
                 Write(doc_id, n, '{"v":2}', 'rö"u'),
                 Write(doc_id, n, None, "eu"),
                 Write(doc_id, n, '{"v":3}', index="other"),
             ]
-            for write in writes:
-                line, source = helpers.expand_action(_bulk_action("idx-ü", write, mode))
-                sent = len(serializer.dumps(line).encode()) + 1 + (len(serializer.dumps(source).encode()) + 1 if source else 0)
-                assert _action_bytes(write, "idx-ü", mode, fixed) == sent, (write, mode)
+        for write in writes:
+            action: dict[str, Any] = {"_index": write.index or "idx-ü", "_id": write.doc_id, "version": write.version}
+            action |= {"version_type": version_type, "_op_type": "delete" if write.document is None else "index"}
+            if write.routing is not None:
+                action["routing"] = write.routing
+            pipeline = mode.pipeline_of(action["_index"], write.index is not None)
+            if write.document is not None and pipeline is not None:
+                action["pipeline"] = pipeline
+            expected, _ = helpers.expand_action(action)
+            assert json.loads(lines.line(write)) == expected, write
+        config = OpenSearchConfig(url="http://unused", bulk_chunk_size=7, max_chunk_bytes=900)
+        chunks = list(sink._chunks(config, lines, writes))
+        assert all(isinstance(chunk, sink._Chunk) for chunk in chunks) and len(chunks) > 2
+        assert [w for chunk in chunks if isinstance(chunk, sink._Chunk) for w in chunk.writes] == writes
+        for chunk in chunks:
+            assert isinstance(chunk, sink._Chunk)
+            body = "".join(f"{text}\n" for pair in chunk.sent for text in pair if text is not None)
+            assert chunk.size == len(body.encode()) <= config.max_chunk_bytes
 
 
 def test_deletes_of_unknown_routing_are_looked_up_a_chunk_at_a_time_beyond_a_page(

@@ -12,6 +12,8 @@ verification and the bench's peer call:
 - Indexes are auto-created by a write; aliases, settings (flat or nested, `index.uuid`), mappings
   (kept, merged by `PUT _mapping`, never applied), `_aliases` actions (`add`, `remove`,
   `remove_index`), `_refresh`, `_count`, and match_all searches with scroll, slices and `version`.
+- A bulk answer is cut to `filter_path` when the request gives one (icecdc asks for each item's
+  status and error), as OpenSearch cuts it.
 
 Sources are kept as the bytes sent, never parsed: no mapping is applied and no query but match_all
 is answered. For throughput figures only; correctness is tested against osmem.
@@ -160,7 +162,7 @@ class Store:
 
     # ----- bulk
 
-    def bulk(self, body: bytes, default_index: str | None) -> bytes:
+    def bulk(self, body: bytes, default_index: str | None, filter_path: str | None = None) -> bytes:
         started = time.perf_counter()
         lines = body.split(b"\n")
         items: list[Json] = []
@@ -188,7 +190,8 @@ class Store:
             self.stats.bulk_requests += 1
             self.stats.bulk_items += len(items)
             self.stats.bulk_bytes += len(body)
-            answer = json.dumps({"took": 1, "errors": errors, "items": items}).encode()
+            whole: Json = {"took": 1, "errors": errors, "items": items}
+            answer = json.dumps(whole if filter_path is None else filtered(whole, filter_path)).encode()
             self.stats.bulk_seconds += time.perf_counter() - started
         return answer
 
@@ -269,6 +272,31 @@ class Store:
             head["_scroll_id"] = scroll_id
         total = json.dumps({"value": len(scroll.hits), "relation": "eq"}).encode()
         return json.dumps(head).encode()[:-1] + b',"hits":{"total":' + total + b',"max_score":1.0,"hits":[' + hits + b"]}}"
+
+
+def filtered(answer: Json, filter_path: str) -> Json:
+    """`answer` cut to the comma-separated dotted paths of `filter_path` (a `*` segment matches any
+    key), as OpenSearch answers a request with that parameter: objects left empty are dropped."""
+    kept = _kept(answer, [path.split(".") for path in filter_path.split(",")])
+    return {} if kept is _DROPPED else kept
+
+
+_DROPPED = object()
+
+
+def _kept(value: Any, paths: list[list[str]]) -> Any:
+    if any(not path for path in paths):  # a path ends here: all of it
+        return value
+    if isinstance(value, list):
+        return [kept for element in value if (kept := _kept(element, paths)) is not _DROPPED]
+    if not isinstance(value, dict):
+        return _DROPPED
+    result = {}
+    for key, inner in value.items():
+        rest = [path[1:] for path in paths if fnmatchcase(key, path[0])]
+        if rest and (kept := _kept(inner, rest)) is not _DROPPED:
+            result[key] = kept
+    return result or _DROPPED
 
 
 def _hit(name: str, doc_id: str, version: int, source: bytes, with_version: bool, with_source: bool) -> bytes:
@@ -385,7 +413,7 @@ class Server(ThreadingHTTPServer):
 def route(store: Store, method: str, parts: list[str], params: dict[str, str], raw: bytes) -> tuple[int, bytes]:
     """(status, body) of one request."""
     if parts and parts[-1] == "_bulk":
-        return 200, store.bulk(raw, parts[0] if len(parts) == 2 else None)
+        return 200, store.bulk(raw, parts[0] if len(parts) == 2 else None, params.get("filter_path"))
     body = json.loads(raw) if raw.strip() else {}
     with store.lock:
         if parts[:2] == ["_search", "scroll"]:

@@ -30,7 +30,7 @@ from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import DocumentMapper, Shape, encode_document
+from icecdc.documents import DocumentMapper, Shape, encode_document, text_in_arrow
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
@@ -166,10 +166,13 @@ class TableReader:
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
         removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
+        every_row = removed_before.removes_nothing and removed_after is None  # most files: no deletes to look up
         for position, row, views in files.held_rows(task.data_file):
             if positions is not None and position not in positions:
                 continue
-            if removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row)):
+            if not every_row and (
+                removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row))
+            ):
                 continue
             if isinstance(row, BadText):
                 self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
@@ -448,7 +451,9 @@ def _python_rows(data: pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any] | B
 
     Arrow does not validate the strings it reads from Parquet (Spark writes whatever bytes a
     string holds), and converting them to Python fails for the whole batch; only a batch that
-    fails is converted again row by row, to find the rows and the column."""
+    fails is converted again row by row, to find the rows and the column. Timestamps and decimals
+    come as the text of their documents' fields, written by Arrow (`text_in_arrow`)."""
+    data = text_in_arrow(data)
     try:
         rows = data.to_pylist()
     except UnicodeDecodeError:
@@ -495,6 +500,10 @@ class _RemovedRows:
                 if deleted is not None:
                     removed.positions.update(deleted.to_pylist())
         return removed
+
+    @property
+    def removes_nothing(self) -> bool:
+        return not self.positions and not self.equality
 
     def removes(self, position: int, row: dict[str, Any] | BadText) -> bool:
         if position in self.positions:
