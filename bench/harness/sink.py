@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -278,34 +279,50 @@ def filtered(answer: Json, filter_path: str) -> Json:
     """`answer` cut to the comma-separated dotted paths of `filter_path`, as OpenSearch answers a
     request with that parameter: a segment is a key or `*` (any key; a key also named literally at
     that level follows the literal's paths), and objects left empty are dropped. A tree of the
-    paths, walked along the answer: a bulk answer of 500 items is cut in well under a millisecond."""
-    tree: _PathTree = {}
+    paths, walked along the answer: a bulk answer of 500 items is cut in about a millisecond."""
+    tree = _Paths()
     for path in filter_path.split(","):
         node = tree
         for segment in path.split("."):
-            node = node.setdefault(segment, {})
-        node[_END] = {}
+            node = node.children.setdefault(segment, _Paths())
+        node.ends = True
     kept = _kept(answer, tree)
     return {} if kept is _DROPPED else kept
 
 
-_PathTree = dict[str, "_PathTree"]
-_END = ""  # the key under which a tree notes that a path ends there (no key of an answer is empty)
+@dataclass
+class _Paths:
+    """The paths of a filter from one level of an answer on: those that end here, and the rest by key."""
+
+    ends: bool = False
+    children: dict[str, _Paths] = field(default_factory=dict)
+
+    @cached_property
+    def leaves(self) -> tuple[str, ...] | None:
+        """The keys kept whole at this level, when every path ends at the next (no `*`): an item's outcome."""
+        if "*" in self.children or not all(child.ends for child in self.children.values()):
+            return None
+        return tuple(self.children)
+
+
 _DROPPED = object()
 
 
-def _kept(value: Any, tree: _PathTree) -> Any:
-    if _END in tree:
+def _kept(value: Any, tree: _Paths) -> Any:
+    if tree.ends:
         return value
     if isinstance(value, list):
         return [kept for element in value if (kept := _kept(element, tree)) is not _DROPPED]
     if not isinstance(value, dict):
         return _DROPPED
-    wildcard = tree.get("*")
+    if tree.leaves is not None:
+        result = {key: value[key] for key in tree.leaves if key in value}
+        return result or _DROPPED
+    wildcard = tree.children.get("*")
     if wildcard is None:
-        subtrees = ((key, value[key], tree[key]) for key in tree if key in value)
+        subtrees = ((key, value[key], tree.children[key]) for key in tree.children if key in value)
     else:
-        subtrees = ((key, inner, tree.get(key, wildcard)) for key, inner in value.items())
+        subtrees = ((key, inner, tree.children.get(key, wildcard)) for key, inner in value.items())
     result = {key: kept for key, inner, subtree in subtrees if (kept := _kept(inner, subtree)) is not _DROPPED}
     return result or _DROPPED
 
