@@ -17,10 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.parser import parse
 from pyiceberg.expressions.visitors import bind
@@ -59,7 +57,7 @@ def _float(value: float) -> float | None:
 
 
 def _decimal(value: Decimal | str) -> str:
-    if isinstance(value, str):  # written by Arrow already (`text_in_arrow`)
+    if isinstance(value, str):  # written by Arrow already (`reading.reader.text_in_arrow`)
         return value
     # A string keeps every digit; OpenSearch coerces it into numeric field types. str() is 3x faster
     # than format(); it is plain positional notation except for tiny or exponent-form values.
@@ -68,7 +66,7 @@ def _decimal(value: Decimal | str) -> str:
 
 
 def _temporal(value: dt.date | dt.time | dt.datetime | str) -> str:
-    if isinstance(value, str):  # written by Arrow already (`text_in_arrow`)
+    if isinstance(value, str):  # written by Arrow already (`reading.reader.text_in_arrow`)
         return value
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value.isoformat()
@@ -76,7 +74,7 @@ def _temporal(value: dt.date | dt.time | dt.datetime | str) -> str:
 
 
 def _timestamptz(value: dt.datetime | str) -> str:
-    if isinstance(value, str):  # written by Arrow already (`text_in_arrow`)
+    if isinstance(value, str):  # written by Arrow already (`reading.reader.text_in_arrow`)
         return value
     return value.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
@@ -118,45 +116,6 @@ def converter_for(field_type: IcebergType) -> Converter:
 
 def _convert(convert: Converter, value: Any) -> Any:
     return None if value is None else convert(value)
-
-
-Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
-
-
-def text_in_arrow(rows: Rows) -> Rows:
-    """The rows with each top-level column of microsecond timestamps or decimals replaced by its
-    values' text in the mapping's format, written by Arrow, for `DocumentMapper` to pass through.
-
-    Arrow writes that text several times faster than Python gets there: a timestamp with a time zone
-    becomes a datetime with a ZoneInfo (2.5 µs a value) before `isoformat`, a decimal a Decimal
-    before `str`; on an export of the bench's table this is a tenth of the CPU. The text is the
-    converters' to the character (tests/test_documents.py compares them over generated values), in
-    every batch alike: equality deletes compare a delete file's values with a data file's. Timestamps
-    of another unit are left to the converters.
-    """
-    for number, field in enumerate(rows.schema):
-        text = _arrow_text(rows.column(number), field.type)
-        if text is not None:
-            rows = rows.set_column(number, pa.field(field.name, pa.string(), field.nullable), text)
-    return rows
-
-
-def _arrow_text(column: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> pa.Array | None:
-    if isinstance(column, pa.ChunkedArray):  # a table's (a rewrite's rows): one array, for the masks
-        column = column.combine_chunks()
-    if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "us":
-        if arrow_type.tz is None:
-            return pc.strftime(column, format="%Y-%m-%dT%H:%M:%S")  # %S has the microseconds
-        # The values are UTC instants whatever the zone: without it, they are formatted as UTC.
-        return pc.strftime(column.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S+00:00")
-    if pa.types.is_decimal(arrow_type):
-        text = pc.cast(column, pa.string())
-        exponent = pc.fill_null(pc.match_substring(text, "E"), False)
-        if pc.any(exponent).as_py():  # Arrow writes tiny values as "1E-7", the mapping "0.0000001"
-            positional = [_decimal(Decimal(value)) for value in text.filter(exponent).to_pylist()]
-            text = pc.replace_with_mask(text, exponent, pa.array(positional, pa.string()))
-        return text
-    return None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from icecdc.documents import DocumentMapper, Shape, converter_for, text_in_arrow
+from icecdc.documents import DocumentMapper, Shape, converter_for
+from icecdc.reading.reader import text_in_arrow
 from tests.support.all_types import ROW, SCHEMA
 from tests.support.pipeline import Pipeline
 

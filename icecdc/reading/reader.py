@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from decimal import Decimal
+from typing import Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +31,7 @@ from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import DocumentMapper, Shape, encode_document, text_in_arrow
+from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
@@ -444,6 +445,47 @@ class BadText:
     """A row in place of which only this can be said: its `column` holds a string that is not UTF-8."""
 
     column: str
+
+
+Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
+
+
+def text_in_arrow(rows: Rows) -> Rows:
+    """The rows with each top-level column of microsecond timestamps or decimals replaced by its
+    values' text in the mapping's format (`documents.converter_for`), written by Arrow, for
+    `DocumentMapper` to pass through. Here, not in `documents`, which the planner's cold start imports
+    without pyarrow.
+
+    Arrow writes that text several times faster than Python gets there: a timestamp with a time zone
+    becomes a datetime with a ZoneInfo (2.5 µs a value) before `isoformat`, a decimal a Decimal
+    before `str`; on an export of the bench's table this is a tenth of the CPU. The text is the
+    converters' to the character (tests/test_documents.py compares them over generated values), in
+    every batch alike: equality deletes compare a delete file's values with a data file's. Timestamps
+    of another unit are left to the converters.
+    """
+    for number, column_field in enumerate(rows.schema):
+        text = _arrow_text(rows.column(number), column_field.type)
+        if text is not None:
+            rows = rows.set_column(number, pa.field(column_field.name, pa.string(), column_field.nullable), text)
+    return rows
+
+
+def _arrow_text(column: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> pa.Array | None:
+    if isinstance(column, pa.ChunkedArray):  # a table's (a rewrite's rows): one array, for the masks
+        column = column.combine_chunks()
+    if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "us":
+        if arrow_type.tz is None:
+            return pc.strftime(column, format="%Y-%m-%dT%H:%M:%S")  # %S has the microseconds
+        # The values are UTC instants whatever the zone: without it, they are formatted as UTC.
+        return pc.strftime(column.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S+00:00")
+    if pa.types.is_decimal(arrow_type):
+        text = pc.cast(column, pa.string())
+        exponent = pc.fill_null(pc.match_substring(text, "E"), False)
+        if pc.any(exponent).as_py():  # Arrow writes tiny values as "1E-7", the mapping "0.0000001"
+            positional = [format(Decimal(value), "f") for value in text.filter(exponent).to_pylist()]
+            text = pc.replace_with_mask(text, exponent, pa.array(positional, pa.string()))
+        return text
+    return None
 
 
 def _python_rows(data: pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any] | BadText]:
