@@ -158,7 +158,9 @@ def test_arrow_writes_the_text_the_converters_write(
     precision, scale = precision_scale
     bound = 10**precision
     # unscaled values of every size the precision allows, small ones often: tiny values Arrow writes in exponent form
-    decimals = [None if d is None else Decimal(max(1 - bound, min(bound - 1, d))).scaleb(-scale) for d in digits]
+    decimals = [
+        None if d is None else Decimal(f"{max(1 - bound, min(bound - 1, d))}E-{scale}") for d in digits
+    ]  # exact: no context rounding
     decimal_type = DecimalType(precision, scale)
     timestamp_type = TimestampType() if zone is None else TimestamptzType()
     stamps = [None if m is None else (m.replace(tzinfo=None) if zone is None else m) for m in moments]
