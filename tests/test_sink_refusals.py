@@ -108,6 +108,23 @@ def test_an_unblocked_index_passes_and_is_created_when_absent(osmem_clone: Any) 
     assert client.indices.exists(index=INDEX)
 
 
+# -- answers without refusals ----------------------------------------------------------------------
+
+
+def test_requests_answered_without_errors_count_each_write_by_its_kind(osmem_clone: Any) -> None:
+    """A bulk answer whose `errors` is false is counted from the writes sent (a delete of an absent
+    document is answered 404 without an error); one with errors item by item."""
+    client = OpenSearch(hosts=[osmem_clone.url])
+    config = sink_config(osmem_clone.url, bulk_chunk_size=3)
+
+    first = write_documents(client, config, INDEX, [*docs(1, 2, 3), Write("9", 1, None), Write("1", 2, None)])
+    again = write_documents(client, config, INDEX, [*docs(2, 4), Write("3", 1, None)])
+
+    assert (first.indexed, first.deleted, first.superseded) == (3, 2, 0)
+    assert (again.indexed, again.deleted, again.superseded) == (1, 0, 2)
+    assert ids_in(client, INDEX) == ["2", "3", "4"]
+
+
 # -- the document's own fault: dead letters --------------------------------------------------------
 
 
