@@ -265,6 +265,11 @@ class DocumentMapper:
         other type as in the document (ISO dates and times, decimal strings, canonical UUIDs, base64).
         The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
         """
+        if len(self._identifier_paths) == 1 and len(self._identifier_paths[0]) == 1:  # one top-level column: most tables
+            value = document.get(self._identifier_columns[0])
+            if value is None:
+                raise ValueError(f"identifier column {self._identifier_columns[0]!r} is null")
+            return _id_text(value)
         texts = []
         for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
             value = document.get(name) if len(path) == 1 else _value_at(document, path)  # top-level: most keys

@@ -405,10 +405,13 @@ class _Files:
     ) -> Iterator[tuple[int, dict[str, Any] | BadText, list[_View]]]:
         scan = ArrowScan(self.metadata, self.io, schema or self.schema, AlwaysTrue())
         position = 0
+        every_view = list(self.views) if held else []
+        filtered = held and any(v.held is not None for v in self.views)
         for batch in scan.to_record_batches([FileScanTask(data_file)]):
-            matching = [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views] if held else []
+            matching = [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views] if filtered else []
             for i, row in enumerate(_python_rows(batch)):
-                yield position, row, [v for v, rows in matching if rows is None or i in rows]
+                # The same list for every row when no view filters rows (most reads): none built per row.
+                yield position, row, [v for v, rows in matching if rows is None or i in rows] if filtered else every_view
                 position += 1
 
 
