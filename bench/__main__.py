@@ -67,6 +67,9 @@ def run(scale_name: str, only: list[str]) -> None:
     path = RESULTS / f"results-{scale_name}.json"
     # A partial run (--only) updates its measurements and keeps the others of the same scale.
     results = json.loads(path.read_text()) if path.exists() else {}
+    earlier = results.get("machine", {}).get("cpu")  # what the measurements kept from earlier runs ran on
+    for name in results.get("dates", {}):
+        results.setdefault("cpus", {}).setdefault(name, earlier)
     results.update({"scale": scale_name, "machine": machine(), "spark": spark_settings()})
     workdir = fresh_workdir()
     server = OsmemServer.start(japanese=False)
@@ -80,6 +83,8 @@ def run(scale_name: str, only: list[str]) -> None:
             print(f"bench[{scale_name}]: {name} …", flush=True)
             results[name] = {**MEASUREMENTS, **ON_REQUEST}[name](bench)
             results.setdefault("dates", {})[name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            # The machine of each measurement: a partial run keeps others measured elsewhere.
+            results.setdefault("cpus", {})[name] = results["machine"]["cpu"]
             print(f"bench[{scale_name}]: {name} done in {time.monotonic() - started:.0f}s", flush=True)
             path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     finally:

@@ -274,10 +274,11 @@ def _run_section(run: dict[str, Any]) -> str:
 
 def _dates(run: dict[str, Any]) -> list[str]:
     """When each measurement ran, where partial runs (`--only`) put measurements of several runs together."""
-    dates = run.get("dates") or {}
+    dates, cpus = run.get("dates") or {}, run.get("cpus") or {}
     if len(set(dates.values())) <= 1:
         return []
-    return ["", "Measured: " + ", ".join(f"{name} {date}" for name, date in dates.items()) + "."]
+    measured = [f"{name} {date}" + (f" ({cpus[name]})" if name in cpus else "") for name, date in dates.items()]
+    return ["", "Measured: " + ", ".join(measured) + "."]
 
 
 def _goal_rows(run: dict[str, Any]) -> list[str]:
