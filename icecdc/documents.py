@@ -235,6 +235,8 @@ class DocumentMapper:
         self._converted = [(name, convert) for name, convert in converters if convert is not _identity]
         self._identifier_paths = [name.split(".") for name in identifier_columns]
         self._identifier_columns = identifier_columns
+        # The one top-level identifier column of most tables, read without the loop over paths.
+        self._single_column = identifier_columns[0] if len(identifier_columns) == 1 and "." not in identifier_columns[0] else None
         # An id made of columns the document does not hold comes from the row instead.
         outside = [name for name in identifier_columns if not _has(projected, name)]
         self._to_key = converter_for(schema.select(*identifier_columns).as_struct()) if outside else None
@@ -265,10 +267,10 @@ class DocumentMapper:
         other type as in the document (ISO dates and times, decimal strings, canonical UUIDs, base64).
         The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
         """
-        if len(self._identifier_paths) == 1 and len(self._identifier_paths[0]) == 1:  # one top-level column: most tables
-            value = document.get(self._identifier_columns[0])
+        if self._single_column is not None:
+            value = document.get(self._single_column)
             if value is None:
-                raise ValueError(f"identifier column {self._identifier_columns[0]!r} is null")
+                raise ValueError(f"identifier column {self._single_column!r} is null")
             return _id_text(value)
         texts = []
         for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
