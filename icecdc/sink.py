@@ -25,7 +25,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import islice
@@ -226,33 +225,13 @@ def write_documents(
     mode = BulkMode(version_type, pipeline, pipelines)
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     lines = ActionLines(index, mode)
-
-    def send(chunk_or_refusal: _Chunk | Refusal) -> None:
+    for chunk_or_refusal in _chunks(config, lines, writes):
         if isinstance(chunk_or_refusal, _Chunk):
             chunk = chunk_or_refusal
             _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
-
-    _send_one_ahead(_chunks(config, lines, writes), send)
     return stats
-
-
-def _send_one_ahead(items: Iterator[_Chunk | Refusal], send: Callable[[_Chunk | Refusal], None]) -> None:
-    """`send` each item, in order, on a thread of its own while this thread makes the next: one
-    request in flight while the next one's documents are read and encoded, so neither the reading
-    nor OpenSearch waits for the other (and a worker does not sit idle while its bulk request waits
-    behind another's). At most one item is in flight and one being made; `send`'s first error is
-    raised here and nothing made after it is sent. Everything `send` touches (the stats, the dead
-    letters) is touched on the sending thread alone, one item after another."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecdc-bulk") as sender:
-        in_flight: Future[None] | None = None
-        for item in items:
-            if in_flight is not None:
-                in_flight.result()
-            in_flight = sender.submit(send, item)
-        if in_flight is not None:
-            in_flight.result()
 
 
 def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], batch: int) -> Iterator[Write]:
