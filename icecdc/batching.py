@@ -36,7 +36,10 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
     pending export), oldest first, each with all its items present; a snapshot a planner is still
     writing, or has not planned yet, ends it. Items of commits newer than this view wait.
     """
-    stale = [i for i in items if (checkpoint is not None and checkpoint.supersedes(i)) or lineage.abandoned(i)]
+    rebuilding = checkpoint is not None and any(
+        i.resync and not checkpoint.supersedes(i) and not lineage.abandoned(i) for i in items
+    )  # a resync that replaces the checkpoint is pending
+    stale = [i for i in items if lineage.abandoned(i) or _superseded(i, checkpoint, rebuilding)]
     retired = {i.key for i in stale}
     by_position: dict[int, list[WorkItem]] = {}
     for item in items:
@@ -63,6 +66,19 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
             break
         batch += snapshot_items
     return batch, stale
+
+
+def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:
+    """Whether the checkpoint says the item's changes are in the index already.
+
+    Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`): the
+    rebuilt index holds the export's snapshot and nothing after it, so every change after the export
+    is needed, even one the old checkpoint had applied (its snapshot rolled back, then current
+    again: a rollback undone, a cherry-pick that fast-forwards). Changes before the export are stale
+    by their place on the lineage."""
+    if checkpoint is None or not checkpoint.supersedes(item):
+        return False
+    return bool(item.resync) or not rebuilding
 
 
 def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:

@@ -251,3 +251,24 @@ def test_a_retry_whose_batch_spans_past_a_failed_pass_cancels_no_pair_across_it(
     write(state, Writer.PY_REPLACE_ALL, count=2, seed=2241, large_strings=True, mode=WriteMode.MERGE_ON_READ)
     state.crashing_sync(at=0, caps=Caps.ONE_FILE, crash=CrashAt.COMPLETE_BEFORE, engine=SPARK)
     state.teardown()  # the final sync: index != table, rows 0 and 1 without a document
+
+
+def test_a_rollback_undone_while_its_reset_is_unfinished_and_the_schema_changes(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` at aab154e (index != table after a clean sync: rows with no document):
+    the index was at snapshot A; the table was rolled back to A's parent, and the reset's export
+    failed half-way; a cherry-pick fast-forwarded the table to A again, and a schema change planned
+    A's change after the export. The old checkpoint (at A) retired that change as applied, but the
+    new generation held only the export: A's rows were never written. While a resync that replaces
+    the checkpoint is pending, the checkpoint no longer retires changes."""
+    state = machine
+    create(
+        state, key=KeyType.LONG, rows=4, large_strings=True, identifiers_in_schema=False, writers=Writers.BOTH, partitioned=True
+    )
+    write(state, Writer.PY_APPEND, count=3, seed=502, large_strings=True)  # A: rows 4, 5 and 6
+    state.sync(caps=Caps.ONE_FILE, engine=IN_PROCESS)  # the checkpoint: A
+    state.operate(op=TableOp.ROLLBACK, seed=10812, spark=False)  # to A's parent: a reset, in a new generation
+    state.crashing_sync(at=1, caps=Caps.ALL_TINY, crash=CrashAt.BULK_REFUSED, engine=IN_PROCESS)  # its export half done
+    state.operate(op=TableOp.CHERRY_PICK, seed=283, spark=True)  # A again, fast-forwarded
+    state.operate(op=TableOp.WIDEN_FLOAT, seed=14972, spark=True)  # a schema change: A's change planned now
+    state.sync(caps=Caps.ALL_TINY, engine=IN_PROCESS)
+    state.teardown()
