@@ -69,7 +69,7 @@ def plan_table(
     # Retired after the new items are put: a first export planned over an abandoned one must know of it
     # (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
     abandoned = [i for i in store.pending_items(config.name) if lineage.abandoned(i)]
-    kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns)
+    kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns, store.pass_end(config.name))
     resync = (kind, reason) if kind else None
 
     items: list[WorkItem] = []
@@ -197,12 +197,18 @@ def snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]
 
 
 def resync_needed(
-    table: Table, name: str, checkpoint: Checkpoint | None, identifier_columns: tuple[str, ...]
+    table: Table,
+    name: str,
+    checkpoint: Checkpoint | None,
+    identifier_columns: tuple[str, ...],
+    pass_end: Checkpoint | None = None,
 ) -> tuple[ResyncKind, str]:
     """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and why.
 
     REWRITE (export, then delete what the export did not write) works while versions only grow;
-    RESET (empty the index, then export) where they would go backwards or ids change.
+    RESET (empty the index, then export) where they would go backwards or ids change, or where a
+    pass that died after writing (`pass_end`: the end the store recorded) wrote commits the table
+    has rolled back since: their documents carry versions the table's next commits may not reach.
     """
     if checkpoint is None:
         return ResyncKind.NONE, ""
@@ -224,9 +230,24 @@ def resync_needed(
         if table.snapshot_by_id(checkpoint.snapshot_id) is not None or sequence_number(current) <= checkpoint.sequence_number:
             return ResyncKind.RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
         return ResyncKind.REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
+    rolled_back = _rolled_back_end(table, checkpoint, pass_end)
+    if rolled_back is not None:
+        return ResyncKind.RESET, f"a pass that died after writing wrote through snapshot {rolled_back}, rolled back since"
     if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
         return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
     return ResyncKind.NONE, ""
+
+
+def _rolled_back_end(table: Table, checkpoint: Checkpoint, pass_end: Checkpoint | None) -> int | None:
+    """The snapshot a pass recorded as its end (`StateStore.pass_end`) when it is past the checkpoint
+    and off the current lineage, though this view of the table knows its sequence number (a commit
+    newer than the view is no rollback); else None."""
+    if pass_end is None or pass_end.table_uuid != checkpoint.table_uuid or pass_end.sequence_number <= checkpoint.sequence_number:
+        return None
+    lineage = Lineage.of(table)
+    if lineage.position(pass_end.snapshot_id) is None and pass_end.sequence_number <= lineage.known_sequence_number:
+        return pass_end.snapshot_id
+    return None
 
 
 def _export_planned(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> bool:

@@ -53,7 +53,9 @@ def has_work(
         )
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
-    kind, _ = resync_needed(table, name, checkpoint, identifier_columns)  # a schema change, new ids: a resync
+    kind, _ = resync_needed(
+        table, name, checkpoint, identifier_columns, store.pass_end(name)
+    )  # a schema change, new ids: a resync
     return kind != ResyncKind.NONE
 
 
@@ -66,7 +68,7 @@ def work_size(table: Table, name: str, store: StateStore, identifier_columns: tu
     if store.count_pending(name) or current is None:
         return None
     checkpoint = store.get_checkpoint(name)
-    kind, _ = resync_needed(table, name, checkpoint, identifier_columns)
+    kind, _ = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
     if checkpoint is None or kind != ResyncKind.NONE:
         return _summed([current], _TOTAL)
     return _summed(snapshots_after(table, name, checkpoint), _CHANGED)

@@ -157,6 +157,25 @@ def test_a_pass_learns_the_furthest_end_a_pass_began_with(make_store: Callable[[
     assert b.begin_pass("db.t", Checkpoint(other, 2, 2)) == Checkpoint(other, 1, 1)
 
 
+def test_a_resync_lowers_the_recorded_pass_end_to_its_checkpoint(store: StateStore) -> None:
+    """A resync's index holds nothing past its checkpoint: the end a dead pass recorded is not kept
+    (planning would reset again and again), and it comes down in the completion's own write."""
+    assert store.pass_end("db.t") is None
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [])
+    store.begin_pass("db.t", Checkpoint(UUID, 9, 9))
+    store.complete("db.t", Checkpoint(UUID, 2, 2), [])  # a plain completion keeps the furthest end
+    assert store.pass_end("db.t") == Checkpoint(UUID, 9, 9)
+    assert store.acquire_lease("db.t", "run", 60)
+    store.complete("db.t", Checkpoint(UUID, 4, 4, 1, ("k",)), [], replace=True, fence="run")  # a reset, fenced
+    assert store.pass_end("db.t") == Checkpoint(UUID, 4, 4)
+    assert store.begin_pass("db.t", Checkpoint(UUID, 5, 5)) == Checkpoint(UUID, 4, 4)
+    store.release_lease("db.t", "run")
+    assert store.acquire_lease("db.t", "other", 60)
+    with pytest.raises(LeaseLost, match="db.t"):  # a run that lost its lease lowers nothing
+        store.complete("db.t", Checkpoint(UUID, 3, 3), [], replace=True, fence="run")
+    assert store.pass_end("db.t") == Checkpoint(UUID, 5, 5)
+
+
 def test_leases_exclude_other_owners_until_they_expire(make_store: Callable[[], StateStore]) -> None:
     a, b = make_store(), make_store()
     assert a.acquire_lease("db.t", "run-a", 30)

@@ -123,6 +123,9 @@ class DynamoDbStateStore(StateStore):
         )
         return before
 
+    def pass_end(self, table: str) -> Checkpoint | None:
+        return self._get_base(table, _PASS_END)
+
     def _put_base_if(
         self, table: str, sk: str, base: Checkpoint, condition: str, values: dict[str, dict[str, str]] | None = None
     ) -> None:
@@ -282,6 +285,10 @@ class DynamoDbStateStore(StateStore):
                 ":uuid": {"S": checkpoint.table_uuid},
             }
         actions: list[dict[str, Any]] = [{"Put": put}]
+        if replace:  # the resync's index holds nothing past its checkpoint: the pass end comes down to it
+            end_at = Checkpoint(checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number)
+            end = {**_keys(table, _PASS_END), **_checkpoint_attributes(end_at)}
+            actions.append({"Put": {"TableName": self.table_name, "Item": end}})
         if fence is not None:
             actions.append(self._lease_check(table, fence))
         try:
@@ -290,7 +297,7 @@ class DynamoDbStateStore(StateStore):
             reasons = _reasons(exc)
             if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
                 raise
-            if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+            if fence is not None and reasons[-1] == "ConditionalCheckFailed":  # the lease check, last
                 raise LeaseLost.of(table) from None
             log.info("%s: checkpoint already at or past sequence number %d", table, checkpoint.sequence_number)
 

@@ -45,6 +45,9 @@ class ScopedStore(StateStore):
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
         return self._store.begin_pass(self._scoped(table), end)
 
+    def pass_end(self, table: str) -> Checkpoint | None:
+        return self._store.pass_end(self._scoped(table))
+
     def put_item(self, item: WorkItem) -> bool:
         return self._store.put_item(self._in(item))
 

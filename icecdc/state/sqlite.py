@@ -83,6 +83,12 @@ class SqliteStateStore(StateStore):
                 )
         return before
 
+    def pass_end(self, table: str) -> Checkpoint | None:
+        row = self._db.execute(
+            "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?", (table,)
+        ).fetchone()
+        return Checkpoint(*row) if row is not None else None
+
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
         with self._transaction():
@@ -138,6 +144,11 @@ class SqliteStateStore(StateStore):
                         completion.replace,
                     ),
                 )
+                if completion.replace:  # the resync's index holds nothing past its checkpoint
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
+                        (table, checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number),
+                    )
             for item in completion.items:
                 done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 self._db.execute(

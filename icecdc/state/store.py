@@ -51,6 +51,11 @@ class StateStore(ABC):
         the table's UUID is kept); return the end recorded before (None: none of this UUID)."""
 
     @abstractmethod
+    def pass_end(self, table: str) -> Checkpoint | None:
+        """The furthest end a pass recorded (`begin_pass`), lowered to the checkpoint by a resync's
+        `complete` (its new generation, or its rewrite, holds nothing past it); None: none recorded."""
+
+    @abstractmethod
     def put_item(self, item: WorkItem) -> bool:
         """Write the item unless its key exists; True when this call wrote it."""
 
