@@ -392,10 +392,14 @@ def _export_rows(x: dict[str, Any]) -> list[str]:
     )
     i = x["in_process"]
     one, two = i["one_core"], i["two_cores"]
+    runs = i.get("seconds")  # several runs of each (medians compared), or one
+    spans = {
+        n: f" (median of {i['runs']}: {min(runs[n]):.1f}–{max(runs[n]):.1f})" if runs else "" for n in ("1_cores", "2_cores")
+    }
     rows.append(
         f"| 9c. in-process `icecdc sync` of the {i['rows']:,}-row export, 2 cores vs 1 (`taskset`) | "
-        f"{two['seconds']:.1f} s, {_workers(two['memory_mib'])} | "
-        f"1 core: {one['seconds']:.1f} s, largest process {one['memory_mib']['largest_process']:,} MiB | "
+        f"{two['seconds']:.1f} s{spans['2_cores']}, {_workers(two['memory_mib'])} | "
+        f"1 core: {one['seconds']:.1f} s{spans['1_cores']}, largest process {one['memory_mib']['largest_process']:,} MiB | "
         f"**{i['speedup']:.2f}×** faster | ≥ {goals['in_process']} {_met(i['speedup'] >= goals['in_process'])} |"
     )
     return rows + _spread_rows(x.get("spread_update"))
