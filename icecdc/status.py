@@ -53,9 +53,8 @@ def has_work(
         )
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
-    kind, _ = resync_needed(
-        table, name, checkpoint, identifier_columns, store.pass_end(name)
-    )  # a schema change, new ids: a resync
+    # a schema change, new ids, a dead pass's commits rolled back: a resync
+    kind, _ = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
     return kind != ResyncKind.NONE
 
 
