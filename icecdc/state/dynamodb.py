@@ -109,7 +109,7 @@ class DynamoDbStateStore(StateStore):
         return recorded
 
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
-        recorded = self._get_base(table, _PASS_END)
+        recorded = self.pass_end(table)
         before = recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
         if before is not None and before.sequence_number >= end.sequence_number:
             return before

@@ -72,15 +72,10 @@ class SqliteStateStore(StateStore):
 
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
         with self._transaction():
-            row = self._db.execute(
-                "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?", (table,)
-            ).fetchone()
-            before = Checkpoint(*row) if row is not None and row[0] == end.table_uuid else None
+            recorded = self.pass_end(table)
+            before = recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
             if before is None or before.sequence_number < end.sequence_number:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
-                    (table, end.table_uuid, end.snapshot_id, end.sequence_number),
-                )
+                self._record_pass_end(table, end)
         return before
 
     def pass_end(self, table: str) -> Checkpoint | None:
@@ -88,6 +83,12 @@ class SqliteStateStore(StateStore):
             "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?", (table,)
         ).fetchone()
         return Checkpoint(*row) if row is not None else None
+
+    def _record_pass_end(self, table: str, end: Checkpoint) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
+            (table, end.table_uuid, end.snapshot_id, end.sequence_number),
+        )
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
@@ -145,10 +146,7 @@ class SqliteStateStore(StateStore):
                     ),
                 )
                 if completion.replace:  # the resync's index holds nothing past its checkpoint
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
-                        (table, checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number),
-                    )
+                    self._record_pass_end(table, checkpoint)
             for item in completion.items:
                 done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 self._db.execute(
