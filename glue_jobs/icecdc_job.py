@@ -26,6 +26,7 @@ import boto3
 from awsglue.utils import getResolvedOptions
 
 from icecdc import aws
+from icecdc.logs import quiet_chatty_libraries
 from icecdc.processing import BatchResult, sync
 
 log = logging.getLogger("icecdc.glue_job")
@@ -75,4 +76,5 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult] | aws.AuditOut
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_chatty_libraries()
     main(sys.argv)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
+from icecdc.logs import quiet_chatty_libraries
 from icecdc.model import PassProgress, Progress
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
@@ -30,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_chatty_libraries()
+    if args.verbose:  # every request to OpenSearch, for a user tracing one
+        logging.getLogger("opensearch").setLevel(logging.DEBUG)
     try:
         commands_run = {
             "sync": _sync,

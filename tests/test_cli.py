@@ -64,8 +64,12 @@ def test_a_small_sync_runs_without_a_jvm(pipeline: Pipeline, tmp_path: Path) -> 
     synced = icecdc("sync", "--config", str(auto), env=without_java())
     assert synced.returncode == 0, synced.stderr
     assert "db.orders: 1 snapshots (in_process engine), 1 files, 3 rows read" in synced.stdout
+    # opensearch-py logs each request at INFO: a line per bulk request, unless asked for (-v)
+    assert "opensearch: POST" not in synced.stderr
     table.append(rows(4))
-    assert "1 snapshots (in_process engine)" in icecdc("sync", "--config", str(auto), env=without_java()).stdout
+    verbose = icecdc("-v", "sync", "--config", str(auto), env=without_java())
+    assert "1 snapshots (in_process engine)" in verbose.stdout
+    assert "opensearch: POST" in verbose.stderr
     pipeline.assert_index_equals_table(pipeline.config({"name": "db.orders"}), "db.orders")
 
 

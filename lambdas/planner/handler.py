@@ -35,10 +35,12 @@ from icecdc.aws import (
     runtime_config,
 )
 from icecdc.config import Config
+from icecdc.logs import quiet_chatty_libraries
 from icecdc.state import open_state_store
 
 log = logging.getLogger("icecdc.planner")
 logging.getLogger().setLevel(logging.INFO)  # Lambda's root handler exists already; set its level only
+quiet_chatty_libraries()
 
 
 class PlanningFailed(RuntimeError):
