@@ -25,6 +25,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import islice
@@ -225,12 +226,27 @@ def write_documents(
     mode = BulkMode(version_type, pipeline, pipelines)
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     lines = ActionLines(index, mode)
-    for chunk_or_refusal in _chunks(config, lines, writes):
-        if isinstance(chunk_or_refusal, _Chunk):
-            chunk = chunk_or_refusal
-            _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
-        else:  # a document too large for any request
-            _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+    # One request in flight on a thread of its own while this one makes the next chunk's lines: the
+    # wait for OpenSearch's answer releases the GIL, so making documents goes on meanwhile (idle CPU
+    # on every worker otherwise). Each answer is handled, its errors raised and its dead letters
+    # handed over before the next request is sent, so requests go out in order, as one by one.
+    # Holds one chunk more than a sequential write (`bulk_chunk_size`, `max_chunk_bytes`).
+    # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action again.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecdc-bulk") as sender:
+        in_flight: Future[None] | None = None
+        for chunk_or_refusal in _chunks(config, lines, writes):
+            if in_flight is not None:
+                in_flight.result()
+                in_flight = None
+            if isinstance(chunk_or_refusal, _Chunk):
+                chunk = chunk_or_refusal
+                in_flight = sender.submit(
+                    _write_with_retries, client, config, lines, chunk.writes, stats, dead_letter, chunk.sent
+                )
+            else:  # a document too large for any request
+                _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+        if in_flight is not None:
+            in_flight.result()
     return stats
 
 
