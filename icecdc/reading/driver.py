@@ -66,7 +66,7 @@ def file_tasks(
     `changed`: the snapshots' entries, when planning in this process has read them already.
     `rewrite_budget`: the bytes of files one rewrite task may hold (see `_pair_rewrites`).
     `collapse_runs`: False when a dead pass may have written some of these changes: then every
-    commit is its own change (see `_run_tasks`)."""
+    commit is its own change (see `_collapse`)."""
     changed = changed or ChangedEntries()
     tasks: list[Task] = []
     # One snapshot's files serve as "after" for it and "before" for its child: load each once.
@@ -98,27 +98,9 @@ def file_tasks(
         if collapse_runs and snapshot_items[0].kind != ItemKind.EXPORT and _is_copy_on_write(snapshot_tasks, snapshot):
             run.append((snapshot, snapshot_tasks))
             continue
-        tasks += _run_tasks(run, rewrite_budget, keys) + _pair_rewrites(snapshot_tasks, rewrite_budget, keys)
+        tasks += _pair_rewrites(_collapse(run), rewrite_budget, keys) + _pair_rewrites(snapshot_tasks, rewrite_budget, keys)
         run = []
-    return tasks + _run_tasks(run, rewrite_budget, keys)
-
-
-def _run_tasks(run: list[tuple[Snapshot, list[FileTask]]], budget: int, keys: list[RangeKey]) -> list[Task]:
-    """A run of copy-on-write commits collapsed into one change (`_collapse`), unless a file was
-    added and removed within it: then commit by commit, each at its own sequence number.
-
-    Collapsing cancels a key's first and last images against each other, which is right only when
-    no dead pass wrote an image in between: a pass that died after some of its bulk requests were
-    applied wrote them at their own versions (found by the model-based test: a key added then
-    deleted in the run stays in the index; a key changed then changed back keeps its middle image;
-    a row deleted by one commit and written back unchanged by the next stays deleted). Runs that
-    skip a file are never collapsed; the others only when no pass may have written past the
-    checkpoint (`collapse_runs`, from `StateStore.begin_pass`)."""
-    added = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.INSERT}
-    removed = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.DELETE}
-    if added & removed:
-        return [task for _, tasks in run for task in _pair_rewrites(list[Task](tasks), budget, keys)]
-    return _pair_rewrites(_collapse(run), budget, keys)
+    return tasks + _pair_rewrites(_collapse(run), rewrite_budget, keys)
 
 
 def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[FileTask]]:
@@ -137,15 +119,31 @@ def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
     """A run of copy-on-write commits as one change at the run's last sequence number.
 
     The net change of a run is the rows of the files live before it that it removed against the
-    rows of the files it added (`_run_tasks` collapses only runs that removed no file they added).
-    All changes get the last commit's sequence number, so a key's DELETE (where it was)
-    and INSERT (where it is) always pair, whichever partitions the run touched last; every
-    version of the run is still above the previous pass's and below the next one's.
+    rows of the files it added that are still live after it: a file added and removed within the
+    run (a hot file rewritten by commit after commit, a row inserted then deleted) is never read,
+    so 20 commits that rewrite one file read it twice, not 40 times. All changes get the last
+    commit's sequence number, so a key's DELETE (where it was) and INSERT (where it is) always
+    pair, whichever partitions the run touched last; every version of the run is still above the
+    previous pass's and below the next one's.
+
+    Right only when the index holds the table as of the checkpoint: a pass that died or failed
+    after some of its bulk requests were applied wrote images in between (a row of a skipped file,
+    a key's middle image, a delete its row written back unchanged would cancel; all found by the
+    model-based test). Its successor finds the end it recorded (`StateStore.begin_pass`) and reads
+    commit by commit, collapsing nothing (`collapse_runs`).
     """
     if len(run) <= 1:
         return [t for _, tasks in run for t in tasks]
     last = run[-1][0]
-    return [replace(t, sequence_number=sequence_number(last), snapshot_id=last.snapshot_id) for _, tasks in run for t in tasks]
+    added = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.INSERT}
+    removed = {t.data_file.file_path for _, tasks in run for t in tasks if t.change == ChangeType.DELETE}
+    transient = added & removed
+    return [
+        replace(t, sequence_number=sequence_number(last), snapshot_id=last.snapshot_id)
+        for _, tasks in run
+        for t in tasks
+        if t.data_file.file_path not in transient
+    ]
 
 
 def _export_tasks(snapshot: Snapshot, items: list[WorkItem], files: SnapshotFiles) -> list[Task]:
