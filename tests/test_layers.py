@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
     {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents"},  # value types, no icecdc imports
-    {"icecdc.config", "icecdc.storage"},
+    {"icecdc.config", "icecdc.storage", "icecdc.logs"},  # logs: which libraries the entries quiet
     {
         "icecdc.catalog",
         "icecdc.secrets",
