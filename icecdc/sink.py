@@ -227,8 +227,8 @@ def write_documents(
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     lines = ActionLines(index, mode)
     # One request in flight on a thread of its own while this one makes the next chunk's lines: the
-    # wait for OpenSearch's answer releases the GIL, so making documents goes on meanwhile (idle CPU
-    # on every worker otherwise). Each answer is handled, its errors raised and its dead letters
+    # wait for OpenSearch's answer releases the GIL, so making documents goes on over the round trip
+    # to a cluster (no gain against the bench sink on the same cores: docs/bench). Each answer is handled, its errors raised and its dead letters
     # handed over before the next request is sent, so requests go out in order, as one by one.
     # Holds one chunk more than a sequential write (`bulk_chunk_size`, `max_chunk_bytes`).
     # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action again.

@@ -17,7 +17,7 @@ from icecdc.audit import audit, rebuild_index
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetter, DeadLetters, Selection
 from icecdc.errors import OperationError
-from icecdc.model import Checkpoint, EngineKind
+from icecdc.model import EngineKind
 from icecdc.processing import BatchResult, sync
 from icecdc.replay import replay_table
 from icecdc.testing.commits import update
@@ -128,11 +128,7 @@ def test_a_later_changes_document_is_left_as_it_is(pipeline: Pipeline) -> None:
     fixed = {**json.loads(letter.document or "{}"), "status": "2"}
     pipeline.client.index(index="orders", id="2", body=fixed, version=later, version_type="external", refresh=True)
     update(pipeline.catalog.load_table(NAME), EqualTo("id", 2), lambda r: {**r, "status": "new"})  # the row is bad again
-    # the pass recorded the end of its batch before it wrote, as every pass does (`StateStore.begin_pass`)
-    table = pipeline.catalog.load_table(NAME)
-    end = table.current_snapshot()
-    assert end is not None
-    pipeline.store().begin_pass(NAME, Checkpoint(str(table.metadata.table_uuid), end.snapshot_id, end.sequence_number))
+    pipeline.record_pass_end(NAME)  # as that pass did before it wrote
 
     report = replay_table(config, NAME, config.dead_letter)
     assert (report.replayed, report.indexed, report.still_refused) == (1, 0, {})

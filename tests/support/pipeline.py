@@ -15,7 +15,7 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.engines import Engines
-from icecdc.model import EngineKind, Probe
+from icecdc.model import Checkpoint, EngineKind, Probe
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, process_table, sync
@@ -69,6 +69,14 @@ class Pipeline:
 
     def store(self) -> SqliteStateStore:
         return SqliteStateStore(self.workdir / "state.db")
+
+    def record_pass_end(self, name: str) -> None:
+        """What a pass through the table's current snapshot records before it writes (`begin_pass`):
+        the trace of a pass that then failed or died, for the next pass to find."""
+        table = self.catalog.load_table(name)
+        end = table.current_snapshot()
+        assert end is not None
+        self.store().begin_pass(name, Checkpoint(str(table.metadata.table_uuid), end.snapshot_id, end.sequence_number))
 
     def sync(self, config: Config, name: str) -> BatchResult:
         """Sync one table and assert the invariant."""
