@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime as dt
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -24,6 +26,35 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
     from icecdc.status import TableStatus
+
+
+def entry() -> None:
+    """The `icecdc` console script: `main`, then an exit that does not tear the interpreter down.
+
+    Tearing down the ~1,000 modules a sync imports (pyiceberg, SQLAlchemy, pydantic, pyarrow) takes
+    0.2-0.35 s once the work is done: a fifth of a small sync's whole command, and serial time in
+    every command. The exit is Python's own up to that point (idle pool threads told to stop, the
+    other threads joined, the atexit handlers run: Spark's, multiprocessing's), then `_leave`,
+    registered before any handler the command adds and so run after them, flushes the logs and the output and ends the process.
+    A raised error takes Python's whole exit path, with its traceback."""
+    returned: list[int] = []
+    atexit.register(_leave, returned)
+    code = main()
+    returned.append(code)
+    sys.exit(code)
+
+
+def _leave(returned: list[int]) -> None:
+    if not returned:
+        return
+    code = returned[0]
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a reader gone from the pipe (`icecdc status | head`): Python's own exit says 120
+        code = code or 120
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -502,4 +533,4 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

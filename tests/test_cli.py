@@ -81,6 +81,23 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert result.stderr.strip() == "icecdc: error: unknown key tables[0].indx"
 
 
+def test_output_and_exit_code_survive_the_exit_without_teardown(pipeline: Pipeline, tmp_path: Path) -> None:
+    """`icecdc` ends its process without tearing the interpreter down (`cli.entry`): what it printed
+    to a block-buffered pipe still arrives, and its exit code is the command's."""
+    orders(pipeline).append(rows(1))
+    path = tmp_path / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(pipeline.config_dict([{"name": "db.orders"}])))
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+    status = icecdc("status", "--config", str(path), env=buffered)
+    assert status.returncode == 0, status.stderr
+    assert "db.orders" in status.stdout
+
+    path.write_text("catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n")
+    refused = icecdc("status", "--config", str(path), env=buffered)
+    assert (refused.returncode, refused.stderr.strip()) == (2, "icecdc: error: unknown key tables[0].indx")
+
+
 def test_status_json_shows_an_export_under_way_and_the_last_audit(pipeline: Pipeline, tmp_path: Path) -> None:
     table = orders(pipeline)
     for f in range(3):
