@@ -25,7 +25,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import islice
@@ -226,27 +225,18 @@ def write_documents(
     mode = BulkMode(version_type, pipeline, pipelines)
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     lines = ActionLines(index, mode)
-    # One request in flight on a thread of its own while this one makes the next chunk's lines: the
-    # wait for OpenSearch's answer releases the GIL, so making documents goes on over the round trip
-    # to a cluster (no gain against the bench sink on the same cores: docs/bench). Each answer is handled, its errors raised and its dead letters
-    # handed over before the next request is sent, so requests go out in order, as one by one.
-    # Holds one chunk more than a sequential write (`bulk_chunk_size`, `max_chunk_bytes`).
+    # Requests in line, each answer handled before the next chunk is made. A request kept in flight
+    # on a thread while the next chunk is made overlaps only the making (milliseconds for a chunk)
+    # with OpenSearch's answer, and the two threads' handing of the GIL back and forth costs CPU: on
+    # one core (a Lambda's share up to 1,769 MB) a 10^6-row export took about 10 % longer that way (5 of 6 pairs), on two
+    # no difference showed (docs/bench, 2026-11-26). A slow cluster is met by more tasks at once.
     # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action again.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icecdc-bulk") as sender:
-        in_flight: Future[None] | None = None
-        for chunk_or_refusal in _chunks(config, lines, writes):
-            if in_flight is not None:
-                in_flight.result()
-                in_flight = None
-            if isinstance(chunk_or_refusal, _Chunk):
-                chunk = chunk_or_refusal
-                in_flight = sender.submit(
-                    _write_with_retries, client, config, lines, chunk.writes, stats, dead_letter, chunk.sent
-                )
-            else:  # a document too large for any request
-                _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
-        if in_flight is not None:
-            in_flight.result()
+    for chunk_or_refusal in _chunks(config, lines, writes):
+        if isinstance(chunk_or_refusal, _Chunk):
+            chunk = chunk_or_refusal
+            _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
+        else:  # a document too large for any request
+            _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
 
 
