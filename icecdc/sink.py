@@ -228,8 +228,9 @@ def write_documents(
     # Requests in line, each answer handled before the next chunk is made. A request kept in flight
     # on a thread while the next chunk is made overlaps only the making (milliseconds for a chunk)
     # with OpenSearch's answer, and the two threads' handing of the GIL back and forth costs CPU: on
-    # one core (a Lambda's share up to 1,769 MB) a 10^6-row export took about 10 % longer that way (5 of 6 pairs), on two
-    # no difference showed (docs/bench, 2026-11-26). A slow cluster is met by more tasks at once.
+    # one core (a Lambda's share up to 1,769 MB) a 10^6-row export took about 10 % longer that way
+    # (5 of 6 pairs), on two no difference showed (docs/bench, 2026-11-26). A slow cluster is met
+    # by more tasks at once.
     # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action again.
     for chunk_or_refusal in _chunks(config, lines, writes):
         if isinstance(chunk_or_refusal, _Chunk):

@@ -14,6 +14,9 @@ from icecdc.config import parse_config
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+# A config whose table has `indx` for `index`: refused, naming the key.
+MISSPELLED_KEY = "catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n"
+
 
 def icecdc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -75,7 +78,7 @@ def test_a_small_sync_runs_without_a_jvm(pipeline: Pipeline, tmp_path: Path) -> 
 
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     path = tmp_path / "icecdc.yaml"
-    path.write_text("catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n")
+    path.write_text(MISSPELLED_KEY)
     result = icecdc("sync", "--config", str(path))
     assert result.returncode == 2
     assert result.stderr.strip() == "icecdc: error: unknown key tables[0].indx"
@@ -93,7 +96,7 @@ def test_output_and_exit_code_survive_the_exit_without_teardown(pipeline: Pipeli
     assert status.returncode == 0, status.stderr
     assert "db.orders" in status.stdout
 
-    path.write_text("catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n")
+    path.write_text(MISSPELLED_KEY)
     refused = icecdc("status", "--config", str(path), env=buffered)
     assert (refused.returncode, refused.stderr.strip()) == (2, "icecdc: error: unknown key tables[0].indx")
 
