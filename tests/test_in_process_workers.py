@@ -5,6 +5,8 @@ workers, and a worker's error reaches the caller as it was raised."""
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -96,3 +98,29 @@ def test_in_lambda_the_workers_are_the_memorys_whole_vcpus(monkeypatch: pytest.M
     assert (lambda_vcpus(1024), lambda_vcpus(2048), lambda_vcpus(3538), lambda_vcpus(10240)) == (1, 1, 2, 5)
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048")
     assert usable_cores() == 1
+
+
+def test_forked_workers_leave_the_connections_of_the_callers_threads_to_spark_open(spark: Any) -> None:
+    """A sync can run a pass on Spark and then one on forked workers. py4j shuts a connection down
+    when its thread's locals are freed, as a forked child frees every thread's but the forking
+    one's: unheld, a child ended the connection a thread of the caller still uses."""
+    jvm, client = spark.sparkContext._jvm, spark.sparkContext._gateway._gateway_client
+    connection: list[weakref.ref[Any]] = []  # weak: a reference here would keep a child from freeing it
+    kept: list[bool] = []
+    forked = threading.Event()
+
+    def a_thread_calling_spark_twice() -> None:
+        jvm.java.lang.System.nanoTime()
+        connection.append(weakref.ref(client.get_thread_connection()))
+        forked.wait(timeout=60)
+        jvm.java.lang.System.nanoTime()
+        kept.append(client.get_thread_connection() is connection[0]())  # not reset, then replaced by a retry
+
+    caller = threading.Thread(target=a_thread_calling_spark_twice)
+    caller.start()
+    while not connection and caller.is_alive():
+        caller.join(timeout=0.01)
+    assert [value for value, _ in run_parallel(_fails, [0, 1], 2)] == [0, 10]
+    forked.set()
+    caller.join()
+    assert kept == [True]

@@ -5,6 +5,7 @@ new upward import fails here by name."""
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
@@ -51,12 +52,27 @@ def layer_of(module: str) -> int:
 def imports_of(path: Path, package: str = "icecdc") -> set[str]:
     """The modules of `package` the file imports (`from package import x` counts as `package.x`)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith(package + "."):
             found |= {f"{package}.{a.name}" for a in node.names} if node.module == package else {node.module}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if (a.name + ".").startswith(package + ".")}
     return found
+
+
+def parsed(path: Path) -> ast.Module:
+    """`ast.parse` with the cyclic collector paused. Python 3.11 keeps the AST constructor's depth
+    count per interpreter (CPython gh-106905): a collection inside a parse runs finalizers, which
+    can hand the GIL to a thread that logs a traceback, and 3.11 formats one with `ast.parse`; the
+    outer parse then fails with "AST constructor recursion depth mismatch" (a CI run did, when
+    py4j's finalizer thread logged a connection reset)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text())
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def package_of(module: str) -> str:

@@ -1,12 +1,14 @@
-"""Every PySpark private API icecdc uses, in one place, against the pyspark of Glue 5.1 (pinned in
-pyproject.toml). Each is what no public function offers (why: next to it); the tests that use it
-(tests/test_batches.py) fail loudly when an upgrade changes it."""
+"""Every private API of PySpark (and of py4j, its gateway to the JVM) icecdc uses, in one place,
+against the pyspark of Glue 5.1 (pinned in pyproject.toml). Each is what no public function offers
+(why: next to it); the tests that use them (tests/test_batches.py, tests/test_in_process_workers.py)
+fail loudly when an upgrade changes them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.rdd import RDD
 from pyspark.serializers import BatchedSerializer, pack_long
 
@@ -39,3 +41,17 @@ def partition_as_sent(rdd: RDD[tuple[int, Any]], partitions: int) -> RDD[tuple[i
     partitioner = jvm.PythonPartitioner(partitions, id(partition_as_sent))
     batched = BatchedSerializer(serializer)  # type: ignore[no-untyped-call]
     return RDD(jvm.PythonRDD.valueOfPair(pairs.partitionBy(partitioner)), rdd.ctx, batched)
+
+
+def py4j_connections() -> list[Any]:
+    """The open connections of this process's threads to Spark's JVM (none before a JVM starts).
+
+    Why: a forked child must hold them. py4j shuts a connection's socket down when the thread that
+    owns it ends (`ClientServerConnection.__del__`, once the thread's locals are freed). In a child
+    forked from one thread, every other thread's locals are freed at the fork, and the shutdown
+    ends the TCP connection the parent shares: the parent's threads find theirs reset (py4j's
+    finalizer worker logs it and reconnects; another thread's call to Spark could fail). Held by
+    the child, they are never freed there: a child ends with `os._exit`, which runs no finalizer.
+    A connection in the middle of a call is not in py4j's deque and not held."""
+    client = getattr(SparkContext._gateway, "_gateway_client", None)
+    return list(getattr(client, "deque", ()))

@@ -14,7 +14,9 @@ import logging
 import multiprocessing
 import os
 import resource
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
@@ -66,7 +68,8 @@ def run_parallel(
                 number, part = waiting.pop(0)
                 receive, send = context.Pipe(duplex=False)
                 process = context.Process(target=_work, args=(function, part, send), daemon=True)
-                process.start()
+                with _jvm_connections_held():
+                    process.start()
                 send.close()
                 running[receive] = (process, number)
             for ready in wait(list(running)):
@@ -79,6 +82,20 @@ def run_parallel(
         for process, _ in running.values():
             process.kill()
     return [r for r in results if r is not None]
+
+
+@contextmanager
+def _jvm_connections_held() -> Iterator[list[Any]]:
+    """Holds the process's connections to Spark's JVM, if it has any, while a child is forked: the
+    child is inside this block until it ends, so it never frees (and shuts down) the connections it
+    shares with this process (see `pyspark_compat.py4j_connections`)."""
+    if "pyspark" not in sys.modules:  # no JVM; importing pyspark would cost a small pass its start
+        yield []
+        return
+    from icecdc.engines.pyspark_compat import py4j_connections
+
+    held = py4j_connections()  # a local: what `yield` hands out is not kept by this frame
+    yield held
 
 
 def _answer(connection: Connection, process: Any) -> Any:
