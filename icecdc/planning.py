@@ -207,8 +207,9 @@ def resync_needed(
 
     REWRITE (export, then delete what the export did not write) works while versions only grow;
     RESET (empty the index, then export) where they would go backwards or ids change, or where a
-    pass that died after writing (`pass_end`: the end the store recorded) wrote commits the table
-    has rolled back since: their documents carry versions the table's next commits may not reach.
+    pass that wrote and did not finish (it died, or a cap or deadline stopped it; `pass_end`: the
+    end the store recorded) wrote commits the table has rolled back since: their documents carry
+    versions the table's next commits may not reach, and that a REWRITE would not delete.
     """
     if checkpoint is None:
         return ResyncKind.NONE, ""
@@ -222,6 +223,10 @@ def resync_needed(
             ResyncKind.RESET,
             f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})",
         )
+    # Before the lineage: a REWRITE for an expired checkpoint would keep what such a pass wrote.
+    rolled_back = _rolled_back_end(table, checkpoint, pass_end)
+    if rolled_back is not None:
+        return ResyncKind.RESET, f"an unfinished pass wrote through snapshot {rolled_back}, rolled back since"
     try:
         snapshots_after(table, name, checkpoint)
     except PlanningError:
@@ -230,9 +235,6 @@ def resync_needed(
         if table.snapshot_by_id(checkpoint.snapshot_id) is not None or sequence_number(current) <= checkpoint.sequence_number:
             return ResyncKind.RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
         return ResyncKind.REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
-    rolled_back = _rolled_back_end(table, checkpoint, pass_end)
-    if rolled_back is not None:
-        return ResyncKind.RESET, f"a pass that died after writing wrote through snapshot {rolled_back}, rolled back since"
     if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
         return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
     return ResyncKind.NONE, ""

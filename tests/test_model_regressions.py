@@ -292,3 +292,25 @@ def test_a_pass_that_died_after_writing_commits_then_rolled_back(machine: Pipeli
     write(state, Writer.EQ_UPSERT, count=1, seed=3)
     state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)  # index != table: 4 and 5 have no row, 2 is the update's
     state.teardown()
+
+
+@pytest.mark.parametrize("engine", [IN_PROCESS, SPARK])
+def test_a_rewrite_for_an_expired_checkpoint_that_died_after_writing_then_rolled_back(
+    machine: PipelineMachine, engine: EngineKind
+) -> None:
+    """Found by a hand-written probe of the case stop 28 left open: the checkpoint's snapshot was
+    expired, so planning rebuilt the index in place (a REWRITE: write every row, then delete what is
+    older); the rewrite's pass wrote and died, and the table was rolled back behind its snapshot. The
+    next plan saw the expired checkpoint first and planned a REWRITE of the rolled-back-to snapshot,
+    which kept the documents the dead pass wrote (their versions are newer than its export's). The
+    end a dead pass recorded off the current lineage is now read before the lineage: a reset."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(caps=Caps.NONE, engine=engine)  # the checkpoint: rows 0-2
+    write(state, Writer.PY_APPEND, count=2, seed=1)  # rows 3 and 4
+    write(state, Writer.PY_APPEND, count=2, seed=2)  # rows 5 and 6: the commit rolled back below
+    state.operate(op=TableOp.EXPIRE_SNAPSHOTS, seed=1, spark=False)  # all but the last 2: the checkpoint's
+    state.crashing_sync(at=0, caps=Caps.NONE, crash=CrashAt.WRITTEN, engine=engine)  # the rewrite written, no checkpoint
+    state.operate(op=TableOp.ROLLBACK, seed=0, spark=False)  # to the one ancestor left: 5 and 6 gone
+    state.sync(caps=Caps.NONE, engine=engine)  # index != table: 5 and 6 have no row
+    state.teardown()
