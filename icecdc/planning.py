@@ -78,7 +78,7 @@ def plan_table(
         base, abandoned_claim = _claim_export(table, config.name, store, lineage, replacing)
         if checkpoint is None and not resync:
             resync = _over_abandoned_export(store, config.name, base, abandoned, abandoned_claim)
-            kind = resync[0] if resync else ResyncKind.NONE
+            kind, reason = resync or (ResyncKind.NONE, "")
         if _export_planned(store, config.name, base, kind, replacing):
             pass  # a capped export's later passes: its items are all in the store already
         elif config.export or resync:
