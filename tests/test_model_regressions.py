@@ -306,12 +306,13 @@ def test_a_pass_that_died_after_writing_commits_then_rolled_back(machine: Pipeli
 def test_a_rewrite_for_an_expired_checkpoint_that_died_after_writing_then_rolled_back(
     machine: PipelineMachine, engine: EngineKind
 ) -> None:
-    """Found by a hand-written probe of the case stop 28 left open: the checkpoint's snapshot was
-    expired, so planning rebuilt the index in place (a REWRITE: write every row, then delete what is
-    older); the rewrite's pass wrote and died, and the table was rolled back behind its snapshot. The
-    next plan saw the expired checkpoint first and planned a REWRITE of the rolled-back-to snapshot,
-    which kept the documents the dead pass wrote (their versions are newer than its export's). The
-    end a dead pass recorded off the current lineage is now read before the lineage: a reset."""
+    """Found by a probe of 36 parametrized variants (what triggers a rebuild in place, how its pass
+    stops, where the table rolls back to, the engine): the checkpoint's snapshot was expired, so
+    planning rebuilt the index in place (a REWRITE: write every row, then delete what is older); the
+    rewrite's pass wrote and died, and the table was rolled back behind its snapshot. The next plan
+    saw the expired checkpoint first and planned a REWRITE of the rolled-back-to snapshot, which
+    kept the documents the dead pass wrote (their versions are newer than its export's). The end a
+    dead pass recorded off the current lineage is now read before the lineage: a reset."""
     state = machine
     create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
     state.sync(caps=Caps.NONE, engine=engine)  # the checkpoint: rows 0-2
