@@ -7,9 +7,11 @@
   comes to it; both indexes checked (icecdc's == the table, the peer's the same ids).
 - `whole`: the whole `icecdc sync` of the smallest size against the peer's whole job (`--load`),
   each a process of its own, start to exit, with the peak RSS of every process.
-- `in_process`: the same `icecdc sync` forced in-process, on one core and on two (`taskset`), three
-  runs of each in turn, the medians compared: its worker processes are one per core it may use. The bench sink is pinned to the same cores as the
-  run: left free, it would do its share on the second core in the 1-core run only.
+- `in_process`: the same `icecdc sync` forced in-process, on one core and on two (`taskset`), five
+  runs of each in turn, the medians compared: its worker processes are one per core it may use. The
+  bench sink is pinned to the same cores as the run: left free, it would do its share on the second
+  core in the 1-core run only. Beside each run, this machine's own 2-core speedup on the same work
+  (`harness.ceiling` once on one core, twice at once on two), the most icecdc's could be.
 - `spread_update` (scale `full`): the largest table exported, then an update of 1 % of its rows in
   every file, each synced on Spark in a process tree of its own: time and every process's peak RSS.
 """
@@ -18,14 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import yaml
 
 from bench.harness import isolated, peer
+from bench.harness.ceiling import decode_and_serialize
 from bench.harness.environment import CATALOG, CORES, config_dict, icecdc_config, on_spark, spark_settings
 from bench.harness.peer import RESULT as PEER_RESULT
 from bench.harness.sampling import measured, whole_command
@@ -35,7 +39,7 @@ from bench.harness.tables import BASE_TS, create_table
 GOAL_PER_CORE = 1.25  # icecdc's export rows/s per core over the peer's load
 GOAL_WHOLE = 0.8  # the whole `icecdc sync` of an export over the peer's whole job
 GOAL_IN_PROCESS = 1.7  # an in-process sync on 2 cores over on 1
-IN_PROCESS_RUNS = 3  # of each layout; the median counts
+IN_PROCESS_RUNS = 5  # of each layout; the median counts
 
 
 def export_speed(bench: Bench) -> dict[str, Any]:
@@ -101,18 +105,17 @@ def _side_by_side(bench: Bench, rows: int, rows_per_file: int) -> dict[str, Any]
 
 
 def machine_ceiling(bench: Bench, name: str) -> dict[str, Any]:
-    """Parquet decode + one JSON document per row, on one core, no network: the table's data files
-    read by pyarrow, each row to a dict and to JSON text by one reused encoder (CPU seconds)."""
-    encoder = json.JSONEncoder(default=str, separators=(",", ":"), ensure_ascii=False)
-    paths = bench.table(name).inspect.files().column("file_path").to_pylist()
-    started, rows = time.process_time(), 0
-    for path in paths:
-        for batch in pq.ParquetFile(path.removeprefix("file:")).iter_batches():
-            for row in batch.to_pylist():
-                encoder.encode(row)
-                rows += 1
+    """Parquet decode + one JSON document per row of the table's files, on one core, no network
+    (`harness.ceiling`; CPU seconds)."""
+    started = time.process_time()
+    rows = decode_and_serialize(_file_paths(bench, name))
     seconds = time.process_time() - started
     return {"rows": rows, "cpu_seconds": seconds, "rows_per_second": rows / seconds}
+
+
+def _file_paths(bench: Bench, name: str) -> list[str]:
+    paths: list[str] = bench.table(name).inspect.files().column("file_path").to_pylist()
+    return paths
 
 
 def _config_file(bench: Bench, name: str, label: str, engine: str) -> Path:
@@ -160,9 +163,14 @@ def _in_process(bench: Bench, name: str) -> dict[str, Any]:
     """The export forced in-process, pinned to one core, then to two (each a fresh index and state),
     the bench sink on the same cores; IN_PROCESS_RUNS of each, taken in turn, so that what drifts on
     the machine meanwhile falls on both. The speedup is of the medians: one run of each moved it by
-    ±0.05 from pair to pair (1.61–1.72 from four runs on 2026-11-25)."""
+    ±0.05 from pair to pair (1.61–1.72 from four runs on 2026-11-25), and by 0.3 on 2026-11-26, when
+    the same CPU loop alone took 3.2–3.5 s and two at once 3.1–4.4 s. So each turn also measures
+    this machine's own speedup on the same cores (`harness.ceiling`: the work once on one core,
+    twice at once on two), which bounds icecdc's whatever icecdc does."""
     rows = int(name.rsplit("_", 1)[1])
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    machine: dict[int, list[float]] = {1: [], 2: []}
+    paths = _file_paths(bench, name)[::2]  # half the table: the ratio does not depend on the size
     every_core = os.sched_getaffinity(bench.sink_pid)
     try:
         for turn in range(IN_PROCESS_RUNS):
@@ -173,11 +181,15 @@ def _in_process(bench: Bench, name: str) -> dict[str, Any]:
                 run["documents"] = _count(bench, label)
                 bench.drop_index(label, sink=True)
                 runs[len(cores)].append(run)
+                machine[len(cores)].append(_ceiling_at_once(paths, sorted(cores)))
     finally:
         _pin(bench.sink_pid, every_core)
     one, two = (sorted(runs[n], key=lambda r: r["seconds"])[IN_PROCESS_RUNS // 2] for n in (1, 2))
+    speedup = one["seconds"] / two["seconds"]
+    machine_speedup = 2 * statistics.median(machine[1]) / statistics.median(machine[2])  # twice the work on two
     print(
-        f"bench: in-process export of {rows:,} rows (medians): 1 core {one['seconds']:.1f} s, 2 cores {two['seconds']:.1f} s",
+        f"bench: in-process export of {rows:,} rows (medians): 1 core {one['seconds']:.1f} s, 2 cores "
+        f"{two['seconds']:.1f} s, {speedup:.2f}x; this machine's own 2-core speedup {machine_speedup:.2f}x",
         flush=True,
     )
     return {
@@ -186,8 +198,25 @@ def _in_process(bench: Bench, name: str) -> dict[str, Any]:
         "one_core": one,
         "two_cores": two,
         "seconds": {f"{n}_cores": [r["seconds"] for r in runs[n]] for n in (1, 2)},
-        "speedup": one["seconds"] / two["seconds"],
+        "speedup": speedup,
+        "machine": {
+            "files_per_process": len(paths),
+            "seconds": {f"{n}_cores": machine[n] for n in (1, 2)},
+            "speedup": machine_speedup,
+        },
+        "of_machine": speedup / machine_speedup,
     }
+
+
+def _ceiling_at_once(paths: list[str], cores: list[int]) -> float:
+    """Seconds, start to the last exit, of one `harness.ceiling` process over `paths` on each of `cores` at once."""
+    argv = [_python(), "-m", "bench.harness.ceiling", *paths]
+    started = time.perf_counter()
+    processes = [subprocess.Popen(["taskset", "-c", str(core), *argv], stdout=subprocess.DEVNULL) for core in cores]
+    for process in processes:
+        if process.wait() != 0:
+            raise RuntimeError(f"bench: {' '.join(argv[:3])} failed (exit {process.returncode})")
+    return time.perf_counter() - started
 
 
 def _pin(pid: int, cores: set[int]) -> None:
