@@ -187,7 +187,7 @@ class Bundles:
 def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> Bundles:
     out = root / ".build"
     return Bundles(
-        lambda_code=lambda_code(root, out / "planner-code", config_path),
+        lambda_code=lambda_code(root, out / "planner-code", config_path, bytecode=not placeholder),
         lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out),
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
@@ -244,7 +244,8 @@ def lambda_layer(
     """The planner's dependency layer for `lock` under `out`, installed once, trimmed of what the
     planner never loads (`trim`), and cached by the digest of the lock and the trim rules."""
     rules = repr([(rule.pattern, rule.keep) for rule in trim])  # the reasons may change without a rebuild
-    key = hashlib.sha256(lock.read_bytes() + rules.encode()).hexdigest()[:16]
+    compiler = BytecodeCompiler.found()
+    key = hashlib.sha256(lock.read_bytes() + rules.encode() + compiler.magic.encode()).hexdigest()[:16]
     layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():
         return layer
@@ -252,9 +253,10 @@ def lambda_layer(
     shutil.rmtree(staging, ignore_errors=True)
     _pip("install", LAMBDA, lock, ["--no-deps", "--target", str(staging / "python")], pip_options)
     for cache in (staging / "python").rglob("__pycache__"):
-        shutil.rmtree(cache)  # compiled on the build machine; the runtime writes its own
+        shutil.rmtree(cache)  # compiled by pip's interpreter, not the runtime's
     installed = tree_size(staging / "python")
     removed = {rule.pattern: _remove(staging / "python", rule) for rule in trim}
+    compiler.compile(staging / "python", LAMBDA_LAYER_PATH)
     record = {"installed": installed, "removed": removed, "remaining": tree_size(staging / "python")}
     trimmed_record(layer).write_text(json.dumps(record, indent=1) + "\n")
     staging.rename(layer)  # the cache holds only complete layers
@@ -324,13 +326,70 @@ def _placeholder_layer(out: Path) -> Path:
 NOT_SHIPPED = ("demo.py", "testing")
 
 
-def lambda_code(root: Path, target: Path, config_path: Path) -> Path:
+def lambda_code(root: Path, target: Path, config_path: Path, bytecode: bool = True) -> Path:
+    """The planner's code: handler, icecdc and the configuration, with their bytecode for the runtime
+    (`BytecodeCompiler`) unless `bytecode` is off (a placeholder template, never deployed)."""
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     shutil.copy2(root / "lambdas" / "planner" / "handler.py", target / "handler.py")
     shutil.copytree(root / "icecdc", target / "icecdc", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_SHIPPED))
     shutil.copy2(config_path, target / "icecdc.yaml")
+    if bytecode:
+        BytecodeCompiler.found().compile(target, LAMBDA_CODE_PATH)
     return target
+
+
+# Where Lambda puts a function's code and its layer's python/ directory.
+LAMBDA_CODE_PATH = "/var/task"
+LAMBDA_LAYER_PATH = "/opt/python"
+
+
+@dataclass(frozen=True)
+class BytecodeCompiler:
+    """Writes the bytecode of the planner's modules for Lambda's CPython at synth time.
+
+    Lambda's /var/task and /opt are read-only, so Python cannot keep what it compiles there: without
+    these files every cold start compiles every module it imports from source (the planner's
+    imports took 2.4 s from source and 0.8 s from bytecode on CPython 3.13 here). Bytecode is
+    particular to a CPython minor version, so only an interpreter of the runtime's version
+    (LAMBDA_PYTHON) can write it; without one, synth warns and the bundles ship sources only.
+    Hash-based and unchecked (as distributions compile read-only trees): the files never change in
+    place, and no timestamp need survive the asset's zip. `-d`: tracebacks name the deployed paths,
+    and no path of the build machine is in the bundle; the output is the same for the same sources,
+    so the code's asset hash still changes only with the code."""
+
+    interpreter: str | None
+    magic: str  # the interpreter's bytecode magic number (hex), part of the layer's cache key; "" without one
+
+    @classmethod
+    def found(cls, python: str = LAMBDA_PYTHON) -> BytecodeCompiler:
+        interpreter = runtime_interpreter(python)
+        if interpreter is None:
+            return cls(None, "")
+        probe = [interpreter, "-c", "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"]
+        return cls(interpreter, subprocess.run(probe, check=True, capture_output=True, text=True).stdout.strip())
+
+    def compile(self, tree: Path, deployed_at: str) -> None:
+        if self.interpreter is None:
+            log.warning(
+                "no python%s on this machine (pyenv install %s, or one on the PATH): the planner ships without "
+                "bytecode, and each cold start compiles the modules it imports (about 3x its import time)",
+                LAMBDA_PYTHON,
+                LAMBDA_PYTHON,
+            )
+            return
+        arguments = [self.interpreter, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"]
+        done = subprocess.run([*arguments, "-d", deployed_at, str(tree)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:  # a file of another Python's syntax: it stays source, as it would be anyway
+            log.warning("compileall could not compile every file under %s:\n%s", tree, done.stdout[-2000:])
+
+
+def runtime_interpreter(python: str = LAMBDA_PYTHON) -> str | None:
+    """A CPython of version `python` ("3.13") on this machine: pyenv's (its shim answers only where
+    that version is selected), or one on the PATH that is not a shim; None without one."""
+    installed = sorted(Path.home().glob(f".pyenv/versions/{python}.*/bin/python{python}"))
+    on_path = shutil.which(f"python{python}")
+    return str(installed[-1]) if installed else on_path if on_path and "/shims/" not in on_path else None
 
 
 def _library_zip(root: Path, target: Path) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from infra.bundling import (
     LAMBDA_UNZIPPED_LIMIT,
     lambda_code,
     lambda_layer,
+    runtime_interpreter,
     tree_size,
     trimmed_record,
 )
@@ -33,11 +33,8 @@ from tests.support.planner import ROOT, Deployment, table_event
 
 
 def runtime_python() -> str:
-    """An interpreter of the planner runtime's Python version: pyenv's (its shim answers only where
-    that version is selected), or one on the PATH that is not a shim."""
-    installed = sorted(Path.home().glob(f".pyenv/versions/{LAMBDA_PYTHON}.*/bin/python{LAMBDA_PYTHON}"))
-    on_path = shutil.which(f"python{LAMBDA_PYTHON}")
-    found = str(installed[-1]) if installed else on_path if on_path and "/shims/" not in on_path else None
+    """The interpreter of the planner runtime's Python version that synth compiles the bundles with."""
+    found = runtime_interpreter(LAMBDA_PYTHON)
     if found is None:
         pytest.fail(
             f"no python{LAMBDA_PYTHON} to run the planner's layer as Lambda does: install it (pyenv install {LAMBDA_PYTHON})"
@@ -146,7 +143,7 @@ LAZY_IMPORTS = (
 )  # fmt: skip
 
 
-def test_the_trimmed_layer_imports_every_module_a_pass_may_load(layer: Path, tmp_path: Path) -> None:
+def test_the_trimmed_layer_imports_every_module_a_pass_may_load_from_bytecode(layer: Path, tmp_path: Path) -> None:
     config = tmp_path / "icecdc.yaml"
     config.write_text((ROOT / "infra" / "example-config.yaml").read_text())
     code = lambda_code(ROOT, tmp_path / "code", config)
@@ -156,15 +153,27 @@ def test_the_trimmed_layer_imports_every_module_a_pass_may_load(layer: Path, tmp
     )
     spark_only = {"icecdc.engines.spark", "icecdc.engines.pyspark_compat"}  # Spark runs on Glue only
     modules = [m for m in modules if m not in spark_only]
+    # Every module compiled from source is counted (a loader compiles only where no bytecode fits).
     script = (
-        "import importlib, json, sys, zstandard\n"
+        "import importlib, json, sys\n"
+        "import importlib._bootstrap_external as external\n"
+        "compiled, to_code = [], external.SourceLoader.source_to_code\n"
+        "def counted(self, data, path, *args, **kwargs):\n"
+        "    compiled.append(path)\n"
+        "    return to_code(self, data, path, *args, **kwargs)\n"
+        "external.SourceLoader.source_to_code = counted\n"
+        "import zstandard\n"
         "for name in json.loads(sys.argv[1]): importlib.import_module(name)\n"
         "assert zstandard.ZstdDecompressor().decompress(zstandard.ZstdCompressor().compress(b'icecdc')) == b'icecdc'\n"
         "from opensearchpy import AWSV4SignerAuth\n"
         "import boto3\n"
         "for service in ('s3', 'glue', 'dynamodb', 'cloudwatch', 'secretsmanager', 'sts'):\n"
         "    boto3.client(service, region_name='us-east-1')\n"
-        "print(json.dumps({'backend': zstandard.backend}))\n"
+        "print(json.dumps({'backend': zstandard.backend, 'compiled': compiled}))\n"
     )
     result = run_bundled(layer, code, [*modules, *LAZY_IMPORTS], script)
-    assert result == {"backend": "cext"}
+    assert result["backend"] == "cext"
+    bundled = [path for path in result["compiled"] if path.startswith((str(code), str(layer)))]
+    assert not bundled, (
+        f"{len(bundled)} modules compiled at import, not shipped as bytecode (infra.bundling.BytecodeCompiler): {bundled[:5]}"
+    )
