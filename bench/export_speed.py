@@ -30,7 +30,7 @@ import yaml
 
 from bench.harness import isolated, peer
 from bench.harness.ceiling import decode_and_serialize
-from bench.harness.environment import CATALOG, CORES, config_dict, icecdc_config, on_spark, spark_settings
+from bench.harness.environment import CATALOG, CORES, REPO, config_dict, icecdc_config, on_spark, spark_settings
 from bench.harness.peer import RESULT as PEER_RESULT
 from bench.harness.sampling import measured, whole_command
 from bench.harness.session import Bench, check_indexes, counters, data_files, measure_fields
@@ -212,7 +212,7 @@ def _ceiling_at_once(paths: list[str], cores: list[int]) -> float:
     """Seconds, start to the last exit, of one `harness.ceiling` process over `paths` on each of `cores` at once."""
     argv = [_python(), "-m", "bench.harness.ceiling", *paths]
     started = time.perf_counter()
-    processes = [subprocess.Popen(["taskset", "-c", str(core), *argv], stdout=subprocess.DEVNULL) for core in cores]
+    processes = [subprocess.Popen(["taskset", "-c", str(core), *argv], cwd=REPO, stdout=subprocess.DEVNULL) for core in cores]
     for process in processes:
         if process.wait() != 0:
             raise RuntimeError(f"bench: {' '.join(argv[:3])} failed (exit {process.returncode})")
