@@ -15,15 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from infra import bundling
 from infra.bundling import (
     GLUE,
     JOB_INSTALLER_OPTIONS,
     LAMBDA,
     LAMBDA_BOTOCORE_SERVICES,
+    LAMBDA_PYTHON,
     Platform,
     build_bundles,
     glue_wheels,
     glue_wheels_name,
+    lambda_code,
     lambda_layer,
 )
 from infra.lock import TESTED, render_tested
@@ -46,6 +49,37 @@ def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_t
     with zipfile.ZipFile(bundles.glue_wheels) as archive:
         assert archive.namelist() == ["wheels/requirements.txt"]
         assert archive.read("wheels/requirements.txt") == GLUE.lock.read_bytes()
+
+
+def _files(tree: Path) -> dict[str, bytes]:
+    return {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()}
+
+
+def test_the_planner_code_ships_the_same_bytecode_every_synth(tmp_path: Path) -> None:
+    """Bytecode of the runtime's CPython beside every module, the same bytes from two builds: the
+    code's asset hash, and so the deployed function, changes only when the code does."""
+    config = tmp_path / "icecdc.yaml"
+    config.write_text("tables: []\n")
+    first, second = (_files(lambda_code(ROOT, tmp_path / name, config)) for name in ("one", "two"))
+    assert first == second
+    tag = f"cpython-{LAMBDA_PYTHON.replace('.', '')}"
+    sources = [Path(name) for name in first if name.endswith(".py")]
+    missing = [s for s in sources if (s.parent / "__pycache__" / f"{s.stem}.{tag}.pyc").as_posix() not in first]
+    assert sources and not missing, missing
+    assert b"/var/task/icecdc/model.py" in first[f"icecdc/__pycache__/model.{tag}.pyc"]  # tracebacks name the deployed path
+    assert str(ROOT).encode() not in b"".join(first.values())  # no path of the build machine
+
+
+def test_without_the_runtimes_python_synth_warns_and_ships_the_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(bundling, "runtime_interpreter", lambda python=LAMBDA_PYTHON: None)
+    config = tmp_path / "icecdc.yaml"
+    config.write_text("tables: []\n")
+    code = lambda_code(ROOT, tmp_path / "code", config)
+    assert (code / "icecdc" / "model.py").is_file()
+    assert not list(code.rglob("*.pyc"))
+    assert f"no python{LAMBDA_PYTHON} on this machine" in caplog.text
 
 
 @pytest.mark.parametrize("platform", [GLUE, LAMBDA], ids=["glue", "lambda"])
