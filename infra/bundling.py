@@ -242,7 +242,8 @@ def lambda_layer(
     out: Path, lock: Path = LAMBDA.lock, pip_options: Sequence[str] = (), trim: Sequence[Trim] = LAMBDA_TRIM
 ) -> Path:
     """The planner's dependency layer for `lock` under `out`, installed once, trimmed of what the
-    planner never loads (`trim`), and cached by the digest of the lock and the trim rules."""
+    planner never loads (`trim`), compiled to bytecode (`BytecodeCompiler`), and cached by the
+    digest of the lock, the trim rules and the bytecode's magic number."""
     rules = repr([(rule.pattern, rule.keep) for rule in trim])  # the reasons may change without a rebuild
     compiler = BytecodeCompiler.found()
     key = hashlib.sha256(lock.read_bytes() + rules.encode() + compiler.magic.encode()).hexdigest()[:16]
@@ -350,7 +351,7 @@ class BytecodeCompiler:
 
     Lambda's /var/task and /opt are read-only, so Python cannot keep what it compiles there: without
     these files every cold start compiles every module it imports from source (the planner's
-    imports took 2.4 s from source and 0.8 s from bytecode on CPython 3.13 here). Bytecode is
+    imports took 2.63 s from source and 1.16 s from bytecode on CPython 3.13 here). Bytecode is
     particular to a CPython minor version, so only an interpreter of the runtime's version
     (LAMBDA_PYTHON) can write it; without one, synth warns and the bundles ship sources only.
     Hash-based and unchecked (as distributions compile read-only trees): the files never change in
@@ -373,7 +374,7 @@ class BytecodeCompiler:
         if self.interpreter is None:
             log.warning(
                 "no python%s on this machine (pyenv install %s, or one on the PATH): the planner ships without "
-                "bytecode, and each cold start compiles the modules it imports (about 3x its import time)",
+                "bytecode, and each cold start compiles the modules it imports (about twice its import time)",
                 LAMBDA_PYTHON,
                 LAMBDA_PYTHON,
             )
