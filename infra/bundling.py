@@ -186,9 +186,10 @@ class Bundles:
 
 def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> Bundles:
     out = root / ".build"
+    compiler = BytecodeCompiler.none() if placeholder else BytecodeCompiler.found()  # one lookup, one warning
     return Bundles(
-        lambda_code=lambda_code(root, out / "planner-code", config_path, bytecode=not placeholder),
-        lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out),
+        lambda_code=lambda_code(root, out / "planner-code", config_path, compiler),
+        lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out, compiler=compiler),
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
         glue_wheels=glue_wheels(out, placeholder=placeholder),
@@ -239,13 +240,17 @@ def glue_wheels(out: Path, lock: Path = GLUE.lock, pip_options: Sequence[str] = 
 
 
 def lambda_layer(
-    out: Path, lock: Path = LAMBDA.lock, pip_options: Sequence[str] = (), trim: Sequence[Trim] = LAMBDA_TRIM
+    out: Path,
+    lock: Path = LAMBDA.lock,
+    pip_options: Sequence[str] = (),
+    trim: Sequence[Trim] = LAMBDA_TRIM,
+    compiler: BytecodeCompiler | None = None,
 ) -> Path:
     """The planner's dependency layer for `lock` under `out`, installed once, trimmed of what the
     planner never loads (`trim`), compiled to bytecode (`BytecodeCompiler`), and cached by the
     digest of the lock, the trim rules and the bytecode's magic number."""
     rules = repr([(rule.pattern, rule.keep) for rule in trim])  # the reasons may change without a rebuild
-    compiler = BytecodeCompiler.found()
+    compiler = compiler or BytecodeCompiler.found()
     key = hashlib.sha256(lock.read_bytes() + rules.encode() + compiler.magic.encode()).hexdigest()[:16]
     layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():
@@ -327,16 +332,15 @@ def _placeholder_layer(out: Path) -> Path:
 NOT_SHIPPED = ("demo.py", "testing")
 
 
-def lambda_code(root: Path, target: Path, config_path: Path, bytecode: bool = True) -> Path:
+def lambda_code(root: Path, target: Path, config_path: Path, compiler: BytecodeCompiler | None = None) -> Path:
     """The planner's code: handler, icecdc and the configuration, with their bytecode for the runtime
-    (`BytecodeCompiler`) unless `bytecode` is off (a placeholder template, never deployed)."""
+    (`compiler`, else the one `BytecodeCompiler.found()` finds)."""
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     shutil.copy2(root / "lambdas" / "planner" / "handler.py", target / "handler.py")
     shutil.copytree(root / "icecdc", target / "icecdc", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_SHIPPED))
     shutil.copy2(config_path, target / "icecdc.yaml")
-    if bytecode:
-        BytecodeCompiler.found().compile(target, LAMBDA_CODE_PATH)
+    (compiler or BytecodeCompiler.found()).compile(target, LAMBDA_CODE_PATH)
     return target
 
 
@@ -363,21 +367,27 @@ class BytecodeCompiler:
     magic: str  # the interpreter's bytecode magic number (hex), part of the layer's cache key; "" without one
 
     @classmethod
+    def none(cls) -> BytecodeCompiler:
+        """Compiles nothing (a placeholder template, never deployed)."""
+        return cls(None, "")
+
+    @classmethod
     def found(cls, python: str = LAMBDA_PYTHON) -> BytecodeCompiler:
+        """The runtime's CPython on this machine; without one, a warning and `none()`."""
         interpreter = runtime_interpreter(python)
         if interpreter is None:
-            return cls(None, "")
+            log.warning(
+                "no python%s on this machine (pyenv install %s, or one on the PATH): the planner ships without "
+                "bytecode, and each cold start compiles the modules it imports (about twice its import time)",
+                python,
+                python,
+            )
+            return cls.none()
         probe = [interpreter, "-c", "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"]
         return cls(interpreter, subprocess.run(probe, check=True, capture_output=True, text=True).stdout.strip())
 
     def compile(self, tree: Path, deployed_at: str) -> None:
         if self.interpreter is None:
-            log.warning(
-                "no python%s on this machine (pyenv install %s, or one on the PATH): the planner ships without "
-                "bytecode, and each cold start compiles the modules it imports (about twice its import time)",
-                LAMBDA_PYTHON,
-                LAMBDA_PYTHON,
-            )
             return
         arguments = [self.interpreter, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"]
         done = subprocess.run([*arguments, "-d", deployed_at, str(tree)], capture_output=True, text=True, check=False)
