@@ -397,13 +397,26 @@ def _export_rows(x: dict[str, Any]) -> list[str]:
         n: f" (median of {i['runs']}: {min(runs[n]):.1f}–{max(runs[n]):.1f})" if runs else "" for n in ("1_cores", "2_cores")
     }
     rows.append(
-        f"| 9c. in-process `icecdc sync` of the {i['rows']:,}-row export, 2 cores vs 1 (`taskset`) | "
+        f"| 9c. in-process `icecdc sync` of the {i['rows']:,}-row export, 2 cores vs 1 (`taskset`){_sink_named(i)} | "
         f"{two['seconds']:.1f} s{spans['2_cores']}, {_workers(two['memory_mib'])} | "
         f"1 core: {one['seconds']:.1f} s{spans['1_cores']}, largest process {one['memory_mib']['largest_process']:,} MiB | "
-        f"**{i['speedup']:.2f}×** faster{_machine_speedup(i.get('machine'))} | "
+        f"**{i['speedup']:.2f}×** faster{_storing_sink(i.get('storing_sink'))}{_machine_speedup(i.get('machine'))} | "
         f"≥ {goals['in_process']} {_met(i['speedup'] >= goals['in_process'])} |"
     )
     return rows + _spread_rows(x.get("spread_update"))
+
+
+def _sink_named(in_process: dict[str, Any]) -> str:
+    """Which sink the in-process runs of the goal wrote to (the storing bench sink before 2026-11-26's second run)."""
+    return ", acknowledging sink" if in_process.get("sink") == "acknowledging" else ""
+
+
+def _storing_sink(stored: dict[str, Any] | None) -> str:
+    """The same runs into the storing bench sink, whose one lock queues the workers' requests."""
+    if stored is None:
+        return ""
+    one, two = stored["one_core"]["seconds"], stored["two_cores"]["seconds"]
+    return f"; into the storing bench sink {stored['speedup']:.2f}× ({one:.1f} → {two:.1f} s)"
 
 
 def _machine_speedup(machine: dict[str, Any] | None) -> str:

@@ -10,7 +10,7 @@ from itertools import count
 from typing import Any
 
 import pytest
-from opensearchpy import NotFoundError, OpenSearch, helpers
+from opensearchpy import NotFoundError, OpenSearch, RequestError, helpers
 
 from bench.harness.sink import SinkServer
 from icecdc.config import OpenSearchConfig
@@ -146,3 +146,25 @@ def test_a_bulk_answer_cut_by_filter_path_is_osmems(client: OpenSearch, index: s
         )
     assert answers[0] | {"took": 0} == answers[1] | {"took": 0}
     assert [next(iter(entry.values()))["status"] for entry in answers[0]["items"]] == [201, 409, 404]
+
+
+def test_an_acknowledging_sink_counts_an_exports_writes_stores_none_and_refuses_the_rest(index: str) -> None:
+    """The in-process bench's acknowledging sink: icecdc's `index` writes answered as created and
+    counted per index (its `_count` is what the bench checks), nothing stored; a delete, or a bulk
+    request that asks for more than each item's status, is refused, not answered wrongly."""
+    with SinkServer.start(acknowledge=True) as server:
+        client, config = OpenSearch(hosts=[server.url], timeout=30), OpenSearchConfig(url=server.url, bulk_chunk_size=3)
+        IndexAlias(client, index).ensure()
+        other = f"{index}-other"
+        writes = [Write(str(i), 1, f'{{"i": {i}}}', index=other if i % 4 == 0 else None) for i in range(10)]
+        assert write(client, config, index, *writes) == {"indexed": 10}
+        assert client.count(index=index)["count"] == 7
+        assert client.count(index=other)["count"] == 3
+        with pytest.raises(NotFoundError):
+            client.get(index=index, id="1")
+        with pytest.raises(SinkError, match="acknowledging sink answers index actions only"):
+            write(client, config, index, Write("1", 2, None))
+        with pytest.raises(RequestError) as refused:
+            client.bulk(body=f'{{"index":{{"_index":"{index}","_id":"a"}}}}\n{{}}\n')
+        assert "acknowledging sink answers with items' status alone" in str(refused.value.info)
+        assert client.count(index=index)["count"] == 7

@@ -18,17 +18,26 @@ verification and the bench's peer call:
 Sources are kept as the bytes sent, never parsed: no mapping is applied and no query but match_all
 is answered. For throughput figures only; correctness is tested against osmem.
 
-    python -m bench.harness.sink [--port 0]   prints its URL, serves until killed or its parent exits
+Acknowledging (`--acknowledge`): a bulk request of `index` actions is answered as if every item were
+a new document (201), and only counted (an index's `_count` is the writes it acknowledged); nothing
+is stored, and anything else in a bulk request is refused (400). Its CPU is about a sixth of the
+storing sink's, whose one lock (and one interpreter) takes the bulk requests of parallel clients one
+at a time: where the clients and the sink share the cores, the storing sink's queue is what
+idles them (`export_speed`'s in-process runs, which measure how icecdc uses the cores it has).
+
+    python -m bench.harness.sink [--port 0] [--acknowledge]   prints its URL, serves until killed or its parent exits
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import itertools
 import json
 import operator
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -111,9 +120,11 @@ class Stats:
 
 
 class Store:
-    """Every index, alias and open scroll; one lock (bulk requests apply one at a time)."""
+    """Every index, alias and open scroll; one lock (bulk requests apply one at a time). An
+    acknowledging store answers bulk requests without storing their documents (the module's doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, acknowledge: bool = False) -> None:
+        self.acknowledge = acknowledge
         self.lock = threading.Lock()
         self.indices: dict[str, Index] = {}
         self.scrolls: dict[str, Scroll] = {}
@@ -166,6 +177,8 @@ class Store:
     # ----- bulk
 
     def bulk(self, body: bytes, default_index: str | None, filter_path: str | None = None) -> bytes:
+        if self.acknowledge:
+            return self._acknowledged(body, default_index, filter_path)
         started = time.perf_counter()
         actions = _bulk_actions(body)
         # What an item keeps of its outcome: everything, or the keys the filter keeps (icecdc's status
@@ -186,6 +199,32 @@ class Store:
                 answer = json.dumps(whole if filter_path is None else filtered(whole, filter_path)).encode()
             self.stats.bulk_seconds += time.perf_counter() - started
         return answer
+
+    def _acknowledged(self, body: bytes, default_index: str | None, filter_path: str | None) -> bytes:
+        """Every `index` action answered as a new document's (201, the status alone, as icecdc's
+        `filter_path` asks) and counted to its index; nothing stored, anything else refused."""
+        started = time.perf_counter()
+        leaves = _item_leaves(filter_path) if filter_path is not None else None
+        if filter_path is None or not leaves or "status" not in leaves or not set(leaves) <= {"status", "error"}:
+            raise ApiError(
+                400, "illegal_argument_exception", f"an acknowledging sink answers with items' status alone: {filter_path!r}"
+            )
+        if not _answers_whole(filter_path):
+            raise ApiError(
+                400, "illegal_argument_exception", f"an acknowledging sink answers took, errors and items: {filter_path!r}"
+            )
+        written = _index_actions_by_index(body, default_index)
+        with self.lock:
+            for name, items in written.items():
+                if name is None:
+                    raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
+                self.write_index(name).live += items
+            items = sum(written.values())
+            self.stats.bulk_requests += 1
+            self.stats.bulk_items += items
+            self.stats.bulk_bytes += len(body)
+            self.stats.bulk_seconds += time.perf_counter() - started
+        return b'{"took": 1, "errors": false, "items": [' + b", ".join([_STATUS_ITEMS["index", 201]] * items) + b"]}"
 
     def _outcome(
         self, op: str, meta: Json, source: bytes | None, default_index: str | None, written: dict[str, Index]
@@ -342,6 +381,25 @@ def _bulk_actions(body: bytes) -> list[tuple[str, Json, bytes | None]]:
     return _any_actions(lines)
 
 
+def _index_actions_by_index(body: bytes, default_index: str | None) -> collections.Counter[str | None]:
+    """How many actions of a bulk body go to each index, when all are `index` actions with their
+    sources (else 400). The index is read off a compact action line that names it first (icecdc's)
+    by a regular expression, counted without a Python step per line (the acknowledging sink's CPU
+    is the point of it); other action lines are parsed."""
+    lines = body.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    heads = lines[0::2]
+    if len(lines) % 2 == 0 and all(map(_INDEX_ACTION, heads)):
+        named = list(map(_NAMED_INDEX_ACTION.match, heads))
+        if None not in named:
+            return collections.Counter(map(bytes.decode, map(operator.itemgetter(1), named)))
+    actions = _bulk_actions(body)
+    if any(op != "index" or source is None for op, _, source in actions):
+        raise ApiError(400, "illegal_argument_exception", "an acknowledging sink answers index actions only")
+    return collections.Counter(meta.get("_index") or default_index for _, meta, _ in actions)
+
+
 def _any_actions(lines: list[bytes]) -> list[tuple[str, Json, bytes | None]]:
     """`_bulk_actions` of lines that mix operations, or are spaced out: the lines are walked by the
     operation each action line names first (read off a compact line's first key without parsing it)."""
@@ -369,6 +427,8 @@ def _any_actions(lines: list[bytes]) -> list[tuple[str, Json, bytes | None]]:
 
 # An operation's name as an action line's first key spells it, and as a str.
 _INDEX_ACTION = operator.methodcaller("startswith", b'{"index":')
+# A compact `index` action line that names its index first (index names hold no quote or backslash).
+_NAMED_INDEX_ACTION = re.compile(rb'\{"index":\{"_index":"([^"\\]*)"')
 _OPERATIONS = {op.encode(): op for op in ("index", "create", "update", "delete")}
 
 
@@ -548,9 +608,9 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], acknowledge: bool = False) -> None:
         super().__init__(address, Handler)
-        self.store = Store()
+        self.store = Store(acknowledge)
 
 
 def route(store: Store, method: str, parts: list[str], params: dict[str, str], raw: bytes) -> tuple[int, bytes]:
@@ -751,9 +811,11 @@ class SinkServer:
     url: str
 
     @classmethod
-    def start(cls, timeout: float = 30.0) -> SinkServer:
+    def start(cls, timeout: float = 30.0, acknowledge: bool = False) -> SinkServer:
+        """A storing sink, or an acknowledging one (`acknowledge`; the module's doc)."""
+        argv = [sys.executable, "-m", "bench.harness.sink", "--parent-pid", str(os.getpid())]
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.harness.sink", "--parent-pid", str(os.getpid())],
+            argv + (["--acknowledge"] if acknowledge else []),
             stdout=subprocess.PIPE,
             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         )
@@ -816,11 +878,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int)
+    parser.add_argument("--acknowledge", action="store_true", help="answer bulk index actions without storing them")
     args = parser.parse_args()
     # Full collections walk every stored document (a fifth of the sink's CPU at 10^6 documents, on
     # cores the measured tool shares); the young generations still collect the cycles a request makes.
     gc.set_threshold(700, 10, 1_000_000)
-    server = Server((args.host, args.port))
+    server = Server((args.host, args.port), args.acknowledge)
     if args.parent_pid:
         threading.Thread(target=_exit_with, args=(args.parent_pid,), daemon=True).start()
     host, port = server.server_address[:2]
