@@ -148,7 +148,7 @@ def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) ->
     put rows into the index that the table no longer has, or take out rows it has."""
     if abandoned:
         log.warning(
-            "%s: retiring %d work items of snapshots off the current lineage: %s",
+            "%s: retiring, unread, the work items of snapshots off the current lineage (%d of them): %s",
             name,
             len(abandoned),
             sorted({i.snapshot_id for i in abandoned}),
