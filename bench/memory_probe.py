@@ -41,6 +41,10 @@ PROBE_LAYOUTS: dict[str, tuple[list[str], str, dict[str, str]]] = {
     "few_first": (["region", "id"], "few_first", {}),  # the first identifier column has 8 values
     # the JVM's heap as a user bounds it: the bench's 6g lets it grow with the work
     "spread_driver_1g": (["id"], "spread", {"spark.driver.memory": "1g"}),
+    # Whether the JVM holds more or only sizes its heap larger over a longer run: Java's serial
+    # collector keeps its heap near what is live (2026-11-26: 312-335 MiB at both sizes, where G1's
+    # default grew 1.3x in the same time)
+    "spread_serial_gc": (["id"], "spread", {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}),
 }
 # Syncs of each layout's one change (each from a checkpoint of its own), each process's median peak
 # counted: single syncs put the JVM's peak on the spread layout at 1.18-1.46x from 10^6 to 4*10^6

@@ -166,6 +166,7 @@ PROBE_LABELS = {
     "spread": "default budget, every file spanning the whole key range",
     "few_first": "default budget, identifier (region, id), region of 8 values in every file",
     "spread_driver_1g": "default budget, every file spanning the whole key range, spark.driver.memory 1g",
+    "spread_serial_gc": "default budget, every file spanning the whole key range, the JVM's serial collector",
 }
 
 
