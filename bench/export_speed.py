@@ -154,7 +154,7 @@ def _whole(bench: Bench, name: str) -> dict[str, Any]:
     theirs = whole_command(argv)
     steps = [line for line in theirs.pop("stdout").splitlines() if line.startswith(PEER_RESULT)]
     theirs["steps"] = json.loads(steps[-1].removeprefix(PEER_RESULT))
-    counts = {index: _count(bench, index) for index in ("ex-whole-ice", "ex-whole-peer")}
+    counts = {index: _count(bench.sink_client, index) for index in ("ex-whole-ice", "ex-whole-peer")}
     for index in counts:
         bench.drop_index(index, sink=True)
     print(
@@ -236,9 +236,7 @@ def _in_process_run(bench: Bench, name: str, sink: _Sink, cores: set[int], turn:
     label = f"ex-inproc-{'stored' if sink.stores else 'acknowledged'}-{len(cores)}-{turn}"
     _pin(sink.pid, cores)
     run = _icecdc_sync(_config_file(bench, name, label, "in_process", sink.url), ",".join(map(str, sorted(cores))))
-    client = sink.client
-    client.indices.refresh(index=label)
-    run["documents"] = int(client.count(index=label)["count"])
+    run["documents"] = _count(sink.client, label)
     if sink.stores:
         bench.drop_index(label, sink=True)
     return run
@@ -286,12 +284,13 @@ def _spread_update(bench: Bench, rows: int, rows_per_file: int) -> dict[str, Any
     )
     export["rows_per_second_per_core"] = rows / export["seconds"] / CORES
     update = isolated.run_sync(config, name, "ex-spread-update")
-    documents = _count(bench, "ex-spread")
+    documents = _count(bench.sink_client, "ex-spread")
     bench.drop_index("ex-spread", sink=True)
     return {"rows": rows, "data_files": data_files(bench.table(name)), "export": export, "update": update, "documents": documents}
 
 
-def _count(bench: Bench, index: str) -> int:
-    assert bench.sink_client is not None
-    bench.sink_client.indices.refresh(index=index)
-    return int(bench.sink_client.count(index=index)["count"])
+def _count(client: OpenSearch | None, index: str) -> int:
+    """The documents `index` holds in a sink (an acknowledging sink: the writes it acknowledged)."""
+    assert client is not None
+    client.indices.refresh(index=index)
+    return int(client.count(index=index)["count"])

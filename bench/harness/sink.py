@@ -205,15 +205,10 @@ class Store:
         """Every `index` action answered as a new document's (201, the status alone, as icecdc's
         `filter_path` asks) and counted to its index; nothing stored, anything else refused."""
         started = time.perf_counter()
-        leaves = _item_leaves(filter_path) if filter_path is not None else None
-        if filter_path is None or not leaves or "status" not in leaves or not set(leaves) <= {"status", "error"}:
-            raise ApiError(
-                400, "illegal_argument_exception", f"an acknowledging sink answers with items' status alone: {filter_path!r}"
-            )
-        if not _answers_whole(filter_path):
-            raise ApiError(
-                400, "illegal_argument_exception", f"an acknowledging sink answers took, errors and items: {filter_path!r}"
-            )
+        leaves = _item_leaves(filter_path) or () if filter_path else ()
+        if not (filter_path and _answers_whole(filter_path) and "status" in leaves and set(leaves) <= {"status", "error"}):
+            reason = f"an acknowledging sink answers with items' status alone (took,errors,items.*.status): {filter_path!r}"
+            raise ApiError(400, "illegal_argument_exception", reason)
         written = _index_actions_by_index(body, default_index)
         with self.lock:
             for name, items in written.items():
@@ -225,7 +220,7 @@ class Store:
             self.stats.bulk_items += items
             self.stats.bulk_bytes += len(body)
             self.stats.bulk_seconds += time.perf_counter() - started
-        return b'{"took": 1, "errors": false, "items": [' + b", ".join([_STATUS_ITEMS["index", 201]] * items) + b"]}"
+        return _bulk_answer([_STATUS_ITEMS["index", 201]] * items, errors=False)
 
     def _outcome(
         self, op: str, meta: Json, source: bytes | None, default_index: str | None, written: dict[str, Index]
@@ -352,6 +347,11 @@ def _picked_answer(outcomes: list[tuple[str, _Outcome]], keys: tuple[str, ...], 
         else json.dumps({op: outcome.picked(keys)}).encode()
         for op, outcome in outcomes
     ]
+    return _bulk_answer(items, errors)
+
+
+def _bulk_answer(items: list[bytes], errors: bool) -> bytes:
+    """A bulk answer of items already encoded."""
     return b'{"took": 1, "errors": ' + (b"true" if errors else b"false") + b', "items": [' + b", ".join(items) + b"]}"
 
 
@@ -371,15 +371,27 @@ def _bulk_actions(body: bytes) -> list[tuple[str, Json, bytes | None]]:
     parsed in one `json.loads` (a call per line was a third of the sink's CPU, which the tools it
     measures share). When every action is an `index` with its source (icecdc's exports, the peer's
     loads) the lines pair up by slicing, and none is walked in Python (a third of its CPU again)."""
-    lines = body.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    heads = lines[0::2]
-    if len(lines) % 2 == 0 and all(map(_INDEX_ACTION, heads)):
+    lines = _lines(body)
+    heads = _index_heads(lines)
+    if heads is not None:
         parsed = json.loads(b"[" + b",".join(heads) + b"]")
         if all(len(action) == 1 for action in parsed):
             return [("index", action["index"], source) for action, source in zip(parsed, lines[1::2], strict=True)]
     return _any_actions(lines)
+
+
+def _lines(body: bytes) -> list[bytes]:
+    """A bulk body's lines, without the empty one after its last newline."""
+    lines = body.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _index_heads(lines: list[bytes]) -> list[bytes] | None:
+    """The action lines, when every action is an `index` followed by its source; else None."""
+    heads = lines[0::2]
+    return heads if len(lines) % 2 == 0 and all(map(_INDEX_ACTION, heads)) else None
 
 
 def _index_actions_by_index(body: bytes, default_index: str | None) -> collections.Counter[str | None]:
@@ -387,11 +399,8 @@ def _index_actions_by_index(body: bytes, default_index: str | None) -> collectio
     sources (else 400). The index is read off a compact action line that names it first (icecdc's)
     by a regular expression, counted without a Python step per line (the acknowledging sink's CPU
     is the point of it); other action lines are parsed."""
-    lines = body.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    heads = lines[0::2]
-    if len(lines) % 2 == 0 and all(map(_INDEX_ACTION, heads)):
+    heads = _index_heads(_lines(body))
+    if heads is not None:
         named = list(map(_NAMED_INDEX_ACTION.match, heads))
         if None not in named:
             return collections.Counter(map(bytes.decode, map(operator.itemgetter(1), named)))

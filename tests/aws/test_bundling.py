@@ -51,15 +51,20 @@ def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_t
         assert archive.read("wheels/requirements.txt") == GLUE.lock.read_bytes()
 
 
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "icecdc.yaml"
+    path.write_text("tables: []\n")
+    return path
+
+
 def _files(tree: Path) -> dict[str, bytes]:
     return {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()}
 
 
-def test_the_planner_code_ships_the_same_bytecode_every_synth(tmp_path: Path) -> None:
+def test_the_planner_code_ships_the_same_bytecode_every_synth(tmp_path: Path, config: Path) -> None:
     """Bytecode of the runtime's CPython beside every module, the same bytes from two builds: the
     code's asset hash, and so the deployed function, changes only when the code does."""
-    config = tmp_path / "icecdc.yaml"
-    config.write_text("tables: []\n")
     first, second = (_files(lambda_code(ROOT, tmp_path / name, config)) for name in ("one", "two"))
     assert first == second
     tag = f"cpython-{LAMBDA_PYTHON.replace('.', '')}"
@@ -71,11 +76,9 @@ def test_the_planner_code_ships_the_same_bytecode_every_synth(tmp_path: Path) ->
 
 
 def test_without_the_runtimes_python_synth_warns_and_ships_the_sources(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(bundling, "runtime_interpreter", lambda python=LAMBDA_PYTHON: None)
-    config = tmp_path / "icecdc.yaml"
-    config.write_text("tables: []\n")
     code = lambda_code(ROOT, tmp_path / "code", config)
     assert (code / "icecdc" / "model.py").is_file()
     assert not list(code.rglob("*.pyc"))
