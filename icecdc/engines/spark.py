@@ -140,9 +140,10 @@ def _read_slices(reader: TableReader, carried: Any, unreadable: Any, done: Any, 
 
 def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any, done: Any) -> Any:
     """The changes of rewrites dealt to their key ranges: each file read once, its rows sent to
-    their ranges as compressed Arrow batches (`compressed`; a shuffle with a partition per range, each
-    batch sent on as it is dealt: `partition_as_sent`), each range's rows cancelled there as a range task's are. A task
-    holds one range's rows, or one batch of a file; no task decodes a file twice."""
+    their ranges as compressed Arrow batches (`compressed`) through a shuffle with a partition per
+    range, each batch sent on as it is dealt (`partition_as_sent`), each range's rows cancelled
+    there as a range task's are. A task holds one range's rows, or one batch of a file; no task
+    decodes a file twice."""
     offsets = list(accumulate((len(task.ranges) for task in dealt), initial=0))  # a rewrite's first range, numbered across all
     ranges = [(n, number) for n, task in enumerate(dealt) for number in range(len(task.ranges))]
     files = [
