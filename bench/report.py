@@ -461,6 +461,8 @@ def _probe_rows(p: dict[str, Any]) -> list[str]:
         memory, seconds = p[variant]["ratio_largest_process_rss"], p[variant]["ratio_seconds"]
         every = p.get("ratio_every_process", {}).get(variant, {})
         each = ", ".join(f"{part} {ratio:.2f}" for part, ratio in every.items())
+        heap = p.get("ratio_jvm_heap_after_collection", {}).get(variant)
+        each += f"; jvm heap after collections {heap:.2f}" if heap else ""
         worst = max([memory, *every.values()])
         rows.append(
             f"| 7. one row in every file, unpartitioned, {small['rows']:,} → {large['rows']:,} rows, {label}{_runs(large[variant])} | "
@@ -484,8 +486,8 @@ def _probe_table(run: dict[str, Any]) -> list[str]:
     if not probe:
         return []
     lines = [
-        "| 7. probe sync (own processes) | rewrite read as | seconds | largest process | jvm | largest Python worker | Python workers, summed | driver_python | index == changed rows |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| 7. probe sync (own processes) | rewrite read as | seconds | largest process | jvm | jvm heap after collections, peak | largest Python worker | Python workers, summed | driver_python | index == changed rows |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size in probe["sizes"]:
         for variant in _variants(probe):
@@ -496,10 +498,16 @@ def _probe_table(run: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {size['rows']:,} rows, {r['data_files_before']} → {r['data_files_after']} files, {PROBE_LABELS[variant]}{_runs(r)} | "
                 f"{_path(r['planned'], r['max_rewrite_bytes'])} | {r['seconds']:.1f} | "
-                f"{memory['largest_process']:,.0f} | {memory['jvm']:,.0f}{span} | {memory['python_worker_largest']:,.0f} | "
+                f"{memory['largest_process']:,.0f} | {memory['jvm']:,.0f}{span} | {_heap_after(r)} | {memory['python_worker_largest']:,.0f} | "
                 f"{memory['python_workers']:,.0f} | {memory['driver_python']:,.0f} | {_met(r['index_equals_changed_rows'])} |"
             )
     return [*lines, ""]
+
+
+def _heap_after(r: dict[str, Any]) -> str:
+    """The most the JVM's heap held after a collection (its GC log), median of the runs; — before it was recorded."""
+    heap = r.get("jvm_heap_mib")
+    return f"{heap['after_collection_peak']:,.0f}" if heap else "—"
 
 
 def _path(planned: dict[str, int], budget: int) -> str:

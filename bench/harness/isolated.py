@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +20,12 @@ from bench.harness.environment import REPO, WORK
 from bench.harness.sampling import MemorySampler
 
 RESULT = "bench-isolated-result: "  # the child's stdout line that carries its result
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# A collection in the JVM's GC log (`-Xlog:gc`), G1's or the serial collector's alike:
+# "... Pause Young (Normal) (G1 Evacuation Pause) 120M->45M(376M) 5.1ms" — heap used before and
+# after it, and the heap the collector had sized.
+_COLLECTION = re.compile(r"(\d+)([KMG])->(\d+)([KMG])\((\d+)([KMG])\)")
+_MIB = {"K": 1 / 1024, "M": 1, "G": 1024}
 
 
 def run_sync(config: dict[str, Any], table: str, label: str, spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
@@ -61,6 +68,9 @@ def main() -> None:
     config_path, table = sys.argv[1], sys.argv[2]
     spark_conf = dict(setting.split("=", 1) for setting in sys.argv[3:])
     config = parse_config(json.loads(Path(config_path).read_text()))
+    gc_log = Path(config_path).with_suffix(".gc.log")
+    gc_log.unlink(missing_ok=True)
+    spark_conf[JAVA_OPTIONS] = f"{spark_conf.get(JAVA_OPTIONS, '')} -Xlog:gc:file={gc_log}".strip()
     started = time.perf_counter()
     spark = start_spark(Path(config_path).parent, iceberg=False, extra=spark_conf)
     spark.sparkContext.parallelize(range(4), 2).count()  # the executors' Python workers start here, not in the sync
@@ -71,7 +81,27 @@ def main() -> None:
         seconds = time.perf_counter() - started
     finally:
         spark.stop()
-    print(RESULT + json.dumps({"seconds": seconds, "spark_start_seconds": spark_start, **counters(result)}), flush=True)
+    heap = jvm_heap(gc_log.read_text())
+    print(
+        RESULT + json.dumps({"seconds": seconds, "spark_start_seconds": spark_start, "jvm_heap_mib": heap, **counters(result)}),
+        flush=True,
+    )
+
+
+def jvm_heap(gc_log: str) -> dict[str, float]:
+    """From the JVM's GC log, over its whole life (MiB): the most its heap held after a collection
+    (what was live, or left for later), and before one (how far the collector let it fill). Why:
+    the JVM's RSS is the heap its collector chose to touch, which G1 sizes to the allocation rate,
+    so it moves from run to run; what it keeps after collecting is what would grow if it held data."""
+    pauses = [
+        (int(before) * _MIB[before_unit], int(after) * _MIB[after_unit])
+        for before, before_unit, after, after_unit, _, _ in _COLLECTION.findall(gc_log)
+    ]
+    return {
+        "pauses": len(pauses),
+        "before_collection_peak": max((before for before, _ in pauses), default=0.0),
+        "after_collection_peak": max((after for _, after in pauses), default=0.0),
+    }
 
 
 if __name__ == "__main__":
