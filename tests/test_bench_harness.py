@@ -21,14 +21,24 @@ SERIAL_LOG = """\
 """
 
 
-def test_the_heap_after_collections_is_the_most_any_pause_left_and_before_the_most_it_let_fill() -> None:
-    assert jvm_heap(G1_LOG) == {"pauses": 4, "before_collection_peak": 122, "after_collection_peak": 38}
+def test_the_heap_after_collections_is_the_most_any_pause_left_before_the_most_it_let_fill() -> None:
+    assert jvm_heap(G1_LOG) == {"pauses": 4, "before_collection_peak": 122, "after_collection_peak": 38, "committed_peak": 388}
 
 
 def test_every_unit_of_the_log_is_read_as_mib_whatever_the_collector() -> None:
-    assert jvm_heap(SERIAL_LOG) == {"pauses": 2, "before_collection_peak": 33, "after_collection_peak": 10}
+    assert jvm_heap(SERIAL_LOG) == {
+        "pauses": 2,
+        "before_collection_peak": 33,
+        "after_collection_peak": 10,
+        "committed_peak": 2048,
+    }
     assert jvm_heap("[0.1s][info][gc] GC(0) Pause Full (System.gc()) 2G->1536K(4G) 1.0ms")["before_collection_peak"] == 2048
 
 
 def test_a_log_without_a_collection_reads_as_none() -> None:
-    assert jvm_heap("[0.003s][info][gc] Using G1\n") == {"pauses": 0, "before_collection_peak": 0.0, "after_collection_peak": 0.0}
+    assert jvm_heap("[0.003s][info][gc] Using G1\n") == {
+        "pauses": 0,
+        "before_collection_peak": 0.0,
+        "after_collection_peak": 0.0,
+        "committed_peak": 0.0,
+    }

@@ -23,7 +23,7 @@ RESULT = "bench-isolated-result: "  # the child's stdout line that carries its r
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # A collection in the JVM's GC log (`-Xlog:gc`), G1's or the serial collector's alike:
 # "... Pause Young (Normal) (G1 Evacuation Pause) 120M->45M(376M) 5.1ms" — heap used before and
-# after it, and the heap the collector had sized.
+# after it, and the heap committed.
 _COLLECTION = re.compile(r"(\d+)([KMG])->(\d+)([KMG])\((\d+)([KMG])\)")
 _MIB = {"K": 1 / 1024, "M": 1, "G": 1024}
 
@@ -90,17 +90,20 @@ def main() -> None:
 
 def jvm_heap(gc_log: str) -> dict[str, float]:
     """From the JVM's GC log, over its whole life (MiB): the most its heap held after a collection
-    (what was live, or left for later), and before one (how far the collector let it fill). Why:
-    the JVM's RSS is the heap its collector chose to touch, which G1 sizes to the allocation rate,
-    so it moves from run to run; what it keeps after collecting is what would grow if it held data."""
+    (what was live, or left for later), before one (how far the collector let it fill), and the
+    most heap the collector had committed. Why: the JVM's RSS counts the heap pages its collector
+    has touched, and G1 hands out each new young region anywhere in the heap it committed, so a
+    longer run touches more of it and the RSS moves from run to run; what the heap keeps after
+    collecting is what would grow if the JVM held data."""
     pauses = [
-        (int(before) * _MIB[before_unit], int(after) * _MIB[after_unit])
-        for before, before_unit, after, after_unit, _, _ in _COLLECTION.findall(gc_log)
+        (int(before) * _MIB[before_unit], int(after) * _MIB[after_unit], int(committed) * _MIB[committed_unit])
+        for before, before_unit, after, after_unit, committed, committed_unit in _COLLECTION.findall(gc_log)
     ]
     return {
         "pauses": len(pauses),
-        "before_collection_peak": max((before for before, _ in pauses), default=0.0),
-        "after_collection_peak": max((after for _, after in pauses), default=0.0),
+        "before_collection_peak": max((before for before, _, _ in pauses), default=0.0),
+        "after_collection_peak": max((after for _, after, _ in pauses), default=0.0),
+        "committed_peak": max((committed for _, _, committed in pauses), default=0.0),
     }
 
 
