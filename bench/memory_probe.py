@@ -157,13 +157,11 @@ def _layout(
         runs.append(isolated.run_sync(config, name, run, spark_conf))
         equal.append(index_documents(bench.sink_client, run) == expected)
         bench.drop_index(run, sink=True)
-    memory = {part: statistics.median(r["memory_mib"][part] for r in runs) for part in runs[0]["memory_mib"]}
-    heap = {part: statistics.median(r["jvm_heap_mib"][part] for r in runs) for part in runs[0]["jvm_heap_mib"]}
     return {
         **runs[0],
         "seconds": statistics.median(r["seconds"] for r in runs),
-        "memory_mib": memory,
-        "jvm_heap_mib": heap,
+        "memory_mib": _medians(runs, "memory_mib"),
+        "jvm_heap_mib": _medians(runs, "jvm_heap_mib"),
         "runs": [{"seconds": r["seconds"], "memory_mib": r["memory_mib"], "jvm_heap_mib": r["jvm_heap_mib"]} for r in runs],
         "layout": laid,
         "identifier_columns": identifiers,
@@ -175,6 +173,11 @@ def _layout(
         "planned": _planned(tasks),
         "index_equals_changed_rows": all(equal),
     }
+
+
+def _medians(runs: list[dict[str, Any]], figures: str) -> dict[str, float]:
+    """Each figure of the runs' `figures` (each process's peak, or the JVM's heap), its median over the runs."""
+    return {name: statistics.median(run[figures][name] for run in runs) for name in runs[0][figures]}
 
 
 def _probe_line(variant: str, result: dict[str, Any]) -> str:

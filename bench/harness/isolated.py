@@ -20,7 +20,7 @@ from bench.harness.environment import REPO, WORK
 from bench.harness.sampling import MemorySampler
 
 RESULT = "bench-isolated-result: "  # the child's stdout line that carries its result
-JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # A collection in the JVM's GC log (`-Xlog:gc`), G1's or the serial collector's alike:
 # "... Pause Young (Normal) (G1 Evacuation Pause) 120M->45M(376M) 5.1ms" — heap used before and
 # after it, and the heap committed.
@@ -70,7 +70,7 @@ def main() -> None:
     config = parse_config(json.loads(Path(config_path).read_text()))
     gc_log = Path(config_path).with_suffix(".gc.log")
     gc_log.unlink(missing_ok=True)
-    spark_conf[JAVA_OPTIONS] = f"{spark_conf.get(JAVA_OPTIONS, '')} -Xlog:gc:file={gc_log}".strip()
+    spark_conf[_JAVA_OPTIONS] = f"{spark_conf.get(_JAVA_OPTIONS, '')} -Xlog:gc:file={gc_log}".strip()
     started = time.perf_counter()
     spark = start_spark(Path(config_path).parent, iceberg=False, extra=spark_conf)
     spark.sparkContext.parallelize(range(4), 2).count()  # the executors' Python workers start here, not in the sync
