@@ -1,8 +1,8 @@
-"""The bench's reading of the JVM's GC log (bench/harness/isolated.py): what the memory probe judges the JVM by."""
+"""The bench's reading of the JVM's GC log (bench/harness/gclog.py): what the memory probe judges the JVM by."""
 
 from __future__ import annotations
 
-from bench.harness.isolated import jvm_heap
+from bench.harness.gclog import jvm_heap
 
 G1_LOG = """\
 [0.003s][info][gc] Using G1
