@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import ast
 import gc
+import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
@@ -109,3 +113,25 @@ def test_no_test_module_imports_another() -> None:
         if not target.startswith("tests.support")
     ]
     assert crossing == []
+
+
+def test_the_bench_modules_the_tests_import_need_no_package_of_the_bench_group_alone() -> None:
+    """`make test` installs the test groups, not the bench's; a developer's venv often has both.
+    Imported in a Python where each package only the bench group names is missing, as on a clean
+    checkout (a CI run failed at collection when bench.harness.isolated, which a test imported,
+    imported psutil)."""
+    root = PACKAGE.parent
+    imported = sorted({m for path in sorted((root / "tests").rglob("*.py")) for m in imports_of(path, "bench")})
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    groups = project["dependency-groups"]
+    installed = [*groups["test"], *groups["cdk-test"], *project["project"]["dependencies"]]
+    installed += [r for extra in project["project"]["optional-dependencies"].values() for r in extra]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[^A-Za-z0-9_.-]", r, maxsplit=1)[0].lower().replace("-", "_") for r in requirements}
+
+    bench_only = sorted(names(groups["bench"]) - names(installed))
+    assert imported and bench_only  # what this test reads is there
+    script = f"import importlib, sys; sys.modules.update(dict.fromkeys({bench_only!r})); [importlib.import_module(m) for m in {imported!r}]"
+    run = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
