@@ -115,8 +115,8 @@ def memory_probe(bench: Bench) -> dict[str, Any]:
             for variant in (*PROBE_VARIANTS, *PROBE_LAYOUTS)
         },
         # What the JVM's heap held after its collections, larger over smaller. Its RSS follows the
-        # young generation G1 sizes as it goes and the memory outside the heap, which moved it
-        # 1.02-1.28x from run to run on the spread layout (2026-11-26); this stayed 0.92-1.10x.
+        # heap G1 commits, which it expands after a long pause, more often in a longer sync: it
+        # moved 1.02-1.28x from run to run on the spread layout (2026-11-26/27); this stayed 0.92-1.10x.
         "ratio_jvm_heap_after_collection": {
             variant: large[variant]["jvm_heap_mib"]["after_collection_peak"]
             / small[variant]["jvm_heap_mib"]["after_collection_peak"]

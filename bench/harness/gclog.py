@@ -17,10 +17,9 @@ _MIB = {"K": 1 / 1024, "M": 1, "G": 1024}
 def jvm_heap(gc_log: str) -> dict[str, float]:
     """From the JVM's GC log, over its whole life (MiB): the most its heap held after a collection
     (what was live, or left for later), before one (how far the collector let it fill), and the
-    most heap the collector had committed. Why: the JVM's RSS counts the heap pages its collector
-    has touched, about how far it let the heap fill, which G1 sizes as it goes and so moves from
-    run to run (the probe's spread layout, 2026-11-26); what the heap keeps after collecting is
-    what would grow if the JVM held data."""
+    most heap the collector had committed. Why: the JVM's RSS counts the heap G1 has committed and
+    filled, which it expands after a long pause and so moves from run to run (the probe's spread
+    layout, 2026-11-26/27); what the heap keeps after collecting is what would grow if the JVM held data."""
     pauses = [
         (int(before) * _MIB[before_unit], int(after) * _MIB[after_unit], int(committed) * _MIB[committed_unit])
         for before, before_unit, after, after_unit, committed, committed_unit in _COLLECTION.findall(gc_log)
