@@ -72,7 +72,7 @@ def plan_table(
     kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns, store.pass_end(config.name))
     resync = (kind, reason) if kind else None
 
-    items: list[WorkItem] = []
+    exports: list[WorkItem] = []
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
         base, abandoned_claim = _claim_export(table, config.name, store, lineage, replacing)
@@ -84,21 +84,25 @@ def plan_table(
         elif config.export or resync:
             if resync:
                 log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-            items += _export_items(table, config.name, base, kind, replacing, config.shape)
+            exports = _export_items(table, config.name, base, kind, replacing, config.shape)
         else:
             store.complete(config.name, base, [])
     else:
         base = checkpoint
 
     snapshots = snapshots_after(table, config.name, base)
-    for snapshot in snapshots:
-        items += _change_items(table, config.name, snapshot, identifier_columns, changed)
-
-    written = sum(store.put_item(item) for item in items)
+    changes = [
+        item for snapshot in snapshots for item in _change_items(table, config.name, snapshot, identifier_columns, changed)
+    ]
+    # The changes after the base are pending whatever became of their items before: a DONE one is
+    # of a lineage since left (rolled back, then current again: a cherry-pick that fast-forwards, a
+    # rollback undone), applied to an index a resync has replaced since, or retired unread.
+    written = sum(store.put_item(item) for item in exports) + sum(store.put_item(item, replace_done=True) for item in changes)
     retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
-    log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), len(items), written)
-    return PlanResult(config.name, len(snapshots), len(items), written)
+    planned = len(exports) + len(changes)
+    log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), planned, written)
+    return PlanResult(config.name, len(snapshots), planned, written)
 
 
 def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Table:

@@ -323,3 +323,31 @@ def test_a_rewrite_for_an_expired_checkpoint_that_died_after_writing_then_rolled
     state.operate(op=TableOp.ROLLBACK, seed=0, spark=False)  # to the one ancestor left: 5 and 6 gone
     state.sync(caps=Caps.NONE, engine=engine)  # index != table: 5 and 6 have no row
     state.teardown()
+
+
+@pytest.mark.parametrize("engine", [IN_PROCESS, SPARK])
+def test_a_snapshot_applied_rolled_back_and_cherry_picked_back(machine: PipelineMachine, engine: EngineKind) -> None:
+    """Its change item was DONE from before the rollback; planned again put-if-absent, it was never
+    applied, and the checkpoint stayed behind it for good (`make fuzz`, 2026-11-27)."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.BOTH)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_UPSERT, seed=356)  # an overwrite (the update) and an append (the insert)
+    state.sync(engine=engine, caps=Caps.NONE)
+    state.operate(op=TableOp.ROLLBACK, seed=9231, spark=False)  # to before the append: a reset
+    state.sync(engine=engine, caps=Caps.NONE)
+    state.operate(op=TableOp.CHERRY_PICK, seed=8631, spark=True)  # its parent is current: a fast-forward to it
+    state.teardown()
+
+
+def test_a_snapshot_planned_rolled_back_before_its_pass_and_cherry_picked_back(machine: PipelineMachine) -> None:
+    """Its change item was retired unread (DONE) when the rollback left it off the lineage."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.BOTH)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_UPSERT, seed=356)
+    state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.PLANNED, at=0)  # its items pending
+    state.operate(op=TableOp.ROLLBACK, seed=9231, spark=False)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.CHERRY_PICK, seed=8631, spark=True)
+    state.teardown()

@@ -105,6 +105,21 @@ def test_complete_advances_the_checkpoint_and_retires_items(store: StateStore) -
     assert store.put_item(first) is False  # a done item is still known: planning it again is a no-op
 
 
+def test_a_done_item_put_again_replacing_done_is_pending_again_once(make_store: Callable[[], StateStore]) -> None:
+    """The planner's changes after its checkpoint: a snapshot applied, rolled back and current again."""
+    store, other = make_store(), make_store()
+    item, untouched = change_item(1, 1, ("a",)), change_item(2, 2, ("b",))
+    for each in (item, untouched):
+        store.put_item(each)
+    store.complete("db.t", None, [item, untouched])
+    assert store.put_item(item) is False  # without replacing, a done item still stops it
+    assert store.put_item(item, replace_done=True) is True
+    assert other.put_item(item, replace_done=True) is False  # pending now: a racing planner writes nothing
+    assert other.pending_items("db.t") == [item] and other.count_pending("db.t") == 1
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [item])
+    assert store.pending_items("db.t") == [] and store.put_item(item) is False  # done again, as once
+
+
 def test_checkpoint_never_moves_backwards(store: StateStore) -> None:
     store.complete("db.t", Checkpoint(UUID, 20, 5), [])
     store.complete("db.t", Checkpoint(UUID, 10, 3), [])

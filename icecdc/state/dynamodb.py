@@ -16,7 +16,9 @@ finished items await their TTL (a status attribute plus a filter would read them
 index would be eventually consistent). `put_item` is a transaction that writes the pending record
 only if neither it nor its done record exists, so planning an already applied snapshot again is
 still a no-op while the done record lives; after its TTL, a re-planned item is at or below the
-checkpoint and the processor retires it unread (see `icecdc.state`).
+checkpoint and the processor retires it unread (see `icecdc.state`). The planner's changes after
+its checkpoint replace a done record (`replace_done`: the snapshot came back on the lineage) in
+the same transaction that writes the pending one.
 
 `complete` writes the checkpoint first (in one transaction with a check of the lease, when
 fenced), then retires the items in transactions that each write an item's done record and delete
@@ -142,20 +144,19 @@ class DynamoDbStateStore(StateStore):
             if _code(exc) != "ConditionalCheckFailedException":
                 raise
 
-    def put_item(self, item: WorkItem) -> bool:
+    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
         record = _pending_record(item)
+        done = {"TableName": self.table_name, "Key": _keys(item.table, _DONE + item.key)}
+        # Never a done record beside a pending one: replacing, the transaction deletes it.
+        on_done = (
+            {"Delete": done} if replace_done else {"ConditionCheck": {**done, "ConditionExpression": "attribute_not_exists(pk)"}}
+        )
         try:
             self._write(
                 "transact_write_items",
                 TransactItems=[
                     {"Put": {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}},
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table_name,
-                            "Key": _keys(item.table, _DONE + item.key),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
+                    on_done,
                 ],
             )
         except ClientError as exc:

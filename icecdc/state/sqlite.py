@@ -104,10 +104,15 @@ class SqliteStateStore(StateStore):
     def release_lease(self, table: str, owner: str) -> None:
         self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
 
-    def put_item(self, item: WorkItem) -> bool:
+    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
+        values = (item.key, item.table, item.status, item.sequence_number, item.to_json())
+        if not replace_done:
+            return self._db.execute("INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)", values).rowcount == 1
         cursor = self._db.execute(
-            "INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)",
-            (item.key, item.table, item.status, item.sequence_number, item.to_json()),
+            """INSERT INTO work_items VALUES (?, ?, ?, ?, ?)
+               ON CONFLICT (key) DO UPDATE SET status = excluded.status, body = excluded.body
+               WHERE work_items.status = ?""",
+            (*values, ItemStatus.DONE),
         )
         return cursor.rowcount == 1
 

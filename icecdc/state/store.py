@@ -56,8 +56,13 @@ class StateStore(ABC):
         `complete` (its new generation, or its rewrite, holds nothing past it); None: none recorded."""
 
     @abstractmethod
-    def put_item(self, item: WorkItem) -> bool:
-        """Write the item unless its key exists; True when this call wrote it."""
+    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
+        """Write the item unless its key exists; True when this call wrote it.
+
+        `replace_done`: a DONE item of the key does not stop it; it is pending again. The planner
+        asks so of the changes after its checkpoint: a DONE one is of a lineage since left (its
+        snapshot rolled back, then current again) or of a pass that finished since the checkpoint
+        was read, and the processor retires it unread when the checkpoint has it (`batching`)."""
 
     @abstractmethod
     def pending_items(self, table: str) -> list[WorkItem]:
