@@ -2,7 +2,8 @@
 
 This is the planner Lambda's work, and `icecdc sync`'s first step. It reads only Iceberg metadata
 (snapshots and manifests), never data files, and writes work items put-if-absent, so planning
-twice, or two planners racing, leaves each item once.
+twice, or two planners racing, leaves each item once; a change after the checkpoint whose item is
+done (its snapshot rolled back, then current again) is written pending again.
 """
 
 from __future__ import annotations
