@@ -351,3 +351,16 @@ def test_a_snapshot_planned_rolled_back_before_its_pass_and_cherry_picked_back(m
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.operate(op=TableOp.CHERRY_PICK, seed=8631, spark=True)
     state.teardown()
+
+
+def test_a_snapshot_applied_rolled_back_and_set_current_again(machine: PipelineMachine) -> None:
+    """The same as a cherry-pick's fast-forward, by the table's own operation: a rollback undone."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.BOTH)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    write(state, Writer.PY_APPEND, count=2, seed=1)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.ROLLBACK, seed=0, spark=False)  # to before the append: a reset
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.SET_CURRENT_OFF_LINEAGE, seed=0, spark=False)  # the append current again
+    state.teardown()

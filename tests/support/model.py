@@ -186,6 +186,7 @@ class TableOp(StrEnum):
     UNPARTITION = "remove every partition field"
     COMPACT = "compaction"
     ROLLBACK = "rollback"
+    SET_CURRENT_OFF_LINEAGE = "set current to a snapshot off main (a rollback undone)"
     CHERRY_PICK = "cherry-pick"
     FAST_FORWARD = "fast-forward main to a branch"
     EXPIRE_SNAPSHOTS = "expire snapshots"
@@ -810,6 +811,18 @@ class ModelTable:
             else:
                 table.manage_snapshots().rollback_to_snapshot(target).commit()
             return f"rolled back to {target}"
+        if op == TableOp.SET_CURRENT_OFF_LINEAGE:
+            # A state the table had: a snapshot rolled back (or left behind by a fast-forward),
+            # applied or planned by icecdc before, perhaps.
+            off = sorted(s.snapshot_id for s in table.snapshots() if s.snapshot_id not in lineage)
+            if not off:
+                return "no-op: every snapshot is on the lineage"
+            target = rng.choice(off)
+            if use_spark:
+                self.lake.run(f"CALL lake.system.set_current_snapshot('{TABLE}', {target})")
+            else:
+                table.manage_snapshots().set_current_snapshot(target).commit()
+            return f"set current to {target}"
         if op == TableOp.EXPIRE_SNAPSHOTS:
             retain = 1 + seed % 3
             if self.key.spark:
