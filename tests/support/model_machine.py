@@ -3,7 +3,9 @@ random sequences of what production sees, checked after every clean sync.
 
 A step is one of: a commit by a writer (`write`), a table operation (`operate`), an index or cluster
 event (`index_event`), a sync with random caps and engine (`sync`), a sync that crashes at a named
-point (`crashing_sync`, resumed by a later sync), or a run that stops after one pass (`one_pass`).
+point (`crashing_sync`, resumed by a later sync), a sync during which the table moves (a commit or
+an operation at a point of a pass: `sync_while_the_table_moves`), or a run that stops after one
+pass (`one_pass`).
 After every clean sync the invariants hold (`PipelineMachine.check`): the index equals the table
 (but for documents refused for their own fault, each a dead letter naming its row), nothing is left
 to do (`has_work`, `table_status`), and exactly one generation is behind the alias. After a crash
@@ -43,7 +45,7 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.index import IndexAlias, index_uuid
-from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
 from icecdc.processing import process_table, sync, sync_table
 from icecdc.state import SqliteStateStore
@@ -265,6 +267,10 @@ class PipelineMachine(RuleBasedStateMachine):
     )
     @step
     def write(self, writer: Writer, count: int, seed: int, poison: Poison, large_strings: bool, mode: WriteMode) -> None:
+        note(f"write: {self.commit_rows(writer, count, seed, poison, large_strings, mode)}")
+
+    def commit_rows(self, writer: Writer, count: int, seed: int, poison: Poison, large_strings: bool, mode: WriteMode) -> str:
+        """A writer's commit; what it did."""
         assert self.model is not None
         if KnownBug.MIXED_STRING_TYPES in self.excluded:
             large_strings = True  # as pyiceberg's own rewrites write them
@@ -272,15 +278,18 @@ class PipelineMachine(RuleBasedStateMachine):
         STATS.steps[f"  writer {done.split(' [')[0]}"] += 1
         if poison != Poison.NONE:
             STATS.steps[f"  poison {poison}"] += 1
-        note(f"write: {done}")
+        return done
 
     @rule(op=st.sampled_from(TableOp), seed=SEEDS, spark=st.booleans())
     @step
     def operate(self, op: TableOp, seed: int, spark: bool) -> None:
+        note(f"operate {op}: {self.table_op(op, seed, spark)}")
+
+    def table_op(self, op: TableOp, seed: int, spark: bool) -> str:
+        """A table operation; what it did."""
         assert self.model is not None
         if op == TableOp.DROP_AND_RECREATE and KnownBug.RECREATED_TABLE in self.excluded and self.items_pending():
-            note("operate: skipped (known bug: a re-created table leaves the old table's pending items)")
-            return
+            return "skipped (known bug: a re-created table leaves the old table's pending items)"
         schema_change = op in (
             TableOp.ADD_COLUMN,
             TableOp.RENAME_COLUMN,
@@ -289,15 +298,14 @@ class PipelineMachine(RuleBasedStateMachine):
             TableOp.WIDEN_FLOAT,
         )
         if schema_change and KnownBug.SCHEMA_CHANGE_IN_CAPPED_REBUILD in self.excluded and self.rebuild_unfinished():
-            note("operate: skipped (known bug: schema change during a capped rebuild)")
-            return
+            return "skipped (known bug: schema change during a capped rebuild)"
         if op == TableOp.DROP_AND_RECREATE and seed % 4 == 0 and KnownBug.EMPTY_RECREATED_TABLE in self.excluded:
             seed += 1  # one row: a snapshot
             note("operate: re-created with a row (known bug: empty re-created table)")
         done = self.model.operate(op, seed, spark)
         if not done.startswith("no-op"):
             STATS.steps[f"  table op {op}"] += 1
-        note(f"operate {op}: {done}")
+        return done
 
     # -- the index and the cluster --------------------------------------------------------------
 
@@ -358,6 +366,48 @@ class PipelineMachine(RuleBasedStateMachine):
         else:
             self.check_idle(config, crash)
 
+    @rule(
+        engine=st.sampled_from(ENGINES),
+        caps=st.sampled_from(Caps),
+        point=st.sampled_from(PassPoint),
+        at=st.integers(0, 1),
+        change=st.one_of(st.sampled_from(WRITERS), st.sampled_from(TableOp)),
+        seed=SEEDS,
+        spark=st.booleans(),
+    )
+    @step
+    def sync_while_the_table_moves(
+        self, engine: EngineKind, caps: Caps, point: PassPoint, at: int, change: Writer | TableOp, seed: int, spark: bool
+    ) -> None:
+        """Another writer's commit, or a table operation (a maintenance job's compaction or expiration,
+        an operator's rollback), lands while a sync runs: at the `at`-th time a pass reaches `point`.
+        The pass goes on with the table metadata it loaded; the sync may end before the change (it
+        is the next sync's), but has_work false must mean the index is caught up."""
+        config = self.config(engine, caps)
+        landed: list[str] = []
+        reached = [0]
+
+        def land(at_point: PassPoint) -> None:
+            if at_point != point or landed:
+                return
+            reached[0] += 1
+            if reached[0] > at:
+                landed.append(self.change(change, seed, spark))
+
+        error, _ = self.run_sync(config, probe=land)
+        if landed:
+            note(f"during the sync, at {point}: {change}: {landed[0]}")
+            STATS.steps[f"  landed during a sync at {point}"] += 1
+        self.judge(error, [], None)
+        self.check_idle(config, None)
+
+    def change(self, change: Writer | TableOp, seed: int, spark: bool) -> str:
+        """A writer's commit of a few rows, or a table operation; what it did."""
+        if isinstance(change, Writer):
+            mode = WriteMode.MERGE_ON_READ if seed % 2 else WriteMode.COPY_ON_WRITE
+            return self.commit_rows(change, 1 + seed % 4, seed, Poison.NONE, spark, mode)
+        return self.table_op(change, seed, spark)
+
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps))
     @step
     def one_pass(self, engine: EngineKind, caps: Caps) -> None:
@@ -413,20 +463,24 @@ class PipelineMachine(RuleBasedStateMachine):
         raw["dead_letter"] = {"path": str(self.workdir / "dead-letters")}
         return parse_config(raw)
 
-    def run_sync(self, config: Config, crash: CrashAt | None = None, at: int = 0) -> tuple[Exception | None, list[str]]:
-        """Sync the table, crashing where `crash` says; (the error it ended with, what crash fired)."""
+    def run_sync(
+        self, config: Config, crash: CrashAt | None = None, at: int = 0, probe: Probe | None = None
+    ) -> tuple[Exception | None, list[str]]:
+        """Sync the table, crashing where `crash` says (or calling `probe` at each pass point); (the
+        error it ended with, what crash fired)."""
         fired: list[str] = []
-        probe = None
         point = PROBE_POINTS.get(crash) if crash else None
         if point is not None:
             reached = [0]
 
-            def probe(at_point: PassPoint) -> None:
+            def crash_probe(at_point: PassPoint) -> None:
                 if at_point == point:
                     reached[0] += 1
                     if reached[0] > at:
                         fired.append(str(at_point))
                         raise InjectedCrash(f"killed {crash}")
+
+            probe = crash_probe
 
         before = len(self.proxy.seen("_bulk"))
         if crash == CrashAt.BULK_UNSENT:
