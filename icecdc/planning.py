@@ -17,6 +17,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
+from icecdc.compat import metrics_evaluator
 from icecdc.config import TableConfig
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
@@ -287,15 +288,18 @@ def _export_items(
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
-    paths = []
+    live = [
+        entry.data_file
+        for manifest in snapshot.manifests(table.io)
+        if manifest.content == ManifestContent.DATA
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    ]
     if shape is not None and shape.where is not None:
-        scan = table.scan(row_filter=shape.row_filter, snapshot_id=base.snapshot_id)
-        paths = [task.file.file_path for task in scan.plan_files()]
-    else:
-        for manifest in snapshot.manifests(table.io):
-            if manifest.content == ManifestContent.DATA:
-                paths += [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
-    paths.sort()
+        # By the files' column bounds, not pyiceberg's scan planning: that refuses a snapshot with
+        # equality deletes, and the reader applies every delete file itself.
+        may_hold = metrics_evaluator(table.schema(), shape.row_filter)
+        live = [data_file for data_file in live if may_hold(data_file)]
+    paths = sorted(data_file.file_path for data_file in live)
     groups: list[tuple[str, ...]] = [(path,) for path in paths] or [()]
     return [
         WorkItem(
