@@ -2,8 +2,8 @@
 
 Everything a step of the state machine does (tests/support/model_machine.py) is named here by a
 small StrEnum, so that a shrunk failure reads as a sequence of operations: the table's identifier
-type, the writers, the table operations, the index and cluster events, the batch caps of a sync
-and the point where a sync crashes. The table is a `Table` (one per example): its schema holds
+type, the writers, the table operations, the index's shape, the index and cluster events, the
+batch caps of a sync and the point where a sync crashes. The table is a `Table` (one per example): its schema holds
 columns by *role* (key, row number, region, text, ...), tracked by field id, so that renames,
 drops and widenings never confuse the writers.
 
@@ -200,6 +200,46 @@ class IndexEvent(StrEnum):
     FOREIGN_GENERATION = "another index named like a generation"
     BLOCK_WRITES = "write block set"
     LIFT_BLOCK = "write block lifted"
+
+
+class IndexShape(StrEnum):
+    """What of the table the index holds (icecdc's index shaping: `columns`, `exclude_columns`,
+    `where`, `routing`), over columns no table operation renames or drops. The oracle applies it
+    to the table's rows by hand: a row's region decides the filter and the routing."""
+
+    WHOLE = "whole rows"
+    COLUMNS = "columns n, region, code"
+    EXCLUDE = "every column but region"
+    WHERE = "rows whose region is eu"
+    ROUTED = "routed by region"
+    ALL = "columns n, region, code, rows whose region is not us, routed by region"
+
+    def config(self) -> dict[str, Any]:
+        """The keys of the index's entry in icecdc's configuration."""
+        columns = {"columns": ["n", "region", "code"]}
+        return {
+            IndexShape.WHOLE: {},
+            IndexShape.COLUMNS: columns,
+            IndexShape.EXCLUDE: {"exclude_columns": ["region"]},
+            IndexShape.WHERE: {"where": "region = 'eu'"},
+            IndexShape.ROUTED: {"routing": "region"},
+            IndexShape.ALL: {**columns, "where": "region != 'us'", "routing": "region"},
+        }[self]
+
+    def holds(self, row: dict[str, Any]) -> bool:
+        if self == IndexShape.WHERE:
+            return bool(row["region"] == "eu")
+        return self != IndexShape.ALL or row["region"] != "us"
+
+    def project(self, document: dict[str, Any]) -> dict[str, Any]:
+        if self in (IndexShape.COLUMNS, IndexShape.ALL):
+            return {k: v for k, v in document.items() if k in ("n", "region", "code")}
+        if self == IndexShape.EXCLUDE:
+            return {k: v for k, v in document.items() if k != "region"}
+        return document
+
+    def routing(self, row: dict[str, Any]) -> str | None:
+        return str(row["region"]) if self in (IndexShape.ROUTED, IndexShape.ALL) else None
 
 
 class Caps(StrEnum):
@@ -455,16 +495,22 @@ def current_rows(lake: Lake, table: Table) -> list[dict[str, Any]]:
     return [{f.name: from_spark(row[f.name], f.field_type) for f in schema.fields} for row in rows]
 
 
-def table_documents(lake: Lake, table: Table, identifiers: tuple[str, ...]) -> dict[str, str]:
-    """id -> document text of every row: what the index must hold (but dead letters)."""
+def table_documents(
+    lake: Lake, table: Table, identifiers: tuple[str, ...], shape: IndexShape = IndexShape.WHOLE
+) -> tuple[dict[str, str], dict[str, str | None]]:
+    """id -> document text of every row the index's `shape` holds: what the index must hold (but
+    dead letters); and id -> the routing of each."""
     mapper = DocumentMapper(table.schema(), identifiers)
     documents: dict[str, str] = {}
+    routings: dict[str, str | None] = {}
     for row in current_rows(lake, table):
         document = mapper.document(row)
         doc_id = mapper.document_id(document)
-        assert doc_id not in documents, f"the test made two rows with key {doc_id}"
-        documents[doc_id] = encode_document(document)
-    return documents
+        assert doc_id not in documents and doc_id not in routings, f"the test made two rows with key {doc_id}"
+        routings[doc_id] = shape.routing(row)
+        if shape.holds(row):
+            documents[doc_id] = encode_document(shape.project(document))
+    return documents, {i: r for i, r in routings.items() if i in documents}
 
 
 def poisoned(document: str) -> bool:

@@ -2,14 +2,15 @@
 random sequences of what production sees, checked after every clean sync.
 
 A step is one of: a commit by a writer (`write`), a table operation (`operate`), an index or cluster
-event (`index_event`), a sync with random caps and engine (`sync`), a sync that crashes at a named
-point (`crashing_sync`, resumed by a later sync), a sync during which the table moves (a commit or
-an operation at a point of a pass: `sync_while_the_table_moves`), or a run that stops after one
-pass (`one_pass`).
-After every clean sync the invariants hold (`PipelineMachine.check`): the index equals the table
-(but for documents refused for their own fault, each a dead letter naming its row), nothing is left
-to do (`has_work`, `table_status`), and exactly one generation is behind the alias. After a crash
-or a partial run, `has_work` false must mean the same.
+event (`index_event`), a change of the index's shape in the configuration (`reshape`), a sync with
+random caps and engine (`sync`), a sync that crashes at a named point (`crashing_sync`, resumed by
+a later sync), a sync during which the table moves (a commit or an operation at a point of a pass:
+`sync_while_the_table_moves`), or a run that stops after one pass (`one_pass`). After every clean
+sync the invariants hold (`PipelineMachine.check`): the index equals the rows and columns of the
+table its shape holds, each document under its row's routing (but for documents refused for their
+own fault, each a dead letter naming its row), nothing is left to do (`has_work`,
+`table_status`), and exactly one generation is behind the alias. After a crash or a partial run,
+`has_work` false must mean the same.
 
 The machine needs the session's Spark and osmem: `model_machine` (a fixture) hands out the class
 with them. A failing sequence, as Hypothesis prints it, runs as it reads without Hypothesis:
@@ -59,6 +60,7 @@ from tests.support.model import (
     Caps,
     CrashAt,
     IndexEvent,
+    IndexShape,
     InjectedCrash,
     KeyType,
     KnownBug,
@@ -216,6 +218,7 @@ class PipelineMachine(RuleBasedStateMachine):
         self.foreign: list[str] = []  # indices named like generations that icecdc did not make
         self.blocked = False
         self.busy = False
+        self.shape = IndexShape.WHOLE  # the configuration's shape of the index
         STATS.examples += 1
 
     # -- the table ------------------------------------------------------------------------------
@@ -228,6 +231,7 @@ class PipelineMachine(RuleBasedStateMachine):
         rows=st.integers(0, 6),
         large_strings=st.booleans(),
         writers=st.sampled_from([Writers.BOTH, Writers.BOTH, Writers.PYICEBERG, Writers.SPARK]),
+        shape=st.sampled_from([IndexShape.WHOLE, *IndexShape]),
     )
     @step
     def create(
@@ -239,7 +243,9 @@ class PipelineMachine(RuleBasedStateMachine):
         rows: int,
         large_strings: bool,
         writers: Writers,
+        shape: IndexShape = IndexShape.WHOLE,
     ) -> None:
+        self.shape = shape
         if not key.spark:
             version, writers = 2, Writers.PYICEBERG  # Spark cannot read a time key; pyiceberg writes no v3
         if KnownBug.MIXED_STRING_TYPES in self.excluded and writers == Writers.BOTH:
@@ -254,6 +260,7 @@ class PipelineMachine(RuleBasedStateMachine):
         STATS.steps[f"  key {key}"] += 1
         STATS.steps[f"  format v{version}"] += 1
         STATS.steps[f"  writers {writers}"] += 1
+        STATS.steps[f"  index shape {shape}"] += 1
         if rows:
             self.write(Writer.PY_APPEND, rows, 0, Poison.NONE, large_strings, WriteMode.COPY_ON_WRITE)
 
@@ -343,6 +350,15 @@ class PipelineMachine(RuleBasedStateMachine):
                 self.client.indices.put_settings(index=name, body={"index.blocks.write": None})
         self.blocked = False
 
+    @rule(shape=st.sampled_from(IndexShape))
+    @step
+    def reshape(self, shape: IndexShape) -> None:
+        """The operator changes the index's shape in the configuration: the next sync rebuilds it."""
+        if shape != self.shape:
+            STATS.steps[f"  reshaped to {shape}"] += 1
+        note(f"reshape: {self.shape} -> {shape}")
+        self.shape = shape
+
     # -- syncs ----------------------------------------------------------------------------------
 
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps))
@@ -374,15 +390,27 @@ class PipelineMachine(RuleBasedStateMachine):
         change=st.one_of(st.sampled_from(WRITERS), st.sampled_from(TableOp)),
         seed=SEEDS,
         spark=st.booleans(),
+        before=st.one_of(st.none(), st.sampled_from(WRITERS)),
     )
     @step
     def sync_while_the_table_moves(
-        self, engine: EngineKind, caps: Caps, point: PassPoint, at: int, change: Writer | TableOp, seed: int, spark: bool
+        self,
+        engine: EngineKind,
+        caps: Caps,
+        point: PassPoint,
+        at: int,
+        change: Writer | TableOp,
+        seed: int,
+        spark: bool,
+        before: Writer | None,
     ) -> None:
         """Another writer's commit, or a table operation (a maintenance job's compaction or expiration,
         an operator's rollback), lands while a sync runs: at the `at`-th time a pass reaches `point`.
         The pass goes on with the table metadata it loaded; the sync may end before the change (it
-        is the next sync's), but has_work false must mean the index is caught up."""
+        is the next sync's), but has_work false must mean the index is caught up. `before`: a commit
+        just before the sync, so that its passes write (and reach the points after planning)."""
+        if before is not None:
+            note(f"before the sync: {self.change(before, seed + 1, spark)}")
         config = self.config(engine, caps)
         landed: list[str] = []
         reached = [0]
@@ -447,7 +475,12 @@ class PipelineMachine(RuleBasedStateMachine):
         caps = self.caps_for(caps)
         STATS.steps[f"  engine {engine}"] += 1
         STATS.steps[f"  caps {caps}"] += 1
-        entry: dict[str, Any] = {"name": TABLE, "index": INDEX, "mappings": {"properties": {"code": {"type": "long"}}}}
+        entry: dict[str, Any] = {
+            "name": TABLE,
+            "index": INDEX,
+            "mappings": {"properties": {"code": {"type": "long"}}},
+            **self.shape.config(),
+        }
         identifiers = self.model.config_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
@@ -580,8 +613,9 @@ class PipelineMachine(RuleBasedStateMachine):
         """Index == table but dead letters; nothing left to do; one generation behind the alias."""
         table_config = config.table(TABLE)
         with self.observed(config) as (table, identifiers, store):
-            expected = table_documents(self.lake, table, identifiers)
-            actual = index_documents(self.client, INDEX)
+            expected, routed = table_documents(self.lake, table, identifiers, self.shape)
+            routings: dict[str, str | None] = {}
+            actual = index_documents(self.client, INDEX, routings)
             refused = {i for i, d in expected.items() if poisoned(d)}
             missing = set(expected) - set(actual)
             unexpected = set(actual) - set(expected)
@@ -593,6 +627,9 @@ class PipelineMachine(RuleBasedStateMachine):
                 problems.append(f"{len(missing - refused)} rows with no document: {sorted(missing - refused)[:5]}")
             for doc_id in sorted(different - refused)[:3]:
                 problems.append(f"document {doc_id} differs: index {actual[doc_id][:200]} table {expected[doc_id][:200]}")
+            misrouted = sorted(i for i in set(expected) & set(actual) if routings[i] != routed[i])
+            if misrouted:
+                problems.append(f"{len(misrouted)} documents routed otherwise than their rows: {misrouted[:5]}")
             assert not problems, f"{when}: index != table: " + "; ".join(problems)
 
             letters = DeadLetters(str(config.dead_letter)).read(TABLE)
