@@ -61,6 +61,7 @@ from tests.support.spark_sql import SparkSql, spark_catalog, write_equality_dele
 
 TABLE = "db.t"
 INDEX = "t"
+SECOND_INDEX = "t_more"  # a table split into two indexes (IndexShape.SPLIT) writes this one too
 SPARK_TABLE = f"lake.{TABLE}"
 REGIONS = ("us", "eu", "apac")
 # Bulk requests are bounded by this many bytes (opensearch.max_chunk_bytes); a document over it can
@@ -213,9 +214,22 @@ class IndexShape(StrEnum):
     WHERE = "rows whose region is eu"
     ROUTED = "routed by region"
     ALL = "columns n, region, code, rows whose region is not us, routed by region"
+    SPLIT = "two indexes: the rows whose region is eu, and the rows and columns of ALL"
 
-    def config(self) -> dict[str, Any]:
-        """The keys of the index's entry in icecdc's configuration."""
+    def indexes(self) -> dict[str, IndexShape]:
+        """Each index the table writes, and its shape."""
+        if self == IndexShape.SPLIT:
+            return {INDEX: IndexShape.WHERE, SECOND_INDEX: IndexShape.ALL}
+        return {INDEX: self}
+
+    def entry(self, common: dict[str, Any]) -> dict[str, Any]:
+        """The index keys of the table's entry in icecdc's configuration; `common`: what every index has."""
+        if self == IndexShape.SPLIT:
+            return {"indexes": [{"index": name, **common, **shape.keys()} for name, shape in self.indexes().items()]}
+        return {"index": INDEX, **common, **self.keys()}
+
+    def keys(self) -> dict[str, Any]:
+        """The shape's keys in an index's entry."""
         columns = {"columns": ["n", "region", "code"]}
         return {
             IndexShape.WHOLE: {},

@@ -42,14 +42,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from opensearchpy import OpenSearch
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, parse_config
+from icecdc.config import Config, TableConfig, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
 from icecdc.processing import process_table, sync, sync_table
-from icecdc.state import SqliteStateStore
+from icecdc.state import SqliteStateStore, StateStore, index_stores
 from icecdc.status import has_work, table_status
 from icecdc.verify import index_documents
 from tests.support.faults import FaultProxy, _Rule
@@ -441,21 +441,26 @@ class PipelineMachine(RuleBasedStateMachine):
     def one_pass(self, engine: EngineKind, caps: Caps) -> None:
         """A run that stops after one pass (a deadline, a timeout): plan, then one pass."""
         config = self.config(engine, caps)
-        table_config = config.table(TABLE)
         error = None
-        store = SqliteStateStore(self.workdir / "state.db")
-        try:
-            table = self.lake.load()
-            identifiers = identifier_columns(table, table_config)
-            plan_table(table, table_config, store, identifiers)
-            engines = Engines(config.engine, config.spark, self.spark)
-            process_table(
-                engines, table, table_config, store, config.opensearch, identifiers, config.dead_letter, limits=config.batch
-            )
-        except Exception as exc:  # noqa: BLE001 - judged below
-            error = exc
-        finally:
-            store.close()
+        with self.stores(config) as indexes:
+            try:
+                table = self.lake.load()
+                identifiers = identifier_columns(table, config.table(TABLE))
+                engines = Engines(config.engine, config.spark, self.spark)
+                for index_config, _, store in indexes:  # each index of the table: plan, then one pass
+                    plan_table(table, index_config, store, identifiers)
+                    process_table(
+                        engines,
+                        table,
+                        index_config,
+                        store,
+                        config.opensearch,
+                        identifiers,
+                        config.dead_letter,
+                        limits=config.batch,
+                    )
+            except Exception as exc:  # noqa: BLE001 - judged below
+                error = exc
         self.judge(error, [], None)
         self.check_idle(config, None)
 
@@ -470,17 +475,13 @@ class PipelineMachine(RuleBasedStateMachine):
             return Caps.NONE
         return caps
 
-    def config(self, engine: EngineKind, caps: Caps) -> Config:
+    def config(self, engine: EngineKind, caps: Caps, counted: bool = True) -> Config:
         assert self.model is not None
         caps = self.caps_for(caps)
-        STATS.steps[f"  engine {engine}"] += 1
-        STATS.steps[f"  caps {caps}"] += 1
-        entry: dict[str, Any] = {
-            "name": TABLE,
-            "index": INDEX,
-            "mappings": {"properties": {"code": {"type": "long"}}},
-            **self.shape.config(),
-        }
+        if counted:
+            STATS.steps[f"  engine {engine}"] += 1
+            STATS.steps[f"  caps {caps}"] += 1
+        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry({"mappings": {"properties": {"code": {"type": "long"}}}})}
         identifiers = self.model.config_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
@@ -564,113 +565,134 @@ class PipelineMachine(RuleBasedStateMachine):
         raise error
 
     def items_pending(self) -> bool:
-        store = SqliteStateStore(self.workdir / "state.db")
-        try:
-            return bool(store.count_pending(TABLE))
-        finally:
-            store.close()
+        with self.stores() as indexes:
+            return any(store.count_pending(TABLE) for _, _, store in indexes)
 
     def rebuild_unfinished(self) -> bool:
+        with self.stores() as indexes:
+            return any(i.status == ItemStatus.APPLIED for _, _, store in indexes for i in store.pending_items(TABLE))
+
+    @contextlib.contextmanager
+    def stores(self, config: Config | None = None) -> Iterator[list[tuple[TableConfig, str, StateStore]]]:
+        """Each index the table writes (under `config`, else the shape's), its state's key, and the
+        state store as that index sees it (`icecdc.state.index_stores`)."""
+        table_config = (config or self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)).table(TABLE)
         store = SqliteStateStore(self.workdir / "state.db")
         try:
-            return any(i.status == ItemStatus.APPLIED for i in store.pending_items(TABLE))
+            yield index_stores(table_config, store)
         finally:
             store.close()
 
     # -- the invariants -------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def observed(self, config: Config) -> Iterator[tuple[Any, tuple[str, ...], SqliteStateStore]]:
-        table = self.lake.load()
-        store = SqliteStateStore(self.workdir / "state.db")
-        try:
-            yield table, identifier_columns(table, config.table(TABLE)), store
-        finally:
-            store.close()
-
     def check_idle(self, config: Config, crash: CrashAt | None) -> None:
         """After a crash or a partial run: `has_work` false must mean the index is caught up."""
-        with self.observed(config) as (table, identifiers, store):
-            if has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)):
-                return
+        table = self.lake.load()
+        identifiers = identifier_columns(table, config.table(TABLE))
+        with self.stores(config) as indexes:
+            idle = [
+                index_config
+                for index_config, _, store in indexes
+                if not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, index_config.index))
+            ]
+        if not idle:
+            return
         after_checkpoint = (CrashAt.CHECKPOINTED, CrashAt.SWAPPED, CrashAt.COMPLETE_AFTER)
         if crash in after_checkpoint and KnownBug.UNSWAPPED_AFTER_CRASH in self.excluded:
             note("check after the crash skipped (known bug: has_work misses an unswapped generation)")
             return
-        self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}")
+        self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}", idle)
 
-    def why_work(self, table: Any, identifiers: tuple[str, ...], store: SqliteStateStore) -> str:
+    def why_work(self, table: Any, identifiers: tuple[str, ...], store: StateStore, index: str) -> str:
         """Each of `has_work`'s reasons, for a failure's message."""
         checkpoint = store.get_checkpoint(TABLE)
         current = table.current_snapshot()
         resync = resync_needed(table, TABLE, checkpoint, identifiers) if checkpoint is not None else None
         return (
-            f"pending {store.count_pending(TABLE)}, unfinished {IndexAlias(self.client, INDEX).unfinished(checkpoint)!r}, "
+            f"pending {store.count_pending(TABLE)}, unfinished {IndexAlias(self.client, index).unfinished(checkpoint)!r}, "
             f"checkpoint {checkpoint}, current snapshot {current.snapshot_id if current else None}, resync {resync}"
         )
 
-    def check(self, config: Config, when: str) -> None:
-        """Index == table but dead letters; nothing left to do; one generation behind the alias."""
-        table_config = config.table(TABLE)
-        with self.observed(config) as (table, identifiers, store):
-            expected, routed = table_documents(self.lake, table, identifiers, self.shape)
-            routings: dict[str, str | None] = {}
-            actual = index_documents(self.client, INDEX, routings)
-            refused = {i for i, d in expected.items() if poisoned(d)}
-            missing = set(expected) - set(actual)
-            unexpected = set(actual) - set(expected)
-            different = {i for i in set(expected) & set(actual) if expected[i] != actual[i]}
-            problems = []
-            if unexpected:
-                problems.append(f"{len(unexpected)} documents with no row: {sorted(unexpected)[:5]}")
-            if missing - refused:
-                problems.append(f"{len(missing - refused)} rows with no document: {sorted(missing - refused)[:5]}")
-            for doc_id in sorted(different - refused)[:3]:
-                problems.append(f"document {doc_id} differs: index {actual[doc_id][:200]} table {expected[doc_id][:200]}")
-            misrouted = sorted(i for i in set(expected) & set(actual) if routings[i] != routed[i])
-            if misrouted:
-                problems.append(f"{len(misrouted)} documents routed otherwise than their rows: {misrouted[:5]}")
-            assert not problems, f"{when}: index != table: " + "; ".join(problems)
-
-            letters = DeadLetters(str(config.dead_letter)).read(TABLE)
-            for letter in letters:
-                assert letter["doc_id"] is not None and letter["status"] in (400, 413), (
-                    f"{when}: a dead letter not a document's fault: {letter}"
-                )
-                assert letter["document"] and poisoned(letter["document"]), f"{when}: a good document dead-lettered: {letter}"
-            unnamed = (missing | different) - {letter["doc_id"] for letter in letters}
-            assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
-
-            assert not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, INDEX)), (
-                f"{when}: has_work is true: {self.why_work(table, identifiers, store)}"
-            )
-            status = table_status(table, table_config, store, time.time(), index=IndexAlias(self.client, INDEX))
-            current = table.current_snapshot()
-            assert status.pending_items == 0, f"{when}: {status.pending_items} items pending"
-            checkpoint = store.get_checkpoint(TABLE)
-            if current is not None:
-                assert checkpoint is not None and checkpoint.snapshot_id == current.snapshot_id, (
-                    f"{when}: checkpoint {checkpoint} is not at the current snapshot {current.snapshot_id}"
-                )
-                assert status.lag_snapshots == 0, f"{when}: status says {status.lag_snapshots} snapshots behind"
-
-            if checkpoint is not None and (current is not None or actual):
-                # the alias names one generation, or (a pre-alias index, or one a write auto-created before
-                # the first export) a concrete index holds the name: then there is no generation of ours
-                serving = IndexAlias(self.client, INDEX).current()
-                ours = {
-                    name: uuid for name, uuid in IndexAlias(self.client, INDEX).generations().items() if name not in self.foreign
-                }
-                expected_generations = {} if serving == INDEX else {serving: checkpoint.index_uuid}
-                assert serving is not None and ours == expected_generations, (
-                    f"{when}: the alias names {serving}, generations {ours}, the checkpoint's index {checkpoint.index_uuid}"
-                )
-                assert index_uuid(self.client, INDEX) == checkpoint.index_uuid, (
-                    f"{when}: {INDEX} names {serving} ({index_uuid(self.client, INDEX)}), the checkpoint {checkpoint.index_uuid}"
-                )
+    def check(self, config: Config, when: str, only: list[TableConfig] | None = None) -> None:
+        """Each index (of `only`, else every one) == the table as its shape holds it, but dead
+        letters; nothing left to do; one generation behind the alias."""
+        table = self.lake.load()
+        identifiers = identifier_columns(table, config.table(TABLE))
+        letters = DeadLetters(str(config.dead_letter)).read(TABLE)
+        shapes = self.shape.indexes()
+        with self.stores(config) as indexes:
+            for index_config, _, store in indexes:
+                if only is None or index_config in only:
+                    where = f"{when}, index {index_config.index}" if len(indexes) > 1 else when
+                    self.check_index(table, identifiers, index_config, shapes[index_config.index], store, letters, where)
         for name in self.foreign:
             assert self.client.indices.exists(index=name), f"{when}: icecdc deleted {name}, an index it did not make"
             assert self.client.count(index=name)["count"] == 1, f"{when}: icecdc changed {name}, an index it did not make"
+
+    def check_index(  # noqa: C901 - one invariant after another
+        self,
+        table: Any,
+        identifiers: tuple[str, ...],
+        index_config: TableConfig,
+        shape: IndexShape,
+        store: StateStore,
+        letters: list[dict[str, Any]],
+        when: str,
+    ) -> None:
+        index = index_config.index
+        expected, routed = table_documents(self.lake, table, identifiers, shape)
+        routings: dict[str, str | None] = {}
+        actual = index_documents(self.client, index, routings)
+        refused = {i for i, d in expected.items() if poisoned(d)}
+        missing = set(expected) - set(actual)
+        unexpected = set(actual) - set(expected)
+        different = {i for i in set(expected) & set(actual) if expected[i] != actual[i]}
+        problems = []
+        if unexpected:
+            problems.append(f"{len(unexpected)} documents with no row: {sorted(unexpected)[:5]}")
+        if missing - refused:
+            problems.append(f"{len(missing - refused)} rows with no document: {sorted(missing - refused)[:5]}")
+        for doc_id in sorted(different - refused)[:3]:
+            problems.append(f"document {doc_id} differs: index {actual[doc_id][:200]} table {expected[doc_id][:200]}")
+        misrouted = sorted(i for i in set(expected) & set(actual) if routings[i] != routed[i])
+        if misrouted:
+            problems.append(f"{len(misrouted)} documents routed otherwise than their rows: {misrouted[:5]}")
+        assert not problems, f"{when}: index != table: " + "; ".join(problems)
+
+        for letter in letters:
+            assert letter["doc_id"] is not None and letter["status"] in (400, 413), (
+                f"{when}: a dead letter not a document's fault: {letter}"
+            )
+            assert letter["document"] and poisoned(letter["document"]), f"{when}: a good document dead-lettered: {letter}"
+        unnamed = (missing | different) - {letter["doc_id"] for letter in letters}
+        assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
+
+        alias = IndexAlias(self.client, index)
+        assert not has_work(table, TABLE, store, identifiers, alias), (
+            f"{when}: has_work is true: {self.why_work(table, identifiers, store, index)}"
+        )
+        status = table_status(table, index_config, store, time.time(), index=alias)
+        current = table.current_snapshot()
+        assert status.pending_items == 0, f"{when}: {status.pending_items} items pending"
+        checkpoint = store.get_checkpoint(TABLE)
+        if current is not None:
+            assert checkpoint is not None and checkpoint.snapshot_id == current.snapshot_id, (
+                f"{when}: checkpoint {checkpoint} is not at the current snapshot {current.snapshot_id}"
+            )
+            assert status.lag_snapshots == 0, f"{when}: status says {status.lag_snapshots} snapshots behind"
+
+        if checkpoint is not None and (current is not None or actual):
+            # the alias names one generation, or (a pre-alias index, or one a write auto-created before
+            # the first export) a concrete index holds the name: then there is no generation of ours
+            serving = alias.current()
+            ours = {name: uuid for name, uuid in alias.generations().items() if name not in self.foreign}
+            expected_generations = {} if serving == index else {serving: checkpoint.index_uuid}
+            assert serving is not None and ours == expected_generations, (
+                f"{when}: the alias names {serving}, generations {ours}, the checkpoint's index {checkpoint.index_uuid}"
+            )
+            assert index_uuid(self.client, index) == checkpoint.index_uuid, (
+                f"{when}: {index} names {serving} ({index_uuid(self.client, index)}), the checkpoint {checkpoint.index_uuid}"
+            )
 
     # -- the end of an example -------------------------------------------------------------------
 
