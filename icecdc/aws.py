@@ -360,7 +360,7 @@ def plan_and_start(
         for index_config, _, scoped in index_stores(table_config, store):  # each index the table writes
             index = IndexAlias(client, index_config.index) if client is not None else None
             statuses.append(table_status(table, index_config, scoped, time.time(), index=index))
-            work |= has_work(table, name, scoped, identifiers, index)
+            work |= has_work(table, index_config, scoped, identifiers, index)
         status = max(statuses, key=lambda s: (s.lag_seconds, s.pending_items))  # the index furthest behind
     except IcecdcError as exc:
         log.error("%s: planning failed: %s", name, exc)

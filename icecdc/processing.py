@@ -202,7 +202,7 @@ class TableRun:
             log.debug("%s: %s; exporting the table again", self.name, replaced)
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
         elif checkpoint is not None and not any(i.resync for i in self.store.pending_items(self.name)):
-            reshaped = alias.shape_changed(spec)  # the configuration changed: a new generation of the new shape
+            reshaped = alias.shape_changed(spec.shape)  # the configuration changed: a new generation of the new shape
             if reshaped:
                 log.warning("%s: %s; rebuilding the index", self.name, reshaped)
                 self.plan(table, resync=(ResyncKind.RESET, reshaped))

@@ -13,6 +13,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
+from icecdc.documents import Shape
 from icecdc.errors import PlanningError
 from icecdc.index import IndexAlias
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
@@ -29,22 +30,24 @@ class TableStatus:
     lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
     lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
     dead_letters: int = 0  # documents kept aside because they can never be written
-    unfinished: str = ""  # what a run left undone in the index (IndexAlias.unfinished); "": nothing
+    unfinished: str = ""  # what the index needs that no commit asks for (`index_work`); "": nothing
     export_files: int = 0  # an export (or rebuild) under way: its files (0: none under way, or not asked)
     export_files_applied: int = 0  # of those, applied by earlier passes of a capped export
 
 
 def has_work(
-    table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
+    table: Table, config: TableConfig, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
 ) -> bool:
-    """Whether a sync of the table would do anything, from its metadata, the checkpoint and the
-    index's aliases alone: the planner Lambda's question, answered in time independent of the
-    table's size (listing an export's files and walking a backlog's manifests are the Glue job's work).
-    `index`: the table's index, whose unfinished states (`IndexAlias.unfinished`) are work too."""
+    """Whether a sync of the table into the index `config` names would do anything, from the
+    table's metadata, the checkpoint and the index's aliases alone: the planner Lambda's question,
+    answered in time independent of the table's size (listing an export's files and walking a
+    backlog's manifests are the Glue job's work). `index`: the table's index, whose needs no commit
+    asks for (`index_work`) are work too."""
+    name = config.name
     if store.count_pending(name):
         return True
     checkpoint = store.get_checkpoint(name)
-    if index is not None and index.unfinished(checkpoint):
+    if index is not None and index_work(index, checkpoint, config.shape):
         return True
     current = table.current_snapshot()
     if current is None:  # an empty table: work only when the index still holds another table's documents
@@ -56,6 +59,16 @@ def has_work(
     # a schema change, new ids, a dead pass's commits rolled back: a resync
     kind, _ = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
     return kind != ResyncKind.NONE
+
+
+def index_work(index: IndexAlias, checkpoint: Checkpoint | None, shape: Shape) -> str:
+    """What the index needs that no commit asks for ("": nothing), for a pass to do: what a run
+    left unfinished in it (`IndexAlias.unfinished`), or, once synced, another shape of the table
+    than the configured `shape` (an operator changed it: a pass rebuilds it)."""
+    unfinished = index.unfinished(checkpoint)
+    if unfinished or checkpoint is None:
+        return unfinished
+    return index.shape_changed(shape.fingerprint)
 
 
 def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
@@ -115,7 +128,7 @@ def table_status(
     progress: bool = False,
 ) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
-    given the `index`, what a run left unfinished in it. `progress`: how far an export under way
+    given the `index`, what it needs that no commit asks for (`index_work`). `progress`: how far an export under way
     is (reads every pending item: for operators, not for the planner's every sweep)."""
     status = _lag(table, config, store, now)
     if progress and status.pending_items:
@@ -125,7 +138,7 @@ def table_status(
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:
-        status = replace(status, unfinished=index.unfinished(status.checkpoint))
+        status = replace(status, unfinished=index_work(index, status.checkpoint, config.shape))
     return status
 
 

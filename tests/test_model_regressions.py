@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from icecdc.model import EngineKind
-from tests.support.model import Caps, CrashAt, IndexEvent, KeyType, Poison, TableOp, WriteMode, Writer, Writers
+from tests.support.model import Caps, CrashAt, IndexEvent, IndexShape, KeyType, Poison, TableOp, WriteMode, Writer, Writers
 from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
@@ -363,4 +363,16 @@ def test_a_snapshot_applied_rolled_back_and_set_current_again(machine: PipelineM
     state.operate(op=TableOp.ROLLBACK, seed=0, spark=False)  # to before the append: a reset
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.operate(op=TableOp.SET_CURRENT_OFF_LINEAGE, seed=0, spark=False)  # the append current again
+    state.teardown()
+
+
+@pytest.mark.parametrize("shape", [IndexShape.ROUTED, IndexShape.COLUMNS])
+def test_an_index_reshaped_with_no_commit_since(machine: PipelineMachine, shape: IndexShape) -> None:
+    """has_work said nothing was to do while the index held another shape than the configuration's
+    (the sync that would rebuild it had crashed before its pass): the planner started no job."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.reshape(shape=shape)
+    state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.PLANNED, at=0)  # then: has_work
     state.teardown()

@@ -50,7 +50,7 @@ def work_of(pipeline: Pipeline, config: Config) -> tuple[bool, str]:
     alias = IndexAlias(pipeline.client, INDEX)
     store = pipeline.store()
     status = table_status(table, config.table(NAME), store, 0.0, index=alias)
-    return has_work(table, NAME, store, identifier_columns(table, config.table(NAME)), alias), status.unfinished
+    return has_work(table, config.table(NAME), store, identifier_columns(table, config.table(NAME)), alias), status.unfinished
 
 
 def aliased(pipeline: Pipeline) -> list[str]:
@@ -143,6 +143,23 @@ def test_a_deleted_index_is_work_before_the_next_commit(pipeline: Pipeline) -> N
     assert work_of(pipeline, config) == (True, "index 'orders' was deleted")
     pipeline.sync(config, NAME)
     assert work_of(pipeline, config) == (False, "")
+
+
+def test_a_reshaped_index_is_work_before_the_next_commit(pipeline: Pipeline) -> None:
+    """Found by the model (tests/test_model.py): an operator changed the index's shape and no commit
+    followed; has_work said there was nothing to do, so the planner started no job and the index
+    kept the old shape until the table's next commit."""
+    orders(pipeline).append(rows(1, 2))
+    config = pipeline.config({"name": NAME})
+    pipeline.sync(config, NAME)
+    reshaped = pipeline.config({"name": NAME, "exclude_columns": ["amount"]})
+    assert work_of(pipeline, reshaped) == (
+        True,
+        """index 'orders' holds another shape of the table (every column and row → {"exclude_columns":["amount"]})""",
+    )
+    assert work_of(pipeline, config) == (False, "")
+    pipeline.sync(reshaped, NAME)
+    assert work_of(pipeline, reshaped) == (False, "")
 
 
 # -- the engine is sized from every file the pass reads ---------------------------------------------

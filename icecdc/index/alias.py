@@ -175,17 +175,18 @@ class IndexAlias:
             return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
         return ""
 
-    def shape_changed(self, spec: IndexSpec) -> str:
-        """Why the generation the alias names holds another shape of the table than `spec` ("" when
-        it holds this one, or is not icecdc's generation: a pre-alias index records none)."""
+    def shape_changed(self, shape: str) -> str:
+        """Why the generation the alias names holds another shape of the table than `shape` (a
+        `Shape.fingerprint`; "" when it holds this one, or is not icecdc's generation: a pre-alias
+        index records none)."""
         current = self.current()
         if current is None or current == self.name:
             return ""
         meta = self.client.indices.get_mapping(index=current).get(current, {}).get("mappings", {}).get("_meta") or {}
         recorded = meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
-        if recorded == spec.shape:
+        if recorded == shape:
             return ""
-        return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {spec.shape or 'every column and row'})"
+        return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {shape or 'every column and row'})"
 
     def mapping_changed(self, spec: IndexSpec) -> bool:
         """Whether the index the alias names maps a field otherwise than `spec` (checked again by every

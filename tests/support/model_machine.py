@@ -593,7 +593,7 @@ class PipelineMachine(RuleBasedStateMachine):
             idle = [
                 index_config
                 for index_config, _, store in indexes
-                if not has_work(table, TABLE, store, identifiers, IndexAlias(self.client, index_config.index))
+                if not has_work(table, index_config, store, identifiers, IndexAlias(self.client, index_config.index))
             ]
         if not idle:
             return
@@ -668,7 +668,7 @@ class PipelineMachine(RuleBasedStateMachine):
         assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
 
         alias = IndexAlias(self.client, index)
-        assert not has_work(table, TABLE, store, identifiers, alias), (
+        assert not has_work(table, index_config, store, identifiers, alias), (
             f"{when}: has_work is true: {self.why_work(table, identifiers, store, index)}"
         )
         status = table_status(table, index_config, store, time.time(), index=alias)
