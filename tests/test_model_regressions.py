@@ -376,3 +376,15 @@ def test_an_index_reshaped_with_no_commit_since(machine: PipelineMachine, shape:
     state.reshape(shape=shape)
     state.crashing_sync(engine=IN_PROCESS, caps=Caps.NONE, crash=CrashAt.PLANNED, at=0)  # then: has_work
     state.teardown()
+
+
+def test_a_concrete_index_under_the_alias_name_reshaped(machine: PipelineMachine) -> None:
+    """A concrete index named like the alias (a stray write auto-created it) records no shape, and
+    a reshape was never seen in it: the index kept rows the new filter leaves out, for good."""
+    state = machine
+    create(state, key=KeyType.COMPOSITE, writers=Writers.BOTH, partitioned=True)
+    state.index_event(event=IndexEvent.RECREATE_AS_INDEX, seed=6)  # `t`, a concrete index
+    write(state, Writer.PY_APPEND, count=2, seed=2920, large_strings=True)
+    state.sync(engine=IN_PROCESS, caps=Caps.SMALL_REWRITE)  # the first export, into that index
+    state.reshape(shape=IndexShape.WHERE)
+    state.teardown()  # its sync: a rebuild into a generation of the filter

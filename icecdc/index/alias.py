@@ -176,14 +176,18 @@ class IndexAlias:
         return ""
 
     def shape_changed(self, shape: str) -> str:
-        """Why the generation the alias names holds another shape of the table than `shape` (a
-        `Shape.fingerprint`; "" when it holds this one, or is not icecdc's generation: a pre-alias
-        index records none)."""
+        """Why the index holds another shape of the table than `shape` (a `Shape.fingerprint`; ""
+        when it holds this one). A generation records its shape in icecdc's marker. A concrete index
+        named like the alias (made by an icecdc before generations, or by a stray write) records
+        none and is taken to hold every column and row: for another shape it is rebuilt into a
+        generation, as a marked generation of another shape is."""
         current = self.current()
-        if current is None or current == self.name:
+        if current is None:
             return ""
-        meta = self.client.indices.get_mapping(index=current).get(current, {}).get("mappings", {}).get("_meta") or {}
-        recorded = meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
+        recorded = ""
+        if current != self.name:
+            meta = self.client.indices.get_mapping(index=current).get(current, {}).get("mappings", {}).get("_meta") or {}
+            recorded = meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
         if recorded == shape:
             return ""
         return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {shape or 'every column and row'})"
