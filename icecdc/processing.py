@@ -133,16 +133,21 @@ class TableRun:
     def _empty(self, table: Table, checkpoint: Checkpoint | None, replaced: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing. One whose index held another table's
         documents (it was dropped and created again, empty), or whose empty index was deleted or
-        `replaced` since, gets an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
-        checkpoint; the old table's items are retired unread."""
+        `replaced` since, or is of another shape than the configuration's, gets an empty generation,
+        swapped in as a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
         pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
         caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
-        if not pending and caught_up and not replaced:
-            return BatchResult(self.name)
-        log.warning("%s: the table has no snapshot now (created again, empty): emptying its index", self.name)
         client = open_client(self.opensearch)
         alias, spec = IndexAlias(client, self.config.index), _spec(table, self.config)
+        reshaped = alias.shape_changed(spec.shape) if checkpoint is not None else ""  # what has_work sees too
+        if not pending and caught_up and not replaced and not reshaped:
+            return BatchResult(self.name)
+        log.warning(
+            "%s: the table has no snapshot now: emptying its index (%s)",
+            self.name,
+            replaced or reshaped or "created again, empty",
+        )
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
             uuid, NO_SNAPSHOT, 0, table.metadata.current_schema_id, self.identifiers, index_uuid(client, generation) or ""

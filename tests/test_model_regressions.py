@@ -388,3 +388,17 @@ def test_a_concrete_index_under_the_alias_name_reshaped(machine: PipelineMachine
     state.sync(engine=IN_PROCESS, caps=Caps.SMALL_REWRITE)  # the first export, into that index
     state.reshape(shape=IndexShape.WHERE)
     state.teardown()  # its sync: a rebuild into a generation of the filter
+
+
+def test_a_table_created_again_empty_then_reshaped(machine: PipelineMachine) -> None:
+    """The empty generation of a table with no snapshot kept the old shape after a reshape, so
+    has_work said there was work after every sync, for ever: the planner would start a job on
+    every sweep."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.operate(op=TableOp.DROP_AND_RECREATE, seed=1844, spark=True)  # again, with no row: no snapshot
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)  # an empty generation
+    state.reshape(shape=IndexShape.WHERE)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.teardown()

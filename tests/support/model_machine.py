@@ -603,13 +603,15 @@ class PipelineMachine(RuleBasedStateMachine):
             return
         self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}", idle)
 
-    def why_work(self, table: Any, identifiers: tuple[str, ...], store: StateStore, index: str) -> str:
+    def why_work(self, table: Any, identifiers: tuple[str, ...], store: StateStore, index_config: TableConfig) -> str:
         """Each of `has_work`'s reasons, for a failure's message."""
         checkpoint = store.get_checkpoint(TABLE)
         current = table.current_snapshot()
         resync = resync_needed(table, TABLE, checkpoint, identifiers) if checkpoint is not None else None
+        alias = IndexAlias(self.client, index_config.index)
         return (
-            f"pending {store.count_pending(TABLE)}, unfinished {IndexAlias(self.client, index).unfinished(checkpoint)!r}, "
+            f"pending {store.count_pending(TABLE)}, unfinished {alias.unfinished(checkpoint)!r}, "
+            f"shape {alias.shape_changed(index_config.shape.fingerprint)!r}, "
             f"checkpoint {checkpoint}, current snapshot {current.snapshot_id if current else None}, resync {resync}"
         )
 
@@ -669,7 +671,7 @@ class PipelineMachine(RuleBasedStateMachine):
 
         alias = IndexAlias(self.client, index)
         assert not has_work(table, index_config, store, identifiers, alias), (
-            f"{when}: has_work is true: {self.why_work(table, identifiers, store, index)}"
+            f"{when}: has_work is true: {self.why_work(table, identifiers, store, index_config)}"
         )
         status = table_status(table, index_config, store, time.time(), index=alias)
         current = table.current_snapshot()
