@@ -81,7 +81,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()  # every known bug is fixed: everything on
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset({KnownBug.COMMIT_DURING_A_BLOCKED_SYNC})  # open: see KnownBug
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -409,6 +409,9 @@ class PipelineMachine(RuleBasedStateMachine):
         The pass goes on with the table metadata it loaded; the sync may end before the change (it
         is the next sync's), but has_work false must mean the index is caught up. `before`: a commit
         just before the sync, so that its passes write (and reach the points after planning)."""
+        if self.blocked and KnownBug.COMMIT_DURING_A_BLOCKED_SYNC in self.excluded:
+            note("sync_while_the_table_moves: skipped (known bug: a commit during a blocked sync)")
+            return
         if before is not None:
             note(f"before the sync: {self.change(before, seed + 1, spark)}")
         config = self.config(engine, caps)
