@@ -69,6 +69,13 @@ class ResyncKind(StrEnum):
     RESET = "reset"  # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
 
 
+class VersionType(StrEnum):
+    """How OpenSearch compares a write's external version with the document's (or its tombstone's)."""
+
+    EXTERNAL = "external"  # only a higher version: a replayed or reordered write never overwrites
+    EXTERNAL_GTE = "external_gte"  # also an equal one: a resync rewrites documents of its own version
+
+
 class EngineKind(StrEnum):
     """Where a pass runs: on Spark (exports, backlogs, wide rewrites) or in the calling process on
     Arrow, with no JVM (small batches)."""

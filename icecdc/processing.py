@@ -40,6 +40,7 @@ from icecdc.model import (
     Probe,
     Progress,
     ResyncKind,
+    VersionType,
     WorkItem,
     WorkSize,
 )
@@ -406,7 +407,7 @@ class _Pass:
         # An export rewrites documents of its own version: a run that died after writing some read
         # them with the schema of its time, and a replay after a schema change must replace them.
         exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
-        version_type = "external_gte" if exporting else "external"
+        version_type = VersionType.EXTERNAL_GTE if exporting else VersionType.EXTERNAL
         return Target(
             self.name,
             destination.index,

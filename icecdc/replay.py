@@ -26,7 +26,7 @@ from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.lookup import TableRows, whole_rows_only
-from icecdc.model import Checkpoint, Write
+from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.sink import Refusal, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
@@ -88,7 +88,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
                 table_config.index,
                 _fenced(writes, lease, name),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
-                "external_gte",
+                VersionType.EXTERNAL_GTE,
             )
             if lease.lost:
                 raise LeaseLost.of(name)

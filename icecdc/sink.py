@@ -36,7 +36,7 @@ from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
-from icecdc.model import Write, ordered_routings
+from icecdc.model import VersionType, Write, ordered_routings
 
 log = logging.getLogger(__name__)
 # A string as the JSON encoder writes it, quotes included (ensure_ascii off, as opensearch-py's serializer).
@@ -140,7 +140,7 @@ def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, versi
 class BulkMode:
     """How every action of a write is sent: its version type, and the ingest pipeline of its index actions."""
 
-    version_type: str = "external"  # "external_gte" while a resync rewrites documents of equal version
+    version_type: VersionType = VersionType.EXTERNAL
     pipeline: str | None = None
     pipelines: tuple[tuple[str, str], ...] = ()  # (index, pipeline) of writes that name their index (`Write.index`)
 
@@ -180,7 +180,7 @@ class ActionLines:
         return [(self.line(write), write.document) for write in writes]
 
 
-def _line_prefix(op_type: str, index: str, pipeline: str | None, version_type: str) -> str:
+def _line_prefix(op_type: str, index: str, pipeline: str | None, version_type: VersionType) -> str:
     pipeline_field = "" if pipeline is None else ',"pipeline":' + _json_string(pipeline)
     return f'{{"{op_type}":{{"_index":{_json_string(index)},"version_type":{_json_string(version_type)}{pipeline_field},"_id":'
 
@@ -205,7 +205,7 @@ def write_documents(
     index: str,
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
-    version_type: str = "external",
+    version_type: VersionType = VersionType.EXTERNAL,
     pipeline: str | None = None,
     pipelines: tuple[tuple[str, str], ...] = (),
 ) -> SinkStats:

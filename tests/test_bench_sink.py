@@ -16,7 +16,7 @@ from bench.harness.sink import SinkServer
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
-from icecdc.model import Write
+from icecdc.model import VersionType, Write
 from icecdc.sink import BULK_ANSWER, delete_older, write_documents
 from icecdc.verify import index_documents
 
@@ -45,7 +45,7 @@ def index() -> str:
 
 
 def write(
-    client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: str = "external"
+    client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: VersionType = VersionType.EXTERNAL
 ) -> dict[str, int]:
     stats = write_documents(client, config, index, writes, version_type=version_type)
     return {k: v for k, v in vars(stats).items() if v}
@@ -66,8 +66,8 @@ def test_external_versions_refuse_older_and_equal_writes_and_deletes_keep_a_tomb
     assert write(client, config, index, Write("c", 3, '{"v": 3}')) == {"superseded": 1}
     assert write(client, config, index, Write("c", 4, '{"v": 4}'), Write("b", 8, '{"v": 8}')) == {"indexed": 2}
     # a resync's external_gte rewrites documents of equal version, never older ones
-    assert write(client, config, index, Write("a", 6, '{"v": 66}'), version_type="external_gte") == {"indexed": 1}
-    assert write(client, config, index, Write("a", 5, '{"v": 5}'), version_type="external_gte") == {"superseded": 1}
+    assert write(client, config, index, Write("a", 6, '{"v": 66}'), version_type=VersionType.EXTERNAL_GTE) == {"indexed": 1}
+    assert write(client, config, index, Write("a", 5, '{"v": 5}'), version_type=VersionType.EXTERNAL_GTE) == {"superseded": 1}
     assert index_documents(client, index) == {"a": '{"v":66}', "b": '{"v":8}', "c": '{"v":4}'}
     assert client.count(index=index)["count"] == 3
     assert client.get(index=index, id="a")["_version"] == 6

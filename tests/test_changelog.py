@@ -10,7 +10,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.documents import Shape
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, Write, key_image
+from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, VersionType, Write, key_image
 from icecdc.reading.reader import _cancel_equal_rows
 
 OLD, NEW, NEWER = '{"id":1,"s":"old"}', '{"id":1,"s":"new"}', '{"id":1,"s":"newer"}'
@@ -84,8 +84,12 @@ def test_equal_rows_cancel_pairwise_in_arrow() -> None:
     assert sorted(new.to_pylist(), key=str) == [{"id": 3, "s": "C"}, {"id": 4, "s": "d"}]
 
 
+def routed_target(version_type: VersionType) -> Target:
+    return Target("db.t", "t", OpenSearchConfig(url="http://127.0.0.1:1"), None, {}, version_type, ("id",), Shape(routing="r"))
+
+
 def test_a_routed_key_that_moved_is_indexed_under_its_new_value_before_the_delete_under_the_old() -> None:
-    target = Target("db.t", "t", OpenSearchConfig(url="http://127.0.0.1:1"), None, {}, "external", ("id",), Shape(routing="r"))
+    target = routed_target(VersionType.EXTERNAL)
     moved = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
     assert list(target.writes("1", moved, ChangeStats(), [])) == [
         Write("1", 5, '{"id":1,"r":"eu"}', "eu"),
@@ -108,3 +112,19 @@ def test_a_routed_key_that_moved_is_indexed_under_its_new_value_before_the_delet
     ]
     carried = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"us"}')]
     assert list(target.writes("1", carried, ChangeStats(), [])) == []
+
+
+def test_a_routed_key_that_moved_in_a_pass_that_exports_is_deleted_under_the_old_value_first() -> None:
+    """With external_gte (a pass that exports) a delete of the index's own version is not refused:
+    after the index, on the shard both values share, it took the document just indexed."""
+    target = routed_target(VersionType.EXTERNAL_GTE)
+    moved = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", moved, ChangeStats(), [])) == [
+        Write("1", 5, None, "us"),
+        Write("1", 5, '{"id":1,"r":"eu"}', "eu"),
+    ]
+    by_key_upsert = [ChangeRow(6, ChangeType.DELETE, NO_IMAGE), ChangeRow(6, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    assert list(target.writes("1", by_key_upsert, ChangeStats(), [])) == [
+        Write("1", 6, None, routing_lookup=("eu",)),
+        Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
+    ]

@@ -404,12 +404,12 @@ def test_a_table_created_again_empty_then_reshaped(machine: PipelineMachine) -> 
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open (KnownBug.COMMIT_DURING_A_BLOCKED_SYNC): rows missing after the block is lifted")
-def test_commits_landing_in_syncs_a_write_block_refuses(machine: PipelineMachine) -> None:
-    """Found by `make test`'s derandomized run on 2026-11-27, reduced by removing steps one at a
-    time: after syncs a write block refused while commits (a schema change, a merge, an
-    equality-delete upsert) landed in them, the sync after the block is lifted leaves 4 rows with
-    no document. Not fixed yet; strict, so that its fix turns this red until the mark goes."""
+def test_routed_rows_moved_after_a_rewrite_a_write_block_refused(machine: PipelineMachine) -> None:
+    """Found by `make test`'s derandomized run, reduced by removing steps one at a time: after a
+    schema change, the refused sync claims the rewrite's export snapshot; commits then move routed
+    rows to another region. The sync after the block wrote the export and those moves in one pass
+    with external_gte, each move's delete under the old routing value after its index: on the one
+    shard both values share, the delete took the document just indexed (rows with no document)."""
     state = machine
     create(state, key=KeyType.LONG, writers=Writers.BOTH, large_strings=True, shape=IndexShape.ROUTED)
     move = state.sync_while_the_table_moves

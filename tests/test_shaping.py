@@ -161,6 +161,27 @@ def test_a_rebuild_routes_as_the_writes_do(pipeline: Pipeline, spark_sql: SparkS
     synced(pipeline, cfg)
 
 
+def test_rows_moved_to_another_routing_value_after_a_rewrite_a_write_block_held_up(
+    pipeline: Pipeline, spark_sql: SparkSql
+) -> None:
+    """A schema change plans a rewrite of the index from the current snapshot; a write block (a
+    disk's flood stage) refuses its pass; rows then move to another routing value. The pass after
+    the block writes the export and the move together, with external_gte: on one shard both values
+    name one document, and the move's delete under the old value, sent after the index, took it."""
+    create(spark_sql)
+    insert(spark_sql, range(6))
+    cfg = config(pipeline, routing="region")  # one shard: every routing value of a key names one document
+    synced(pipeline, cfg)
+    spark_sql.sql(f"ALTER TABLE {spark_sql.name(TABLE)} ADD COLUMN extra STRING")
+    pipeline.client.indices.put_settings(index="wide", body={"index.blocks.write": True})
+    with pytest.raises(IndexStateError, match="does not accept writes"):
+        sync(cfg, pipeline.spark, [TABLE])  # the rewrite is planned: its export snapshot is claimed
+    spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu', extra = 'e' WHERE id < 3")
+    pipeline.client.indices.put_settings(index="wide", body={"index.blocks.write": None})
+    result = synced(pipeline, cfg)  # the export of the claimed snapshot, then the update: index == table
+    assert result.writes.deleted == 3  # each moved row under its old routing value, before its index
+
+
 @pytest.fixture
 def proxied(tmp_path: Path, fault_proxy: FaultProxy, spark: Any, engine: EngineKind) -> Pipeline:
     """A pipeline whose OpenSearch is the proxy in front of osmem, which stands in for ingest pipelines."""

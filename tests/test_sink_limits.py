@@ -19,7 +19,7 @@ from opensearchpy import OpenSearch
 from icecdc import sink
 from icecdc.config import OpenSearchConfig, parse_config
 from icecdc.errors import ConfigError, SinkError
-from icecdc.model import Write
+from icecdc.model import VersionType, Write
 from icecdc.sink import Refusal, write_documents
 from tests.support import faults
 from tests.support.faults import FaultProxy
@@ -121,8 +121,8 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
     assert all("99" not in seen.ids for seen in fault_proxy.seen("_bulk"))
 
 
-@pytest.mark.parametrize("version_type", ["external", "external_gte"])
-def test_action_lines_say_what_the_bulk_helper_would_and_chunks_count_the_bytes_sent(version_type: str) -> None:
+@pytest.mark.parametrize("version_type", list(VersionType))
+def test_action_lines_say_what_the_bulk_helper_would_and_chunks_count_the_bytes_sent(version_type: VersionType) -> None:
     """icecdc writes each action line as text (`ActionLines`) instead of the bulk helper's dict: the
     line must mean what the helper's `expand_action` makes of the action dict (ids with quotes,
     escapes, non-ASCII; routing; pipelines; deletes; writes naming their index), and `_chunks` must

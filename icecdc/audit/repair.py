@@ -28,7 +28,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
 from icecdc.lookup import TableRows, whole_rows_only
-from icecdc.model import Checkpoint, ResyncKind, Write
+from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
@@ -67,7 +67,12 @@ def repair_table(
         writes = _writes(report, wanted, held, checkpoint.sequence_number)
         refused = _Refused(name, checkpoint, dead_letter)
         stats = write_documents(
-            client, opensearch, config.index, _fenced(writes, lease, name), refused if dead_letter else None, "external_gte"
+            client,
+            opensearch,
+            config.index,
+            _fenced(writes, lease, name),
+            refused if dead_letter else None,
+            VersionType.EXTERNAL_GTE,
         )
         if lease.lost:
             raise LeaseLost.of(name)

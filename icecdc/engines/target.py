@@ -13,7 +13,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
-from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, Write, ordered_routings
+from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, write_documents
@@ -28,7 +28,7 @@ class Target:
     opensearch: OpenSearchConfig
     dead_letter: str | None
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
-    version_type: str  # "external"; "external_gte" while a resync rewrites documents of equal version
+    version_type: VersionType  # EXTERNAL_GTE while a pass exports: it rewrites documents of equal version
     identifier_columns: tuple[str, ...]
     shape: Shape = Shape()  # the index's: its routing column
     pipeline: str | None = None  # the ingest pipeline of its index writes
@@ -40,9 +40,12 @@ class Target:
         and, when one of them is a delete by key without its routing value, a delete the sink sends
         under every other routing value the index holds the key's document under (`Write.routing_lookup`).
 
-        The index under the new routing value comes first: where both values route to one shard,
-        the delete that follows (of the same version) is refused as superseded, where a delete
-        first would leave a tombstone of that version that refuses the index."""
+        Where the old and the new routing value go to one shard, they name one document, so the
+        deletes carry the index's version and their order decides: with EXTERNAL the index comes
+        first and the delete after it is refused as superseded (a delete first would leave a
+        tombstone of that version that refuses the index); with EXTERNAL_GTE an equal version
+        passes, so the deletes come first (the index passes their tombstone) and never take the
+        document just indexed."""
         if self.shape.routing is None:
             write = net_write(doc_id, changes, stats, duplicates)
             if write is not None:
@@ -53,15 +56,12 @@ class Target:
         if write is None:
             return
         seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
-        written: set[str | None] = set()
-        if write.document is not None:
-            routing = self._routing(write.document)
-            yield replace(write, routing=routing)
-            written = {routing}
-        for old in ordered_routings(seen - written):
-            yield Write(doc_id, write.version, None, old)
+        indexed = [] if write.document is None else [replace(write, routing=self._routing(write.document))]
+        written = {w.routing for w in indexed}
+        deletes = [Write(doc_id, write.version, None, old) for old in ordered_routings(seen - written)]
         if any(c.document == NO_IMAGE for c in changes):  # the routing value it was indexed under is unknown
-            yield Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
+            deletes.append(Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written)))
+        yield from (deletes + indexed) if self.version_type == VersionType.EXTERNAL_GTE else (indexed + deletes)
 
     def _routing(self, document: str) -> str | None:
         if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value

@@ -303,8 +303,8 @@ class KnownBug(StrEnum):
     UNSWAPPED_AFTER_CRASH = "unswapped-after-crash"  # has_work misses a swap not made
     RECREATED_TABLE = "recreated-table"  # a dropped-and-recreated table leaves the old table's pending items
     FOREIGN_GENERATIONS = "foreign-generations"  # another index taken for a generation
-    # a commit landing in a sync a write block refuses, then an equality-delete upsert: rows missing
-    # after the block is lifted (found 2026-11-27; test_model_regressions has it as a strict xfail)
+    # a routed row moved by a commit after a sync a write block refused: the pass after the block,
+    # exporting with external_gte, deleted its new document under the old routing value
     COMMIT_DURING_A_BLOCKED_SYNC = "commit-during-a-blocked-sync"
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
