@@ -118,9 +118,9 @@ class TableRun:
         """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
         checkpoint = self.store.get_checkpoint(self.name)
         table = current_view(table, self.name, checkpoint)
-        replaced = self._check_index(table, checkpoint)
+        rebuild = self._check_index(table, checkpoint)
         if table.current_snapshot() is None:
-            return self._empty(table, checkpoint, replaced)
+            return self._empty(table, checkpoint, rebuild)
         try:
             return _process_batch(self, table)
         except FilesGone as exc:
@@ -131,24 +131,20 @@ class TableRun:
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
             return _process_batch(self, table)
 
-    def _empty(self, table: Table, checkpoint: Checkpoint | None, replaced: str) -> BatchResult:
+    def _empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing. One whose index held another table's
-        documents (it was dropped and created again, empty), or whose empty index was deleted or
-        `replaced` since, or is of another shape than the configuration's, gets an empty generation,
-        swapped in as a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
+        documents (it was dropped and created again, empty), or whose empty index is to be rebuilt
+        (`rebuild`: deleted or replaced since, or of another shape than the configuration's), gets an
+        empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's
+        items are retired unread."""
         uuid = str(table.metadata.table_uuid)
         pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
         caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
+        if not pending and caught_up and not rebuild:
+            return BatchResult(self.name)
+        log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, rebuild or "created again, empty")
         client = open_client(self.opensearch)
         alias, spec = IndexAlias(client, self.config.index), _spec(table, self.config)
-        reshaped = alias.shape_changed(spec.shape) if checkpoint is not None else ""  # what has_work sees too
-        if not pending and caught_up and not replaced and not reshaped:
-            return BatchResult(self.name)
-        log.warning(
-            "%s: the table has no snapshot now: emptying its index (%s)",
-            self.name,
-            replaced or reshaped or "created again, empty",
-        )
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
             uuid, NO_SNAPSHOT, 0, table.metadata.current_schema_id, self.identifiers, index_uuid(client, generation) or ""
@@ -200,9 +196,10 @@ class TableRun:
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
         first), a rebuild when it holds another shape of the table than the configuration's, and
-        delete what a finished swap left behind; why the index was replaced ("": it was not)."""
+        delete what a finished swap left behind; why the index is rebuilt ("": it is not)."""
         alias, spec = IndexAlias(open_client(self.opensearch), self.config.index), _spec(table, self.config)
         replaced = alias.replaced_since(checkpoint, spec)
+        reshaped = ""
         if replaced:
             # planning warns once, when it plans the export (every later pass of it finds the same)
             log.debug("%s: %s; exporting the table again", self.name, replaced)
@@ -214,7 +211,7 @@ class TableRun:
                 self.plan(table, resync=(ResyncKind.RESET, reshaped))
         if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
             alias.delete_leftovers()
-        return replaced
+        return replaced or reshaped
 
 
 def process_table(
