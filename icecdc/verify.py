@@ -27,9 +27,10 @@ class IndexDiff:
     unexpected: list[str] = field(default_factory=list)  # documents with no row
     different: list[str] = field(default_factory=list)  # documents whose fields differ from their row
     misrouted: list[str] = field(default_factory=list)  # documents under another routing than their row's
+    copies: list[str] = field(default_factory=list)  # ids the index holds more than once
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.different or self.misrouted)
+        return bool(self.missing or self.unexpected or self.different or self.misrouted or self.copies)
 
     def summary(self) -> str:
         if not self:
@@ -41,6 +42,7 @@ class IndexDiff:
                 ("unexpected", self.unexpected),
                 ("different", self.different),
                 ("misrouted", self.misrouted),
+                ("held more than once", self.copies),
             )
             if ids
         ]
@@ -65,13 +67,21 @@ def table_documents(
     return documents
 
 
-def index_documents(client: OpenSearch, index: str, routings: dict[str, str | None] | None = None) -> dict[str, str]:
-    """id → document text of every document in the index; `routings`, when given, gets id → routing."""
+def index_documents(
+    client: OpenSearch, index: str, routings: dict[str, str | None] | None = None, copies: list[str] | None = None
+) -> dict[str, str]:
+    """id → document text of every document in the index; `routings`, when given, gets id → routing.
+
+    An `_id` is unique on a shard only: a routed index can hold a key on two shards (a copy under
+    an old routing value left behind), and an alias over two indexes one in each. `copies`, when
+    given, gets each id found again (the one kept is the last found)."""
     if not client.indices.exists(index=index):
         return {}
     client.indices.refresh(index=index)
     documents = {}
     for hit in helpers.scan(client, index=index, query={"query": {"match_all": {}}}):
+        if copies is not None and hit["_id"] in documents:
+            copies.append(hit["_id"])
         documents[hit["_id"]] = encode_document(hit["_source"])
         if routings is not None:
             routings[hit["_id"]] = hit.get("_routing")
@@ -93,11 +103,12 @@ def diff_index(
     shape = shape or Shape()
     expected = table_documents(table, identifier_columns, shape)
     routings: dict[str, str | None] = {}
-    actual = index_documents(client, index, routings)
+    copies: list[str] = []
+    actual = index_documents(client, index, routings, copies)
     if pipeline:
         columns = {f.name for f in shape.project(table.schema()).fields}
         actual = {i: encode_document({k: v for k, v in json.loads(doc).items() if k in columns}) for i, doc in actual.items()}
-    diff = IndexDiff()
+    diff = IndexDiff(copies=sorted(set(copies)))
     if not identifier_columns:
         # Ids come from file positions; compare the documents as multisets.
         want, have = Counter(doc for _, doc in expected), Counter(actual.values())

@@ -51,6 +51,14 @@ def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
     drifted = icecdc("verify", "--config", str(path))
     assert drifted.returncode == 1 and "1 missing (e.g. ['2'])" in drifted.stdout
 
+    # An _id is unique on one shard only: a routed index can keep a copy on another, as an alias
+    # over two indexes does here (osmem holds one document per _id, whatever its routing).
+    same = pipeline.client.get(index="orders", id="1")["_source"]
+    pipeline.client.index(index="orders-stray", id="1", body=same, refresh=True)
+    pipeline.client.indices.put_alias(index="orders-stray", name="orders")
+    copied = icecdc("verify", "--config", str(path))
+    assert copied.returncode == 1 and "1 held more than once (e.g. ['1'])" in copied.stdout, copied.stdout
+
 
 def test_a_small_sync_runs_without_a_jvm(pipeline: Pipeline, tmp_path: Path) -> None:
     """`engine.use: auto`: a small commit is applied in-process; the same sync forced onto Spark

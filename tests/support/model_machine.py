@@ -647,12 +647,15 @@ class PipelineMachine(RuleBasedStateMachine):
         index = index_config.index
         expected, routed = table_documents(self.lake, table, identifiers, shape)
         routings: dict[str, str | None] = {}
-        actual = index_documents(self.client, index, routings)
+        copies: list[str] = []
+        actual = index_documents(self.client, index, routings, copies)
         refused = {i for i, d in expected.items() if poisoned(d)}
         missing = set(expected) - set(actual)
         unexpected = set(actual) - set(expected)
         different = {i for i in set(expected) & set(actual) if expected[i] != actual[i]}
         problems = []
+        if copies:
+            problems.append(f"{len(copies)} ids held more than once: {sorted(copies)[:5]}")
         if unexpected:
             problems.append(f"{len(unexpected)} documents with no row: {sorted(unexpected)[:5]}")
         if missing - refused:
