@@ -81,7 +81,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()  # every known bug is fixed: everything on
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset({KnownBug.INDEX_STATE_UNDER_ANOTHER_KEY})  # open: see KnownBug
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -354,6 +354,10 @@ class PipelineMachine(RuleBasedStateMachine):
     @step
     def reshape(self, shape: IndexShape) -> None:
         """The operator changes the index's shape in the configuration: the next sync rebuilds it."""
+        split = IndexShape.SPLIT in (shape, self.shape) and shape != self.shape
+        if split and KnownBug.INDEX_STATE_UNDER_ANOTHER_KEY in self.excluded:
+            note("reshape: skipped (known bug: into or out of `indexes`, the index's state under another key)")
+            return
         if shape != self.shape:
             STATS.steps[f"  reshaped to {shape}"] += 1
         note(f"reshape: {self.shape} -> {shape}")
