@@ -121,22 +121,24 @@ class TableRun:
         rebuild = self._check_index(table, checkpoint)
         if table.current_snapshot() is None:
             return self._empty(table, checkpoint, rebuild)
+        # With no checkpoint, an index is rebuilt only for documents none accounts for: the first export makes a new generation.
+        export_anew = checkpoint is None and bool(rebuild)
         try:
-            return _process_batch(self, table)
+            return _process_batch(self, table, export_anew)
         except FilesGone as exc:
             # Snapshot expiration deleted files this batch needed after it was planned: the changes in
             # between cannot be read any more, so the index is rebuilt from the current snapshot.
             log.warning("%s: %s; resyncing from the current snapshot", self.name, exc)
             table = table.refresh()
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
-            return _process_batch(self, table)
+            return _process_batch(self, table, export_anew)
 
     def _empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing. One whose index held another table's
         documents (it was dropped and created again, empty), or whose empty index is to be rebuilt
-        (`rebuild`: deleted or replaced since, or of another shape than the configuration's), gets an
-        empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT checkpoint; the old table's
-        items are retired unread."""
+        (`rebuild`: deleted or replaced since, of another shape than the configuration's, or holding
+        documents no checkpoint accounts for), gets an empty generation, swapped in as a rebuild's,
+        and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
         pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
         caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
@@ -196,22 +198,33 @@ class TableRun:
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
         first), a rebuild when it holds another shape of the table than the configuration's, and
-        delete what a finished swap left behind; why the index is rebuilt ("": it is not)."""
+        delete what a finished swap left behind; why the index is rebuilt ("": it is not). With no
+        checkpoint: whether the index holds documents the first export's own passes did not write
+        (`IndexAlias.unaccounted`), which the export then replaces with a new generation."""
         alias, spec = IndexAlias(open_client(self.opensearch), self.config.index), _spec(table, self.config)
         replaced = alias.replaced_since(checkpoint, spec)
-        reshaped = ""
+        reshaped = unaccounted = ""
+        pending = self.store.pending_items(self.name)
         if replaced:
             # planning warns once, when it plans the export (every later pass of it finds the same)
             log.debug("%s: %s; exporting the table again", self.name, replaced)
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
-        elif checkpoint is not None and not any(i.resync for i in self.store.pending_items(self.name)):
+            pending = self.store.pending_items(self.name)
+        elif checkpoint is None:
+            written = {_applied_index(i) for i in pending if i.status == ItemStatus.APPLIED and i.applied_to}
+            unaccounted = alias.unaccounted(written)
+            level = logging.DEBUG if written else logging.WARNING  # warned by the pass that starts the generation
+            if unaccounted:
+                log.log(level, "%s: %s; exporting the table into a new generation", self.name, unaccounted)
+        elif not any(i.resync for i in pending):
             reshaped = alias.shape_changed(spec.shape)  # the configuration changed: a new generation of the new shape
             if reshaped:
                 log.warning("%s: %s; rebuilding the index", self.name, reshaped)
                 self.plan(table, resync=(ResyncKind.RESET, reshaped))
-        if not any(i.resync for i in self.store.pending_items(self.name)):  # no rebuild under way
+                pending = self.store.pending_items(self.name)
+        if not unaccounted and not any(i.resync for i in pending):  # no rebuild under way
             alias.delete_leftovers()
-        return replaced or reshaped
+        return replaced or reshaped or unaccounted
 
 
 def process_table(
@@ -279,8 +292,9 @@ def _applied_index(item: WorkItem) -> str:
     return item.applied_to.split("@", 1)[0]
 
 
-def _process_batch(run: TableRun, table: Table) -> BatchResult:
-    """One pass: select, cap, destination, tasks, engine, prepare the destination, apply, complete, finish."""
+def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> BatchResult:
+    """One pass: select, cap, destination, tasks, engine, prepare the destination, apply, complete, finish.
+    `export_anew`: a first export writes a new generation (the index holds documents it did not write)."""
     started = time.monotonic()
     result = BatchResult(run.name)
     batch = _select(run, table)
@@ -288,7 +302,7 @@ def _process_batch(run: TableRun, table: Table) -> BatchResult:
         return result
     with _manifests_of(run.name):
         batch, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
-    step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started)
+    step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started, export_anew)
     found = step.find_destination()
     unread = step.unread(found)
     tasks = step.tasks(unread, collapse_runs=step.begin())
@@ -320,6 +334,7 @@ class _Pass:
     client: OpenSearch
     spec: IndexSpec  # the mapping of the documents written
     started: float
+    export_anew: bool = False  # a first export into a new generation: the index holds documents no checkpoint accounts for
 
     @property
     def name(self) -> str:
@@ -340,14 +355,15 @@ class _Pass:
     def find_destination(self) -> _Destination:
         """Where the pass will write, reading only: so that its engine is known before anything is written.
 
-        A reset, and a rewrite the current mapping cannot take (a type change), export into a new
-        generation while the alias keeps serving the current one; their later passes (batch caps, a
-        rerun after a crash) resume the generation their APPLIED items name. The index's ingest
-        pipeline must exist."""
+        A reset, a first export into an index holding documents it did not write, and a rewrite the
+        current mapping cannot take (a type change), export into a new generation while the alias
+        keeps serving the current one; their later passes (batch caps, a rerun after a crash) resume
+        the generation their APPLIED items name. The index's ingest pipeline must exist."""
         alias = IndexAlias(self.client, self.run.config.index)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
-        if ResyncKind.RESET in self.resync or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
+        rebuild = ResyncKind.RESET in self.resync or self.export_anew
+        if rebuild or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
             resumable = frozenset(_applied_index(i) for i in self.batch if i.status == ItemStatus.APPLIED and i.applied_to)
             resumed = alias.resumable(self.spec, set(resumable))
             return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)

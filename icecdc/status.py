@@ -50,10 +50,10 @@ def has_work(
     if index is not None and index_work(index, checkpoint, config.shape):
         return True
     current = table.current_snapshot()
-    if current is None:  # an empty table: work only when the index still holds another table's documents
-        return checkpoint is not None and (
-            checkpoint.table_uuid != str(table.metadata.table_uuid) or checkpoint.snapshot_id != NO_SNAPSHOT
-        )
+    if current is None:  # an empty table: work only when the index still holds documents of another table, or of none
+        if checkpoint is None:
+            return index is not None and bool(index.unaccounted_or_unknown())
+        return checkpoint.table_uuid != str(table.metadata.table_uuid) or checkpoint.snapshot_id != NO_SNAPSHOT
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
     # a schema change, new ids, a dead pass's commits rolled back: a resync

@@ -457,13 +457,11 @@ def test_routed_rows_moved_after_a_rewrite_a_write_block_refused(machine: Pipeli
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open (KnownBug.INDEX_STATE_UNDER_ANOTHER_KEY): a document of a row that left the index")
 def test_a_table_moved_into_indexes_keeping_its_index(machine: PipelineMachine) -> None:
     """Found by fuzz (2026-11-27), reduced by removing steps one at a time: the table moves from
     the single-index form into `indexes`, keeping the index `t`; the index's state is now kept
-    under `db.t#t`, where no checkpoint is, so the sync exports into the existing index as if it
-    were empty, and the document of a row that left the filter since stays. Not fixed yet;
-    strict, so that its fix turns this red until the mark goes."""
+    under `db.t#t`, where no checkpoint is, so the sync exported into the existing index as if it
+    were empty, and the document of a row that left the filter since stayed."""
     state = machine
     create(state, key=KeyType.LONG, writers=Writers.BOTH, large_strings=True)
     write(state, Writer.PY_UPDATE, seed=3297)  # row 0, in eu

@@ -204,6 +204,68 @@ def test_the_items_of_a_dropped_table_are_retired_whatever_their_sequence_number
     assert work_of(pipeline, config) == (False, "")
 
 
+# -- an index whose documents no checkpoint accounts for --------------------------------------------
+
+
+def lose_state(pipeline: Pipeline) -> None:
+    """What a state store lost, or the table's state kept under another key, leaves: no checkpoint."""
+    (pipeline.workdir / "state.db").unlink()
+
+
+def test_a_table_moved_into_indexes_keeping_its_index_drops_the_rows_gone_since(pipeline: Pipeline) -> None:
+    """Found by the model: the index's state moves from `db.orders` to `db.orders#orders`, where no
+    checkpoint is; the export into the index as it was left the document of the row deleted since."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    pipeline.sync(pipeline.config({"name": NAME}), NAME)
+    table.delete("id = 2")
+    moved = pipeline.config({"name": NAME, "index": None, "indexes": [{"index": INDEX}]})
+    assert moved.table(NAME).targets()[0].key == f"{NAME}#{INDEX}"  # the index's state is kept under another key
+
+    pipeline.sync(moved, NAME)  # index == table: no document of row 2
+    assert aliased(pipeline) == ["orders-2"] and sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]
+
+
+def test_a_capped_export_after_the_state_was_lost_serves_the_old_index_until_its_swap(pipeline: Pipeline) -> None:
+    """The export builds a new generation across passes (the planner's items, a crash between
+    two): searches read the old documents until the swap, and none of them is left after it."""
+    table = orders(pipeline)
+    for f in range(3):
+        table.append(rows(3 * f, 3 * f + 1, 3 * f + 2))
+    config = capped(pipeline)
+    pipeline.sync(config, NAME)
+    table.delete("id = 4")
+    lose_state(pipeline)
+
+    assert pipeline.one_pass(config, NAME).partial
+    assert aliased(pipeline) == ["orders-1"] and "4" in pipeline.documents(INDEX)  # the old generation serves searches
+    with pytest.raises(Crash):
+        pipeline.one_pass(config, NAME, probe=crash_at(PassPoint.WRITTEN))
+    pipeline.sync(config, NAME)  # index == table
+    assert aliased(pipeline) == ["orders-2"] and sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]
+
+
+def test_an_empty_table_whose_index_holds_documents_no_checkpoint_accounts_for_is_work(pipeline: Pipeline) -> None:
+    orders(pipeline).append(rows(1, 2))
+    config = pipeline.config({"name": NAME})
+    pipeline.sync(config, NAME)
+    pipeline.catalog.drop_table(NAME)
+    orders(pipeline)  # no snapshot
+    lose_state(pipeline)
+    assert work_of(pipeline, config)[0]
+
+    pipeline.sync(config, NAME)  # index == table: no document
+    assert work_of(pipeline, config) == (False, "")
+
+
+def test_a_first_export_into_an_index_that_holds_no_document_writes_it_in_place(pipeline: Pipeline) -> None:
+    pipeline.client.indices.create(index=INDEX)  # made by hand, before the first sync
+    orders(pipeline).append(rows(1, 2))
+    pipeline.sync(pipeline.config({"name": NAME}), NAME)
+    alias = IndexAlias(pipeline.client, INDEX)
+    assert alias.current() == INDEX and alias.generations() == {}  # no generation: the index as it was made
+
+
 # -- generations are icecdc's and this index's ------------------------------------------------------
 
 

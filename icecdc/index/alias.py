@@ -134,6 +134,15 @@ class IndexAlias:
             log.warning("index %r: cannot tell whether it is as the checkpoint left it (%s)", self.name, exc)
             return ""
 
+    def unaccounted_or_unknown(self) -> str:
+        """`unaccounted(set())` for a table with no checkpoint and no work pending; an index that
+        cannot be read is reported as holding none, with a warning, as `unfinished` does."""
+        try:
+            return self.unaccounted(set())
+        except (TransportError, SinkError) as exc:
+            log.warning("index %r: cannot tell whether it holds documents (%s)", self.name, exc)
+            return ""
+
     def _unfinished(self, checkpoint: Checkpoint | None) -> str:
         against = self._against(checkpoint)
         if checkpoint is None or against is None:
@@ -174,6 +183,22 @@ class IndexAlias:
         if found != checkpoint.index_uuid:
             return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
         return ""
+
+    def unaccounted(self, written: set[str]) -> str:
+        """Why the index holds documents no checkpoint accounts for ("" when it holds none, or is one
+        of `written`: the uuids a first export's earlier passes wrote to). Asked when the table has no
+        checkpoint: its state store was lost, or its state is kept under another key (the table moved
+        into or out of `indexes`). A first export into such an index would leave the documents of rows
+        gone since, so it builds a new generation instead."""
+        uuid = self.uuid()
+        if uuid is None or uuid in written:
+            return ""
+        try:  # so that the count sees the last writes; an index that refuses it is counted as it is
+            self.client.indices.refresh(index=self.name)
+        except TransportError as exc:
+            log.debug("index %r: not refreshed before counting (%s)", self.name, exc)
+        held = int(self.client.count(index=self.name)["count"])
+        return f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for" if held else ""
 
     def shape_changed(self, shape: str) -> str:
         """Why the index holds another shape of the table than `shape` (a `Shape.fingerprint`; ""

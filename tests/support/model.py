@@ -306,9 +306,9 @@ class KnownBug(StrEnum):
     # a routed row moved by a commit after a sync a write block refused: the pass after the block,
     # exporting with external_gte, deleted its new document under the old routing value
     COMMIT_DURING_A_BLOCKED_SYNC = "commit-during-a-blocked-sync"
-    # open: a table moved into or out of `indexes` keeps its index but not its checkpoint (the
-    # state's key changes), so a first export goes into the existing index and leaves the documents
-    # of rows that left it (found 2026-11-27; test_model_regressions has it as a strict xfail)
+    # a table moved into or out of `indexes` keeps its index but not its checkpoint (the state's
+    # key changes): the first export went into the existing index and left the documents of rows
+    # that left it (found 2026-11-27)
     INDEX_STATE_UNDER_ANOTHER_KEY = "index-state-under-another-key"
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
