@@ -363,6 +363,14 @@ class PipelineMachine(RuleBasedStateMachine):
         note(f"reshape: {self.shape} -> {shape}")
         self.shape = shape
 
+    @rule()
+    @step
+    def lose_state(self) -> None:
+        """The state store is lost (its file deleted, a DynamoDB table dropped): no checkpoint, no
+        work item, no lease; the index stays as the last sync left it."""
+        for suffix in ("", "-wal", "-shm"):
+            (self.workdir / f"state.db{suffix}").unlink(missing_ok=True)
+
     # -- syncs ----------------------------------------------------------------------------------
 
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps))
