@@ -46,7 +46,7 @@ from icecdc.config import Config, TableConfig, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.index import IndexAlias, index_uuid
-from icecdc.model import Checkpoint, EngineKind, ItemStatus, PassPoint, Probe, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
 from icecdc.processing import process_table, sync, sync_table
 from icecdc.state import SqliteStateStore, StateStore, index_stores
@@ -81,7 +81,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset({KnownBug.RESHAPE_DURING_A_FILTERED_REBUILD})  # open: see KnownBug
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -355,6 +355,9 @@ class PipelineMachine(RuleBasedStateMachine):
     def reshape(self, shape: IndexShape) -> None:
         """The operator changes the index's shape in the configuration: the next sync rebuilds it."""
         split = IndexShape.SPLIT in (shape, self.shape) and shape != self.shape
+        if shape != self.shape and KnownBug.RESHAPE_DURING_A_FILTERED_REBUILD in self.excluded and self.export_pending():
+            note("reshape: skipped (known bug: a reshape while a rebuild's export is pending)")
+            return
         if split and KnownBug.INDEX_STATE_UNDER_ANOTHER_KEY in self.excluded:
             note("reshape: skipped (known bug: into or out of `indexes`, the index's state under another key)")
             return
@@ -582,6 +585,10 @@ class PipelineMachine(RuleBasedStateMachine):
     def items_pending(self) -> bool:
         with self.stores() as indexes:
             return any(store.count_pending(TABLE) for _, _, store in indexes)
+
+    def export_pending(self) -> bool:
+        with self.stores() as indexes:
+            return any(i.kind == ItemKind.EXPORT for _, _, store in indexes for i in store.pending_items(TABLE))
 
     def rebuild_unfinished(self) -> bool:
         with self.stores() as indexes:
