@@ -17,9 +17,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
-from icecdc.compat import metrics_evaluator
 from icecdc.config import TableConfig
-from icecdc.documents import Shape
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
@@ -86,7 +84,7 @@ def plan_table(
         elif config.export or resync:
             if resync:
                 log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-            exports = _export_items(table, config.name, base, kind, replacing, config.shape)
+            exports = _export_items(table, config.name, base, kind, replacing)
         else:
             store.complete(config.name, base, [])
     else:
@@ -278,13 +276,12 @@ def _export_items(
     base: Checkpoint,
     resync: ResyncKind = ResyncKind.NONE,
     replacing: str = "",
-    shape: Shape | None = None,
 ) -> list[WorkItem]:
     """One item per live data file of the export snapshot (one empty item for an empty table).
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
-    With a `where`, only the files whose partition and column bounds may hold a matching row.
-    """
+    Every file, whatever the index's `where`: the pass prunes them by the shape it writes
+    (`processing._Pass.tasks`), which may have changed since the export was planned."""
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
@@ -294,11 +291,6 @@ def _export_items(
         if manifest.content == ManifestContent.DATA
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     ]
-    if shape is not None and shape.where is not None:
-        # By the files' column bounds, not pyiceberg's scan planning: that refuses a snapshot with
-        # equality deletes, and the reader applies every delete file itself.
-        may_hold = metrics_evaluator(table.schema(), shape.row_filter)
-        live = [data_file for data_file in live if may_hold(data_file)]
     paths = sorted(data_file.file_path for data_file in live)
     groups: list[tuple[str, ...]] = [(path,) for path in paths] or [()]
     return [

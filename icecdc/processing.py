@@ -25,6 +25,7 @@ from pyiceberg.table import Table
 from icecdc.batching import cap_batch, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats
+from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError
@@ -396,7 +397,16 @@ class _Pass:
         if not collapse_runs and any(i.kind != ItemKind.EXPORT for i in unread):
             log.info("%s: a pass from this checkpoint may have written its changes: read commit by commit", self.name)
         with _manifests_of(self.name):
-            return pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
+            tasks = pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
+        shape = run.config.shape
+        if shape.where is None or not tasks.export:
+            return tasks
+        # An export reads only the files the index's filter may hold rows of: by their column bounds,
+        # not pyiceberg's scan planning (that refuses a snapshot with equality deletes, and the reader
+        # applies every delete file itself); here, not when the export was planned: the shape may
+        # have changed in between, and the pass writes the shape it is configured with now.
+        may_hold = metrics_evaluator(self.table.schema(), shape.row_filter)
+        return replace(tasks, export=[task for task in tasks.export if may_hold(task.data_file)])
 
     def engine(self, tasks: PassTasks) -> Engine:
         return self.run.engines.for_pass(self.name, WorkSize.of(file_reads(tasks.all)))

@@ -472,14 +472,12 @@ def test_a_table_moved_into_indexes_keeping_its_index(machine: PipelineMachine) 
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open (KnownBug.RESHAPE_DURING_A_FILTERED_REBUILD): a row with no document")
 def test_a_reshape_while_a_filtered_rebuild_is_pending(machine: PipelineMachine) -> None:
     """Found by fuzz (2026-11-27), reduced by removing steps one at a time. The reshape to a filter
-    plans a rebuild whose export lists only the files the filter may hold (region eu); the sync
+    planned a rebuild whose export listed only the files the filter may hold (region eu); the sync
     dies before writing, the shape changes again (every column but region: every row), and the
-    rebuild that follows writes the new shape from the old file list: row 6, outside eu, has no
-    document, and the new generation records the new shape, so no later pass sees it. Not fixed
-    yet; strict, so that its fix turns this red until the mark goes."""
+    rebuild that followed wrote the new shape from the old file list: row 6, outside eu, had no
+    document, and the new generation recorded the new shape, so no later pass saw it."""
     state = machine
     create(state, key=KeyType.LONG, writers=Writers.BOTH, large_strings=True, identifiers_in_schema=False)
     write(state, Writer.SPARK_MERGE, count=4, seed=8188, mode=WriteMode.MERGE_ON_READ)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from icecdc.audit import rebuild_index
+from icecdc.config import parse_config
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import IndexStateError, PlanningError
 from icecdc.model import EngineKind
@@ -104,6 +105,23 @@ def test_export_reads_only_the_files_the_filter_may_match(pipeline: Pipeline, sp
     insert(spark_sql, range(20, 30), region="ap")
     result = synced(pipeline, config(pipeline, where="region in ('eu', 'ap') and id >= 25"))
     assert result.files == 1  # the eu file's ids are all below 25; the us file is another partition
+
+
+def test_a_filter_changed_again_while_its_capped_rebuild_is_under_way(pipeline: Pipeline, spark_sql: SparkSql) -> None:
+    """Found by the model (tests/test_model.py): a rebuild's export planned for one filter, then
+    applied for another. Its files are pruned by the shape each pass writes, and a generation an
+    earlier pass built for another shape is not resumed: its applied files were pruned otherwise."""
+    two_regions(spark_sql)
+    insert(spark_sql, range(20, 30), region="ap")
+    synced(pipeline, config(pipeline))
+
+    def capped(**index: Any) -> Any:
+        entry = {"name": TABLE, "index": "wide", "identifier_columns": ["id"], **index}
+        return parse_config({**pipeline.config_dict([entry]), "batch": {"max_files": 1}})
+
+    assert pipeline.one_pass(capped(where="region = 'eu'"), TABLE).partial  # the ap file, pruned, is applied
+    result = synced(pipeline, capped(where="region != 'us'"))  # index == table: the ap rows too
+    assert result.writes.indexed == 20  # once each: no generation of the old filter was swapped in first
 
 
 def test_an_export_of_a_filtered_index_of_a_table_with_equality_deletes(pipeline: Pipeline, spark_sql: SparkSql) -> None:

@@ -209,13 +209,15 @@ class IndexAlias:
         current = self.current()
         if current is None:
             return ""
-        recorded = ""
-        if current != self.name:
-            meta = self.client.indices.get_mapping(index=current).get(current, {}).get("mappings", {}).get("_meta") or {}
-            recorded = meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
+        recorded = self._recorded_shape(current) if current != self.name else ""
         if recorded == shape:
             return ""
         return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {shape or 'every column and row'})"
+
+    def _recorded_shape(self, generation: str) -> str:
+        """The shape (`Shape.fingerprint`) a generation's marker records: the shape it was built for."""
+        meta = self.client.indices.get_mapping(index=generation).get(generation, {}).get("mappings", {}).get("_meta") or {}
+        return meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
 
     def mapping_changed(self, spec: IndexSpec) -> bool:
         """Whether the index the alias names maps a field otherwise than `spec` (checked again by every
@@ -273,11 +275,15 @@ class IndexAlias:
 
     def resumable(self, spec: IndexSpec, resumable: set[str]) -> tuple[str, str] | None:
         """(name, uuid) of the generation a rebuild resumes: one the alias does not name whose uuid is
-        in `resumable` (where the rebuild's earlier passes wrote) and whose mapping can take `spec`
-        (not one a type changed meanwhile); None when the rebuild starts a new one. Reads only."""
+        in `resumable` (where the rebuild's earlier passes wrote), built for the shape of `spec`, and
+        whose mapping can take `spec` (not one a type changed meanwhile); None when the rebuild
+        starts a new one. Reads only."""
         current = self.current()
         for name, uuid in self.generations().items():
             if name != current and uuid in resumable:
+                if self._recorded_shape(name) != spec.shape:  # its earlier passes wrote another shape
+                    log.warning("index %r: generation %r holds another shape; restarting the rebuild", self.name, name)
+                    continue
                 conflicts = mapping_conflicts(self.client, name, spec)
                 if not conflicts:
                     return name, uuid

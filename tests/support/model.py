@@ -310,10 +310,9 @@ class KnownBug(StrEnum):
     # key changes): the first export went into the existing index and left the documents of rows
     # that left it (found 2026-11-27)
     INDEX_STATE_UNDER_ANOTHER_KEY = "index-state-under-another-key"
-    # open: a filtered index's rebuild plans its export's files pruned by the filter; the shape
-    # changed again before the rebuild ran, the rebuild finishes with the new shape's mapping but
-    # the old filter's files, and rows outside the old filter have no document (found 2026-11-27;
-    # test_model_regressions has it as a strict xfail)
+    # a filtered index's rebuild planned its export's files pruned by the filter; the shape changed
+    # again before the rebuild ran, and the rebuild wrote the new shape from the old filter's
+    # files: rows outside the old filter had no document (found 2026-11-27)
     RESHAPE_DURING_A_FILTERED_REBUILD = "reshape-during-a-filtered-rebuild"
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
