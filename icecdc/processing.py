@@ -212,10 +212,10 @@ class TableRun:
             self.plan(table, resync=(ResyncKind.REWRITE, replaced))
             pending = self.store.pending_items(self.name)
         elif checkpoint is None:
-            written = {_applied_index(i) for i in pending if i.status == ItemStatus.APPLIED and i.applied_to}
+            written = _applied_indexes(pending)
             unaccounted = alias.unaccounted(written)
-            level = logging.DEBUG if written else logging.WARNING  # warned by the pass that starts the generation
             if unaccounted:
+                level = logging.DEBUG if written else logging.WARNING  # warned by the pass that starts the generation
                 log.log(level, "%s: %s; exporting the table into a new generation", self.name, unaccounted)
         elif not any(i.resync for i in pending):
             reshaped = alias.shape_changed(spec.shape)  # the configuration changed: a new generation of the new shape
@@ -288,9 +288,9 @@ def _applied_mark(index_uuid: str, schema_id: int) -> str:
     return f"{index_uuid}@schema-{schema_id}"
 
 
-def _applied_index(item: WorkItem) -> str:
-    """The uuid of the index an APPLIED item's rows were written to."""
-    return item.applied_to.split("@", 1)[0]
+def _applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
+    """The uuids of the indexes the APPLIED ones of `items` were written to (`_applied_mark`'s first part)."""
+    return frozenset(i.applied_to.split("@", 1)[0] for i in items if i.status == ItemStatus.APPLIED and i.applied_to)
 
 
 def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> BatchResult:
@@ -365,8 +365,8 @@ class _Pass:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
         rebuild = ResyncKind.RESET in self.resync or self.export_anew
         if rebuild or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
-            resumable = frozenset(_applied_index(i) for i in self.batch if i.status == ItemStatus.APPLIED and i.applied_to)
-            resumed = alias.resumable(self.spec, set(resumable))
+            resumable = _applied_indexes(self.batch)
+            resumed = alias.resumable(self.spec, resumable)
             return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
         return _Destination(alias.name, alias.uuid() or "", rebuild=False)
 
@@ -415,7 +415,7 @@ class _Pass:
         """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
         alias = IndexAlias(self.client, self.run.config.index)
         if found.rebuild:
-            index = alias.start_rebuild(self.spec, set(found.resumable))
+            index = alias.start_rebuild(self.spec, found.resumable)
         else:
             alias.ensure(self.spec)
             index = alias.name

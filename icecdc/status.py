@@ -52,7 +52,7 @@ def has_work(
     current = table.current_snapshot()
     if current is None:  # an empty table: work only when the index still holds documents of another table, or of none
         if checkpoint is None:
-            return index is not None and bool(index.unaccounted_or_unknown())
+            return index is not None and bool(index.unaccounted(tolerant=True))
         return checkpoint.table_uuid != str(table.metadata.table_uuid) or checkpoint.snapshot_id != NO_SNAPSHOT
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True

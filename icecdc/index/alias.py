@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,19 +129,15 @@ class IndexAlias:
         """Why the index needs a pass although no work item is pending ("" when it does not): a
         rebuild's swap not made, the index deleted or replaced, a generation left over. An index
         that cannot be read is reported as fine, with a warning: the next commit's pass finds it."""
-        try:
-            return self._unfinished(checkpoint)
-        except (TransportError, SinkError) as exc:
-            log.warning("index %r: cannot tell whether it is as the checkpoint left it (%s)", self.name, exc)
-            return ""
+        return self._or_unknown("whether it is as the checkpoint left it", lambda: self._unfinished(checkpoint))
 
-    def unaccounted_or_unknown(self) -> str:
-        """`unaccounted(set())` for a table with no checkpoint and no work pending; an index that
-        cannot be read is reported as holding none, with a warning, as `unfinished` does."""
+    def _or_unknown(self, question: str, ask: Callable[[], str]) -> str:
+        """`ask()`, or "" with a warning when the index cannot be read: for the planner's questions,
+        which the pass asks again (and fails on) when it runs."""
         try:
-            return self.unaccounted(set())
+            return ask()
         except (TransportError, SinkError) as exc:
-            log.warning("index %r: cannot tell whether it holds documents (%s)", self.name, exc)
+            log.warning("index %r: cannot tell %s (%s)", self.name, question, exc)
             return ""
 
     def _unfinished(self, checkpoint: Checkpoint | None) -> str:
@@ -184,12 +181,15 @@ class IndexAlias:
             return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
         return ""
 
-    def unaccounted(self, written: set[str]) -> str:
+    def unaccounted(self, written: AbstractSet[str] = frozenset(), *, tolerant: bool = False) -> str:
         """Why the index holds documents no checkpoint accounts for ("" when it holds none, or is one
         of `written`: the uuids a first export's earlier passes wrote to). Asked when the table has no
         checkpoint: its state store was lost, or its state is kept under another key (the table moved
         into or out of `indexes`). A first export into such an index would leave the documents of rows
-        gone since, so it builds a new generation instead."""
+        gone since, so it builds a new generation instead. `tolerant`: an index that cannot be read
+        is reported as holding none, with a warning, as `unfinished` does (the planner's question)."""
+        if tolerant:
+            return self._or_unknown("whether it holds documents", lambda: self.unaccounted(written))
         uuid = self.uuid()
         if uuid is None or uuid in written:
             return ""
@@ -273,7 +273,7 @@ class IndexAlias:
 
     # -- rebuilding --------------------------------------------------------------------------
 
-    def resumable(self, spec: IndexSpec, resumable: set[str]) -> tuple[str, str] | None:
+    def resumable(self, spec: IndexSpec, resumable: AbstractSet[str]) -> tuple[str, str] | None:
         """(name, uuid) of the generation a rebuild resumes: one the alias does not name whose uuid is
         in `resumable` (where the rebuild's earlier passes wrote), built for the shape of `spec`, and
         whose mapping can take `spec` (not one a type changed meanwhile); None when the rebuild
@@ -295,7 +295,7 @@ class IndexAlias:
                 )
         return None
 
-    def start_rebuild(self, spec: IndexSpec, resumable: set[str]) -> str:
+    def start_rebuild(self, spec: IndexSpec, resumable: AbstractSet[str]) -> str:
         """The generation a rebuild writes to while the current one keeps serving searches, after
         checking that the cluster accepts writes: the only way to let versions go backwards.
 
