@@ -19,6 +19,8 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from icecdc.model import EngineKind
+from tests.support.model import Caps, CrashAt, KeyType, Poison, StoreKind, WriteMode, Writer, Writers
 from tests.support.model_machine import FUZZ, STATS, PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 REPORT = Path(os.environ.get("ICECDC_MODEL_REPORT", ".build/model"))
@@ -34,6 +36,34 @@ def test_the_index_follows_the_table_through_random_histories(model_machine: typ
         print(
             f"\nmodel-based test (excluded known bugs: {sorted(map(str, model_machine.excluded)) or 'none'}):\n{STATS.summary()}"
         )
+
+
+def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type[PipelineMachine]) -> None:
+    """The AWS bundle's store under the machine: a crash inside `complete`, then the table dropped
+    and made again; every check of the machine runs against DynamoDB on moto, never a SQLite file."""
+    state = model_machine()
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=3,
+        large_strings=False,
+        writers=Writers.PYICEBERG,
+        store=StoreKind.DYNAMODB,
+    )
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    state.write(Writer.PY_APPEND, 2, 0, Poison.NONE, False, WriteMode.MERGE_ON_READ)
+    state.crashing_sync(engine=EngineKind.SPARK, caps=Caps.NONE, crash=CrashAt.COMPLETE_BEFORE, at=0)
+    assert state.items_pending()
+    state.lose_state()
+    assert not state.items_pending()
+    state.write(Writer.PY_APPEND, 2, 1, Poison.NONE, False, WriteMode.COPY_ON_WRITE)
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    with state.stores() as indexes:
+        assert all(store.get_checkpoint(key) is not None for _, key, store in indexes)
+    assert not list(state.workdir.glob("state.db*"))
+    state.teardown()
 
 
 def fuzz(machine: type[PipelineMachine], minutes: float) -> None:

@@ -163,6 +163,13 @@ class Writers(StrEnum):
     SPARK = "Spark only"
 
 
+class StoreKind(StrEnum):
+    """Where the example keeps icecdc's state: the local default, or the AWS bundle's store."""
+
+    SQLITE = "a SQLite file"
+    DYNAMODB = "a DynamoDB table on moto's server"
+
+
 class WriteMode(StrEnum):
     COPY_ON_WRITE = "copy-on-write"
     MERGE_ON_READ = "merge-on-read"  # v2: position deletes; v3: deletion vectors

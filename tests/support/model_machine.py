@@ -10,7 +10,8 @@ sync the invariants hold (`PipelineMachine.check`): the index equals the rows an
 table its shape holds, each document under its row's routing (but for documents refused for their
 own fault, each a dead letter naming its row), nothing is left to do (`has_work`,
 `table_status`), and exactly one generation is behind the alias. After a crash or a partial run,
-`has_work` false must mean the same.
+`has_work` false must mean the same. The state lives where the example draws it: a SQLite file, or a
+DynamoDB table on moto's server (the AWS bundle's store).
 
 The machine needs the session's Spark and osmem: `model_machine` (a fixture) hands out the class
 with them. A failing sequence, as Hypothesis prints it, runs as it reads without Hypothesis:
@@ -28,6 +29,7 @@ import functools
 import os
 import shutil
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -49,9 +51,11 @@ from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
 from icecdc.processing import process_table, sync, sync_table
-from icecdc.state import SqliteStateStore, StateStore, index_stores
+from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
+from icecdc.state.dynamodb import DynamoDbStateStore, create_state_table
 from icecdc.status import has_work, table_status
 from icecdc.verify import index_documents
+from tests.support.aws import REGION, aws_client
 from tests.support.faults import FaultProxy, _Rule
 from tests.support.model import (
     INDEX,
@@ -67,6 +71,7 @@ from tests.support.model import (
     Lake,
     ModelTable,
     Poison,
+    StoreKind,
     TableOp,
     WriteMode,
     Writer,
@@ -125,6 +130,7 @@ class Resources:
     spark: Any
     osmem: Any  # osmem_server.OsmemServer: a clone per example
     tmp: pytest.TempPathFactory
+    moto_url: str  # DynamoDB: a state table per example that draws it
 
 
 @dataclass
@@ -148,13 +154,16 @@ class Stats:
 STATS = Stats()
 
 
-class CrashingStore(SqliteStateStore):
-    """The real SQLite store, with the process dying in the `at`-th `complete` (0-based): before the
-    store writes, or after."""
+class CrashInComplete(StateStore):
+    """Mixed in before a real store: the process dies in the `at`-th `complete` (0-based), before
+    the store writes, or after (`arm`)."""
 
-    def __init__(self, path: str | Path, after: bool, at: int, fired: list[str]) -> None:
-        super().__init__(path)
-        self.after, self.at, self.fired, self.calls = after, at, fired, 0
+    after, at, calls = False, -1, 0
+    fired: list[str]
+
+    def arm(self, after: bool, at: int, fired: list[str]) -> StateStore:
+        self.after, self.at, self.fired = after, at, fired
+        return self
 
     def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any) -> None:
         self.calls += 1
@@ -166,6 +175,14 @@ class CrashingStore(SqliteStateStore):
         if crash:
             self.fired.append("complete (after)")
             raise InjectedCrash("killed in complete, after the store wrote")
+
+
+class CrashingSqliteStore(CrashInComplete, SqliteStateStore):
+    pass
+
+
+class CrashingDynamoDbStore(CrashInComplete, DynamoDbStateStore):
+    pass
 
 
 def note(text: str) -> None:
@@ -219,6 +236,9 @@ class PipelineMachine(RuleBasedStateMachine):
         self.blocked = False
         self.busy = False
         self.shape = IndexShape.WHOLE  # the configuration's shape of the index
+        self.moto_url = resources.moto_url
+        self.store_kind = StoreKind.SQLITE
+        self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
         STATS.examples += 1
 
     # -- the table ------------------------------------------------------------------------------
@@ -232,6 +252,7 @@ class PipelineMachine(RuleBasedStateMachine):
         large_strings=st.booleans(),
         writers=st.sampled_from([Writers.BOTH, Writers.BOTH, Writers.PYICEBERG, Writers.SPARK]),
         shape=st.sampled_from([IndexShape.WHOLE, *IndexShape]),
+        store=st.sampled_from([StoreKind.SQLITE, *StoreKind]),
     )
     @step
     def create(
@@ -244,8 +265,11 @@ class PipelineMachine(RuleBasedStateMachine):
         large_strings: bool,
         writers: Writers,
         shape: IndexShape = IndexShape.WHOLE,
+        store: StoreKind = StoreKind.SQLITE,
     ) -> None:
-        self.shape = shape
+        self.shape, self.store_kind = shape, store
+        if store == StoreKind.DYNAMODB:
+            create_state_table(self.state_table, region=REGION, endpoint_url=self.moto_url)
         if not key.spark:
             version, writers = 2, Writers.PYICEBERG  # Spark cannot read a time key; pyiceberg writes no v3
         if KnownBug.MIXED_STRING_TYPES in self.excluded and writers == Writers.BOTH:
@@ -261,6 +285,7 @@ class PipelineMachine(RuleBasedStateMachine):
         STATS.steps[f"  format v{version}"] += 1
         STATS.steps[f"  writers {writers}"] += 1
         STATS.steps[f"  index shape {shape}"] += 1
+        STATS.steps[f"  state in {store}"] += 1
         if rows:
             self.write(Writer.PY_APPEND, rows, 0, Poison.NONE, large_strings, WriteMode.COPY_ON_WRITE)
 
@@ -369,8 +394,12 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule()
     @step
     def lose_state(self) -> None:
-        """The state store is lost (its file deleted, a DynamoDB table dropped): no checkpoint, no
-        work item, no lease; the index stays as the last sync left it."""
+        """The state store is lost (its file deleted, its DynamoDB table dropped and made again, as a
+        redeploy would): no checkpoint, no work item, no lease; the index stays as the last sync left it."""
+        if self.store_kind == StoreKind.DYNAMODB:
+            aws_client("dynamodb", self.moto_url).delete_table(TableName=self.state_table)
+            create_state_table(self.state_table, region=REGION, endpoint_url=self.moto_url)
+            return
         for suffix in ("", "-wal", "-shm"):
             (self.workdir / f"state.db{suffix}").unlink(missing_ok=True)
 
@@ -513,6 +542,14 @@ class PipelineMachine(RuleBasedStateMachine):
         )
         raw["batch"] = caps.batch()
         raw["dead_letter"] = {"path": str(self.workdir / "dead-letters")}
+        if self.store_kind == StoreKind.DYNAMODB:
+            raw["state"] = {
+                "type": "dynamodb",
+                "table": self.state_table,
+                "region": REGION,
+                "endpoint_url": self.moto_url,
+                "lease_seconds": raw["state"]["lease_seconds"],
+            }
         return parse_config(raw)
 
     def run_sync(
@@ -544,7 +581,7 @@ class PipelineMachine(RuleBasedStateMachine):
         error: Exception | None = None
         try:
             if crash in (CrashAt.COMPLETE_BEFORE, CrashAt.COMPLETE_AFTER):
-                self.sync_with_store(config, CrashingStore(self.workdir / "state.db", crash == CrashAt.COMPLETE_AFTER, at, fired))
+                self.sync_with_store(config, self.crashing_store(crash == CrashAt.COMPLETE_AFTER, at, fired))
             else:
                 sync(config, self.spark, [TABLE], probe=probe)
         except Exception as exc:  # noqa: BLE001 - judged by the caller
@@ -555,7 +592,13 @@ class PipelineMachine(RuleBasedStateMachine):
             fired.append(str(crash))
         return error, fired
 
-    def sync_with_store(self, config: Config, store: SqliteStateStore) -> None:
+    def crashing_store(self, after: bool, at: int, fired: list[str]) -> StateStore:
+        """The example's state store, dying in its `at`-th `complete` (`CrashInComplete`)."""
+        if self.store_kind == StoreKind.DYNAMODB:
+            return CrashingDynamoDbStore(self.state_table, region=REGION, endpoint_url=self.moto_url).arm(after, at, fired)
+        return CrashingSqliteStore(self.workdir / "state.db").arm(after, at, fired)
+
+    def sync_with_store(self, config: Config, store: StateStore) -> None:
         """`icecdc.processing.sync` of the table, with this store (a test's wrapper of the real one)."""
         catalog = open_catalog(config.catalog)
         table_config = config.table(TABLE)
@@ -598,8 +641,8 @@ class PipelineMachine(RuleBasedStateMachine):
     def stores(self, config: Config | None = None) -> Iterator[list[tuple[TableConfig, str, StateStore]]]:
         """Each index the table writes (under `config`, else the shape's), its state's key, and the
         state store as that index sees it (`icecdc.state.index_stores`)."""
-        table_config = (config or self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)).table(TABLE)
-        store = SqliteStateStore(self.workdir / "state.db")
+        config = config or self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        table_config, store = config.table(TABLE), open_state_store(config.state)
         try:
             yield index_stores(table_config, store)
         finally:
@@ -736,11 +779,15 @@ class PipelineMachine(RuleBasedStateMachine):
             self.proxy.stop()
             self.clone.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.store_kind == StoreKind.DYNAMODB:
+                aws_client("dynamodb", self.moto_url).delete_table(TableName=self.state_table)
 
 
 @pytest.fixture(name="model_machine")
-def model_machine_fixture(spark: Any, osmem_server: Any, tmp_path_factory: pytest.TempPathFactory) -> type[PipelineMachine]:
-    """The machine class, wired to the session's Spark and osmem."""
-    PipelineMachine.resources = Resources(spark, osmem_server, tmp_path_factory)
+def model_machine_fixture(
+    spark: Any, osmem_server: Any, moto_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> type[PipelineMachine]:
+    """The machine class, wired to the session's Spark, osmem and moto."""
+    PipelineMachine.resources = Resources(spark, osmem_server, tmp_path_factory, moto_url)
     PipelineMachine.excluded = excluded_bugs()
     return PipelineMachine
