@@ -165,7 +165,9 @@ PROBE_LABELS = {
     "no_bounds": "budget 256 KiB, no bounds of the key in the manifests",
     "spread": "default budget, every file spanning the whole key range",
     "few_first": "default budget, identifier (region, id), region of 8 values in every file",
-    "spread_driver_1g": "default budget, every file spanning the whole key range, spark.driver.memory 1g",
+    "sorted_driver_1g": "every default (spark.driver.memory 1g, Spark's), files sorted by the key",
+    "spread_driver_1g": "every default (spark.driver.memory 1g, Spark's), every file spanning the whole key range",
+    "few_first_driver_1g": "every default (spark.driver.memory 1g, Spark's), identifier (region, id), region of 8 values in every file",
     "spread_serial_gc": "default budget, every file spanning the whole key range, the JVM's serial collector",
 }
 
