@@ -181,6 +181,14 @@ class Poison(StrEnum):
     NONE = "none"
     OVERSIZED = "oversized"  # larger than a bulk request may be
     UNMAPPABLE = "unmappable"  # a value its field's mapping refuses
+    # an appended row whose key makes an `_id` OpenSearch refuses (string and composite keys)
+    LONG_ID = "an id over 512 bytes"
+    EMPTY_ID = "an empty id"
+    NULL_ID = "a null identifier (a key the configuration names, so nullable)"
+
+    @property
+    def of_the_id(self) -> bool:
+        return self in (Poison.LONG_ID, Poison.EMPTY_ID, Poison.NULL_ID)
 
 
 class TableOp(StrEnum):
@@ -263,6 +271,70 @@ class IndexShape(StrEnum):
         return str(row["region"]) if self in (IndexShape.ROUTED, IndexShape.ALL) else None
 
 
+class Identifiers(StrEnum):
+    """The identifier columns the configuration names: part of the index's identity, so a change
+    rebuilds the index in a new generation (the table's key, n, and both are each unique)."""
+
+    AS_CREATED = "as the example made them (the schema's, or the key in the configuration)"
+    KEY_AND_N = "the key and n"
+    N = "n"
+
+
+class Reconfig(StrEnum):
+    """An operator's change of icecdc's configuration between syncs."""
+
+    IDENTIFIERS = "identifier columns"
+    MAPPING = "a mapping override for region (keyword) on or off"
+    STRINGS = "strings: text or keyword"
+    SETTINGS = "index settings: a refresh interval on or off"
+
+
+@dataclass
+class Settings:
+    """What the configuration says beyond the index's shape; `Reconfig` changes one at a time."""
+
+    identifiers: Identifiers = Identifiers.AS_CREATED
+    region_keyword: bool = False
+    keyword_strings: bool = False
+    refresh: bool = False
+
+    def common(self) -> dict[str, Any]:
+        """The keys every index entry of the table gets."""
+        properties: dict[str, Any] = {"code": {"type": "long"}}
+        if self.region_keyword:
+            properties["region"] = {"type": "keyword"}
+        common: dict[str, Any] = {"mappings": {"properties": properties}}
+        if self.keyword_strings:
+            common["strings"] = "keyword"
+        if self.refresh:
+            common["settings"] = {"refresh_interval": "5s"}
+        return common
+
+
+class Operator(StrEnum):
+    """An operator's command (the CLI's, in this process), run between syncs."""
+
+    AUDIT = "audit"
+    VERIFY = "verify"
+    REPAIR_FROM_AUDIT = "repair --from-audit"
+    REPAIR_PARTITION = "repair --partition"
+    REPAIR_IDS = "repair --ids"
+    REPAIR_REBUILD = "repair --rebuild"
+    REPLAY = "dead-letters replay"
+
+    @property
+    def writes(self) -> bool:
+        return self not in (Operator.AUDIT, Operator.VERIFY)
+
+
+class OperatorCrash(StrEnum):
+    """Where an operator's command dies (the fault proxy, at its Nth bulk request)."""
+
+    NONE = "none"
+    BULK_UNSENT = "Nth bulk request dropped unsent"
+    BULK_APPLIED = "Nth bulk request applied, its answer lost"
+
+
 class Caps(StrEnum):
     """The batch caps of a sync (config `batch`)."""
 
@@ -321,6 +393,14 @@ class KnownBug(StrEnum):
     # again before the rebuild ran, and the rebuild wrote the new shape from the old filter's
     # files: rows outside the old filter had no document (found 2026-11-27)
     RESHAPE_DURING_A_FILTERED_REBUILD = "reshape-during-a-filtered-rebuild"
+    # issue 40, fixed in parallel: the index's identity when the identifier columns change (item 1),
+    # replay's version beside a run of commits that collapses (item 4), verify, audit and repair of
+    # dead-lettered rows (items 8, 9)
+    IDENTIFIERS_CHANGED = "identifiers-changed"
+    REPLAY_BESIDE_A_COLLAPSED_RUN = "replay-beside-a-collapsed-run"
+    OPERATORS_ON_BAD_ROWS = "operators-on-bad-rows"
+    LETTERS_WRITTEN_AGAIN = "letters-written-again"  # item 9: one open letter per row and reason
+    HOSTILE_IDS = "hostile-ids"  # item 6: ids OpenSearch refuses, the rows' own fault
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
 
@@ -332,8 +412,9 @@ class InjectedCrash(Exception):
 # -- the table ------------------------------------------------------------------------------------
 
 
-def key_fields(key: KeyType) -> list[NestedField]:
-    """The key columns of a new table (field ids are assigned by the catalog)."""
+def key_fields(key: KeyType, required: bool = True) -> list[NestedField]:
+    """The key columns of a new table (field ids are assigned by the catalog); a string key the
+    configuration names (not the schema, whose identifier fields are required) may be null."""
     types: dict[KeyType, IcebergType] = {
         KeyType.LONG: LongType(),
         KeyType.INT: IntegerType(),
@@ -349,7 +430,7 @@ def key_fields(key: KeyType) -> list[NestedField]:
     }
     if key == KeyType.COMPOSITE:
         return [
-            NestedField(1, "tenant", StringType(), required=True),
+            NestedField(1, "tenant", StringType(), required=required),
             NestedField(2, "flag", BooleanType(), required=True),
             NestedField(3, "k", IntegerType(), required=True),
         ]
@@ -362,7 +443,7 @@ def key_fields(key: KeyType) -> list[NestedField]:
                 required=True,
             )
         ]
-    return [NestedField(1, "k", types[key], required=True)]
+    return [NestedField(1, "k", types[key], required=required or key != KeyType.STRING)]
 
 
 def identifier_names(key: KeyType) -> list[str]:
@@ -384,7 +465,7 @@ VALUE_COLUMNS = [
 
 
 def initial_schema(key: KeyType, identifiers_in_schema: bool) -> Schema:
-    fields = key_fields(key)
+    fields = key_fields(key, required=identifiers_in_schema)
     next_id = 10
     for name, type_, _ in VALUE_COLUMNS:
         fields.append(NestedField(next_id, name, type_, required=name == "n"))
@@ -405,7 +486,7 @@ def key_values(key: KeyType, n: int) -> dict[str, Any]:
     value: Any = {
         KeyType.LONG: n,
         KeyType.INT: n,
-        KeyType.STRING: f"k{n:05d}",
+        KeyType.STRING: f'k{n:05d},"ü|日/',  # separators, quotes and non-ASCII in every id
         KeyType.UUID: uuid.UUID(int=n * 7919 + 1).bytes,
         KeyType.DATE: (EPOCH + dt.timedelta(days=n)).date(),
         KeyType.TIMESTAMP: EPOCH + dt.timedelta(seconds=n, microseconds=n),
@@ -527,17 +608,33 @@ def current_rows(lake: Lake, table: Table) -> list[dict[str, Any]]:
     return [{f.name: from_spark(row[f.name], f.field_type) for f in schema.fields} for row in rows]
 
 
+# OpenSearch refuses an `_id` longer than this many bytes (UTF-8), or empty.
+MAX_ID_BYTES = 512
+
+
 def table_documents(
-    lake: Lake, table: Table, identifiers: tuple[str, ...], shape: IndexShape = IndexShape.WHOLE
+    lake: Lake,
+    table: Table,
+    identifiers: tuple[str, ...],
+    shape: IndexShape = IndexShape.WHOLE,
+    unindexable: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, str], dict[str, str | None]]:
     """id -> document text of every row the index's `shape` holds: what the index must hold (but
-    dead letters); and id -> the routing of each."""
+    dead letters); and id -> the routing of each. A row no `_id` can be made of (a null identifier,
+    an empty id, one over 512 bytes) is not there: it goes to `unindexable`, when given."""
     mapper = DocumentMapper(table.schema(), identifiers)
     documents: dict[str, str] = {}
     routings: dict[str, str | None] = {}
     for row in current_rows(lake, table):
         document = mapper.document(row)
-        doc_id = mapper.document_id(document)
+        try:
+            doc_id = mapper.document_id(document)
+        except ValueError:  # a null identifier
+            doc_id = ""
+        if not doc_id or len(doc_id.encode()) > MAX_ID_BYTES:
+            if unindexable is not None and shape.holds(row):
+                unindexable.append(row)
+            continue
         assert doc_id not in documents and doc_id not in routings, f"the test made two rows with key {doc_id}"
         routings[doc_id] = shape.routing(row)
         if shape.holds(row):
@@ -605,6 +702,7 @@ class ModelTable:
     names: int = 0  # for new column and branch names
     picked: set[int] = field(default_factory=set)  # cherry-picked snapshots (picking twice would duplicate keys)
     string_columns: bool = True  # whether ADD_COLUMN may add a string column
+    hostile: dict[int, Any] = field(default_factory=dict)  # row number -> the key value no `_id` is made of
 
     # -- creation -------------------------------------------------------------------------------
 
@@ -654,6 +752,8 @@ class ModelTable:
         self.tag += 1
         tag = self.tag
         keys = key_values(self.key, n)
+        if n in self.hostile:  # a row keeps its key: the writers find rows by n, or by key
+            keys[self.hostile_column] = self.hostile[n]
         row: dict[str, Any] = {}
         oversized_into: str | None = None
         for f in schema.fields:
@@ -715,6 +815,24 @@ class ModelTable:
             return SPARK_COUNTERPART[writer]
         return writer if self.spark_data else PYICEBERG_COUNTERPART[writer]
 
+    @property
+    def hostile_column(self) -> str:
+        return "tenant" if self.key == KeyType.COMPOSITE else "k"
+
+    def hostile_key(self, poison: Poison, n: int, existing: list[int]) -> tuple[bool, Any]:
+        """(True, the key value of new row `n` that `poison` makes), or (False, None) when the key
+        cannot take it: not a string key, or another live row holds an empty or null key already."""
+        if self.key not in (KeyType.STRING, KeyType.COMPOSITE):
+            return False, None
+        value: Any = "日" * 171 + str(n)  # 513 bytes and more
+        if poison == Poison.EMPTY_ID and self.key == KeyType.STRING:
+            value = ""
+        elif poison == Poison.NULL_ID and not self.identifiers_in_schema:
+            value = None
+        if value in (None, "") and any(m in self.hostile and self.hostile[m] == value for m in existing):
+            return False, None
+        return True, value
+
     def write(self, writer: Writer, count: int, seed: int, poison: Poison, large_strings: bool, mode: WriteMode) -> str:
         """Commit rows with `writer`; what was done, for the log."""
         table = self.lake.load()
@@ -722,8 +840,13 @@ class ModelTable:
         rng = random.Random(seed)
         existing = row_numbers(self.lake, table)
         picked = pick(existing, seed, count)
+        id_poison, poison = (poison, Poison.NONE) if poison.of_the_id else (Poison.NONE, poison)
         if writer in (Writer.PY_APPEND, Writer.SPARK_INSERT) or (not picked and writer != Writer.PY_REPLACE_ALL):
             numbers = self.new_numbers(count)
+            if id_poison != Poison.NONE:
+                made, value = self.hostile_key(id_poison, numbers[0], existing)
+                if made:
+                    self.hostile[numbers[0]] = value
             rows = self.images(table, numbers, rng, poison)
             if writer.pyiceberg:
                 table.append(self.arrow(table, rows, large_strings))
@@ -813,7 +936,7 @@ class ModelTable:
         rows = self.images(table, numbers, rng, poison)
         schema = table.schema()
         names = [f.name for f in schema.fields]
-        on = " AND ".join(f"t.{c} = s.{c}" for c in identifier_names(self.key))
+        on = " AND ".join(f"t.{c} <=> s.{c}" for c in identifier_names(self.key))  # a null key too
         with self.lake.sql() as ss:
             self._set_mode(ss, mode)
             frame = self._frame(ss, table, rows)

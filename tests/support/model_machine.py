@@ -25,21 +25,19 @@ with them. A failing sequence, as Hypothesis prints it, runs as it reads without
 from __future__ import annotations
 
 import contextlib
-import functools
+import json
 import os
 import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import note as hypothesis_note
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from opensearchpy import OpenSearch
 
@@ -60,6 +58,7 @@ from tests.support.faults import FaultProxy, _Rule
 from tests.support.model import (
     INDEX,
     MAX_CHUNK_BYTES,
+    MAX_ID_BYTES,
     TABLE,
     Caps,
     CrashAt,
@@ -71,6 +70,7 @@ from tests.support.model import (
     Lake,
     ModelTable,
     Poison,
+    Settings,
     StoreKind,
     TableOp,
     WriteMode,
@@ -79,6 +79,8 @@ from tests.support.model import (
     poisoned,
     table_documents,
 )
+from tests.support.model_people import PeopleRules
+from tests.support.model_steps import STATS, note, step
 from tests.support.pipeline import config_dict
 
 PROFILE = os.environ.get("ICECDC_MODEL_PROFILE", "default")
@@ -86,7 +88,15 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
+    {
+        KnownBug.IDENTIFIERS_CHANGED,
+        KnownBug.REPLAY_BESIDE_A_COLLAPSED_RUN,
+        KnownBug.OPERATORS_ON_BAD_ROWS,
+        KnownBug.LETTERS_WRITTEN_AGAIN,
+        KnownBug.HOSTILE_IDS,
+    }
+)
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
@@ -106,7 +116,7 @@ PYICEBERG_WRITERS = [w for w in Writer if w.pyiceberg]
 SPARK_WRITERS = [w for w in Writer if not w.pyiceberg]
 WRITERS = PYICEBERG_WRITERS + SPARK_WRITERS if FUZZ else PYICEBERG_WRITERS * 2 + SPARK_WRITERS
 ENGINES = [EngineKind.IN_PROCESS, EngineKind.SPARK] if FUZZ else [EngineKind.IN_PROCESS, EngineKind.IN_PROCESS, EngineKind.SPARK]
-POISONS = [Poison.NONE] * 4 + [Poison.OVERSIZED, Poison.UNMAPPABLE]
+POISONS = [Poison.NONE] * 6 + [Poison.OVERSIZED, Poison.UNMAPPABLE, Poison.LONG_ID, Poison.EMPTY_ID, Poison.NULL_ID]
 # The state store: DynamoDB (on moto) in a third of the fuzz profile's examples. The derandomized
 # run keeps SQLite: with the draw, it failed once in a `make test` run (2026-11-27 14:58), and passed
 # in three runs outside one; until that is understood, tests/test_model.py runs a fixed DynamoDB history.
@@ -135,27 +145,6 @@ class Resources:
     osmem: Any  # osmem_server.OsmemServer: a clone per example
     tmp: pytest.TempPathFactory
     moto_url: str  # DynamoDB: a state table per example that draws it
-
-
-@dataclass
-class Stats:
-    """What the machine ran (all examples of a test session), for `make fuzz`'s report."""
-
-    examples: int = 0
-    steps: Counter[str] = field(default_factory=Counter)
-    seconds: Counter[str] = field(default_factory=Counter)  # by rule
-    started: float = field(default_factory=time.monotonic)
-
-    def summary(self) -> str:
-        lines = [f"{self.examples} examples, {sum(self.steps.values())} steps in {time.monotonic() - self.started:.0f}s"]
-        lines += [
-            f"  {count:6d}  {what}" + (f" ({self.seconds[what]:.0f}s)" if what in self.seconds else "")
-            for what, count in sorted(self.steps.items())
-        ]
-        return "\n".join(lines)
-
-
-STATS = Stats()
 
 
 class CrashInComplete(StateStore):
@@ -189,14 +178,6 @@ class CrashingDynamoDbStore(CrashInComplete, DynamoDbStateStore):
     pass
 
 
-def note(text: str) -> None:
-    """Hypothesis prints notes with a failing sequence; a regression test (no Hypothesis) prints them."""
-    try:
-        hypothesis_note(text)
-    except InvalidArgument:
-        print(text)
-
-
 def caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
     while error is not None:
         if isinstance(error, kind):
@@ -205,23 +186,7 @@ def caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
     return False
 
 
-def step(method: Callable[..., None]) -> Callable[..., None]:
-    """A rule's body: counted, and marked busy while it runs (a step that raised leaves the machine
-    busy, and teardown then skips its final sync: the failure is the step's)."""
-
-    @functools.wraps(method)
-    def run(self: PipelineMachine, *args: Any, **kwargs: Any) -> None:
-        self.busy = True
-        STATS.steps[method.__name__] += 1
-        started = time.monotonic()
-        method(self, *args, **kwargs)
-        STATS.seconds[method.__name__] += time.monotonic() - started
-        self.busy = False
-
-    return run
-
-
-class PipelineMachine(RuleBasedStateMachine):
+class PipelineMachine(PeopleRules, RuleBasedStateMachine):
     resources: ClassVar[Resources | None] = None
     excluded: ClassVar[frozenset[KnownBug]] = frozenset()
 
@@ -240,6 +205,7 @@ class PipelineMachine(RuleBasedStateMachine):
         self.blocked = False
         self.busy = False
         self.shape = IndexShape.WHOLE  # the configuration's shape of the index
+        self.settings = Settings()  # the rest of the configuration that `reconfigure` changes
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
         self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
@@ -310,6 +276,8 @@ class PipelineMachine(RuleBasedStateMachine):
         assert self.model is not None
         if KnownBug.MIXED_STRING_TYPES in self.excluded:
             large_strings = True  # as pyiceberg's own rewrites write them
+        if poison.of_the_id and KnownBug.HOSTILE_IDS in self.excluded:
+            poison = Poison.NONE
         done = self.model.write(writer, count, seed, poison, large_strings, mode)
         STATS.steps[f"  writer {done.split(' [')[0]}"] += 1
         if poison != Poison.NONE:
@@ -527,13 +495,22 @@ class PipelineMachine(RuleBasedStateMachine):
         return caps
 
     def config(self, engine: EngineKind, caps: Caps, counted: bool = True) -> Config:
+        return parse_config(self.raw_config(engine, caps, counted))
+
+    def config_file(self) -> Path:
+        """The configuration an operator's command reads (the in-process engine, no caps)."""
+        path = self.workdir / "icecdc.json"
+        path.write_text(json.dumps(self.raw_config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)))
+        return path
+
+    def raw_config(self, engine: EngineKind, caps: Caps, counted: bool = True) -> dict[str, Any]:
         assert self.model is not None
         caps = self.caps_for(caps)
         if counted:
             STATS.steps[f"  engine {engine}"] += 1
             STATS.steps[f"  caps {caps}"] += 1
-        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry({"mappings": {"properties": {"code": {"type": "long"}}}})}
-        identifiers = self.model.config_identifiers()
+        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry(self.settings.common())}
+        identifiers = self.configured_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
         raw = config_dict(self.workdir, self.proxy.url, [entry], engine)
@@ -554,7 +531,7 @@ class PipelineMachine(RuleBasedStateMachine):
                 "endpoint_url": self.moto_url,
                 "lease_seconds": raw["state"]["lease_seconds"],
             }
-        return parse_config(raw)
+        return raw
 
     def run_sync(
         self, config: Config, crash: CrashAt | None = None, at: int = 0, probe: Probe | None = None
@@ -711,7 +688,8 @@ class PipelineMachine(RuleBasedStateMachine):
         when: str,
     ) -> None:
         index = index_config.index
-        expected, routed = table_documents(self.lake, table, identifiers, shape)
+        unindexable: list[dict[str, Any]] = []
+        expected, routed = table_documents(self.lake, table, identifiers, shape, unindexable)
         routings: dict[str, str | None] = {}
         copies: list[str] = []
         actual = index_documents(self.client, index, routings, copies)
@@ -733,13 +711,7 @@ class PipelineMachine(RuleBasedStateMachine):
             problems.append(f"{len(misrouted)} documents routed otherwise than their rows: {misrouted[:5]}")
         assert not problems, f"{when}: index != table: " + "; ".join(problems)
 
-        for letter in letters:
-            assert letter["doc_id"] is not None and letter["status"] in (400, 413), (
-                f"{when}: a dead letter not a document's fault: {letter}"
-            )
-            assert letter["document"] and poisoned(letter["document"]), f"{when}: a good document dead-lettered: {letter}"
-        unnamed = (missing | different) - {letter["doc_id"] for letter in letters}
-        assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
+        self.check_letters(letters, unindexable, missing | different, when)
 
         alias = IndexAlias(self.client, index)
         assert not has_work(table, index_config, store, identifiers, alias), (
@@ -767,6 +739,25 @@ class PipelineMachine(RuleBasedStateMachine):
             assert index_uuid(self.client, index) == checkpoint.index_uuid, (
                 f"{when}: {index} names {serving} ({index_uuid(self.client, index)}), the checkpoint {checkpoint.index_uuid}"
             )
+
+    def check_letters(
+        self, letters: list[dict[str, Any]], unindexable: list[dict[str, Any]], refused: set[str], when: str
+    ) -> None:
+        """Every dead letter is a row's own fault and names it; every refused row has one letter
+        for its reason."""
+        for letter in letters:
+            if not letter["doc_id"] or len(letter["doc_id"].encode()) > MAX_ID_BYTES:
+                continue  # no `_id` could be made of the row: named by its document, below
+            assert letter["status"] in (400, 413), f"{when}: a dead letter not a document's fault: {letter}"
+            assert letter["document"] and poisoned(letter["document"]), f"{when}: a good document dead-lettered: {letter}"
+        unnamed = refused - {letter["doc_id"] for letter in letters}
+        assert not unnamed, f"{when}: refused documents with no dead letter: {sorted(unnamed)[:5]}"
+        named = {json.loads(letter["document"]).get("n") for letter in letters if letter["document"]}
+        nameless = sorted(row["n"] for row in unindexable if row["n"] not in named)
+        assert not nameless, f"{when}: rows no `_id` is made of with no dead letter naming them: {nameless[:5]}"
+        if KnownBug.LETTERS_WRITTEN_AGAIN not in self.excluded:
+            again = [key for key, count in Counter((x["doc_id"], x["reason"]) for x in letters).items() if count > 1]
+            assert not again, f"{when}: rows with more than one open letter for one reason: {again[:3]}"
 
     # -- the end of an example -------------------------------------------------------------------
 

@@ -1,0 +1,185 @@
+"""What people do to icecdc, as rules of the model-based test (`PipelineMachine` mixes them in).
+
+The machine's other rules act on the table and the cluster; these act on icecdc itself: an operator
+changes its configuration between syncs (`reconfigure`), or runs one of its commands (`operate_icecdc`:
+audit, verify, repair, dead-letters replay), which may die at a bulk request. The invariants they
+add: an operator's command exits 0 or 1 (2 only where it was made to die, or before any sync), never
+writes a document above the checkpoint's version, and never leaves a change the next pass would
+cancel (the next sync's check finds that); a configuration change is followed by a sync that makes
+the index equal the table again (`sync`'s check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+from opensearchpy import helpers
+
+from icecdc.catalog import identifier_columns
+from icecdc.cli import main as icecdc_main
+from icecdc.model import EngineKind
+from tests.support.model import (
+    INDEX,
+    TABLE,
+    Caps,
+    Identifiers,
+    KnownBug,
+    Operator,
+    OperatorCrash,
+    Reconfig,
+    identifier_names,
+    partition_sources,
+    table_documents,
+)
+from tests.support.model_steps import STATS, note, step
+
+if TYPE_CHECKING:
+    from tests.support.model_machine import PipelineMachine
+
+# The operator's commands' figures, for `make fuzz`'s report (by command and exit code).
+OPERATOR_EXITS = (0, 1)
+
+
+def versions(machine: PipelineMachine, index: str) -> dict[str, tuple[int, str]]:
+    """id -> (version, source text) of every document the alias `index` serves."""
+    client = machine.client
+    if not client.indices.exists(index=index):
+        return {}
+    client.indices.refresh(index=index)
+    hits = helpers.scan(client, index=index, query={"query": {"match_all": {}}, "version": True})
+    return {hit["_id"]: (int(hit.get("_version", 0)), json.dumps(hit["_source"], sort_keys=True)) for hit in hits}
+
+
+class PeopleRules:
+    """The rules of what people do to icecdc; see the module's docstring."""
+
+    # -- the configuration -----------------------------------------------------------------------
+
+    @rule(change=st.sampled_from(Reconfig), identifiers=st.sampled_from(Identifiers))
+    @step
+    def reconfigure(self: PipelineMachine, change: Reconfig, identifiers: Identifiers) -> None:
+        """The operator edits icecdc's configuration; the next sync follows it."""
+        settings = self.settings
+        if change == Reconfig.IDENTIFIERS:
+            if identifiers != settings.identifiers and KnownBug.IDENTIFIERS_CHANGED in self.excluded:
+                note("reconfigure: skipped (known bug: identifier columns changed)")
+                return
+            else:
+                settings.identifiers = identifiers
+        elif change == Reconfig.MAPPING:
+            settings.region_keyword = not settings.region_keyword
+        elif change == Reconfig.STRINGS:
+            settings.keyword_strings = not settings.keyword_strings
+        else:
+            settings.refresh = not settings.refresh
+        STATS.steps[f"  reconfigured: {change}"] += 1
+        note(f"reconfigure {change}: now {settings}")
+
+    def configured_identifiers(self: PipelineMachine) -> list[str] | None:
+        """The identifier columns the configuration names (None: the schema's)."""
+        assert self.model is not None
+        if self.settings.identifiers == Identifiers.KEY_AND_N:
+            return [*identifier_names(self.model.key), "n"]
+        if self.settings.identifiers == Identifiers.N:
+            return ["n"]
+        return self.model.config_identifiers()
+
+    # -- the operators' commands -----------------------------------------------------------------
+
+    @rule(command=st.sampled_from(Operator), crash=st.sampled_from(OperatorCrash), at=st.integers(0, 1))
+    @step
+    def operate_icecdc(self: PipelineMachine, command: Operator, crash: OperatorCrash, at: int) -> None:
+        """An operator runs one of icecdc's commands between syncs; it may die at a bulk request."""
+        excluded = self.operator_excluded(command)
+        if excluded:
+            note(f"operate_icecdc {command}: skipped ({excluded})")
+            return
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        with self.stores(config) as indexes:
+            checkpoints = {i.index: store.get_checkpoint(key) for i, key, store in indexes}
+        before = {index: versions(self, index) for index in checkpoints}
+        args = self.operator_args(command)
+        if args is None:
+            return
+        if crash == OperatorCrash.BULK_UNSENT:
+            self.proxy.drop_connection_after(at, path_contains="_bulk", forward=False)
+        elif crash == OperatorCrash.BULK_APPLIED:
+            self.proxy.drop_connection_after(at, path_contains="_bulk", forward=True)
+        seen = len(self.proxy.seen("_bulk"))
+        output = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+                code = icecdc_main([*args, "--config", str(self.config_file())])
+        except SystemExit as exc:  # argparse refused the command line
+            code = int(exc.code or 0)
+        finally:
+            self.proxy.clear()
+        died = crash != OperatorCrash.NONE and any(s.outcome.startswith("dropped") for s in self.proxy.seen("_bulk")[seen:])
+        text = output.getvalue()
+        note(f"operate_icecdc {command} (crash {crash}, died: {died}): exit {code}: {text[-400:]}")
+        STATS.steps[f"  operator {command}: exit {code}{' (died)' if died else ''}"] += 1
+        if code not in OPERATOR_EXITS and not died and not self.refused_for_good_reason(text, checkpoints):
+            raise AssertionError(f"icecdc {command} exited {code}: {text[-600:]}")
+        if command == Operator.REPAIR_REBUILD:  # a rebuild exports the current snapshot: its checkpoint
+            with self.stores(config) as indexes:
+                checkpoints = {i.index: store.get_checkpoint(key) for i, key, store in indexes}
+        for index, checkpoint in checkpoints.items():
+            ceiling = checkpoint.sequence_number if checkpoint is not None else 0
+            after = versions(self, index)
+            above = {
+                doc_id: version
+                for doc_id, (version, source) in after.items()
+                if before[index].get(doc_id) != (version, source) and version > ceiling
+            }
+            assert not above, (
+                f"icecdc {command} wrote {len(above)} documents of {index} above the checkpoint's "
+                f"version {ceiling}: {sorted(above.items())[:5]}"
+            )
+
+    def operator_excluded(self: PipelineMachine, command: Operator) -> str:
+        """Why a command is left out of this example ("" when it runs): a known bug it triggers."""
+        if command == Operator.REPLAY and KnownBug.REPLAY_BESIDE_A_COLLAPSED_RUN in self.excluded:
+            return "known bug: replay beside a collapsed run"
+        if command.writes and self.blocked:
+            return "the index is blocked"
+        if command in (Operator.VERIFY, Operator.AUDIT, Operator.REPAIR_FROM_AUDIT) and (
+            KnownBug.OPERATORS_ON_BAD_ROWS in self.excluded
+        ):
+            return "known bug: operators' commands on dead-lettered rows"
+        return ""
+
+    def operator_args(self: PipelineMachine, command: Operator) -> list[str] | None:
+        """The command line of `command` (without --config); None when it has nothing to name."""
+        if command == Operator.AUDIT:
+            return ["audit", "--table", TABLE, "--findings", str(self.workdir / "findings")]
+        if command == Operator.VERIFY:
+            return ["verify", "--table", TABLE]
+        if command == Operator.REPAIR_FROM_AUDIT:
+            return ["repair", "--table", TABLE, "--from-audit", "--findings", str(self.workdir / "findings")]
+        if command == Operator.REPAIR_REBUILD:
+            return ["repair", "--table", TABLE, "--rebuild"]
+        if command == Operator.REPLAY:
+            return ["dead-letters", "replay", "--table", TABLE]
+        table = self.lake.load()
+        if command == Operator.REPAIR_PARTITION:
+            if "region" not in partition_sources(table):
+                return None
+            return ["repair", "--table", TABLE, "--partition", "region=eu"]
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        identifiers = identifier_columns(table, config.table(TABLE))
+        documents, _ = table_documents(self.lake, table, identifiers)
+        ids = sorted(documents)[:2]
+        if not ids:
+            return None
+        return ["repair", "--table", TABLE, *[arg for doc_id in ids for arg in ("--id", doc_id)]]
+
+    def refused_for_good_reason(self: PipelineMachine, text: str, checkpoints: dict[str, Any]) -> bool:
+        """Whether an exit 2 is what the command must say: nothing synced yet, or a sync pending."""
+        if any(checkpoint is None for checkpoint in checkpoints.values()):
+            return True
+        return "sync first" in text or INDEX not in checkpoints
