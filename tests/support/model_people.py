@@ -28,6 +28,7 @@ from tests.support.model import (
     TABLE,
     Caps,
     Identifiers,
+    IndexShape,
     KnownBug,
     Operator,
     OperatorCrash,
@@ -147,6 +148,9 @@ class PeopleRules:
             return "known bug: replay beside a collapsed run"
         if command.writes and self.blocked:
             return "the index is blocked"
+        repairs = (Operator.REPAIR_FROM_AUDIT, Operator.REPAIR_PARTITION, Operator.REPAIR_IDS)
+        if command in repairs and self.shape != IndexShape.WHOLE:
+            return "repair of a scope compares whole rows: a shaped index is repaired by --rebuild"
         if command in (Operator.VERIFY, Operator.AUDIT, Operator.REPAIR_FROM_AUDIT) and (
             KnownBug.OPERATORS_ON_BAD_ROWS in self.excluded
         ):
