@@ -165,6 +165,7 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
             sub.add_argument("--reason", help="whose reason contains this text")
         if command == "list":
             sub.add_argument("--all", action="store_true", help="also the letters replayed")
+            sub.add_argument("--by-reason", action="store_true", help="how many letters each reason has, with one letter's id")
         if command == "replay":
             sub.add_argument("--letter", action="append", help="only this letter (repeatable)")
         if command == "mark-replayed":
@@ -209,6 +210,7 @@ def _sync(args: argparse.Namespace) -> int:
             f"{r.changes.carryovers} carryovers dropped, {r.writes.indexed} indexed, {r.writes.deleted} deleted, "
             f"{r.writes.superseded} superseded, {r.writes.dead_lettered} dead-lettered, checkpoint {checkpoint}, {r.seconds:.1f}s"
         )
+        _indented([f"{n} dead-lettered: {cause}" for cause, n in r.writes.letters.by_cause()])
     return 0
 
 
@@ -430,7 +432,12 @@ def _dead_letters(args: argparse.Namespace) -> int:
     if args.letters_command == "replay":
         return _replay(args, config, names, location, selection)
     selected = [s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)]
-    if args.json:
+    return _by_reason(selected, args.json) if args.by_reason else _listing(selected, args.json)
+
+
+def _listing(selected: list[StoredLetter], as_json: bool) -> int:
+    """The letters, one line each (or a JSON array)."""
+    if as_json:
         print(json.dumps([_letter(s) for s in selected], indent=2))
         return 0
     print(f"{'letter':<58} {'written (UTC)':<20} {'status':>6} {'doc id':<20} reason")
@@ -438,6 +445,22 @@ def _dead_letters(args: argparse.Namespace) -> int:
         letter = s.letter
         reason = letter.reason if letter.replayed_at is None else f"[replayed: {letter.outcome}] {letter.reason}"
         print(f"{s.letter_id:<58} {_utc(s.written_at):<20} {letter.status or '-'!s:>6} {letter.doc_id or '-':<20} {reason[:100]}")
+    return 0
+
+
+def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
+    """The letters grouped by table and reason (`DeadLetter.kind`): a count and one letter's id each, most first."""
+    groups: dict[tuple[str, str], list[StoredLetter]] = {}
+    for stored in selected:
+        groups.setdefault((stored.letter.table, stored.letter.kind), []).append(stored)
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], -len(item[1]), item[0][1]))
+    rows = [{"table": t, "reason": k, "count": len(g), "sample": g[0].letter_id} for (t, k), g in ordered]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'table':<30} {'count':>8} {'sample letter':<58} reason")
+    for row in rows:
+        print(f"{row['table']:<30} {row['count']:>8} {row['sample']:<58} {row['reason']}")
     return 0
 
 

@@ -23,7 +23,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from icecdc.errors import OperationError
@@ -46,6 +46,75 @@ class DeadLetter:
     replayed_at: float | None = None  # when it was dealt with (replayed, or marked by an operator); None: still dead
     outcome: str = ""  # what dealing with it did: "indexed the current row", "deleted: the row is gone", an operator's note
     attempts: int = 0  # replays that found the document refused again
+    cause: str = ""  # the reason without the row's own details: what letters are grouped and counted by
+
+    @property
+    def kind(self) -> str:
+        """What the letter is counted under: its cause; its reason for a letter written without one."""
+        return self.cause or self.reason
+
+    @property
+    def sample(self) -> str:
+        return letter_sample(self.doc_id, self.reason, self.document)
+
+
+# How much of a document a sample quotes.
+SAMPLE_CHARS = 200
+
+
+def letter_sample(doc_id: str | None, reason: str, document: str | None) -> str:
+    """One line naming a dead-lettered row: its `_id`, the reason, the start of its document."""
+    quoted = "" if document is None else f"; document {document[:SAMPLE_CHARS]}{'…' if len(document) > SAMPLE_CHARS else ''}"
+    named = f"_id {doc_id!r}: " if doc_id is not None else ""
+    return f"{named}{reason}{quoted}".replace("\n", " ")
+
+
+@dataclass
+class LetterTally:
+    """Dead letters counted by cause (`DeadLetter.kind`), each cause with one letter's sample: what a
+    pass hands back from where its letters were written, to report them and judge the pass by."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, letters: Iterable[DeadLetter]) -> LetterTally:
+        tally = cls()
+        for letter in letters:
+            tally.count(letter.kind, letter.sample)
+        return tally
+
+    def count(self, cause: str, sample: str, n: int = 1) -> None:
+        self.counts[cause] = self.counts.get(cause, 0) + n
+        self.samples.setdefault(cause, sample)
+
+    def add(self, other: LetterTally) -> LetterTally:
+        for cause, n in other.counts.items():
+            self.count(cause, other.samples.get(cause, ""), n)
+        return self
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def by_cause(self) -> list[tuple[str, int]]:
+        """(cause, count), the most frequent first."""
+        return sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+
+    def summary(self, samples: bool = False, causes: int | None = None) -> str:
+        """`count cause` of each cause (of the `causes` most frequent, when given), most frequent
+        first; with a sample of each when `samples`."""
+        shown = self.by_cause()[:causes]
+        more = f"; and {len(self.counts) - len(shown)} more causes" if len(shown) < len(self.counts) else ""
+        return "; ".join(f"{n} {cause}" + (f" (e.g. {self.samples[cause]})" if samples else "") for cause, n in shown) + more
+
+
+def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) -> bool:
+    """Whether a pass's dead letters show a cause shared by many rows rather than rows' own faults:
+    at least `min_count` letters, and more than `max_share` of the pass's `rows` (which include the
+    rows dead-lettered), every row refused for one reason among them. See docs/dead-letters.md."""
+    total = letters.total
+    return total >= min_count and total > max_share * max(rows, total)
 
 
 @dataclass(frozen=True)

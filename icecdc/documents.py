@@ -46,6 +46,28 @@ from pyiceberg.types import (
 
 Converter = Callable[[Any], Any]
 
+# The longest `_id` OpenSearch takes, in bytes of UTF-8: a longer one fails its whole bulk request.
+MAX_ID_BYTES = 512
+
+
+class BadIdentifier(ValueError):
+    """A row whose identifier cannot be an `_id` (null, empty, over MAX_ID_BYTES): the row's own
+    fault. `cause` says which without the row's values, so that letters of one cause group."""
+
+    def __init__(self, cause: str, detail: str = "") -> None:
+        super().__init__(f"{cause}: {detail}" if detail else cause)
+        self.cause = cause
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields, as Spark ships errors
+        return (type(self), (self.cause, self.detail))
+
+
+def refused_id(doc_id: str) -> bool:
+    """Whether OpenSearch refuses `doc_id` as an `_id`: empty, or over MAX_ID_BYTES of UTF-8."""
+    # four bytes a character at most: a shorter id needs no encoding
+    return not doc_id or (len(doc_id) * 4 > MAX_ID_BYTES and len(doc_id.encode()) > MAX_ID_BYTES)
+
 
 def _identity(value: Any) -> Any:
     return value
@@ -266,21 +288,33 @@ class DocumentMapper:
         Text of a value: strings as they are, integers in decimal, booleans `true`/`false`, and every
         other type as in the document (ISO dates and times, decimal strings, canonical UUIDs, base64).
         The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
+        BadIdentifier for a null identifier value, and for an `_id` OpenSearch refuses (`refused_id`).
         """
         if self._single_column is not None:
             value = document.get(self._single_column)
             if value is None:
-                raise ValueError(f"identifier column {self._single_column!r} is null")
-            return _id_text(value)
+                raise BadIdentifier(f"identifier column {self._single_column!r} is null")
+            return _checked(_id_text(value), self._identifier_columns)
         texts = []
         for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
             value = document.get(name) if len(path) == 1 else _value_at(document, path)  # top-level: most keys
             if value is None:
-                raise ValueError(f"identifier column {name!r} is null")
+                raise BadIdentifier(f"identifier column {name!r} is null")
             texts.append(_id_text(value))
         if len(texts) == 1:
-            return texts[0]
-        return json.dumps(texts, separators=(",", ":"), ensure_ascii=False)
+            return _checked(texts[0], self._identifier_columns)
+        return _checked(json.dumps(texts, separators=(",", ":"), ensure_ascii=False), self._identifier_columns)
+
+
+def _checked(doc_id: str, columns: tuple[str, ...]) -> str:
+    """`doc_id`, or BadIdentifier when OpenSearch would refuse it (`refused_id`)."""
+    if not refused_id(doc_id):
+        return doc_id
+    named = ", ".join(columns)
+    if not doc_id:
+        raise BadIdentifier(f"the `_id` is empty (identifier columns {named})")
+    cause = f"the `_id` is over OpenSearch's {MAX_ID_BYTES} bytes (identifier columns {named})"
+    raise BadIdentifier(cause, f"{len(doc_id.encode())} bytes, {doc_id[:40]!r}…")
 
 
 def _id_text(value: Any) -> str:

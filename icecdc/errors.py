@@ -52,6 +52,11 @@ class DuplicateIdentifier(ProcessingError):
         return (type(self), (self.doc_id, self.sequence_number, self.documents, self.files))
 
 
+class SystemicDeadLetters(ProcessingError):
+    """A pass's dead letters show a cause many rows share (configuration, mapping, identifier columns
+    not unique), not the rows' own faults: the pass fails and its checkpoint stays."""
+
+
 class SparkRequired(ProcessingError):
     """A pass needs the Spark engine where there is none (the planner Lambda): it was left
     untouched, for a Glue run to apply."""

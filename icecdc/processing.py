@@ -26,9 +26,10 @@ from icecdc.batching import cap_batch, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
-from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
+from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
+from icecdc.deadletters import systemic
 from icecdc.engines import Engine, Engines, Target, Targets
-from icecdc.errors import FilesGone, LeaseLost, ProcessingError
+from icecdc.errors import FilesGone, LeaseLost, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexAlias, IndexSpec, check_pipeline, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
@@ -94,7 +95,8 @@ class TableRun:
 
     `changed`: the snapshots' manifest entries, shared with planning in this process.
     `lease`: the table's lease this run holds; the checkpoint advances only while it is held.
-    `limits`: how much one pass may read. `probe`: called at each `PassPoint` (tests crash there)."""
+    `limits`: how much one pass may read. `probe`: called at each `PassPoint` (tests crash there).
+    `letter_limits`: the share of a pass's rows its dead letters may be before the pass fails."""
 
     engines: Engines
     config: TableConfig
@@ -106,6 +108,7 @@ class TableRun:
     lease: Lease | None = None
     limits: BatchConfig = field(default_factory=BatchConfig)
     probe: Probe | None = None
+    letter_limits: DeadLetterConfig = field(default_factory=DeadLetterConfig)
 
     @property
     def name(self) -> str:
@@ -310,6 +313,7 @@ def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> Ba
     engine = step.engine(tasks)
     destination = step.prepare_destination(found)
     step.apply(engine, tasks, destination, result)
+    step.check_letters(result)
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
         return step.mark_applied(unread, destination, result)
     step.complete(engine, destination, result)
@@ -461,6 +465,18 @@ class _Pass:
             result.writes.add(writes)
         run.reached(PassPoint.WRITTEN)
 
+    def check_letters(self, result: BatchResult) -> None:
+        """SystemicDeadLetters, before anything is completed or advanced, when the pass's dead letters
+        show a cause many rows share rather than rows' own faults (`deadletters.systemic`); the
+        documents written stay (a rerun rewrites them at their versions)."""
+        limits, letters, rows = self.run.letter_limits, result.writes.letters, result.changes.rows
+        if systemic(letters, rows, limits.max_share, limits.min_count):
+            raise SystemicDeadLetters(
+                f"table {self.name!r}: {letters.total} of the pass's {rows} rows were dead-lettered, over "
+                f"dead_letter.max_share ({limits.max_share:g}) — a cause they share, not their own faults; "
+                f"nothing advanced: {letters.summary(samples=True, causes=3)}"
+            )
+
     def check_fences(self, destination: _Destination) -> None:
         """Raise unless this run still holds the table's lease and writes to the index it began with."""
         if index_uuid(self.client, destination.index) != destination.uuid:
@@ -583,7 +599,17 @@ def _index_run(
 ) -> TableRun:
     """The run over one index of a table, under its lease, with the settings `config` gives every run."""
     return TableRun(
-        engines, index_config, store, config.opensearch, identifiers, config.dead_letter, changed, lease, config.batch, probe
+        engines,
+        index_config,
+        store,
+        config.opensearch,
+        identifiers,
+        config.dead_letter,
+        changed,
+        lease,
+        config.batch,
+        probe,
+        config.dead_letter_section,
     )
 
 
@@ -645,6 +671,8 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
     engine = steps[0].engine(tasks)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
     results = _apply_together(steps, engine, tasks, destinations)
+    for step, result in zip(steps, results, strict=True):  # no index advances when one pass failed so
+        step.check_letters(result)
     for step, destination, result in zip(steps, destinations, results, strict=True):
         step.complete(engine, destination, result)
         step.finish(destination, result)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,8 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
+from icecdc.deadletters import LetterTally, letter_sample
+from icecdc.documents import MAX_ID_BYTES, refused_id
 from icecdc.errors import SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 
@@ -116,10 +119,29 @@ class SinkStats:
     superseded: int = 0  # refused because the index holds this or a newer version already
     retried: int = 0  # items answered 429 or 5xx and sent again
     dead_lettered: int = 0  # refused for good, kept in the dead letters
+    letters: LetterTally = field(default_factory=LetterTally)  # the dead letters by cause
 
     def add(self, other: SinkStats) -> None:
         for name, value in vars(other).items():
-            setattr(self, name, getattr(self, name) + value)
+            if isinstance(value, LetterTally):
+                self.letters.add(value)
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
+    def lettered(self, tally: LetterTally) -> None:
+        """Count dead letters written elsewhere (rows that could not become documents, duplicates)."""
+        self.dead_lettered += tally.total
+        self.letters.add(tally)
+
+
+def refusal_cause(status: int, reason: str) -> str:
+    """What a refused document's letter is counted under (`DeadLetter.cause`): its reason without the
+    document's own details, e.g. `400 mapper_parsing_exception, field [amount]`."""
+    if status == TOO_LARGE:
+        return "413 the document is too large for a request"
+    error_type = reason.split(":", 1)[0] if ":" in reason else reason
+    field_named = re.search(r"field \[([^\]]+)\]", reason)
+    return f"{status} {error_type}" + (f", field [{field_named[1]}]" if field_named else "")
 
 
 def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:
@@ -343,6 +365,8 @@ def _dead_letter(
         raise SinkError(f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}")
     dead_letter(refused)
     stats.dead_lettered += len(refused)
+    for write, status, reason in refused:
+        stats.letters.count(refusal_cause(status, reason), letter_sample(write.doc_id, reason, write.document))
 
 
 def _quote(refusals: list[Refusal]) -> str:
@@ -430,10 +454,15 @@ def _chunks(config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write
     """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
     bytes of body, counted as `_body` joins them (each line and document with its newline).
     A write whose action alone is over `max_chunk_bytes` comes as its refusal (413), in no chunk: no
-    request within the limit can carry it."""
+    request within the limit can carry it; so does an index of an `_id` OpenSearch refuses (400),
+    which would fail the whole request, and a delete of one is dropped: no document has it."""
     limit = config.max_chunk_bytes
     chunk = _Chunk()
     for write in writes:
+        if refused_id(write.doc_id):
+            if write.document is not None:
+                yield write, 400, f"the `_id` is empty or over OpenSearch's {MAX_ID_BYTES} bytes: not sent"
+            continue
         line, document = lines.line(write), write.document
         size = _text_bytes(line) + 1 + (0 if document is None else _text_bytes(document) + 1)
         if size > limit:

@@ -328,9 +328,13 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
 
 
 class DeadLetterConfig(Section):
-    """Where documents that can never be written go; without one, such a document fails the batch."""
+    """Where documents that can never be written go (without one, such a document fails the batch),
+    and when a pass's dead letters show a cause shared by many rows instead: more than `max_share` of
+    its rows and at least `min_count` fail the pass (docs/dead-letters.md; 1 turns the check off)."""
 
     path: Text | None = None
+    max_share: float = Field(0.1, ge=0, le=1)
+    min_count: int = Field(10, ge=1)
 
     @field_validator("path")
     @classmethod
@@ -358,7 +362,7 @@ class Config(Section):
         return self.dead_letter_section.path
 
     def with_dead_letter(self, path: str) -> Config:
-        return self.revised(dead_letter={"path": path})
+        return self.revised(dead_letter={**self.dead_letter_section.as_mapping(), "path": path})
 
     @field_validator("state", mode="before")
     @classmethod

@@ -72,7 +72,7 @@ def export_rows(
     block of rows at a time, so that a task holds one block's keys, whatever its files' size.
 
     `tally` (a Spark accumulator of an `ExportTally`, or an `ExportTally`) counts rows and writes;
-    `dead_lettered` (likewise, of an int) the rows that could not become documents."""
+    `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents."""
     if reader.shapes != (target.shape,):  # documents of another shape than the index's
         raise ProcessingError(f"table {target.table!r}: an export into {target.index!r} must read with its shape alone")
     client = open_client(target.opensearch)
@@ -152,6 +152,5 @@ def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[t
         for routing in ordered_routings(target.shape.routing_of(json.loads(document)) for document in d.documents)
     )
     stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
-    target.duplicates(found)
-    stats.dead_lettered += sum(len(d.documents) for d in found)
+    stats.lettered(target.duplicates(found))
     return stats

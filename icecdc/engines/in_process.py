@@ -16,6 +16,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
+from icecdc.deadletters import LetterTally
 from icecdc.engines.export import KEY_SCHEMA, ExportTally, candidate_rows, candidates, export_rows, settle_duplicates
 from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
@@ -57,11 +58,11 @@ class InProcessEngine:
 
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         by_key: dict[str, list[ChangeRow]] = {}
-        carried, unreadable = Tally(), Tally()  # carryover pairs and unreadable rows the readers dropped
+        carried, unreadable = Tally(), LetterTally()  # carryover pairs and unreadable rows the readers dropped
         workers, meter = self._workers(tasks), PassMeter(reader.table_name, PassStage.CHANGES, tasks)
-        parts: list[tuple[Iterable[Change], int, int]]
+        parts: list[tuple[Iterable[Change], int, LetterTally]]
         if workers == 1:  # streamed: no list of the changes beside the dict
-            parts = [(reader.read(meter.counting(tasks), carried, unreadable), 0, 0)]
+            parts = [(reader.read(meter.counting(tasks), carried, unreadable), 0, LetterTally())]
         else:
             parts = _run(partial(_read_part, reader), balanced_slices(tasks, workers), workers, meter)
         for changes, pairs, bad in parts:
@@ -70,8 +71,9 @@ class InProcessEngine:
             carried.add(pairs)
             unreadable.add(bad)
         change_stats, sink_stats = write_keyed_changes(target, by_key.items())
-        change_stats.add(ChangeStats(rows=2 * carried.value, carryovers=carried.value))
-        sink_stats.dead_lettered += unreadable.value
+        # the rows that could not become documents were read too
+        change_stats.add(ChangeStats(rows=2 * carried.value + unreadable.total, carryovers=carried.value))
+        sink_stats.lettered(unreadable)
         return change_stats, sink_stats
 
     def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
@@ -112,15 +114,16 @@ def _run(function: Callable[[Iterable[T]], R], parts: Sequence[list[T]], workers
     return [result for result, _ in results]
 
 
-def _read_part(reader: TableReader, tasks: Iterable[Task]) -> tuple[Iterable[Change], int, int]:
+def _read_part(reader: TableReader, tasks: Iterable[Task]) -> tuple[Iterable[Change], int, LetterTally]:
     """A worker's part of a pass: its tasks' changes, the carryover pairs and unreadable rows it dropped."""
-    carried, unreadable = Tally(), Tally()
-    return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable.value
+    carried, unreadable = Tally(), LetterTally()
+    return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable
 
 
 def _export_part(reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]]) -> tuple[pa.Table, ExportTally]:
     """A worker's part of an export: its rows written; their compact keys and what it did."""
-    tally, unreadable = ExportTally(), Tally()
+    tally, unreadable = ExportTally(), LetterTally()
     keys = pa.Table.from_batches(list(export_rows(reader, target, tasks, tally, unreadable)), KEY_SCHEMA)
-    tally.writes.dead_lettered += unreadable.value
+    tally.changes.rows += unreadable.total  # read, though no document
+    tally.writes.lettered(unreadable)
     return keys, tally

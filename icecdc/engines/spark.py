@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from icecdc import errors
 from icecdc.changelog import ChangeStats
 from icecdc.config import SparkConfig
+from icecdc.deadletters import LetterTally
 from icecdc.engines.export import (
     KEY_SCHEMA,
     ExportTally,
@@ -66,7 +67,7 @@ class SparkEngine:
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
-        unreadable = context.accumulator(0)  # rows the readers sent to the dead letters
+        unreadable = context.accumulator(LetterTally(), _LettersParam())  # rows the readers sent to the dead letters
         done = context.accumulator(Done(), _DoneParam())  # tasks read, on the driver as each slice ends
         dealt = [task for task in tasks if isinstance(task, DealtRewrite)]
         read = [task for task in tasks if not isinstance(task, DealtRewrite)]
@@ -83,9 +84,10 @@ class SparkEngine:
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         change_stats, sink_stats = (
-            ChangeStats(rows=2 * carried.value, carryovers=carried.value),
-            SinkStats(dead_lettered=unreadable.value),
+            ChangeStats(rows=2 * carried.value + unreadable.value.total, carryovers=carried.value),  # bad rows were read too
+            SinkStats(),
         )
+        sink_stats.lettered(unreadable.value)
         for changes_done, writes_done in per_partition:
             change_stats.add(changes_done)
             sink_stats.add(writes_done)
@@ -98,7 +100,7 @@ class SparkEngine:
         context = self.spark.sparkContext
         cores = max(context.defaultParallelism, 1)
         tally = context.accumulator(ExportTally(), _TallyParam())
-        unreadable = context.accumulator(0)
+        unreadable = context.accumulator(LetterTally(), _LettersParam())
         done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
         slices = numbered_slices(tasks, cores)
         buckets = bucket_count(sum(t.data_file.record_count for t in tasks), cores)
@@ -115,7 +117,8 @@ class SparkEngine:
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         writes = tally.value.writes
-        writes.dead_lettered += unreadable.value
+        writes.lettered(unreadable.value)
+        tally.value.changes.rows += unreadable.value.total  # read, though no document
         for stats in settled:
             writes.add(stats)
         return tally.value.changes, writes
@@ -228,6 +231,16 @@ class _DoneParam(AccumulatorParam[Done]):
 
     def addInPlace(self, value1: Done, value2: Done) -> Done:  # noqa: N802 (PySpark's name)
         return value1 + value2
+
+
+class _LettersParam(AccumulatorParam[LetterTally]):
+    """Adds the readers' dead letters by cause up on the driver."""
+
+    def zero(self, value: LetterTally) -> LetterTally:
+        return LetterTally()
+
+    def addInPlace(self, value1: LetterTally, value2: LetterTally) -> LetterTally:  # noqa: N802 (PySpark's name)
+        return value1.add(value2)
 
 
 class _TallyParam(AccumulatorParam[ExportTally]):

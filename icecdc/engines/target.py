@@ -10,13 +10,13 @@ from dataclasses import dataclass, replace
 
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
-from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally
 from icecdc.documents import Shape
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
-from icecdc.sink import Refusal, SinkStats, write_documents
+from icecdc.sink import Refusal, SinkStats, refusal_cause, write_documents
 
 
 @dataclass(frozen=True)
@@ -71,22 +71,44 @@ class Target:
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
         DeadLetters(self.dead_letter).write(
-            DeadLetter(self.table, self.snapshot_ids.get(w.version), w.version, w.doc_id, status, reason, w.document)
+            DeadLetter(
+                self.table,
+                self.snapshot_ids.get(w.version),
+                w.version,
+                w.doc_id,
+                status,
+                reason,
+                w.document,
+                cause=refusal_cause(status, reason),
+            )
             for w, status, reason in refused
         )
 
-    def duplicates(self, found: list[DuplicateIdentifier]) -> None:
-        """Keys with several live rows in one snapshot: dead letters, or the error that stops the batch."""
+    def duplicates(self, found: list[DuplicateIdentifier]) -> LetterTally:
+        """Keys with several live rows in one snapshot: dead letters (counted by cause), or the error
+        that stops the batch."""
         columns = ", ".join(self.identifier_columns)
+        cause = f"several live rows share an identifier; the identifier columns ({columns}) must be unique"
         reasons = [(d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}") for d in found]
         reasons = [(d, f"{reason}; the identifier columns ({columns}) must be unique") for d, reason in reasons]
         if self.dead_letter is None:
             raise ProcessingError(f"{reasons[0][1]} ({len(found)} such identifiers in this part of the batch)")
-        DeadLetters(self.dead_letter).write(
-            DeadLetter(self.table, self.snapshot_ids.get(d.sequence_number), d.sequence_number, d.doc_id, None, reason, document)
+        letters = [
+            DeadLetter(
+                self.table,
+                self.snapshot_ids.get(d.sequence_number),
+                d.sequence_number,
+                d.doc_id,
+                None,
+                reason,
+                document,
+                cause=cause,
+            )
             for d, reason in reasons
             for document in d.documents
-        )
+        ]
+        DeadLetters(self.dead_letter).write(letters)
+        return LetterTally.of(letters)
 
 
 @dataclass(frozen=True)
@@ -127,8 +149,7 @@ def write_keyed_changes(
         pipelines,
     )
     if duplicates:
-        one.duplicates(duplicates)
-        sink_stats.dead_lettered += sum(len(d.documents) for d in duplicates)
+        sink_stats.lettered(one.duplicates(duplicates))
     return change_stats, sink_stats
 
 

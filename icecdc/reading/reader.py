@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, NamedTuple, TypeVar
 
@@ -30,8 +30,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import IcebergType, UUIDType
 
 from icecdc.compat import read_position_deletes
-from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.documents import DocumentMapper, Shape, encode_document
+from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally
+from icecdc.documents import BadIdentifier, DocumentMapper, Shape, encode_document
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
@@ -74,7 +74,7 @@ class TableReader:
         """Every change the tasks' files carry, keyed by document id.
 
         `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle;
-        `dead_lettered` (likewise) the rows that could not become documents.
+        `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents, by cause.
         """
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
@@ -143,7 +143,7 @@ class TableReader:
     @contextmanager
     def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
         """Name a file gone as such; at the end, write the rows that could not become documents to the
-        dead letters and count them in `dead_lettered` (a Spark accumulator, or None)."""
+        dead letters and count them by cause in `dead_lettered` (a Spark accumulator of a `LetterTally`, or None)."""
         try:
             yield
         except FileNotFoundError as exc:
@@ -152,7 +152,7 @@ class TableReader:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
             if dead_lettered is not None:
-                dead_lettered.add(len(unreadable))
+                dead_lettered.add(LetterTally.of(unreadable))
 
     def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
         for _, doc_id, document, _ in self._file_rows(files, task, unreadable):
@@ -258,11 +258,14 @@ class TableReader:
         unreadable: list[DeadLetter],
         paths: str | None = None,
     ) -> str | None:
-        """The document's `_id`; None (and a dead letter) when its identifier is null."""
+        """The document's `_id`; None (and a dead letter) when its identifier cannot be one (null,
+        empty, too long). A delete of such a row is dropped without a letter: no document has its id."""
         try:
             return mapper.document_id(fields)
-        except ValueError as exc:
-            self._unreadable(task, str(exc), document, unreadable, paths)
+        except BadIdentifier as exc:
+            if isinstance(task, KeyDeleteTask) or task.change == ChangeType.DELETE:
+                return None
+            self._unreadable(task, str(exc), document, unreadable, paths, exc.cause)
             return None
 
     def _unreadable(
@@ -272,14 +275,17 @@ class TableReader:
         document: str | None,
         unreadable: list[DeadLetter],
         paths: str | None = None,
+        cause: str | None = None,
     ) -> None:
         """A row that cannot become a document: a dead letter naming where it is, or, without a
-        dead-letter location, an error that stops the batch."""
+        dead-letter location, an error that stops the batch. `cause`: the problem without the row's
+        values (the problem itself when it has none)."""
         paths = paths or (task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path)
         reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
         if self.dead_letter is None:
             raise ProcessingError(f"table {self.table_name!r}: {reason}")
-        unreadable.append(DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document))
+        letter = DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document)
+        unreadable.append(replace(letter, cause=cause or problem))
 
 
 # Between an index's position and a document id in the keys of a reader of several indexes.
