@@ -165,7 +165,8 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
             sub.add_argument("--reason", help="whose reason contains this text")
         if command == "list":
             sub.add_argument("--all", action="store_true", help="also the letters replayed")
-            sub.add_argument("--by-reason", action="store_true", help="how many letters each reason has, with one letter's id")
+            by_reason = "how many letters each reason has, with one letter's id"
+            sub.add_argument("--by-reason", action="store_true", help=by_reason)
         if command == "replay":
             sub.add_argument("--letter", action="append", help="only this letter (repeatable)")
         if command == "mark-replayed":
@@ -449,12 +450,16 @@ def _listing(selected: list[StoredLetter], as_json: bool) -> int:
 
 
 def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
-    """The letters grouped by table and reason (`DeadLetter.kind`): a count and one letter's id each, most first."""
+    """The letters grouped by table and reason (`DeadLetter.kind`), most first: a count and one
+    letter's id each."""
     groups: dict[tuple[str, str], list[StoredLetter]] = {}
     for stored in selected:
         groups.setdefault((stored.letter.table, stored.letter.kind), []).append(stored)
     ordered = sorted(groups.items(), key=lambda item: (item[0][0], -len(item[1]), item[0][1]))
-    rows = [{"table": t, "reason": k, "count": len(g), "sample": g[0].letter_id} for (t, k), g in ordered]
+    rows = [
+        {"table": table, "reason": reason, "count": len(group), "sample": group[0].letter_id}
+        for (table, reason), group in ordered
+    ]
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -46,11 +46,11 @@ class DeadLetter:
     replayed_at: float | None = None  # when it was dealt with (replayed, or marked by an operator); None: still dead
     outcome: str = ""  # what dealing with it did: "indexed the current row", "deleted: the row is gone", an operator's note
     attempts: int = 0  # replays that found the document refused again
-    cause: str = ""  # the reason without the row's own details: what letters are grouped and counted by
+    cause: str = ""  # the reason without the row's own details: what letters are grouped by
 
     @property
     def kind(self) -> str:
-        """What the letter is counted under: its cause; its reason for a letter written without one."""
+        """What the letter is counted under: its cause; its reason, for a letter without one."""
         return self.cause or self.reason
 
     @property
@@ -64,15 +64,16 @@ SAMPLE_CHARS = 200
 
 def letter_sample(doc_id: str | None, reason: str, document: str | None) -> str:
     """One line naming a dead-lettered row: its `_id`, the reason, the start of its document."""
-    quoted = "" if document is None else f"; document {document[:SAMPLE_CHARS]}{'…' if len(document) > SAMPLE_CHARS else ''}"
+    cut = "" if document is None or len(document) <= SAMPLE_CHARS else "…"
+    quoted = "" if document is None else f"; document {document[:SAMPLE_CHARS]}{cut}"
     named = f"_id {doc_id!r}: " if doc_id is not None else ""
     return f"{named}{reason}{quoted}".replace("\n", " ")
 
 
 @dataclass
 class LetterTally:
-    """Dead letters counted by cause (`DeadLetter.kind`), each cause with one letter's sample: what a
-    pass hands back from where its letters were written, to report them and judge the pass by."""
+    """Dead letters counted by cause (`DeadLetter.kind`), each cause with one letter's sample:
+    what a pass hands back from where its letters were written, to report and judge it by."""
 
     counts: dict[str, int] = field(default_factory=dict)
     samples: dict[str, str] = field(default_factory=dict)
@@ -97,6 +98,9 @@ class LetterTally:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
     def by_cause(self) -> list[tuple[str, int]]:
         """(cause, count), the most frequent first."""
         return sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
@@ -105,8 +109,11 @@ class LetterTally:
         """`count cause` of each cause (of the `causes` most frequent, when given), most frequent
         first; with a sample of each when `samples`."""
         shown = self.by_cause()[:causes]
-        more = f"; and {len(self.counts) - len(shown)} more causes" if len(shown) < len(self.counts) else ""
-        return "; ".join(f"{n} {cause}" + (f" (e.g. {self.samples[cause]})" if samples else "") for cause, n in shown) + more
+        sample = {cause: f" (e.g. {self.samples[cause]})" if samples else "" for cause, _ in shown}
+        parts = [f"{n} {cause}{sample[cause]}" for cause, n in shown]
+        if len(shown) < len(self.counts):
+            parts.append(f"and {len(self.counts) - len(shown)} more causes")
+        return "; ".join(parts)
 
 
 def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) -> bool:

@@ -288,7 +288,7 @@ class DocumentMapper:
         Text of a value: strings as they are, integers in decimal, booleans `true`/`false`, and every
         other type as in the document (ISO dates and times, decimal strings, canonical UUIDs, base64).
         The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
-        BadIdentifier for a null identifier value, and for an `_id` OpenSearch refuses (`refused_id`).
+        BadIdentifier for a null identifier value, and an `_id` OpenSearch refuses (`refused_id`).
         """
         if self._single_column is not None:
             value = document.get(self._single_column)
@@ -303,7 +303,8 @@ class DocumentMapper:
             texts.append(_id_text(value))
         if len(texts) == 1:
             return _checked(texts[0], self._identifier_columns)
-        return _checked(json.dumps(texts, separators=(",", ":"), ensure_ascii=False), self._identifier_columns)
+        doc_id = json.dumps(texts, separators=(",", ":"), ensure_ascii=False)
+        return _checked(doc_id, self._identifier_columns)
 
 
 def _checked(doc_id: str, columns: tuple[str, ...]) -> str:

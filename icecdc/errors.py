@@ -53,8 +53,8 @@ class DuplicateIdentifier(ProcessingError):
 
 
 class SystemicDeadLetters(ProcessingError):
-    """A pass's dead letters show a cause many rows share (configuration, mapping, identifier columns
-    not unique), not the rows' own faults: the pass fails and its checkpoint stays."""
+    """A pass's dead letters show a cause many rows share (configuration, mapping, identifier
+    columns not unique), not the rows' own faults: the pass fails and its checkpoint stays."""
 
 
 class SparkRequired(ProcessingError):

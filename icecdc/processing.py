@@ -466,15 +466,16 @@ class _Pass:
         run.reached(PassPoint.WRITTEN)
 
     def check_letters(self, result: BatchResult) -> None:
-        """SystemicDeadLetters, before anything is completed or advanced, when the pass's dead letters
-        show a cause many rows share rather than rows' own faults (`deadletters.systemic`); the
-        documents written stay (a rerun rewrites them at their versions)."""
+        """SystemicDeadLetters, before anything is completed or advanced, when the pass's dead
+        letters show a cause many rows share rather than rows' own faults (`deadletters.systemic`);
+        the documents written stay (a rerun rewrites them at their versions)."""
         limits, letters, rows = self.run.letter_limits, result.writes.letters, result.changes.rows
         if systemic(letters, rows, limits.max_share, limits.min_count):
             raise SystemicDeadLetters(
-                f"table {self.name!r}: {letters.total} of the pass's {rows} rows were dead-lettered, over "
-                f"dead_letter.max_share ({limits.max_share:g}) — a cause they share, not their own faults; "
-                f"nothing advanced: {letters.summary(samples=True, causes=3)}"
+                f"table {self.name!r}: {letters.total} of the pass's {rows} rows were "
+                f"dead-lettered, over dead_letter.max_share ({limits.max_share:g}) — a cause "
+                f"they share, not their own faults; nothing advanced: "
+                f"{letters.summary(samples=True, causes=3)}"
             )
 
     def check_fences(self, destination: _Destination) -> None:
@@ -671,7 +672,7 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
     engine = steps[0].engine(tasks)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
     results = _apply_together(steps, engine, tasks, destinations)
-    for step, result in zip(steps, results, strict=True):  # no index advances when one pass failed so
+    for step, result in zip(steps, results, strict=True):  # no index advances if one fails so
         step.check_letters(result)
     for step, destination, result in zip(steps, destinations, results, strict=True):
         step.complete(engine, destination, result)

@@ -129,14 +129,14 @@ class SinkStats:
                 setattr(self, name, getattr(self, name) + value)
 
     def lettered(self, tally: LetterTally) -> None:
-        """Count dead letters written elsewhere (rows that could not become documents, duplicates)."""
+        """Count dead letters written elsewhere (rows that cannot become documents, duplicates)."""
         self.dead_lettered += tally.total
         self.letters.add(tally)
 
 
 def refusal_cause(status: int, reason: str) -> str:
-    """What a refused document's letter is counted under (`DeadLetter.cause`): its reason without the
-    document's own details, e.g. `400 mapper_parsing_exception, field [amount]`."""
+    """What a refused document's letter is counted under (`DeadLetter.cause`): its reason without
+    the document's own details, e.g. `400 mapper_parsing_exception, field [amount]`."""
     if status == TOO_LARGE:
         return "413 the document is too large for a request"
     error_type = reason.split(":", 1)[0] if ":" in reason else reason
@@ -366,7 +366,8 @@ def _dead_letter(
     dead_letter(refused)
     stats.dead_lettered += len(refused)
     for write, status, reason in refused:
-        stats.letters.count(refusal_cause(status, reason), letter_sample(write.doc_id, reason, write.document))
+        sample = letter_sample(write.doc_id, reason, write.document)
+        stats.letters.count(refusal_cause(status, reason), sample)
 
 
 def _quote(refusals: list[Refusal]) -> str:
@@ -461,7 +462,8 @@ def _chunks(config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write
     for write in writes:
         if refused_id(write.doc_id):
             if write.document is not None:
-                yield write, 400, f"the `_id` is empty or over OpenSearch's {MAX_ID_BYTES} bytes: not sent"
+                refused = f"the `_id` is empty or over OpenSearch's {MAX_ID_BYTES} bytes: not sent"
+                yield write, 400, refused
             continue
         line, document = lines.line(write), write.document
         size = _text_bytes(line) + 1 + (0 if document is None else _text_bytes(document) + 1)

@@ -328,13 +328,13 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
 
 
 class DeadLetterConfig(Section):
-    """Where documents that can never be written go (without one, such a document fails the batch),
-    and when a pass's dead letters show a cause shared by many rows instead: more than `max_share` of
-    its rows and at least `min_count` fail the pass (docs/dead-letters.md; 1 turns the check off)."""
+    """Where documents that can never be written go (without one, such a document fails the
+    batch), and when a pass's dead letters show a cause many rows share instead: more than
+    `max_share` of its rows, and at least `min_count`, fail the pass (docs/dead-letters.md)."""
 
     path: Text | None = None
-    max_share: float = Field(0.1, ge=0, le=1)
-    min_count: int = Field(10, ge=1)
+    max_share: float = Field(default=0.1, ge=0, le=1)
+    min_count: int = Field(default=10, ge=1)
 
     @field_validator("path")
     @classmethod

@@ -58,7 +58,8 @@ class InProcessEngine:
 
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         by_key: dict[str, list[ChangeRow]] = {}
-        carried, unreadable = Tally(), LetterTally()  # carryover pairs and unreadable rows the readers dropped
+        # carryover pairs and unreadable rows the readers dropped
+        carried, unreadable = Tally(), LetterTally()
         workers, meter = self._workers(tasks), PassMeter(reader.table_name, PassStage.CHANGES, tasks)
         parts: list[tuple[Iterable[Change], int, LetterTally]]
         if workers == 1:  # streamed: no list of the changes beside the dict
@@ -72,7 +73,8 @@ class InProcessEngine:
             unreadable.add(bad)
         change_stats, sink_stats = write_keyed_changes(target, by_key.items())
         # the rows that could not become documents were read too
-        change_stats.add(ChangeStats(rows=2 * carried.value + unreadable.total, carryovers=carried.value))
+        read = 2 * carried.value + unreadable.total
+        change_stats.add(ChangeStats(rows=read, carryovers=carried.value))
         sink_stats.lettered(unreadable)
         return change_stats, sink_stats
 
@@ -114,7 +116,10 @@ def _run(function: Callable[[Iterable[T]], R], parts: Sequence[list[T]], workers
     return [result for result, _ in results]
 
 
-def _read_part(reader: TableReader, tasks: Iterable[Task]) -> tuple[Iterable[Change], int, LetterTally]:
+def _read_part(
+    reader: TableReader,
+    tasks: Iterable[Task],
+) -> tuple[Iterable[Change], int, LetterTally]:
     """A worker's part of a pass: its tasks' changes, the carryover pairs and unreadable rows it dropped."""
     carried, unreadable = Tally(), LetterTally()
     return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable

@@ -67,7 +67,8 @@ class SparkEngine:
     def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
-        unreadable = context.accumulator(LetterTally(), _LettersParam())  # rows the readers sent to the dead letters
+        # rows the readers sent to the dead letters, by cause
+        unreadable = context.accumulator(LetterTally(), _LettersParam())
         done = context.accumulator(Done(), _DoneParam())  # tasks read, on the driver as each slice ends
         dealt = [task for task in tasks if isinstance(task, DealtRewrite)]
         read = [task for task in tasks if not isinstance(task, DealtRewrite)]
@@ -84,7 +85,8 @@ class SparkEngine:
         except (Py4JJavaError, PythonException) as exc:
             raise _executor_error(exc) from exc
         change_stats, sink_stats = (
-            ChangeStats(rows=2 * carried.value + unreadable.value.total, carryovers=carried.value),  # bad rows were read too
+            # the rows that could not become documents were read too
+            ChangeStats(rows=2 * carried.value + unreadable.value.total, carryovers=carried.value),
             SinkStats(),
         )
         sink_stats.lettered(unreadable.value)
@@ -239,7 +241,9 @@ class _LettersParam(AccumulatorParam[LetterTally]):
     def zero(self, value: LetterTally) -> LetterTally:
         return LetterTally()
 
-    def addInPlace(self, value1: LetterTally, value2: LetterTally) -> LetterTally:  # noqa: N802 (PySpark's name)
+    def addInPlace(  # noqa: N802 (PySpark's name)
+        self, value1: LetterTally, value2: LetterTally
+    ) -> LetterTally:
         return value1.add(value2)
 
 

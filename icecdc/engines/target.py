@@ -85,10 +85,11 @@ class Target:
         )
 
     def duplicates(self, found: list[DuplicateIdentifier]) -> LetterTally:
-        """Keys with several live rows in one snapshot: dead letters (counted by cause), or the error
-        that stops the batch."""
+        """Keys with several live rows in one snapshot: dead letters (counted by cause), or the
+        error that stops the batch."""
         columns = ", ".join(self.identifier_columns)
-        cause = f"several live rows share an identifier; the identifier columns ({columns}) must be unique"
+        cause = f"several live rows share an identifier; the identifier columns ({columns}) must be"
+        cause += " unique"
         reasons = [(d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}") for d in found]
         reasons = [(d, f"{reason}; the identifier columns ({columns}) must be unique") for d, reason in reasons]
         if self.dead_letter is None:

@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple, TypeVar
 
@@ -74,7 +74,7 @@ class TableReader:
         """Every change the tasks' files carry, keyed by document id.
 
         `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle;
-        `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents, by cause.
+        `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents.
         """
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
@@ -143,7 +143,8 @@ class TableReader:
     @contextmanager
     def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
         """Name a file gone as such; at the end, write the rows that could not become documents to the
-        dead letters and count them by cause in `dead_lettered` (a Spark accumulator of a `LetterTally`, or None)."""
+        dead letters and count them by cause in `dead_lettered` (a Spark accumulator of a
+        `LetterTally`, or None)."""
         try:
             yield
         except FileNotFoundError as exc:
@@ -258,8 +259,9 @@ class TableReader:
         unreadable: list[DeadLetter],
         paths: str | None = None,
     ) -> str | None:
-        """The document's `_id`; None (and a dead letter) when its identifier cannot be one (null,
-        empty, too long). A delete of such a row is dropped without a letter: no document has its id."""
+        """The document's `_id`; None (and a dead letter) when its identifier cannot be one
+        (null, empty, too long). A delete of such a row is dropped, without a letter: no document
+        has its id."""
         try:
             return mapper.document_id(fields)
         except BadIdentifier as exc:
@@ -284,8 +286,8 @@ class TableReader:
         reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
         if self.dead_letter is None:
             raise ProcessingError(f"table {self.table_name!r}: {reason}")
-        letter = DeadLetter(self.table_name, task.snapshot_id, task.sequence_number, None, None, reason, document)
-        unreadable.append(replace(letter, cause=cause or problem))
+        where = (self.table_name, task.snapshot_id, task.sequence_number)
+        unreadable.append(DeadLetter(*where, None, None, reason, document, cause=cause or problem))
 
 
 # Between an index's position and a document id in the keys of a reader of several indexes.
