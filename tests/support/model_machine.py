@@ -45,6 +45,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
+from icecdc.errors import SystemicDeadLetters
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
@@ -94,7 +95,6 @@ DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
         KnownBug.REPLAY_BESIDE_A_COLLAPSED_RUN,
         KnownBug.OPERATORS_ON_BAD_ROWS,
         KnownBug.LETTERS_WRITTEN_AGAIN,
-        KnownBug.HOSTILE_IDS,
     }
 )
 
@@ -205,6 +205,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.blocked = False
         self.busy = False
         self.shape = IndexShape.WHOLE  # the configuration's shape of the index
+        self.letters_through = False  # after a systemic failure, until a clean sync: dead_letter.max_share 1
         self.settings = Settings()  # the rest of the configuration that `reconfigure` changes
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
@@ -385,6 +386,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.judge(error, [], None)
         if error is None:
             self.check(config, "after a clean sync")
+            self.letters_through = False
 
     @rule(engine=st.sampled_from(ENGINES), caps=st.sampled_from(Caps), crash=st.sampled_from(CrashAt), at=st.integers(0, 1))
     @step
@@ -522,7 +524,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             max_backoff_seconds=0.02,
         )
         raw["batch"] = caps.batch()
-        raw["dead_letter"] = {"path": str(self.workdir / "dead-letters")}
+        raw["dead_letter"] = {"path": str(self.workdir / "dead-letters"), **({"max_share": 1} if self.letters_through else {})}
         if self.store_kind == StoreKind.DYNAMODB:
             raw["state"] = {
                 "type": "dynamodb",
@@ -604,7 +606,25 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         if self.blocked and any(text in str(error) for text in BLOCKED):
             note(f"refused by the write block: {str(error)[:120]}")
             return
+        if caused_by(error, SystemicDeadLetters):
+            self.judge_systemic(error)
+            return
         raise error
+
+    def judge_systemic(self, error: Exception) -> None:
+        """A pass whose dead letters are more than `max_share` of its rows failed: its work stays
+        (it never advances); the operator then lets the letters through (`max_share: 1`)."""
+        note(f"failed systemically: {str(error)[:200]}")
+        STATS.steps["  failed systemically"] += 1
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        table = self.lake.load()
+        identifiers = identifier_columns(table, config.table(TABLE))
+        with self.stores(config) as indexes:
+            assert any(
+                has_work(table, index_config, store, identifiers, IndexAlias(self.client, index_config.index))
+                for index_config, _, store in indexes
+            ), f"a pass that failed systemically left no work: {error}"
+        self.letters_through = True
 
     def items_pending(self) -> bool:
         with self.stores() as indexes:
