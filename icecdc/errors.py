@@ -69,3 +69,8 @@ class OperationError(IcecdcError):
 class IndexStateError(SinkError):
     """The index is not as icecdc can write it: an alias naming several indices, a template that does
     not fit, a write block, a generation whose copies are not active; nothing was written."""
+
+
+class IndexNotOwned(IndexStateError):
+    """An index or alias under the table's index name is not icecdc's for this table (a user's,
+    another table's or another deployment's); nothing was written, nothing advanced."""

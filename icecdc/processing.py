@@ -30,7 +30,7 @@ from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfi
 from icecdc.deadletters import systemic
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError, SystemicDeadLetters
-from icecdc.index import IndexAlias, IndexSpec, check_pipeline, index_spec, index_uuid
+from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
     NO_SNAPSHOT,
@@ -150,7 +150,7 @@ class TableRun:
             return BatchResult(self.name)
         log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, rebuild or "created again, empty")
         client = open_client(self.opensearch)
-        alias, spec = IndexAlias(client, self.config.index), _spec(table, self.config)
+        alias, spec = _alias(client, self.config, table), _spec(table, self.config)
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
             uuid, NO_SNAPSHOT, 0, table.metadata.current_schema_id, self.identifiers, index_uuid(client, generation) or ""
@@ -168,6 +168,7 @@ class TableRun:
         or `deadline` (time.monotonic()) has passed: then the result is `unfinished`."""
         total = BatchResult(self.name)
         started = time.monotonic()
+        self.claim_index(open_client(self.opensearch), table)  # before anything is planned
         for passes in range(1, MAX_SYNC_ROUNDS + 1):
             if self.lease is not None and self.lease.lost:
                 raise LeaseLost.of(self.name)
@@ -199,13 +200,16 @@ class TableRun:
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
         plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)
 
+    def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
+        return claim_index(client, self.config, self.store, table)
+
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
         """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
         first), a rebuild when it holds another shape of the table than the configuration's, and
         delete what a finished swap left behind; why the index is rebuilt ("": it is not). With no
         checkpoint: whether the index holds documents the first export's own passes did not write
         (`IndexAlias.unaccounted`), which the export then replaces with a new generation."""
-        alias, spec = IndexAlias(open_client(self.opensearch), self.config.index), _spec(table, self.config)
+        alias, spec = self.claim_index(open_client(self.opensearch), table), _spec(table, self.config)
         replaced = alias.replaced_since(checkpoint, spec)
         reshaped = unaccounted = ""
         pending = self.store.pending_items(self.name)
@@ -258,6 +262,23 @@ def process_table(
         probe,
     )
     return run.process(table)
+
+
+def claim_index(client: OpenSearch, config: TableConfig, store: StateStore, table: Table) -> IndexAlias:
+    """The table's index, after checking that its name holds nothing but this table's index
+    (`IndexAlias.claim`: raise IndexNotOwned, or take the name over on the user's opt-in); `store`:
+    the index's state (the uuids it names are the table's)."""
+    alias = _alias(client, config, table)
+    checkpoint = store.get_checkpoint(config.name)
+    known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
+    known |= _applied_indexes(store.pending_items(config.name))
+    alias.claim(Owner.of(table), known, config.index_takeover)
+    return alias
+
+
+def _alias(client: OpenSearch, config: TableConfig, table: Table) -> IndexAlias:
+    """The table's index as icecdc keeps it, its generations marked with the table as their owner."""
+    return IndexAlias(client, config.index, Owner.of(table))
 
 
 def _spec(table: Table, config: TableConfig) -> IndexSpec:
@@ -364,7 +385,7 @@ class _Pass:
         current mapping cannot take (a type change), export into a new generation while the alias
         keeps serving the current one; their later passes (batch caps, a rerun after a crash) resume
         the generation their APPLIED items name. The index's ingest pipeline must exist."""
-        alias = IndexAlias(self.client, self.run.config.index)
+        alias = _alias(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
         rebuild = ResyncKind.RESET in self.resync or self.export_anew
@@ -417,7 +438,7 @@ class _Pass:
 
     def prepare_destination(self, found: _Destination) -> _Destination:
         """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
-        alias = IndexAlias(self.client, self.run.config.index)
+        alias = _alias(self.client, self.run.config, self.table)
         if found.rebuild:
             index = alias.start_rebuild(self.spec, found.resumable)
         else:
@@ -515,7 +536,7 @@ class _Pass:
         """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
         run, last = self.run, self.batch[-1]
         if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-            IndexAlias(self.client, run.config.index).finish(destination.index, self.spec, run.probe)
+            _alias(self.client, run.config, self.table).finish(destination.index, self.spec, run.probe)
         keep_unapplied(self.table, run.config, last.snapshot_id)
         result.seconds = time.monotonic() - self.started
         log.info(
@@ -543,10 +564,14 @@ def sync(
     # Load every table and check its identifier columns before anything is written.
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
-    check_reachable(open_client(config.opensearch), config.opensearch.url)
+    client = open_client(config.opensearch)
+    check_reachable(client, config.opensearch.url)
     store = open_state_store(config.state)
     engines = Engines(config.engine, config.spark, spark)
     try:
+        for table_config, table in loaded:  # every index's name, before any table is written
+            for index_config, _, scoped in index_stores(table_config, store):
+                claim_index(client, index_config, scoped, table)
         return [
             sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines, probe=probe)
             for table_config, table in loaded
@@ -621,6 +646,8 @@ def _catch_up_together(
     one pass reads the changed files once for the indexes whose pending work is the same (`_in_step`)
     and writes them all; an index that is not (its export, a rebuild) gets a pass of its own."""
     started = time.monotonic()
+    for run in runs:  # every index's name checked before anything is planned
+        run.claim_index(open_client(run.opensearch), table)
     for passes in range(1, MAX_SYNC_ROUNDS + 1):
         if any(run.lease is not None and run.lease.lost for run in runs):
             raise LeaseLost.of(total.table)

@@ -15,7 +15,7 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
-from icecdc.index import IndexAlias
+from icecdc.index import IndexAlias, Owner
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after
 from icecdc.state import StateStore
@@ -47,7 +47,7 @@ def has_work(
     if store.count_pending(name):
         return True
     checkpoint = store.get_checkpoint(name)
-    if index is not None and index_work(index, checkpoint, config.shape):
+    if index is not None and index_work(index, checkpoint, config.shape, Owner.of(table)):
         return True
     current = table.current_snapshot()
     if current is None:  # an empty table: work only when the index still holds documents of another table, or of none
@@ -61,10 +61,15 @@ def has_work(
     return kind != ResyncKind.NONE
 
 
-def index_work(index: IndexAlias, checkpoint: Checkpoint | None, shape: Shape) -> str:
-    """What the index needs that no commit asks for ("": nothing), for a pass to do: what a run
-    left unfinished in it (`IndexAlias.unfinished`), or, once synced, another shape of the table
-    than the configured `shape` (an operator changed it: a pass rebuilds it)."""
+def index_work(index: IndexAlias, checkpoint: Checkpoint | None, shape: Shape, owner: Owner | None = None) -> str:
+    """What the index needs that no commit asks for ("": nothing), for a pass to do: an index
+    under its name that is not `owner`'s (`IndexAlias.refused`: a pass refuses it, or takes it
+    over), what a run left unfinished in it (`IndexAlias.unfinished`), or, once synced, another
+    shape of the table than the configured `shape` (an operator changed it: a pass rebuilds it)."""
+    known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
+    refused = index.refused(owner, known) if owner is not None else ""
+    if refused:
+        return refused
     unfinished = index.unfinished(checkpoint)
     if unfinished or checkpoint is None:
         return unfinished
@@ -138,7 +143,7 @@ def table_status(
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:
-        status = replace(status, unfinished=index_work(index, status.checkpoint, config.shape))
+        status = replace(status, unfinished=index_work(index, status.checkpoint, config.shape, Owner.of(table)))
     return status
 
 

@@ -18,6 +18,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField
 
 from icecdc.config import Config, parse_config
 from icecdc.index import IndexAlias, create_index, index_spec
+from icecdc.model import NO_SNAPSHOT, Checkpoint
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -153,8 +154,12 @@ def test_a_rebuild_stopped_before_its_swap_swaps_on_the_next_run(pipeline: Pipel
 def test_a_pre_alias_index_keeps_serving_until_a_rebuild_replaces_it_by_a_generation(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     config = capped(pipeline)
-    # what an icecdc before generations made: a concrete index named like the table's index
+    # what an icecdc before generations made: a concrete index named like the table's index, with
+    # no marker, which the table's checkpoint names (as the first sync of the empty table left it)
     create_index(pipeline.client, INDEX, index_spec(table.schema(), config.table(NAME)))
+    schema = table.metadata.current_schema_id
+    made = Checkpoint(str(table.metadata.table_uuid), NO_SNAPSHOT, 0, schema, ("id",), uuid_of(pipeline, INDEX))
+    pipeline.store().complete(NAME, made, [], replace=True)
     table.append(rows(1, 2, 3, 4))
     pipeline.sync(config, NAME)
     legacy = uuid_of(pipeline, INDEX)

@@ -16,7 +16,7 @@ from pyiceberg.types import IntegerType, LongType, StringType
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
-from icecdc.errors import LeaseLost, ProcessingError, SinkError
+from icecdc.errors import IndexNotOwned, LeaseLost, ProcessingError, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
@@ -258,12 +258,13 @@ def test_an_empty_table_whose_index_holds_documents_no_checkpoint_accounts_for_i
     assert work_of(pipeline, config) == (False, "")
 
 
-def test_a_first_export_into_an_index_that_holds_no_document_writes_it_in_place(pipeline: Pipeline) -> None:
-    pipeline.client.indices.create(index=INDEX)  # made by hand, before the first sync
+def test_a_first_export_into_a_hand_made_index_that_holds_no_document_is_refused(pipeline: Pipeline) -> None:
+    pipeline.client.indices.create(index=INDEX)  # made by hand, before the first sync: not icecdc's (issue 40 item 2)
     orders(pipeline).append(rows(1, 2))
-    pipeline.sync(pipeline.config({"name": NAME}), NAME)
+    with pytest.raises(IndexNotOwned, match=r"index 'orders' is not icecdc's"):
+        sync(pipeline.config({"name": NAME}), pipeline.spark, [NAME])
     alias = IndexAlias(pipeline.client, INDEX)
-    assert alias.current() == INDEX and alias.generations() == {}  # no generation: the index as it was made
+    assert alias.current() == INDEX and alias.generations() == {}  # the index as it was made
 
 
 # -- generations are icecdc's and this index's ------------------------------------------------------

@@ -179,6 +179,10 @@ class IndexConfig(Section):
     mappings: dict[str, Any] | None = None
     settings: dict[str, Any] | None = None
     index_template: Text | None = None
+    # Take the index name over when an index or alias icecdc did not create for this table holds
+    # it (icecdc.index.ownership): a concrete index is kept as `<index>-preicecdc-<UTC time>`, the
+    # indexes an alias names stay where they are. Unset, such an index is refused.
+    index_takeover: bool = False
 
     @property
     def shape(self) -> Shape:

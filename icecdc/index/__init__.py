@@ -2,7 +2,7 @@
 name (`indices`), and the alias over its generations with their lifecycle (`alias`)."""
 
 from icecdc.errors import IndexStateError
-from icecdc.index.alias import BUILD_SETTINGS, MARKER, IndexAlias, generation, generation_number, marker
+from icecdc.index.alias import BUILD_SETTINGS, IndexAlias, generation, generation_number
 from icecdc.index.indices import (
     COPIES_WAIT_SECONDS,
     add_missing_fields,
@@ -21,6 +21,7 @@ from icecdc.index.mappings import (
     mappings_for,
     merge_mappings,
 )
+from icecdc.index.ownership import MARKER, Owner, marker
 
 __all__ = [
     "BUILD_SETTINGS",
@@ -30,6 +31,7 @@ __all__ = [
     "IndexSpec",
     "IndexStateError",
     "Mapping",
+    "Owner",
     "add_missing_fields",
     "check_pipeline",
     "check_template",

@@ -4,9 +4,13 @@
 deleted, or deleted and created again, behind icecdc's back, the UUID no longer matches: writing the
 next changes into it would leave an index with only those documents, so the table is exported again.
 
-**Generations.** A generation carries icecdc's marker (the alias and the table's UUID in the
-mapping's `_meta`), so no other index is ever taken for one. A rebuild writes the next generation
-while the alias serves the current one, then swaps the alias in one request.
+**Generations.** A generation carries icecdc's marker (the alias, the table's catalog, identifier
+and UUID in the mapping's `_meta`), so no other index is ever taken for one. A rebuild writes the
+next generation while the alias serves the current one, then swaps the alias in one request.
+
+**Ownership.** An index or alias under the name that is not this table's (`icecdc.index.ownership`)
+is refused before anything is written, or, on the user's explicit opt-in, taken over: a concrete
+index is kept under another name first, an alias's indexes stay where they are.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import logging
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from opensearchpy import NotFoundError, OpenSearch
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import TransportError
 
-from icecdc.errors import IndexStateError, SinkError
+from icecdc.errors import IndexNotOwned, IndexStateError, SinkError
 from icecdc.index.indices import (
     TEMPLATE_ALIASES,
     add_missing_fields,
@@ -31,14 +36,13 @@ from icecdc.index.indices import (
     wait_for_copies,
 )
 from icecdc.index.mappings import IndexSpec, Mapping
+from icecdc.index.ownership import KEPT_SUFFIX, MARKER, NameHolder, Owner, foreign, held, marker, recorded_marker, refusal
 from icecdc.model import Checkpoint, PassPoint, Probe
 
 log = logging.getLogger(__name__)
 
 # What an index under construction runs with until its swap: no refreshes, no replicas to copy to.
 BUILD_SETTINGS: Mapping = {"refresh_interval": "-1", "number_of_replicas": 0}
-# Where a generation records that it is icecdc's, for which alias and table: `_meta` of its mapping.
-MARKER = "icecdc"
 # Settings that make an index, or every index of the cluster, refuse writes.
 INDEX_WRITE_BLOCKS = ("index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete")
 CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_allow_delete")
@@ -57,18 +61,15 @@ def generation_number(index: str, concrete: str) -> int | None:
     return int(number) if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0") else None
 
 
-def marker(index: str, table_uuid: str, shape: str = "") -> Mapping:
-    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`,
-    of the index's `shape` (`Shape.fingerprint`; absent for the whole table)."""
-    return {MARKER: {"index": index, "table_uuid": table_uuid, **({"shape": shape} if shape else {})}}
-
-
 @dataclass(frozen=True)
 class IndexAlias:
-    """A table's index as icecdc keeps it: the alias `name` over its generations, on `client`."""
+    """A table's index as icecdc keeps it: the alias `name` over its generations, on `client`.
+    `owner`: the table whose index it is, recorded in the generations it creates (None: only
+    the alias is recorded, and any generation of the alias is taken for the table's)."""
 
     client: OpenSearch
     name: str
+    owner: Owner | None = None
 
     # -- identity ----------------------------------------------------------------------------
 
@@ -105,9 +106,60 @@ class IndexAlias:
         }
 
     def _marked(self, body: Mapping) -> bool:
-        meta = (body.get("mappings") or {}).get("_meta") or {}
-        owner = meta.get(MARKER) if isinstance(meta, dict) else None
-        return isinstance(owner, dict) and owner.get("index") == self.name
+        recorded = recorded_marker(body)
+        if recorded is None or recorded.get("index") != self.name:
+            return False
+        return self.owner is None or self.owner.owns(recorded)
+
+    # -- ownership ---------------------------------------------------------------------------
+
+    def holder(self) -> NameHolder | None:
+        """What holds the name in OpenSearch: the alias and its indexes, or a concrete index; None: nothing."""
+        try:
+            found = self.client.indices.get(index=self.name)
+        except NotFoundError:
+            return None
+        return NameHolder(list(found) != [self.name], tuple(held(name, body) for name, body in sorted(found.items())))
+
+    def refused(self, owner: Owner, known: AbstractSet[str]) -> str:
+        """Why a pass refuses the index (`claim`; "": it does not), or "" with a warning when the
+        index cannot be read: for the planner's and `status`'s questions."""
+        return self._or_unknown("whose it is", lambda: refusal(self.holder(), self.name, owner, known))
+
+    def claim(self, owner: Owner, known: AbstractSet[str], takeover: bool = False) -> None:
+        """Raise IndexNotOwned when the name holds an index or alias that is not `owner`'s (its
+        marker, or `known`: the uuids the table's state names); with `takeover` (the user's
+        opt-in), free the name instead (`take_over`). Reads only, when the name is the table's."""
+        holder = self.holder()
+        refused = refusal(holder, self.name, owner, known)
+        if not refused:
+            return
+        if not takeover or holder is None:
+            raise IndexNotOwned(refused)
+        self.take_over(holder, [h.name for h in foreign(holder, self.name, owner, known)])
+
+    def take_over(self, holder: NameHolder, others: list[str]) -> None:
+        """Free the name for icecdc's alias: an alias is removed from the indexes it names, which
+        stay as they are; a concrete index is copied, with its mapping and settings, to
+        `<name>-preicecdc-<UTC time>`, then deleted once the copy holds every document."""
+        if holder.alias:
+            actions = [{"remove": {"index": h.name, "alias": self.name}} for h in holder.indexes]
+            self.client.indices.update_aliases(body={"actions": actions})
+            log.warning(
+                "index %r: taken over (index_takeover); the alias no longer names %s, left in place as they were",
+                self.name,
+                ", ".join(others),
+            )
+            return
+        kept = f"{self.name}{KEPT_SUFFIX}{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}"
+        held_count = _copy_index(self.client, self.name, kept)
+        self.client.indices.delete(index=self.name)
+        log.warning(
+            "index %r: taken over (index_takeover); the index that held the name is kept as %r (%d documents)",
+            self.name,
+            kept,
+            held_count,
+        )
 
     def leftovers(self) -> list[str]:
         """The generations the alias does not name: a rebuild's, under way or abandoned, or the old
@@ -352,13 +404,36 @@ class IndexAlias:
         if spec.template is not None:
             check_template(self.client, spec.template, name)
         body = dict(spec.body() or {})
-        body["mappings"] = {**(body.get("mappings") or {}), "_meta": marker(self.name, spec.table_uuid, spec.shape)}
+        meta = marker(self.name, self.owner.table_uuid if self.owner else spec.table_uuid, spec.shape, self.owner)
+        body["mappings"] = {**(body.get("mappings") or {}), "_meta": meta}
         self.client.indices.create(index=name, body=body)
         taken = sorted(a for found in self.client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
         if taken:  # a template we did not name (a component, another pattern) gave it aliases
             self.client.indices.delete(index=name, ignore=404)
             raise IndexStateError(TEMPLATE_ALIASES.format(template=f"matching {name!r}", aliases=", ".join(taken)))
         return name
+
+
+# Settings OpenSearch sets on an index itself: a copy gets its own.
+_OWN_SETTINGS = ("uuid", "creation_date", "provided_name", "version", "resize", "routing", "blocks", "replication")
+
+
+def _copy_index(client: OpenSearch, source: str, target: str) -> int:
+    """Copy the index `source` to a new index `target` with its mapping and settings (`_reindex`:
+    clone needs a write block, and not every service has it); return the documents it holds.
+    Raise IndexStateError, deleting nothing, when the copy does not hold every document."""
+    body = client.indices.get(index=source)[source]
+    settings = {k: v for k, v in (body.get("settings", {}).get("index") or {}).items() if k not in _OWN_SETTINGS}
+    client.indices.create(index=target, body={"mappings": body.get("mappings") or {}, "settings": {"index": settings}})
+    client.reindex(body={"source": {"index": source}, "dest": {"index": target}}, refresh=True, request_timeout=3600)
+    client.indices.refresh(index=source)
+    held, copied = (int(client.count(index=name)["count"]) for name in (source, target))
+    if copied != held:
+        raise IndexStateError(
+            f"index {source!r}: its copy {target!r} holds {copied} of its {held} documents; the index was not taken "
+            "over (nothing of it was deleted)"
+        )
+    return held
 
 
 def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:

@@ -1,0 +1,159 @@
+"""Whose an index is: the owner a generation's marker names, and whether an index found under a
+table's index name is icecdc's for this table (pure, from facts read once).
+
+An index is this table's when the table's state names it (the checkpoint's index, or one an
+export's earlier passes wrote to: so a concrete index an icecdc before generations made, which
+carries no marker, keeps being written), or when icecdc's marker in its mapping's `_meta` names
+this alias and this table: by catalog and identifier (a table dropped and created again under its
+name is the same owner, and a reset), or by the table's UUID (markers of older versions record no
+catalog or identifier). Every other index is someone else's: a user's, or another deployment's or
+table's, and icecdc never deletes, remaps or writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pyiceberg.table import Table
+
+from icecdc.index.mappings import Mapping
+
+# Where a generation records that it is icecdc's, for which alias and table: `_meta` of its mapping.
+MARKER = "icecdc"
+# Catalog properties that tell one catalog from another of the same name, the first one set.
+CATALOG_LOCATORS = ("uri", "warehouse", "glue.id", "client.region", "region_name")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The table an index of icecdc's holds: its catalog (name and where it is), its identifier
+    in it, and its UUID."""
+
+    catalog: str = ""
+    table: str = ""
+    table_uuid: str = ""
+
+    @classmethod
+    def of(cls, table: Table) -> Owner:
+        """The owner of `table`'s index: its catalog, identifier and UUID."""
+        catalog = table.catalog
+        return cls(
+            catalog_identity(catalog.name, catalog.properties),
+            ".".join(table.name()),
+            str(table.metadata.table_uuid),
+        )
+
+    def fields(self) -> Mapping:
+        """What a marker records of the owner."""
+        return {"catalog": self.catalog, "table": self.table, "table_uuid": self.table_uuid}
+
+    def owns(self, recorded: Mapping) -> bool:
+        """Whether a marker's owner fields (`recorded`) name this owner: the same catalog and
+        identifier, or the same table UUID (a marker of an older version names only that)."""
+        if self.table_uuid and recorded.get("table_uuid") == self.table_uuid:
+            return True
+        return bool(recorded.get("table")) and (recorded.get("catalog"), recorded.get("table")) == (
+            self.catalog,
+            self.table,
+        )
+
+    def describe(self) -> str:
+        return f"table {self.table!r} of catalog {self.catalog!r}"
+
+
+def catalog_identity(name: str, properties: Mapping) -> str:
+    """The catalog's name and where it is (its URI, warehouse or Glue catalog, without credentials)."""
+    locator = next((str(properties[k]) for k in CATALOG_LOCATORS if properties.get(k)), "")
+    parts = urlsplit(locator)
+    if parts.netloc and "@" in parts.netloc:  # never record user:password in an index's mapping
+        locator = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return f"{name} ({locator})" if locator else name
+
+
+def marker(index: str, table_uuid: str, shape: str = "", owner: Owner | None = None) -> Mapping:
+    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`,
+    of the index's `shape` (`Shape.fingerprint`; absent for the whole table), owned by `owner`."""
+    owned = {**owner.fields(), "table_uuid": table_uuid} if owner is not None else {"table_uuid": table_uuid}
+    return {MARKER: {"index": index, **owned, **({"shape": shape} if shape else {})}}
+
+
+def recorded_marker(body: Mapping) -> Mapping | None:
+    """icecdc's marker in an index's `_meta` (`body`: the index as GET returns it); None when it has none."""
+    meta = (body.get("mappings") or {}).get("_meta") or {}
+    found = meta.get(MARKER) if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+@dataclass(frozen=True)
+class Held:
+    """A concrete index found under a table's index name: its name, uuid and icecdc's marker (None: none)."""
+
+    name: str
+    uuid: str
+    marker: Mapping | None
+
+
+@dataclass(frozen=True)
+class NameHolder:
+    """What holds a table's index name in OpenSearch: an alias and the indexes it names, or one
+    concrete index of that name."""
+
+    alias: bool
+    indexes: tuple[Held, ...]
+
+    def describe(self, index: str) -> str:
+        names = ", ".join(repr(h.name) for h in self.indexes)
+        return f"alias {index!r} (over {names})" if self.alias else f"index {index!r}"
+
+
+def foreign(holder: NameHolder | None, index: str, owner: Owner, known: AbstractSet[str]) -> list[Held]:
+    """The indexes under the name `index` that are not icecdc's for `owner` (empty: the name is
+    free, or every index under it is this table's). `known`: the uuids the table's state names."""
+    if holder is None:
+        return []
+    return [held for held in holder.indexes if not _owned(held, index, owner, known)]
+
+
+def _owned(held: Held, index: str, owner: Owner, known: AbstractSet[str]) -> bool:
+    if held.uuid and held.uuid in known:
+        return True
+    recorded = held.marker
+    return recorded is not None and recorded.get("index") == index and owner.owns(recorded)
+
+
+def refusal(holder: NameHolder | None, index: str, owner: Owner, known: AbstractSet[str]) -> str:
+    """Why icecdc must not write the index `index` for `owner` ("": it may), in one line naming
+    the index, whose it is and the way forward."""
+    others = foreign(holder, index, owner, known)
+    if holder is None or not others:
+        return ""
+    whose = "; ".join(_whose(held, index) for held in others)
+    return (
+        f"{holder.describe(index)} is not icecdc's for {owner.describe()} ({whose}): icecdc never deletes, remaps "
+        "or writes an index it did not create for this table; nothing was written. Configure another index name, "
+        "or set index_takeover: true on the table to take the name over (a concrete index is first kept as "
+        f"'{index}{KEPT_SUFFIX}<time>', the indexes an alias names stay where they are)"
+    )
+
+
+# The name a taken-over concrete index is kept under: `<index><KEPT_SUFFIX><UTC time>`.
+KEPT_SUFFIX = "-preicecdc-"
+
+
+def _whose(held: Held, index: str) -> str:
+    recorded = held.marker
+    if recorded is None:
+        return f"{held.name!r} carries no icecdc marker"
+    if recorded.get("index") != index:
+        return f"{held.name!r} is icecdc's generation of index {recorded.get('index')!r}"
+    table = recorded.get("table") or f"uuid {recorded.get('table_uuid')}"
+    catalog = f" of catalog {recorded['catalog']!r}" if recorded.get("catalog") else ""
+    return f"{held.name!r} holds table {table!r}{catalog}"
+
+
+def held(name: str, body: Any) -> Held:
+    """The `Held` of the index `name` as GET returns it (`body`)."""
+    return Held(name, str(body["settings"]["index"].get("uuid", "")), recorded_marker(body))
