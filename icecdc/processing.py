@@ -209,7 +209,8 @@ class TableRun:
         delete what a finished swap left behind; why the index is rebuilt ("": it is not). With no
         checkpoint: whether the index holds documents the first export's own passes did not write
         (`IndexAlias.unaccounted`), which the export then replaces with a new generation."""
-        alias, spec = self.claim_index(open_client(self.opensearch), table), _spec(table, self.config)
+        alias = self.claim_index(open_client(self.opensearch), table)
+        spec = _spec(table, self.config)
         replaced = alias.replaced_since(checkpoint, spec)
         reshaped = unaccounted = ""
         pending = self.store.pending_items(self.name)
@@ -264,7 +265,12 @@ def process_table(
     return run.process(table)
 
 
-def claim_index(client: OpenSearch, config: TableConfig, store: StateStore, table: Table) -> IndexAlias:
+def claim_index(
+    client: OpenSearch,
+    config: TableConfig,
+    store: StateStore,
+    table: Table,
+) -> IndexAlias:
     """The table's index, after checking that its name holds nothing but this table's index
     (`IndexAlias.claim`: raise IndexNotOwned, or take the name over on the user's opt-in); `store`:
     the index's state (the uuids it names are the table's)."""
@@ -277,7 +283,7 @@ def claim_index(client: OpenSearch, config: TableConfig, store: StateStore, tabl
 
 
 def _alias(client: OpenSearch, config: TableConfig, table: Table) -> IndexAlias:
-    """The table's index as icecdc keeps it, its generations marked with the table as their owner."""
+    """The table's index as icecdc keeps it, its generations marked with the table as owner."""
     return IndexAlias(client, config.index, Owner.of(table))
 
 
@@ -536,7 +542,8 @@ class _Pass:
         """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
         run, last = self.run, self.batch[-1]
         if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
-            _alias(self.client, run.config, self.table).finish(destination.index, self.spec, run.probe)
+            alias = _alias(self.client, run.config, self.table)
+            alias.finish(destination.index, self.spec, run.probe)
         keep_unapplied(self.table, run.config, last.snapshot_id)
         result.seconds = time.monotonic() - self.started
         log.info(

@@ -61,7 +61,12 @@ def has_work(
     return kind != ResyncKind.NONE
 
 
-def index_work(index: IndexAlias, checkpoint: Checkpoint | None, shape: Shape, owner: Owner | None = None) -> str:
+def index_work(
+    index: IndexAlias,
+    checkpoint: Checkpoint | None,
+    shape: Shape,
+    owner: Owner | None = None,
+) -> str:
     """What the index needs that no commit asks for ("": nothing), for a pass to do: an index
     under its name that is not `owner`'s (`IndexAlias.refused`: a pass refuses it, or takes it
     over), what a run left unfinished in it (`IndexAlias.unfinished`), or, once synced, another
@@ -143,7 +148,8 @@ def table_status(
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:
-        status = replace(status, unfinished=index_work(index, status.checkpoint, config.shape, Owner.of(table)))
+        needs = index_work(index, status.checkpoint, config.shape, Owner.of(table))
+        status = replace(status, unfinished=needs)
     return status
 
 

@@ -158,7 +158,8 @@ def test_a_pre_alias_index_keeps_serving_until_a_rebuild_replaces_it_by_a_genera
     # no marker, which the table's checkpoint names (as the first sync of the empty table left it)
     create_index(pipeline.client, INDEX, index_spec(table.schema(), config.table(NAME)))
     schema = table.metadata.current_schema_id
-    made = Checkpoint(str(table.metadata.table_uuid), NO_SNAPSHOT, 0, schema, ("id",), uuid_of(pipeline, INDEX))
+    legacy_uuid, table_uuid = uuid_of(pipeline, INDEX), str(table.metadata.table_uuid)
+    made = Checkpoint(table_uuid, NO_SNAPSHOT, 0, schema, ("id",), legacy_uuid)
     pipeline.store().complete(NAME, made, [], replace=True)
     table.append(rows(1, 2, 3, 4))
     pipeline.sync(config, NAME)

@@ -19,17 +19,17 @@ from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.errors import IndexNotOwned
 from icecdc.index import IndexAlias
-from icecdc.model import EngineKind, ResyncKind
+from icecdc.model import EngineKind
 from icecdc.processing import sync
+from icecdc.state import SqliteStateStore
 from icecdc.status import has_work, table_status
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, orders, rows
-from tests.test_resync import _done_export_items
 
 NAME = "db.orders"
 INDEX = "precious"
-# A user's index: its own mapping, whose types conflict with what icecdc derives (id long, amount double).
+# A user's index: its own mapping, whose types conflict with icecdc's (id long, amount double).
 USERS = {
     "properties": {
         "id": {"type": "keyword"},
@@ -46,7 +46,8 @@ def engine() -> EngineKind:
 
 def users_index(pipeline: Pipeline, name: str = INDEX) -> None:
     """A hand-made index of 3 documents with its own mapping."""
-    pipeline.client.indices.create(index=name, body={"mappings": USERS, "settings": {"number_of_shards": 2}})
+    body = {"mappings": USERS, "settings": {"number_of_shards": 2}}
+    pipeline.client.indices.create(index=name, body=body)
     for i in range(3):
         pipeline.client.index(
             index=name,
@@ -76,7 +77,10 @@ def assert_nothing_planned(pipeline: Pipeline, name: str = NAME) -> None:
     assert store.get_checkpoint(name) is None and store.pending_items(name) == []
 
 
-def test_a_users_index_is_refused_by_sync_with_exit_2_and_left_as_it_was(pipeline: Pipeline, tmp_path: Path) -> None:
+def test_a_users_index_is_refused_by_sync_with_exit_2_and_left_as_it_was(
+    pipeline: Pipeline,
+    tmp_path: Path,
+) -> None:
     users_index(pipeline)
     before = as_found(pipeline, INDEX)
     orders(pipeline).append(rows(1, 2))
@@ -88,7 +92,7 @@ def test_a_users_index_is_refused_by_sync_with_exit_2_and_left_as_it_was(pipelin
     (line,) = [x for x in ran.stderr.splitlines() if x.startswith("icecdc: error:")]
     assert "index 'precious' is not icecdc's" in line and "index_takeover: true" in line
     assert as_found(pipeline, INDEX) == before  # documents, mapping (no field added), aliases
-    assert pipeline.client.indices.get(index="precious*").keys() == {INDEX}  # no generation beside it
+    assert pipeline.client.indices.get(index="precious*").keys() == {INDEX}  # no generation
     assert_nothing_planned(pipeline)
 
 
@@ -115,9 +119,9 @@ def test_taking_a_users_index_over_keeps_it_under_another_name_and_says_so(
         pipeline.sync(config, NAME)  # index == table
 
     (kept,) = list(pipeline.client.indices.get(index="precious-preicecdc-*"))
-    assert [r.getMessage() for r in caplog.records if "taken over" in r.getMessage()] == [
-        f"index 'precious': taken over (index_takeover); the index that held the name is kept as '{kept}' (3 documents)"
-    ]
+    kept_as = f"its old index is kept as '{kept}' (3 documents)"
+    said = [r.getMessage() for r in caplog.records if "taken over" in r.getMessage()]
+    assert said == [f"index 'precious': taken over (index_takeover); {kept_as}"]
     assert pipeline.client.indices.get(index=kept)[kept]["mappings"] == mapping
     assert pipeline.documents(kept) == documents
     assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["precious-1"]
@@ -134,14 +138,16 @@ def test_an_alias_over_a_users_indexes_is_refused_and_taken_over_only_on_opt_in(
     pipeline.client.indices.put_alias(index="users-2024", name=INDEX)
     before = as_found(pipeline, "users-2024")
     orders(pipeline).append(rows(1, 2))
-    with pytest.raises(IndexNotOwned, match=r"alias 'precious' \(over 'users-2024'\) is not icecdc's"):
+    refused = r"alias 'precious' \(over 'users-2024'\) is not icecdc's"
+    with pytest.raises(IndexNotOwned, match=refused):
         sync(configured(pipeline), pipeline.spark, [NAME])
-    assert as_found(pipeline, "users-2024") == before and sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["users-2024"]
+    assert as_found(pipeline, "users-2024") == before
+    assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["users-2024"]
     assert_nothing_planned(pipeline)
 
     pipeline.sync(configured(pipeline, index_takeover=True), NAME)  # index == table
     assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["precious-1"]
-    mapping, aliases, documents = as_found(pipeline, "users-2024")  # left in place, but for the alias
+    mapping, aliases, documents = as_found(pipeline, "users-2024")  # as it was, but the alias
     assert (mapping, documents) == before[::2] and aliases == {}
 
 
@@ -161,10 +167,14 @@ def second_deployment(pipeline: Pipeline, tmp_path: Path) -> Config:
     """Another config, with its own state, whose table `db.customers` writes the same index name."""
     pipeline.catalog.create_table("db.customers", schema=SCHEMA).append(rows(7, 8, 9))
     raw = pipeline.config_dict([{"name": "db.customers", "index": INDEX}])
-    return parse_config({**raw, "state": {"type": "sqlite", "path": str(tmp_path / "other-state.db")}})
+    state = {"type": "sqlite", "path": str(tmp_path / "other-state.db")}
+    return parse_config({**raw, "state": state})
 
 
-def test_a_second_deployment_on_the_same_index_name_is_refused(pipeline: Pipeline, tmp_path: Path) -> None:
+def test_a_second_deployment_on_the_same_index_name_is_refused(
+    pipeline: Pipeline,
+    tmp_path: Path,
+) -> None:
     orders(pipeline).append(rows(1, 2, 3))
     first = configured(pipeline)
     pipeline.sync(first, NAME)
@@ -180,14 +190,9 @@ def test_a_second_deployment_on_the_same_index_name_is_refused(pipeline: Pipelin
     alias, store = IndexAlias(pipeline.client, INDEX), pipeline.store()
     assert table_status(table, first.table(NAME), store, 0.0, index=alias).unfinished == ""
     customers = pipeline.catalog.load_table("db.customers")
-    status = table_status(customers, other.table("db.customers"), other_store(tmp_path), 0.0, index=alias)
-    assert "holds table 'db.orders'" in status.unfinished  # the second deployment's status tells why
-
-
-def other_store(tmp_path: Path) -> Any:
-    from icecdc.state import SqliteStateStore
-
-    return SqliteStateStore(tmp_path / "other-state.db")
+    store = SqliteStateStore(tmp_path / "other-state.db")
+    status = table_status(customers, other.table("db.customers"), store, 0.0, index=alias)
+    assert "holds table 'db.orders'" in status.unfinished  # the second one's status tells why
 
 
 def test_a_table_dropped_and_created_again_is_still_a_reset_even_without_its_state(
@@ -200,12 +205,11 @@ def test_a_table_dropped_and_created_again_is_still_a_reset_even_without_its_sta
     pipeline.catalog.drop_table(NAME)
     orders(pipeline).append(rows(2, 9))  # a new UUID, the same catalog and identifier
     pipeline.sync(config, NAME)  # index == table
-    assert ResyncKind.RESET in {i.resync for i in _done_export_items(pipeline)}
     assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["precious-2"]
 
     pipeline.catalog.drop_table(NAME)
     orders(pipeline).append(rows(4))
-    (pipeline.workdir / "state.db").unlink()  # no checkpoint names the index: its marker's owner does
+    (pipeline.workdir / "state.db").unlink()  # no checkpoint names the index: its marker does
     pipeline.sync(config, NAME)  # index == table
     assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["precious-3"]
 

@@ -258,8 +258,8 @@ def test_an_empty_table_whose_index_holds_documents_no_checkpoint_accounts_for_i
     assert work_of(pipeline, config) == (False, "")
 
 
-def test_a_first_export_into_a_hand_made_index_that_holds_no_document_is_refused(pipeline: Pipeline) -> None:
-    pipeline.client.indices.create(index=INDEX)  # made by hand, before the first sync: not icecdc's (issue 40 item 2)
+def test_a_first_export_into_a_hand_made_empty_index_is_refused(pipeline: Pipeline) -> None:
+    pipeline.client.indices.create(index=INDEX)  # made by hand, before the first sync: not icecdc's
     orders(pipeline).append(rows(1, 2))
     with pytest.raises(IndexNotOwned, match=r"index 'orders' is not icecdc's"):
         sync(pipeline.config({"name": NAME}), pipeline.spark, [NAME])

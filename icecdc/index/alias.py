@@ -36,7 +36,17 @@ from icecdc.index.indices import (
     wait_for_copies,
 )
 from icecdc.index.mappings import IndexSpec, Mapping
-from icecdc.index.ownership import KEPT_SUFFIX, MARKER, NameHolder, Owner, foreign, held, marker, recorded_marker, refusal
+from icecdc.index.ownership import (
+    KEPT_SUFFIX,
+    MARKER,
+    NameHolder,
+    Owner,
+    foreign,
+    held,
+    marker,
+    recorded_marker,
+    refusal,
+)
 from icecdc.model import Checkpoint, PassPoint, Probe
 
 log = logging.getLogger(__name__)
@@ -114,17 +124,21 @@ class IndexAlias:
     # -- ownership ---------------------------------------------------------------------------
 
     def holder(self) -> NameHolder | None:
-        """What holds the name in OpenSearch: the alias and its indexes, or a concrete index; None: nothing."""
+        """What holds the name: an alias and its indexes, or an index; None: nothing."""
         try:
             found = self.client.indices.get(index=self.name)
         except NotFoundError:
             return None
-        return NameHolder(list(found) != [self.name], tuple(held(name, body) for name, body in sorted(found.items())))
+        indexes = tuple(held(name, body) for name, body in sorted(found.items()))
+        return NameHolder(list(found) != [self.name], indexes)
 
     def refused(self, owner: Owner, known: AbstractSet[str]) -> str:
         """Why a pass refuses the index (`claim`; "": it does not), or "" with a warning when the
         index cannot be read: for the planner's and `status`'s questions."""
-        return self._or_unknown("whose it is", lambda: refusal(self.holder(), self.name, owner, known))
+        return self._or_unknown("whose it is", lambda: self._refusal(owner, known))
+
+    def _refusal(self, owner: Owner, known: AbstractSet[str]) -> str:
+        return refusal(self.holder(), self.name, owner, known)
 
     def claim(self, owner: Owner, known: AbstractSet[str], takeover: bool = False) -> None:
         """Raise IndexNotOwned when the name holds an index or alias that is not `owner`'s (its
@@ -146,7 +160,7 @@ class IndexAlias:
             actions = [{"remove": {"index": h.name, "alias": self.name}} for h in holder.indexes]
             self.client.indices.update_aliases(body={"actions": actions})
             log.warning(
-                "index %r: taken over (index_takeover); the alias no longer names %s, left in place as they were",
+                "index %r: taken over (index_takeover); the alias left %s, which stay as they were",
                 self.name,
                 ", ".join(others),
             )
@@ -155,7 +169,7 @@ class IndexAlias:
         held_count = _copy_index(self.client, self.name, kept)
         self.client.indices.delete(index=self.name)
         log.warning(
-            "index %r: taken over (index_takeover); the index that held the name is kept as %r (%d documents)",
+            "index %r: taken over (index_takeover); its old index is kept as %r (%d documents)",
             self.name,
             kept,
             held_count,
@@ -404,7 +418,8 @@ class IndexAlias:
         if spec.template is not None:
             check_template(self.client, spec.template, name)
         body = dict(spec.body() or {})
-        meta = marker(self.name, self.owner.table_uuid if self.owner else spec.table_uuid, spec.shape, self.owner)
+        table_uuid = self.owner.table_uuid if self.owner else spec.table_uuid
+        meta = marker(self.name, table_uuid, spec.shape, self.owner)
         body["mappings"] = {**(body.get("mappings") or {}), "_meta": meta}
         self.client.indices.create(index=name, body=body)
         taken = sorted(a for found in self.client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
@@ -415,7 +430,10 @@ class IndexAlias:
 
 
 # Settings OpenSearch sets on an index itself: a copy gets its own.
-_OWN_SETTINGS = ("uuid", "creation_date", "provided_name", "version", "resize", "routing", "blocks", "replication")
+_OWN_SETTINGS = (
+    *("uuid", "creation_date", "provided_name", "version"),
+    *("resize", "routing", "blocks", "replication"),
+)
 
 
 def _copy_index(client: OpenSearch, source: str, target: str) -> int:
@@ -423,15 +441,18 @@ def _copy_index(client: OpenSearch, source: str, target: str) -> int:
     clone needs a write block, and not every service has it); return the documents it holds.
     Raise IndexStateError, deleting nothing, when the copy does not hold every document."""
     body = client.indices.get(index=source)[source]
-    settings = {k: v for k, v in (body.get("settings", {}).get("index") or {}).items() if k not in _OWN_SETTINGS}
-    client.indices.create(index=target, body={"mappings": body.get("mappings") or {}, "settings": {"index": settings}})
-    client.reindex(body={"source": {"index": source}, "dest": {"index": target}}, refresh=True, request_timeout=3600)
+    found = body.get("settings", {}).get("index") or {}
+    settings = {k: v for k, v in found.items() if k not in _OWN_SETTINGS}
+    created = {"mappings": body.get("mappings") or {}, "settings": {"index": settings}}
+    client.indices.create(index=target, body=created)
+    copy = {"source": {"index": source}, "dest": {"index": target}}
+    client.reindex(body=copy, refresh=True, request_timeout=3600)
     client.indices.refresh(index=source)
     held, copied = (int(client.count(index=name)["count"]) for name in (source, target))
     if copied != held:
         raise IndexStateError(
-            f"index {source!r}: its copy {target!r} holds {copied} of its {held} documents; the index was not taken "
-            "over (nothing of it was deleted)"
+            f"index {source!r}: its copy {target!r} holds {copied} of its {held} documents; "
+            "the index was not taken over (nothing of it was deleted)"
         )
     return held
 

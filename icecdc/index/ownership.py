@@ -65,7 +65,7 @@ class Owner:
 
 
 def catalog_identity(name: str, properties: Mapping) -> str:
-    """The catalog's name and where it is (its URI, warehouse or Glue catalog, without credentials)."""
+    """The catalog's name and where it is (its URI, warehouse or Glue catalog; no credentials)."""
     locator = next((str(properties[k]) for k in CATALOG_LOCATORS if properties.get(k)), "")
     parts = urlsplit(locator)
     if parts.netloc and "@" in parts.netloc:  # never record user:password in an index's mapping
@@ -76,12 +76,12 @@ def catalog_identity(name: str, properties: Mapping) -> str:
 def marker(index: str, table_uuid: str, shape: str = "", owner: Owner | None = None) -> Mapping:
     """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`,
     of the index's `shape` (`Shape.fingerprint`; absent for the whole table), owned by `owner`."""
-    owned = {**owner.fields(), "table_uuid": table_uuid} if owner is not None else {"table_uuid": table_uuid}
+    owned = {**(owner.fields() if owner is not None else {}), "table_uuid": table_uuid}
     return {MARKER: {"index": index, **owned, **({"shape": shape} if shape else {})}}
 
 
 def recorded_marker(body: Mapping) -> Mapping | None:
-    """icecdc's marker in an index's `_meta` (`body`: the index as GET returns it); None when it has none."""
+    """icecdc's marker in an index's `_meta` (`body`: the index as GET returns it); None: none."""
     meta = (body.get("mappings") or {}).get("_meta") or {}
     found = meta.get(MARKER) if isinstance(meta, dict) else None
     return found if isinstance(found, dict) else None
@@ -89,7 +89,7 @@ def recorded_marker(body: Mapping) -> Mapping | None:
 
 @dataclass(frozen=True)
 class Held:
-    """A concrete index found under a table's index name: its name, uuid and icecdc's marker (None: none)."""
+    """A concrete index under a table's index name: its name, uuid and icecdc's marker (or None)."""
 
     name: str
     uuid: str
@@ -109,7 +109,12 @@ class NameHolder:
         return f"alias {index!r} (over {names})" if self.alias else f"index {index!r}"
 
 
-def foreign(holder: NameHolder | None, index: str, owner: Owner, known: AbstractSet[str]) -> list[Held]:
+def foreign(
+    holder: NameHolder | None,
+    index: str,
+    owner: Owner,
+    known: AbstractSet[str],
+) -> list[Held]:
     """The indexes under the name `index` that are not icecdc's for `owner` (empty: the name is
     free, or every index under it is this table's). `known`: the uuids the table's state names."""
     if holder is None:
@@ -132,10 +137,10 @@ def refusal(holder: NameHolder | None, index: str, owner: Owner, known: Abstract
         return ""
     whose = "; ".join(_whose(held, index) for held in others)
     return (
-        f"{holder.describe(index)} is not icecdc's for {owner.describe()} ({whose}): icecdc never deletes, remaps "
-        "or writes an index it did not create for this table; nothing was written. Configure another index name, "
-        "or set index_takeover: true on the table to take the name over (a concrete index is first kept as "
-        f"'{index}{KEPT_SUFFIX}<time>', the indexes an alias names stay where they are)"
+        f"{holder.describe(index)} is not icecdc's for {owner.describe()} ({whose}); "
+        "nothing was written: configure another index name, or set index_takeover: true to take "
+        f"the name over (an index is first kept as '{index}{KEPT_SUFFIX}<time>', the indexes an "
+        "alias names stay as they are)"
     )
 
 
