@@ -166,13 +166,13 @@ class IndexAlias:
             )
             return
         kept = f"{self.name}{KEPT_SUFFIX}{datetime.now(UTC).strftime('%Y%m%d%H%M%S')}"
-        held_count = _copy_index(self.client, self.name, kept)
+        documents = _copy_index(self.client, self.name, kept)
         self.client.indices.delete(index=self.name)
         log.warning(
             "index %r: taken over (index_takeover); its old index is kept as %r (%d documents)",
             self.name,
             kept,
-            held_count,
+            documents,
         )
 
     def leftovers(self) -> list[str]:
@@ -448,13 +448,13 @@ def _copy_index(client: OpenSearch, source: str, target: str) -> int:
     copy = {"source": {"index": source}, "dest": {"index": target}}
     client.reindex(body=copy, refresh=True, request_timeout=3600)
     client.indices.refresh(index=source)
-    held, copied = (int(client.count(index=name)["count"]) for name in (source, target))
-    if copied != held:
+    documents, copied = (int(client.count(index=name)["count"]) for name in (source, target))
+    if copied != documents:
         raise IndexStateError(
-            f"index {source!r}: its copy {target!r} holds {copied} of its {held} documents; "
+            f"index {source!r}: its copy {target!r} holds {copied} of its {documents} documents; "
             "the index was not taken over (nothing of it was deleted)"
         )
-    return held
+    return documents
 
 
 def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
