@@ -212,7 +212,8 @@ class TableOp(StrEnum):
 
 class IndexEvent(StrEnum):
     DELETE_GENERATION = "generation deleted"
-    RECREATE_AS_INDEX = "generation deleted, a concrete index made under the alias's name"
+    RECREATE_AS_INDEX = "generation deleted, someone else's index made under the alias's name"
+    FOREIGN_ALIAS = "generation deleted, the alias's name given to someone else's index"
     FOREIGN_GENERATION = "another index named like a generation"
     BLOCK_WRITES = "write block set"
     LIFT_BLOCK = "write block lifted"

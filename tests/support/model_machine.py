@@ -45,7 +45,7 @@ from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
-from icecdc.errors import SystemicDeadLetters
+from icecdc.errors import IndexNotOwned, SystemicDeadLetters
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
@@ -206,6 +206,8 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.busy = False
         self.shape = IndexShape.WHOLE  # the configuration's shape of the index
         self.letters_through = False  # after a systemic failure, until a clean sync: dead_letter.max_share 1
+        self.squatter: str | None = None  # an index of someone else's that holds the index's name
+        self.takeover = False  # after icecdc refused it: index_takeover in the configuration
         self.settings = Settings()  # the rest of the configuration that `reconfigure` changes
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
@@ -320,10 +322,12 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         current = IndexAlias(self.client, INDEX).current()
         if event == IndexEvent.DELETE_GENERATION and current is not None:
             self.client.indices.delete(index=current)
-        elif event == IndexEvent.RECREATE_AS_INDEX:
+        elif event in (IndexEvent.RECREATE_AS_INDEX, IndexEvent.FOREIGN_ALIAS):
+            if self.squatter is not None:
+                return  # one at a time: the operator takes the name over first
             if current is not None:
                 self.client.indices.delete(index=current)
-            self.client.indices.create(index=INDEX)  # as a write to the alias's name auto-creates one
+            self.squat(event, seed)
         elif event == IndexEvent.FOREIGN_GENERATION:
             if KnownBug.FOREIGN_GENERATIONS in self.excluded:
                 note("index_event: skipped (known bug: foreign generations)")
@@ -341,6 +345,46 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         else:
             return
         STATS.steps[f"  index event {event}"] += 1
+
+    def squat(self, event: IndexEvent, seed: int) -> None:
+        """Someone else takes the index's name: a concrete index of theirs, or their alias over an
+        index of theirs, one document each. icecdc must refuse it until the operator opts in to
+        take the name over (`index_takeover`), and never change it."""
+        if event == IndexEvent.RECREATE_AS_INDEX:
+            self.client.index(index=INDEX, id="foreign", body={"owner": "someone else"}, refresh=True)
+            self.squatter = INDEX
+            return
+        name = f"elsewhere-{seed}"
+        if not self.client.indices.exists(index=name):
+            self.client.index(index=name, id="foreign", body={"owner": "someone else"}, refresh=True)
+            self.foreign.append(name)
+        self.client.indices.put_alias(index=name, name=INDEX)
+        self.squatter = name
+
+    def judge_refusal(self, error: Exception) -> None:
+        """A sync refused an index icecdc did not make: the index is as its owner left it; the
+        operator then opts in to take the name over."""
+        assert self.squatter is not None, f"icecdc refused an index of its own: {error}"
+        assert self.client.count(index=self.squatter)["count"] == 1, f"icecdc changed {self.squatter}"
+        note(f"refused someone else's index: {str(error)[:160]}")
+        STATS.steps["  refused someone else's index"] += 1
+        self.takeover = True
+
+    def account_takeover(self) -> None:
+        """After a sync that took the name over: a concrete index of someone else's is kept under
+        another name (from then on checked as foreign), an alias's indexes stay as they were."""
+        if self.squatter is None or not self.takeover:
+            return
+        current = IndexAlias(self.client, INDEX).current()
+        if current == self.squatter or self.squatter == INDEX and current == INDEX:
+            return  # not taken over yet (the sync failed or did not reach the index)
+        if self.squatter == INDEX:
+            found = self.client.indices.get(index=f"{INDEX}-preicecdc-*")
+            kept = sorted(name for name in found if name not in self.foreign)
+            assert len(kept) == 1, f"someone else's index {INDEX} was taken over, kept as {kept}"
+            self.foreign.extend(kept)
+        STATS.steps["  took someone else's index name over"] += 1
+        self.squatter, self.takeover = None, False
 
     def lift_blocks(self) -> None:
         with contextlib.suppress(Exception):
@@ -511,7 +555,8 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         if counted:
             STATS.steps[f"  engine {engine}"] += 1
             STATS.steps[f"  caps {caps}"] += 1
-        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry(self.settings.common())}
+        common = {**self.settings.common(), **({"index_takeover": True} if self.takeover else {})}
+        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry(common)}
         identifiers = self.configured_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
@@ -606,6 +651,9 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         if self.blocked and any(text in str(error) for text in BLOCKED):
             note(f"refused by the write block: {str(error)[:120]}")
             return
+        if caused_by(error, IndexNotOwned):
+            self.judge_refusal(error)
+            return
         if caused_by(error, SystemicDeadLetters):
             self.judge_systemic(error)
             return
@@ -653,6 +701,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
 
     def check_idle(self, config: Config, crash: CrashAt | None) -> None:
         """After a crash or a partial run: `has_work` false must mean the index is caught up."""
+        self.account_takeover()
         table = self.lake.load()
         identifiers = identifier_columns(table, config.table(TABLE))
         with self.stores(config) as indexes:
@@ -684,6 +733,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
     def check(self, config: Config, when: str, only: list[TableConfig] | None = None) -> None:
         """Each index (of `only`, else every one) == the table as its shape holds it, but dead
         letters; nothing left to do; one generation behind the alias."""
+        self.account_takeover()
         table = self.lake.load()
         identifiers = identifier_columns(table, config.table(TABLE))
         letters = DeadLetters(str(config.dead_letter)).read(TABLE)
@@ -785,6 +835,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         try:
             if self.model is not None and not self.busy:
                 self.lift_blocks()  # as an operator would, to let the last sync through
+                self.takeover = self.squatter is not None  # and take the index's name over
                 config = self.config(EngineKind.IN_PROCESS, Caps.NONE)
                 error, _ = self.run_sync(config)
                 if error is not None:
