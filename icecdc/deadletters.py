@@ -12,12 +12,16 @@ marks letters an operator dealt with otherwise. A file is never changed in place
 revision (`…-r<revision>-n<count>.jsonl`, the count being the letters not dealt with) is written,
 then the older ones deleted. Readers take the highest revision, so a crash in between counts
 nothing twice.
+
+One open letter per row and reason (`DeadLetter.key`): a row read again (a copy-on-write rewrite of
+its file, a replay or a repair reading it) whose letter is still open is not lettered again.
 """
 
 from __future__ import annotations
 
 import calendar
 import dataclasses
+import hashlib
 import json
 import re
 import time
@@ -123,6 +127,16 @@ def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) 
     total = letters.total
     return total >= min_count and total > max_share * max(rows, total)
 
+    @property
+    def key(self) -> str:
+        """Which row and reason the letter is of. A document OpenSearch refused is known by its id;
+        a row that never became a document (a null identifier, a key two rows share) by its id, if
+        any, and its values: a rewrite moves it to another file and position, not to other values.
+        The reason counts without what a rewrite changes (paths, snapshot and sequence numbers)."""
+        row = [self.doc_id] if self.status is not None else [self.doc_id, self.document]
+        identity = [self.table, row, _cause(self.reason)]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+
 
 @dataclass(frozen=True)
 class StoredLetter:
@@ -173,14 +187,25 @@ class DeadLetters:
         self._storage = Location(location)
 
     def write(self, letters: Iterable[DeadLetter]) -> int:
-        """Store the letters, one file per table; return how many were stored."""
-        by_table: dict[str, list[DeadLetter]] = {}
+        """Store the letters, one file per table, but those of a row and reason (`DeadLetter.key`)
+        with an open letter already; return how many were stored."""
+        by_table: dict[str, dict[str, DeadLetter]] = {}
         for letter in letters:
-            by_table.setdefault(letter.table, []).append(letter)
-        for table, batch in by_table.items():
+            by_table.setdefault(letter.table, {}).setdefault(letter.key, letter)
+        for table, keyed in list(by_table.items()):
+            held = self.open_keys(table)
+            by_table[table] = {k: letter for k, letter in keyed.items() if k not in held}
+        for table, new in by_table.items():
+            batch = list(new.values())
+            if not batch:
+                continue
             stem = f"{time.strftime(_STAMP, time.gmtime())}Z-{uuid.uuid4().hex[:12]}"
             self._storage.put(f"{table}/{stem}-n{len(batch)}.jsonl", _body(batch))
         return sum(len(batch) for batch in by_table.values())
+
+    def open_keys(self, table: str) -> set[str]:
+        """The keys (`DeadLetter.key`) of the table's letters not dealt with; reads their files."""
+        return {stored.letter.key for stored in self.letters(table)} if self.count(table) else set()
 
     def count(self, table: str) -> int:
         """The table's letters not dealt with, from the files' names alone."""
@@ -264,6 +289,13 @@ class DeadLetters:
 
 
 _FIELDS = {f.name for f in dataclasses.fields(DeadLetter)}
+# What a rewrite or an update changes in a reason: paths, numbers, OpenSearch's preview of a value.
+_VOLATILE = re.compile(r"Preview of field's value: '.*?'|\S*/\S*|\d+")
+
+
+def _cause(reason: str) -> str:
+    """The reason without what changes when the same row is refused again for the same cause."""
+    return _VOLATILE.sub("#", reason)
 
 
 def _letter(raw: dict[str, Any]) -> DeadLetter:
