@@ -333,17 +333,21 @@ def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, o
 def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
+    from icecdc.deadletters import DeadLetters
     from icecdc.opensearch import open_client
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
     client = open_client(config.opensearch)
+    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     differing = 0
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)
+        letters = [s.letter for s in dead_letters.letters(table_config.name)] if dead_letters else []
         for target in table_config.targets():  # every index the table writes, as its shape holds the table
             index = target.config
-            diff = diff_index(table, identifiers, client, index.index, index.shape, index.pipeline is not None)
+            pipeline = index.pipeline is not None
+            diff = diff_index(table, identifiers, client, index.index, index.shape, pipeline, letters)
             differing += bool(diff)
             print(f"{table_config.name} → {index.index}: {diff.summary()}")
     return 1 if differing else 0

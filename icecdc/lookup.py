@@ -25,6 +25,7 @@ from pyiceberg.types import BooleanType, IntegerType, LongType
 from icecdc.catalog import sequence_number
 from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
 from icecdc.config import TableConfig
+from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import OperationError
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import ChangeType
@@ -67,8 +68,9 @@ def whole_rows_only(config: TableConfig, command: str) -> TableConfig:
 class TableRows:
     """A table's rows at one snapshot (by default its current one), looked up by scope.
 
-    `dead_letter`: where rows that cannot become documents go (as in a sync); None: they raise
-    ProcessingError naming the file."""
+    Rows that cannot become documents (a null identifier) are left out and kept in `unreadable`,
+    as the letters a sync writes of them; `dead_letter`: where those letters are written (as a sync
+    does, one open letter per row and reason), None: nowhere."""
 
     def __init__(
         self,
@@ -88,8 +90,10 @@ class TableRows:
         self.sequence_number = sequence_number(snapshot) if snapshot is not None else 0
         self._manifest_list = snapshot.manifest_list if snapshot is not None else None
         self._files = SnapshotFiles(table, snapshot, ChangedEntries())
-        self._reader = TableReader.for_table(table, name, identifier_columns, dead_letter)
+        self._reader = TableReader.for_table(table, name, identifier_columns, collect=True)
+        self._dead_letter = dead_letter
         self._read = ReadCost()
+        self.unreadable: list[DeadLetter] = []  # the rows read so far that cannot become documents
 
     @property
     def schema(self) -> Schema:
@@ -149,8 +153,12 @@ class TableRows:
             for delete_file in {d.file_path: d for d in deletes}.values():
                 self._count(delete_file, data=False)
             task = FileTask(entry.data_file, ChangeType.INSERT, self.sequence_number, self.snapshot_id or 0, deletes=deletes)
-            for doc_id, change in self._reader.read([task]):
+            unreadable: list[DeadLetter] = []
+            for doc_id, change in self._reader.read([task], dead_lettered=unreadable):
                 yield doc_id, change.document
+            self.unreadable += unreadable
+            if unreadable and self._dead_letter is not None:
+                DeadLetters(self._dead_letter).write(unreadable)
 
     def by_ids(self, ids: Collection[str]) -> dict[str, list[str]]:
         """The documents of the rows whose `_id` is in `ids` (several for an id two live rows share)."""

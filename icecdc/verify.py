@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from opensearchpy import OpenSearch, helpers
 from pyiceberg.table import Table
 
+from icecdc.deadletters import DeadLetter
 from icecdc.documents import DocumentMapper, Shape, encode_document
 
 # How many differing ids a summary quotes.
@@ -28,13 +30,20 @@ class IndexDiff:
     different: list[str] = field(default_factory=list)  # documents whose fields differ from their row
     misrouted: list[str] = field(default_factory=list)  # documents under another routing than their row's
     copies: list[str] = field(default_factory=list)  # ids the index holds more than once
+    dead_lettered: list[str] = field(default_factory=list)  # rows with no document and an open letter: by design
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.unexpected or self.different or self.misrouted or self.copies)
 
     def summary(self) -> str:
         if not self:
-            return "index equals table"
+            lettered = len(self.dead_lettered)
+            return "index equals table" + (
+                f" ({lettered} dead-lettered row{'s' if lettered != 1 else ''} with no document, by design: "
+                f"e.g. {self.dead_lettered[:QUOTED]})"
+                if lettered
+                else ""
+            )
         parts = [
             f"{len(ids)} {what} (e.g. {ids[:QUOTED]})"
             for what, ids in (
@@ -53,7 +62,7 @@ def table_documents(
     table: Table, identifier_columns: tuple[str, ...], shape: Shape | None = None
 ) -> list[tuple[str | None, str]]:
     """(id, document text) of every row of the table's current snapshot the index's `shape` holds,
-    of its columns; id None without identifier columns."""
+    of its columns; id None without identifier columns, or for a row they give no id (a null one)."""
     if table.current_snapshot() is None:
         return []
     shape = shape or Shape()
@@ -62,7 +71,7 @@ def table_documents(
     for batch in table.scan(row_filter=shape.row_filter).to_arrow_batch_reader():
         for row in batch.to_pylist():
             document = mapper.document(row)
-            doc_id = mapper.document_id(mapper.key_fields(row, document)) if identifier_columns else None
+            doc_id = _document_id(mapper, row, document) if identifier_columns else None
             documents.append((doc_id, encode_document(document)))
     return documents
 
@@ -95,11 +104,14 @@ def diff_index(
     index: str,
     shape: Shape | None = None,
     pipeline: bool = False,
+    letters: Iterable[DeadLetter] = (),
 ) -> IndexDiff:
     """How the index differs from the rows and columns of the table its `shape` holds, routed by it.
 
     `pipeline`: the index's writes go through an ingest pipeline, so its documents may hold fields
-    the table has not (an embedding): only the fields of the table's columns are compared."""
+    the table has not (an embedding): only the fields of the table's columns are compared.
+    `letters`: the table's open dead letters: a row with no document that one of them names (by
+    id, or by its document for a row with no id) is dead-lettered by design, not missing."""
     shape = shape or Shape()
     expected = table_documents(table, identifier_columns, shape)
     routings: dict[str, str | None] = {}
@@ -116,13 +128,30 @@ def diff_index(
         diff.unexpected = sorted(_short(d) for d in (have - want).elements())
         return diff
     wanted = {doc_id: doc for doc_id, doc in expected if doc_id is not None}
-    diff.missing = sorted(set(wanted) - set(actual))
+    lettered = list(letters)
+    by_id = {letter.doc_id for letter in lettered if letter.doc_id is not None}
+    without_id = Counter(letter.document for letter in lettered if letter.doc_id is None)
+    for doc_id in sorted(set(wanted) - set(actual)):
+        (diff.dead_lettered if doc_id in by_id else diff.missing).append(doc_id)
+    for doc_id, doc in expected:  # rows the identifier columns give no id: never in the index
+        if doc_id is None:
+            explained = without_id[doc] > 0
+            without_id[doc] -= 1
+            (diff.dead_lettered if explained else diff.missing).append(f"no id: {_short(doc)}")
     diff.unexpected = sorted(set(actual) - set(wanted))
     diff.different = sorted(i for i in set(wanted) & set(actual) if wanted[i] != actual[i])
     if shape.routing is not None:
         routed = {i: shape.routing_of(json.loads(doc)) for i, doc in wanted.items()}
         diff.misrouted = sorted(i for i in set(wanted) & set(actual) if routings[i] != routed[i])
     return diff
+
+
+def _document_id(mapper: DocumentMapper, row: dict[str, object], document: dict[str, object]) -> str | None:
+    """The row's `_id`; None when its identifier columns give none (a null one: a sync dead-letters it)."""
+    try:
+        return mapper.document_id(mapper.key_fields(row, document))
+    except ValueError:
+        return None
 
 
 def _short(document: str) -> str:

@@ -117,7 +117,7 @@ def audit_table(
     index_counts, report.documents = side.counts([g.field for g in groups])
     report.rows = sum(table_counts.values())
     lettered = _dead_lettered(dead_letters, name, side, groups)
-    _compare_counts(report, groups, table_counts, index_counts, Counter(lettered.values()))
+    _compare_counts(report, groups, table_counts, index_counts, lettered.by_partition())
     _name_extra(report, rows, side, groups, files, table_counts, index_counts, max_ids, list_limit)
 
     if sample:
@@ -164,22 +164,36 @@ def _context(table: Table, checkpoint: Checkpoint, pending: int, dead_letters: D
     return notes
 
 
-def _dead_lettered(
-    dead_letters: DeadLetters | None, name: str, side: IndexSide, groups: list[_Group]
-) -> dict[str, tuple[Any, ...]]:
-    """The ids of rows dead-lettered and not dealt with that have no document, with the partition
-    their letter's document names: rows missing from the index on purpose. (A row deleted since
-    its letter still counts here: replay or mark such letters to keep the counts exact.)"""
+@dataclass(frozen=True)
+class _Lettered:
+    """Rows dead-lettered and not dealt with, with no document: missing from the index on purpose."""
+
+    ids: dict[str, tuple[Any, ...]]  # doc id → the partition its letter's document names
+    rows: dict[str, tuple[Any, ...]]  # rows with no id (a null identifier): letter key → partition
+
+    def by_partition(self) -> Counter[tuple[Any, ...]]:
+        return Counter(self.ids.values()) + Counter(self.rows.values())
+
+
+def _dead_lettered(dead_letters: DeadLetters | None, name: str, side: IndexSide, groups: list[_Group]) -> _Lettered:
+    """The rows dead-lettered and not dealt with that have no document, with the partition their
+    letter's document names. (A row deleted since its letter still counts here: replay or mark
+    such letters to keep the counts exact.)"""
     if dead_letters is None:
-        return {}
+        return _Lettered({}, {})
     partitions: dict[str, tuple[Any, ...]] = {}
+    rows: dict[str, tuple[Any, ...]] = {}
     for stored in dead_letters.letters(name):
         letter = stored.letter
-        if letter.doc_id is not None and letter.document is not None:
+        if letter.document is not None:
             document = json.loads(letter.document)
-            partitions[letter.doc_id] = tuple(g.field.held(field_value(document, g.field.column)) for g in groups)
+            key = tuple(g.field.held(field_value(document, g.field.column)) for g in groups)
+            if letter.doc_id is not None:
+                partitions[letter.doc_id] = key
+            else:
+                rows[letter.key] = key
     held = side.fetch(partitions) if partitions else {}
-    return {doc_id: key for doc_id, key in partitions.items() if doc_id not in held}
+    return _Lettered({doc_id: key for doc_id, key in partitions.items() if doc_id not in held}, rows)
 
 
 def _grouping(table: Table, entries: list[ManifestEntry], side: IndexSide) -> tuple[list[_Group], str]:
@@ -306,15 +320,20 @@ def _compare_sample(
     groups: list[_Group],
     checkpoint: Checkpoint,
     pending: int,
-    lettered: dict[str, tuple[Any, ...]],
+    lettered: _Lettered,
 ) -> None:
     """Read whole the files a random sample of rows falls into, fetch those rows' documents, compare."""
     documents: dict[str, str] = {}
+    unreadable = len(rows.unreadable)
     for entry in _sample_files(entries, live, sample, rng):
-        try:
-            documents |= dict(rows.documents([entry]))
-        except ProcessingError as exc:  # a row that cannot become a document: a sync dead-letters it
-            report.notes.append(f"not sampled: {exc}")
+        documents |= dict(rows.documents([entry]))
+    no_id = rows.unreadable[unreadable:]  # rows a sync dead-letters: never in the index
+    if no_id:
+        explained = sum(letter.key in lettered.rows for letter in no_id)
+        report.notes.append(
+            f"{len(no_id)} rows of the sampled files cannot become documents ({no_id[0].reason}), "
+            f"{explained} of them with an open dead letter; the counts say whether the others are drift"
+        )
     chosen = sorted(rng.sample(sorted(documents), min(sample, len(documents))))
     report.sampled = len(chosen)
     hits = side.fetch(chosen)
@@ -323,7 +342,7 @@ def _compare_sample(
         partition = {g.field.column: field_value(document, g.field.column) for g in groups}
         hit = hits.get(doc_id)
         if hit is None:
-            report.drift.append(Drift(DriftKind.MISSING, partition, doc_id, dead_lettered=int(doc_id in lettered)))
+            report.drift.append(Drift(DriftKind.MISSING, partition, doc_id, dead_lettered=int(doc_id in lettered.ids)))
         elif hit.version > checkpoint.sequence_number and not pending:
             report.drift.append(Drift(DriftKind.FOREIGN_VERSION, partition, doc_id, version=hit.version))
         elif hit.document != documents[doc_id]:

@@ -80,9 +80,9 @@ def repair_table(
         stats.indexed,
         stats.deleted,
         stats.superseded,
-        stats.dead_lettered,
+        stats.dead_lettered + len(rows.unreadable),
     )
-    _note_what_is_left(report)
+    _note_what_is_left(report, rows.unreadable, dead_letter)
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
     log.info(
         "%s: repaired %s: %d compared, %d indexed, %d deleted, %d foreign",
@@ -96,8 +96,14 @@ def repair_table(
     return report
 
 
-def _note_what_is_left(report: RepairReport) -> None:
-    """Say why documents another writer holds stay as they are, and what fixes them."""
+def _note_what_is_left(report: RepairReport, unreadable: list[DeadLetter], dead_letter: str | None) -> None:
+    """Say why rows of the scope have no document, and why documents another writer holds stay as
+    they are, and what fixes them."""
+    if unreadable:
+        kept = "each has an open dead letter" if dead_letter else "no dead-letter location is configured"
+        report.notes.append(
+            f"{len(unreadable)} rows of the scope cannot become documents (e.g. {unreadable[0].reason}): not written; {kept}"
+        )
     if report.foreign:
         report.notes.append(
             f"{len(report.foreign)} documents carry versions above the checkpoint's ({report.version}): "

@@ -178,7 +178,7 @@ class RepairReport:
     indexed: int = 0
     deleted: int = 0
     superseded: int = 0  # refused: a newer version appeared meanwhile (another writer)
-    dead_lettered: int = 0
+    dead_lettered: int = 0  # rows of the scope refused, or that cannot become documents: one open letter each
     foreign: dict[str, int] = field(default_factory=dict)  # id → its version, above any icecdc wrote: needs --rebuild
     duplicates: list[str] = field(default_factory=list)  # ids two live rows share (a sync dead-letters them)
     notes: list[str] = field(default_factory=list)

@@ -58,6 +58,9 @@ class TableReader:
     identifier_columns: tuple[str, ...]
     dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
     shapes: tuple[Shape, ...] = (Shape(),)  # the columns and rows of the table each index holds
+    # Rows that cannot become documents neither go to `dead_letter` nor fail: `read` appends their
+    # letters to the list given as its `dead_lettered` (the operators' lookups decide what they are).
+    collect: bool = False
 
     @classmethod
     def for_table(
@@ -67,8 +70,9 @@ class TableReader:
         identifier_columns: tuple[str, ...],
         dead_letter: str | None = None,
         shapes: tuple[Shape, ...] = (Shape(),),
+        collect: bool = False,
     ) -> TableReader:
-        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter, shapes)
+        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter, shapes, collect)
 
     def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id.
@@ -149,7 +153,9 @@ class TableReader:
             yield
         except FileNotFoundError as exc:
             raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
-        if unreadable:
+        if unreadable and self.collect:
+            dead_lettered.extend(unreadable)
+        elif unreadable:
             assert self.dead_letter is not None
             DeadLetters(self.dead_letter).write(unreadable)
             if dead_lettered is not None:
@@ -284,7 +290,7 @@ class TableReader:
         values (the problem itself when it has none)."""
         paths = paths or (task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path)
         reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
-        if self.dead_letter is None:
+        if self.dead_letter is None and not self.collect:
             raise ProcessingError(f"table {self.table_name!r}: {reason}")
         where = (self.table_name, task.snapshot_id, task.sequence_number)
         unreadable.append(DeadLetter(*where, None, None, reason, document, cause=cause or problem))
