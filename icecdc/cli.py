@@ -368,6 +368,9 @@ def _audit(args: argparse.Namespace) -> int:
         known = sum(d.known for d in r.drift)
         found = f"{len(r.drift) - known} findings" if r.drifted else "no drift"
         found += f" ({known} more explained by dead letters)" if known else ""
+        if r.resync_pending:
+            print(f"{r.table} → {r.index}: not compared: {r.resync_pending}")
+            continue
         print(f"{r.table} → {r.index}: {found} at snapshot {r.snapshot_id} (sequence number {r.sequence_number})")
         print(
             f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, {r.documents} documents; {r.sampled} rows sampled"

@@ -28,7 +28,7 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import OperationError
 from icecdc.manifests import ChangedEntries, SnapshotFiles
-from icecdc.model import ChangeType
+from icecdc.model import NO_SNAPSHOT, ChangeType
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import FileTask
 
@@ -80,8 +80,11 @@ class TableRows:
         snapshot_id: int | None = None,
         dead_letter: str | None = None,
     ) -> None:
-        snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
-        if snapshot_id is not None and snapshot is None:
+        if snapshot_id == NO_SNAPSHOT:  # a checkpoint of a table with no snapshot yet: no rows
+            snapshot = None
+        else:
+            snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
+        if snapshot_id not in (None, NO_SNAPSHOT) and snapshot is None:
             raise OperationError(f"table {name!r}: snapshot {snapshot_id} no longer exists (expired); sync first")
         self.table = table
         self.name = name

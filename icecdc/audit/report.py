@@ -125,6 +125,7 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)  # what may explain or qualify the findings
     cost: AuditCost = field(default_factory=AuditCost)
     audited_at: float = 0.0
+    resync_pending: str = ""  # why nothing was compared: the next sync rebuilds the index (not drift)
 
     @property
     def drifted(self) -> bool:
