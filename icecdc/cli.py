@@ -134,11 +134,23 @@ def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentPars
     repair = commands.add_parser("repair", help="rewrite a drifted scope of a table's index, or rebuild it")
     repair.add_argument("--config", required=True, type=Path)
     repair.add_argument("--table", required=True)
-    scope = repair.add_mutually_exclusive_group(required=True)
+    scope = repair.add_mutually_exclusive_group()
     scope.add_argument("--partition", action="append", help="column=value[,column=value]: one partition (repeatable)")
-    scope.add_argument("--ids", action="append", help="document ids, comma-separated (repeatable)")
     scope.add_argument("--from-audit", action="store_true", help="the scope of the last audit's findings")
     scope.add_argument("--rebuild", action="store_true", help="rebuild the whole index in a new generation, without downtime")
+    repair.add_argument("--id", action="append", default=[], help="a document id, exactly as written (repeatable)")
+    repair.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        help='a row\'s identifier values as JSON, e.g. \'{"a": 1, "b": "x,y"}\' (repeatable)',
+    )
+    repair.add_argument(
+        "--ids-file",
+        type=Path,
+        help="ids one per line: as written, a JSON string, or a JSON object of identifier values",
+    )
+    repair.add_argument("--ids", action="append", default=[], help="deprecated: one id with no comma (use --id)")
     repair.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     repair.add_argument("--json", action="store_true", help="the report as JSON")
 
@@ -343,7 +355,8 @@ def _verify(args: argparse.Namespace) -> int:
     differing = 0
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)
-        letters = [s.letter for s in dead_letters.letters(table_config.name)] if dead_letters else []
+        stored = dead_letters.letters(table_config.name) if dead_letters else []
+        letters = [(s.letter.doc_id, s.letter.document) for s in stored]
         for target in table_config.targets():  # every index the table writes, as its shape holds the table
             index = target.config
             pipeline = index.pipeline is not None
@@ -385,10 +398,16 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from icecdc.audit import rebuild_index, repair_named, repair_scope
+    from icecdc.audit import RepairIds, rebuild_index, repair_named, repair_scope
     from icecdc.config import load_config
+    from icecdc.errors import OperationError
 
     config = load_config(args.config)
+    named = RepairIds.from_arguments(args.id, args.key, args.ids_file, args.ids)
+    if not (args.partition or args.from_audit or args.rebuild or named):
+        raise OperationError("name what to repair: --partition, --id, --key, --ids-file, --from-audit or --rebuild")
+    if args.rebuild and named:
+        raise OperationError("--rebuild rewrites the whole index: name no ids with it")
     if args.rebuild:
         config.table(args.table)
         result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
@@ -397,17 +416,20 @@ def _repair(args: argparse.Namespace) -> int:
             f"{result.writes.dead_lettered} dead-lettered, checkpoint {result.checkpoint.snapshot_id if result.checkpoint else '?'}"
         )
         return 0
-    scope = repair_scope(config, args.table, args.partition or (), args.ids or (), args.from_audit, args.findings)
+    partitions = args.partition or ()
+    scope = repair_scope(config, args.table, partitions, named, args.from_audit, args.findings)
     r = repair_named(config, args.table, scope)
     if args.json:
         print(r.to_json())
     else:
         print(
-            f"{r.table} → {r.index}: repaired {r.scope.describe()} at version {r.version}: {r.compared} ids compared, "
-            f"{r.indexed} indexed, {r.deleted} deleted, {r.dead_lettered} dead-lettered"
+            f"{r.table} → {r.index}: repaired {r.indexed + r.deleted} ids of {r.scope.describe()} "
+            f"at version {r.version}: {r.compared} ids compared, {r.indexed} indexed, "
+            f"{r.deleted} deleted, {r.dead_lettered} dead-lettered"
         )
         _indented(
-            [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]
+            [f"not in the table nor the index: {', '.join(repr(i) for i in r.not_found)}"] * bool(r.not_found)
+            + [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]
             + [f"not written: live rows share the id {i!r}" for i in r.duplicates]
             + [f"note: {note}" for note in r.notes]
             + [f"cost: {r.cost.describe()}"]

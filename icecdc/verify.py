@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from opensearchpy import OpenSearch, helpers
 from pyiceberg.table import Table
 
-from icecdc.deadletters import DeadLetter
 from icecdc.documents import DocumentMapper, Shape, encode_document
 
 # How many differing ids a summary quotes.
@@ -104,14 +103,14 @@ def diff_index(
     index: str,
     shape: Shape | None = None,
     pipeline: bool = False,
-    letters: Iterable[DeadLetter] = (),
+    letters: Iterable[tuple[str | None, str | None]] = (),
 ) -> IndexDiff:
     """How the index differs from the rows and columns of the table its `shape` holds, routed by it.
 
     `pipeline`: the index's writes go through an ingest pipeline, so its documents may hold fields
     the table has not (an embedding): only the fields of the table's columns are compared.
-    `letters`: the table's open dead letters: a row with no document that one of them names (by
-    id, or by its document for a row with no id) is dead-lettered by design, not missing."""
+    `letters`: (id, document) of the table's open dead letters: a row with no document that one
+    of them names (by id, or by its document for a row with no id) is dead-lettered by design."""
     shape = shape or Shape()
     expected = table_documents(table, identifier_columns, shape)
     routings: dict[str, str | None] = {}
@@ -129,8 +128,8 @@ def diff_index(
         return diff
     wanted = {doc_id: doc for doc_id, doc in expected if doc_id is not None}
     lettered = list(letters)
-    by_id = {letter.doc_id for letter in lettered if letter.doc_id is not None}
-    without_id = Counter(letter.document for letter in lettered if letter.doc_id is None)
+    by_id = {doc_id for doc_id, _ in lettered if doc_id is not None}
+    without_id = Counter(document for doc_id, document in lettered if doc_id is None)
     for doc_id in sorted(set(wanted) - set(actual)):
         (diff.dead_lettered if doc_id in by_id else diff.missing).append(doc_id)
     for doc_id, doc in expected:  # rows the identifier columns give no id: never in the index

@@ -282,7 +282,7 @@ def test_repair_by_partition_and_ids_names_bad_input_and_writes_nothing(pipeline
         parse_partition("region")
     assert "2" not in pipeline.documents("orders")
 
-    by_ids = repair(config, "db.orders", repair_scope(config, "db.orders", ids=["2,3", "4"]))
+    by_ids = repair(config, "db.orders", repair_scope(config, "db.orders", ids=["2", "3", "4"]))
     assert (by_ids.compared, by_ids.indexed, by_ids.deleted) == (3, 1, 0)
     by_partition = repair(config, "db.orders", RepairScope((parse_partition("region=ap"),)))
     assert (by_partition.compared, by_partition.indexed) == (10, 1)
@@ -329,7 +329,8 @@ def test_audit_and_repair_commands(pipeline: Pipeline, tmp_path: Path) -> None:
 
     repaired = icecdc("repair", "--config", str(path), "--table", "db.orders", "--from-audit")
     assert repaired.returncode == 0, repaired.stderr
-    assert "repaired region='eu'; 1 ids ('44') at version" in repaired.stdout and "1 indexed, 0 deleted" in repaired.stdout
+    assert "repaired 1 ids of region='eu'; 1 ids ('44') at version" in repaired.stdout
+    assert "1 indexed, 0 deleted" in repaired.stdout
     clean = icecdc("audit", "--config", str(path))
     assert clean.returncode == 0 and "db.orders → orders: no drift" in clean.stdout
     pipeline.assert_index_equals_table(config, "db.orders")

@@ -5,7 +5,7 @@ from icecdc.audit.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMP
 from icecdc.audit.findings import findings_location, load_findings, save_findings
 from icecdc.audit.repair import rebuild_index, repair, repair_table
 from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount, RepairReport, RepairScope
-from icecdc.audit.run import audit, parse_partition, repair_named, repair_scope
+from icecdc.audit.run import RepairIds, audit, key_ids, parse_partition, repair_named, repair_scope
 
 __all__ = [
     "DEFAULT_LIST_LIMIT",
@@ -16,11 +16,13 @@ __all__ = [
     "Drift",
     "DriftKind",
     "PartitionCount",
+    "RepairIds",
     "RepairReport",
     "RepairScope",
     "audit",
     "audit_table",
     "findings_location",
+    "key_ids",
     "load_findings",
     "parse_partition",
     "rebuild_index",

@@ -64,6 +64,7 @@ def repair_table(
         report = RepairReport(name, config.index, scope, checkpoint.sequence_number)
         wanted, held = _scope_documents(rows, side, scope)
         report.compared = len(set(wanted) | set(held))
+        report.not_found = [i for i in scope.ids if i not in wanted and i not in held]
         writes = _writes(report, wanted, held, checkpoint.sequence_number)
         refused = _Refused(name, checkpoint, dead_letter)
         stats = write_documents(
@@ -85,7 +86,7 @@ def repair_table(
     _note_what_is_left(report, rows.unreadable, dead_letter)
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
     log.info(
-        "%s: repaired %s: %d compared, %d indexed, %d deleted, %d foreign",
+        "%s: repair of %s: %d compared, %d indexed, %d deleted, %d foreign",
         name,
         scope.describe(),
         report.compared,

@@ -184,6 +184,7 @@ class RepairReport:
     duplicates: list[str] = field(default_factory=list)  # ids two live rows share (a sync dead-letters them)
     notes: list[str] = field(default_factory=list)
     cost: AuditCost = field(default_factory=AuditCost)
+    not_found: list[str] = field(default_factory=list)  # ids named: neither in the table nor the index
 
     @property
     def complete(self) -> bool:

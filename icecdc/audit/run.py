@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from pyiceberg.schema import Schema
 
 from icecdc.audit.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMPLE, audit_table
 from icecdc.audit.findings import findings_location, load_findings, save_findings
@@ -15,6 +19,7 @@ from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters
+from icecdc.documents import DocumentMapper, Shape
 from icecdc.errors import OperationError
 from icecdc.lookup import whole_rows_only
 from icecdc.opensearch import check_reachable, open_client
@@ -55,24 +60,105 @@ def audit(
     return reports
 
 
+@dataclass(frozen=True)
+class RepairIds:
+    """The rows a repair is asked for by name: document ids exactly as written, and rows by their
+    identifier values (column → value as documents hold it), which `key_ids` turns into ids."""
+
+    ids: tuple[str, ...] = ()
+    keys: tuple[dict[str, Any], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.keys)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        ids: Iterable[str],
+        keys: Iterable[str],
+        ids_file: Path | None = None,
+        legacy: Iterable[str] = (),
+    ) -> RepairIds:
+        """From `--id` (exact), `--key` (a JSON object), `--ids-file` (a line: a JSON object is a
+        key, a JSON string an id, any other line an id as written) and the deprecated `--ids`
+        (one id with no comma: splitting at commas could not name an id holding one)."""
+        named, objects = list(ids), [_key(text, "--key") for text in keys]
+        for text in legacy:
+            if "," in text:
+                raise OperationError(
+                    f"--ids {text!r}: --ids no longer splits at commas (an id may hold one): "
+                    "name each id with --id, a composite key with --key JSON, or many with --ids-file"
+                )
+            named.append(text)
+        if ids_file is not None:
+            try:
+                lines = ids_file.read_text().splitlines()
+            except OSError as exc:
+                raise OperationError(f"--ids-file {str(ids_file)!r}: {exc.strerror}") from None
+            for line in (line for line in lines if line.strip()):
+                parsed = _json(line)
+                if isinstance(parsed, dict):
+                    objects.append(parsed)
+                else:
+                    named.append(parsed if isinstance(parsed, str) else line)
+        return cls(tuple(dict.fromkeys(named)), tuple(objects))
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _key(text: str, option: str) -> dict[str, Any]:
+    value = _json(text)
+    if not isinstance(value, dict) or not value:
+        example = '{"id": 1}'
+        raise OperationError(f"{option} {text!r}: write a row's identifier values as a JSON object, e.g. {example}")
+    return value
+
+
+def key_ids(schema: Schema, name: str, identifiers: tuple[str, ...], keys: Iterable[dict[str, Any]]) -> list[str]:
+    """The `_id` of each key (identifier column → value, as documents hold it); OperationError
+    naming a key that does not give exactly the identifier columns, or gives one as null."""
+    mapper = DocumentMapper(schema, identifiers, Shape())
+    found = []
+    for key in keys:
+        if not identifiers or set(key) != set(identifiers):
+            raise OperationError(
+                f"table {name!r}: key {json.dumps(key)} must name exactly its identifier columns {list(identifiers)}"
+            )
+        try:
+            found.append(mapper.document_id(key))
+        except ValueError as exc:
+            raise OperationError(f"table {name!r}: key {json.dumps(key)}: {exc}") from None
+    return found
+
+
 def repair_scope(
     config: Config,
     name: str,
     partitions: Iterable[str] = (),
-    ids: Iterable[str] = (),
+    ids: RepairIds | Iterable[str] = (),
     from_audit: bool = False,
     findings: str | None = None,
 ) -> RepairScope:
     """The scope the arguments name: `partitions` as `column=value[,column=value]` (one partition
-    each), `ids` as comma-separated document ids, or the findings of the table's last audit."""
-    config.table(name)  # an unknown table fails first
+    each), `ids` (document ids, exactly as written, or a `RepairIds`), or the findings of the
+    table's last audit."""
+    table_config = config.table(name)  # an unknown table fails first
+    named = ids if isinstance(ids, RepairIds) else RepairIds(tuple(ids))
     if from_audit:
-        if list(partitions) or list(ids):
+        if list(partitions) or named:
             raise OperationError("name a scope, or take the last audit's (--from-audit), not both")
         return load_findings(findings_location(config, findings), name).scope()
     parsed = tuple(parse_partition(p) for p in partitions)
-    named = tuple(dict.fromkeys(i.strip() for text in ids for i in text.split(",") if i.strip()))
-    return RepairScope(parsed, named)
+    keyed: list[str] = []
+    if named.keys:
+        table = load_table(open_catalog(config.catalog), name)
+        keyed = key_ids(table.schema(), name, identifier_columns(table, table_config), named.keys)
+    return RepairScope(parsed, tuple(dict.fromkeys([*named.ids, *keyed])))
 
 
 def parse_partition(text: str) -> dict[str, Any]:
