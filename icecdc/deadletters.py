@@ -61,6 +61,16 @@ class DeadLetter:
     def sample(self) -> str:
         return letter_sample(self.doc_id, self.reason, self.document)
 
+    @property
+    def key(self) -> str:
+        """Which row and reason the letter is of. A document OpenSearch refused is known by its id;
+        a row that never became a document (a null identifier, a key two rows share) by its id, if
+        any, and its values: a rewrite moves it to another file and position, not to other values.
+        The reason counts without what a rewrite changes (paths, snapshot and sequence numbers)."""
+        row = [self.doc_id] if self.status is not None else [self.doc_id, self.document]
+        identity = [self.table, row, _cause(self.reason)]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+
 
 # How much of a document a sample quotes.
 SAMPLE_CHARS = 200
@@ -126,16 +136,6 @@ def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) 
     rows dead-lettered), every row refused for one reason among them. See docs/dead-letters.md."""
     total = letters.total
     return total >= min_count and total > max_share * max(rows, total)
-
-    @property
-    def key(self) -> str:
-        """Which row and reason the letter is of. A document OpenSearch refused is known by its id;
-        a row that never became a document (a null identifier, a key two rows share) by its id, if
-        any, and its values: a rewrite moves it to another file and position, not to other values.
-        The reason counts without what a rewrite changes (paths, snapshot and sequence numbers)."""
-        row = [self.doc_id] if self.status is not None else [self.doc_id, self.document]
-        identity = [self.table, row, _cause(self.reason)]
-        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
