@@ -130,13 +130,12 @@ def diff_index(
     lettered = list(letters)
     by_id = {doc_id for doc_id, _ in lettered if doc_id is not None}
     without_id = Counter(document for doc_id, document in lettered if doc_id is None)
-    for doc_id in sorted(set(wanted) - set(actual)):
-        (diff.dead_lettered if doc_id in by_id else diff.missing).append(doc_id)
-    for doc_id, doc in expected:  # rows the identifier columns give no id: never in the index
-        if doc_id is None:
-            explained = without_id[doc] > 0
-            without_id[doc] -= 1
-            (diff.dead_lettered if explained else diff.missing).append(f"no id: {_short(doc)}")
+    for missing in sorted(set(wanted) - set(actual)):
+        (diff.dead_lettered if missing in by_id else diff.missing).append(missing)
+    for no_id in (doc for doc_id, doc in expected if doc_id is None):  # rows with no id: never indexed
+        explained = without_id[no_id] > 0
+        without_id[no_id] -= 1
+        (diff.dead_lettered if explained else diff.missing).append(f"no id: {_short(no_id)}")
     diff.unexpected = sorted(set(actual) - set(wanted))
     diff.different = sorted(i for i in set(wanted) & set(actual) if wanted[i] != actual[i])
     if shape.routing is not None:
