@@ -13,7 +13,7 @@ from pyiceberg.table import Table
 
 from icecdc.config import Config
 from icecdc.engines import Engines
-from icecdc.errors import LeaseLost
+from icecdc.errors import IndexNotOwned, LeaseLost
 from icecdc.planning import plan_table
 from icecdc.processing import process_table
 from icecdc.protection import protected_snapshots
@@ -106,9 +106,12 @@ def test_a_cherry_picked_commit_is_applied_and_the_commits_left_behind_are_not(p
 def test_an_index_deleted_behind_icecdcs_back_is_exported_again(pipeline: Pipeline, recreate: bool) -> None:
     table, config = synced_orders(pipeline, 1, 2, 3)
     pipeline.client.indices.delete(index="orders-1")  # the generation the alias `orders` names; the alias goes with it
+    table.append(rows(4))
     if recreate:  # e.g. a write to `orders` meanwhile: OpenSearch auto-creates a concrete index by that name
         pipeline.client.indices.create(index="orders")
-    table.append(rows(4))
+        with pytest.raises(IndexNotOwned, match="index_takeover"):  # icecdc cannot tell it from a user's
+            pipeline.sync(config, NAME)
+        config = pipeline.config({"name": NAME, "index_takeover": True})  # the operator's opt-in
 
     result = pipeline.sync(config, NAME)  # not just 4: every row of the table
     assert sorted(pipeline.documents("orders")) == ["1", "2", "3", "4"]
