@@ -274,6 +274,7 @@ class _ProgressBar(logging.Handler):
 
 
 def _status(args: argparse.Namespace) -> int:
+    from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
@@ -287,7 +288,16 @@ def _status(args: argparse.Namespace) -> int:
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     statuses = [
         dataclasses.replace(
-            table_status(table, index_config, scoped, time.time(), dead_letters, IndexAlias(client, index_config.index), True),
+            table_status(
+                table,
+                index_config,
+                scoped,
+                time.time(),
+                dead_letters,
+                IndexAlias(client, index_config.index),
+                True,
+                identifier_columns(table, table_config),
+            ),
             table=key,
         )
         for table_config, table in _tables(config, None)

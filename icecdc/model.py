@@ -319,6 +319,15 @@ class Checkpoint:
             parts.append(self.index_uuid)
         return sha256(json.dumps(parts))[:16]
 
+    @property
+    def recorded_identifiers(self) -> tuple[str, ...] | None:
+        """The identifier columns the documents' ids were made of; None: not recorded.
+
+        Every pass records them together with the schema: a checkpoint without a schema (-1) is
+        one no pass wrote (planning's base of a table not exported; state older than both fields),
+        whose () means unknown; with a schema, () means none (ids from the rows' positions)."""
+        return self.identifier_columns if self.schema_id >= 0 else None
+
     def supersedes(self, item: WorkItem) -> bool:
         """True when the item's changes are in the index as of this checkpoint (it was applied by a
         run that crashed before marking it done, or replaced by a resync): retire it unread."""

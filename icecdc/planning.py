@@ -222,11 +222,10 @@ def resync_needed(
             ResyncKind.RESET,
             f"the table was dropped and created again (UUID {checkpoint.table_uuid} → {table.metadata.table_uuid})",
         )
-    if checkpoint.identifier_columns and checkpoint.identifier_columns != identifier_columns:
-        return (
-            ResyncKind.RESET,
-            f"the identifier columns changed ({list(checkpoint.identifier_columns)} → {list(identifier_columns)})",
-        )
+    recorded = checkpoint.recorded_identifiers
+    if recorded is not None and recorded != identifier_columns:
+        before, after = (list(ids) if ids else "none" for ids in (recorded, identifier_columns))
+        return ResyncKind.RESET, f"the identifier columns changed ({before} → {after})"
     # Before the lineage: a REWRITE for an expired checkpoint would keep what such a pass wrote.
     rolled_back = _rolled_back_end(table, checkpoint, pass_end)
     if rolled_back is not None:

@@ -136,10 +136,13 @@ def table_status(
     dead_letters: DeadLetters | None = None,
     index: IndexAlias | None = None,
     progress: bool = False,
+    identifier_columns: tuple[str, ...] | None = None,
 ) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
     given the `index`, what it needs that no commit asks for (`index_work`). `progress`: how far an export under way
-    is (reads every pending item: for operators, not for the planner's every sweep)."""
+    is (reads every pending item: for operators, not for the planner's every sweep). Given the
+    `identifier_columns` a sync would use, a rebuild no commit asks for (`resync_needed`) is
+    unfinished too."""
     status = _lag(table, config, store, now)
     if progress and status.pending_items:
         exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
@@ -150,7 +153,24 @@ def table_status(
     if index is not None:
         needs = index_work(index, status.checkpoint, config.shape, Owner.of(table))
         status = replace(status, unfinished=needs)
+    if identifier_columns is not None and not status.unfinished:
+        reason = _resync_reason(table, config.name, store, identifier_columns)
+        status = replace(status, unfinished=reason)
     return status
+
+
+def _resync_reason(
+    table: Table,
+    name: str,
+    store: StateStore,
+    identifier_columns: tuple[str, ...],
+) -> str:
+    """Why a sync would rebuild the index though no commit asks for it ("": it would not)."""
+    checkpoint = store.get_checkpoint(name)
+    if checkpoint is None or table.current_snapshot() is None:
+        return ""
+    kind, reason = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
+    return f"{reason}: the index is rebuilt ({kind})" if kind else ""
 
 
 def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
