@@ -324,7 +324,8 @@ def _applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
 
 
 def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> BatchResult:
-    """One pass: select, cap, destination, tasks, engine, prepare the destination, apply, complete, finish.
+    """One pass: select, cap, destination, tasks, engine, prepare the destination, begin (record
+    its end), apply, complete, finish.
     `export_anew`: a first export writes a new generation (the index holds documents it did not write)."""
     started = time.monotonic()
     result = BatchResult(run.name)
@@ -336,9 +337,11 @@ def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> Ba
     step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started, export_anew)
     found = step.find_destination()
     unread = step.unread(found)
-    tasks = step.tasks(unread, collapse_runs=step.begin())
+    collapse_runs = step.may_collapse()
+    tasks = step.tasks(unread, collapse_runs)
     engine = step.engine(tasks)
     destination = step.prepare_destination(found)
+    step.begin(collapse_runs)
     step.apply(engine, tasks, destination, result)
     step.check_letters(result)
     if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
@@ -408,20 +411,35 @@ class _Pass:
         applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
         return [i for i in self.batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
 
-    def begin(self) -> bool:
-        """Record the end of the batch before anything is written; True when no earlier pass may
-        have written past the checkpoint (it died or failed after writing), so that the pass may
-        collapse runs of copy-on-write commits (`driver.pass_tasks`)."""
+    @property
+    def end(self) -> Checkpoint:
+        """The end of the batch: what the pass may write through."""
         last = max(self.batch, key=lambda i: i.sequence_number)
-        checkpoint = self.run.store.get_checkpoint(self.name)
-        begun = self.run.store.begin_pass(self.name, Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number))
-        if begun is None:
+        return Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
+
+    def may_collapse(self, recorded: Checkpoint | None = None) -> bool:
+        """True when no earlier pass may have written past the checkpoint (it died or failed after
+        writing: the end it recorded, `recorded` or else the store's, is past it), so that the pass
+        may collapse runs of copy-on-write commits (`driver.pass_tasks`). Reads only."""
+        recorded = recorded or self.run.store.pass_end(self.name)
+        if recorded is None or recorded.table_uuid != self.end.table_uuid:
             return True
+        checkpoint = self.run.store.get_checkpoint(self.name)
         return (
             checkpoint is not None
-            and checkpoint.table_uuid == begun.table_uuid
-            and begun.sequence_number <= checkpoint.sequence_number
+            and checkpoint.table_uuid == recorded.table_uuid
+            and recorded.sequence_number <= checkpoint.sequence_number
         )
+
+    def begin(self, collapse_runs: bool) -> None:
+        """Record the end of the batch right before the first write, after the engine is chosen and
+        the destination prepared: a pass that fails before (`SparkRequired`, a write block) leaves
+        no end, which would make a later rollback reset the index and stop runs collapsing. A pass
+        that planned to collapse stops, writing nothing, when another one recorded an end since."""
+        begun = self.run.store.begin_pass(self.name, self.end)
+        if collapse_runs and begun is not None and not self.may_collapse(begun):
+            raced = f"table {self.name!r}: another pass began meanwhile; the next pass starts over"
+            raise ProcessingError(raced)
 
     def tasks(self, unread: list[WorkItem], collapse_runs: bool) -> PassTasks:
         run = self.run
@@ -701,10 +719,12 @@ def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
         return [BatchResult(run.name) for run in runs]
     steps = _passes_together(runs, view, batches, started)
     found = [step.find_destination() for step in steps]
-    begun = [step.begin() for step in steps]  # every index records its pass
-    tasks = steps[0].tasks(steps[0].unread(found[0]), collapse_runs=all(begun))
+    collapse_runs = all(step.may_collapse() for step in steps)
+    tasks = steps[0].tasks(steps[0].unread(found[0]), collapse_runs)
     engine = steps[0].engine(tasks)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
+    for step in steps:  # every index records its pass
+        step.begin(collapse_runs)
     results = _apply_together(steps, engine, tasks, destinations)
     for step, result in zip(steps, results, strict=True):  # no index advances if one fails so
         step.check_letters(result)

@@ -1,0 +1,75 @@
+"""A pass records its end (`StateStore.begin_pass`) right before its first write: one that fails
+before it writes (no Spark where it needs it, a write block on the index) leaves no end, so a
+later rollback is followed, not reset, and later passes still collapse runs of commits. In
+process: no JVM."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icecdc.config import EngineConfig
+from icecdc.engines import Engines
+from icecdc.errors import IndexStateError, SparkRequired
+from icecdc.index import IndexAlias
+from icecdc.model import EngineChoice, EngineKind
+from icecdc.planning import plan_table
+from icecdc.processing import process_table, sync
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
+
+NAME = "db.orders"
+
+
+@pytest.fixture
+def local(tmp_path: Path, osmem_clone: Any) -> Pipeline:
+    return Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+
+
+def fail_before_writing(pipeline: Pipeline, how: str) -> None:
+    """Run a pass over the table's new commits that fails before it writes."""
+    config = pipeline.config({"name": NAME})
+    if how == "write block":
+        pipeline.client.indices.put_settings(index="orders", body={"index.blocks.write": True})
+        with pytest.raises(IndexStateError, match="does not accept writes"):
+            sync(config, None, [NAME])
+        pipeline.client.indices.put_settings(index="orders", body={"index.blocks.write": None})
+        return
+    # the planner Lambda's engines: no Spark, for a pass that needs it
+    table, store = pipeline.catalog.load_table(NAME), pipeline.store()
+    plan_table(table, config.table(NAME), store, ("id",))
+    engines = Engines(EngineConfig(use=EngineChoice.SPARK), spark_config=None)
+    with pytest.raises(SparkRequired):
+        process_table(engines, table, config.table(NAME), store, config.opensearch, ("id",))
+
+
+@pytest.mark.parametrize("how", ["write block", "spark required"])
+def test_a_pass_that_fails_before_writing_records_no_end(
+    local: Pipeline,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+) -> None:
+    table = orders(local)
+    table.append(rows(1, 2))
+    config = local.config({"name": NAME})
+    local.sync(config, NAME)
+    synced = table.current_snapshot().snapshot_id
+    generation = IndexAlias(local.client, "orders").current()
+
+    table.append(rows(3))
+    fail_before_writing(local, how)
+    checkpoint, end = local.store().get_checkpoint(NAME), local.store().pass_end(NAME)
+    assert checkpoint.snapshot_id == synced
+    assert end is None or end.sequence_number <= checkpoint.sequence_number  # none past it
+
+    table.manage_snapshots().rollback_to_snapshot(synced).commit()
+    table.append(rows(4))
+    with caplog.at_level(logging.INFO, logger="icecdc"):
+        local.sync(config, NAME)  # asserts the index equals the table
+    assert sorted(local.documents("orders")) == ["1", "2", "4"]
+    assert IndexAlias(local.client, "orders").current() == generation  # followed: no new generation
+    said = [r.getMessage() for r in caplog.records]
+    assert not [line for line in said if "resync" in line or "commit by commit" in line]
