@@ -170,7 +170,7 @@ def _resync_reason(
     if checkpoint is None or table.current_snapshot() is None:
         return ""
     kind, reason = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
-    return f"{reason}: the index is rebuilt ({kind})" if kind else ""
+    return f"{reason}; the index is to be rebuilt ({kind})" if kind else ""
 
 
 def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
