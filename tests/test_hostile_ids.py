@@ -30,9 +30,7 @@ ARROW = pa.schema([pa.field("key", pa.string()), pa.field("n", pa.int64())])
 
 def keyed_table(pipeline: Pipeline, keys: list[str]) -> None:
     table = pipeline.catalog.create_table(NAME, schema=SCHEMA)
-    table.append(
-        pa.Table.from_pylist([{"key": k, "n": i} for i, k in enumerate(keys)], schema=ARROW)
-    )
+    table.append(pa.Table.from_pylist([{"key": k, "n": i} for i, k in enumerate(keys)], schema=ARROW))
 
 
 def config(pipeline: Pipeline) -> Config:
@@ -53,40 +51,26 @@ def test_an_id_over_512_bytes_and_an_empty_id_are_dead_letters_and_the_table_goe
     assert snapshot is not None
 
     (result,) = sync(cfg, pipeline.spark, [NAME])
-    assert sorted(pipeline.documents("keyed")) == sorted(
-        good
-    )  # every other row of the request is written
+    assert sorted(pipeline.documents("keyed")) == sorted(good)  # every other row of the request is written
     assert (result.writes.indexed, result.writes.dead_lettered) == (50, 2)
     assert result.checkpoint is not None and result.checkpoint.snapshot_id == snapshot.snapshot_id
     letters = DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)
     by_row = {json.loads(letter["document"])["key"]: letter for letter in letters}
     assert set(by_row) == {LONG, ""}
-    for (
-        letter
-    ) in letters:  # each names its row: table, snapshot, file (and its document holds the key)
+    for letter in letters:  # each names its row: table, snapshot, file (and its document holds the key)
         assert letter["table"] == NAME and letter["snapshot_id"] == snapshot.snapshot_id
         assert ".parquet (snapshot" in letter["reason"]
-    assert (
-        "the `_id` is over OpenSearch's 512 bytes (identifier columns key): 513 bytes"
-        in by_row[LONG]["reason"]
-    )
+    assert "the `_id` is over OpenSearch's 512 bytes (identifier columns key): 513 bytes" in by_row[LONG]["reason"]
     assert "the `_id` is empty (identifier columns key)" in by_row[""]["reason"]
-    assert (
-        by_row[LONG]["cause"] == "the `_id` is over OpenSearch's 512 bytes (identifier columns key)"
-    )
+    assert by_row[LONG]["cause"] == "the `_id` is over OpenSearch's 512 bytes (identifier columns key)"
 
     # the bad rows deleted: their deletes are no-ops (no document has such an id), never a failure
     pipeline.catalog.load_table(NAME).delete(In("key", [LONG, ""]))
     (again,) = sync(cfg, pipeline.spark, [NAME])
     table = pipeline.catalog.load_table(NAME)
-    assert (
-        again.checkpoint is not None
-        and again.checkpoint.snapshot_id == table.metadata.current_snapshot_id
-    )
+    assert again.checkpoint is not None and again.checkpoint.snapshot_id == table.metadata.current_snapshot_id
     pipeline.assert_index_equals_table(cfg, NAME)
-    assert (
-        len(DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)) == 2
-    )  # no new letter for the deletes
+    assert len(DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)) == 2  # no new letter for the deletes
 
 
 def test_the_sink_never_sends_an_id_opensearch_refuses(pipeline: Pipeline) -> None:
@@ -99,12 +83,8 @@ def test_the_sink_never_sends_an_id_opensearch_refuses(pipeline: Pipeline) -> No
         Write("", 1, '{"n":3}'),
         Write(LONG, 1, None),
     ]
-    stats = write_documents(
-        pipeline.client, config(pipeline).opensearch, "plain", writes, refused.extend
-    )
+    stats = write_documents(pipeline.client, config(pipeline).opensearch, "plain", writes, refused.extend)
     assert (stats.indexed, stats.deleted, stats.dead_lettered) == (1, 0, 2)
     assert sorted(w.doc_id for w, _, _ in refused) == ["", LONG]
-    assert all(
-        status == 400 and "over OpenSearch's 512 bytes" in reason for _, status, reason in refused
-    )
+    assert all(status == 400 and "over OpenSearch's 512 bytes" in reason for _, status, reason in refused)
     assert list(pipeline.documents("plain")) == ["a"]

@@ -63,9 +63,7 @@ def people(first: int, count: int, null_ids: int = 0) -> pa.Table:
 
 
 def config_file(pipeline: Pipeline, table: dict[str, Any], **dead_letter: Any) -> Path:
-    raw = pipeline.config_dict(
-        [{"name": NAME, "index": "people", "identifier_columns": ["id"], **table}]
-    )
+    raw = pipeline.config_dict([{"name": NAME, "index": "people", "identifier_columns": ["id"], **table}])
     raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters"), **dead_letter}
     raw["engine"] = {"use": str(EngineKind.IN_PROCESS)}
     path = pipeline.workdir / "icecdc.yaml"
@@ -73,19 +71,13 @@ def config_file(pipeline: Pipeline, table: dict[str, Any], **dead_letter: Any) -
     return path
 
 
-def assert_fails_systemically(
-    pipeline: Pipeline, path: Path, count: int, reason: str, sample: str
-) -> None:
+def assert_fails_systemically(pipeline: Pipeline, path: Path, count: int, reason: str, sample: str) -> None:
     """The sync exits 2, one line naming the reason, its count and a sample; nothing advanced."""
     synced = icecdc("sync", "--config", str(path))
     assert synced.returncode == 2, synced.stderr
     assert "Traceback" not in synced.stderr
-    (line,) = [
-        line for line in synced.stderr.splitlines() if line.startswith("icecdc: error:")
-    ]  # logs beside it
-    assert line.startswith(
-        f"icecdc: error: table '{NAME}': {count} of the pass's {ROWS} rows were dead-lettered"
-    ), line
+    (line,) = [line for line in synced.stderr.splitlines() if line.startswith("icecdc: error:")]  # logs beside it
+    assert line.startswith(f"icecdc: error: table '{NAME}': {count} of the pass's {ROWS} rows were dead-lettered"), line
     assert f"{count} {reason} (e.g. " in line and sample in line, line
     assert pipeline.store().get_checkpoint(NAME) is None
     status = json.loads(icecdc("status", "--config", str(path), "--json").stdout)
@@ -107,19 +99,13 @@ def test_identifier_columns_that_are_not_unique_fail_the_pass(pipeline: Pipeline
 def test_a_mapping_override_every_row_contradicts_fails_the_pass(pipeline: Pipeline) -> None:
     pipeline.catalog.create_table(NAME, schema=SCHEMA).append(people(0, ROWS))
     path = config_file(pipeline, {"mappings": {"properties": {"status": {"type": "integer"}}}})
-    assert_fails_systemically(
-        pipeline, path, ROWS, "400 mapper_parsing_exception, field [status]", '"status":"new"'
-    )
+    assert_fails_systemically(pipeline, path, ROWS, "400 mapper_parsing_exception, field [status]", '"status":"new"')
 
 
 def test_coerce_false_on_a_float_column_fails_the_pass(pipeline: Pipeline) -> None:
     pipeline.catalog.create_table(NAME, schema=SCHEMA).append(people(0, ROWS))
-    path = config_file(
-        pipeline, {"mappings": {"properties": {"amount": {"type": "long", "coerce": False}}}}
-    )
-    assert_fails_systemically(
-        pipeline, path, ROWS // 2, "400 mapper_parsing_exception, field [amount]", "_id 'p1'"
-    )
+    path = config_file(pipeline, {"mappings": {"properties": {"amount": {"type": "long", "coerce": False}}}})
+    assert_fails_systemically(pipeline, path, ROWS // 2, "400 mapper_parsing_exception, field [amount]", "_id 'p1'")
 
     # the bound is the user's: half the rows may be letters, and the pass completes with them
     lenient = config_file(
@@ -129,9 +115,7 @@ def test_coerce_false_on_a_float_column_fails_the_pass(pipeline: Pipeline) -> No
     )
     synced = icecdc("sync", "--config", str(lenient))
     assert synced.returncode == 0, synced.stderr
-    assert (
-        f"{ROWS // 2} dead-lettered: 400 mapper_parsing_exception, field [amount]" in synced.stdout
-    )
+    assert f"{ROWS // 2} dead-lettered: 400 mapper_parsing_exception, field [amount]" in synced.stdout
     assert pipeline.store().get_checkpoint(NAME) is not None
 
 
@@ -143,9 +127,7 @@ def test_one_bad_row_among_many_is_a_letter_and_the_bound_is_configurable(
     path = config_file(pipeline, {})
     synced = icecdc("sync", "--config", str(path))
     assert synced.returncode == 0, synced.stderr
-    assert (
-        "1 dead-lettered: identifier column 'id' is null" in synced.stdout
-    )  # the summary, by reason
+    assert "1 dead-lettered: identifier column 'id' is null" in synced.stdout  # the summary, by reason
     assert pipeline.store().get_checkpoint(NAME) is not None
     assert len(DeadLetters(str(pipeline.workdir / "dead-letters")).read(NAME)) == 1
 
@@ -158,16 +140,12 @@ def test_one_bad_row_among_many_is_a_letter_and_the_bound_is_configurable(
         1,
     )
     assert row["sample"].startswith(f"{NAME}/")
-    listed = icecdc(
-        "dead-letters", "list", "--config", str(path)
-    )  # the letters one by one, as before
+    listed = icecdc("dead-letters", "list", "--config", str(path))  # the letters one by one, as before
     assert listed.returncode == 0 and "identifier column 'id' is null in file" in listed.stdout
 
     # a bound of no letter at all: the next pass's one bad row fails it
     table.append(people(ROWS, 20, null_ids=1))
-    strict = parse_config(
-        yaml.safe_load(config_file(pipeline, {}, max_share=0.0, min_count=1).read_text())
-    )
+    strict = parse_config(yaml.safe_load(config_file(pipeline, {}, max_share=0.0, min_count=1).read_text()))
     checkpoint = pipeline.store().get_checkpoint(NAME)
     with pytest.raises(
         ProcessingError,
@@ -198,8 +176,5 @@ def test_a_change_pass_of_rows_without_ids_fails_until_let_through(pipeline: Pip
     lenient = parse_config(yaml.safe_load(config_file(pipeline, {}, max_share=1.0).read_text()))
     (fixed,) = sync(lenient, None, [NAME])
     assert fixed.writes.dead_lettered == 40
-    assert (
-        fixed.checkpoint is not None
-        and fixed.checkpoint.snapshot_id == table.refresh().metadata.current_snapshot_id
-    )
+    assert fixed.checkpoint is not None and fixed.checkpoint.snapshot_id == table.refresh().metadata.current_snapshot_id
     pipeline.assert_index_equals_table(cfg, NAME)

@@ -92,7 +92,6 @@ FUZZ = PROFILE == "fuzz"
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
 DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
     {
-        KnownBug.IDENTIFIERS_CHANGED,
         KnownBug.REPLAY_BESIDE_A_COLLAPSED_RUN,
     }
 )
