@@ -325,6 +325,8 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
     @step
     def index_event(self, event: IndexEvent, seed: int) -> None:
         current = IndexAlias(self.client, INDEX).current()
+        if self.squatter is not None and event in (IndexEvent.DELETE_GENERATION, IndexEvent.BLOCK_WRITES):
+            return  # the name is someone else's until the operator takes it over
         if event == IndexEvent.DELETE_GENERATION and current is not None:
             self.client.indices.delete(index=current)
         elif event in (IndexEvent.RECREATE_AS_INDEX, IndexEvent.FOREIGN_ALIAS):
