@@ -85,8 +85,9 @@ def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> 
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
-    export, always the first snapshot of its batch, is cut file by file: the pass ends inside it,
-    and its APPLIED items are kept so the pass that reads its last files can finish it."""
+    export, always the first snapshot of its batch, is cut item by item (each of at most
+    `batch.max_files` files, `planning.export_group_size`): the pass ends inside it, and its
+    APPLIED items are kept so the pass that reads its last files can finish it."""
     taken: list[WorkItem] = []
     tally = _Tally(limits)
     for snapshot_id, items in by_snapshot(batch).items():

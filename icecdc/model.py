@@ -233,7 +233,8 @@ class Write:
 class WorkItem:
     """A group of files of one snapshot to read and apply.
 
-    An export item lists one data file of the export snapshot, read as inserts. A change item
+    An export item lists up to 100 data files of the export snapshot (`planning.export_groups`),
+    read as inserts. A change item
     lists the data files a snapshot added (inserts) and removed (deletes), and the delete files it
     added (merge-on-read: the rows they newly delete are deletes); a snapshot that changes no rows
     (a compaction) still gets one empty item so the checkpoint can move past it.
@@ -258,8 +259,9 @@ class WorkItem:
     @property
     def key(self) -> str:
         if self.kind == ItemKind.EXPORT:
-            # one file per export item; an empty table's export is one item with none
-            file_hash = sha256("".join(self.added_data_files))
+            # the sorted paths of the item's files (a one-file item: its path, as when an item
+            # held one file); an empty table's export is one item with none
+            file_hash = sha256(chr(10).join(sorted(self.added_data_files)))
             if self.resync:
                 return f"{self.table}|resync|{self.replacing}|{self.snapshot_id}|{file_hash}"
             return f"{self.table}|export|{self.snapshot_id}|{file_hash}"

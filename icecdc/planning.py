@@ -9,6 +9,7 @@ done (its snapshot rolled back, then current again) is written pending again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -17,7 +18,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
-from icecdc.config import TableConfig
+from icecdc.config import BatchConfig, TableConfig
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 
 # Files per change item: keeps an item far below DynamoDB's 400 KB item limit.
 FILES_PER_ITEM = 200
+# Files per export item, at most: an export of N files costs about N/100 state writes to plan,
+# mark and retire (see `export_group_size`).
+EXPORT_FILES_PER_ITEM = 100
 # Export claims tried in one plan when the claimed snapshots keep being rolled back.
 MAX_EXPORT_CLAIMS = 10
 
@@ -47,12 +51,14 @@ def plan_table(
     identifier_columns: tuple[str, ...],
     changed: ChangedEntries | None = None,
     resync: tuple[ResyncKind, str] | None = None,
+    limits: BatchConfig | None = None,
 ) -> PlanResult:
     """Write the work items that bring the index from the table's checkpoint to its current snapshot,
     and retire pending items of commits that are no longer on the current snapshot's lineage.
 
     `changed`: the snapshots' entries, shared with the reading that follows in the same process.
-    `resync`: (REWRITE or RESET, why) when the processor found that the index needs rebuilding."""
+    `resync`: (REWRITE or RESET, why) when the processor found that the index needs rebuilding.
+    `limits`: what a pass may read, which an export item never exceeds (`export_group_size`)."""
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     current = table.current_snapshot()
@@ -79,12 +85,13 @@ def plan_table(
         if checkpoint is None and not resync:
             resync = _over_abandoned_export(store, config.name, base, abandoned, abandoned_claim)
             kind, reason = resync or (ResyncKind.NONE, "")
-        if _export_planned(store, config.name, base, kind, replacing):
+        known = _planned_export(store, config.name, base, kind, replacing)
+        if known and len({i.group for i in known}) == known[0].groups:
             pass  # a capped export's later passes: its items are all in the store already
         elif config.export or resync:
             if resync:
                 log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-            exports = _export_items(table, config.name, base, kind, replacing)
+            exports = _export_items(table, config.name, base, kind, replacing, limits or BatchConfig(), known)
         else:
             store.complete(config.name, base, [])
     else:
@@ -97,7 +104,7 @@ def plan_table(
     # The changes after the base are pending whatever became of their items before: a DONE one is
     # of a lineage since left (rolled back, then current again: a cherry-pick that fast-forwards, a
     # rollback undone), applied to an index a resync has replaced since, or retired unread.
-    written = sum(store.put_item(item) for item in exports) + sum(store.put_item(item, replace_done=True) for item in changes)
+    written = store.put_items(exports) + store.put_items(changes, replace_done=True)
     retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
     planned = len(exports) + len(changes)
@@ -255,18 +262,40 @@ def _rolled_back_end(table: Table, checkpoint: Checkpoint, pass_end: Checkpoint 
     return None
 
 
-def _export_planned(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> bool:
-    """Whether every item of the export of `base` is pending already (a capped export's later
-    passes plan again): then its manifests are not listed nor its items put again, which would cost
-    every pass as much as the first (one conditional write per file of the table, on DynamoDB)."""
-    exports = [
+def export_group_size(limits: BatchConfig, largest: int) -> int:
+    """The files of an export item: EXPORT_FILES_PER_ITEM, or fewer where a pass may read fewer
+    (`batch.max_files`, or `batch.max_bytes` of the export's `largest` file's bytes): a capped pass,
+    which takes whole items, never reads more than its caps because of the grouping."""
+    return max(1, min(EXPORT_FILES_PER_ITEM, limits.max_files, limits.max_bytes // max(largest, 1)))
+
+
+def _planned_export(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> list[WorkItem]:
+    """The pending items of the export of `base`. When all are (a capped export's later passes plan
+    again), its manifests are not listed nor its items put again, which would cost every pass as
+    much as the first; when some are (a planner stopped part way), the rest are grouped as they were."""
+    return [
         i
         for i in store.pending_items(name)
         if i.kind == ItemKind.EXPORT
         and (i.table_uuid, i.snapshot_id, i.replacing) == (base.table_uuid, base.snapshot_id, replacing)
         and bool(i.resync) == bool(resync)
     ]
-    return bool(exports) and len({i.group for i in exports}) == exports[0].groups
+
+
+def export_groups(paths: list[str], size: int, planned: Sequence[WorkItem] = ()) -> list[tuple[str, ...]]:
+    """The export's files (`paths`, sorted) cut into items of `size` files, in order (one empty
+    item for an empty table): planning again gives the same items, so the same keys. Of the size
+    the `planned` items of the same export were cut to, if any: a planner that stopped part way
+    may have had another `batch.max_files`, and the items must be one cut of the files."""
+    for item in planned:
+        if item.group < item.groups - 1:  # every group but the last is full
+            size = len(item.added_data_files)
+            break
+        if item.groups > 1:  # the last group holds what the full ones before it leave
+            size = (len(paths) - len(item.added_data_files)) // (item.groups - 1)
+            break
+    size = max(size, 1)
+    return [tuple(paths[i : i + size]) for i in range(0, len(paths), size)] or [()]
 
 
 def _export_items(
@@ -275,8 +304,12 @@ def _export_items(
     base: Checkpoint,
     resync: ResyncKind = ResyncKind.NONE,
     replacing: str = "",
+    limits: BatchConfig | None = None,
+    planned: list[WorkItem] | None = None,
 ) -> list[WorkItem]:
-    """One item per live data file of the export snapshot (one empty item for an empty table).
+    """Items of up to EXPORT_FILES_PER_ITEM live data files of the export snapshot each (fewer
+    under small `limits`: `export_group_size`), cut from the files sorted by path (`export_groups`;
+    `planned`: items of it in the store already); one empty item for an empty table.
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
     Every file, whatever the index's `where`: the pass prunes them by the shape it writes
@@ -290,8 +323,9 @@ def _export_items(
         if manifest.content == ManifestContent.DATA
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     ]
-    paths = sorted(data_file.file_path for data_file in live)
-    groups: list[tuple[str, ...]] = [(path,) for path in paths] or [()]
+    largest = max((data_file.file_size_in_bytes for data_file in live), default=0)
+    size = export_group_size(limits or BatchConfig(), largest)
+    groups = export_groups(sorted(data_file.file_path for data_file in live), size, planned or [])
     return [
         WorkItem(
             name,

@@ -190,15 +190,24 @@ class TableRun:
         an export's files applied, or a backlog's snapshots, out of what is planned."""
         pending = self.store.pending_items(self.name)
         exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
-        applied = sum(i.status == ItemStatus.APPLIED for i in exports)
+        files = sum(len(i.added_data_files) for i in exports)
+        applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
         backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
         progress = Progress(
-            self.name, passes, total.files, total.changes.rows, seconds, len(exports), applied, total.snapshots, backlog
+            self.name,
+            passes,
+            total.files,
+            total.changes.rows,
+            seconds,
+            files,
+            applied,
+            total.snapshots,
+            backlog,
         )
         progress_log.info(progress.line(), extra={"progress": progress})
 
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
-        plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync)
+        plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync, limits=self.limits)
 
     def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
         return claim_index(client, self.config, self.store, table)

@@ -146,8 +146,8 @@ def table_status(
     status = _lag(table, config, store, now)
     if progress and status.pending_items:
         exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
-        applied = sum(i.status == ItemStatus.APPLIED for i in exports)
-        status = replace(status, export_files=len(exports), export_files_applied=applied)
+        applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
+        status = replace(status, export_files=sum(len(i.added_data_files) for i in exports), export_files_applied=applied)
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:

@@ -4,16 +4,17 @@ and leaves nothing written or advanced."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
 
 from icecdc.catalog import identifier_columns
-from icecdc.config import parse_config
+from icecdc.config import BatchConfig, parse_config
 from icecdc.errors import PlanningError, SinkError
-from icecdc.model import ItemKind
-from icecdc.planning import plan_table
+from icecdc.model import ItemKind, WorkItem
+from icecdc.planning import export_groups, plan_table
 from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
 from icecdc.status import table_status
@@ -38,9 +39,54 @@ def test_planning_twice_is_a_no_op(pipeline: Pipeline) -> None:
     store = pipeline.store()
     first = plan_table(table, config, store, ("id",))
     again = plan_table(table, config, store, ("id",))
-    assert (first.items, first.written) == (2, 2)  # export of the current snapshot: one item per data file
+    assert (first.items, first.written) == (1, 1)  # export of the current snapshot: its 2 files in one item
     assert (again.items, again.written) == (0, 0)  # an export whose items are all pending is not listed again
-    assert [i.kind for i in store.pending_items("db.orders")] == [ItemKind.EXPORT, ItemKind.EXPORT]
+    assert [(i.kind, len(i.added_data_files)) for i in store.pending_items("db.orders")] == [(ItemKind.EXPORT, 2)]
+
+
+def test_an_export_groups_its_files_by_path_into_items_no_larger_than_a_pass(pipeline: Pipeline, tmp_path: Path) -> None:
+    """Up to 100 files an item (`max_files` fewer): an export of N files costs ~N/100 state writes.
+    A planner that stopped part way under another `max_files` is gone on with its cut."""
+    table = orders(pipeline)
+    for i in range(5):
+        table.append(rows(i))  # one file each
+    config = pipeline.config({"name": "db.orders"}).table("db.orders")
+    whole = plan_table(table, config, SqliteStateStore(tmp_path / "whole.db"), ("id",))
+    assert whole.items == 1
+    cut = SqliteStateStore(tmp_path / "cut.db")
+    plan_table(table, config, cut, ("id",), limits=BatchConfig(max_files=2))
+    items = cut.pending_items("db.orders")
+    paths = sorted(p for i in items for p in i.added_data_files)
+    assert [i.added_data_files for i in sorted(items, key=lambda i: i.group)] == [
+        tuple(paths[0:2]),
+        tuple(paths[2:4]),
+        (paths[4],),
+    ]
+    assert {i.groups for i in items} == {3}
+    stopped = pipeline.store()
+    stopped.put_items([i for i in items if i.group == 2])  # a planner died after its first write
+    result = plan_table(table, config, stopped, ("id",), limits=BatchConfig(max_files=3))
+    assert (result.items, result.written) == (3, 2)
+    assert cut_of(stopped.pending_items("db.orders")) == cut_of(items)
+
+
+def cut_of(items: list[WorkItem]) -> list[tuple[object, ...]]:
+    return sorted((i.key, i.group, i.groups, i.added_data_files) for i in items)
+
+
+def test_export_groups_continue_the_cut_of_any_planned_item() -> None:
+    paths = [f"f{i}" for i in range(7)]
+    assert export_groups(paths, 3) == [("f0", "f1", "f2"), ("f3", "f4", "f5"), ("f6",)]
+    assert export_groups([], 3) == [()]
+    planned = plan_items(export_groups(paths, 2))
+    for item in planned:  # whichever item of a cut in 2s is in the store, the rest are cut in 2s
+        assert export_groups(paths, 5, [item]) == export_groups(paths, 2)
+
+
+def plan_items(groups: list[tuple[str, ...]]) -> list[WorkItem]:
+    return [
+        WorkItem("db.t", "u", ItemKind.EXPORT, 1, 1, g, len(groups), added_data_files=files) for g, files in enumerate(groups)
+    ]
 
 
 def test_racing_planners_plan_each_item_once(pipeline: Pipeline) -> None:

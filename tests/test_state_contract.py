@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from icecdc.errors import LeaseLost
-from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.state import ScopedStore, SqliteStateStore, StateStore
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION
@@ -255,3 +255,59 @@ def test_a_fenced_mark_applied_marks_nothing_once_its_owner_lost_the_lease(store
     with pytest.raises(LeaseLost, match="db.t"):
         store.mark_applied("db.t", [item], "another-index", fence="first")
     assert [i.applied_to for i in store.pending_items("db.t")] == ["index-uuid"]
+
+
+def test_put_items_writes_each_item_put_if_absent_in_batches(make_store: Callable[[], StateStore]) -> None:
+    """Batched puts (DynamoDB: 50 items a transaction): an item that exists (pending, or done)
+    cancels its transaction there, and the others of that transaction are written all the same."""
+    store, other = make_store(), make_store()
+    items = [change_item(i, i, (f"f{i}",)) for i in range(1, 131)]
+    pending, done = items[10], items[75]  # in the first and the second transaction
+    assert store.put_items([pending, done]) == 2
+    store.complete("db.t", None, [done])
+    assert other.put_items(items) == len(items) - 2
+    assert {i.key for i in store.pending_items("db.t")} == {i.key for i in items if i != done}
+    assert store.put_items(items) == 0  # planning twice is a no-op
+    assert store.put_items(items, replace_done=True) == 1  # the done one is pending again, only it
+    assert store.count_pending("db.t") == len(items)
+
+
+def test_racing_batched_writers_write_each_item_once(make_store: Callable[[], StateStore]) -> None:
+    items = [change_item(i, i, (f"f{i}",)) for i in range(1, 161)]
+    wins: list[int] = []
+    planners = [make_store() for _ in range(3)]
+
+    def plan(store: StateStore, start: int) -> None:  # overlapping, from different places
+        wins.append(store.put_items(items[start:] + items[:start]))
+
+    threads = [threading.Thread(target=plan, args=(p, 50 * n)) for n, p in enumerate(planners)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(wins) == len(items)
+    assert planners[0].pending_items("db.t") == items
+
+
+def test_a_batched_mark_applied_skips_only_the_items_completed_meanwhile(store: StateStore) -> None:
+    items = [change_item(1, 1, (f"f{i:03d}",)) for i in range(120)]
+    store.put_items(items)
+    completed = [items[3], items[60], items[119]]
+    store.complete("db.t", None, completed)
+    assert store.acquire_lease("db.t", "run", 60)
+    store.mark_applied("db.t", items, "index-uuid", fence="run")
+    left = store.pending_items("db.t")
+    assert {i.key for i in left} == {i.key for i in items} - {i.key for i in completed}  # none resurrected
+    assert {(i.status, i.applied_to) for i in left} == {(ItemStatus.APPLIED, "index-uuid")}
+    store.mark_applied("db.t", items, "index-2")  # unfenced, the same
+    assert {i.applied_to for i in store.pending_items("db.t")} == {"index-2"} and store.count_pending("db.t") == 117
+
+
+def test_an_export_item_key_hashes_its_sorted_files() -> None:
+    """An export item groups files; a one-file item keeps the key it had when an item held one file."""
+    grouped = WorkItem("db.t", UUID, ItemKind.EXPORT, 7, 3, 0, 2, added_data_files=("s3://b/a", "s3://b/b"))
+    assert grouped.key == "db.t|export|7|" + hashlib.sha256(b"s3://b/a\ns3://b/b").hexdigest()
+    resync = WorkItem(
+        "db.t", UUID, ItemKind.EXPORT, 7, 3, 0, 2, added_data_files=("s3://b/b", "s3://b/a"), resync=ResyncKind.RESET
+    )
+    assert resync.key == "db.t|resync||7|" + hashlib.sha256(b"s3://b/a\ns3://b/b").hexdigest()

@@ -251,7 +251,8 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
             with Lease(scoped, name, config.state.lease_seconds) as lease:
                 if not lease.held:
                     raise OperationError(f"table {key!r}: another run holds its lease; rebuild when it has finished")
-                plan_table(table, index_config, scoped, identifiers, resync=(ResyncKind.RESET, reason))
+                reset = (ResyncKind.RESET, reason)
+                plan_table(table, index_config, scoped, identifiers, resync=reset, limits=config.batch)
     finally:
         store.close()
     (result,) = sync(config, spark, [name])

@@ -13,12 +13,19 @@ Layout (partition key `pk` = the configured table name, sort key `sk`):
 Pending and done items live under different sort-key prefixes so that `pending_items` is one
 strongly consistent Query over pending records only, in sequence-number order, however many
 finished items await their TTL (a status attribute plus a filter would read them all; a sparse
-index would be eventually consistent). `put_item` is a transaction that writes the pending record
-only if neither it nor its done record exists, so planning an already applied snapshot again is
-still a no-op while the done record lives; after its TTL, a re-planned item is at or below the
-checkpoint and the processor retires it unread (see `icecdc.state`). The planner's changes after
-its checkpoint replace a done record (`replace_done`: the snapshot came back on the lineage) in
-the same transaction that writes the pending one.
+index would be eventually consistent). `put_items` writes each item's pending record only if
+neither it nor its done record exists (a Put and a ConditionCheck), up to 50 items a transaction:
+a transaction one item's condition cancelled (its `CancellationReasons` name the action) is sent
+again without that item, so each item stays put-if-absent on its own, and a crash between two
+transactions leaves some items written, as one transaction per item would; planning again writes
+the rest. Planning an already applied snapshot again is still a no-op while the done record
+lives; after its TTL, a re-planned item is at or below the checkpoint and the processor retires it
+unread (see `icecdc.state`). The planner's changes after its checkpoint replace a done record
+(`replace_done`: the snapshot came back on the lineage) in the same transaction that writes the
+pending one.
+
+`mark_applied` batches its conditional Puts the same way (an item completed meanwhile is dropped
+from its transaction, never resurrected), each transaction with the lease check when fenced.
 
 `complete` writes the checkpoint first (in one transaction with a check of the lease, when
 fenced), then retires the items in transactions that each write an item's done record and delete
@@ -60,8 +67,10 @@ SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
 # How long finished items are kept: long enough that a planner racing a processor finds them.
 DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
-# Items retired per transaction: two actions each, within DynamoDB's 100 actions per transaction.
+# Items put, marked or retired per transaction: two actions each at most, within DynamoDB's 100
+# actions per transaction; and at most this many bytes of requests (DynamoDB takes 4 MB).
 ITEMS_PER_TRANSACTION = 50
+TRANSACTION_BYTES = 2_000_000
 # A write that lost a race (TransactionConflict) is tried again this many times, after a random wait
 # of up to CONFLICT_BACKOFF_SECONDS * 2**attempt, at most CONFLICT_BACKOFF_CAP_SECONDS (about 6 s in all).
 CONFLICT_RETRIES = 8
@@ -144,27 +153,51 @@ class DynamoDbStateStore(StateStore):
             if _code(exc) != "ConditionalCheckFailedException":
                 raise
 
-    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
-        record = _pending_record(item)
+    def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        unique: dict[str, WorkItem] = {}
+        for item in items:  # a transaction may touch a key once
+            unique.setdefault(item.key, item)
+        puts = [self._put_actions(item, replace_done) for item in unique.values()]
+        return sum(self._write_each("", puts))
+
+    def _put_actions(self, item: WorkItem, replace_done: bool) -> list[dict[str, Any]]:
+        """An item's put-if-absent: its pending record unless it or its done record exists."""
         done = {"TableName": self.table_name, "Key": _keys(item.table, _DONE + item.key)}
         # Never a done record beside a pending one: replacing, the transaction deletes it.
         on_done = (
             {"Delete": done} if replace_done else {"ConditionCheck": {**done, "ConditionExpression": "attribute_not_exists(pk)"}}
         )
-        try:
-            self._write(
-                "transact_write_items",
-                TransactItems=[
-                    {"Put": {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}},
-                    on_done,
-                ],
-            )
-        except ClientError as exc:
-            reasons = _reasons(exc)
-            if _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
-                return False
-            raise
-        return True
+        put = {"TableName": self.table_name, "Item": _pending_record(item), "ConditionExpression": "attribute_not_exists(pk)"}
+        return [{"Put": put}, on_done]
+
+    def _write_each(self, table: str, groups: list[list[dict[str, Any]]], fence: str | None = None) -> list[bool]:
+        """Write each group of actions (one item's), all or none of it, many groups a transaction;
+        which groups were written. A group whose condition fails (the item exists, or is done) is
+        not: the transaction it cancelled is sent again without it, so an item never stops another.
+        With a `fence`, every transaction checks its owner's lease too (`LeaseLost`: none written)."""
+        written = [False] * len(groups)
+        for chunk in _transactions(groups, self.items_per_transaction):
+            while chunk:
+                actions = [action for i in chunk for action in groups[i]]
+                if fence is not None:
+                    actions.append(self._lease_check(table, fence))  # last: its reason is the last one
+                try:
+                    self._write("transact_write_items", TransactItems=actions)
+                except ClientError as exc:
+                    reasons = _reasons(exc)
+                    if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
+                        raise
+                    if fence is not None and reasons[-1] == "ConditionalCheckFailed":
+                        raise LeaseLost.of(table) from None
+                    failed = _failed_groups(chunk, groups, reasons)
+                    if not failed:  # reasons that name no action: never loop
+                        raise
+                    chunk = [i for i in chunk if i not in failed]
+                    continue
+                for i in chunk:
+                    written[i] = True
+                chunk = []
+        return written
 
     def pending_items(self, table: str) -> list[WorkItem]:
         items: list[WorkItem] = []
@@ -180,21 +213,24 @@ class DynamoDbStateStore(StateStore):
         if completion.checkpoint is not None:
             self._advance(table, completion.checkpoint, completion.replace, completion.fence)
         expires_at = int(time.time()) + self.done_ttl_seconds
-        items = completion.items
-        for start in range(0, len(items), self.items_per_transaction):
-            actions: list[dict[str, Any]] = []
-            for item in items[start : start + self.items_per_transaction]:
-                done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
-                record = {
-                    **_keys(table, _DONE + item.key),
-                    "status": {"S": ItemStatus.DONE},
-                    "sequence_number": {"N": str(item.sequence_number)},
-                    "body": {"S": done.to_json()},
-                    TTL_ATTRIBUTE: {"N": str(expires_at)},
-                }
-                actions.append({"Put": {"TableName": self.table_name, "Item": record}})
-                actions.append({"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}})
-            self._write("transact_write_items", TransactItems=actions)
+        retire: list[list[dict[str, Any]]] = []
+        for item in completion.items:
+            done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
+            record = {
+                **_keys(table, _DONE + item.key),
+                "status": {"S": ItemStatus.DONE},
+                "sequence_number": {"N": str(item.sequence_number)},
+                "body": {"S": done.to_json()},
+                TTL_ATTRIBUTE: {"N": str(expires_at)},
+            }
+            retire.append(
+                [
+                    {"Put": {"TableName": self.table_name, "Item": record}},
+                    {"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}},
+                ]
+            )
+        for chunk in _transactions(retire, self.items_per_transaction):
+            self._write("transact_write_items", TransactItems=[action for i in chunk for action in retire[i]])
 
     def count_pending(self, table: str) -> int:
         # Select=COUNT reads no item into the answer; a page still covers at most 1 MB of records.
@@ -216,30 +252,20 @@ class DynamoDbStateStore(StateStore):
         }
 
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
-        for item in items:
-            applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
-            put = {
-                "TableName": self.table_name,
-                "Item": _pending_record(applied),
-                "ConditionExpression": "attribute_exists(pk)",  # never resurrect an item completed meanwhile
-            }
-            if fence is None:
-                try:
-                    self._write("put_item", **put)
-                except ClientError as exc:
-                    if _code(exc) != "ConditionalCheckFailedException":
-                        raise
-                continue
-            # One transaction per item, with the lease check: a capped pass marks a few hundred
-            # items at most, and a completed item must cancel only its own mark.
-            try:
-                self._write("transact_write_items", TransactItems=[{"Put": put}, self._lease_check(table, fence)])
-            except ClientError as exc:
-                reasons = _reasons(exc)
-                if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
-                    raise
-                if reasons[1:2] == ["ConditionalCheckFailed"]:
-                    raise LeaseLost.of(table) from None
+        puts = [
+            [
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": _pending_record(replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)),
+                        # never resurrect an item completed meanwhile: its mark alone is dropped
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                }
+            ]
+            for item in items
+        ]
+        self._write_each(table, puts, fence)
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         now = time.time()
@@ -402,6 +428,31 @@ def _code(exc: ClientError) -> str:
 def _reasons(exc: ClientError) -> list[str]:
     """The cancellation reasons of a cancelled transaction, one per action ("None" for those that were fine)."""
     return [str(r.get("Code")) for r in exc.response.get("CancellationReasons", [])]
+
+
+def _transactions(groups: list[list[dict[str, Any]]], per_transaction: int) -> list[list[int]]:
+    """The groups' indexes cut into transactions: at most `per_transaction` groups (of two actions
+    at most: DynamoDB takes 100 a transaction) and TRANSACTION_BYTES of requests each."""
+    chunks: list[list[int]] = []
+    size = 0
+    for i, group in enumerate(groups):
+        group_size = len(json.dumps(group))
+        if not chunks or len(chunks[-1]) >= per_transaction or size + group_size > TRANSACTION_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(i)
+        size += group_size
+    return chunks
+
+
+def _failed_groups(chunk: list[int], groups: list[list[dict[str, Any]]], reasons: list[str]) -> set[int]:
+    """The groups of a cancelled transaction (`chunk`, in its order) one of whose actions' conditions failed."""
+    failed, at = set(), 0
+    for i in chunk:
+        if "ConditionalCheckFailed" in reasons[at : at + len(groups[i])]:
+            failed.add(i)
+        at += len(groups[i])
+    return failed
 
 
 def _lost_race(exc: ClientError) -> bool:

@@ -48,8 +48,8 @@ class ScopedStore(StateStore):
     def pass_end(self, table: str) -> Checkpoint | None:
         return self._store.pass_end(self._scoped(table))
 
-    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
-        return self._store.put_item(self._in(item), replace_done)
+    def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        return self._store.put_items([self._in(i) for i in items], replace_done)
 
     def pending_items(self, table: str) -> list[WorkItem]:
         return [self._out(i) for i in self._store.pending_items(self._scoped(table))]

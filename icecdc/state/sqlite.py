@@ -104,7 +104,11 @@ class SqliteStateStore(StateStore):
     def release_lease(self, table: str, owner: str) -> None:
         self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
 
-    def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
+    def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        with self._transaction():  # one commit for all: planning an export costs one, not one per item
+            return sum(self._put(item, replace_done) for item in items)
+
+    def _put(self, item: WorkItem, replace_done: bool) -> bool:
         values = (item.key, item.table, item.status, item.sequence_number, item.to_json())
         if not replace_done:
             return self._db.execute("INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)", values).rowcount == 1

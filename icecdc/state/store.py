@@ -5,6 +5,8 @@ Every implementation passes the same contract suite (tests/test_state_contract.p
 
 Rules every store keeps:
 - work items are written put-if-absent by their deterministic key, so planning twice is a no-op;
+  `put_items` writes many at once (DynamoDB: up to 50 items a transaction), each still put-if-absent
+  on its own: an item that exists stops neither the others nor a later call;
 - the export base of a table is claimed put-if-absent, so racing planners export one snapshot;
 - every pass records the end of its batch before it writes (the furthest is kept), so that a
   retry knows a dead pass may have written past the checkpoint (see `begin_pass`);
@@ -55,9 +57,17 @@ class StateStore(ABC):
         """The furthest end a pass recorded (`begin_pass`), lowered to the checkpoint by a resync's
         `complete` (its new generation, or its rewrite, holds nothing past it); None: none recorded."""
 
-    @abstractmethod
     def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
-        """Write the item unless its key exists; True when this call wrote it.
+        """Write the item unless its key exists; True when this call wrote it (see `put_items`)."""
+        return self.put_items([item], replace_done) == 1
+
+    @abstractmethod
+    def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        """Write each item unless its key exists; how many this call wrote.
+
+        Batched (a store writes many per request), each item still put-if-absent on its own: one
+        that exists is skipped, the others are written. A call that fails part way leaves some
+        written and others not, as that many `put_item` calls would.
 
         `replace_done`: a DONE item of the key does not stop it; it is pending again. The planner
         asks so of the changes after its checkpoint: a DONE one is of a lineage since left (its
@@ -75,7 +85,8 @@ class StateStore(ABC):
     @abstractmethod
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
         """Record that the items' rows are in the index `index_uuid` while their snapshot is not
-        finished (a capped pass of an export): the next pass does not read them again.
+        finished (a capped pass of an export): the next pass does not read them again. An item
+        completed meanwhile is skipped, never pending again; the others are marked (batched).
 
         `fence`: as for `complete`: raise `LeaseLost` and mark nothing unless its owner holds the lease."""
 

@@ -89,7 +89,7 @@ class Pipeline:
         behind. `lease`: the run's, `probe`: called at each of the pass's points."""
         table = self.catalog.load_table(name)
         store = self.store()
-        plan_table(table, config.table(name), store, ("id",))
+        plan_table(table, config.table(name), store, ("id",), limits=config.batch)
         engines = Engines(config.engine, spark=self.spark)
         return process_table(
             engines, table, config.table(name), store, config.opensearch, ("id",), lease=lease, limits=config.batch, probe=probe
