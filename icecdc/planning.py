@@ -91,7 +91,8 @@ def plan_table(
         elif config.export or resync:
             if resync:
                 log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
-            exports = _export_items(table, config.name, base, kind, replacing, limits or BatchConfig(), known)
+            cut = limits or BatchConfig()
+            exports = _export_items(table, config.name, base, kind, replacing, cut, known)
         else:
             store.complete(config.name, base, [])
     else:
@@ -272,7 +273,7 @@ def export_group_size(limits: BatchConfig, largest: int) -> int:
 def _planned_export(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> list[WorkItem]:
     """The pending items of the export of `base`. When all are (a capped export's later passes plan
     again), its manifests are not listed nor its items put again, which would cost every pass as
-    much as the first; when some are (a planner stopped part way), the rest are grouped as they were."""
+    much as the first; when some are (a planner stopped part way), the rest are cut as they were."""
     return [
         i
         for i in store.pending_items(name)

@@ -146,8 +146,9 @@ def table_status(
     status = _lag(table, config, store, now)
     if progress and status.pending_items:
         exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
+        files = sum(len(i.added_data_files) for i in exports)
         applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
-        status = replace(status, export_files=sum(len(i.added_data_files) for i in exports), export_files_applied=applied)
+        status = replace(status, export_files=files, export_files_applied=applied)
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))
     if index is not None:

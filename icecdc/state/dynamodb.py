@@ -167,25 +167,26 @@ class DynamoDbStateStore(StateStore):
         on_done = (
             {"Delete": done} if replace_done else {"ConditionCheck": {**done, "ConditionExpression": "attribute_not_exists(pk)"}}
         )
-        put = {"TableName": self.table_name, "Item": _pending_record(item), "ConditionExpression": "attribute_not_exists(pk)"}
+        record = _pending_record(item)
+        put = {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}
         return [{"Put": put}, on_done]
 
     def _write_each(self, table: str, groups: list[list[dict[str, Any]]], fence: str | None = None) -> list[bool]:
         """Write each group of actions (one item's), all or none of it, many groups a transaction;
         which groups were written. A group whose condition fails (the item exists, or is done) is
         not: the transaction it cancelled is sent again without it, so an item never stops another.
-        With a `fence`, every transaction checks its owner's lease too (`LeaseLost`: none written)."""
+        With a `fence`, every transaction checks its owner's lease too (`LeaseLost`)."""
         written = [False] * len(groups)
         for chunk in _transactions(groups, self.items_per_transaction):
             while chunk:
                 actions = [action for i in chunk for action in groups[i]]
                 if fence is not None:
-                    actions.append(self._lease_check(table, fence))  # last: its reason is the last one
+                    actions.append(self._lease_check(table, fence))  # last: the last reason
                 try:
                     self._write("transact_write_items", TransactItems=actions)
                 except ClientError as exc:
                     reasons = _reasons(exc)
-                    if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
+                    if not _condition_failed(exc):
                         raise
                     if fence is not None and reasons[-1] == "ConditionalCheckFailed":
                         raise LeaseLost.of(table) from None
@@ -230,7 +231,8 @@ class DynamoDbStateStore(StateStore):
                 ]
             )
         for chunk in _transactions(retire, self.items_per_transaction):
-            self._write("transact_write_items", TransactItems=[action for i in chunk for action in retire[i]])
+            actions = [action for i in chunk for action in retire[i]]
+            self._write("transact_write_items", TransactItems=actions)
 
     def count_pending(self, table: str) -> int:
         # Select=COUNT reads no item into the answer; a page still covers at most 1 MB of records.
@@ -437,7 +439,8 @@ def _transactions(groups: list[list[dict[str, Any]]], per_transaction: int) -> l
     size = 0
     for i, group in enumerate(groups):
         group_size = len(json.dumps(group))
-        if not chunks or len(chunks[-1]) >= per_transaction or size + group_size > TRANSACTION_BYTES:
+        full = bool(chunks) and len(chunks[-1]) >= per_transaction
+        if not chunks or full or size + group_size > TRANSACTION_BYTES:
             chunks.append([])
             size = 0
         chunks[-1].append(i)
@@ -445,8 +448,13 @@ def _transactions(groups: list[list[dict[str, Any]]], per_transaction: int) -> l
     return chunks
 
 
+def _condition_failed(exc: ClientError) -> bool:
+    """Whether a transaction was cancelled because a condition of one of its actions failed."""
+    return _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in _reasons(exc)
+
+
 def _failed_groups(chunk: list[int], groups: list[list[dict[str, Any]]], reasons: list[str]) -> set[int]:
-    """The groups of a cancelled transaction (`chunk`, in its order) one of whose actions' conditions failed."""
+    """The groups of a cancelled transaction (`chunk`, in its order) whose conditions failed."""
     failed, at = set(), 0
     for i in chunk:
         if "ConditionalCheckFailed" in reasons[at : at + len(groups[i])]:

@@ -105,7 +105,7 @@ class SqliteStateStore(StateStore):
         self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
-        with self._transaction():  # one commit for all: planning an export costs one, not one per item
+        with self._transaction():  # one commit for all, not one per item
             return sum(self._put(item, replace_done) for item in items)
 
     def _put(self, item: WorkItem, replace_done: bool) -> bool:

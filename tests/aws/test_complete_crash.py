@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pyiceberg.types import StringType
 
-from icecdc.config import Config, parse_config
+from icecdc.config import BatchConfig, Config, parse_config
 from icecdc.engines import Engines
 from icecdc.model import ResyncKind
 from icecdc.planning import plan_table
@@ -23,7 +23,7 @@ from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
 NAME = "db.orders"
-FILES = 3  # the resync exports one item per file; each item is retired in a write of its own below
+FILES = 3  # the resync exports one item per file (max_files=1); each retired in a write of its own below
 WRITES = 1 + FILES  # the checkpoint, then one transaction per item
 
 
@@ -63,7 +63,7 @@ def test_a_crash_after_any_write_of_complete_leaves_a_state_the_next_run_finishe
         schema.add_column("note", StringType())
 
     store = DynamoDbStateStore(state_table, REGION, moto_url, items_per_transaction=1)
-    plan_table(table, config.table(NAME), store, ("id",))
+    plan_table(table, config.table(NAME), store, ("id",), limits=BatchConfig(max_files=1))
     assert {i.resync for i in store.pending_items(NAME)} == {ResyncKind.REWRITE}
     KillAfterWrites(store, survive)
     with pytest.raises(Killed):

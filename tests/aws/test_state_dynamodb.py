@@ -58,3 +58,18 @@ def test_racing_export_claims_agree(store: DynamoDbStateStore) -> None:
     with ThreadPoolExecutor(4) as pool:
         recorded = set(pool.map(lambda c: store.claim_export("db.t", c), claims))
     assert len(recorded) == 1
+
+
+def test_puts_and_marks_are_batched_fifty_items_a_transaction(store: DynamoDbStateStore) -> None:
+    """An export of N files costs ~N/100 items, and their writes ~items/50 requests: never one per file."""
+    requests: list[str] = []
+    store.client.meta.events.register("before-call.dynamodb", lambda model, **_: requests.append(model.name))
+    items = [change(1, 1, f"f{i:03d}") for i in range(120)]
+    assert store.put_items(items[:1]) == 1
+    requests.clear()
+    assert store.put_items(items) == 119  # the first transaction, cancelled by items[0], sent again without it
+    assert requests == ["TransactWriteItems"] * 4
+    requests.clear()
+    assert store.acquire_lease("db.t", "run", 60)
+    store.mark_applied("db.t", items, "index-uuid", fence="run")
+    assert requests == ["PutItem"] + ["TransactWriteItems"] * 3
