@@ -60,19 +60,23 @@ def test_crash_after_the_writes_and_before_the_checkpoint_converges(pipeline: Pi
     assert pipeline.store().get_checkpoint("db.orders").snapshot_id == table.current_snapshot().snapshot_id
 
 
+# A mapping override that the documents' status text cannot satisfy.
+STATUS_AS_INTEGER = {"properties": {"status": {"type": "integer"}}}
+
+
 def test_documents_opensearch_refuses_fail_the_batch_without_advancing(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     table.append(rows(1, 2))
-    config = pipeline.config({"name": "db.orders"})
-    # a mapping that the documents' status text cannot satisfy
-    pipeline.client.indices.create(index="orders", body={"mappings": {"properties": {"status": {"type": "integer"}}}})
+    # a mapping that the documents' status text cannot satisfy (an index of the user's would be refused)
+    config = pipeline.config({"name": "db.orders", "mappings": STATUS_AS_INTEGER})
     with pytest.raises(SinkError, match=r"refused 2 documents of index 'orders'.*mapper_parsing_exception"):
         sync(config, pipeline.spark)
     assert pipeline.store().get_checkpoint("db.orders") is None
     assert len(pipeline.store().pending_items("db.orders")) == 1
 
-    pipeline.client.indices.delete(index="orders")  # the operator fixes the mapping; the rerun converges
-    pipeline.sync(config, "db.orders")
+    # the operator fixes the mapping and deletes the index made with the wrong one; the rerun converges
+    pipeline.client.indices.delete(index="orders-1")
+    pipeline.sync(pipeline.config({"name": "db.orders"}), "db.orders")
 
 
 def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipeline) -> None:
@@ -90,10 +94,9 @@ def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipe
 def test_documents_refused_for_good_go_to_dead_letters_and_the_batch_completes(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     table.append(rows(1, 2))
-    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw = pipeline.config_dict([{"name": "db.orders", "mappings": STATUS_AS_INTEGER}])
     raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
     config = parse_config(raw)
-    pipeline.client.indices.create(index="orders", body={"mappings": {"properties": {"status": {"type": "integer"}}}})
 
     (result,) = sync(config, pipeline.spark, ["db.orders"])
     assert (result.writes.dead_lettered, result.writes.indexed) == (2, 0)
