@@ -363,10 +363,10 @@ def test_a_real_mapping_conflict_goes_to_dead_letters(pipeline: Pipeline, tmp_pa
     table = orders(pipeline)
     table.append(rows(1, 2, status="5"))
     dead = tmp_path / "dead-letters"
-    raw = {**pipeline.config_dict([{"name": "db.orders"}]), "dead_letter": {"path": str(dead)}}
+    # a mapping override the table's later rows do not fit
+    status_as_integer = {"properties": {"status": {"type": "integer"}}}
+    raw = {**pipeline.config_dict([{"name": "db.orders", "mappings": status_as_integer}]), "dead_letter": {"path": str(dead)}}
     config = parse_config(raw)
-    # an index its operator created with a mapping the table's later rows do not fit
-    pipeline.client.indices.create(index="orders", body={"mappings": {"properties": {"status": {"type": "integer"}}}})
     run(pipeline, config)  # a number in text: the integer field takes it
     table.append(rows(3, status="7"))  # a number in text: the integer field takes it
     update(table, EqualTo("id", 1), lambda r: {**r, "status": "paid"})  # text: refused for good

@@ -37,12 +37,11 @@ def load_job() -> ModuleType:
 job = load_job()
 
 
-def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str) -> list[str]:
+def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str, mappings: dict[str, Any] | None = None) -> list[str]:
     """The job's arguments as the stack passes them, with the config uploaded to S3 as the stack does."""
     config_key = "assets/icecdc.yaml"
-    aws_client("s3", lake.moto_url).put_object(
-        Bucket=lake.bucket, Key=config_key, Body=lake.config_file(opensearch_url, [name]).read_bytes()
-    )
+    config = lake.config_file(opensearch_url, [name], mappings=mappings)
+    aws_client("s3", lake.moto_url).put_object(Bucket=lake.bucket, Key=config_key, Body=config.read_bytes())
     return [
         "icecdc_job.py",
         "--JOB_NAME", f"icecdc-{name}",
@@ -131,12 +130,11 @@ def test_documents_opensearch_refuses_go_to_dead_letters_in_s3(
     # any executor environment (spark.executorEnv.*), not from this process's later changes.
     for variable in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
         monkeypatch.setitem(spark.sparkContext.environment, variable, os.environ[variable])
-    client = open_client(OpenSearchConfig(url=opensearch_url))
-    # a mapping that conflicts with the table: "us" is no integer, refused for good
-    client.indices.create(index="orders", body={"mappings": {"properties": {"region": {"type": "integer"}}}})
+    # a mapping override that conflicts with the table: "us" is no integer, refused for good
+    region_as_integer = {"properties": {"region": {"type": "integer"}}}
 
     with caplog.at_level(logging.INFO, logger="icecdc.glue_job"):
-        [exported] = job.main(glue_argv(lake, name, opensearch_url, state_table), spark)
+        [exported] = job.main(glue_argv(lake, name, opensearch_url, state_table, region_as_integer), spark)
     assert (exported.writes.indexed, exported.writes.dead_lettered) == (1, 2)
     assert any(r.getMessage().startswith(f"{name}: ") and ", 2 dead-lettered in " in r.getMessage() for r in caplog.records)
     assert dead_letter_metric(lake, name) == [2, 1]

@@ -64,7 +64,12 @@ class Lake:
         return catalog.create_table(name, schema=schema, partition_spec=spec)
 
     def config_file(
-        self, opensearch_url: str, tables: list[str], planner_applies: bool = True, engine: dict[str, Any] | None = None
+        self,
+        opensearch_url: str,
+        tables: list[str],
+        planner_applies: bool = True,
+        engine: dict[str, Any] | None = None,
+        mappings: dict[str, Any] | None = None,
     ) -> Path:
         raw: dict[str, Any] = {
             "catalog": self.catalog_properties,
@@ -72,7 +77,7 @@ class Lake:
             "state": {"type": "sqlite", "path": str(self.workdir / "unused.db")},
             "opensearch": {"url": opensearch_url},
             "spark": {"master": "local[2]"},
-            "tables": [{"name": t} for t in tables],
+            "tables": [{"name": t, **({"mappings": mappings} if mappings else {})} for t in tables],
             "aws": {"warehouse_buckets": [self.bucket], "planner_applies": planner_applies},
             "engine": engine or {},
         }
