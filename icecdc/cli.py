@@ -162,7 +162,7 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
     for command, text in (
         ("list", "the dead letters of each table"),
         ("show", "dead letters in full"),
-        ("replay", "write the current rows of dead-lettered ids again"),
+        ("replay", "write the rows of dead-lettered ids as of the checkpoint again"),
         ("mark-replayed", "mark dead letters dealt with otherwise"),
     ):
         sub = letter_commands.add_parser(command, help=text)

@@ -1,10 +1,14 @@
 """Dead-letter replay: write again what was dead-lettered, once its cause is fixed.
 
 A replay never writes the document kept in a letter, which may be stale: it looks the row of each
-letter's id up in the table as it is now and writes its document, or deletes the document when
-the row is gone. It writes under the table's lease at the checkpoint's sequence number with
-`external_gte`: a document a later change wrote (a higher version) is never overwritten (its
-letter is marked superseded), and that change's own sync overwrites what the replay wrote. Each letter whose write succeeds is marked
+letter's id up in the table as of the checkpoint's snapshot and writes its document, or deletes
+the document when the row is gone. It writes under the table's lease at the checkpoint's sequence
+number with `external_gte`: a document a later change wrote (a higher version) is never
+overwritten (its letter is marked superseded). The row and its version are the checkpoint's, as a
+pass would have written them: the index holds the table as of the checkpoint, which every later
+pass assumes (one collapsing a run of copy-on-write commits X→Y→X into nothing too). A row fixed
+by a later commit is written by that commit's sync; a replay after it marks the letter. A
+checkpoint whose snapshot expired cannot be read: sync first. Each letter whose write succeeds is marked
 replayed, so a second replay finds nothing to do; a letter whose document is refused again stays,
 with the new reason. A letter without an id (a row that never became a document) cannot be
 looked up: it stays until marked (`DeadLetters.mark_replayed`).
@@ -44,7 +48,7 @@ class ReplayReport:
     version: int  # the version written: the checkpoint's sequence number
     letters: int = 0  # letters taken
     replayed: int = 0  # marked replayed
-    indexed: int = 0  # documents written from the rows as they are now
+    indexed: int = 0  # documents written from the rows as of the checkpoint
     deleted: int = 0  # documents deleted: their rows are gone
     still_refused: dict[str, str] = field(default_factory=dict)  # letter id → the new reason
     not_replayable: list[str] = field(default_factory=list)  # letters with no row to look up: mark them once dealt with
@@ -76,7 +80,8 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             if not by_id:
                 return report
             report.notes += _ensure_configured(client, table, table_config)
-            rows = TableRows(table, name, identifiers, dead_letter=location)
+            # as of the checkpoint, never the current snapshot: the next pass would not write a change it cancels
+            rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, location)
             current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
             writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
             newer = _newer(client, table_config.index, [w.doc_id for w in writes], checkpoint.sequence_number)
@@ -199,7 +204,7 @@ def _outcomes(
             report.replayed += 1
         else:
             write = written[doc_id]
-            outcome = "indexed the current row" if write.document is not None else "deleted: the row is gone"
+            outcome = "indexed the checkpoint's row" if write.document is not None else "deleted: the row is gone"
             letter = replace(letter, replayed_at=now, outcome=f"{outcome} (version {write.version})")
             report.replayed += 1
         updated.append(replace(stored, letter=letter))

@@ -1,5 +1,5 @@
-"""`icecdc dead-letters list|show|replay|mark-replayed`: a replay writes the row as the table holds
-it now (never the letter's stale document), versioned so that nothing newer is overwritten, and
+"""`icecdc dead-letters list|show|replay|mark-replayed`: a replay writes the row as the table held
+it at the checkpoint (never the letter's stale document), at the checkpoint's version, and
 marks each letter; a letter whose document is refused again stays, with the new reason."""
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ NAME = "db.orders"
 NUMERIC_STATUS = {"properties": {"status": {"type": "integer"}}}
 
 
-def config_with(pipeline: Pipeline, mappings: dict[str, Any] | None, name: str = NAME) -> Config:
+def config_with(pipeline: Pipeline, mappings: dict[str, Any] | None, name: str = NAME, **opensearch: Any) -> Config:
     raw = pipeline.config_dict([{"name": name, "mappings": mappings}])
+    raw["opensearch"].update(opensearch)
     raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
     raw["engine"] = {"use": str(EngineKind.IN_PROCESS)}
     return parse_config(raw)
@@ -59,21 +60,55 @@ def test_an_unmappable_document_fixed_in_the_table_by_a_later_commit(pipeline: P
     assert not audited.drifted and {(d.doc_id, d.count, d.dead_lettered) for d in audited.drift} == {(None, 1, 1), ("3", 1, 1)}
     assert not audited.scope()
 
-    # the row is fixed by a later commit, not synced yet: the replay reads the row as it is now
+    # the row is fixed by a later commit, not synced yet: the replay reads the row as of the
+    # checkpoint, still bad, and leaves the letter; the fix's own sync writes the row
     update(pipeline.catalog.load_table(NAME), EqualTo("id", 3), lambda r: {**r, "status": "3"})
     assert config.dead_letter is not None
+    early = replay_table(config, NAME, config.dead_letter)
+    assert (early.letters, early.replayed, early.indexed, len(early.still_refused)) == (1, 0, 0, 1)
+    assert "3" not in pipeline.documents("orders")
+    _sync(config)
+    pipeline.assert_index_equals_table(config, NAME)
+    version = pipeline.store().get_checkpoint(NAME).sequence_number
     report = replay_table(config, NAME, config.dead_letter)
     assert (report.letters, report.replayed, report.indexed, report.still_refused) == (1, 1, 1, {})
-    assert json.loads(pipeline.documents("orders")["3"])["status"] == "3"  # the current row, never the letter's "new"
-    assert pipeline.versions("orders")["3"] == version  # the checkpoint's: the fix's own sync overwrites it
+    assert json.loads(pipeline.documents("orders")["3"])["status"] == "3"  # never the letter's "new"
+    assert pipeline.versions("orders")["3"] == version  # the checkpoint's
     (marked,) = letters(config, include_replayed=True)
-    assert marked.replayed_at is not None and marked.outcome == f"indexed the current row (version {version})"
+    assert marked.replayed_at is not None and marked.outcome == f"indexed the checkpoint's row (version {version})"
     assert letters(config) == [] and DeadLetters(config.dead_letter).count(NAME) == 0
 
     again = replay_table(config, NAME, config.dead_letter)
     assert (again.letters, again.indexed, again.deleted) == (0, 0, 0)  # a replay twice changes nothing
     _sync(config)
     pipeline.assert_index_equals_table(config, NAME)
+
+
+def test_a_replay_beside_a_later_run_of_copy_on_write_commits_that_cancels(pipeline: Pipeline) -> None:
+    """The row is X at the checkpoint (dead-lettered: too large for a bulk request), then X→Y, not
+    synced. A replay (the limit raised) writes X, the checkpoint's row, at the checkpoint's
+    version: after Y→X the next pass collapses the run X→Y→X into nothing, and the index holds X.
+    A replay of the current row Y would stay in the index for good."""
+    large = "x" * 400
+    orders_with_statuses(pipeline, "1", large)
+    small = config_with(pipeline, None)
+    tight = config_with(pipeline, None, max_chunk_bytes=300)
+    (result,) = _sync(tight)
+    assert result.writes.dead_lettered == 1 and [letter.doc_id for letter in letters(tight)] == ["2"]
+    checkpoint = pipeline.store().get_checkpoint(NAME)
+    table = pipeline.catalog.load_table(NAME)
+    update(table, EqualTo("id", 2), lambda r: {**r, "status": "2"})  # X→Y, not synced
+
+    assert small.dead_letter is not None
+    report = replay_table(small, NAME, small.dead_letter)
+    assert (report.replayed, report.indexed, report.version) == (1, 1, checkpoint.sequence_number)
+    assert json.loads(pipeline.documents("orders")["2"])["status"] == large  # the checkpoint's row
+    assert max(pipeline.versions("orders").values()) <= checkpoint.sequence_number  # never above it
+
+    update(pipeline.catalog.load_table(NAME), EqualTo("id", 2), lambda r: {**r, "status": large})  # Y→X
+    (after,) = _sync(small)
+    assert after.writes.indexed == 0  # the run X→Y→X changed nothing: collapsed
+    pipeline.assert_index_equals_table(small, NAME)
 
 
 def test_a_mapping_override_fixed_in_the_config_replays_once_the_index_is_rebuilt(pipeline: Pipeline) -> None:
@@ -105,6 +140,9 @@ def test_replay_after_the_row_was_deleted_deletes_its_document(pipeline: Pipelin
     _sync(config)
     pipeline.catalog.load_table(NAME).delete(EqualTo("id", 2))
     assert config.dead_letter is not None
+    early = replay_table(config, NAME, config.dead_letter)  # the row as of the checkpoint: still refused
+    assert (early.replayed, early.indexed, early.deleted, len(early.still_refused)) == (0, 0, 0, 1)
+    _sync(config)  # the delete's own sync
 
     report = replay_table(config, NAME, config.dead_letter)
     assert (report.replayed, report.indexed, report.deleted) == (1, 0, 1)
@@ -164,6 +202,7 @@ def test_dead_letter_commands(pipeline: Pipeline, tmp_path: Path) -> None:
     assert json.loads(shown.stdout)["document"] == '{"id":1,"v":"a"}'
 
     update(table, EqualTo("id", 1), lambda r: {**r, "v": "5"})
+    assert icecdc("sync", "--config", str(path)).returncode == 0  # the replay reads the checkpoint's rows
     replayed = icecdc("dead-letters", "replay", "--config", str(path), "--since", "1h")
     assert replayed.returncode == 1  # the letter without an id is left
     assert "db.loose: 1 of 2 letters replayed" in replayed.stdout and "no id to look the row up by" in replayed.stdout
