@@ -9,6 +9,11 @@ Iceberg's RemoveCarryoverIterator and ComputeUpdateIterator, run per snapshot an
    also when a partition column moved the row to another file) or a delete;
 3. net change: across snapshots the latest one that changed the key wins.
 
+An INSERT without a DELETE of its key in its snapshot is an append: while a row of the key is
+live, it is a second live row of one identifier (`DuplicateIdentifier`). Within a pass the key's
+earlier snapshots tell whether it is live; before its first one, only the index can tell, so that
+snapshot's append is handed to the caller (`appends`) to look the key up there.
+
 Documents are compared as their canonical JSON text, exactly: two rows whose documents are equal
 write the same document, so dropping the pair can never leave the index wrong.
 """
@@ -46,11 +51,15 @@ def net_write(
     changes: Iterable[ChangeRow],
     stats: ChangeStats,
     duplicates: list[DuplicateIdentifier] | None = None,
+    appends: dict[str, tuple[int, str]] | None = None,
 ) -> Write | None:
     """The write one key needs, or None when its changes cancel out.
 
     `duplicates`: where a snapshot with several live rows of this key is reported (that snapshot
-    then changes nothing of the document); without it, such a snapshot raises `DuplicateIdentifier`."""
+    then changes nothing of the document; an append while a row of the key is live deletes it, as
+    an export does); without it, such a snapshot raises `DuplicateIdentifier`. `appends`: where
+    the key's first snapshot is recorded (id → its sequence number and document) when it is an
+    append, for the caller to ask the index whether a row of the key was live before it."""
     # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
@@ -63,23 +72,44 @@ def net_write(
         snapshot[0 if change == ChangeType.INSERT else 1].append(document)
     stats.rows += rows
     latest: Write | None = None
-    for sequence_number in sorted(by_snapshot):
+    live: str | None = None  # the key's live document before the snapshot (None: none, or not known)
+    for position, sequence_number in enumerate(sorted(by_snapshot)):
         inserts, deletes = by_snapshot[sequence_number]
-        if len(inserts) <= 1 and len(deletes) <= 1:
-            write = _simple_write(doc_id, sequence_number, inserts, deletes, stats)
-        else:
-            general = SnapshotChanges(Counter(deletes), Counter(inserts))
-            stats.carryovers += remove_carryovers(general)
-            try:
-                write = merge_update(doc_id, sequence_number, general)
-            except DuplicateIdentifier as duplicate:
-                if duplicates is None:
-                    raise
-                duplicates.append(duplicate)
-                continue
-        if write is not None:
-            latest = write
+        appended = len(inserts) == 1 and not deletes
+        if appended and position == 0 and appends is not None:
+            appends[doc_id] = (sequence_number, inserts[0])  # live before? the index tells
+        try:
+            write = _snapshot_write(doc_id, sequence_number, inserts, deletes, stats, live if appended else None)
+        except DuplicateIdentifier as duplicate:
+            if duplicates is None:
+                raise
+            duplicates.append(duplicate)
+            # an append deletes the document, as an export's duplicate does; several inserts
+            # change nothing
+            latest, live = Write(doc_id, sequence_number, None) if appended else latest, inserts[0]
+            continue
+        latest = write or latest
+        live = write.document if write is not None else (inserts[0] if inserts else live)
     return latest
+
+
+def _snapshot_write(
+    doc_id: str,
+    sequence_number: int,
+    inserts: list[str],
+    deletes: list[str],
+    stats: ChangeStats,
+    live: str | None,
+) -> Write | None:
+    """One snapshot's write of a key; `DuplicateIdentifier` when it has several live rows (`live`:
+    the document of the key's row live before an append)."""
+    if live is not None:
+        raise DuplicateIdentifier(doc_id, sequence_number, [live, inserts[0]])
+    if len(inserts) <= 1 and len(deletes) <= 1:
+        return _simple_write(doc_id, sequence_number, inserts, deletes, stats)
+    general = SnapshotChanges(Counter(deletes), Counter(inserts))
+    stats.carryovers += remove_carryovers(general)
+    return merge_update(doc_id, sequence_number, general)
 
 
 def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:

@@ -67,11 +67,45 @@ def test_two_live_rows_for_one_key_is_an_error_naming_the_key() -> None:
 
 def test_a_snapshot_with_two_live_rows_for_one_key_is_reported_and_the_next_snapshot_still_applies() -> None:
     duplicates: list[DuplicateIdentifier] = []
-    write = net_write(
-        "1", [(5, ChangeType.INSERT, OLD), (5, ChangeType.INSERT, NEW), (6, ChangeType.INSERT, NEW)], ChangeStats(), duplicates
-    )
-    assert write == Write("1", 6, NEW)
+    changes = [(5, ChangeType.INSERT, OLD), (5, ChangeType.INSERT, NEW)]
+    changes += [
+        (6, ChangeType.DELETE, OLD),
+        (6, ChangeType.DELETE, NEW),
+        (6, ChangeType.INSERT, NEWER),
+    ]  # the fix
+    write = net_write("1", [ChangeRow(*c) for c in changes], ChangeStats(), duplicates)
+    assert write == Write("1", 6, NEWER)
     assert [(d.doc_id, d.sequence_number, sorted(d.documents)) for d in duplicates] == [("1", 5, sorted([OLD, NEW]))]
+
+
+def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document() -> None:
+    """An INSERT without a DELETE of its key in its snapshot, while an earlier snapshot left a row
+    of the key live: reported, and its document deleted (as an export deletes a duplicate's)."""
+    duplicates: list[DuplicateIdentifier] = []
+    appends: dict[str, tuple[int, str]] = {}
+    changes = [ChangeRow(5, ChangeType.INSERT, OLD), ChangeRow(6, ChangeType.INSERT, NEW)]
+    assert net_write("1", changes, ChangeStats(), duplicates, appends) == Write("1", 6, None)
+    assert [(d.sequence_number, d.documents) for d in duplicates] == [(6, [OLD, NEW])]
+    assert appends == {"1": (5, OLD)}  # the first snapshot's append: whether it is live before, the index tells
+    with pytest.raises(DuplicateIdentifier, match="2 live rows share the identifier '1' at sequence number 6"):
+        net_write("1", changes, ChangeStats())
+    # a later snapshot that deletes a copy still applies; an append after a delete, or an
+    # update, is no duplicate
+    changes.append(ChangeRow(7, ChangeType.DELETE, OLD))
+    assert net_write("1", changes, ChangeStats(), []) == Write("1", 7, None)
+    for fine in (
+        [(5, ChangeType.DELETE, OLD), (6, ChangeType.INSERT, NEW)],
+        [(5, ChangeType.INSERT, OLD), (6, ChangeType.DELETE, OLD), (7, ChangeType.INSERT, NEW)],
+    ):
+        found: list[DuplicateIdentifier] = []
+        assert net_write("1", [ChangeRow(*c) for c in fine], ChangeStats(), found) == Write("1", fine[-1][0], NEW) and not found
+    updated = [
+        ChangeRow(5, ChangeType.DELETE, OLD),
+        ChangeRow(5, ChangeType.INSERT, NEW),
+        ChangeRow(6, ChangeType.DELETE, NEW),
+        ChangeRow(6, ChangeType.INSERT, NEWER),
+    ]
+    assert net_write("1", updated, ChangeStats(), appends := {}) == Write("1", 6, NEWER) and appends == {}
 
 
 def test_equal_rows_cancel_pairwise_in_arrow() -> None:

@@ -7,16 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import islice
+
+from opensearchpy import OpenSearch
 
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally
-from icecdc.documents import Shape
+from icecdc.documents import Shape, encode_document
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
 from icecdc.sink import Refusal, SinkStats, refusal_cause, write_documents
+
+# Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
+APPEND_LOOKUP = 1000
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,12 @@ class Target:
     pipeline: str | None = None  # the ingest pipeline of its index writes
 
     def writes(
-        self, doc_id: str, changes: Iterable[ChangeRow], stats: ChangeStats, duplicates: list[DuplicateIdentifier]
+        self,
+        doc_id: str,
+        changes: Iterable[ChangeRow],
+        stats: ChangeStats,
+        duplicates: list[DuplicateIdentifier],
+        appends: dict[str, tuple[int, str]] | None = None,
     ) -> Iterator[Write]:
         """The key's net write; routed, also a delete under every other routing value its changes had,
         and, when one of them is a delete by key without its routing value, a delete the sink sends
@@ -47,7 +58,7 @@ class Target:
         passes, so the deletes come first (the index passes their tombstone) and never take the
         document just indexed."""
         if self.shape.routing is None:
-            write = net_write(doc_id, changes, stats, duplicates)
+            write = net_write(doc_id, changes, stats, duplicates, appends)
             if write is not None:
                 yield write
             return
@@ -134,7 +145,14 @@ def write_keyed_changes(
     one = target if isinstance(target, Target) else target.first
     writes: Iterator[Write]
     if isinstance(target, Target):
-        writes = (w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates))
+        # an unrouted index holds a key's document once: an append of a key it holds is a
+        # second live row
+        appends: dict[str, tuple[int, str]] | None = {} if target.identifier_columns and target.shape.routing is None else None
+        writes = (
+            w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates, appends)
+        )
+        if appends is not None:
+            writes = _unless_held(target, writes, appends, duplicates)
         pipelines: tuple[tuple[str, str], ...] = ()
     else:
         writes = _each_index(target, keyed_changes, change_stats, duplicates)
@@ -166,3 +184,42 @@ def _each_index(
         target = targets.each[int(position)]
         for write in target.writes(doc_id, changes, stats, duplicates):
             yield replace(write, index=target.index)
+
+
+def _unless_held(
+    target: Target,
+    writes: Iterable[Write],
+    appends: dict[str, tuple[int, str]],
+    duplicates: list[DuplicateIdentifier],
+) -> Iterator[Write]:
+    """The writes, but a key whose first change in the pass is an append (`net_write`'s `appends`)
+    while the index holds its document at a lower version: a row of it was live before, so the
+    append is a second live row. Its document is deleted at the append's version, unless a later
+    snapshot of the pass changed the key again (its write stands), and both rows are
+    `duplicates` (without a dead-letter location, the error is raised before the block is
+    written). One `_mget` per APPEND_LOOKUP writes that hold an append, its answer the versions
+    and the few documents found: a pass of updates and deletes asks nothing."""
+    client, writes = open_client(target.opensearch), iter(writes)
+    while block := list(islice(writes, APPEND_LOOKUP)):
+        asked = [w.doc_id for w in block if w.doc_id in appends]
+        held = _held(client, target.index, asked) if asked else {}
+        found: list[DuplicateIdentifier] = []
+        for position, write in enumerate(block):
+            appended = appends.pop(write.doc_id, None)
+            document = held.get(write.doc_id)
+            # a version at or above the append's: this very change, written by a pass that died
+            if appended is None or document is None or document[0] >= appended[0]:
+                continue
+            found.append(DuplicateIdentifier(write.doc_id, appended[0], [document[1], appended[1]]))
+            if write.version == appended[0]:
+                block[position] = Write(write.doc_id, write.version, None)
+        if found and target.dead_letter is None:
+            target.duplicates(found)  # raises before the block is written: the next pass finds them again
+        duplicates += found
+        yield from block
+
+
+def _held(client: OpenSearch, index: str, ids: list[str]) -> dict[str, tuple[int, str]]:
+    """The documents the index holds of `ids`: id → (version, document text)."""
+    docs = client.mget(index=index, body={"ids": ids})["docs"]
+    return {d["_id"]: (int(d["_version"]), encode_document(d["_source"])) for d in docs if d.get("found")}
