@@ -51,7 +51,7 @@ from icecdc.planning import current_view, plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import PassTasks, file_reads
+from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
@@ -348,6 +348,9 @@ def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> Ba
     unread = step.unread(found)
     collapse_runs = step.may_collapse()
     tasks = step.tasks(unread, collapse_runs)
+    if not result.partial:  # the pass that finishes an export cut into passes finds duplicates across them all
+        read = {i.key for i in unread}
+        tasks = step.with_earlier(tasks, [i for i in batch if i.kind == ItemKind.EXPORT and i.key not in read])
     engine = step.engine(tasks)
     destination = step.prepare_destination(found)
     step.begin(collapse_runs)
@@ -456,18 +459,31 @@ class _Pass:
             log.info("%s: a pass from this checkpoint may have written its changes: read commit by commit", self.name)
         with _manifests_of(self.name):
             tasks = pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
-        shape = run.config.shape
-        if shape.where is None or not tasks.export:
-            return tasks
+        return replace(tasks, export=self.held_by_shape(tasks.export))
+
+    def held_by_shape(self, export: list[FileTask]) -> list[FileTask]:
+        """The export's tasks whose files the index's filter (`where`) may hold rows of."""
+        shape = self.run.config.shape
+        if shape.where is None or not export:
+            return export
         # An export reads only the files the index's filter may hold rows of: by their column bounds,
         # not pyiceberg's scan planning (that refuses a snapshot with equality deletes, and the reader
         # applies every delete file itself); here, not when the export was planned: the shape may
         # have changed in between, and the pass writes the shape it is configured with now.
         may_hold = metrics_evaluator(self.table.schema(), shape.row_filter)
-        return replace(tasks, export=[task for task in tasks.export if may_hold(task.data_file)])
+        return [task for task in export if may_hold(task.data_file)]
+
+    def with_earlier(self, tasks: PassTasks, applied: list[WorkItem]) -> PassTasks:
+        """`tasks`, with the files of the export's items earlier passes applied
+        (`PassTasks.earlier`)."""
+        if not applied or not self.run.identifiers:
+            return tasks
+        with _manifests_of(self.name):
+            earlier = pass_tasks(self.table, applied, self.run.identifiers, self.run.changed).export
+        return replace(tasks, earlier=self.held_by_shape(earlier))
 
     def engine(self, tasks: PassTasks) -> Engine:
-        return self.run.engines.for_pass(self.name, WorkSize.of(file_reads(tasks.all)))
+        return self.run.engines.for_pass(self.name, WorkSize.of(file_reads([*tasks.all, *tasks.earlier])))
 
     def prepare_destination(self, found: _Destination) -> _Destination:
         """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
@@ -512,7 +528,10 @@ class _Pass:
         log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
         reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
         target = self.target(destination)
-        done = [engine.export(reader, tasks.export, target)] if tasks.export else []
+        # the pass that finishes the export settles its duplicate identifiers, among every
+        # pass's rows
+        export = ExportTasks(tasks.export, None if result.partial else tasks.earlier)
+        done = [engine.export(reader, export, target)] if export.written or export.earlier else []
         done += [engine.apply(reader, tasks.changes, target)] if tasks.changes else []
         for changes, writes in done:
             result.changes.add(changes)
@@ -778,7 +797,7 @@ def _apply_together(steps: list[_Pass], engine: Engine, tasks: PassTasks, destin
     for run, target, result in zip(runs, each, results, strict=True):
         if tasks.export:  # not expected (indexes with an export pending are not in step): each its own export
             reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, (run.config.shape,))
-            result.changes, result.writes = engine.export(reader, tasks.export, target)
+            result.changes, result.writes = engine.export(reader, ExportTasks(tasks.export), target)
     if tasks.changes:
         run = runs[0]
         reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs))

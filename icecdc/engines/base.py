@@ -10,7 +10,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.engines.target import Target, Targets
 from icecdc.model import EngineKind
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import FileTask, Task
+from icecdc.reading.tasks import ExportTasks, Task
 from icecdc.sink import SinkStats
 
 
@@ -23,9 +23,10 @@ class Engine(Protocol):
         (of each index, for `Targets`: one read writes several indexes of the table)."""
         ...
 
-    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
+    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
         """Write the export tasks' rows where they are read, with no shuffle of documents; settle
-        duplicate identifiers after (`icecdc.engines.export`)."""
+        duplicate identifiers after (`icecdc.engines.export`), among the earlier passes' rows too
+        (`ExportTasks`)."""
         ...
 
     def delete_older(self, target: Target, version: int) -> int:

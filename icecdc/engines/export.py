@@ -9,6 +9,10 @@ is handled as the shuffle handles it: its documents are dead letters naming the 
 snapshot, the files and the identifier columns (or the error that stops the batch), and its key's
 document is deleted from the index, which the export had written (under each routing value its rows had).
 
+An export cut into passes (`batch` caps) defers this to the pass that finishes it, which reads the
+compact keys of the files the earlier passes wrote again (`export_keys`, nothing written): a capped
+export finds the duplicates an uncapped one finds, once.
+
 An export writes one index, as its shape has it: the reader's documents hold the shape's columns
 and only the rows its `where` holds; each is written under its routing value, through the index's
 ingest pipeline (`Target.shape`, `Target.pipeline`), as the writes of changes are.
@@ -34,7 +38,7 @@ from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
-from icecdc.reading.tasks import FileTask
+from icecdc.reading.tasks import ExportTasks, FileTask
 from icecdc.sink import SinkStats, write_documents
 
 # The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
@@ -92,6 +96,25 @@ def export_rows(
             return
         tally.add(ExportTally(ChangeStats(rows=len(keys)), stats))
         yield pa.record_batch([pa.array(keys), pa.array(numbers), pa.array(positions)], schema=KEY_SCHEMA)
+
+
+def export_keys(reader: TableReader, tasks: Iterable[tuple[int, FileTask]]) -> Iterator[pa.RecordBatch]:
+    """The compact keys of the numbered tasks' rows (`KEY_SCHEMA`), a block at a time, nothing
+    written or dead-lettered: the files an earlier pass of the export wrote
+    (`PassTasks.earlier`)."""
+    rows = reader.located(tasks, letters=False)
+    while True:
+        keys, numbers, positions = array("q"), array("i"), array("q")
+        for _ in _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions):
+            pass
+        if not keys:
+            return
+        yield pa.record_batch([pa.array(keys), pa.array(numbers), pa.array(positions)], schema=KEY_SCHEMA)
+
+
+def numbered_after(tasks: ExportTasks) -> list[tuple[int, FileTask]]:
+    """The earlier passes' tasks, numbered after the pass's own (`ExportTasks.every`)."""
+    return [(len(tasks.written) + number, task) for number, task in enumerate(tasks.earlier or [])]
 
 
 def _writes(block: Iterable[Located], keys: array[int], numbers: array[int], positions: array[int]) -> Iterator[Write]:
@@ -154,3 +177,24 @@ def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[t
     stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
     stats.lettered(target.duplicates(found))
     return stats
+
+
+def settle_in_one_place(reader: TableReader, target: Target, tasks: ExportTasks, keys: list[pa.Table]) -> SinkStats:
+    """Settle the duplicate identifiers of an export whose written rows' compact keys are `keys`,
+    the earlier passes' read again, all in this process (the in-process engine's shuffle)."""
+    every = tasks.every
+    found = candidates(
+        pa.concat_tables(
+            [
+                *keys,
+                pa.Table.from_batches(list(export_keys(reader, numbered_after(tasks))), KEY_SCHEMA),
+            ]
+        )
+    )
+    positions: dict[int, list[int]] = {}
+    for number, position in zip(found["task"].to_pylist(), found["position"].to_pylist(), strict=True):
+        positions.setdefault(number, []).append(position)
+    rows_by_id: dict[str, list[tuple[int, str, str]]] = {}
+    for doc_id, row in candidate_rows(reader, [(n, every[n], p) for n, p in positions.items()]):
+        rows_by_id.setdefault(doc_id, []).append(row)
+    return settle_duplicates(target, rows_by_id.items())

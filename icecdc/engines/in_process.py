@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
 from icecdc.deadletters import LetterTally
-from icecdc.engines.export import KEY_SCHEMA, ExportTally, candidate_rows, candidates, export_rows, settle_duplicates
+from icecdc.engines.export import KEY_SCHEMA, ExportTally, export_rows, settle_in_one_place
 from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
@@ -25,7 +25,7 @@ from icecdc.engines.workers import run_parallel
 from icecdc.model import Change, ChangeRow, EngineKind, PassStage
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import FileTask, Task, files_read_by
+from icecdc.reading.tasks import ExportTasks, FileTask, Task, files_read_by
 from icecdc.sink import SinkStats, delete_older
 
 log = logging.getLogger(__name__)
@@ -78,21 +78,15 @@ class InProcessEngine:
         sink_stats.lettered(unreadable)
         return change_stats, sink_stats
 
-    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
-        tally, batches, workers = ExportTally(), [], self._workers(tasks)
-        meter = PassMeter(reader.table_name, PassStage.EXPORT, tasks)
-        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(tasks, workers), workers, meter):
+    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
+        written = tasks.written
+        tally, batches, workers = ExportTally(), [], self._workers(written)
+        meter = PassMeter(reader.table_name, PassStage.EXPORT, written)
+        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(written, workers), workers, meter):
             batches.append(keys)
             tally.add(part_tally)
-        if reader.identifier_columns:
-            positions: dict[int, list[int]] = {}
-            found = candidates(pa.concat_tables(batches))
-            for number, position in zip(found["task"].to_pylist(), found["position"].to_pylist(), strict=True):
-                positions.setdefault(number, []).append(position)
-            rows_by_id: dict[str, list[tuple[int, str, str]]] = {}
-            for doc_id, row in candidate_rows(reader, [(n, tasks[n], p) for n, p in positions.items()]):
-                rows_by_id.setdefault(doc_id, []).append(row)
-            tally.writes.add(settle_duplicates(target, rows_by_id.items()))
+        if reader.identifier_columns and tasks.earlier is not None:
+            tally.writes.add(settle_in_one_place(reader, target, tasks, batches))
         return tally.changes, tally.writes
 
     def delete_older(self, target: Target, version: int) -> int:

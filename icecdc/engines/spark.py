@@ -30,7 +30,9 @@ from icecdc.engines.export import (
     by_bucket,
     candidate_rows,
     candidates,
+    export_keys,
     export_rows,
+    numbered_after,
     settle_duplicates,
 )
 from icecdc.engines.progress import Done, PassMeter
@@ -40,7 +42,7 @@ from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind, PassStage
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import DealtRewrite, FileTask, Task
+from icecdc.reading.tasks import DealtRewrite, ExportTasks, FileTask, Task
 from icecdc.sink import SinkStats, delete_older
 
 
@@ -95,7 +97,7 @@ class SparkEngine:
             sink_stats.add(writes_done)
         return change_stats, sink_stats
 
-    def export(self, reader: TableReader, tasks: list[FileTask], target: Target) -> tuple[ChangeStats, SinkStats]:
+    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
         """Executors write the documents of the rows they read; only compact keys are shuffled, in
         Arrow batches by bucket, to find duplicate identifiers (`engines.export`); the candidates'
         rows are read again where they are, grouped by `_id` (a second, small shuffle) and settled there."""
@@ -104,16 +106,22 @@ class SparkEngine:
         tally = context.accumulator(ExportTally(), _TallyParam())
         unreadable = context.accumulator(LetterTally(), _LettersParam())
         done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
-        slices = numbered_slices(tasks, cores)
-        buckets = bucket_count(sum(t.data_file.record_count for t in tasks), cores)
+        slices = numbered_slices(tasks.written, cores)
+        buckets = bucket_count(sum(t.data_file.record_count for t in tasks.every), cores)
         keyed = context.parallelize(slices, len(slices)).mapPartitions(
             partial(_export_slices, reader, target, tally, unreadable, done, buckets)
         )
+        again = numbered_after(tasks) if reader.identifier_columns else []
+        if again:  # the keys of the earlier passes' rows, read again
+            keyed = keyed.union(
+                context.parallelize(again, min(len(again), cores)).mapPartitions(partial(_key_slices, reader, buckets))
+            )
         try:
-            with PassMeter(reader.table_name, PassStage.EXPORT, tasks).polling(lambda: done.value):
-                if reader.identifier_columns:
-                    settled = _settle_duplicates(context, reader, target, tasks, keyed, buckets)
-                else:  # ids from the rows' places: none can repeat
+            with PassMeter(reader.table_name, PassStage.EXPORT, tasks.written).polling(lambda: done.value):
+                if reader.identifier_columns and tasks.earlier is not None:
+                    settled = _settle_duplicates(context, reader, target, tasks.every, keyed, buckets)
+                # ids from the rows' places: none can repeat; or the pass ending the export settles
+                else:
                     keyed.foreach(_nothing)
                     settled = []
         except (Py4JJavaError, PythonException) as exc:
@@ -272,6 +280,13 @@ def _export_slices(
         for keys in export_rows(reader, target, part, tally, unreadable):
             yield from by_bucket(keys, buckets)
         done.add(Done.of(part))
+
+
+def _key_slices(reader: TableReader, buckets: int, tasks: Iterable[tuple[int, FileTask]]) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Executor side of reading an earlier pass's rows again: their compact keys out by bucket,
+    nothing written."""
+    for keys in export_keys(reader, tasks):
+        yield from by_bucket(keys, buckets)
 
 
 def _nothing(_: object) -> None:

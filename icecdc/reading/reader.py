@@ -98,16 +98,21 @@ class TableReader:
             carried.add(dropped)
 
     def located(
-        self, tasks: Iterable[tuple[int, FileTask]], dead_lettered: Any = None, positions: Container[int] | None = None
+        self,
+        tasks: Iterable[tuple[int, FileTask]],
+        dead_lettered: Any = None,
+        positions: Container[int] | None = None,
+        letters: bool = True,
     ) -> Iterator[Located]:
         """Every row the numbered tasks' files carry (the rows of `positions` only, when given), with
         where it is: an export's rows, each written by the task that reads it. An export writes one
-        index: a reader of several indexes refuses."""
+        index: a reader of several indexes refuses. `letters`: False when the rows are read again
+        (an earlier pass dead-lettered those that cannot become documents)."""
         if len(self.shapes) != 1:
             raise ProcessingError(f"table {self.table_name!r}: an export reads for one index, not {len(self.shapes)}")
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
-        with self._reading(unreadable, dead_lettered):
+        with self._reading(unreadable if letters else [], dead_lettered):
             for number, task in tasks:
                 for position, doc_id, document, routing in self._file_rows(files, task, unreadable, positions):
                     yield Located(number, position, doc_id, task.sequence_number, document, routing)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg.expressions import (
@@ -93,12 +93,31 @@ Task = FileTask | KeyDeleteTask | RewriteTask | DealtRewrite
 
 
 @dataclass(frozen=True)
+class ExportTasks:
+    """The export's tasks a pass writes, and the rows it settles duplicate identifiers among:
+    `earlier`, the files earlier passes of the export wrote, read again for their keys only; None
+    in a pass that ends inside the export (the pass that finishes it settles them all)."""
+
+    written: list[FileTask]
+    earlier: list[FileTask] | None = field(default_factory=list)
+
+    @property
+    def every(self) -> list[FileTask]:
+        """The tasks by their numbers: the written ones first (an export's rows say where they
+        are by it)."""
+        return [*self.written, *(self.earlier or [])]
+
+
+@dataclass(frozen=True)
 class PassTasks:
     """A pass's tasks: an export's (inserts of one snapshot, written where they are read) and the
-    changes' (brought together by key first)."""
+    changes' (brought together by key first). `earlier`: of the pass that finishes an export cut
+    into passes, the export's files earlier passes wrote: read again for their keys only, so that
+    duplicate identifiers are found across all of the export's files, as in one pass."""
 
     export: list[FileTask]
     changes: list[Task]
+    earlier: list[FileTask] = field(default_factory=list)
 
     @property
     def all(self) -> list[Task]:
