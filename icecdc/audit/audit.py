@@ -20,7 +20,9 @@ documents (an unpartitioned table's one partition is the whole table: a note say
 skipped).
 
 It reports missing, extra and stale documents by partition and id, documents whose version is
-above any icecdc wrote (another writer's), and what it read.
+above any icecdc wrote (another writer's), ids several live rows hold among the rows it read (the
+sample's files: a sync dead-letters them; with their letters open, they are known, not drift),
+and what it read.
 """
 
 from __future__ import annotations
@@ -178,11 +180,13 @@ def _context(table: Table, checkpoint: Checkpoint, pending: int, dead_letters: D
 class _Lettered:
     """Rows dead-lettered and not dealt with, with no document: missing from the index on purpose."""
 
-    ids: dict[str, tuple[Any, ...]]  # doc id → the partition its letter's document names
+    # doc id → the partition of each of its letters' rows (an id several live rows share has a
+    # letter per row)
+    ids: dict[str, list[tuple[Any, ...]]]
     rows: dict[str, tuple[Any, ...]]  # rows with no id (a null identifier): letter key → partition
 
     def by_partition(self) -> Counter[tuple[Any, ...]]:
-        return Counter(self.ids.values()) + Counter(self.rows.values())
+        return Counter(p for keys in self.ids.values() for p in keys) + Counter(self.rows.values())
 
 
 def _dead_lettered(dead_letters: DeadLetters | None, name: str, side: IndexSide, groups: list[_Group]) -> _Lettered:
@@ -191,7 +195,7 @@ def _dead_lettered(dead_letters: DeadLetters | None, name: str, side: IndexSide,
     such letters to keep the counts exact.)"""
     if dead_letters is None:
         return _Lettered({}, {})
-    partitions: dict[str, tuple[Any, ...]] = {}
+    partitions: dict[str, list[tuple[Any, ...]]] = {}
     rows: dict[str, tuple[Any, ...]] = {}
     for stored in dead_letters.letters(name):
         letter = stored.letter
@@ -199,11 +203,11 @@ def _dead_lettered(dead_letters: DeadLetters | None, name: str, side: IndexSide,
             document = json.loads(letter.document)
             key = tuple(g.field.held(field_value(document, g.field.column)) for g in groups)
             if letter.doc_id is not None:
-                partitions[letter.doc_id] = key
+                partitions.setdefault(letter.doc_id, []).append(key)
             else:
                 rows[letter.key] = key
     held = side.fetch(partitions) if partitions else {}
-    return _Lettered({doc_id: key for doc_id, key in partitions.items() if doc_id not in held}, rows)
+    return _Lettered({doc_id: keys for doc_id, keys in partitions.items() if doc_id not in held}, rows)
 
 
 def _grouping(table: Table, entries: list[ManifestEntry], side: IndexSide) -> tuple[list[_Group], str]:
@@ -332,11 +336,21 @@ def _compare_sample(
     pending: int,
     lettered: _Lettered,
 ) -> None:
-    """Read whole the files a random sample of rows falls into, fetch those rows' documents, compare."""
+    """Read whole the files a random sample of rows falls into, fetch those rows' documents,
+    compare. An id several of the rows read hold is reported as such (no document can equal
+    two rows)."""
     documents: dict[str, str] = {}
+    held: Counter[str] = Counter()
     unreadable = len(rows.unreadable)
     for entry in _sample_files(entries, live, sample, rng):
-        documents |= dict(rows.documents([entry]))
+        read = list(rows.documents([entry]))
+        documents |= dict(read)
+        held.update(doc_id for doc_id, _ in read)
+    for doc_id in sorted(doc_id for doc_id, n in held.items() if n > 1):
+        document = json.loads(documents.pop(doc_id))
+        partition = {g.field.column: field_value(document, g.field.column) for g in groups}
+        lettered_rows = len(lettered.ids.get(doc_id, []))
+        report.drift.append(Drift(DriftKind.DUPLICATE, partition, doc_id, held[doc_id], dead_lettered=lettered_rows))
     no_id = rows.unreadable[unreadable:]  # rows a sync dead-letters: never in the index
     if no_id:
         explained = sum(letter.key in lettered.rows for letter in no_id)
@@ -356,8 +370,8 @@ def _compare_sample(
         elif hit.version > checkpoint.sequence_number and not pending:
             report.drift.append(Drift(DriftKind.FOREIGN_VERSION, partition, doc_id, version=hit.version))
         elif hit.document != documents[doc_id]:
-            held = json.loads(hit.document)
-            differing = tuple(sorted(k for k in set(document) | set(held) if document.get(k) != held.get(k)))
+            stored = json.loads(hit.document)
+            differing = tuple(sorted(k for k in set(document) | set(stored) if document.get(k) != stored.get(k)))
             report.drift.append(Drift(DriftKind.STALE, partition, doc_id, fields=differing))
 
 

@@ -17,6 +17,8 @@ class DriftKind(StrEnum):
     EXTRA = "extra"  # documents with no row
     STALE = "stale"  # a document whose fields differ from its row's
     FOREIGN_VERSION = "foreign version"  # a version above any icecdc wrote (the checkpoint's): another writer's document
+    # an id several live rows of the table hold: the identifier columns are not unique
+    DUPLICATE = "duplicate identifier"
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,15 @@ class Drift:
     count: int = 1  # documents: a partition's difference of counts, 1 for a document
     fields: tuple[str, ...] = ()  # STALE: the fields that differ
     version: int | None = None  # FOREIGN_VERSION: the document's version
-    dead_lettered: int = 0  # MISSING: of `count`, rows with a dead letter not dealt with (known, not drift)
+    # MISSING: of `count`, rows with a dead letter not dealt with (known, not drift); DUPLICATE: 1
+    # when a sync dead-lettered the id (its letters are open and the index holds no document of it)
+    dead_lettered: int = 0
 
     @property
     def known(self) -> bool:
         """Whether dead letters account for all of it: their own workflow (replay), not drift."""
+        if self.kind == DriftKind.DUPLICATE:
+            return self.dead_lettered > 0
         return self.kind == DriftKind.MISSING and self.dead_lettered >= self.count
 
     def describe(self) -> str:
@@ -51,6 +57,7 @@ class Drift:
             DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
             DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
             DriftKind.EXTRA: "no row in this partition" if self.partition else "no row",
+            DriftKind.DUPLICATE: (f"{self.count} live rows share it: the identifier columns must be unique"),
         }[self.kind]
         return f"{self.kind}: id {self.doc_id!r} ({where}): {detail}"
 

@@ -1,0 +1,145 @@
+"""Identifier columns name one live row each: a key two live rows share is found wherever the rows
+come from (one snapshot, an export's passes however capped, a later append) and handled alike: its
+document is deleted, its rows are dead letters (or, without a dead-letter location, the pass fails
+naming it); the index never silently keeps one of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.expressions import And, EqualTo
+
+from icecdc.audit import audit
+from icecdc.audit.report import Drift, DriftKind
+from icecdc.config import Config, parse_config
+from icecdc.deadletters import DeadLetters
+from icecdc.errors import ProcessingError
+from icecdc.model import EngineKind
+from icecdc.processing import sync
+from icecdc.replay import replay_table
+from tests.support.pipeline import ENGINES, Pipeline
+from tests.support.tables import BY_REGION, SCHEMA, orders, rows
+
+NAME = "db.orders"
+
+
+def config_of(pipeline: Pipeline, dead_letters: bool = True, name: str = NAME, **batch: Any) -> Config:
+    raw = pipeline.config_dict([{"name": name}])
+    if dead_letters:
+        raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    raw["batch"] = batch
+    return parse_config(raw)
+
+
+def letters(pipeline: Pipeline, name: str = NAME) -> list[tuple[str | None, str | None]]:
+    found = DeadLetters(str(pipeline.workdir / "dead-letters")).letters(name)
+    return sorted((s.letter.doc_id, s.letter.document) for s in found)
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_a_key_appended_again_then_one_copy_deleted_is_a_dead_letter_not_a_silent_loss(
+    pipeline: Pipeline,
+) -> None:
+    """Snapshot 2 appends a second live row of id 2 (no delete of it): the index held id 2, so the
+    append is a duplicate. Snapshot 3 deletes one copy: without the check the index lost id 2 while
+    the table still has it, and nothing said so."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    config = config_of(pipeline)
+    pipeline.sync(config, NAME)
+    table.append(rows(2, status="again"))
+    (appended,) = sync(config, pipeline.spark, [NAME])
+    assert appended.writes.dead_lettered == 2
+    assert "2" not in pipeline.documents("orders")  # as an export leaves a key two rows share
+    first, second = (
+        '{"amount":3.0,"id":2,"region":"us","status":"new"}',
+        '{"amount":3.0,"id":2,"region":"us","status":"again"}',
+    )
+    assert letters(pipeline) == [("2", second), ("2", first)]
+    (letter, _) = DeadLetters(str(pipeline.workdir / "dead-letters")).letters(NAME)
+    assert "2 live rows share the identifier '2'" in letter.letter.reason and "must be unique" in letter.letter.reason
+
+    table.delete(And(EqualTo("id", 2), EqualTo("status", "new")))  # the fix: one row of id 2 again
+    sync(config, pipeline.spark, [NAME])
+    assert config.dead_letter is not None
+    replayed = replay_table(config, NAME, config.dead_letter)
+    assert (replayed.replayed, replayed.still_refused) == (2, {})
+    pipeline.assert_index_equals_table(config, NAME)
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_an_append_of_a_held_key_without_letters_fails_the_pass(pipeline: Pipeline) -> None:
+    """Without a dead-letter location the pass fails naming the key, and nothing advances. (An
+    append and the delete of a copy in one pass of copy-on-write commits collapse into an update:
+    the table has one row again, which the index gets: no duplicate outlives the pass.)"""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    pipeline.sync(config_of(pipeline), NAME)
+    checkpoint = pipeline.store().get_checkpoint(NAME)
+    table.append(rows(2, status="again"))
+    with pytest.raises(
+        ProcessingError,
+        match=r"2 live rows share the identifier '2'.*identifier columns \(id\) must be unique",
+    ):
+        sync(config_of(pipeline, dead_letters=False), pipeline.spark, [NAME])
+    assert pipeline.store().get_checkpoint(NAME) == checkpoint
+    assert '"status":"new"' in pipeline.documents("orders")["2"]  # nothing written of it: found again next time
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_export_capped_at_one_file_a_pass_finds_what_an_uncapped_one_finds(
+    pipeline: Pipeline,
+) -> None:
+    """Id 2's rows are in two files, id 5's in three, id 7's twice in one: read one file a pass,
+    each pass wrote its row of id 2 and 5 (the last one won, with no letter). The pass that
+    finishes the export reads the earlier passes' keys again and settles them as one pass does."""
+    for name in ("db.whole", "db.capped"):
+        table = pipeline.catalog.create_table(name, schema=SCHEMA, partition_spec=BY_REGION)
+        table.append(rows(1, 2, 5))
+        table.append(rows(2, 3, status="second"))
+        table.append(rows(5, 6, status="second"))
+        table.append(rows(5, 7, 7, region="eu", status="third"))
+    whole, capped = (
+        config_of(pipeline, name="db.whole"),
+        config_of(pipeline, name="db.capped", max_files=1),
+    )
+
+    (one,) = sync(whole, pipeline.spark, ["db.whole"])
+    (cut,) = sync(capped, pipeline.spark, ["db.capped"])
+    assert (one.writes.dead_lettered, cut.writes.dead_lettered) == (7, 7)
+    assert sorted(pipeline.documents("capped")) == sorted(pipeline.documents("whole")) == ["1", "3", "6"]
+    assert letters(pipeline, "db.capped") == letters(pipeline, "db.whole")
+    assert sorted(doc_id for doc_id, _ in letters(pipeline, "db.capped")) == [
+        "2",
+        "2",
+        "5",
+        "5",
+        "5",
+        "7",
+        "7",
+    ]
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_the_audit_reports_an_id_several_live_rows_hold(pipeline: Pipeline) -> None:
+    """Known while its letters are open (a sync dead-lettered it); drift once they are marked dealt
+    with and the table still holds both rows."""
+    table = orders(pipeline)
+    table.append(pa.concat_tables([rows(1, 2, 3), rows(2, status="second")]))
+    config = config_of(pipeline)
+    sync(config, pipeline.spark, [NAME])
+    (audited,) = audit(config, [NAME], sample=10)
+    duplicate = Drift(DriftKind.DUPLICATE, {"region": "us"}, "2", 2, dead_lettered=1)
+    assert duplicate in audited.drift and not audited.drifted
+    assert (
+        duplicate.describe() == "duplicate identifier: id '2' (region='us'): 2 live rows share it: "
+        "the identifier columns must be unique"
+    )
+
+    assert config.dead_letter is not None
+    dead_letters = DeadLetters(config.dead_letter)
+    dead_letters.mark_replayed([s.letter_id for s in dead_letters.letters(NAME)], "ignored")
+    (again,) = audit(config, [NAME], sample=10)
+    assert Drift(DriftKind.DUPLICATE, {"region": "us"}, "2", 2) in again.drift and again.drifted
