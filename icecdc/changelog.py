@@ -72,14 +72,16 @@ def net_write(
         snapshot[0 if change == ChangeType.INSERT else 1].append(document)
     stats.rows += rows
     latest: Write | None = None
-    live: str | None = None  # the key's live document before the snapshot (None: none, or not known)
+    # the key's live document before the snapshot (None: none, or not known)
+    live: str | None = None
     for position, sequence_number in enumerate(sorted(by_snapshot)):
         inserts, deletes = by_snapshot[sequence_number]
         appended = len(inserts) == 1 and not deletes
         if appended and position == 0 and appends is not None:
             appends[doc_id] = (sequence_number, inserts[0])  # live before? the index tells
         try:
-            write = _snapshot_write(doc_id, sequence_number, inserts, deletes, stats, live if appended else None)
+            before = live if appended else None
+            write = _snapshot_write(doc_id, sequence_number, inserts, deletes, stats, before)
         except DuplicateIdentifier as duplicate:
             if duplicates is None:
                 raise

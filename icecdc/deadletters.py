@@ -47,8 +47,9 @@ class DeadLetter:
     status: int | None  # OpenSearch's HTTP status for the item; None when the row never became a document
     reason: str  # the latest refusal: a replay that is refused again replaces it
     document: str | None  # the document's JSON text (None for a delete)
-    replayed_at: float | None = None  # when it was dealt with (replayed, or marked by an operator); None: still dead
-    # what dealing with it did: "indexed the checkpoint's row", "deleted: the row is gone", an operator's note
+    replayed_at: float | None = None
+    # what dealing with it did: "indexed the checkpoint's row", "deleted: the row is gone",
+    # an operator's note
     outcome: str = ""
     attempts: int = 0  # replays that found the document refused again
     cause: str = ""  # the reason without the row's own details: what letters are grouped by

@@ -8,10 +8,10 @@ overwritten (its letter is marked superseded). The row and its version are the c
 pass would have written them: the index holds the table as of the checkpoint, which every later
 pass assumes (one collapsing a run of copy-on-write commits X→Y→X into nothing too). A row fixed
 by a later commit is written by that commit's sync; a replay after it marks the letter. A
-checkpoint whose snapshot expired cannot be read: sync first. Each letter whose write succeeds is marked
-replayed, so a second replay finds nothing to do; a letter whose document is refused again stays,
-with the new reason. A letter without an id (a row that never became a document) cannot be
-looked up: it stays until marked (`DeadLetters.mark_replayed`).
+checkpoint whose snapshot expired cannot be read: sync first. Each letter whose write succeeds
+is marked replayed, so a second replay finds nothing to do; a letter whose document is refused
+again stays, with the new reason. A letter without an id (a row that never became a document)
+cannot be looked up: it stays until marked (`DeadLetters.mark_replayed`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             if not by_id:
                 return report
             report.notes += _ensure_configured(client, table, table_config)
-            # as of the checkpoint, never the current snapshot: the next pass would not write a change it cancels
+            # as of the checkpoint, never the current snapshot: the next pass would not write a
+            # change it cancels
             rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, location)
             current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
             writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
@@ -204,7 +205,8 @@ def _outcomes(
             report.replayed += 1
         else:
             write = written[doc_id]
-            outcome = "indexed the checkpoint's row" if write.document is not None else "deleted: the row is gone"
+            gone = write.document is None
+            outcome = "deleted: the row is gone" if gone else "indexed the checkpoint's row"
             letter = replace(letter, replayed_at=now, outcome=f"{outcome} (version {write.version})")
             report.replayed += 1
         updated.append(replace(stored, letter=letter))

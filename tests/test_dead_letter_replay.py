@@ -84,7 +84,9 @@ def test_an_unmappable_document_fixed_in_the_table_by_a_later_commit(pipeline: P
     pipeline.assert_index_equals_table(config, NAME)
 
 
-def test_a_replay_beside_a_later_run_of_copy_on_write_commits_that_cancels(pipeline: Pipeline) -> None:
+def test_a_replay_beside_a_later_run_of_copy_on_write_commits_that_cancels(
+    pipeline: Pipeline,
+) -> None:
     """The row is X at the checkpoint (dead-lettered: too large for a bulk request), then X→Y, not
     synced. A replay (the limit raised) writes X, the checkpoint's row, at the checkpoint's
     version: after Y→X the next pass collapses the run X→Y→X into nothing, and the index holds X.

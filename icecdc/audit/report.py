@@ -57,7 +57,7 @@ class Drift:
             DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
             DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
             DriftKind.EXTRA: "no row in this partition" if self.partition else "no row",
-            DriftKind.DUPLICATE: (f"{self.count} live rows share it: the identifier columns must be unique"),
+            DriftKind.DUPLICATE: f"{self.count} live rows hold it: the identifier is not unique",
         }[self.kind]
         return f"{self.kind}: id {self.doc_id!r} ({where}): {detail}"
 

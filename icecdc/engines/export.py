@@ -95,7 +95,7 @@ def export_rows(
         if not keys:
             return
         tally.add(ExportTally(ChangeStats(rows=len(keys)), stats))
-        yield pa.record_batch([pa.array(keys), pa.array(numbers), pa.array(positions)], schema=KEY_SCHEMA)
+        yield pa.record_batch([pa.array(a) for a in (keys, numbers, positions)], schema=KEY_SCHEMA)
 
 
 def export_keys(reader: TableReader, tasks: Iterable[tuple[int, FileTask]]) -> Iterator[pa.RecordBatch]:
@@ -109,7 +109,7 @@ def export_keys(reader: TableReader, tasks: Iterable[tuple[int, FileTask]]) -> I
             pass
         if not keys:
             return
-        yield pa.record_batch([pa.array(keys), pa.array(numbers), pa.array(positions)], schema=KEY_SCHEMA)
+        yield pa.record_batch([pa.array(a) for a in (keys, numbers, positions)], schema=KEY_SCHEMA)
 
 
 def numbered_after(tasks: ExportTasks) -> list[tuple[int, FileTask]]:

@@ -113,15 +113,15 @@ class SparkEngine:
         )
         again = numbered_after(tasks) if reader.identifier_columns else []
         if again:  # the keys of the earlier passes' rows, read again
-            keyed = keyed.union(
-                context.parallelize(again, min(len(again), cores)).mapPartitions(partial(_key_slices, reader, buckets))
-            )
+            read_again = context.parallelize(again, min(len(again), cores))
+            keyed = keyed.union(read_again.mapPartitions(partial(_key_slices, reader, buckets)))
+        meter = PassMeter(reader.table_name, PassStage.EXPORT, tasks.written)
         try:
-            with PassMeter(reader.table_name, PassStage.EXPORT, tasks.written).polling(lambda: done.value):
+            with meter.polling(lambda: done.value):
                 if reader.identifier_columns and tasks.earlier is not None:
-                    settled = _settle_duplicates(context, reader, target, tasks.every, keyed, buckets)
-                # ids from the rows' places: none can repeat; or the pass ending the export settles
-                else:
+                    every = tasks.every
+                    settled = _settle_duplicates(context, reader, target, every, keyed, buckets)
+                else:  # ids from the rows' places: none repeats; or the pass ending the export settles
                     keyed.foreach(_nothing)
                     settled = []
         except (Py4JJavaError, PythonException) as exc:

@@ -147,9 +147,11 @@ def write_keyed_changes(
     if isinstance(target, Target):
         # an unrouted index holds a key's document once: an append of a key it holds is a
         # second live row
-        appends: dict[str, tuple[int, str]] | None = {} if target.identifier_columns and target.shape.routing is None else None
+        checked = target.identifier_columns and target.shape.routing is None
+        appends: dict[str, tuple[int, str]] | None = {} if checked else None
+        one_target = target
         writes = (
-            w for doc_id, changes in keyed_changes for w in target.writes(doc_id, changes, change_stats, duplicates, appends)
+            w for doc_id, changes in keyed_changes for w in one_target.writes(doc_id, changes, change_stats, duplicates, appends)
         )
         if appends is not None:
             writes = _unless_held(target, writes, appends, duplicates)
@@ -214,7 +216,8 @@ def _unless_held(
             if write.version == appended[0]:
                 block[position] = Write(write.doc_id, write.version, None)
         if found and target.dead_letter is None:
-            target.duplicates(found)  # raises before the block is written: the next pass finds them again
+            # raises before the block is written: the next pass finds them again
+            target.duplicates(found)
         duplicates += found
         yield from block
 
@@ -222,4 +225,5 @@ def _unless_held(
 def _held(client: OpenSearch, index: str, ids: list[str]) -> dict[str, tuple[int, str]]:
     """The documents the index holds of `ids`: id → (version, document text)."""
     docs = client.mget(index=index, body={"ids": ids})["docs"]
-    return {d["_id"]: (int(d["_version"]), encode_document(d["_source"])) for d in docs if d.get("found")}
+    found = [d for d in docs if d.get("found")]
+    return {d["_id"]: (int(d["_version"]), encode_document(d["_source"])) for d in found}
