@@ -388,7 +388,7 @@ def test_an_export_writes_the_projected_filtered_routed_table_where_it_reads(
         export = engine_class.export
 
         def spy(self: Any, reader: Any, tasks: Any, target: Any, export: Any = export) -> Any:
-            exported.append((target.index, len(tasks)))
+            exported.append((target.index, len(tasks.written)))
             return export(self, reader, tasks, target)
 
         monkeypatch.setattr(engine_class, "export", spy)
