@@ -349,8 +349,8 @@ def _compare_sample(
     for doc_id in sorted(doc_id for doc_id, n in held.items() if n > 1):
         document = json.loads(documents.pop(doc_id))
         partition = {g.field.column: field_value(document, g.field.column) for g in groups}
-        lettered_rows = len(lettered.ids.get(doc_id, []))
-        report.drift.append(Drift(DriftKind.DUPLICATE, partition, doc_id, held[doc_id], dead_lettered=lettered_rows))
+        known = int(doc_id in lettered.ids)
+        report.drift.append(Drift(DriftKind.DUPLICATE, partition, doc_id, held[doc_id], dead_lettered=known))
     no_id = rows.unreadable[unreadable:]  # rows a sync dead-letters: never in the index
     if no_id:
         explained = sum(letter.key in lettered.rows for letter in no_id)
