@@ -57,41 +57,131 @@ def _leave(returned: list[int]) -> None:
     os._exit(code)
 
 
+# The extra that installs each optional module a command may import (pyproject.toml's extras).
+EXTRAS = {
+    "boto3": "aws",
+    "botocore": "aws",
+    "requests": "aws",
+    "pyspark": "spark",
+    "py4j": "spark",
+    "osmem_server": "local",
+    "aws_cdk": "cdk",
+    "constructs": "cdk",
+    "cdk_nag": "cdk",
+}
+INTERRUPTED = 130  # a shell's code for a command ended by SIGINT (128 + 2)
+NOTHING_LOST = "nothing is lost, the next sync resumes where this one stopped"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command: 0 done, 1 a difference found (verify, audit, doctor, an incomplete repair or
+    replay), 2 an error (one line on stderr; its traceback with -v), 130 interrupted."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_chatty_libraries()
-    if args.verbose:  # every request to OpenSearch, for a user tracing one
-        logging.getLogger("opensearch").setLevel(logging.DEBUG)
+    # opensearch-py logs every failed request as a warning with its traceback: the expected 404 of
+    # an alias not made yet, each retry of a request. A failure that matters reaches icecdc, which
+    # says it in one line; with -v every request shows, for a user tracing one.
+    logging.getLogger("opensearch").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     try:
-        commands_run = {
-            "sync": _sync,
-            "status": _status,
-            "verify": _verify,
-            "audit": _audit,
-            "repair": _repair,
-            "dead-letters": _dead_letters,
-            "demo": _demo,
-            "doctor": _doctor,
-        }
-        return commands_run[args.command](args)
-    except IcecdcError as exc:
-        print(f"icecdc: error: {exc}", file=sys.stderr)
+        return _run(args)
+    except KeyboardInterrupt:
+        print(f"icecdc: interrupted: {NOTHING_LOST}", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (`icecdc dead-letters list | head`): what it read is all it wanted. The
+        # rest of the output goes nowhere, so that the exit's flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - a user's failure: one line (-v: its traceback)
+        line = _failure(exc, args)
+        if line is None:
+            raise  # a bug: its traceback, to report
+        if args.verbose:
+            logging.exception("icecdc %s failed", args.command)
+        print(f"icecdc: error: {line}", file=sys.stderr)
         return 2
 
 
+def _run(args: argparse.Namespace) -> int:
+    commands_run = {
+        "sync": _sync,
+        "status": _status,
+        "verify": _verify,
+        "audit": _audit,
+        "repair": _repair,
+        "dead-letters": _dead_letters,
+        "demo": _demo,
+        "doctor": _doctor,
+    }
+    return commands_run[args.command](args)
+
+
+def _failure(exc: Exception, args: argparse.Namespace) -> str | None:
+    """The one line for a failure a user can cause: icecdc's own message, OpenSearch's refusal with
+    its URL, the extra that installs a missing module, a file the system refused; None for a bug."""
+    if isinstance(exc, IcecdcError):
+        return str(exc)
+    module = exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
+    if module in EXTRAS:
+        install = f"pip install 'icecdc[{EXTRAS[module]}]'"
+        return f"`icecdc {args.command}` needs {module}, which is not installed: {install}"
+    from opensearchpy.exceptions import TransportError
+
+    if isinstance(exc, TransportError):
+        from icecdc.opensearch import describe_failure
+
+        return describe_failure(exc, _opensearch_url(args))
+    if isinstance(exc, OSError):
+        return str(exc)  # [Errno 13] Permission denied: 'path'
+    return None
+
+
+def _opensearch_url(args: argparse.Namespace) -> str:
+    """The configuration's OpenSearch URL, for a message about a request it failed."""
+    from icecdc.config import load_config
+
+    try:
+        return load_config(args.config).opensearch.url
+    except (IcecdcError, AttributeError):  # no --config, or a config that no longer loads
+        return "the configured URL"
+
+
 def _parser() -> argparse.ArgumentParser:
-    """The command line: one subcommand per command, each with its options."""
+    """The command line: one subcommand per command, each with its options; -v and -q anywhere."""
     parser = argparse.ArgumentParser(prog="icecdc", description="Keep OpenSearch indexes equal to Apache Iceberg tables.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    parser.add_argument("--version", action="version", version=f"icecdc {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_sync_status_verify(commands)
     _add_audit_repair(commands)
     _add_dead_letters(commands)
     _add_demo_doctor(commands)
+    _add_output_options(parser, defaults=True)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("icecdc")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def _add_output_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """-v and -q on `parser` and on every subcommand beneath it: before or after the subcommand.
+    A subcommand's options default to nothing, so as not to undo the same option given before it."""
+    group = parser.add_mutually_exclusive_group()
+    default: object = False if defaults else argparse.SUPPRESS
+    verbose, quiet = "log debug detail, and a failure's traceback", "log warnings and errors only"
+    group.add_argument("-v", "--verbose", action="store_true", default=default, help=verbose)
+    group.add_argument("-q", "--quiet", action="store_true", default=default, help=quiet)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases list a parser again
+                _add_output_options(sub, defaults=False)
 
 
 def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -278,13 +368,14 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
-    from icecdc.opensearch import open_client
+    from icecdc.opensearch import check_reachable, open_client
     from icecdc.state import index_stores, open_state_store
     from icecdc.status import table_status
 
     config = load_config(args.config)
     store = open_state_store(config.state)
     client = open_client(config.opensearch)
+    check_reachable(client, config.opensearch.url)  # unreachable: an error, not an unknown status
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     statuses = [
         dataclasses.replace(
@@ -356,11 +447,12 @@ def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
-    from icecdc.opensearch import open_client
+    from icecdc.opensearch import check_reachable, open_client
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
     client = open_client(config.opensearch)
+    check_reachable(client, config.opensearch.url)  # unreachable: an error (2), not a diff (1)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     differing = 0
     for table_config, table in _tables(config, args.table):
@@ -418,6 +510,7 @@ def _repair(args: argparse.Namespace) -> int:
         raise OperationError("name what to repair: --partition, --id, --key, --ids-file, --from-audit or --rebuild")
     if args.rebuild and named:
         raise OperationError("--rebuild rewrites the whole index: name no ids with it")
+    _check_reachable(config)  # before a rebuild resets the table's state
     if args.rebuild:
         config.table(args.table)
         result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
@@ -447,6 +540,13 @@ def _repair(args: argparse.Namespace) -> int:
     return 0 if r.complete else 1
 
 
+def _check_reachable(config: Config) -> None:
+    """Fail, before anything is planned or written, when OpenSearch is unreachable or refuses us."""
+    from icecdc.opensearch import check_reachable, open_client
+
+    check_reachable(open_client(config.opensearch), config.opensearch.url)
+
+
 def _dead_letters(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
@@ -470,6 +570,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
         config.table(name)
     selection = _selection(args)
     if args.letters_command == "replay":
+        _check_reachable(config)
         return _replay(args, config, names, location, selection)
     selected = [s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)]
     return _by_reason(selected, args.json) if args.by_reason else _listing(selected, args.json)

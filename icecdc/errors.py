@@ -11,6 +11,11 @@ class ConfigError(IcecdcError):
     """The configuration file is malformed; raised before anything is written."""
 
 
+class StateError(IcecdcError):
+    """The state store cannot be used (a state file that is not a database, damaged or unreadable);
+    nothing was read from it or advanced."""
+
+
 class PlanningError(IcecdcError):
     """A table's history cannot be turned into work items; nothing is planned or advanced."""
 

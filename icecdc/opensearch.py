@@ -58,11 +58,32 @@ def check_reachable(client: OpenSearch, url: str) -> None:
     """Fail fast, before anything is written, when OpenSearch cannot be reached or refuses us."""
     try:
         client.info()
-    except (AuthenticationException, AuthorizationException) as exc:
-        raise SinkError(
-            f"OpenSearch at {url} refused the credentials ({exc.status_code}): check opensearch.username/password or the AWS identity"
-        ) from None
-    except OpenSearchConnectionError as exc:
-        raise SinkError(f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}") from None
     except TransportError as exc:
-        raise SinkError(f"OpenSearch at {url} answered {exc.status_code}: {exc.error}") from None
+        raise SinkError(describe_failure(exc, url)) from None
+
+
+def describe_failure(exc: TransportError, url: str) -> str:
+    """One line for a request OpenSearch at `url` failed: unreachable, the credentials refused
+    (401), a permission missing (403), or another answer."""
+    if isinstance(exc, OpenSearchConnectionError):
+        return f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}"
+    if isinstance(exc, AuthenticationException):
+        return (
+            f"OpenSearch at {url} refused the credentials ({exc.status_code}): "
+            "check opensearch.username/password or the AWS identity"
+        )
+    if isinstance(exc, AuthorizationException):
+        return (
+            f"OpenSearch at {url} denied a request ({_answer(exc)}): the credentials are accepted "
+            "but lack a permission: grant the user or role icecdc runs as access to the table's "
+            "indexes and aliases (create, write, read, alias)"
+        )
+    return f"OpenSearch at {url} answered {_answer(exc)}"
+
+
+def _answer(exc: TransportError) -> str:
+    """The status and the reason of an OpenSearch error answer (`error.reason`, else its type)."""
+    info, reason = exc.info, exc.error
+    if isinstance(info, dict) and isinstance(info.get("error"), dict):
+        reason = info["error"].get("reason") or info["error"].get("type") or reason
+    return f"{exc.status_code}: {reason}" if reason else str(exc.status_code)

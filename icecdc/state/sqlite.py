@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from icecdc.errors import LeaseLost
+from icecdc.errors import LeaseLost, StateError
 from icecdc.model import Checkpoint, ItemStatus, WorkItem
 from icecdc.state.store import Completion, StateStore
 
@@ -21,9 +22,9 @@ class SqliteStateStore(StateStore):
     def __init__(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # One connection, shared by a sync and its lease renewer thread: every use holds its lock.
-        self._db = _LockedConnection(sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False))
+        self._db = _LockedConnection(Path(path))
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.connection.executescript(
+        self._db.executescript(
             """
             CREATE TABLE IF NOT EXISTS checkpoints (
                 table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
@@ -192,15 +193,41 @@ class SqliteStateStore(StateStore):
 
 
 class _LockedConnection:
-    """A SQLite connection whose statements, and transactions, one thread at a time may run."""
+    """A SQLite connection whose statements, and transactions, one thread at a time may run; a
+    file SQLite cannot use (not a database, damaged, unreadable) is a `StateError` naming it."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with self._named():
+            connection = sqlite3.connect(
+                str(path),
+                timeout=30,
+                isolation_level=None,
+                check_same_thread=False,
+            )
         self.connection = connection
         self.lock = threading.RLock()
 
     def execute(self, sql: str, parameters: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        with self.lock:
+        with self.lock, self._named():
             return self.connection.execute(sql, parameters)
+
+    def executescript(self, sql: str) -> None:
+        with self.lock, self._named():
+            self.connection.executescript(sql)
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+            raise  # icecdc's own statements: not the file's fault
+        except sqlite3.DatabaseError as exc:
+            busy = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+            fix = "another process holds it: let it finish, or end it"
+            if not busy:
+                fix = "restore it from a copy, or move it aside: the next sync exports again"
+            raise StateError(f"the state file {self.path} cannot be used: {exc} ({fix})") from exc
 
     def close(self) -> None:
         with self.lock:

@@ -1,0 +1,224 @@
+"""Every failure a user can cause ends in one line on stderr and its documented exit code (0 done,
+1 a difference found, 2 an error, 130 interrupted), with no traceback unless -v: OpenSearch
+unreachable or denying a request, a corrupt state file, a missing optional dependency, Ctrl-C, a
+reader that leaves the pipe. And the output options: -q/-v anywhere, expected 404s unlogged,
+--version."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import pytest
+import yaml
+
+from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.model import EngineKind
+from tests.support.cli import icecdc
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
+
+PROGRESS = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ INFO ")  # a log record of a command's progress
+
+# A config for commands that fail before they read a table.
+CONFIG = "catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\n"
+TABLES = "tables: [{name: db.t}]\n"
+
+# Each command as a user runs it on the test's table.
+COMMANDS = {
+    "sync": ["sync"],
+    "status": ["status"],
+    "verify": ["verify"],
+    "audit": ["audit"],
+    "repair": ["repair", "--table", "db.orders", "--rebuild"],
+    "replay": ["dead-letters", "replay"],
+}
+
+
+@pytest.fixture
+def local(tmp_path: Path, fault_proxy: FaultProxy) -> Pipeline:
+    """A pipeline on the in-process engine, its OpenSearch behind the test's fault proxy."""
+    return Pipeline(tmp_path, fault_proxy.url, spark=None, engine=EngineKind.IN_PROCESS)
+
+
+def write_config(pipeline: Pipeline, **changes: Any) -> Path:
+    """The orders table's config, with dead letters, and `changes` to its sections, as a file."""
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    raw.update(changes)
+    path = pipeline.workdir / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def synced(pipeline: Pipeline) -> Path:
+    """The orders table with three rows, synced by `icecdc sync`; its config file."""
+    orders(pipeline).append(rows(1, 2, 3))
+    config = write_config(pipeline)
+    first = icecdc("sync", "--config", str(config))
+    assert first.returncode == 0, first.stderr
+    return config
+
+
+def one_line(run: subprocess.CompletedProcess[str]) -> str:
+    """The run's stderr but its progress (INFO records), asserted one line without a traceback."""
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = [line for line in run.stderr.strip().splitlines() if not PROGRESS.match(line)]
+    assert len(lines) == 1, run.stderr
+    return lines[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_unreachable_opensearch_is_one_line_and_exit_2(local: Pipeline, command: str) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    synced(local)
+    config = write_config(local, opensearch={"url": url})
+    run = icecdc(*COMMANDS[command], "--config", str(config))
+    assert run.returncode == 2, run.stderr
+    assert one_line(run).startswith(f"icecdc: error: OpenSearch at {url} is unreachable: ")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_corrupt_state_file_is_named_in_one_line(local: Pipeline, command: str) -> None:
+    config = synced(local)
+    state = local.workdir / "state.db"
+    # SQLite's WAL files go too: the state is the file alone
+    for leftover in local.workdir.glob("state.db-*"):
+        leftover.unlink()
+    state.write_bytes(os.urandom(8192))
+    run = icecdc(*COMMANDS[command], "--config", str(config))
+    if command == "verify":  # compares the index with the table: it reads no state
+        assert run.returncode == 0, run.stderr
+        return
+    assert run.returncode == 2, run.stderr
+    named = f"icecdc: error: the state file {state} cannot be used: file is not a database"
+    assert one_line(run).startswith(named)
+
+
+def test_a_403_on_index_creation_is_one_line(local: Pipeline, fault_proxy: FaultProxy) -> None:
+    """Creating an index is denied (403), on a first sync and on a rebuild: authorization, not the
+    credentials; one line, exit 2, no checkpoint."""
+    orders(local).append(rows(1, 2, 3))
+    config = write_config(local)
+    fault_proxy.fail_next(100, status=403, path_contains="/orders", method="PUT")
+    first = icecdc("sync", "--config", str(config))
+    assert first.returncode == 2, first.stderr
+    line = one_line(first)
+    denied = f"icecdc: error: OpenSearch at {fault_proxy.url} denied a request (403: injected 403"
+    assert line.startswith(denied), line
+    assert "credentials are accepted" in line and "lack a permission" in line, line
+    assert "refused the credentials" not in line
+    assert local.store().get_checkpoint("db.orders") is None
+
+    fault_proxy.clear()
+    assert icecdc("sync", "--config", str(config)).returncode == 0
+    fault_proxy.fail_next(100, status=403, path_contains="/orders", method="PUT")
+    rebuilt = icecdc(*COMMANDS["repair"], "--config", str(config))
+    # (before it, planning's warning that the rebuild, as asked, resets the table's state)
+    assert rebuilt.returncode == 2 and "Traceback" not in rebuilt.stderr, rebuilt.stderr
+    assert "denied a request (403" in rebuilt.stderr.strip().splitlines()[-1]
+
+
+def test_a_missing_optional_dependency_names_its_extra(tmp_path: Path) -> None:
+    """`doctor` without botocore (the `aws` extra), blocked as Python blocks an import: None in
+    sys.modules."""
+    config = tmp_path / "icecdc.yaml"
+    config.write_text(CONFIG + TABLES)
+    code = "import sys; sys.modules['botocore'] = None; from icecdc.cli import entry; entry()"
+    run = subprocess.run(
+        [sys.executable, "-c", code, "doctor", "before", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert run.returncode == 2, run.stderr
+    needs = "icecdc: error: `icecdc doctor` needs botocore, which is not installed: "
+    assert one_line(run) == needs + "pip install 'icecdc[aws]'"
+
+
+def test_ctrl_c_exits_130_and_sync_resumes(local: Pipeline, fault_proxy: FaultProxy) -> None:
+    """SIGINT while a sync's bulk request is in flight: 130, one line saying nothing is lost; the
+    next sync leaves the index equal to the table."""
+    orders(local).append(rows(*range(1, 51)))
+    config = write_config(local)
+    fault_proxy.delay_next(1, 20, path_contains="_bulk")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "icecdc.cli", "-q", "sync", "--config", str(config)]
+    with subprocess.Popen(command, stdout=PIPE, stderr=PIPE, text=True, env=env) as sync:
+        assert fault_proxy.wait_for(1, "_bulk", timeout=120, stop=lambda: sync.poll() is not None)
+        sync.send_signal(signal.SIGINT)
+        out, err = sync.communicate(timeout=60)
+    run = subprocess.CompletedProcess(command, sync.returncode, out, err)
+    assert run.returncode == 130, err
+    said = "icecdc: interrupted: nothing is lost, the next sync resumes where this one stopped"
+    assert one_line(run) == said
+
+    resumed = icecdc("sync", "--config", str(config))
+    assert resumed.returncode == 0, resumed.stderr
+    local.assert_index_equals_table(local.config({"name": "db.orders"}), "db.orders")
+
+
+@pytest.mark.parametrize("letters", [1, 300])
+def test_a_reader_leaving_the_pipe_is_no_error(tmp_path: Path, letters: int) -> None:
+    """`icecdc dead-letters list | head`: the reader gone before (1 letter: at the exit's flush) or
+    while (300 letters: in a print) the list is written; exit 0, nothing on stderr."""
+    location = tmp_path / "dead-letters"
+    document = '{"id": 1}'
+    refused = [DeadLetter("db.t", 1, 1, str(i), 400, f"no: {i}", document) for i in range(letters)]
+    DeadLetters(str(location)).write(refused)
+    config = tmp_path / "icecdc.yaml"
+    config.write_text(f"{CONFIG}dead_letter: {{path: {location}}}\n{TABLES}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "icecdc.cli", "dead-letters", "list", "--config", str(config)]
+    with subprocess.Popen(command, stdout=PIPE, stderr=PIPE, text=True, env=env) as listing:
+        assert listing.stdout is not None and listing.stderr is not None
+        listing.stdout.close()  # `head` that read nothing, or all it wanted
+        err = listing.stderr.read()
+        listing.wait(timeout=60)
+    assert (listing.returncode, err) == (0, "")
+
+
+def test_a_first_sync_logs_no_expected_404_and_q_v_go_anywhere(local: Pipeline) -> None:
+    """A first sync's alias lookups answered 404 are not logged; -q keeps only warnings, before or
+    after the subcommand; -v logs the requests, before or after it."""
+    orders(local).append(rows(1, 2, 3))
+    config = str(write_config(local))
+    first = icecdc("sync", "--config", config)
+    assert first.returncode == 0, first.stderr
+    assert "404" not in first.stderr and "WARNING" not in first.stderr, first.stderr
+    assert "INFO icecdc" in first.stderr  # the default: icecdc's own progress
+
+    local.catalog.load_table("db.orders").append(rows(4))
+    for quiet in (["-q", "sync", "--config", config], ["sync", "--config", config, "-q"]):
+        run = icecdc(*quiet)
+        assert (run.returncode, run.stderr) == (0, ""), quiet
+    for verbose in (
+        ["-v", "status", "--config", config],
+        ["status", "--config", config, "--verbose"],
+    ):
+        run = icecdc(*verbose)
+        assert run.returncode == 0, run.stderr
+        assert "DEBUG" in run.stderr and "opensearch: GET" in run.stderr, verbose
+
+
+def test_version_is_the_package_metadata() -> None:
+    from importlib.metadata import version
+
+    run = icecdc("--version")
+    assert (run.returncode, run.stdout.strip()) == (0, f"icecdc {version('icecdc')}")
