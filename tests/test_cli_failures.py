@@ -90,6 +90,9 @@ def test_unreachable_opensearch_is_one_line_and_exit_2(local: Pipeline, command:
     run = icecdc(*COMMANDS[command], "--config", str(config))
     assert run.returncode == 2, run.stderr
     assert one_line(run).startswith(f"icecdc: error: OpenSearch at {url} is unreachable: ")
+    traced = icecdc(*COMMANDS[command], "--config", str(config), "-v")  # -v: the traceback too
+    assert traced.returncode == 2 and "Traceback" in traced.stderr, traced.stderr
+    assert traced.stderr.strip().splitlines()[-1] == run.stderr.strip()
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -194,14 +197,18 @@ def test_a_reader_leaving_the_pipe_is_no_error(tmp_path: Path, letters: int) -> 
     assert (listing.returncode, err) == (0, "")
 
 
-def test_a_first_sync_logs_no_expected_404_and_q_v_go_anywhere(local: Pipeline) -> None:
-    """A first sync's alias lookups answered 404 are not logged; -q keeps only warnings, before or
-    after the subcommand; -v logs the requests, before or after it."""
+def test_quiet_404s_retries_and_q_v_anywhere(local: Pipeline, fault_proxy: FaultProxy) -> None:
+    """A first sync's alias lookups answered 404, and a bulk request the client retries after a
+    503, are not logged; -q keeps only warnings, before or after the subcommand; -v logs the
+    requests, before or after it."""
     orders(local).append(rows(1, 2, 3))
     config = str(write_config(local))
+    fault_proxy.fail_next(1, status=503, path_contains="_bulk")
     first = icecdc("sync", "--config", config)
     assert first.returncode == 0, first.stderr
-    assert "404" not in first.stderr and "WARNING" not in first.stderr, first.stderr
+    assert fault_proxy.seen("_bulk")[0].outcome == "failed 503"  # and retried
+    assert "404" not in first.stderr and "503" not in first.stderr, first.stderr
+    assert "WARNING" not in first.stderr, first.stderr
     assert "INFO icecdc" in first.stderr  # the default: icecdc's own progress
 
     local.catalog.load_table("db.orders").append(rows(4))
