@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -78,30 +80,73 @@ def main(argv: list[str] | None = None) -> int:
     replay), 2 an error (one line on stderr; its traceback with -v), 130 interrupted."""
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    found = list(logging.getLogger().handlers)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_chatty_libraries()
     # opensearch-py logs every failed request as a warning with its traceback: the expected 404 of
     # an alias not made yet, each retry of a request. A failure that matters reaches icecdc, which
     # says it in one line; with -v every request shows, for a user tracing one.
     logging.getLogger("opensearch").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print(f"icecdc: interrupted: {NOTHING_LOST}", file=sys.stderr)
-        return INTERRUPTED
-    except BrokenPipeError:
-        # The reader left (`icecdc dead-letters list | head`): what it read is all it wanted. The
-        # rest of the output goes nowhere, so that the exit's flush cannot fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except Exception as exc:  # noqa: BLE001 - a user's failure: one line (-v: its traceback)
-        line = _failure(exc, args)
-        if line is None:
-            raise  # a bug: its traceback, to report
-        if args.verbose:
-            logging.exception("icecdc %s failed", args.command)
-        print(f"icecdc: error: {line}", file=sys.stderr)
-        return 2
+    if not args.verbose:  # py4j logs a lost call to Spark's JVM on the root logger, then raises it
+        for handler in set(logging.getLogger().handlers) - set(found):  # basicConfig's
+            handler.addFilter(_not_py4j)
+    with _Interrupts() as interrupts:
+        try:
+            return _run(args)
+        except KeyboardInterrupt:
+            return _interrupted()
+        except BrokenPipeError:
+            # The reader left (`icecdc dead-letters list | head`): what it read is all it wanted.
+            # The rest of the output goes nowhere, so that the exit's flush cannot fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except Exception as exc:  # noqa: BLE001 - a user's failure: one line (-v: its traceback)
+            if interrupts.seen():  # Spark's SIGINT handler cancels its jobs: a Py4JError instead
+                return _interrupted()
+            line = _failure(exc, args)
+            if line is None:
+                raise  # a bug: its traceback, to report
+            if args.verbose:
+                logging.exception("icecdc %s failed", args.command)
+            print(f"icecdc: error: {line}", file=sys.stderr)
+            return 2
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
+def _interrupted() -> int:
+    print(f"icecdc: interrupted: {NOTHING_LOST}", file=sys.stderr)
+    return INTERRUPTED
+
+
+class _Interrupts:
+    """Whether a SIGINT arrived during the command, whichever handler took it: PySpark replaces
+    Python's with its own, whose cancelling of the running jobs can raise a Py4JError rather than
+    KeyboardInterrupt. Python writes each signal's number to the wakeup file descriptor, whoever
+    handles it."""
+
+    def __enter__(self) -> _Interrupts:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._previous: int | None = None
+        with contextlib.suppress(ValueError):  # not the main thread (a test calling `main`)
+            self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        return self
+
+    def seen(self) -> bool:
+        try:
+            return bytes([signal.SIGINT]) in os.read(self._read, 1024)
+        except BlockingIOError:  # no signal at all
+            return False
+
+    def __exit__(self, *_: object) -> None:
+        if self._previous is not None:
+            signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
 
 
 def _run(args: argparse.Namespace) -> int:
