@@ -54,7 +54,9 @@ def _leave(returned: list[int]) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:  # a reader gone from the pipe (`icecdc status | head`): Python's own exit says 120
+    except BrokenPipeError:  # a reader gone from the pipe (`icecdc status | head`): as `main` says
+        pass
+    except OSError:  # the output could not be written (a full disk): Python's own exit says 120
         code = code or 120
     os._exit(code)
 
@@ -195,7 +197,12 @@ def _opensearch_url(args: argparse.Namespace) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per command, each with its options; -v and -q anywhere."""
-    parser = argparse.ArgumentParser(prog="icecdc", description="Keep OpenSearch indexes equal to Apache Iceberg tables.")
+    parser = argparse.ArgumentParser(
+        prog="icecdc",
+        description="Keep OpenSearch indexes equal to Apache Iceberg tables.",
+        epilog="exit codes: 0 done, 1 a difference found (verify, audit, doctor, an incomplete "
+        "repair or replay), 2 an error (one line on stderr; -v: its traceback), 130 interrupted",
+    )
     parser.add_argument("--version", action="version", version=f"icecdc {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_sync_status_verify(commands)
