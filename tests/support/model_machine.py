@@ -90,11 +90,7 @@ FUZZ = PROFILE == "fuzz"
 
 # The known bugs the default profile steps around until their fixes merge (empty: everything on).
 # ICECDC_MODEL_EXCLUDE overrides: "none", "all", or names of KnownBug, comma-separated.
-DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset(
-    {
-        KnownBug.REPLAY_BESIDE_A_COLLAPSED_RUN,
-    }
-)
+DEFAULT_EXCLUDED: frozenset[KnownBug] = frozenset()
 
 
 def excluded_bugs() -> frozenset[KnownBug]:
