@@ -59,7 +59,9 @@ def net_write(
     then changes nothing of the document; an append while a row of the key is live deletes it, as
     an export does); without it, such a snapshot raises `DuplicateIdentifier`. `appends`: where
     the key's first snapshot is recorded (id → its sequence number and document) when it is an
-    append, for the caller to ask the index whether a row of the key was live before it."""
+    append, for the caller to ask the index whether a row of the key was live before it. Without
+    `appends` no append is checked: a filtered or routed index sees a row that moves into it as
+    an append, and several indexes read together are not checked yet."""
     # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
@@ -80,7 +82,8 @@ def net_write(
         if appended and position == 0 and appends is not None:
             appends[doc_id] = (sequence_number, inserts[0])  # live before? the index tells
         try:
-            before = live if appended else None
+            # checked only where the caller checks appends: one unfiltered, unrouted index
+            before = live if appended and appends is not None else None
             write = _snapshot_write(doc_id, sequence_number, inserts, deletes, stats, before)
         except DuplicateIdentifier as duplicate:
             if duplicates is None:

@@ -88,7 +88,8 @@ def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document()
     assert [(d.sequence_number, d.documents) for d in duplicates] == [(6, [OLD, NEW])]
     assert appends == {"1": (5, OLD)}  # the first snapshot's append: whether it is live before, the index tells
     with pytest.raises(DuplicateIdentifier, match="2 live rows share the identifier '1' at sequence number 6"):
-        net_write("1", changes, ChangeStats())
+        net_write("1", changes, ChangeStats(), None, {})
+    assert net_write("1", changes, ChangeStats()) == Write("1", 6, NEW)  # appends unchecked: a filtered view
     # a later snapshot that deletes a copy still applies; an append after a delete, or an
     # update, is no duplicate
     changes.append(ChangeRow(7, ChangeType.DELETE, OLD))

@@ -146,8 +146,8 @@ def write_keyed_changes(
     writes: Iterator[Write]
     if isinstance(target, Target):
         # an unrouted index holds a key's document once: an append of a key it holds is a
-        # second live row
-        checked = target.identifier_columns and target.shape.routing is None
+        # second live row; a filtered one may see a row move into its filter as an append
+        checked = target.identifier_columns and target.shape.routing is None and target.shape.where is None
         appends: dict[str, tuple[int, str]] | None = {} if checked else None
         one_target = target
         writes = (

@@ -185,7 +185,8 @@ class PeopleRules:
         return ["repair", "--table", TABLE, *[arg for doc_id in ids for arg in ("--id", doc_id)]]
 
     def refused_for_good_reason(self: PipelineMachine, text: str, checkpoints: dict[str, Any]) -> bool:
-        """Whether an exit 2 is what the command must say: nothing synced yet, or a sync pending."""
+        """Whether an exit 2 is what the command must say: nothing synced yet, a sync pending, or
+        no audit kept for `repair --from-audit`."""
         if any(checkpoint is None for checkpoint in checkpoints.values()):
             return True
-        return "sync first" in text or INDEX not in checkpoints
+        return any(said in text for said in ("sync first", "run icecdc audit first")) or INDEX not in checkpoints
