@@ -150,9 +150,9 @@ class PeopleRules:
             return "known bug: replay beside a collapsed run"
         if command.writes and self.blocked:
             return "the index is blocked"
-        repairs = (Operator.REPAIR_FROM_AUDIT, Operator.REPAIR_PARTITION, Operator.REPAIR_IDS)
-        if command in repairs and self.shape != IndexShape.WHOLE:
-            return "repair of a scope compares whole rows: a shaped index is repaired by --rebuild"
+        whole_rows = (Operator.AUDIT, Operator.REPAIR_FROM_AUDIT, Operator.REPAIR_PARTITION, Operator.REPAIR_IDS)
+        if command in whole_rows and self.shape != IndexShape.WHOLE:
+            return "audit and repair of a scope compare whole rows: a shaped index is verified, or rebuilt"
         if command in (Operator.VERIFY, Operator.AUDIT, Operator.REPAIR_FROM_AUDIT) and (
             KnownBug.OPERATORS_ON_BAD_ROWS in self.excluded
         ):
