@@ -150,9 +150,15 @@ class PeopleRules:
             return "known bug: replay beside a collapsed run"
         if command.writes and self.blocked:
             return "the index is blocked"
-        whole_rows = (Operator.AUDIT, Operator.REPAIR_FROM_AUDIT, Operator.REPAIR_PARTITION, Operator.REPAIR_IDS)
+        whole_rows = (
+            Operator.AUDIT,
+            Operator.REPLAY,
+            Operator.REPAIR_FROM_AUDIT,
+            Operator.REPAIR_PARTITION,
+            Operator.REPAIR_IDS,
+        )
         if command in whole_rows and self.shape != IndexShape.WHOLE:
-            return "audit and repair of a scope compare whole rows: a shaped index is verified, or rebuilt"
+            return "audit, replay and repair of a scope compare whole rows: a shaped index is verified or rebuilt"
         if command in (Operator.VERIFY, Operator.AUDIT, Operator.REPAIR_FROM_AUDIT) and (
             KnownBug.OPERATORS_ON_BAD_ROWS in self.excluded
         ):
