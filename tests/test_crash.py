@@ -389,5 +389,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
     killed = [k for k in rounds if k.outcome == "killed"]
     assert len(killed) >= len(KILLS) - 1, schedule
     phases = {k.phase for k in killed}
-    assert {"planning", "writing", "between writes and checkpoint"} <= phases and len(phases) >= 4, schedule
+    # (a `planning` kill lands inside planning only by chance since a plan's items are put up to 50
+    # a transaction: 40 one-item snapshots are one write, after which planning soon logs "planned")
+    assert {"writing", "between writes and checkpoint"} <= phases and len(phases) >= 4, schedule
     print(schedule)  # shown with -s or -rA: what this seed exercised
