@@ -108,7 +108,8 @@ class SparkEngine:
         done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
         slices = numbered_slices(tasks.written, cores)
         buckets = bucket_count(sum(t.data_file.record_count for t in tasks.every), cores)
-        keyed = context.parallelize(slices, len(slices)).mapPartitions(
+        # max(…, 1): the pass ending a capped export may write no file and only read keys again
+        keyed = context.parallelize(slices, max(len(slices), 1)).mapPartitions(
             partial(_export_slices, reader, target, tally, unreadable, done, buckets)
         )
         again = numbered_after(tasks) if reader.identifier_columns else []
