@@ -26,6 +26,7 @@ from icecdc.catalog import sequence_number
 from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
 from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.documents import Shape
 from icecdc.errors import OperationError
 from icecdc.manifests import ChangedEntries, SnapshotFiles
 from icecdc.model import NO_SNAPSHOT, ChangeType
@@ -79,6 +80,7 @@ class TableRows:
         identifier_columns: tuple[str, ...],
         snapshot_id: int | None = None,
         dead_letter: str | None = None,
+        shape: Shape | None = None,
     ) -> None:
         if snapshot_id == NO_SNAPSHOT:  # a checkpoint of a table with no snapshot yet: no rows
             snapshot = None
@@ -93,7 +95,8 @@ class TableRows:
         self.sequence_number = sequence_number(snapshot) if snapshot is not None else 0
         self._manifest_list = snapshot.manifest_list if snapshot is not None else None
         self._files = SnapshotFiles(table, snapshot, ChangedEntries())
-        self._reader = TableReader.for_table(table, name, identifier_columns, collect=True)
+        shapes = (shape or Shape(),)  # the columns and rows of the documents it reads
+        self._reader = TableReader.for_table(table, name, identifier_columns, shapes=shapes, collect=True)
         self._dead_letter = dead_letter
         self._read = ReadCost()
         self.unreadable: list[DeadLetter] = []  # the rows read so far that cannot become documents
@@ -115,6 +118,10 @@ class TableRows:
             manifests=len(manifests),
             manifest_bytes=list_bytes + sum(m.manifest_length for m in manifests),
         )
+
+    def has_equality_deletes(self) -> bool:
+        """Whether the snapshot has equality deletes in force (pyiceberg's own scan refuses those)."""
+        return self._files.has_equality_deletes()
 
     def data_entries(self, row_filter: BooleanExpression | None = None) -> list[ManifestEntry]:
         """The live data files that may hold rows `row_filter` keeps (all without one), from their column bounds."""

@@ -55,6 +55,11 @@ class SnapshotFiles:
         ]
         return tuple(sorted(positions, key=lambda f: f.file_path)) + tuple(equality)
 
+    def has_equality_deletes(self) -> bool:
+        """Whether an equality-delete file is in force (pyiceberg's own scan refuses those)."""
+        self._load_deletes()
+        return bool(self._equality)
+
     def live_data_entries(self) -> list[ManifestEntry]:
         """The entry of every live data file of the snapshot."""
         return list(self._live_data().values())

@@ -15,6 +15,7 @@ from opensearchpy import OpenSearch, helpers
 from pyiceberg.table import Table
 
 from icecdc.documents import DocumentMapper, Shape, encode_document
+from icecdc.lookup import TableRows
 
 # How many differing ids a summary quotes.
 QUOTED = 5
@@ -65,6 +66,9 @@ def table_documents(
     if table.current_snapshot() is None:
         return []
     shape = shape or Shape()
+    rows = TableRows(table, "", identifier_columns, shape=shape)
+    if rows.has_equality_deletes():  # pyiceberg's scan refuses them: read as a sync does
+        return _documents_read_as_synced(rows, identifier_columns, shape)
     mapper = DocumentMapper(table.schema(), identifier_columns, shape)
     documents = []
     for batch in table.scan(row_filter=shape.row_filter).to_arrow_batch_reader():
@@ -73,6 +77,14 @@ def table_documents(
             doc_id = _document_id(mapper, row, document) if identifier_columns else None
             documents.append((doc_id, encode_document(document)))
     return documents
+
+
+def _documents_read_as_synced(rows: TableRows, identifier_columns: tuple[str, ...], shape: Shape) -> list[tuple[str | None, str]]:
+    """`table_documents` read by icecdc's own reader, which applies equality deletes: each live
+    file with its deletes; a row with no id (a null one) as its letter's document."""
+    named = bool(identifier_columns)  # without them, ids come from the rows' places: left out
+    read = [(doc_id if named else None, doc) for doc_id, doc in rows.documents(rows.data_entries(shape.row_filter))]
+    return read + [(letter.doc_id if named else None, letter.document or "") for letter in rows.unreadable]
 
 
 def index_documents(

@@ -26,14 +26,13 @@ LAYERS: list[set[str]] = [
         "icecdc.manifests",
         "icecdc.protection",
         "icecdc.state",
-        "icecdc.verify",
     },
     {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
-    {"icecdc.processing"},
+    {"icecdc.processing", "icecdc.verify"},  # verify: reads as a sync does what pyiceberg cannot scan
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
     {"icecdc.aws", "icecdc.demo"},  # what the entries call
     {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
