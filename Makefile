@@ -2,7 +2,7 @@
 # into .venv from PyPI (and Java from Debian when it is missing): the project with the extras a user
 # would pick, and the developer groups of pyproject.toml (see CONTRIBUTING.md).
 PYTHON ?= python3.11
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(VENV)/.pip
 # What each target needs installed: the tests (test, test-fast), the demo, lint, the benchmarks.
