@@ -32,8 +32,10 @@ fuzz: $(STAMP) java iceberg-jars
 	ICECDC_MODEL_PROFILE=fuzz FUZZ_MINUTES=$(or $(FUZZ_MINUTES),30) $(BIN)/python -m pytest -s -p no:logging tests/test_model.py $(PYTEST_ARGS)
 
 # The inner loop: what needs none of Spark, OpenSearch (osmem) or moto (markers: see tests/conftest.py).
+# FAST_MARKERS selects another tier: .ci/run adds osmem's tests on Python 3.12 and 3.13.
+FAST_MARKERS ?= not spark and not opensearch and not aws and not slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not spark and not opensearch and not aws and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 # Guardrails CI runs before the tests: ruff (lint and format) and mypy, strict on icecdc/.
 lint: $(LINT_STAMP)
