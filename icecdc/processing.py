@@ -606,12 +606,18 @@ class _Pass:
 
 
 def sync(
-    config: Config, spark: Any = None, table_names: Iterable[str] | None = None, probe: Probe | None = None
+    config: Config,
+    spark: Any = None,
+    table_names: Iterable[str] | None = None,
+    probe: Probe | None = None,
+    engines: Engines | None = None,
 ) -> list[BatchResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
-    starts a session from the configuration, stopped when the sync ends. `probe`: see `process_table`."""
+    starts a session from the configuration, stopped when the sync ends. `probe`: see
+    `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
+    them)."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
@@ -620,7 +626,8 @@ def sync(
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)
     store = open_state_store(config.state)
-    engines = Engines(config.engine, config.spark, spark)
+    own = engines is None
+    engines = Engines(config.engine, config.spark, spark) if engines is None else engines
     try:
         for table_config, table in loaded:  # every index's name, before any table is written
             for index_config, _, scoped in index_stores(table_config, store):
@@ -631,7 +638,8 @@ def sync(
         ]
     finally:
         store.close()
-        engines.close()
+        if own:
+            engines.close()
 
 
 def sync_table(

@@ -34,8 +34,8 @@ LAYERS: list[set[str]] = [
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
     {"icecdc.processing", "icecdc.verify"},  # verify: reads as a sync does what pyiceberg cannot scan
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
-    {"icecdc.aws", "icecdc.demo"},  # what the entries call
-    {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
+    {"icecdc.aws", "icecdc.demo", "icecdc.watch"},  # what the entries call; watch: sync --watch
+    {"icecdc.doctor", "icecdc.output"},  # doctor reads what icecdc.aws names; output: --json
     {"icecdc.cli"},
 ]
 
