@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
-from icecdc.logs import quiet_chatty_libraries
+from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
 from icecdc.model import PassProgress, Progress
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     # an alias not made yet, each retry of a request. A failure that matters reaches icecdc, which
     # says it in one line; with -v every request shows, for a user tracing one.
     logging.getLogger("opensearch").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    # each command prints its summary on stdout: the library's log of it would say it twice
+    logging.getLogger(SUMMARY_LOGGER).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     if not args.verbose:  # py4j logs a lost call to Spark's JVM on the root logger, then raises it
         for handler in set(logging.getLogger().handlers) - set(found):  # basicConfig's
             handler.addFilter(_not_py4j)
@@ -243,7 +245,7 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     sync.add_argument("--table", action="append", help="only this table (repeatable)")
     sync.add_argument("--watch", action="store_true", help="sync in rounds until SIGTERM or Ctrl-C")
     between = "with --watch: from one round's start to the next, e.g. 30s, 2m, 45 (default 30s)"
-    sync.add_argument("--interval", type=_interval, default=30.0, help=between)
+    sync.add_argument("--interval", type=_interval, help=between)
     one_a_round = "one JSON document on stdout (--watch: one a round, a line each)"
     sync.add_argument("--json", action="store_true", help=one_a_round)
 
@@ -361,6 +363,10 @@ def _sync(args: argparse.Namespace) -> int:
             config.table(name)  # fail on an unknown name before anything is read
     # a bar on a terminal; elsewhere the progress lines are logged
     bar = _ProgressBar.install() if sys.stderr.isatty() else None
+    if args.interval is not None and not args.watch:
+        from icecdc.errors import OperationError
+
+        raise OperationError("--interval sets the time between the rounds of --watch: add --watch")
     if args.watch:
         return _watch(args, config, bar)
     started = time.time()
@@ -412,7 +418,7 @@ def _watch(args: argparse.Namespace, config: Config, bar: _ProgressBar | None) -
             _print_results(list(done.results))
             sys.stdout.flush()
 
-    stop = watch(config, args.table, args.interval, report)
+    stop = watch(config, args.table, 30.0 if args.interval is None else args.interval, report)
     if bar is not None:
         bar.clear()
     if stop == Stop.INTERRUPT:
@@ -617,7 +623,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(dumps([audit_json(r) for r in reports]))
     for r in [] if args.json else reports:
         known = sum(d.known for d in r.drift)
-        found = f"{len(r.drift) - known} findings" if r.drifted else "no drift"
+        found = r.summary()
         found += f" ({known} more explained by dead letters)" if known else ""
         if r.resync_pending:
             print(f"{r.table} → {r.index}: not compared: {r.resync_pending}")
@@ -639,6 +645,7 @@ def _repair(args: argparse.Namespace) -> int:
     from icecdc.audit import RepairIds, rebuild_index, repair_named, repair_scope
     from icecdc.config import load_config
     from icecdc.errors import OperationError
+    from icecdc.output import repair_line
 
     config = load_config(args.config)
     named = RepairIds.from_arguments(args.id, args.key, args.ids_file, args.ids)
@@ -661,11 +668,7 @@ def _repair(args: argparse.Namespace) -> int:
     if args.json:
         print(r.to_json())
     else:
-        print(
-            f"{r.table} → {r.index}: repaired {r.indexed + r.deleted} ids of {r.scope.describe()} "
-            f"at version {r.version}: {r.compared} ids compared, {r.indexed} indexed, "
-            f"{r.deleted} deleted, {r.dead_lettered} dead-lettered"
-        )
+        print(f"{r.table} → {r.index}: {repair_line(r)}")
         _indented(
             [f"not in the table nor the index: {', '.join(repr(i) for i in r.not_found)}"] * bool(r.not_found)
             + [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from icecdc.audit import AuditReport
+from icecdc.audit import AuditReport, RepairReport
 from icecdc.processing import BatchResult
 from icecdc.status import TableStatus
 from icecdc.verify import IndexDiff
@@ -84,6 +84,7 @@ def verify_json(table: str, index: str, diff: IndexDiff) -> dict[str, Any]:
 def status_json(s: TableStatus, audit: dict[str, Any] | None, now: float) -> dict[str, Any]:
     """A table's status: checkpoint and when it moved, lag, pending work, letters, last audit."""
     moved = s.checkpointed_at
+    export = {"files": s.export_files, "applied": s.export_files_applied}
     return {
         "table": s.table,
         "checkpoint": dataclasses.asdict(s.checkpoint) if s.checkpoint else None,
@@ -93,9 +94,7 @@ def status_json(s: TableStatus, audit: dict[str, Any] | None, now: float) -> dic
         "lag_snapshots": s.lag_snapshots,
         "lag_seconds": round(s.lag_seconds, 3),
         "pending_items": s.pending_items,
-        "export": {"files": s.export_files, "applied": s.export_files_applied}
-        if s.export_files
-        else None,
+        "export": export if s.export_files else None,
         "unfinished": s.unfinished or None,
         "dead_letters": s.dead_letters,
         "last_audit": audit,
@@ -103,7 +102,22 @@ def status_json(s: TableStatus, audit: dict[str, Any] | None, now: float) -> dic
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:
-    """An audit's report as stored, its time in ISO 8601."""
+    """An audit's report as stored, its time in ISO 8601, with its verdict: whether it drifted,
+    and the ids that differ by kind (`AuditReport.differing`)."""
     document: dict[str, Any] = json.loads(report.to_json())
     document["audited_at"] = iso(report.audited_at)
+    document.update(drifted=report.drifted, differing=report.differing(), summary=report.summary())
     return document
+
+
+def repair_line(r: RepairReport) -> str:
+    """What a repair wrote, said as writes (never "repaired" for what it did not write)."""
+    written = r.indexed + r.deleted
+    compared = f"{r.compared} id{'s' if r.compared != 1 else ''} compared"
+    if not written and not r.dead_lettered:
+        return f"nothing written in {r.scope.describe()}: {compared}, none differs from the table"
+    documents = f"{written} document{'s' if written != 1 else ''}"
+    return (
+        f"wrote {documents} of {r.scope.describe()} at version {r.version}: {compared}, "
+        f"{r.indexed} indexed, {r.deleted} deleted, {r.dead_lettered} dead-lettered"
+    )

@@ -29,6 +29,7 @@ from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import open_client
@@ -36,6 +37,7 @@ from icecdc.sink import Refusal, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 IDS_PER_REQUEST = 1000  # ids one _mget asks for
 
@@ -107,7 +109,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
     finally:
         store.close()
-    log.info(
+    summary_log.info(
         "%s: replayed %d of %d dead letters (%d indexed, %d deleted, %d refused again)",
         name,
         report.replayed,

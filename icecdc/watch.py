@@ -33,6 +33,8 @@ from icecdc.processing import BatchResult, sync
 
 log = logging.getLogger(__name__)
 
+Names = list[str] | None  # the tables a round syncs; None: every configured one
+
 _INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)([smh]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -42,9 +44,8 @@ def parse_interval(text: str) -> float:
     found = _INTERVAL.match(text.strip())
     seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)] if found else 0.0
     if seconds <= 0:
-        raise ValueError(
-            f"interval {text!r} is not a positive duration such as 30s, 2m or 45 (seconds)"
-        )
+        example = "such as 30s, 2m or 45 (seconds)"
+        raise ValueError(f"interval {text!r} is not a positive duration {example}")
     return seconds
 
 
@@ -78,6 +79,9 @@ class Round:
     def busy(self) -> bool:
         """Whether the round applied anything or stopped short: the next round starts at once."""
         return any(r.snapshots or r.unfinished or r.skipped for r in self.results)
+
+
+Done = Round | None  # a round's report; None: a stop ended the round
 
 
 class Watcher:
@@ -156,9 +160,7 @@ def watch(
     return watcher.stop
 
 
-def _round(
-    config: Config, names: list[str] | None, number: int, watcher: Watcher, engines: Engines
-) -> Round | None:
+def _round(config: Config, names: Names, number: int, watcher: Watcher, engines: Engines) -> Done:
     """One sync round; None when a stop ended it."""
     started = time.time()
     with watcher.round():

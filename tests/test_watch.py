@@ -32,6 +32,11 @@ RESUMES = "nothing is lost, the next sync resumes where this one stopped"
 
 
 @pytest.fixture
+def proxy(fault_proxy: FaultProxy) -> FaultProxy:
+    return fault_proxy
+
+
+@pytest.fixture
 def local(tmp_path: Path, fault_proxy: FaultProxy) -> Pipeline:
     """A pipeline on the in-process engine, its OpenSearch behind the test's fault proxy."""
     return Pipeline(tmp_path, fault_proxy.url, spark=None, engine=EngineKind.IN_PROCESS)
@@ -98,6 +103,8 @@ def test_a_bad_interval_is_one_line_and_exit_2(local: Pipeline) -> None:
     run = icecdc("sync", "--watch", "--interval", "3x", "--config", str(write_config(local)))
     assert run.returncode == 2
     assert "interval '3x' is not a positive duration such as 30s, 2m or 45 (seconds)" in run.stderr
+    alone = icecdc("sync", "--interval", "3s", "--config", str(write_config(local)))
+    assert alone.returncode == 2 and "add --watch" in alone.stderr
 
 
 def test_the_watch_follows_commits_and_stops_on_sigterm_with_nothing_lost(local: Pipeline) -> None:
@@ -161,23 +168,19 @@ def test_a_failed_round_is_one_line_and_the_next_round_goes_on(
     failed = [line for line in err.splitlines() if line.startswith("icecdc: round ")]
     assert failed and "Traceback" not in err, err
     assert ", the next round retries: " in failed[0] and "403" in failed[0], err
-    rounds = [
-        json.loads(line) for line in out.splitlines()
-    ]  # one JSON document a round, a line each
+    rounds = [json.loads(line) for line in out.splitlines()]  # a JSON document a round, a line each
     assert rounds and all(r["tables"][0]["table"] == NAME for r in rounds), out
     assert all(r["started_at"].endswith("Z") for r in rounds)
 
 
-def test_a_second_sigterm_abandons_the_pass_under_way_and_the_next_sync_resumes(
-    local: Pipeline, fault_proxy: FaultProxy
-) -> None:
+def test_a_second_sigterm_abandons_the_pass(local: Pipeline, proxy: FaultProxy) -> None:
     """SIGTERM twice while a pass's bulk request hangs: the pass is abandoned as a crash would
     leave it, but its leases are released; a plain sync then leaves the index equal to the table."""
     orders(local).append(rows(*range(1, 51)))
     config = write_config(local)
-    fault_proxy.delay_next(1, 20, path_contains="_bulk")
+    proxy.delay_next(1, 20, path_contains="_bulk")
     with watching(config, "-q") as watch:
-        assert fault_proxy.wait_for(1, "_bulk", timeout=120, stop=lambda: watch.poll() is not None)
+        assert proxy.wait_for(1, "_bulk", timeout=120, stop=lambda: watch.poll() is not None)
         watch.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         watch.send_signal(signal.SIGTERM)
