@@ -168,6 +168,7 @@ def test_a_failed_round_is_one_line_and_the_next_round_goes_on(
     failed = [line for line in err.splitlines() if line.startswith("icecdc: round ")]
     assert failed and "Traceback" not in err, err
     assert ", the next round retries: " in failed[0] and "403" in failed[0], err
+    assert "refused the credentials" not in failed[0]  # a 403: accepted, lacking a permission
     rounds = [json.loads(line) for line in out.splitlines()]  # a JSON document a round, a line each
     assert rounds and all(r["tables"][0]["table"] == NAME for r in rounds), out
     assert all(r["started_at"].endswith("Z") for r in rounds)

@@ -122,6 +122,9 @@ def test_an_index_name_derived_from_the_table_name_is_said_to_be_derived() -> No
     )
     named = parse_config({**raw, "tables": [{"name": "db.Customers", "index": "customers"}]})
     assert named.table("db.Customers").index == "customers"
+    several = {"name": "db.Customers", "indexes": [{"index": "a"}, {"index": "b"}]}
+    targets = parse_config({**raw, "tables": [several]}).table("db.Customers").targets()
+    assert [t.key for t in targets] == ["db.Customers#a", "db.Customers#b"]  # was refused too
 
 
 def test_a_mistyped_sqlite_catalog_path_is_refused_and_no_file_is_made(tmp_path: Path) -> None:

@@ -259,6 +259,8 @@ class TableConfig(IndexConfig):
     def _index_defaults_to_the_table(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
             derived = data["name"].split(".")[-1]
+            if data.get("indexes") is not None:  # unused: each entry of indexes names its index
+                return {**data, "index": _index_name_like(derived)}
             try:
                 IndexConfig._valid_index_name(derived)
             except ValueError:  # say where the name came from: the user never wrote it
@@ -277,9 +279,10 @@ class TableConfig(IndexConfig):
     def _index_keys_in_one_place(cls, data: Any) -> Any:
         """With `indexes`, every index's keys are in its entry: none on the table."""
         if isinstance(data, dict) and data.get("indexes") is not None:
-            default = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
+            last = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
+            defaults = {last, _index_name_like(last)} if last is not None else set()
             misplaced = sorted(
-                k for k in IndexConfig.model_fields if data.get(k) not in (None, default if k == "index" else None)
+                k for k in IndexConfig.model_fields if data.get(k) is not None and not (k == "index" and data[k] in defaults)
             )
             if misplaced:
                 raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
