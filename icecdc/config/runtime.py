@@ -281,9 +281,8 @@ class TableConfig(IndexConfig):
         if isinstance(data, dict) and data.get("indexes") is not None:
             last = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
             defaults = {last, _index_name_like(last)} if last is not None else set()
-            misplaced = sorted(
-                k for k in IndexConfig.model_fields if data.get(k) is not None and not (k == "index" and data[k] in defaults)
-            )
+            given = {k for k in IndexConfig.model_fields if data.get(k) is not None}
+            misplaced = sorted(given - ({"index"} if data.get("index") in defaults else set()))
             if misplaced:
                 raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
         return data
