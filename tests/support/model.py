@@ -319,13 +319,20 @@ class Operator(StrEnum):
     VERIFY = "verify"
     REPAIR_FROM_AUDIT = "repair --from-audit"
     REPAIR_PARTITION = "repair --partition"
-    REPAIR_IDS = "repair --ids"
+    REPAIR_IDS = "repair --id"
+    REPAIR_KEYS = "repair --key"  # the rows' identifier values as JSON
+    REPAIR_IDS_FILE = "repair --ids-file"  # one JSON string per line
     REPAIR_REBUILD = "repair --rebuild"
     REPLAY = "dead-letters replay"
 
     @property
     def writes(self) -> bool:
         return self not in (Operator.AUDIT, Operator.VERIFY)
+
+    @property
+    def names_rows(self) -> bool:
+        """Whether the command names rows of the table (ids or keys) to repair."""
+        return self in (Operator.REPAIR_IDS, Operator.REPAIR_KEYS, Operator.REPAIR_IDS_FILE)
 
 
 class OperatorCrash(StrEnum):

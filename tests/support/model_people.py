@@ -22,6 +22,7 @@ from opensearchpy import helpers
 
 from icecdc.catalog import identifier_columns
 from icecdc.cli import main as icecdc_main
+from icecdc.lookup import field_value
 from icecdc.model import EngineKind
 from tests.support.model import (
     INDEX,
@@ -126,7 +127,7 @@ class PeopleRules:
         STATS.steps[f"  operator {command}: exit {code}{' (died)' if died else ''}"] += 1
         if code not in OPERATOR_EXITS and not died and not self.refused_for_good_reason(text, checkpoints):
             raise AssertionError(f"icecdc {command} exited {code}: {text[-600:]}")
-        if command == Operator.REPAIR_IDS and code == 0:  # ids of the table's rows, whatever they hold
+        if command.names_rows and code == 0:  # ids of the table's rows, whatever they hold
             assert "not in the table nor the index" not in text, f"repair lost an id it was given: {text[-600:]}"
         if command == Operator.REPAIR_REBUILD:  # a rebuild exports the current snapshot: its checkpoint
             with self.stores(config) as indexes:
@@ -156,6 +157,8 @@ class PeopleRules:
             Operator.REPAIR_FROM_AUDIT,
             Operator.REPAIR_PARTITION,
             Operator.REPAIR_IDS,
+            Operator.REPAIR_KEYS,
+            Operator.REPAIR_IDS_FILE,
         )
         if command in whole_rows and self.shape != IndexShape.WHOLE:
             return "audit, replay and repair of a scope compare whole rows: a shaped index is verified or rebuilt"
@@ -188,6 +191,13 @@ class PeopleRules:
         ids = sorted(documents)[:2]
         if not ids:
             return None
+        if command == Operator.REPAIR_KEYS:
+            keys = [{c: field_value(json.loads(documents[doc_id]), c) for c in identifiers} for doc_id in ids]
+            return ["repair", "--table", TABLE, *[arg for key in keys for arg in ("--key", json.dumps(key))]]
+        if command == Operator.REPAIR_IDS_FILE:
+            listed = self.workdir / "ids.txt"
+            listed.write_text("".join(json.dumps(doc_id) + "\n" for doc_id in ids))
+            return ["repair", "--table", TABLE, "--ids-file", str(listed)]
         return ["repair", "--table", TABLE, *[arg for doc_id in ids for arg in ("--id", doc_id)]]
 
     def refused_for_good_reason(self: PipelineMachine, text: str, checkpoints: dict[str, Any]) -> bool:
