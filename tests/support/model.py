@@ -288,6 +288,7 @@ class Reconfig(StrEnum):
     MAPPING = "a mapping override for region (keyword) on or off"
     STRINGS = "strings: text or keyword"
     SETTINGS = "index settings: a refresh interval on or off"
+    DEAD_LETTERS = "dead letters on or off (off: a row's own fault fails the pass)"
 
 
 @dataclass
@@ -298,6 +299,7 @@ class Settings:
     region_keyword: bool = False
     keyword_strings: bool = False
     refresh: bool = False
+    dead_letters: bool = True
 
     def common(self) -> dict[str, Any]:
         """The keys every index entry of the table gets."""

@@ -93,6 +93,8 @@ class PeopleRules:
             settings.region_keyword = not settings.region_keyword
         elif change == Reconfig.STRINGS:
             settings.keyword_strings = not settings.keyword_strings
+        elif change == Reconfig.DEAD_LETTERS:
+            settings.dead_letters = not settings.dead_letters
         else:
             settings.refresh = not settings.refresh
         STATS.steps[f"  reconfigured: {change}"] += 1
@@ -189,6 +191,8 @@ class PeopleRules:
             return "known bug: replay beside a collapsed run"
         if command.writes and self.blocked:
             return "the index is blocked"
+        if command.writes and not self.settings.dead_letters:
+            return "dead letters are off: repair and replay need them for rows that cannot become documents"
         whole_rows = (
             Operator.AUDIT,
             Operator.REPLAY,
