@@ -1,4 +1,4 @@
-"""The import graph of icecdc points one way (see ARCHITECTURE.md and the README's layout): a
+"""The import graph of icecdc points one way (see docs/architecture.md, "Code layout"): a
 module imports only modules of lower layers, or of its own package. Read from the source, so a
 new upward import fails here by name."""
 

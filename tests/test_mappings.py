@@ -1,4 +1,4 @@
-"""The index's mapping is derived from the Iceberg schema (README "Documents"), merged with the
+"""The index's mapping is derived from the Iceberg schema (docs/documents.md), merged with the
 table's overrides or replaced by its index template, kept through a reset, and extended when a
 schema change adds columns. On osmem over HTTP."""
 
@@ -27,7 +27,8 @@ from tests.support.tables import orders, rows
 
 TEXT = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
 ANY_DATE = "strict_date_optional_time||epoch_millis"
-# The README's type table, written out for tests.support.all_types: the test of `mappings_for`, not a copy of it.
+# docs/documents.md's type table, written out for tests.support.all_types: the test of
+# `mappings_for`, not a copy of it.
 DERIVED = {
     "dynamic": "strict",
     "properties": {

@@ -1,7 +1,7 @@
 """Failures the model-based test found (tests/test_model.py), each as the minimal sequence Hypothesis
 shrank it to, replayed step by step without Hypothesis: the same machine, the same steps.
 
-Each failed before its fix (README's guarantees name them) and must pass from then on.
+Each failed before its fix (docs/guarantees.md names them) and must pass from then on.
 """
 
 from __future__ import annotations
