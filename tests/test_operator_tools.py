@@ -1,4 +1,4 @@
-"""The operators' tools at the edges (issue 40, items 8, 9, 11, 12): a row dead-lettered by design
+"""The operators' tools at the edges: a row dead-lettered by design
 (a null identifier) is explained by `verify`, `audit` and `repair`, not reported as drift; one open
 letter per row and reason, however often its file is rewritten; an audit of a table dropped and
 created again; ids with commas and composite keys named exactly to `repair`."""
