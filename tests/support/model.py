@@ -403,14 +403,14 @@ class KnownBug(StrEnum):
     # again before the rebuild ran, and the rebuild wrote the new shape from the old filter's
     # files: rows outside the old filter had no document (found 2026-11-27)
     RESHAPE_DURING_A_FILTERED_REBUILD = "reshape-during-a-filtered-rebuild"
-    # issue 40, fixed in parallel: the index's identity when the identifier columns change (item 1),
-    # replay's version beside a run of commits that collapses (item 4), verify, audit and repair of
-    # dead-lettered rows (items 8, 9)
+    # fixed beside the rules that find them: the index's identity when the identifier columns
+    # change, replay's version beside a run of commits that collapses, verify, audit and repair of
+    # dead-lettered rows
     IDENTIFIERS_CHANGED = "identifiers-changed"
     REPLAY_BESIDE_A_COLLAPSED_RUN = "replay-beside-a-collapsed-run"
     OPERATORS_ON_BAD_ROWS = "operators-on-bad-rows"
-    LETTERS_WRITTEN_AGAIN = "letters-written-again"  # item 9: one open letter per row and reason
-    HOSTILE_IDS = "hostile-ids"  # item 6: ids OpenSearch refuses, the rows' own fault
+    LETTERS_WRITTEN_AGAIN = "letters-written-again"  # one open letter per row and reason
+    HOSTILE_IDS = "hostile-ids"  # ids OpenSearch refuses, the rows' own fault
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
 

@@ -113,7 +113,7 @@ ENGINES = [EngineKind.IN_PROCESS, EngineKind.SPARK] if FUZZ else [EngineKind.IN_
 POISONS = [Poison.NONE] * 6 + [Poison.OVERSIZED, Poison.UNMAPPABLE, Poison.LONG_ID, Poison.EMPTY_ID, Poison.NULL_ID]
 # The state store: DynamoDB (on moto) in a third of the examples, in both profiles. The derandomized
 # run kept SQLite after one unexplained failure in a `make test` run (2026-11-27 14:58); with the
-# draw back on, it passed in every run since (the closing note of issue 40 counts them).
+# draw back on, it passed in every run since.
 STORES = st.sampled_from([StoreKind.SQLITE, *StoreKind])
 SEEDS = st.integers(0, 2**16 - 1)
 
