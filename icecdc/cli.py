@@ -1,4 +1,5 @@
-"""The `icecdc` command: sync, status, verify, audit, repair, dead-letters, demo, doctor."""
+"""The `icecdc` command: init, check, sync, status, verify, audit, repair, dead-letters, demo,
+dev-server, doctor."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             handler.addFilter(_not_py4j)
     with _Interrupts() as interrupts:
         try:
+            _locate_config(args)
             return _run(args)
         except KeyboardInterrupt:
             return _interrupted()
@@ -161,6 +163,9 @@ def _run(args: argparse.Namespace) -> int:
         "dead-letters": _dead_letters,
         "demo": _demo,
         "doctor": _doctor,
+        "init": _init,
+        "check": _check,
+        "dev-server": _dev_server,
     }
     return commands_run[args.command](args)
 
@@ -209,7 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_repair(commands)
     _add_dead_letters(commands)
     _add_demo_doctor(commands)
+    _add_first_hour(commands)
     _add_output_options(parser, defaults=True)
+    _config_by_default(parser)
     return parser
 
 
@@ -241,6 +248,9 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     sync = commands.add_parser("sync", help="plan and apply every commit since the last sync")
     sync.add_argument("--config", required=True, type=Path)
     sync.add_argument("--table", action="append", help="only this table (repeatable)")
+    sync.add_argument(
+        "--dry-run", action="store_true", help="print what a sync would plan, and each pass's engine; write nothing"
+    )
 
     status = commands.add_parser("status", help="checkpoint, pending work and lag per table")
     status.add_argument("--config", required=True, type=Path)
@@ -344,6 +354,97 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
     doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
 
 
+def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """A user's first commands: init, check, dev-server."""
+    init = commands.add_parser("init", help="write a commented config for a catalog and the tables named")
+    init.add_argument("--catalog-uri", help="the catalog's URI (sqlite:///<path> for a SQL catalog on SQLite; a REST URL)")
+    init.add_argument("--warehouse", help="where the catalog's tables' files go (a SQL catalog's warehouse)")
+    init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql")
+    init.add_argument("--table", action="append", required=True, help="<namespace>.<table> (repeatable)")
+    init.add_argument("--opensearch", default="http://127.0.0.1:9200", help="OpenSearch's URL (default: the dev server's)")
+    init.add_argument("--config", type=Path, help="where to write it (default: $ICECDC_CONFIG, else ./icecdc.yaml)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    check = commands.add_parser("check", help="verify what a first sync needs, writing nothing (exit 2 if any fails)")
+    check.add_argument("--config", type=Path)
+
+    server = commands.add_parser("dev-server", help="a local OpenSearch-compatible server (osmem) until Ctrl-C")
+    server.add_argument("--port", type=int, default=9200, help="the port on 127.0.0.1 (default 9200; 0: a free one)")
+    server.add_argument("--data", type=Path, help="load indexes at start from an osmem seed directory or .ndjson file")
+
+
+def _config_by_default(parser: argparse.ArgumentParser) -> None:
+    """Every command's --config optional: `_locate_config` finds the file when it is not given."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                for option in sub._actions:
+                    if option.dest == "config":
+                        option.required = False
+                        option.help = (option.help + "; " if option.help else "") + "default: $ICECDC_CONFIG, else ./icecdc.yaml"
+                _config_by_default(sub)
+
+
+def _locate_config(args: argparse.Namespace) -> None:
+    """The configuration file of a command not given --config: $ICECDC_CONFIG, else ./icecdc.yaml."""
+    if "config" in vars(args):
+        from icecdc.config.location import config_path
+
+        args.config = config_path(args.config, os.environ, must_exist=args.command != "init")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from icecdc.errors import OperationError
+    from icecdc.init_config import CatalogType, InitRequest, write_config
+
+    if args.catalog_uri is None and args.catalog_type != "glue":
+        raise OperationError(f"--catalog-uri is required for a {args.catalog_type} catalog")
+    request = InitRequest(
+        args.catalog_uri, CatalogType(args.catalog_type), tuple(args.table), args.config, args.warehouse, args.opensearch
+    )
+    for facts in write_config(request, args.force):
+        read = f"not read ({facts.unread})" if facts.unread else ", ".join(facts.identifiers) or "none in its schema"
+        print(f"{facts.name}: identifier columns {read}")
+    print(f"wrote {args.config}: next, `icecdc check{_config_option(args.config)}`")
+    return 0
+
+
+def _config_option(path: Path) -> str:
+    from icecdc.config.location import DEFAULT_CONFIG
+
+    return "" if path == DEFAULT_CONFIG else f" --config {path}"
+
+
+def _check(args: argparse.Namespace) -> int:
+    from icecdc.check import check
+    from icecdc.checklist import Outcome, summary
+
+    logging.getLogger("opensearch").setLevel(logging.CRITICAL)  # a failure is a check's finding, with its fix
+    checks = check(args.config)
+    print(f"icecdc check: {args.config}")
+    for found in checks:
+        print("\n".join(found.lines()))
+    print(summary(checks, "ready to sync"))
+    return 2 if any(c.outcome == Outcome.FAILED for c in checks) else 0
+
+
+def _dev_server(args: argparse.Namespace) -> int:
+    from icecdc.devserver import serve
+
+    return serve(args.port, args.data, out=lambda line: print(line, flush=True))
+
+
+def _dry_run(args: argparse.Namespace, config: Config) -> int:
+    from icecdc.dryrun import dry_run
+
+    if not args.verbose:  # planning's own line repeats, in other words, what the plan prints
+        logging.getLogger("icecdc.planning").setLevel(logging.WARNING)
+    for plan in dry_run(config, args.table):
+        print("\n".join(plan.lines()))
+    print("dry run: nothing was written (no state, no index, no lease); `icecdc sync` applies it")
+    return 0
+
+
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.processing import sync
@@ -352,6 +453,8 @@ def _sync(args: argparse.Namespace) -> int:
     if args.table:
         for name in args.table:
             config.table(name)  # fail on an unknown name before anything is read
+    if args.dry_run:
+        return _dry_run(args, config)
     if sys.stderr.isatty():  # a bar that redraws itself; elsewhere the progress lines are logged as they come
         bar = logging.getLogger("icecdc.progress")
         bar.addHandler(_ProgressBar())

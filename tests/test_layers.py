@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
-    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents"},  # value types, no icecdc imports
+    # value types, no icecdc imports; checklist: checks and their fixes, as doctor and check report them
+    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
     {"icecdc.config", "icecdc.storage", "icecdc.logs"},  # logs: which libraries the entries quiet
     {
         "icecdc.catalog",
@@ -32,9 +33,11 @@ LAYERS: list[set[str]] = [
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
-    {"icecdc.processing", "icecdc.verify"},  # verify: reads as a sync does what pyiceberg cannot scan
+    # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, written nowhere
+    {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
-    {"icecdc.aws", "icecdc.demo"},  # what the entries call
+    {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config"},  # what the entries call
+    {"icecdc.check"},  # a first sync's needs, checked: reads what init_config writes
     {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
     {"icecdc.cli"},
 ]
