@@ -25,18 +25,15 @@ from icecdc.config import Config, SqliteStateConfig, TableConfig, load_config
 from icecdc.errors import IcecdcError
 from icecdc.index import IndexAlias, Owner, check_pipeline
 from icecdc.index.ownership import refusal
-from icecdc.init_config import missing_sqlite_file
+from icecdc.init_config import WITHOUT_IDENTIFIERS, missing_sqlite_file
 from icecdc.opensearch import describe_failure, open_client
 from icecdc.state import StateStore
 from icecdc.state.scratch import scratch_copy
 
 CONFIG, STATE, CATALOG, TABLE = "config", "state", "catalog", "table"
 IDENTIFIERS, OPENSEARCH, PIPELINE, INDEX = "identifier columns", "opensearch", "pipeline", "index"
-NO_IDENTIFIERS = (
-    "none: icecdc follows appends only (ids from data file and row position), "
-    "and the first commit that "
-    "removes rows fails with a clear error"
-)
+NO_IDENTIFIERS = f"none: {WITHOUT_IDENTIFIERS}"
+CREDENTIALS = "check opensearch.username/password or the AWS identity, and its permissions"
 START_SERVER = "start one (`icecdc dev-server` runs a local server), or correct opensearch.url"
 
 
@@ -53,8 +50,9 @@ def check(path: Path) -> list[Check]:
     try:
         config = load_config(path)
     except IcecdcError as exc:
-        return [failed(CONFIG, str(exc), "correct the key it names (docs/getting-started.md lists them)")]
-    checks = [passed(CONFIG, f"{path} parses: {len(config.tables)} tables, {len(config.index_names)} indexes")]
+        return [failed(CONFIG, str(exc), "correct the key it names (docs/getting-started.md)")]
+    counts = f"{len(config.tables)} tables, {len(config.index_names)} indexes"
+    checks = [passed(CONFIG, f"{path} parses: {counts}")]
     state, known = _state(config)
     catalog, opened = _catalog(config)
     checks += [state, catalog]
@@ -77,7 +75,8 @@ def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
     """The state can be read (a copy of it: reading a SQLite file must not create it); the index
     uuids each index's checkpoint names, which are the table's whatever their marker."""
     keys = [target.key for table in config.tables for target in table.targets()]
-    where = config.state.path if isinstance(config.state, SqliteStateConfig) else f"DynamoDB table {config.state.table}"
+    state = config.state
+    where = state.path if isinstance(state, SqliteStateConfig) else f"DynamoDB table {state.table}"
     with tempfile.TemporaryDirectory(prefix="icecdc-check-") as scratch:
         try:
             store = scratch_copy(config.state, keys, Path(scratch))
@@ -89,15 +88,17 @@ def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
         finally:
             store.close()
     synced = sum(bool(uuids) for uuids in known.values())
-    first = f"{len(keys) - synced} to export on the first sync" if synced < len(keys) else "all synced before"
-    return passed(STATE, f"{where}: {synced} of {len(keys)} indexes have a checkpoint ({first})"), known
+    first = f"{len(keys) - synced} to export first" if synced < len(keys) else "all synced"
+    found = f"{where}: {synced} of {len(keys)} indexes have a checkpoint ({first})"
+    return passed(STATE, found), known
 
 
 def _known_indexes(store: StateStore, keys: list[str]) -> dict[str, set[str]]:
     known = {}
     for key in keys:
         checkpoint = store.get_checkpoint(key)
-        known[key] = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
+        uuid = checkpoint.index_uuid if checkpoint is not None else ""
+        known[key] = {uuid} if uuid else set()
     return known
 
 
@@ -110,7 +111,8 @@ def _catalog(config: Config) -> tuple[Check, Catalog | None]:
     try:
         catalog = open_catalog(config.catalog)
     except IcecdcError as exc:
-        return failed(CATALOG, str(exc), "correct the catalog's keys (pyiceberg's load_catalog properties)"), None
+        fix = "correct the catalog's keys (pyiceberg's load_catalog properties)"
+        return failed(CATALOG, str(exc), fix), None
     kind = properties.get("type", "default type")
     return passed(CATALOG, f"catalog {config.catalog.name!r} ({kind}) opens"), catalog
 
@@ -124,7 +126,7 @@ def _table(table_config: TableConfig, catalog: Catalog) -> tuple[list[Check], Ta
         fix = "correct tables[].name (<namespace>.<table>), or create the table"
         return [failed(TABLE, str(exc), fix, subject=name)], None
     if table.format_version < 2:
-        upgrade = "upgrade it: the table property format-version=2 (icecdc versions documents by sequence numbers)"
+        upgrade = "set the table property format-version=2 (documents are versioned by it)"
         return [failed(TABLE, "Iceberg format v1", upgrade, subject=name)], None
     current = table.current_snapshot()
     at = f"current snapshot {current.snapshot_id}" if current is not None else "no snapshot yet"
@@ -139,9 +141,10 @@ def _table(table_config: TableConfig, catalog: Catalog) -> tuple[list[Check], Ta
         fix = "correct identifier_columns (or the index's shape) to name columns of the table"
         return [loads, failed(IDENTIFIERS, str(exc), fix, subject=name)], None
     if not columns:
-        fix = "set identifier_columns: [<column>, ...] on the table, or the table's identifier fields in its schema"
+        fix = "set identifier_columns: [<column>, ...], or identifier fields in its schema"
         return [loads, warned(IDENTIFIERS, NO_IDENTIFIERS, fix, subject=name)], table
-    source = "configured" if table_config.identifier_columns is not None else "the schema's identifier fields"
+    configured = table_config.identifier_columns is not None
+    source = "configured" if configured else "the schema's identifier fields"
     return [
         loads,
         passed(IDENTIFIERS, f"{', '.join(columns)} ({source}): each document's _id", subject=name),
@@ -155,13 +158,18 @@ def _opensearch(config: Config) -> tuple[Check, OpenSearch | None]:
         version = client.info().get("version", {})
     except TransportError as exc:
         unreachable = isinstance(exc, OpenSearchConnectionError)
-        fix = START_SERVER if unreachable else "check opensearch.username/password or the AWS identity, and its permissions"
+        fix = START_SERVER if unreachable else CREDENTIALS
         return failed(OPENSEARCH, describe_failure(exc, url), fix), None
     found = f"{version.get('distribution', 'OpenSearch')} {version.get('number', '?')}"
     return passed(OPENSEARCH, f"{url} answers and admits the credentials: {found}"), client
 
 
-def _indexes(client: OpenSearch | None, url: str, loaded: _Loaded, known: dict[str, set[str]]) -> list[Check]:
+def _indexes(
+    client: OpenSearch | None,
+    url: str,
+    loaded: _Loaded,
+    known: dict[str, set[str]],
+) -> list[Check]:
     """Each index of the table: its pipeline exists, and its name is free or the table's."""
     checks: list[Check] = []
     for target in loaded.config.targets():
@@ -171,7 +179,8 @@ def _indexes(client: OpenSearch | None, url: str, loaded: _Loaded, known: dict[s
             continue
         if target.config.pipeline is not None:
             checks.append(_pipeline(client, target.config.pipeline, index))
-        checks.append(_ownership(client, url, target.config, loaded.table, known.get(target.key, set())))
+        uuids = known.get(target.key, set())
+        checks.append(_ownership(client, url, target.config, loaded.table, uuids))
     return checks
 
 
@@ -184,7 +193,13 @@ def _pipeline(client: OpenSearch, pipeline: str, index: str) -> Check:
     return passed(PIPELINE, f"ingest pipeline {pipeline!r} exists", subject=index)
 
 
-def _ownership(client: OpenSearch, url: str, config: TableConfig, table: Table, known: set[str]) -> Check:
+def _ownership(
+    client: OpenSearch,
+    url: str,
+    config: TableConfig,
+    table: Table,
+    known: set[str],
+) -> Check:
     """Whether the name is free, icecdc's for this table, or someone else's (refused, unless
     taken over)."""
     owner = Owner.of(table)
@@ -206,7 +221,7 @@ def _ownership(client: OpenSearch, url: str, config: TableConfig, table: Table, 
             subject=config.index,
         )
     if refused:
-        fix = f"configure another index name for {config.name!r}, or set index_takeover: true to take the name over"
+        fix = f"name another index for {config.name!r}, or set index_takeover: true to take it over"
         return failed(INDEX, whose, fix, subject=config.index)
     if holder is None:
         return passed(

@@ -56,7 +56,13 @@ def passed(name: str, detail: str, subject: str | None = None) -> Check:
     return Check(name, Outcome.PASSED, detail, subject=subject)
 
 
-def failed(name: str, detail: str, fix: str, command: str | None = None, subject: str | None = None) -> Check:
+def failed(
+    name: str,
+    detail: str,
+    fix: str,
+    command: str | None = None,
+    subject: str | None = None,
+) -> Check:
     return Check(name, Outcome.FAILED, detail, Fix(fix, command), subject)
 
 

@@ -248,9 +248,8 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     sync = commands.add_parser("sync", help="plan and apply every commit since the last sync")
     sync.add_argument("--config", required=True, type=Path)
     sync.add_argument("--table", action="append", help="only this table (repeatable)")
-    sync.add_argument(
-        "--dry-run", action="store_true", help="print what a sync would plan, and each pass's engine; write nothing"
-    )
+    dry_run = "print what a sync would plan, and each pass's engine; write nothing"
+    sync.add_argument("--dry-run", action="store_true", help=dry_run)
 
     status = commands.add_parser("status", help="checkpoint, pending work and lag per table")
     status.add_argument("--config", required=True, type=Path)
@@ -356,21 +355,28 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """A user's first commands: init, check, dev-server."""
-    init = commands.add_parser("init", help="write a commented config for a catalog and the tables named")
-    init.add_argument("--catalog-uri", help="the catalog's URI (sqlite:///<path> for a SQL catalog on SQLite; a REST URL)")
-    init.add_argument("--warehouse", help="where the catalog's tables' files go (a SQL catalog's warehouse)")
+    init = commands.add_parser("init", help="write a commented config for a catalog and tables")
+    uri = "the catalog's URI: sqlite:///<path> for a SQL catalog on SQLite, a REST catalog's URL"
+    init.add_argument("--catalog-uri", help=uri)
+    init.add_argument("--warehouse", help="where the catalog puts new tables' files")
     init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql")
-    init.add_argument("--table", action="append", required=True, help="<namespace>.<table> (repeatable)")
-    init.add_argument("--opensearch", default="http://127.0.0.1:9200", help="OpenSearch's URL (default: the dev server's)")
-    init.add_argument("--config", type=Path, help="where to write it (default: $ICECDC_CONFIG, else ./icecdc.yaml)")
+    table = "<namespace>.<table> (repeatable)"
+    init.add_argument("--table", action="append", required=True, help=table)
+    url = "OpenSearch's URL (default: the dev server's)"
+    init.add_argument("--opensearch", default="http://127.0.0.1:9200", help=url)
+    init.add_argument("--config", type=Path, help="where to write it")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
 
-    check = commands.add_parser("check", help="verify what a first sync needs, writing nothing (exit 2 if any fails)")
+    checks = "verify what a first sync needs, writing nothing (exit 2 if any fails)"
+    check = commands.add_parser("check", help=checks)
     check.add_argument("--config", type=Path)
 
-    server = commands.add_parser("dev-server", help="a local OpenSearch-compatible server (osmem) until Ctrl-C")
-    server.add_argument("--port", type=int, default=9200, help="the port on 127.0.0.1 (default 9200; 0: a free one)")
-    server.add_argument("--data", type=Path, help="load indexes at start from an osmem seed directory or .ndjson file")
+    osmem = "a local OpenSearch-compatible server (osmem) until Ctrl-C"
+    server = commands.add_parser("dev-server", help=osmem)
+    port = "the port on 127.0.0.1 (default 9200; 0: a free one)"
+    server.add_argument("--port", type=int, default=9200, help=port)
+    seed = "load indexes at start from an osmem seed directory or .ndjson file"
+    server.add_argument("--data", type=Path, help=seed)
 
 
 def _config_by_default(parser: argparse.ArgumentParser) -> None:
@@ -381,12 +387,13 @@ def _config_by_default(parser: argparse.ArgumentParser) -> None:
                 for option in sub._actions:
                     if option.dest == "config":
                         option.required = False
-                        option.help = (option.help + "; " if option.help else "") + "default: $ICECDC_CONFIG, else ./icecdc.yaml"
+                        known = f"{option.help}; " if option.help else ""
+                        option.help = f"{known}default: $ICECDC_CONFIG, else ./icecdc.yaml"
                 _config_by_default(sub)
 
 
 def _locate_config(args: argparse.Namespace) -> None:
-    """The configuration file of a command not given --config: $ICECDC_CONFIG, else ./icecdc.yaml."""
+    """The configuration file of a command without --config: $ICECDC_CONFIG, else ./icecdc.yaml."""
     if "config" in vars(args):
         from icecdc.config.location import config_path
 
@@ -399,11 +406,11 @@ def _init(args: argparse.Namespace) -> int:
 
     if args.catalog_uri is None and args.catalog_type != "glue":
         raise OperationError(f"--catalog-uri is required for a {args.catalog_type} catalog")
-    request = InitRequest(
-        args.catalog_uri, CatalogType(args.catalog_type), tuple(args.table), args.config, args.warehouse, args.opensearch
-    )
+    kind, tables, where = CatalogType(args.catalog_type), tuple(args.table), args.config
+    request = InitRequest(args.catalog_uri, kind, tables, where, args.warehouse, args.opensearch)
     for facts in write_config(request, args.force):
-        read = f"not read ({facts.unread})" if facts.unread else ", ".join(facts.identifiers) or "none in its schema"
+        read = ", ".join(facts.identifiers) or "none in its schema"
+        read = f"not read ({facts.unread})" if facts.unread else read
         print(f"{facts.name}: identifier columns {read}")
     print(f"wrote {args.config}: next, `icecdc check{_config_option(args.config)}`")
     return 0
@@ -419,7 +426,8 @@ def _check(args: argparse.Namespace) -> int:
     from icecdc.check import check
     from icecdc.checklist import Outcome, summary
 
-    logging.getLogger("opensearch").setLevel(logging.CRITICAL)  # a failure is a check's finding, with its fix
+    # A failure is a check's finding, with its fix: not also opensearch-py's warning.
+    logging.getLogger("opensearch").setLevel(logging.CRITICAL)
     checks = check(args.config)
     print(f"icecdc check: {args.config}")
     for found in checks:

@@ -27,15 +27,17 @@ def serve(port: int, seed: Path | None = None, out: Callable[[str], None] = prin
     )  # the `local` extra's; only this command and the demo need it
 
     if seed is not None and not seed.exists():
-        raise OperationError(f"--data {seed} does not exist: name an osmem seed directory or .ndjson file")
+        raise OperationError(f"--data {seed} does not exist: name an osmem seed directory or file")
     try:
         server = OsmemServer.start(seed, japanese=False, addr=f"127.0.0.1:{port}")
     except OsmemError as exc:
-        raise OperationError(f"the dev server did not start on port {port} (is the port taken? --port N): {exc}") from None
+        taken = f"the dev server did not start on port {port} (is it taken? --port N)"
+        raise OperationError(f"{taken}: {exc}") from None
     with _stopped_by_signals() as stop:
         try:
-            out(f"OpenSearch-compatible dev server (osmem, as OpenSearch {server.version}) at {server.url}")
-            out(f"  set opensearch: {{url: {server.url}}} in icecdc.yaml; indexes are kept in memory; Ctrl-C stops it")
+            out(f"OpenSearch-compatible dev server (osmem {server.version}) at {server.url}")
+            out(f"  set opensearch: {{url: {server.url}}} in icecdc.yaml; Ctrl-C stops it")
+            out("  indexes are kept in memory: after a restart, a sync exports the tables again")
             while not stop.wait(POLL_SECONDS):
                 if server.process.poll() is not None:
                     out(f"the dev server exited ({server.process.returncode})")

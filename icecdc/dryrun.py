@@ -77,7 +77,9 @@ class IndexPlan:
 
     def lines(self) -> list[str]:
         """The plan as `icecdc sync --dry-run` prints it: a line for the index, one per pass."""
-        at = f"checkpoint {self.checkpoint.snapshot_id}" if self.checkpoint else "no checkpoint yet (first sync)"
+        at = "no checkpoint yet (first sync)"
+        if self.checkpoint is not None:
+            at = f"checkpoint {self.checkpoint.snapshot_id}"
         head = f"{self.table} → {self.index}: {at}, current snapshot {self.current_snapshot_id}"
         if not self.passes:
             return [f"{head}: caught up, nothing to apply"]
@@ -131,13 +133,15 @@ def _index_plan(
     name = index_config.name
     checkpoint = store.get_checkpoint(name)
     changed = ChangedEntries()
-    unprotected = index_config.revised(protect_checkpoint=False)  # tagging snapshots writes the table
+    # protect_checkpoint tags the table's snapshots: a write
+    unprotected = index_config.revised(protect_checkpoint=False)
     before = store.count_pending(name)
     plan = plan_table(table, unprotected, store, identifiers, changed, limits=config.batch)
     passes = tuple(_passes(config, engines, name, store, table, identifiers, changed))
     current = table.current_snapshot()
     current_id = current.snapshot_id if current is not None else None
-    return IndexPlan(key, index_config.index, checkpoint, current_id, before + plan.written, plan.written, passes)
+    items = before + plan.written
+    return IndexPlan(key, index_config.index, checkpoint, current_id, items, plan.written, passes)
 
 
 def _passes(
@@ -163,13 +167,15 @@ def _passes(
         tasks = pass_tasks(table, unread, identifiers, changed, config.batch.max_rewrite_bytes)
         reads = file_reads(tasks.all)
         earlier = [i for i in batch if i.kind == ItemKind.EXPORT and i.status == ItemStatus.APPLIED]
-        if not partial and earlier and identifiers:  # the export's last pass reads its earlier files' keys
+        # the export's last pass reads the keys of the files its earlier passes wrote
+        if not partial and earlier and identifiers:
             reads += file_reads(pass_tasks(table, earlier, identifiers, changed).export)
         size = WorkSize.of(reads)
         resync = ", ".join(sorted({str(i.resync) for i in batch if i.resync}))
         export = any(i.kind == ItemKind.EXPORT for i in batch)
         snapshots = len({i.snapshot_id for i in batch})
-        yield PlannedPass(export, snapshots, len(unread), size, engines.kind_for(size), partial, resync)
+        engine = engines.kind_for(size)
+        yield PlannedPass(export, snapshots, len(unread), size, engine, partial, resync)
         if partial:
             store.mark_applied(name, unread, DRY_RUN_INDEX)
         else:
@@ -180,4 +186,5 @@ def _end(batch: list[WorkItem], table: Table, identifiers: tuple[str, ...]) -> C
     """The checkpoint a pass over `batch` would leave."""
     last = max(batch, key=lambda i: i.sequence_number)
     schema_id = int(table.metadata.current_schema_id)
-    return Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number, schema_id, identifiers)
+    end = (last.table_uuid, last.snapshot_id, last.sequence_number)
+    return Checkpoint(*end, schema_id, identifiers)

@@ -5,7 +5,7 @@ file (a SQLite catalog that does not exist is not created), and never overwrites
 
 from __future__ import annotations
 
-import logging
+import textwrap
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -18,9 +18,12 @@ from icecdc.catalog import load_table, open_catalog
 from icecdc.config import CatalogConfig, parse_config
 from icecdc.errors import IcecdcError, OperationError
 
-log = logging.getLogger(__name__)
-
 DEFAULT_OPENSEARCH = "http://127.0.0.1:9200"  # where `icecdc dev-server` listens by default
+# What a table without identifier columns means (README: tables without identifier columns).
+WITHOUT_IDENTIFIERS = (
+    "icecdc follows appends only (ids from data file and row position), "
+    "and the first commit that removes rows fails with a clear error"
+)
 
 
 class CatalogType(StrEnum):
@@ -54,8 +57,8 @@ class TableFacts:
 
 def catalog_section(request: InitRequest) -> dict[str, str]:
     """The `catalog:` keys of the request: pyiceberg's `load_catalog` properties."""
-    section = {"name": "lake" if request.catalog_type == CatalogType.SQL else str(request.catalog_type)}
-    section["type"] = str(request.catalog_type)
+    kind = str(request.catalog_type)
+    section = {"name": "lake" if kind == CatalogType.SQL else kind, "type": kind}
     if request.catalog_uri:
         section["uri"] = request.catalog_uri
     if request.warehouse:
@@ -77,7 +80,8 @@ def read_tables(catalog: dict[str, str], names: tuple[str, ...]) -> list[TableFa
     cannot give (unreachable, missing) says why instead."""
     missing = missing_sqlite_file(catalog)
     if missing is not None:
-        return [TableFacts(n, unread=f"the catalog database {missing} does not exist") for n in names]
+        unread = f"the catalog database {missing} does not exist"
+        return [TableFacts(n, unread=unread) for n in names]
     try:
         opened = open_catalog(CatalogConfig.model_validate(catalog))
     except IcecdcError as exc:
@@ -93,7 +97,8 @@ def read_tables(catalog: dict[str, str], names: tuple[str, ...]) -> list[TableFa
 
 def table_facts(name: str, table: Table) -> TableFacts:
     schema = table.schema()
-    identifiers = sorted(schema.identifier_field_names(), key=lambda n: schema.find_field(n).field_id)
+    names = schema.identifier_field_names()
+    identifiers = sorted(names, key=lambda n: schema.find_field(n).field_id)
     columns = tuple(f"{f.name} ({f.field_type})" for f in schema.fields)
     return TableFacts(name, tuple(identifiers), columns)
 
@@ -149,8 +154,10 @@ def _catalog_hints(request: InitRequest) -> list[str]:
             "# client.region: eu-west-1",
         ]
     if request.catalog_type == CatalogType.REST:
-        return ["# credential: client_id:client_secret   # or token: ... (pyiceberg's REST catalog)"]
-    return [] if request.warehouse else ["# warehouse: file:///path/to/warehouse   # where new tables' files go"]
+        return ["# credential: client_id:client_secret   # or token: ... (pyiceberg's REST keys)"]
+    if request.warehouse:
+        return []
+    return ["# warehouse: file:///path/to/warehouse   # where new tables' files go"]
 
 
 def _table_lines(fact: TableFacts) -> list[str]:
@@ -160,8 +167,8 @@ def _table_lines(fact: TableFacts) -> list[str]:
         "    # The index: an alias over generations <index>-<n>, which icecdc creates and owns.",
         f"    index: {_scalar(index)}",
         "    # The columns whose values make a document's _id (a row's identity); unset: the",
-        "    # schema's identifier fields. Without any, icecdc follows appends only (ids from file",
-        "    # and row position), and the first commit that removes rows fails with a clear error.",
+        "    # schema's identifier fields. Without any:",
+        *_comment(f"{WITHOUT_IDENTIFIERS}.", "    # "),
     ]
     if fact.unread:
         lines += [
@@ -182,6 +189,11 @@ def _table_lines(fact: TableFacts) -> list[str]:
     return lines
 
 
+def _comment(text: str, prefix: str) -> list[str]:
+    """`text` as comment lines, each starting with `prefix`, within 100 characters."""
+    return [prefix + line for line in textwrap.wrap(text, 100 - len(prefix))]
+
+
 def _scalar(value: str) -> str:
     """`value` as a YAML scalar (quoted where YAML would read it otherwise)."""
     return yaml.safe_dump(value, default_style=None).removesuffix("\n...\n").strip()
@@ -196,7 +208,8 @@ def write_config(request: InitRequest, force: bool) -> list[TableFacts]:
     each table.
     The text is checked with the configuration's own parser before it is written."""
     if request.path.exists() and not force:
-        raise OperationError(f"{request.path} exists; nothing was written: give --force to overwrite it, or another --config")
+        overwrite = "give --force to overwrite it, or another --config"
+        raise OperationError(f"{request.path} exists; nothing was written: {overwrite}")
     facts = read_tables(catalog_section(request), request.tables)
     text = render(request, facts)
     parse_config(yaml.safe_load(text))  # a file `init` writes always loads

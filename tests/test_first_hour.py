@@ -45,13 +45,16 @@ def environment(config: Path | None) -> dict[str, str]:
 def init(local: Pipeline, *extra: str) -> subprocess.CompletedProcess[str]:
     """`icecdc init` for the user's orders table, writing ./icecdc.yaml in the test's directory."""
     uri = f"sqlite:///{local.workdir / 'catalog.db'}"
-    args = ["init", "--catalog-uri", uri, "--table", "db.orders", "--opensearch", local.opensearch_url, *extra]
+    args = ["init", "--catalog-uri", uri, "--table", "db.orders"]
+    args += ["--opensearch", local.opensearch_url]
+    args += extra
     return icecdc(*args, env=environment(None), cwd=local.workdir)
 
 
 def written(local: Pipeline) -> dict[str, str]:
     """What the state and the server hold: the state's files by their digest, and the indexes."""
-    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(local.workdir.glob("icecdc-state.db*"))}
+    state = sorted(local.workdir.glob("icecdc-state.db*"))
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in state}
     indexes = sorted(local.client.indices.get(index="*"))
     return {**files, "indexes": ",".join(indexes)}
 
@@ -97,14 +100,17 @@ def test_a_newcomer_syncs_their_own_table_from_init_to_verify(local: Pipeline) -
     before = written(local)
     planned = run("sync", "--dry-run")
     assert planned.returncode == 0, planned.stderr
-    assert f"{commits} snapshots to apply, {commits} work items ({commits} to plan)" in planned.stdout, planned.stdout
-    assert f"pass 1: {commits} snapshots of changes" in planned.stdout and "in_process engine" in planned.stdout
+    shown = planned.stdout
+    assert f"{commits} snapshots to apply, {commits} work items ({commits} to plan)" in shown, shown
+    assert f"pass 1: {commits} snapshots of changes" in shown and "in_process engine" in shown
     assert written(local) == before  # the state's files unchanged, no other index
     assert run("sync").returncode == 0
 
     status = run("status")
     assert status.returncode == 0, status.stderr
-    assert re.search(r"^db\.orders\s+\d+\s+\d+\s+0\s+0\s", status.stdout, re.MULTILINE), status.stdout
+    # nothing pending, no snapshot behind
+    caught_up = re.compile(r"^db\.orders\s+\d+\s+\d+\s+0\s+0\s", re.MULTILINE)
+    assert caught_up.search(status.stdout), status.stdout
     verified = run("verify")
     assert verified.returncode == 0, verified.stderr
     assert "index equals table" in verified.stdout
@@ -133,12 +139,17 @@ def foreign_index(local: Pipeline, config: dict[str, Any]) -> None:
     ("fault", "failing", "fix"),
     [
         (unreachable, "✗ opensearch: OpenSearch at http://127.0.0.1:", "icecdc dev-server"),
-        (missing_table, "✗ table (db.nope): table 'db.nope' does not exist", "correct tables[].name"),
-        (foreign_index, "✗ index (orders): index 'orders' is not icecdc's", "index_takeover: true"),
+        (missing_table, "✗ table (db.nope): table 'db.nope' does not exist", "tables[].name"),
+        (foreign_index, "✗ index (orders): index 'orders' is not icecdc's", "index_takeover"),
     ],
     ids=["unreachable opensearch", "missing table", "index owned by someone else"],
 )
-def test_check_names_each_failure_with_its_fix_and_writes_nothing(local: Pipeline, fault: Any, failing: str, fix: str) -> None:
+def test_check_names_each_failure_with_its_fix_and_writes_nothing(
+    local: Pipeline,
+    fault: Any,
+    failing: str,
+    fix: str,
+) -> None:
     orders(local).append(rows(1, 2, 3))
     assert init(local).returncode == 0
     path = local.workdir / "icecdc.yaml"
@@ -154,7 +165,8 @@ def test_check_names_each_failure_with_its_fix_and_writes_nothing(local: Pipelin
     failures = [n for n, line in enumerate(lines) if line.startswith("✗")]
     assert len(failures) == 1, run.stdout
     assert lines[failures[0]].startswith(failing), run.stdout
-    assert lines[failures[0] + 1].startswith("    fix: ") and fix in lines[failures[0] + 1], run.stdout
+    fixed = lines[failures[0] + 1]
+    assert fixed.startswith("    fix: ") and fix in fixed, run.stdout
     assert "NOT ready to sync: " in lines[-1]
     assert written(local) == before  # no state file, no index created; the foreign index untouched
     if fault is foreign_index:
@@ -185,7 +197,9 @@ def test_dry_run_of_a_synced_table_writes_nothing_and_names_the_engine(local: Pi
     assert local.documents("orders") == documents
 
 
-def test_init_refuses_to_overwrite_and_writes_a_placeholder_when_the_catalog_cannot_be_read(tmp_path: Path) -> None:
+def test_init_refuses_to_overwrite_and_writes_a_placeholder_for_an_unread_catalog(
+    tmp_path: Path,
+) -> None:
     """A SQLite catalog that does not exist is not created: its identifier columns are a commented
     placeholder saying why; the file still loads. A second init is refused in one line."""
     uri = f"sqlite:///{tmp_path / 'typo.db'}"
@@ -194,7 +208,8 @@ def test_init_refuses_to_overwrite_and_writes_a_placeholder_when_the_catalog_can
     assert made.returncode == 0, made.stderr
     text = (tmp_path / "icecdc.yaml").read_text()
     assert not (tmp_path / "typo.db").exists()
-    assert f"# Not read from the table: the catalog database {tmp_path / 'typo.db'} does not exist." in text
+    missing = f"the catalog database {tmp_path / 'typo.db'} does not exist"
+    assert f"# Not read from the table: {missing}." in text
     assert "    # identifier_columns: [id]" in text
     config = load_config(tmp_path / "icecdc.yaml")
     assert [t.index for t in config.tables] == ["orders", "customers"]
@@ -202,21 +217,25 @@ def test_init_refuses_to_overwrite_and_writes_a_placeholder_when_the_catalog_can
 
     again = icecdc(*args, env=environment(None), cwd=tmp_path)
     assert again.returncode == 2
-    assert (
-        again.stderr
-        == "icecdc: error: icecdc.yaml exists; nothing was written: give --force to overwrite it, or another --config\n"
-    )
+    overwrite = "give --force to overwrite it, or another --config"
+    refused = f"icecdc.yaml exists; nothing was written: {overwrite}"
+    assert again.stderr == f"icecdc: error: {refused}\n"
     assert (tmp_path / "icecdc.yaml").read_text() == text
     assert icecdc(*args, "--force", env=environment(None), cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.parametrize("variable", [False, True], ids=["./icecdc.yaml", "$ICECDC_CONFIG"])
-def test_a_missing_default_config_is_one_line_naming_what_was_looked_for(tmp_path: Path, variable: bool) -> None:
+def test_a_missing_default_config_is_one_line_naming_what_was_looked_for(
+    tmp_path: Path,
+    variable: bool,
+) -> None:
     named = tmp_path / "elsewhere.yaml"
     run = icecdc("status", env=environment(named if variable else None), cwd=tmp_path)
     assert run.returncode == 2
-    looked_for = f"$ICECDC_CONFIG names {named}" if variable else "no --config, no $ICECDC_CONFIG, and ./icecdc.yaml"
-    assert run.stderr.startswith(f"icecdc: error: no configuration file: {looked_for}, which does not exist; ")
+    looked_for = "no --config, no $ICECDC_CONFIG, and ./icecdc.yaml"
+    looked_for = f"$ICECDC_CONFIG names {named}" if variable else looked_for
+    line = f"icecdc: error: no configuration file: {looked_for}, which does not exist; "
+    assert run.stderr.startswith(line)
     assert len(run.stderr.splitlines()) == 1
 
 

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
-    # value types, no icecdc imports; checklist: checks and their fixes, as doctor and check report them
+    # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
     {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
     {"icecdc.config", "icecdc.storage", "icecdc.logs"},  # logs: which libraries the entries quiet
     {
@@ -33,10 +33,11 @@ LAYERS: list[set[str]] = [
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
-    # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, written nowhere
+    # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, unwritten
     {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
-    {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config"},  # what the entries call
+    # what the entries call
+    {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config"},
     {"icecdc.check"},  # a first sync's needs, checked: reads what init_config writes
     {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
     {"icecdc.cli"},

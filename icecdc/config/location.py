@@ -20,7 +20,9 @@ def config_path(given: Path | None, environ: Mapping[str, str], must_exist: bool
     from_environment = environ.get(CONFIG_VARIABLE)
     path = Path(from_environment) if from_environment else DEFAULT_CONFIG
     if must_exist and not path.is_file():
-        where = f"${CONFIG_VARIABLE} names {path}" if from_environment else f"no --config, no ${CONFIG_VARIABLE}, and ./{path}"
+        where = f"no --config, no ${CONFIG_VARIABLE}, and ./{path}"
+        if from_environment:
+            where = f"${CONFIG_VARIABLE} names {path}"
         raise ConfigError(
             f"no configuration file: {where}, which does not exist; "
             "give --config PATH, or write one with `icecdc init --catalog-uri URI --table db.table`"

@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 
 
-def icecdc(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def icecdc(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run `icecdc args` (in `cwd`); the test's import path is the command's."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)} if env is None else env
     return subprocess.run(
