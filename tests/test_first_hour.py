@@ -135,14 +135,19 @@ def foreign_index(local: Pipeline, config: dict[str, Any]) -> None:
     local.client.index(index="orders", id="theirs", body={"owner": "someone else"}, refresh=True)
 
 
+def corrupt_state(local: Pipeline, config: dict[str, Any]) -> None:
+    Path(config["state"]["path"]).write_bytes(os.urandom(8192))
+
+
 @pytest.mark.parametrize(
     ("fault", "failing", "fix"),
     [
         (unreachable, "✗ opensearch: OpenSearch at http://127.0.0.1:", "icecdc dev-server"),
         (missing_table, "✗ table (db.nope): table 'db.nope' does not exist", "tables[].name"),
         (foreign_index, "✗ index (orders): index 'orders' is not icecdc's", "index_takeover"),
+        (corrupt_state, "✗ state: the state file {workdir}/icecdc-state.db cannot be used: ", "move"),
     ],
-    ids=["unreachable opensearch", "missing table", "index owned by someone else"],
+    ids=["unreachable opensearch", "missing table", "index owned by someone else", "corrupt state"],
 )
 def test_check_names_each_failure_with_its_fix_and_writes_nothing(
     local: Pipeline,
@@ -164,7 +169,7 @@ def test_check_names_each_failure_with_its_fix_and_writes_nothing(
     lines = run.stdout.splitlines()
     failures = [n for n, line in enumerate(lines) if line.startswith("✗")]
     assert len(failures) == 1, run.stdout
-    assert lines[failures[0]].startswith(failing), run.stdout
+    assert lines[failures[0]].startswith(failing.format(workdir=local.workdir)), run.stdout
     fixed = lines[failures[0] + 1]
     assert fixed.startswith("    fix: ") and fix in fixed, run.stdout
     assert "NOT ready to sync: " in lines[-1]
