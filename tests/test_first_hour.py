@@ -179,8 +179,8 @@ def test_check_names_each_failure_with_its_fix_and_writes_nothing(
 
 
 def test_dry_run_of_a_synced_table_writes_nothing_and_names_the_engine(local: Pipeline) -> None:
-    """A state file that exists is read, never written: its bytes are the same after a dry run;
-    a pass too large for the in-process limits would take Spark."""
+    """A state file that exists is read, never written: its bytes are the same after a dry run,
+    and the table gets no tag; a pass too large for the in-process limits would take Spark."""
     table = orders(local)
     table.append(rows(1, 2))
     assert init(local).returncode == 0
@@ -189,6 +189,7 @@ def test_dry_run_of_a_synced_table_writes_nothing_and_names_the_engine(local: Pi
     table.append(rows(*range(3, 13)))
     raw = yaml.safe_load(path.read_text())
     raw["engine"] = {"use": "auto", "in_process_max_rows": 5}  # the 10 new rows exceed it
+    raw["tables"][0]["protect_checkpoint"] = True  # a sync would tag the table's snapshots
     path.write_text(yaml.safe_dump(raw))
     before = written(local)
     documents = local.documents("orders")
@@ -200,6 +201,7 @@ def test_dry_run_of_a_synced_table_writes_nothing_and_names_the_engine(local: Pi
     assert "nothing was written" in planned.stdout
     assert written(local) == before
     assert local.documents("orders") == documents
+    assert set(table.refresh().metadata.refs) == {"main"}  # no tag
 
 
 def test_init_refuses_to_overwrite_and_writes_a_placeholder_for_an_unread_catalog(
