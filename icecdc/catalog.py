@@ -21,7 +21,7 @@ from icecdc.model import WorkItem
 def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
     """The configured catalog. A SQLite catalog's file must exist unless `create` (the demo's):
     SQLite would create an empty one for a mistyped path, whose tables are then all "not found"."""
-    missing = None if create else missing_sqlite_file(config.properties.get("uri", ""))
+    missing = None if create else missing_sqlite_file(config.properties)
     if missing is not None:
         raise ConfigError(
             f"catalog {config.name!r}: the SQLite file {missing} (catalog.uri) does not exist: "
@@ -34,9 +34,10 @@ def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
 
 
-def missing_sqlite_file(uri: str) -> Path | None:
-    """The file a `sqlite:///path` URI names when it does not exist; None for any other URI
-    (another database, an in-memory SQLite, a file that exists)."""
+def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:
+    """The file a catalog's `sqlite:///path` URI names when it does not exist (opening would
+    create it); None for any other catalog (another database, an in-memory SQLite, a file)."""
+    uri = catalog.get("uri", "")
     if not uri.startswith("sqlite"):
         return None
     from sqlalchemy.engine import make_url  # pyiceberg's SQL catalog's dependency

@@ -1,4 +1,5 @@
-"""The `icecdc` command: sync, status, verify, audit, repair, dead-letters, demo, doctor."""
+"""The `icecdc` command: init, check, sync, status, verify, audit, repair, dead-letters, demo,
+dev-server, doctor."""
 
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             handler.addFilter(_not_py4j)
     with _Interrupts() as interrupts:
         try:
+            _locate_config(args)
             return _run(args)
         except KeyboardInterrupt:
             return _interrupted()
@@ -163,6 +165,9 @@ def _run(args: argparse.Namespace) -> int:
         "dead-letters": _dead_letters,
         "demo": _demo,
         "doctor": _doctor,
+        "init": _init,
+        "check": _check,
+        "dev-server": _dev_server,
     }
     return commands_run[args.command](args)
 
@@ -211,7 +216,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_repair(commands)
     _add_dead_letters(commands)
     _add_demo_doctor(commands)
+    _add_first_hour(commands)
     _add_output_options(parser, defaults=True)
+    _config_by_default(parser)
     return parser
 
 
@@ -248,6 +255,8 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     sync.add_argument("--interval", type=_interval, help=between)
     one_a_round = "one JSON document on stdout (--watch: one a round, a line each)"
     sync.add_argument("--json", action="store_true", help=one_a_round)
+    dry_run = "print what a sync would plan, and each pass's engine; write nothing"
+    sync.add_argument("--dry-run", action="store_true", help=dry_run)
 
     status = commands.add_parser("status", help="checkpoint, pending work and lag per table")
     status.add_argument("--config", required=True, type=Path)
@@ -352,6 +361,106 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
     doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
 
 
+def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """A user's first commands: init, check, dev-server."""
+    init = commands.add_parser("init", help="write a commented config for a catalog and tables")
+    uri = "the catalog's URI: sqlite:///<path> for a SQL catalog on SQLite, a REST catalog's URL"
+    init.add_argument("--catalog-uri", help=uri)
+    init.add_argument("--warehouse", help="where the catalog puts new tables' files")
+    init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql")
+    table = "<namespace>.<table> (repeatable)"
+    init.add_argument("--table", action="append", required=True, help=table)
+    url = "OpenSearch's URL (default: the dev server's)"
+    init.add_argument("--opensearch", default="http://127.0.0.1:9200", help=url)
+    init.add_argument("--config", type=Path, help="where to write it")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    checks = "verify what a first sync needs, writing nothing (exit 2 if any fails)"
+    check = commands.add_parser("check", help=checks)
+    check.add_argument("--config", type=Path)
+
+    osmem = "a local OpenSearch-compatible server (osmem) until Ctrl-C"
+    server = commands.add_parser("dev-server", help=osmem)
+    port = "the port on 127.0.0.1 (default 9200; 0: a free one)"
+    server.add_argument("--port", type=int, default=9200, help=port)
+    seed = "load indexes at start from an osmem seed directory or .ndjson file"
+    server.add_argument("--data", type=Path, help=seed)
+
+
+def _config_by_default(parser: argparse.ArgumentParser) -> None:
+    """Every command's --config optional: `_locate_config` finds the file when it is not given."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                for option in sub._actions:
+                    if option.dest == "config":
+                        option.required = False
+                        known = f"{option.help}; " if option.help else ""
+                        option.help = f"{known}default: $ICECDC_CONFIG, else ./icecdc.yaml"
+                _config_by_default(sub)
+
+
+def _locate_config(args: argparse.Namespace) -> None:
+    """The configuration file of a command without --config: $ICECDC_CONFIG, else ./icecdc.yaml."""
+    if "config" in vars(args):
+        from icecdc.config.location import config_path
+
+        args.config = config_path(args.config, os.environ, must_exist=args.command != "init")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from icecdc.errors import OperationError
+    from icecdc.init_config import CatalogType, InitRequest, write_config
+
+    if args.catalog_uri is None and args.catalog_type != "glue":
+        raise OperationError(f"--catalog-uri is required for a {args.catalog_type} catalog")
+    kind, tables, where = CatalogType(args.catalog_type), tuple(args.table), args.config
+    request = InitRequest(args.catalog_uri, kind, tables, where, args.warehouse, args.opensearch)
+    for facts in write_config(request, args.force):
+        read = ", ".join(facts.identifiers) or "none in its schema"
+        read = f"not read ({facts.unread})" if facts.unread else read
+        print(f"{facts.name}: identifier columns {read}")
+    print(f"wrote {args.config}: next, `icecdc check{_config_option(args.config)}`")
+    return 0
+
+
+def _config_option(path: Path) -> str:
+    from icecdc.config.location import DEFAULT_CONFIG
+
+    return "" if path == DEFAULT_CONFIG else f" --config {path}"
+
+
+def _check(args: argparse.Namespace) -> int:
+    from icecdc.check import check
+    from icecdc.checklist import Outcome, summary
+
+    # A failure is a check's finding, with its fix: not also opensearch-py's warning.
+    logging.getLogger("opensearch").setLevel(logging.CRITICAL)
+    checks = check(args.config)
+    print(f"icecdc check: {args.config}")
+    for found in checks:
+        print("\n".join(found.lines()))
+    print(summary(checks, "ready to sync"))
+    return 2 if any(c.outcome == Outcome.FAILED for c in checks) else 0
+
+
+def _dev_server(args: argparse.Namespace) -> int:
+    from icecdc.devserver import serve
+
+    return serve(args.port, args.data, out=lambda line: print(line, flush=True))
+
+
+def _dry_run(args: argparse.Namespace, config: Config) -> int:
+    from icecdc.dryrun import dry_run
+
+    if not args.verbose:  # planning's own line repeats, in other words, what the plan prints
+        logging.getLogger("icecdc.planning").setLevel(logging.WARNING)
+    for plan in dry_run(config, args.table):
+        print("\n".join(plan.lines()))
+    print("dry run: nothing was written (no state, no index, no lease); `icecdc sync` applies it")
+    return 0
+
+
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.output import dumps, sync_json
@@ -361,12 +470,14 @@ def _sync(args: argparse.Namespace) -> int:
     if args.table:
         for name in args.table:
             config.table(name)  # fail on an unknown name before anything is read
-    # a bar on a terminal; elsewhere the progress lines are logged
-    bar = _ProgressBar.install() if sys.stderr.isatty() else None
     if args.interval is not None and not args.watch:
         from icecdc.errors import OperationError
 
         raise OperationError("--interval sets the time between the rounds of --watch: add --watch")
+    if args.dry_run:
+        return _dry_run(args, config)
+    # a bar on a terminal; elsewhere the progress lines are logged
+    bar = _ProgressBar.install() if sys.stderr.isatty() else None
     if args.watch:
         return _watch(args, config, bar)
     started = time.time()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
@@ -33,7 +33,7 @@ from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.sink import Refusal, write_documents
+from icecdc.sink import Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def repair_table(
             client,
             opensearch,
             config.index,
-            _fenced(writes, lease, name),
+            fenced(writes, lease, name),
             refused if dead_letter else None,
             VersionType.EXTERNAL_GTE,
         )
@@ -195,14 +195,6 @@ def _writes(report: RepairReport, wanted: dict[str, list[str]], held: dict[str, 
         elif not documents and hit is not None:
             writes.append(Write(doc_id, version, None))
     return writes
-
-
-def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterator[Write]:
-    """The writes, stopped by LeaseLost once the lease is lost: a sync may be writing by then."""
-    for write in writes:
-        if lease.lost:
-            raise LeaseLost.of(table)
-        yield write
 
 
 class _Refused:

@@ -1,6 +1,6 @@
 """The runtime configuration: validated strictly into frozen pydantic models before anything runs.
 
-The keys are a contract other tools rely on (see the README). Every unknown key and every bad
+The keys are a contract other tools rely on (docs/configuration.md). Every unknown key and every bad
 value raises `ConfigError` naming its path in the file (`icecdc.config.loader`). Each default is
 written once, on its field.
 """
