@@ -19,13 +19,13 @@ from opensearchpy.exceptions import TransportError
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.catalog import identifier_columns, load_table, missing_sqlite_file, open_catalog
 from icecdc.checklist import Check, failed, passed, skipped, warned
 from icecdc.config import Config, SqliteStateConfig, TableConfig, load_config
 from icecdc.errors import IcecdcError
 from icecdc.index import IndexAlias, Owner, check_pipeline
 from icecdc.index.ownership import refusal
-from icecdc.init_config import WITHOUT_IDENTIFIERS, missing_sqlite_file
+from icecdc.init_config import WITHOUT_IDENTIFIERS
 from icecdc.opensearch import describe_failure, open_client
 from icecdc.state import StateStore
 from icecdc.state.scratch import scratch_copy

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pyiceberg.table import Table
 
-from icecdc.catalog import load_table, open_catalog
+from icecdc.catalog import load_table, missing_sqlite_file, open_catalog
 from icecdc.config import CatalogConfig, parse_config
 from icecdc.errors import IcecdcError, OperationError
 
@@ -64,15 +64,6 @@ def catalog_section(request: InitRequest) -> dict[str, str]:
     if request.warehouse:
         section["warehouse"] = request.warehouse
     return section
-
-
-def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:
-    """The file of a `sqlite:///` catalog URI when it does not exist (opening would create it)."""
-    uri = catalog.get("uri", "")
-    if catalog.get("type") != CatalogType.SQL or not uri.startswith("sqlite:///"):
-        return None
-    path = Path(uri.removeprefix("sqlite:///"))
-    return None if path.is_file() else path
 
 
 def read_tables(catalog: dict[str, str], names: tuple[str, ...]) -> list[TableFacts]:

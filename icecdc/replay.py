@@ -28,6 +28,7 @@ from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import IDS_PER_REQUEST, open_client
@@ -35,6 +36,7 @@ from icecdc.sink import Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 @dataclass
@@ -104,7 +106,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
     finally:
         store.close()
-    log.info(
+    summary_log.info(
         "%s: replayed %d of %d dead letters (%d indexed, %d deleted, %d refused again)",
         name,
         report.replayed,

@@ -27,6 +27,7 @@ from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
@@ -36,6 +37,7 @@ from icecdc.sink import Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 def repair_table(
@@ -85,7 +87,7 @@ def repair_table(
     )
     _note_what_is_left(report, rows.unreadable, dead_letter)
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
-    log.info(
+    summary_log.info(
         "%s: repair of %s: %d compared, %d indexed, %d deleted, %d foreign",
         name,
         scope.describe(),
