@@ -1,4 +1,4 @@
-"""What the commands say agrees with what they did (issue 42, items 5 and 8): the counts of the
+"""What the commands say agrees with what they did: the counts of the
 planning, pass and summary lines; one summary per command; an audit's drift counted in ids, a
 repair's in writes; a derived index name said to be derived; a mistyped SQLite catalog path
 refused, not created; a mapping conflict pointing to a command that exists."""
