@@ -12,8 +12,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
@@ -63,7 +65,7 @@ def marks(run: subprocess.CompletedProcess[str]) -> list[str]:
     return MARKS.findall(run.stdout)
 
 
-def test_a_newcomer_syncs_their_own_table_from_init_to_verify(local: Pipeline) -> None:
+def test_a_newcomer_syncs_their_own_table_from_init_to_watch(local: Pipeline) -> None:
     table = orders(local)
     table.append(rows(1, 2, 3))
 
@@ -114,6 +116,19 @@ def test_a_newcomer_syncs_their_own_table_from_init_to_verify(local: Pipeline) -
     verified = run("verify")
     assert verified.returncode == 0, verified.stderr
     assert "index equals table" in verified.stdout
+    local.assert_index_equals_table(config, "db.orders")
+
+    # Then they leave it following the table, and stop it as a service manager would.
+    command = [sys.executable, "-m", "icecdc.cli", "sync", "--watch", "--interval", "1s", "-q"]
+    with subprocess.Popen(command, cwd=local.workdir, env=environment(None), stdout=PIPE, stderr=PIPE, text=True) as watch:
+        table.append(rows(5))
+        deadline = time.monotonic() + 60
+        while "5" not in local.documents("orders") and time.monotonic() < deadline:
+            assert watch.poll() is None, watch.communicate()
+            time.sleep(0.5)
+        watch.send_signal(signal.SIGTERM)
+        _, err = watch.communicate(timeout=60)
+    assert watch.returncode == 0 and "nothing is lost" in err, err
     local.assert_index_equals_table(config, "db.orders")
 
 
