@@ -1,4 +1,4 @@
-"""What finding duplicate identifiers costs on the sync path (issue 40 item 5), in-process on osmem.
+"""What finding duplicate identifiers costs on the sync path, in-process on osmem.
 
 - appends: a change pass that appends N new keys looks them up (`target._unless_held`: one `_mget`
   per 1,000 appended keys, versions only, as none is found), against the same pass with the lookup

@@ -41,7 +41,7 @@ SPARK_DEFAULT_HEAP = {"spark.driver.memory": "1g"}
 
 # Layouts of the same table beside `sorted` (bench.harness.tables.create_table), synced with icecdc's
 # defaults: (its identifier columns, the table's layout, Spark settings of the sync over the bench's).
-# The `_driver_1g` ones keep Spark's default heap too: the layouts with every default (issue 24's).
+# The `_driver_1g` ones keep Spark's default heap too: the layouts of a user who changes no setting.
 PROBE_LAYOUTS: dict[str, tuple[list[str], str, dict[str, str]]] = {
     "spread": (["id"], "spread", {}),  # every file spans the whole key range
     "few_first": (["region", "id"], "few_first", {}),  # the first identifier column has 8 values

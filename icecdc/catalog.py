@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -13,15 +14,39 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.types import NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig
-from icecdc.errors import PlanningError
+from icecdc.errors import ConfigError, PlanningError
 from icecdc.model import WorkItem
 
 
-def open_catalog(config: CatalogConfig) -> Catalog:
+def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
+    """The configured catalog. A SQLite catalog's file must exist unless `create` (the demo's):
+    SQLite would create an empty one for a mistyped path, whose tables are then all "not found"."""
+    missing = None if create else missing_sqlite_file(config.properties)
+    if missing is not None:
+        raise ConfigError(
+            f"catalog {config.name!r}: the SQLite file {missing} (catalog.uri) does not exist: "
+            "check the path; icecdc opens a catalog and never creates one (pyiceberg or Spark "
+            "creates it with its first table)"
+        )
     try:
         return load_catalog(config.name, **config.properties)
     except Exception as exc:  # noqa: BLE001 - any catalog's failure to connect: reported with its own words, nothing written yet
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
+
+
+def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:
+    """The file a catalog's `sqlite:///path` URI names when it does not exist (opening would
+    create it); None for any other catalog (another database, an in-memory SQLite, a file)."""
+    uri = catalog.get("uri", "")
+    if not uri.startswith("sqlite"):
+        return None
+    from sqlalchemy.engine import make_url  # pyiceberg's SQL catalog's dependency
+
+    database = make_url(uri).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    path = Path(database)
+    return None if path.exists() else path
 
 
 def glue_name(name: str) -> str:

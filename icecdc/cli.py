@@ -1,4 +1,5 @@
-"""The `icecdc` command: sync, status, verify, audit, repair, dead-letters, demo, doctor."""
+"""The `icecdc` command: init, check, sync, status, verify, audit, repair, dead-letters, demo,
+dev-server, doctor."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
-from icecdc.logs import quiet_chatty_libraries
+from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
 from icecdc.model import PassProgress, Progress
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
-    from icecdc.status import TableStatus
+    from icecdc.processing import BatchResult
 
 
 def entry() -> None:
@@ -89,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     # an alias not made yet, each retry of a request. A failure that matters reaches icecdc, which
     # says it in one line; with -v every request shows, for a user tracing one.
     logging.getLogger("opensearch").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    # each command prints its summary on stdout: the library's log of it would say it twice
+    logging.getLogger(SUMMARY_LOGGER).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     if not args.verbose:  # py4j logs a lost call to Spark's JVM on the root logger, then raises it
         for handler in set(logging.getLogger().handlers) - set(found):  # basicConfig's
             handler.addFilter(_not_py4j)
     with _Interrupts() as interrupts:
         try:
+            _locate_config(args)
             return _run(args)
         except KeyboardInterrupt:
             return _interrupted()
@@ -161,6 +165,9 @@ def _run(args: argparse.Namespace) -> int:
         "dead-letters": _dead_letters,
         "demo": _demo,
         "doctor": _doctor,
+        "init": _init,
+        "check": _check,
+        "dev-server": _dev_server,
     }
     return commands_run[args.command](args)
 
@@ -209,7 +216,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_repair(commands)
     _add_dead_letters(commands)
     _add_demo_doctor(commands)
+    _add_first_hour(commands)
     _add_output_options(parser, defaults=True)
+    _config_by_default(parser)
     return parser
 
 
@@ -241,6 +250,13 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     sync = commands.add_parser("sync", help="plan and apply every commit since the last sync")
     sync.add_argument("--config", required=True, type=Path)
     sync.add_argument("--table", action="append", help="only this table (repeatable)")
+    sync.add_argument("--watch", action="store_true", help="sync in rounds until SIGTERM or Ctrl-C")
+    between = "with --watch: from one round's start to the next, e.g. 30s, 2m, 45 (default 30s)"
+    sync.add_argument("--interval", type=_interval, help=between)
+    one_a_round = "one JSON document on stdout (--watch: one a round, a line each)"
+    sync.add_argument("--json", action="store_true", help=one_a_round)
+    dry_run = "print what a sync would plan, and each pass's engine; write nothing"
+    sync.add_argument("--dry-run", action="store_true", help=dry_run)
 
     status = commands.add_parser("status", help="checkpoint, pending work and lag per table")
     status.add_argument("--config", required=True, type=Path)
@@ -254,6 +270,7 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     verify = commands.add_parser("verify", help="compare each index with its table (reads both whole)")
     verify.add_argument("--config", required=True, type=Path)
     verify.add_argument("--table", action="append", help="only this table (repeatable)")
+    verify.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
 
 def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -344,28 +361,180 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
     doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
 
 
+def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """A user's first commands: init, check, dev-server."""
+    init = commands.add_parser("init", help="write a commented config for a catalog and tables")
+    uri = "the catalog's URI: sqlite:///<path> for a SQL catalog on SQLite, a REST catalog's URL"
+    init.add_argument("--catalog-uri", help=uri)
+    init.add_argument("--warehouse", help="where the catalog puts new tables' files")
+    init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql")
+    table = "<namespace>.<table> (repeatable)"
+    init.add_argument("--table", action="append", required=True, help=table)
+    url = "OpenSearch's URL (default: the dev server's)"
+    init.add_argument("--opensearch", default="http://127.0.0.1:9200", help=url)
+    init.add_argument("--config", type=Path, help="where to write it")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    checks = "verify what a first sync needs, writing nothing (exit 2 if any fails)"
+    check = commands.add_parser("check", help=checks)
+    check.add_argument("--config", type=Path)
+
+    osmem = "a local OpenSearch-compatible server (osmem) until Ctrl-C"
+    server = commands.add_parser("dev-server", help=osmem)
+    port = "the port on 127.0.0.1 (default 9200; 0: a free one)"
+    server.add_argument("--port", type=int, default=9200, help=port)
+    seed = "load indexes at start from an osmem seed directory or .ndjson file"
+    server.add_argument("--data", type=Path, help=seed)
+
+
+def _config_by_default(parser: argparse.ArgumentParser) -> None:
+    """Every command's --config optional: `_locate_config` finds the file when it is not given."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                for option in sub._actions:
+                    if option.dest == "config":
+                        option.required = False
+                        known = f"{option.help}; " if option.help else ""
+                        option.help = f"{known}default: $ICECDC_CONFIG, else ./icecdc.yaml"
+                _config_by_default(sub)
+
+
+def _locate_config(args: argparse.Namespace) -> None:
+    """The configuration file of a command without --config: $ICECDC_CONFIG, else ./icecdc.yaml."""
+    if "config" in vars(args):
+        from icecdc.config.location import config_path
+
+        args.config = config_path(args.config, os.environ, must_exist=args.command != "init")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from icecdc.errors import OperationError
+    from icecdc.init_config import CatalogType, InitRequest, write_config
+
+    if args.catalog_uri is None and args.catalog_type != "glue":
+        raise OperationError(f"--catalog-uri is required for a {args.catalog_type} catalog")
+    kind, tables, where = CatalogType(args.catalog_type), tuple(args.table), args.config
+    request = InitRequest(args.catalog_uri, kind, tables, where, args.warehouse, args.opensearch)
+    for facts in write_config(request, args.force):
+        read = ", ".join(facts.identifiers) or "none in its schema"
+        read = f"not read ({facts.unread})" if facts.unread else read
+        print(f"{facts.name}: identifier columns {read}")
+    print(f"wrote {args.config}: next, `icecdc check{_config_option(args.config)}`")
+    return 0
+
+
+def _config_option(path: Path) -> str:
+    from icecdc.config.location import DEFAULT_CONFIG
+
+    return "" if path == DEFAULT_CONFIG else f" --config {path}"
+
+
+def _check(args: argparse.Namespace) -> int:
+    from icecdc.check import check
+    from icecdc.checklist import Outcome, summary
+
+    # A failure is a check's finding, with its fix: not also opensearch-py's warning.
+    logging.getLogger("opensearch").setLevel(logging.CRITICAL)
+    checks = check(args.config)
+    print(f"icecdc check: {args.config}")
+    for found in checks:
+        print("\n".join(found.lines()))
+    print(summary(checks, "ready to sync"))
+    return 2 if any(c.outcome == Outcome.FAILED for c in checks) else 0
+
+
+def _dev_server(args: argparse.Namespace) -> int:
+    from icecdc.devserver import serve
+
+    return serve(args.port, args.data, out=lambda line: print(line, flush=True))
+
+
+def _dry_run(args: argparse.Namespace, config: Config) -> int:
+    from icecdc.dryrun import dry_run
+
+    if not args.verbose:  # planning's own line repeats, in other words, what the plan prints
+        logging.getLogger("icecdc.planning").setLevel(logging.WARNING)
+    for plan in dry_run(config, args.table):
+        print("\n".join(plan.lines()))
+    print("dry run: nothing was written (no state, no index, no lease); `icecdc sync` applies it")
+    return 0
+
+
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
+    from icecdc.output import dumps, sync_json
     from icecdc.processing import sync
 
     config = load_config(args.config)
     if args.table:
         for name in args.table:
             config.table(name)  # fail on an unknown name before anything is read
-    if sys.stderr.isatty():  # a bar that redraws itself; elsewhere the progress lines are logged as they come
-        bar = logging.getLogger("icecdc.progress")
-        bar.addHandler(_ProgressBar())
-        bar.setLevel(logging.DEBUG)  # a pass's progress is redrawn every second, logged every ten
-        bar.propagate = False
+    if args.interval is not None and not args.watch:
+        from icecdc.errors import OperationError
+
+        raise OperationError("--interval sets the time between the rounds of --watch: add --watch")
+    if args.dry_run:
+        return _dry_run(args, config)
+    # a bar on a terminal; elsewhere the progress lines are logged
+    bar = _ProgressBar.install() if sys.stderr.isatty() else None
+    if args.watch:
+        return _watch(args, config, bar)
+    started = time.time()
     results = sync(config, table_names=args.table)  # Spark starts only for a pass that needs it
+    if bar is not None:
+        bar.clear()
+    if args.json:
+        print(dumps(sync_json(results, started, time.time())))
+        return 0
+    _print_results(results)
+    return 0
+
+
+def _print_results(results: list[BatchResult]) -> None:
+    from icecdc.output import sync_line
+
     for r in results:
-        checkpoint = r.checkpoint.snapshot_id if r.checkpoint else "unchanged"
-        print(
-            f"{r.table}: {r.snapshots} snapshots ({r.engine or 'no'} engine), {r.files} files, {r.changes.rows} rows read, "
-            f"{r.changes.carryovers} carryovers dropped, {r.writes.indexed} indexed, {r.writes.deleted} deleted, "
-            f"{r.writes.superseded} superseded, {r.writes.dead_lettered} dead-lettered, checkpoint {checkpoint}, {r.seconds:.1f}s"
-        )
+        print(sync_line(r))
         _indented([f"{n} dead-lettered: {cause}" for cause, n in r.writes.letters.by_cause()])
+
+
+def _interval(text: str) -> float:
+    from icecdc.watch import parse_interval
+
+    try:
+        return parse_interval(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _watch(args: argparse.Namespace, config: Config, bar: _ProgressBar | None) -> int:
+    """`sync --watch`: rounds until a signal; a round's failure in one line, and the next round."""
+    from icecdc.output import sync_json
+    from icecdc.watch import Round, Stop, watch
+
+    def report(done: Round) -> None:
+        if bar is not None:
+            bar.clear()
+        if done.error is not None:
+            line = _failure(done.error, args) or f"{type(done.error).__name__}: {done.error}"
+            if args.verbose:
+                logging.error("round %d failed", done.number, exc_info=done.error)
+            said = f"icecdc: round {done.number} failed, the next round retries: {line}"
+            print(said, file=sys.stderr)
+        elif args.json:
+            document = sync_json(list(done.results), *done.times)
+            print(json.dumps({"round": done.number, **document}), flush=True)
+        elif any(r.snapshots or r.skipped for r in done.results):  # an idle round says nothing
+            _print_results(list(done.results))
+            sys.stdout.flush()
+
+    stop = watch(config, args.table, 30.0 if args.interval is None else args.interval, report)
+    if bar is not None:
+        bar.clear()
+    if stop == Stop.INTERRUPT:
+        return _interrupted()
+    print(f"icecdc: stopped by {stop}: {NOTHING_LOST}", file=sys.stderr)
     return 0
 
 
@@ -383,6 +552,35 @@ class _ProgressBar(logging.Handler):
     progress inside it (`PassProgress`), and the sync's after each pass (`Progress`)."""
 
     WIDTH = 30
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn = False  # a bar is on the terminal's last line
+
+    @classmethod
+    def install(cls) -> _ProgressBar:
+        """A bar for `icecdc.progress` records, which every other log line clears first, so that
+        none is written into it."""
+        bar = cls()
+        progress = logging.getLogger("icecdc.progress")
+        progress.addHandler(bar)
+        progress.setLevel(logging.DEBUG)  # a pass's progress: drawn every second, logged every ten
+        progress.propagate = False
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(bar.cleared)
+        return bar
+
+    def cleared(self, _: logging.LogRecord) -> bool:
+        """A filter on the other log handlers: clear the bar before their line."""
+        self.clear()
+        return True
+
+    def clear(self) -> None:
+        """Erase the bar, if drawn: the next line starts on a clean line."""
+        if self.drawn:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.drawn = False
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
@@ -409,6 +607,7 @@ class _ProgressBar(logging.Handler):
         eta = f", ~{left:.0f} s left" if left is not None else ""
         sys.stderr.write(f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K")
         sys.stderr.flush()
+        self.drawn = True
 
     def _bar(self, fraction: float) -> str:
         done = int(self.WIDTH * fraction)
@@ -421,6 +620,7 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.deadletters import DeadLetters
     from icecdc.index import IndexAlias
     from icecdc.opensearch import check_reachable, open_client
+    from icecdc.output import dumps, status_json
     from icecdc.state import index_stores, open_state_store
     from icecdc.status import table_status
 
@@ -429,13 +629,14 @@ def _status(args: argparse.Namespace) -> int:
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)  # unreachable: an error, not an unknown status
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
+    now = time.time()
     statuses = [
         dataclasses.replace(
             table_status(
                 table,
                 index_config,
                 scoped,
-                time.time(),
+                now,
                 dead_letters,
                 IndexAlias(client, index_config.index),
                 True,
@@ -447,36 +648,26 @@ def _status(args: argparse.Namespace) -> int:
         for index_config, key, scoped in index_stores(table_config, store)
     ]
     if args.json:
-        print(json.dumps([_status_json(s, _last_audit(config, args.findings, s.table)) for s in statuses], indent=2))
+        audits = [_last_audit(config, args.findings, s.table) for s in statuses]
+        print(dumps([status_json(s, a, now) for s, a in zip(statuses, audits, strict=True)]))
         return 0
-    print(f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} {'dead letters':>13}")
+    print(
+        f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} "
+        f"{'synced s ago':>12} {'dead letters':>13}"
+    )
     for s in statuses:
         checkpoint = s.checkpoint.snapshot_id if s.checkpoint else "none"
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
+        synced = "never" if s.checkpointed_at is None else f"{now - s.checkpointed_at:.0f}"
         print(
             f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} "
-            f"{s.lag_seconds:>9.0f} {s.dead_letters:>13}"
+            f"{s.lag_seconds:>9.0f} {synced:>12} {s.dead_letters:>13}"
         )
         if s.export_files:
             print(f"  export under way: {s.export_files_applied} of {s.export_files} files applied")
         if s.unfinished:
             print(f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)")
     return 0
-
-
-def _status_json(s: TableStatus, audit: dict[str, object] | None) -> dict[str, object]:
-    return {
-        "table": s.table,
-        "checkpoint": dataclasses.asdict(s.checkpoint) if s.checkpoint else None,
-        "current_snapshot_id": s.current_snapshot_id,
-        "lag_snapshots": s.lag_snapshots,
-        "lag_seconds": round(s.lag_seconds, 3),
-        "pending_items": s.pending_items,
-        "export": {"files": s.export_files, "applied": s.export_files_applied} if s.export_files else None,
-        "unfinished": s.unfinished or None,
-        "dead_letters": s.dead_letters,
-        "last_audit": audit,
-    }
 
 
 def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, object] | None:
@@ -487,8 +678,10 @@ def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, o
         report = load_findings(findings_location(config, findings), table)
     except IcecdcError:
         return None
+    from icecdc.output import iso
+
     return {
-        "audited_at": report.audited_at,
+        "audited_at": iso(report.audited_at),
         "snapshot_id": report.snapshot_id,
         "drifted": report.drifted,
         "findings": len(report.drift),
@@ -500,13 +693,14 @@ def _verify(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
     from icecdc.opensearch import check_reachable, open_client
+    from icecdc.output import dumps, iso, verify_json
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)  # unreachable: an error (2), not a diff (1)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
-    differing = 0
+    differing, started, documents = 0, time.time(), []
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)
         stored = dead_letters.letters(table_config.name) if dead_letters else []
@@ -516,7 +710,12 @@ def _verify(args: argparse.Namespace) -> int:
             pipeline = index.pipeline is not None
             diff = diff_index(table, identifiers, client, index.index, index.shape, pipeline, letters)
             differing += bool(diff)
-            print(f"{table_config.name} → {index.index}: {diff.summary()}")
+            if args.json:
+                documents.append(verify_json(table_config.name, index.index, diff))
+            else:
+                print(f"{table_config.name} → {index.index}: {diff.summary()}")
+    if args.json:
+        print(dumps({"verified_at": iso(started), "equal": not differing, "indexes": documents}))
     return 1 if differing else 0
 
 
@@ -530,10 +729,12 @@ def _audit(args: argparse.Namespace) -> int:
     list_limit = DEFAULT_LIST_LIMIT if args.list_limit is None else args.list_limit
     reports = audit(config, args.table, sample, args.seed, args.findings, max_ids, list_limit)
     if args.json:
-        print(json.dumps([json.loads(r.to_json()) for r in reports], indent=2))
+        from icecdc.output import audit_json, dumps
+
+        print(dumps([audit_json(r) for r in reports]))
     for r in [] if args.json else reports:
         known = sum(d.known for d in r.drift)
-        found = f"{len(r.drift) - known} findings" if r.drifted else "no drift"
+        found = r.summary()
         found += f" ({known} more explained by dead letters)" if known else ""
         if r.resync_pending:
             print(f"{r.table} → {r.index}: not compared: {r.resync_pending}")
@@ -555,6 +756,7 @@ def _repair(args: argparse.Namespace) -> int:
     from icecdc.audit import RepairIds, rebuild_index, repair_named, repair_scope
     from icecdc.config import load_config
     from icecdc.errors import OperationError
+    from icecdc.output import repair_line
 
     config = load_config(args.config)
     named = RepairIds.from_arguments(args.id, args.key, args.ids_file, args.ids)
@@ -577,11 +779,7 @@ def _repair(args: argparse.Namespace) -> int:
     if args.json:
         print(r.to_json())
     else:
-        print(
-            f"{r.table} → {r.index}: repaired {r.indexed + r.deleted} ids of {r.scope.describe()} "
-            f"at version {r.version}: {r.compared} ids compared, {r.indexed} indexed, "
-            f"{r.deleted} deleted, {r.dead_lettered} dead-lettered"
-        )
+        print(f"{r.table} → {r.index}: {repair_line(r)}")
         _indented(
             [f"not in the table nor the index: {', '.join(repr(i) for i in r.not_found)}"] * bool(r.not_found)
             + [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]

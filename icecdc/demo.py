@@ -132,7 +132,7 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
         config = demo_config(workdir.resolve(), server.url)
         (workdir / "icecdc.yaml").write_text(yaml.safe_dump(_config_as_yaml(config), sort_keys=False))
         out(f"OpenSearch-compatible server (osmem) at {server.url}; catalog and state under {workdir}/")
-        table = _create_table(open_catalog(config.catalog))
+        table = _create_table(open_catalog(config.catalog, create=True))
         client = open_client(config.opensearch)
         all_equal = True
         for step, (title, commit) in enumerate(_commits(table), start=1):

@@ -2,7 +2,7 @@
 shape (which columns and rows of the table it holds, and how its documents are routed).
 
 The mapping is driven by the Iceberg schema, not by Python types, so that a uuid and a
-fixed(16) both arriving as bytes still map differently. The README's "Document mapping" table
+fixed(16) both arriving as bytes still map differently. The type table of docs/documents.md
 documents every rule here; keep the two in step.
 """
 

@@ -10,6 +10,11 @@ import logging
 # Their warnings (a failed request, a lost gateway) still show.
 CHATTY_LIBRARIES = ("opensearch", "py4j")
 
+# A command's summary (a pass's, an audit's, a repair's, a replay's), logged for the entries that
+# print none (the Glue job, the Lambdas); the CLI prints its own on stdout and raises this logger
+# to WARNING, so that a summary is said once.
+SUMMARY_LOGGER = "icecdc.summary"
+
 
 def quiet_chatty_libraries() -> None:
     """Raise the chatty libraries' loggers to WARNING (`icecdc -v` leaves opensearch-py's at DEBUG)."""

@@ -9,6 +9,7 @@ may hold what it looks for. What it read is counted exactly (`ReadCost`): the au
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Collection, Iterable, Iterator
@@ -20,7 +21,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import BooleanType, IntegerType, LongType
+from pyiceberg.types import BinaryType, BooleanType, FixedType, IntegerType, LongType
 
 from icecdc.catalog import sequence_number
 from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
@@ -255,11 +256,13 @@ class TableRows:
 
 def _typed(schema: Schema, column: str, text: str) -> Any:
     """The value of `column` that documents write as `text`, as a row filter takes it; ValueError
-    when there is none. Numbers and booleans are parsed; other types (dates, times, timestamps,
+    when there is none. Numbers, booleans and base64 bytes are parsed; other types (dates, times, timestamps,
     uuids, decimals, strings) pyiceberg reads from their text when the filter is bound."""
     field_type = schema.find_field(column).field_type
     value: Any = text
-    if isinstance(field_type, IntegerType | LongType):
+    if isinstance(field_type, BinaryType | FixedType):  # base64 in documents and ids
+        value = base64.b64decode(text, validate=True)
+    elif isinstance(field_type, IntegerType | LongType):
         value = int(text)
     elif isinstance(field_type, BooleanType):
         if text not in ("true", "false"):

@@ -14,6 +14,9 @@ from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.secrets import basic_auth
 
+# Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
+IDS_PER_REQUEST = 1000
+
 
 class _Serializer(JSONSerializer):
     """opensearch-py's JSON serializer, the same output, with one encoder for every call: `json.dumps`

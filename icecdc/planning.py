@@ -109,7 +109,8 @@ def plan_table(
     retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
     planned = len(exports) + len(changes)
-    log.info("%s: planned %d snapshots into %d work items (%d new)", config.name, len(snapshots), planned, written)
+    said = _planned(base.snapshot_id, len(exports), len(snapshots), len(changes), written)
+    log.info("%s: %s", config.name, said)
     return PlanResult(config.name, len(snapshots), planned, written)
 
 
@@ -152,6 +153,17 @@ def _over_abandoned_export(
         ResyncKind.RESET,
         f"an export of snapshot {sorted(gone)} was abandoned unfinished (rolled back, or the table created again)",
     )
+
+
+def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, written: int) -> str:
+    """What a planning planned, in words whose counts the pass's "applying" line repeats: an
+    export counts as the one snapshot it exports."""
+    if not exports and not changes:
+        return "nothing new to plan"
+    parts = [f"an export of snapshot {export_snapshot} ({exports} work items)"] if exports else []
+    if changes:
+        parts.append(f"{snapshots} snapshots of changes ({changes} work items)")
+    return f"planned {' and '.join(parts)}, {written} new"
 
 
 def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) -> None:

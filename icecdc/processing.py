@@ -31,6 +31,7 @@ from icecdc.deadletters import systemic
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, LeaseLost, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
     NO_SNAPSHOT,
@@ -58,6 +59,7 @@ from icecdc.state import Lease, StateStore, index_stores, open_state_store
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
 progress_log = logging.getLogger("icecdc.progress")
+summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI prints its own
 
 # Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
 MAX_SYNC_ROUNDS = 100
@@ -525,7 +527,8 @@ class _Pass:
         result.snapshots = len({i.snapshot_id for i in self.batch})
         result.files = len(tasks.all)
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
-        log.info("%s: applying %d snapshots, %d files%s", self.name, result.snapshots, result.files, resync)
+        applying = "%s: applying %d snapshots, %d files%s: %s engine"
+        log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
         reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
         target = self.target(destination)
         # the pass that finishes the export settles its duplicate identifiers, among every
@@ -592,7 +595,7 @@ class _Pass:
             alias.finish(destination.index, self.spec, run.probe)
         keep_unapplied(self.table, run.config, last.snapshot_id)
         result.seconds = time.monotonic() - self.started
-        log.info(
+        summary_log.info(
             "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
             self.name,
             result.changes.rows,
@@ -606,12 +609,18 @@ class _Pass:
 
 
 def sync(
-    config: Config, spark: Any = None, table_names: Iterable[str] | None = None, probe: Probe | None = None
+    config: Config,
+    spark: Any = None,
+    table_names: Iterable[str] | None = None,
+    probe: Probe | None = None,
+    engines: Engines | None = None,
 ) -> list[BatchResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
-    starts a session from the configuration, stopped when the sync ends. `probe`: see `process_table`."""
+    starts a session from the configuration, stopped when the sync ends. `probe`: see
+    `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
+    them)."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
@@ -620,7 +629,8 @@ def sync(
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)
     store = open_state_store(config.state)
-    engines = Engines(config.engine, config.spark, spark)
+    own = engines is None
+    engines = Engines(config.engine, config.spark, spark) if engines is None else engines
     try:
         for table_config, table in loaded:  # every index's name, before any table is written
             for index_config, _, scoped in index_stores(table_config, store):
@@ -631,7 +641,8 @@ def sync(
         ]
     finally:
         store.close()
-        engines.close()
+        if own:
+            engines.close()
 
 
 def sync_table(

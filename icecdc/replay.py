@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from opensearchpy import OpenSearch
@@ -29,15 +28,15 @@ from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
-from icecdc.opensearch import open_client
-from icecdc.sink import Refusal, write_documents
+from icecdc.opensearch import IDS_PER_REQUEST, open_client
+from icecdc.sink import Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
-
-IDS_PER_REQUEST = 1000  # ids one _mget asks for
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 @dataclass
@@ -92,7 +91,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
                 client,
                 config.opensearch,
                 table_config.index,
-                _fenced(writes, lease, name),
+                fenced(writes, lease, name),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
                 VersionType.EXTERNAL_GTE,
             )
@@ -107,7 +106,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
     finally:
         store.close()
-    log.info(
+    summary_log.info(
         "%s: replayed %d of %d dead letters (%d indexed, %d deleted, %d refused again)",
         name,
         report.replayed,
@@ -167,13 +166,6 @@ def _newer(client: OpenSearch, index: str, ids: list[str], version: int) -> dict
             if doc.get("found") and int(doc["_version"]) > version:
                 newer[doc["_id"]] = int(doc["_version"])
     return newer
-
-
-def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterable[Write]:
-    for write in writes:
-        if lease.lost:
-            raise LeaseLost.of(table)
-        yield write
 
 
 def _outcomes(

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
@@ -38,8 +38,11 @@ from opensearchpy.exceptions import TransportError
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import SinkError
+from icecdc.errors import LeaseLost, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
+
+if TYPE_CHECKING:
+    from icecdc.state import Lease
 
 log = logging.getLogger(__name__)
 # A string as the JSON encoder writes it, quotes included (ensure_ascii off, as opensearch-py's serializer).
@@ -261,6 +264,17 @@ def write_documents(
         else:  # a document too large for any request
             _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
     return stats
+
+
+def fenced(writes: Iterable[Write], lease: Lease, table: str) -> Iterator[Write]:
+    """The writes, stopped by `LeaseLost` once `lease` is lost: another run may write by then.
+
+    `write_documents` takes the next write before it sends a chunk: after it returns, check
+    `lease.lost` once more for the last chunk."""
+    for write in writes:
+        if lease.lost:
+            raise LeaseLost.of(table)
+        yield write
 
 
 def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], batch: int) -> Iterator[Write]:

@@ -33,6 +33,7 @@ class TableStatus:
     unfinished: str = ""  # what the index needs that no commit asks for (`index_work`); "": nothing
     export_files: int = 0  # an export (or rebuild) under way: its files (0: none under way, or not asked)
     export_files_applied: int = 0  # of those, applied by earlier passes of a capped export
+    checkpointed_at: float | None = None  # when a sync last moved the checkpoint; None: never
 
 
 def has_work(
@@ -140,10 +141,12 @@ def table_status(
 ) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
     given the `index`, what it needs that no commit asks for (`index_work`). `progress`: how far an export under way
-    is (reads every pending item: for operators, not for the planner's every sweep). Given the
-    `identifier_columns` a sync would use, a rebuild no commit asks for (`resync_needed`) is
-    unfinished too."""
+    is, and when the checkpoint last moved (reads every pending item: for operators, not for the
+    planner's every sweep). Given the `identifier_columns` a sync would use, a rebuild no commit
+    asks for (`resync_needed`) is unfinished too."""
     status = _lag(table, config, store, now)
+    if progress:
+        status = replace(status, checkpointed_at=store.checkpointed_at(config.name))
     if progress and status.pending_items:
         exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
         files = sum(len(i.added_data_files) for i in exports)

@@ -329,7 +329,7 @@ def test_audit_and_repair_commands(pipeline: Pipeline, tmp_path: Path) -> None:
 
     repaired = icecdc("repair", "--config", str(path), "--table", "db.orders", "--from-audit")
     assert repaired.returncode == 0, repaired.stderr
-    assert "repaired 1 ids of region='eu'; 1 ids ('44') at version" in repaired.stdout
+    assert "wrote 1 document of region='eu'; 1 ids ('44') at version" in repaired.stdout
     assert "1 indexed, 0 deleted" in repaired.stdout
     clean = icecdc("audit", "--config", str(path))
     assert clean.returncode == 0 and "db.orders → orders: no drift" in clean.stdout

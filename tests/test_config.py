@@ -257,10 +257,9 @@ def test_opensearch_serverless_is_refused_with_the_reason() -> None:
         parse_config(raw)
 
 
-def test_the_index_shaping_examples_of_the_readme_parse() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Index shaping", 1)[1].split("\n## ", 1)[0]
-    examples = [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
+def test_the_index_shaping_examples_of_the_docs_parse() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "shaping.md").read_text()
+    examples = [block.split("```", 1)[0] for block in page.split("```yaml\n")[1:]]
     assert len(examples) == 3
     for example in examples:
         config = parse_config({**base(), **yaml.safe_load(example)})

@@ -1,13 +1,12 @@
-"""The Iceberg → JSON document mapping and the `_id` format, through a real export."""
+"""The Iceberg → JSON document mapping through a real export, and the text Arrow writes for it
+(tests/unit/test_documents.py has the mapping's cases one by one)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from decimal import Decimal
 
 import pyarrow as pa
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.schema import Schema
@@ -23,30 +22,10 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from icecdc.documents import DocumentMapper, Shape, converter_for
+from icecdc.documents import converter_for
 from icecdc.reading.reader import text_in_arrow
-from tests.support.all_types import ROW, SCHEMA
+from tests.support.all_types import DOCUMENT, ROW, SCHEMA
 from tests.support.pipeline import Pipeline
-
-EXPECTED = {
-    "tenant": "acme",
-    "n": 7,
-    "flag": True,
-    "big": 2**40,
-    "f": 1.5,
-    "d": None,
-    "price": "10.500",
-    "day": "2026-11-21",
-    "at": "09:30:05.120000",
-    "ts": "2026-11-21T09:30:00.000000",
-    "tstz": "2026-11-21T07:30:00.000000+00:00",
-    "uid": "12345678-1234-5678-1234-567812345678",
-    "raw": "AP8=",
-    "fix": "YWJj",
-    "point": {"x": -0.25, "label": "p"},
-    "tags": ["a", "b"],
-    "attrs": [{"key": "k", "value": 1}],
-}
 
 
 def test_every_type_maps_as_documented(pipeline: Pipeline) -> None:
@@ -55,19 +34,8 @@ def test_every_type_maps_as_documented(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.all_types", "index": "all-types"})
     pipeline.sync(config, "db.all_types")
     hit = pipeline.client.get(index="all-types", id='["acme","7"]')
-    assert hit["_source"] == EXPECTED
+    assert hit["_source"] == DOCUMENT
     assert hit["_version"] == table.current_snapshot().sequence_number
-
-
-def test_document_ids() -> None:
-    single = DocumentMapper(Schema(NestedField(1, "id", LongType(), required=True)), ("id",))
-    assert single.document_id({"id": 42}) == "42"
-    pair = DocumentMapper(SCHEMA, ("tenant", "n"))
-    assert pair.document_id({"tenant": 'a"|b', "n": 1}) == '["a\\"|b","1"]'  # a JSON array: no separator can collide
-    nested = DocumentMapper(SCHEMA, ("point.label",))
-    assert nested.document_id({"point": {"label": "p"}}) == "p"
-    flag = DocumentMapper(SCHEMA, ("flag",))
-    assert flag.document_id({"flag": False}) == "false"
 
 
 def test_columns_are_read_by_field_id(pipeline: Pipeline) -> None:
@@ -106,35 +74,6 @@ def test_rewrites_of_nested_columns_take_the_row_path(pipeline: Pipeline) -> Non
     update(table, EqualTo("id", 3), lambda r: {**r, "tags": ["t", "u"]})
     result = pipeline.sync(config, "db.nested")
     assert (result.writes.indexed, result.changes.carryovers) == (1, 4)
-
-
-def test_a_shape_that_does_not_fit_the_schema_names_the_key_and_the_column() -> None:
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "region", StringType()),
-        NestedField(3, "info", StructType(NestedField(4, "name", StringType()), NestedField(5, "note", StringType()))),
-    )
-    for shape, message in (
-        (Shape(columns=("id", "info.nme")), "columns: 'info.nme' is not a column of the current schema"),
-        (Shape(exclude_columns=("regoin",)), "exclude_columns: 'regoin' is not a column"),
-        (Shape(where="regoin = 'eu'"), "where \"regoin = 'eu'\": Could not find field with name regoin"),
-        (Shape(where="region > 3"), "where 'region > 3'"),
-        (Shape(routing="info"), "routing column 'info' has type struct"),
-        (Shape(columns=("id",), routing="region"), "routing column 'region' must be one of the index's columns"),
-    ):
-        with pytest.raises(ValueError, match=re.escape(message)):
-            shape.check(schema)
-    shape = Shape(exclude_columns=("info.note",), where="info.name = 'a'", routing="region")
-    shape.check(schema)
-    assert [f.name for f in shape.project(schema).fields] == ["id", "region", "info"]
-    mapper = DocumentMapper(schema, ("id",), Shape(columns=("info.name",)))
-    row = {"id": 7, "region": "eu", "info": {"name": "a", "note": "b"}}
-    document = mapper.document(row)
-    assert document == {"info": {"name": "a"}}
-    assert mapper.document_id(mapper.key_fields(row, document)) == "7"  # the id of a column the document lacks
-    assert shape.routing_of(row) == "eu" and Shape().routing_of(row) is None
-    assert Shape().fingerprint == ""  # the whole table: what generations made before shapes record
-    assert shape.fingerprint == '{"exclude_columns":["info.note"],"routing":"region","where":"info.name = \'a\'"}'
 
 
 _PRECISE = st.integers(min_value=1, max_value=38).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p)))

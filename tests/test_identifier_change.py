@@ -64,7 +64,8 @@ def test_identifier_columns_set_later_rebuild_the_position_ids(
     local: Pipeline,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The issue's case: ids from row positions, a delete refused, then identifier columns set."""
+    """A table first synced without identifier columns (ids from row positions, so a delete is
+    refused), then given them: its index is rebuilt with ids from the columns."""
     table = local.catalog.create_table(NAME, schema=NO_IDENTIFIER)
     table.append(rows(1, 2, 3))
     positions, by_id = config(local, None), config(local, ["id"])

@@ -1,4 +1,4 @@
-"""The import graph of icecdc points one way (see ARCHITECTURE.md and the README's layout): a
+"""The import graph of icecdc points one way (see docs/architecture.md, "Code layout"): a
 module imports only modules of lower layers, or of its own package. Read from the source, so a
 new upward import fails here by name."""
 
@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
-    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents"},  # value types, no icecdc imports
+    # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
+    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
     {"icecdc.config", "icecdc.storage", "icecdc.logs"},  # logs: which libraries the entries quiet
     {
         "icecdc.catalog",
@@ -32,10 +33,13 @@ LAYERS: list[set[str]] = [
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
-    {"icecdc.processing", "icecdc.verify"},  # verify: reads as a sync does what pyiceberg cannot scan
+    # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, unwritten
+    {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
-    {"icecdc.aws", "icecdc.demo"},  # what the entries call
-    {"icecdc.doctor"},  # checks a deployment: reads what icecdc.aws names
+    # what the entries call; watch: sync --watch
+    {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config", "icecdc.watch"},
+    {"icecdc.check"},  # a first sync's needs, checked: reads what init_config writes
+    {"icecdc.doctor", "icecdc.output"},  # doctor reads what icecdc.aws names; output: --json
     {"icecdc.cli"},
 ]
 

@@ -1,4 +1,4 @@
-"""The index's mapping is derived from the Iceberg schema (README "Documents"), merged with the
+"""The index's mapping is derived from the Iceberg schema (docs/documents.md), merged with the
 table's overrides or replaced by its index template, kept through a reset, and extended when a
 schema change adds columns. On osmem over HTTP."""
 
@@ -15,41 +15,14 @@ import pytest
 from opensearchpy import helpers
 from opensearchpy.exceptions import RequestError
 from pyiceberg.schema import Schema
-from pyiceberg.types import DecimalType, DoubleType, IntegerType, ListType, LongType, NestedField, StructType, TimestampType
+from pyiceberg.types import DecimalType, DoubleType, LongType, NestedField, StructType, TimestampType
 
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError, SinkError
-from icecdc.index import field_mapping, merge_mappings
 from icecdc.processing import sync
-from tests.support.all_types import ROW, SCHEMA
+from tests.support.all_types import DERIVED, ROW, SCHEMA
 from tests.support.pipeline import Pipeline, config_dict
 from tests.support.tables import orders, rows
-
-TEXT = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
-ANY_DATE = "strict_date_optional_time||epoch_millis"
-# The README's type table, written out for tests.support.all_types: the test of `mappings_for`, not a copy of it.
-DERIVED = {
-    "dynamic": "strict",
-    "properties": {
-        "tenant": TEXT,
-        "n": {"type": "integer"},
-        "flag": {"type": "boolean"},
-        "big": {"type": "long"},
-        "f": {"type": "float"},
-        "d": {"type": "double"},
-        "price": {"type": "scaled_float", "scaling_factor": 1000.0},
-        "day": {"type": "date", "format": f"uuuu-MM-dd||{ANY_DATE}"},
-        "at": {"type": "date", "format": "HH:mm:ss.SSSSSS||strict_hour_minute_second||epoch_millis"},
-        "ts": {"type": "date", "format": f"uuuu-MM-dd'T'HH:mm:ss.SSSSSS||{ANY_DATE}"},
-        "tstz": {"type": "date", "format": f"uuuu-MM-dd'T'HH:mm:ss.SSSSSSxxx||{ANY_DATE}"},
-        "uid": {"type": "keyword"},
-        "raw": {"type": "binary"},
-        "fix": {"type": "binary"},
-        "point": {"properties": {"x": {"type": "double"}, "label": TEXT}},
-        "tags": TEXT,
-        "attrs": {"type": "nested", "properties": {"key": TEXT, "value": {"type": "long"}}},
-    },
-}
 
 
 def _row(n: int, price: str, ts: dt.datetime) -> dict[str, Any]:
@@ -284,40 +257,6 @@ def test_a_schema_change_adds_the_new_fields_to_the_mapping(pipeline: Pipeline) 
     assert mapping["properties"]["point"] == {"properties": {"x": {"type": "double"}, "y": {"type": "double"}}}
     assert mapping["properties"]["seen"] == DERIVED["properties"]["ts"]
     assert _hits(pipeline, "items", {"range": {"total": {"gt": 10}}}) == ["2"]
-
-
-def test_wide_decimals_and_lists_of_numbers() -> None:
-    assert field_mapping(DecimalType(18, 4)) == {"type": "scaled_float", "scaling_factor": 10000.0}
-    assert field_mapping(DecimalType(19, 4)) == {"type": "double"}  # its unscaled values do not fit a long
-    assert field_mapping(ListType(1, IntegerType())) == {"type": "integer"}
-    assert field_mapping(ListType(1, StructType(NestedField(2, "x", LongType())))) == {"properties": {"x": {"type": "long"}}}
-
-
-def test_merging_overrides_over_the_derived_mapping() -> None:
-    derived = {"dynamic": "strict", "properties": copy.deepcopy(DERIVED["properties"])}
-    merged = merge_mappings(
-        derived,
-        {
-            "dynamic": False,
-            "properties": {
-                "price": {"type": "keyword"},  # another type: the derived parameters (scaling_factor) go
-                "tenant": {"analyzer": "english", "fields": {"raw": {"type": "keyword"}}},  # parameters add up
-                "attrs": {"type": "object"},  # an object keeps the derived properties
-                "point": {"properties": {"label": {"type": "keyword"}}},
-            },
-        },
-    )
-    assert merged["dynamic"] is False
-    properties = merged["properties"]
-    assert properties["price"] == {"type": "keyword"}
-    assert properties["tenant"] == {
-        "type": "text",
-        "analyzer": "english",
-        "fields": {"keyword": {"type": "keyword", "ignore_above": 256}, "raw": {"type": "keyword"}},
-    }
-    assert properties["attrs"] == {"type": "object", "properties": DERIVED["properties"]["attrs"]["properties"]}
-    assert properties["point"] == {"properties": {"x": {"type": "double"}, "label": {"type": "keyword"}}}
-    assert derived["properties"]["price"]["type"] == "scaled_float"  # the derived mapping is not changed
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Failures the model-based test found (tests/test_model.py), each as the minimal sequence Hypothesis
 shrank it to, replayed step by step without Hypothesis: the same machine, the same steps.
 
-Each failed before its fix (README's guarantees name them) and must pass from then on.
+Each failed before its fix (docs/guarantees.md names them) and must pass from then on.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ def test_an_index_reshaped_with_no_commit_since(machine: PipelineMachine, shape:
 def test_a_concrete_index_under_the_alias_name_reshaped(machine: PipelineMachine) -> None:
     """A concrete index named like the alias (a stray write auto-created it) records no shape, and
     a reshape was never seen in it: the index kept rows the new filter leaves out, for good. Since
-    icecdc refuses an index it did not make (issue 40), the sync is refused and the operator's
+    icecdc refuses an index it did not make, the sync is refused and the operator's
     takeover keeps that index under another name; the rebuild into a generation still follows."""
     state = machine
     create(state, key=KeyType.COMPOSITE, writers=Writers.BOTH, partitioned=True)
@@ -515,7 +515,7 @@ def test_a_reshape_while_a_filtered_rebuild_is_pending(machine: PipelineMachine)
 
 
 def test_a_row_moving_into_a_filtered_index_is_no_duplicate(machine: PipelineMachine) -> None:
-    """Found by the derandomized run after issue 40's merges (a partial run: index != table, 1 row
+    """Found by the derandomized model run (a partial run: index != table, 1 row
     with no document): the check for a key appended while live took a row that an overwrite of the
     whole table moved into the `where` filter of a table split into two indexes for a second live
     row, and deleted its document. Only one unfiltered, unrouted index checks appends now."""

@@ -1,4 +1,4 @@
-"""The operators' tools at the edges (issue 40, items 8, 9, 11, 12): a row dead-lettered by design
+"""The operators' tools at the edges: a row dead-lettered by design
 (a null identifier) is explained by `verify`, `audit` and `repair`, not reported as drift; one open
 letter per row and reason, however often its file is rewritten; an audit of a table dropped and
 created again; ids with commas and composite keys named exactly to `repair`."""
@@ -161,6 +161,42 @@ def test_repair_names_any_id_exactly(local: Pipeline) -> None:
     delete(local, "single", "x,y")
     from_file = icecdc("repair", "--config", str(path), "--table", "db.single", "--ids-file", str(listed))
     assert from_file.returncode == 0 and "2 ids compared, 1 indexed" in from_file.stdout, from_file.stdout
+
+
+def test_repair_names_binary_and_nested_keys(local: Pipeline) -> None:
+    """A binary key's `_id` is its base64 text, a nested key's column a dotted path: `--id`,
+    `--ids-file` and `--key` name them as documents hold them (found by the model-based test)."""
+    binary = pa.schema([pa.field("k", pa.binary()), pa.field("v", pa.string())])
+    nested = pa.schema([pa.field("key", pa.struct([pa.field("id", pa.int64())])), pa.field("v", pa.string())])
+    local.catalog.create_table("db.blobs", schema=binary).append(
+        pa.Table.from_pylist([{"k": b"b\x00", "v": "one"}, {"k": b"c", "v": "two"}], schema=binary)
+    )
+    local.catalog.create_table("db.deep", schema=nested).append(
+        pa.Table.from_pylist([{"key": {"id": 1}, "v": "one"}, {"key": {"id": 2}, "v": "two"}], schema=nested)
+    )
+    raw = local.config_dict(
+        [
+            {"name": "db.blobs", "index": "blobs", "identifier_columns": ["k"]},
+            {"name": "db.deep", "index": "deep", "identifier_columns": ["key.id"]},
+        ]
+    )
+    path = local.workdir / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert icecdc("sync", "--config", str(path)).returncode == 0
+    assert sorted(local.documents("blobs")) == ["YgA=", "Yw=="]
+    listed = local.workdir / "ids.txt"
+    listed.write_text('"Yw=="\n')
+    named = (("YgA=", ["--id", "YgA="]), ("Yw==", ["--ids-file", str(listed)]), ("YgA=", ["--key", '{"k": "YgA="}']))
+    for doc_id, names in named:
+        delete(local, "blobs", doc_id)
+        repaired = icecdc("repair", "--config", str(path), "--table", "db.blobs", *names)
+        assert repaired.returncode == 0 and "1 indexed" in repaired.stdout, repaired.stdout + repaired.stderr
+    assert sorted(local.documents("blobs")) == ["YgA=", "Yw=="]
+
+    delete(local, "deep", "2")
+    keyed = icecdc("repair", "--config", str(path), "--table", "db.deep", "--key", '{"key.id": 2}')
+    assert keyed.returncode == 0 and "1 indexed" in keyed.stdout, keyed.stdout + keyed.stderr
+    assert sorted(local.documents("deep")) == ["1", "2"]
 
 
 def delete(pipeline: Pipeline, index: str, doc_id: str) -> None:

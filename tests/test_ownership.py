@@ -1,4 +1,4 @@
-"""An index is icecdc's only when icecdc made it for this table (issue 40 items 2 and 3): a user's
+"""An index is icecdc's only when icecdc made it for this table: a user's
 index or alias under the configured name, or another deployment's generation, is refused before
 anything is written or planned, and taken over only on the user's opt-in (`index_takeover`),
 which keeps the user's index under another name or leaves it where it is, and says which. A

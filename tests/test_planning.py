@@ -12,7 +12,7 @@ from pyiceberg.expressions import EqualTo
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import BatchConfig, parse_config
-from icecdc.errors import PlanningError, SinkError
+from icecdc.errors import ConfigError, PlanningError, SinkError
 from icecdc.model import ItemKind, WorkItem
 from icecdc.planning import export_groups, plan_table
 from icecdc.processing import sync
@@ -202,5 +202,5 @@ def test_refused_credentials_fail_fast_and_write_nothing(pipeline: Pipeline, fau
 def test_unreachable_catalog_fails_with_its_name(pipeline: Pipeline, tmp_path) -> None:
     raw = pipeline.config_dict([{"name": "db.orders"}])
     raw["catalog"]["uri"] = f"sqlite:///{tmp_path}/no/such/dir/catalog.db"
-    with pytest.raises(PlanningError, match=r"catalog 'lake'"):
+    with pytest.raises(ConfigError, match=r"catalog 'lake'"):
         sync(parse_config(raw), pipeline.spark)

@@ -51,7 +51,7 @@ def test_update_of_a_non_key_column_writes_only_the_changed_row(pipeline: Pipeli
 
 
 def test_update_of_a_partition_column_keeps_the_document(pipeline: Pipeline, config) -> None:
-    """data-prepper #6666: the DELETE (old partition) and INSERT (new partition) meet in one place."""
+    """opensearch-project/data-prepper#6666: the DELETE (old partition) and INSERT (new partition) meet in one place."""
     table = orders(pipeline)
     table.append(rows(1, 2, region="us"))
     table.append(rows(3, region="eu"))

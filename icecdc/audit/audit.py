@@ -48,11 +48,13 @@ from icecdc.config import TableConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.documents import converter_for
 from icecdc.errors import OperationError, ProcessingError
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, field_value
 from icecdc.model import Checkpoint
 from icecdc.state import StateStore
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 # Rows compared field by field unless asked otherwise: enough to see drift of a few tenths of a
 # percent with high probability, read from a few data files.
@@ -129,12 +131,12 @@ def audit_table(
     if store.get_checkpoint(name) != checkpoint:
         report.notes.append("a sync advanced the checkpoint during the audit: findings may be that sync's writes; audit again")
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
-    log.info(
-        "%s: audited index %r at snapshot %d: %d findings; %s",
+    summary_log.info(
+        "%s: audited index %r at snapshot %d: %s; %s",
         name,
         config.index,
         checkpoint.snapshot_id,
-        len(report.drift),
+        report.summary(),
         report.cost.describe(),
     )
     return report

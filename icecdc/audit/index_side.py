@@ -13,10 +13,10 @@ from pyiceberg.types import BooleanType, DateType, IcebergType, IntegerType, Lon
 
 from icecdc.documents import encode_document
 from icecdc.errors import OperationError
+from icecdc.opensearch import IDS_PER_REQUEST
 
-# Buckets per page of a composite aggregation, ids per _mget, hits per scroll page.
+# Buckets per page of a composite aggregation, hits per scroll page.
 BUCKETS_PER_REQUEST = 1000
-IDS_PER_REQUEST = 1000
 HITS_PER_REQUEST = 1000
 SCROLL_KEEP_ALIVE = "2m"
 _WHOLE_NUMBERS = frozenset({"long", "integer", "short", "byte"})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
@@ -27,15 +27,17 @@ from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import LeaseLost, OperationError
 from icecdc.index import IndexAlias
+from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.sink import Refusal, write_documents
+from icecdc.sink import Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 def repair_table(
@@ -71,7 +73,7 @@ def repair_table(
             client,
             opensearch,
             config.index,
-            _fenced(writes, lease, name),
+            fenced(writes, lease, name),
             refused if dead_letter else None,
             VersionType.EXTERNAL_GTE,
         )
@@ -85,7 +87,7 @@ def repair_table(
     )
     _note_what_is_left(report, rows.unreadable, dead_letter)
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
-    log.info(
+    summary_log.info(
         "%s: repair of %s: %d compared, %d indexed, %d deleted, %d foreign",
         name,
         scope.describe(),
@@ -193,14 +195,6 @@ def _writes(report: RepairReport, wanted: dict[str, list[str]], held: dict[str, 
         elif not documents and hit is not None:
             writes.append(Write(doc_id, version, None))
     return writes
-
-
-def _fenced(writes: list[Write], lease: Lease, table: str) -> Iterator[Write]:
-    """The writes, stopped by LeaseLost once the lease is lost: a sync may be writing by then."""
-    for write in writes:
-        if lease.lost:
-            raise LeaseLost.of(table)
-        yield write
 
 
 class _Refused:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -138,6 +139,30 @@ class AuditReport:
     def drifted(self) -> bool:
         """Whether the index differs from its table beyond the rows dead-lettered on purpose."""
         return any(not d.known for d in self.drift)
+
+    def differing(self) -> dict[str, int]:
+        """The ids that differ, by kind, each counted once, as a user counts bad documents: those
+        named (sampled, or extra), and of a partition's difference of counts what the ids named in
+        it do not account for (a count and a sample may find the same id). Not what dead letters
+        account for."""
+        found = [d for d in self.drift if not d.known]
+        named = [d for d in found if d.doc_id is not None]
+        totals = Counter(str(d.kind) for d in named)
+        for counted in (d for d in found if d.doc_id is None):
+            same = [d for d in named if d.kind == counted.kind]
+            inside = [d for d in same if not counted.partition or d.partition == counted.partition]
+            totals[str(counted.kind)] += max(0, counted.count - counted.dead_lettered - len(inside))
+        return {kind: n for kind, n in totals.items() if n}
+
+    def summary(self) -> str:
+        """`3 ids differ (2 missing, 1 extra)`, or `no drift`."""
+        differing = self.differing()
+        if not differing:
+            return "no drift"
+        ordered = sorted(differing.items(), key=lambda kv: (-kv[1], kv[0]))
+        kinds = ", ".join(f"{n} {kind}" for kind, n in ordered)
+        total = sum(differing.values())
+        return f"{total} id{'s' if total != 1 else ''} differ{'' if total != 1 else 's'} ({kinds})"
 
     def scope(self) -> RepairScope:
         """What a repair of these findings rewrites: the partitions whose counts differ (the whole

@@ -130,10 +130,23 @@ def key_ids(schema: Schema, name: str, identifiers: tuple[str, ...], keys: Itera
                 f"table {name!r}: key {json.dumps(key)} must name exactly its identifier columns {list(identifiers)}"
             )
         try:
-            found.append(mapper.document_id(key))
+            found.append(mapper.document_id(_as_document(key)))
         except ValueError as exc:
             raise OperationError(f"table {name!r}: key {json.dumps(key)}: {exc}") from None
     return found
+
+
+def _as_document(key: dict[str, Any]) -> dict[str, Any]:
+    """A key (identifier column → value) as a document holds it: a nested column's (`key.id`) value
+    under its path."""
+    document: dict[str, Any] = {}
+    for column, value in key.items():
+        *parents, leaf = column.split(".")
+        place = document
+        for part in parents:
+            place = place.setdefault(part, {})
+        place[leaf] = value
+    return document
 
 
 def repair_scope(

@@ -1,6 +1,6 @@
 """The runtime configuration: validated strictly into frozen pydantic models before anything runs.
 
-The keys are a contract other tools rely on (see the README). Every unknown key and every bad
+The keys are a contract other tools rely on (docs/configuration.md). Every unknown key and every bad
 value raises `ConfigError` naming its path in the file (`icecdc.config.loader`). Each default is
 written once, on its field.
 """
@@ -191,7 +191,8 @@ class IndexConfig(Section):
     @field_validator("index")
     @classmethod
     def _valid_index_name(cls, index: str) -> str:
-        if index != index.lower() or index.startswith(("_", "-", "+")) or any(c in index for c in ' "*\\<|,>/?#:'):
+        forbidden = any(c in index for c in _INDEX_NAME_FORBIDS)
+        if index != index.lower() or index.startswith(("_", "-", "+")) or forbidden:
             raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
         return index
 
@@ -230,6 +231,16 @@ class IndexConfig(Section):
         return self
 
 
+# What an OpenSearch index name may not hold (nor start with _, - or +, nor have upper case).
+_INDEX_NAME_FORBIDS = ' "*\\<|,>/?#:'
+
+
+def _index_name_like(name: str) -> str:
+    """A valid index name close to `name`: lower case, each forbidden character an underscore."""
+    cleaned = "".join("_" if c in _INDEX_NAME_FORBIDS else c for c in name.lower()).lstrip("_-+")
+    return cleaned or "my-index"
+
+
 class TableConfig(IndexConfig):
     """A table and the index it writes (the keys of `IndexConfig`), or, under `indexes`, the
     several indexes it writes, each with its own keys of `IndexConfig` (see `targets`)."""
@@ -247,7 +258,20 @@ class TableConfig(IndexConfig):
     @classmethod
     def _index_defaults_to_the_table(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
-            return {**data, "index": data["name"].split(".")[-1]}
+            derived = data["name"].split(".")[-1]
+            if data.get("indexes") is not None:  # unused: each entry of indexes names its index
+                return {**data, "index": _index_name_like(derived)}
+            try:
+                IndexConfig._valid_index_name(derived)
+            except ValueError:  # say where the name came from: the user never wrote it
+                raise ValueError(
+                    f"{AT}: the index name {derived!r}, derived from the table name "
+                    f"{data['name']!r}, is not a valid OpenSearch index name (lower case, "
+                    f"no spaces nor any of {_INDEX_NAME_FORBIDS.strip()}): name the index with the "
+                    "table's `index` key, "
+                    f"e.g. index: {_index_name_like(derived)}"
+                ) from None
+            return {**data, "index": derived}
         return data
 
     @model_validator(mode="before")
@@ -255,10 +279,10 @@ class TableConfig(IndexConfig):
     def _index_keys_in_one_place(cls, data: Any) -> Any:
         """With `indexes`, every index's keys are in its entry: none on the table."""
         if isinstance(data, dict) and data.get("indexes") is not None:
-            default = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
-            misplaced = sorted(
-                k for k in IndexConfig.model_fields if data.get(k) not in (None, default if k == "index" else None)
-            )
+            last = data["name"].split(".")[-1] if isinstance(data.get("name"), str) else None
+            defaults = {last, _index_name_like(last)} if last is not None else set()
+            given = {k for k in IndexConfig.model_fields if data.get(k) is not None}
+            misplaced = sorted(given - ({"index"} if data.get("index") in defaults else set()))
             if misplaced:
                 raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
         return data

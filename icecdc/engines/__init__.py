@@ -49,7 +49,9 @@ class Engines:
         """The engine for a pass; raises `SparkRequired` (before anything is written) where a pass
         needs Spark and this run has none."""
         kind = self.kind_for(size)
-        log.info("%s: this pass reads %d files, %d rows, %d bytes: %s engine", table, size.files, size.rows, size.bytes, kind)
+        # debug: the pass's "applying" line names the engine, and counts files as its progress does
+        reads = "%s: this pass reads %d files, %d rows, %d bytes: %s engine"
+        log.debug(reads, table, size.files, size.rows, size.bytes, kind)
         if kind == EngineKind.IN_PROCESS:
             cores = usable_cores()  # more processes than cores would only hold more memory
             return InProcessEngine(min(self.config.in_process_workers or cores, cores))

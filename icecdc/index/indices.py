@@ -103,9 +103,11 @@ def add_missing_fields(client: OpenSearch, index: str, spec: IndexSpec) -> None:
         if conflicts:
             log.warning(
                 "index %r maps %s otherwise than the table's schema now does; documents whose values do not fit "
-                "the index's mapping are refused (reset the table to rebuild the index with the new mapping)",
+                "the index's mapping are refused (`icecdc repair --table TABLE --rebuild`, for the "
+                "table that writes index %r, rebuilds it with the new mapping, without downtime)",
                 concrete,
                 ", ".join(conflicts),
+                index,
             )
         if additions:
             log.info("index %r: adding %s to the mapping", concrete, ", ".join(field_paths(additions)))

@@ -2,7 +2,7 @@
 
 `mappings_for` derives an explicit mapping from the table's schema, so that the type of a field
 never depends on the first documents OpenSearch sees: each Iceberg type maps to the field type that
-keeps its meaning for the JSON `icecdc.documents` writes for it (the README's "Documents" section
+keeps its meaning for the JSON `icecdc.documents` writes for it (docs/documents.md
 documents both tables; keep the three in step). The root is `dynamic: strict`: a field not in the
 schema is refused. `index_spec` merges a table's `mappings` and `settings` overrides over it
 (`merge_mappings`), or names the index template that applies instead; `missing` compares a

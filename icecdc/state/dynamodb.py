@@ -112,6 +112,12 @@ class DynamoDbStateStore(StateStore):
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         return self._get_base(table, _CHECKPOINT)
 
+    def checkpointed_at(self, table: str) -> float | None:
+        key = _keys(table, _CHECKPOINT)
+        asked = {"TableName": self.table_name, "Key": key, "ProjectionExpression": "updated_at"}
+        record = self.client.get_item(**asked).get("Item")
+        return float(record["updated_at"]["N"]) if record and "updated_at" in record else None
+
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
         self._put_base_if(table, sk, base, "attribute_not_exists(pk)")

@@ -39,6 +39,9 @@ class ScopedStore(StateStore):
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         return self._store.get_checkpoint(self._scoped(table))
 
+    def checkpointed_at(self, table: str) -> float | None:
+        return self._store.checkpointed_at(self._scoped(table))
+
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         return self._store.claim_export(self._scoped(table), base, replacing)
 

@@ -60,6 +60,11 @@ class SqliteStateStore(StateStore):
         table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid = row
         return Checkpoint(table_uuid, snapshot_id, sequence_number, schema_id, tuple(json.loads(identifier_columns)), index_uuid)
 
+    def checkpointed_at(self, table: str) -> float | None:
+        asked = "SELECT updated_at FROM checkpoints WHERE table_name = ?"
+        row = self._db.execute(asked, (table,)).fetchone()
+        return None if row is None else float(row[0])
+
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         self._db.execute(
             "INSERT OR IGNORE INTO export_claims VALUES (?, ?, ?, ?, ?)",

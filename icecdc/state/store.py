@@ -115,5 +115,9 @@ class StateStore(ABC):
     @abstractmethod
     def release_lease(self, table: str, owner: str) -> None: ...
 
+    def checkpointed_at(self, table: str) -> float | None:
+        """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional: a store without connections has nothing to release
         """Release connections."""

@@ -288,6 +288,7 @@ class Reconfig(StrEnum):
     MAPPING = "a mapping override for region (keyword) on or off"
     STRINGS = "strings: text or keyword"
     SETTINGS = "index settings: a refresh interval on or off"
+    DEAD_LETTERS = "dead letters on or off (off: a row's own fault fails the pass)"
 
 
 @dataclass
@@ -298,6 +299,7 @@ class Settings:
     region_keyword: bool = False
     keyword_strings: bool = False
     refresh: bool = False
+    dead_letters: bool = True
 
     def common(self) -> dict[str, Any]:
         """The keys every index entry of the table gets."""
@@ -319,13 +321,20 @@ class Operator(StrEnum):
     VERIFY = "verify"
     REPAIR_FROM_AUDIT = "repair --from-audit"
     REPAIR_PARTITION = "repair --partition"
-    REPAIR_IDS = "repair --ids"
+    REPAIR_IDS = "repair --id"
+    REPAIR_KEYS = "repair --key"  # the rows' identifier values as JSON
+    REPAIR_IDS_FILE = "repair --ids-file"  # one JSON string per line
     REPAIR_REBUILD = "repair --rebuild"
     REPLAY = "dead-letters replay"
 
     @property
     def writes(self) -> bool:
         return self not in (Operator.AUDIT, Operator.VERIFY)
+
+    @property
+    def names_rows(self) -> bool:
+        """Whether the command names rows of the table (ids or keys) to repair."""
+        return self in (Operator.REPAIR_IDS, Operator.REPAIR_KEYS, Operator.REPAIR_IDS_FILE)
 
 
 class OperatorCrash(StrEnum):
@@ -394,14 +403,14 @@ class KnownBug(StrEnum):
     # again before the rebuild ran, and the rebuild wrote the new shape from the old filter's
     # files: rows outside the old filter had no document (found 2026-11-27)
     RESHAPE_DURING_A_FILTERED_REBUILD = "reshape-during-a-filtered-rebuild"
-    # issue 40, fixed in parallel: the index's identity when the identifier columns change (item 1),
-    # replay's version beside a run of commits that collapses (item 4), verify, audit and repair of
-    # dead-lettered rows (items 8, 9)
+    # fixed beside the rules that find them: the index's identity when the identifier columns
+    # change, replay's version beside a run of commits that collapses, verify, audit and repair of
+    # dead-lettered rows
     IDENTIFIERS_CHANGED = "identifiers-changed"
     REPLAY_BESIDE_A_COLLAPSED_RUN = "replay-beside-a-collapsed-run"
     OPERATORS_ON_BAD_ROWS = "operators-on-bad-rows"
-    LETTERS_WRITTEN_AGAIN = "letters-written-again"  # item 9: one open letter per row and reason
-    HOSTILE_IDS = "hostile-ids"  # item 6: ids OpenSearch refuses, the rows' own fault
+    LETTERS_WRITTEN_AGAIN = "letters-written-again"  # one open letter per row and reason
+    HOSTILE_IDS = "hostile-ids"  # ids OpenSearch refuses, the rows' own fault
     # found by this test, not in the known list: never stepped around by default
     EMPTY_RECREATED_TABLE = "empty-recreated-table"  # a table re-created with no snapshot keeps the old documents
 

@@ -16,12 +16,14 @@ import io
 import json
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from opensearchpy import helpers
 
 from icecdc.catalog import identifier_columns
 from icecdc.cli import main as icecdc_main
+from icecdc.lookup import field_value
 from icecdc.model import EngineKind
 from tests.support.model import (
     INDEX,
@@ -42,6 +44,10 @@ from tests.support.model_steps import STATS, note, step
 if TYPE_CHECKING:
     from tests.support.model_machine import PipelineMachine
 
+# Another deployment's table in the same catalog, pointed at this one's index.
+OTHER_TABLE = "db.other"
+OTHER_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+
 # The operator's commands' figures, for `make fuzz`'s report (by command and exit code).
 OPERATOR_EXITS = (0, 1)
 
@@ -54,6 +60,17 @@ def versions(machine: PipelineMachine, index: str) -> dict[str, tuple[int, str]]
     client.indices.refresh(index=index)
     hits = helpers.scan(client, index=index, query={"query": {"match_all": {}}, "version": True})
     return {hit["_id"]: (int(hit.get("_version", 0)), json.dumps(hit["_source"], sort_keys=True)) for hit in hits}
+
+
+def run_icecdc(args: list[str]) -> tuple[int, str]:
+    """`icecdc args` in this process: its exit code and what it printed (stdout and stderr)."""
+    output = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            code = icecdc_main(args)
+    except SystemExit as exc:  # argparse refused the command line
+        code = int(exc.code or 0)
+    return code, output.getvalue()
 
 
 class PeopleRules:
@@ -76,6 +93,8 @@ class PeopleRules:
             settings.region_keyword = not settings.region_keyword
         elif change == Reconfig.STRINGS:
             settings.keyword_strings = not settings.keyword_strings
+        elif change == Reconfig.DEAD_LETTERS:
+            settings.dead_letters = not settings.dead_letters
         else:
             settings.refresh = not settings.refresh
         STATS.steps[f"  reconfigured: {change}"] += 1
@@ -89,6 +108,33 @@ class PeopleRules:
         if self.settings.identifiers == Identifiers.N:
             return ["n"]
         return self.model.config_identifiers()
+
+    # -- another deployment ----------------------------------------------------------------------
+
+    @rule()
+    @step
+    def second_deployment(self: PipelineMachine) -> None:
+        """A second deployment (its own state) names the index of this one for another table of
+        the catalog: its sync is refused in one line, exit 2, and the index is left as it was."""
+        if not self.client.indices.exists(index=INDEX):
+            note("second_deployment: skipped (no index yet: the first to claim it owns it)")
+            return
+        if not self.lake.catalog.table_exists(OTHER_TABLE):
+            self.lake.catalog.create_table(OTHER_TABLE, schema=OTHER_SCHEMA).append(
+                pa.Table.from_pylist([{"id": 1}], schema=OTHER_SCHEMA)
+            )
+        raw = self.raw_config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        raw["state"] = {"type": "sqlite", "path": str(self.workdir / "other-deployment.db")}
+        raw["tables"] = [{"name": OTHER_TABLE, "index": INDEX, "identifier_columns": ["id"]}]
+        path = self.workdir / "other-deployment.json"
+        path.write_text(json.dumps(raw))
+        before = versions(self, INDEX)
+        code, text = run_icecdc(["sync", "--config", str(path)])
+        note(f"second_deployment: exit {code}: {text[-300:]}")
+        STATS.steps[f"  second deployment: exit {code}"] += 1
+        assert code == 2 and INDEX in text, f"a second deployment's sync into {INDEX!r} was not refused: {text[-600:]}"
+        assert "Traceback" not in text, text[-600:]
+        assert versions(self, INDEX) == before, f"a refused deployment changed {INDEX!r}"
 
     # -- the operators' commands -----------------------------------------------------------------
 
@@ -112,21 +158,16 @@ class PeopleRules:
         elif crash == OperatorCrash.BULK_APPLIED:
             self.proxy.drop_connection_after(at, path_contains="_bulk", forward=True)
         seen = len(self.proxy.seen("_bulk"))
-        output = io.StringIO()
         try:
-            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-                code = icecdc_main([*args, "--config", str(self.config_file())])
-        except SystemExit as exc:  # argparse refused the command line
-            code = int(exc.code or 0)
+            code, text = run_icecdc([*args, "--config", str(self.config_file())])
         finally:
             self.proxy.clear()
         died = crash != OperatorCrash.NONE and any(s.outcome.startswith("dropped") for s in self.proxy.seen("_bulk")[seen:])
-        text = output.getvalue()
         note(f"operate_icecdc {command} (crash {crash}, died: {died}): exit {code}: {text[-400:]}")
         STATS.steps[f"  operator {command}: exit {code}{' (died)' if died else ''}"] += 1
         if code not in OPERATOR_EXITS and not died and not self.refused_for_good_reason(text, checkpoints):
             raise AssertionError(f"icecdc {command} exited {code}: {text[-600:]}")
-        if command == Operator.REPAIR_IDS and code == 0:  # ids of the table's rows, whatever they hold
+        if command.names_rows and code == 0:  # ids of the table's rows, whatever they hold
             assert "not in the table nor the index" not in text, f"repair lost an id it was given: {text[-600:]}"
         if command == Operator.REPAIR_REBUILD:  # a rebuild exports the current snapshot: its checkpoint
             with self.stores(config) as indexes:
@@ -150,12 +191,16 @@ class PeopleRules:
             return "known bug: replay beside a collapsed run"
         if command.writes and self.blocked:
             return "the index is blocked"
+        if command.writes and not self.settings.dead_letters:
+            return "dead letters are off: repair and replay need them for rows that cannot become documents"
         whole_rows = (
             Operator.AUDIT,
             Operator.REPLAY,
             Operator.REPAIR_FROM_AUDIT,
             Operator.REPAIR_PARTITION,
             Operator.REPAIR_IDS,
+            Operator.REPAIR_KEYS,
+            Operator.REPAIR_IDS_FILE,
         )
         if command in whole_rows and self.shape != IndexShape.WHOLE:
             return "audit, replay and repair of a scope compare whole rows: a shaped index is verified or rebuilt"
@@ -188,6 +233,13 @@ class PeopleRules:
         ids = sorted(documents)[:2]
         if not ids:
             return None
+        if command == Operator.REPAIR_KEYS:
+            keys = [{c: field_value(json.loads(documents[doc_id]), c) for c in identifiers} for doc_id in ids]
+            return ["repair", "--table", TABLE, *[arg for key in keys for arg in ("--key", json.dumps(key))]]
+        if command == Operator.REPAIR_IDS_FILE:
+            listed = self.workdir / "ids.txt"
+            listed.write_text("".join(json.dumps(doc_id) + "\n" for doc_id in ids))
+            return ["repair", "--table", TABLE, "--ids-file", str(listed)]
         return ["repair", "--table", TABLE, *[arg for doc_id in ids for arg in ("--id", doc_id)]]
 
     def refused_for_good_reason(self: PipelineMachine, text: str, checkpoints: dict[str, Any]) -> bool:
