@@ -2,7 +2,7 @@
 # into .venv from PyPI (and Java from Debian when it is missing): the project with the extras a user
 # would pick, and the developer groups of pyproject.toml (see CONTRIBUTING.md).
 PYTHON ?= python3.11
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(VENV)/.pip
 # What each target needs installed: the tests (test, test-fast), the demo, lint, the benchmarks.
@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 LINT_STAMP := $(VENV)/.installed-lint
 BENCH_STAMP := $(VENV)/.installed-bench
+SYNTH_STAMP := $(VENV)/.installed-synth
 # Every install runs at the versions the AWS bundle's locks name (written by `python -m infra.lock`),
 # so a fresh clone tests what ships, not what PyPI released since.
 CONSTRAINTS := infra/locks/tested.txt
 
-.PHONY: demo test test-fast lint java clean iceberg-jars fuzz
+.PHONY: demo test test-fast lint java clean iceberg-jars fuzz synth synth-config
 
 demo: $(DEMO_STAMP) java
 	$(BIN)/icecdc demo
@@ -31,14 +32,29 @@ fuzz: $(STAMP) java iceberg-jars
 	ICECDC_MODEL_PROFILE=fuzz FUZZ_MINUTES=$(or $(FUZZ_MINUTES),30) $(BIN)/python -m pytest -s -p no:logging tests/test_model.py $(PYTEST_ARGS)
 
 # The inner loop: what needs none of Spark, OpenSearch (osmem) or moto (markers: see tests/conftest.py).
+# FAST_MARKERS selects another tier: .ci/run adds osmem's tests on Python 3.12 and 3.13.
+FAST_MARKERS ?= not spark and not opensearch and not aws and not slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not spark and not opensearch and not aws and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 # Guardrails CI runs before the tests: ruff (lint and format) and mypy, strict on icecdc/.
 lint: $(LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The AWS stack's template for CONFIG (docs/deploy.md), into cdk.out/ as `cdk synth` writes it, with
+# neither the CDK CLI nor an account: `make synth CONFIG=path/to/your.yaml` (PLACEHOLDER_BUNDLES=true:
+# no download of the locked wheels, a template to inspect that is not deployable).
+SYNTH_CONTEXT = {"icecdc:config": "$(abspath $(CONFIG))", \
+	"icecdc:placeholderBundles": "$(or $(PLACEHOLDER_BUNDLES),false)"}
+synth: synth-config $(SYNTH_STAMP)
+	CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(BIN)/python app.py
+	@echo "synthesized into cdk.out/ (cdk deploy -c icecdc:config=$(CONFIG) deploys it)"
+
+synth-config:
+	@test -n "$(CONFIG)" || { echo "make synth needs CONFIG=path/to/your.yaml" \
+		"(a copy of infra/example-config.yaml with your own values)" >&2; exit 2; }
 
 # Spark needs a JVM (Java 17, as on AWS Glue 5.1); install Debian's when there is none.
 java:
@@ -115,6 +131,10 @@ $(DEMO_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
 # Any, and subclassing them (an AccumulatorParam) is an error only a clean checkout shows.
 $(LINT_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
 	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[spark,local,aws,cdk]' --group lint
+	touch $@
+
+$(SYNTH_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[aws,cdk]'
 	touch $@
 
 $(BENCH_STAMP): pyproject.toml $(CONSTRAINTS) $(PIP)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """CDK app entry: `cdk synth` / `cdk deploy`, or plain `python app.py` (no AWS account, no Docker).
 
-Context: icecdc:config (path of the YAML, default infra/example-config.yaml) and
-icecdc:placeholderBundles=true (skip pip: a template for checks only, not deployable).
+Context: icecdc:config (path of the YAML, default infra/example-config.yaml, whose placeholders are
+refused unless icecdc:example=true) and icecdc:placeholderBundles=true (skip pip: a template for
+checks only, not deployable).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from icecdc.config import load_config
 from infra.bundling import build_bundles
-from infra.stack import IcecdcStack
+from infra.stack import EXAMPLE_CONFIG, IcecdcStack, check_not_example
 
 ROOT = Path(__file__).resolve().parent
 
@@ -28,6 +29,8 @@ def build(app: App) -> IcecdcStack:
     app.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
     config_path = (ROOT / (app.node.try_get_context("icecdc:config") or "infra/example-config.yaml")).resolve()
     config = load_config(config_path)
+    if str(app.node.try_get_context("icecdc:example")).lower() != "true":
+        check_not_example(config, load_config(EXAMPLE_CONFIG), config_path)
     placeholder = str(app.node.try_get_context("icecdc:placeholderBundles")).lower() == "true"
     bundles = build_bundles(ROOT, config_path, placeholder=placeholder)
     aws = config.aws

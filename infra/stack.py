@@ -15,7 +15,9 @@ resource it is about, for exactly the resources or actions it names, with its re
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -34,6 +36,17 @@ from infra.state import State
 
 # The planner's whole vCPUs at its memory: its in-process engine's worker processes (icecdc.engines.workers).
 LAMBDA_CORES = lambda_vcpus(PLANNER_MEMORY_MB)
+
+# What `cdk synth` reads without `-c icecdc:config=...` (cdk.json): an example, not a deployment.
+EXAMPLE_CONFIG = Path(__file__).resolve().parent / "example-config.yaml"
+# The keys whose values in the example name someone else's resources: a deployment sets its own.
+PLACEHOLDER_KEYS = (
+    "aws.account",
+    "aws.warehouse_buckets",
+    "aws.opensearch_domain_arn",
+    "aws.domain_admin_arn",
+    "opensearch.url",
+)
 
 
 class IcecdcStack(Stack):
@@ -62,6 +75,25 @@ class IcecdcStack(Stack):
         )
         self.operations = Operations(self, "Operations", config=config, jobs=self.jobs, planner=self.planner)
         self.state = state
+        self._outputs(job_role)
+
+    def _outputs(self, job_role: iam.IRole) -> None:
+        """What a deployer maps, or points icecdc at, after a deploy (docs/deploy.md)."""
+        state, planner = self.state, self.planner
+        outputs = {
+            # the writers: an existing domain maps both to its writer role (docs/deploy.md)
+            "JobRoleArn": (job_role.role_arn, "the Glue jobs' role"),
+            "PlannerRoleArn": (planner.role.role_arn, "the planner's role"),
+            "StateTableName": (state.table.table_name, "checkpoints and work items (retained)"),
+            "DeadLetterBucketName": (state.dead_letters.bucket_name, "the dead letters (retained)"),
+            "DeadLetterUrl": (state.dead_letter_url, "dead_letter.path for icecdc dead-letters"),
+            "AlarmTopicArn": (self.operations.topic.topic_arn, "the alarms"),
+        }
+        if self.search.domain is not None:
+            outputs["DomainArn"] = (self.search.domain.domain_arn, "the created domain (retained)")
+            outputs["DomainEndpoint"] = (self.search.url or "", "opensearch.url for icecdc")
+        for name, (value, description) in outputs.items():
+            CfnOutput(self, name, value=value, description=description)
 
 
 def check_deployable(config: Config) -> None:
@@ -83,6 +115,30 @@ def check_deployable(config: Config) -> None:
             "opensearch.password would be uploaded with the configuration asset: keep the password in AWS "
             "Secrets Manager and set opensearch.password_secret_arn"
         )
+
+
+def check_not_example(config: Config, example: Config, path: Path) -> None:
+    """Refuse to synthesize a configuration that still holds the example's placeholders."""
+    same = [k for k in PLACEHOLDER_KEYS if values_at(config, k) & values_at(example, k)]
+    if config.aws is not None and config.aws.create_domain:
+        same = [k for k in same if k != "opensearch.url"]  # replaced by the created domain's URL
+    if same:
+        verb = "holds" if len(same) == 1 else "hold"
+        raise SystemExit(
+            f"{path}: {', '.join(same)} still {verb} the placeholders of {EXAMPLE_CONFIG.name}: "
+            "set your own in a copy and synthesize it with -c icecdc:config=path/to/your.yaml "
+            "(-c icecdc:example=true synthesizes the example as it is)"
+        )
+
+
+def values_at(config: Config, key: str) -> set[str]:
+    """The values at `key` (dotted; a list gives each of its items), or none when unset."""
+    value: object = config
+    for part in key.split("."):
+        value = getattr(value, part, None)
+    if value is None:
+        return set()
+    return {str(v) for v in value} if isinstance(value, tuple | list) else {str(value)}
 
 
 def check_planner_applies(config: Config) -> None:
