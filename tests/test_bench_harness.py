@@ -1,6 +1,11 @@
-"""The bench's reading of the JVM's GC log (bench/harness/gclog.py): what the memory probe judges the JVM by."""
+"""The bench's own parts: its reading of the JVM's GC log (bench/harness/gclog.py), what the memory
+probe judges the JVM by; and the lake-scale bench (bench/scale.py), its reading and a tiny run."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
 
 from bench.harness.gclog import jvm_heap
 
@@ -42,3 +47,52 @@ def test_a_log_without_a_collection_reads_as_none() -> None:
         "after_collection_peak": 0.0,
         "committed_peak": 0.0,
     }
+
+
+def test_a_syncs_events_are_cut_into_passes_and_the_control_plane_is_all_but_the_writes() -> None:
+    from bench.scale_report import passes_of
+
+    def event(name: str, seconds: float, requests: int) -> dict[str, object]:
+        return {"event": name, "seconds": seconds, "requests": {"total": requests}, "memory_mib": {"driver_python": 100.0}}
+
+    events = [
+        *(event(n, s, r) for n, s, r in [("planned", 1.0, 5), ("applying", 0.5, 2), ("written", 8.0, 0)]),
+        *(event(n, s, r) for n, s, r in [("marked applied", 0.5, 1), ("planned", 0.2, 2), ("applying", 0.1, 1)]),
+        *(event(n, s, r) for n, s, r in [("written", 8.0, 0), ("checkpointed", 0.2, 1), ("planned", 0.5, 3)]),
+        event("end", 0.0, 0),
+    ]
+    split = passes_of(events)
+    assert split["control_plane_seconds"] == [2.0, 0.5]
+    assert split["data_plane_seconds"] == [8.0, 8.0]
+    assert split["requests"] == 15
+    assert split["control_plane_share"] == round(3.0 / 19.0, 4)  # (2.0 + 0.5 + the final plan), of 19 s
+
+
+def test_an_exports_requests_are_split_into_a_cost_per_100_files_and_one_per_pass() -> None:
+    from bench.scale_report import request_costs
+
+    small = {"files": 1_000, "split": {"requests": 10 + 10 * 20, "passes": [{}] * 10}}
+    large = {"files": 10_000, "split": {"requests": 100 + 10 * 20, "passes": [{}] * 10}}
+    assert request_costs(small, large) == (1.0, 20.0)
+
+
+@pytest.mark.slow
+@pytest.mark.aws
+def test_the_scale_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    """The harness end to end (tables, moto, the sink, children, figures): plans and exports of a
+    table of 20 files, on SQLite and DynamoDB, each index equal to its table."""
+    pytest.importorskip("psutil")
+    from bench.scale import Sizes, measure
+    from bench.scale_report import figures
+
+    sizes = Sizes(real=(20,), metadata=200, rows_per_file=1, passes=2, dynamodb_files=20, spark_files=0, tables=2)
+    results = measure("test", sizes, ["plan", "export"], tmp_path / "scale")
+    assert results["plan"]["plan-meta-200-sqlite"]["plan_seconds"] > 0
+    assert results["plan"]["plan-real-20-ddb"]["plan_requests"]["total"] > 0
+    for label in ("export-20-sqlite", "export-20-ddb"):
+        run = results["export"][label]
+        assert run["index_equals_table"]
+        assert len(run["split"]["passes"]) == 2  # batch.max_files = 20 // 2
+    assert results["export"]["export-20-ddb"]["nothing_to_do"]["requests"]["total"] > 0
+    assert results["export"]["commit_to_search"]["commit_to_search_seconds"] > 0
+    assert {row["figure"] for row in figures(results, sizes.metadata)} >= {"planning 200 files on SQLite (s)"}

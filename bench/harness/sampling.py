@@ -114,6 +114,15 @@ class MemorySampler:
                 self._spark.sparkContext.setJobDescription(None)
             self._current = None
 
+    def cut(self) -> MemoryPeaks:
+        """The peaks since the last cut (or since now, at the first), and a new phase from now:
+        phases delimited by events rather than by a block (no heap peaks, no Spark job names)."""
+        done = self._current or MemoryPeaks()
+        done.update(self._sample())
+        self._current = MemoryPeaks()
+        self._current.update(self._sample())
+        return done
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()

@@ -694,12 +694,20 @@ def _index_route(store: Store, method: str, name: str, rest: list[str], params: 
     if what == "_count":
         return 200, {"count": sum(store.indices[n].live for n in store.resolve(name, ignore_unavailable)), "_shards": SHARDS}
     if what == "_doc" and len(rest) == 2 and method in ("GET", "HEAD"):
+        got = _got(store.indices[store.resolve(name)[0]], rest[1])
+        return (200 if got["found"] else 404), got
+    if what == "_mget" and method in ("GET", "POST"):  # a pass's lookup of appended keys (engines/target.py)
         index = store.indices[store.resolve(name)[0]]
-        found = index.docs.get(rest[1])
-        if found is None or found[1] is None:
-            return 404, {"_index": index.name, "_id": rest[1], "found": False}
-        return 200, {"_index": index.name, "_id": rest[1], "_version": found[0], "found": True, "_source": json.loads(found[1])}
+        return 200, {"docs": [_got(index, doc_id) for doc_id in body.get("ids", [])]}
     raise ApiError(400, "illegal_argument_exception", f"the bench sink does not answer {method} /{name}/{'/'.join(rest)}")
+
+
+def _got(index: Index, doc_id: str) -> Json:
+    """A document as GET /<index>/_doc/<id> answers it, found or not."""
+    found = index.docs.get(doc_id)
+    if found is None or found[1] is None:
+        return {"_index": index.name, "_id": doc_id, "found": False}
+    return {"_index": index.name, "_id": doc_id, "_version": found[0], "found": True, "_source": json.loads(found[1])}
 
 
 def _index_itself(store: Store, method: str, name: str, ignore_unavailable: bool, body: Json) -> tuple[int, Any]:
