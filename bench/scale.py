@@ -33,7 +33,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -518,14 +518,26 @@ def main() -> None:
     parser.add_argument("--scale", choices=sorted(SIZES), default=os.environ.get("BENCH_SCALE") or "default")
     parser.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path, default=RESULTS / "scale.json")
+    for size in ("real", "metadata", "rows_per_file", "passes", "dynamodb_files", "spark_files", "tables"):
+        option = "--" + size.replace("_", "-")
+        if size == "real":
+            parser.add_argument(option, type=lambda v: tuple(int(n) for n in v.split(",")), help="files, comma separated")
+        else:
+            parser.add_argument(option, type=int, help="over the scale's (0: none, where it is a part's size)")
     args = parser.parse_args()
-    sizes = SIZES[args.scale]
+    sizes = replace(
+        SIZES[args.scale], **{k: v for k, v in vars(args).items() if k in Sizes.__dataclass_fields__ and v is not None}
+    )
     results = measure(args.scale, sizes, args.only, WORK / "scale")
+    # the parts of earlier runs of this scale stay beside this run's (`--only`), the figures over all
     previous = json.loads(args.output.read_text()) if args.output.exists() else {}
-    previous[args.scale] = results
+    merged = {**previous.get(args.scale, {}), **results}
+    merged["tables"] = {**previous.get(args.scale, {}).get("tables", {}), **results["tables"]}
+    merged["figures"] = figures(merged, sizes.metadata)
+    previous[args.scale] = merged
     args.output.write_text(json.dumps(previous, indent=1) + "\n")
     print(f"bench.scale: results in {args.output}")
-    for row in results["figures"]:
+    for row in merged["figures"]:
         print(f"  {row['figure']}: {row['value']} (goal {row['goal']}; met: {row['met']})")
 
 
@@ -536,7 +548,8 @@ def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[st
     os.environ.update(FAKE_AWS)  # the children inherit them
     catalog = open_lake(workdir)
     catalog.create_namespace("db")
-    results: dict[str, Any] = {"scale": scale, "sizes": asdict(sizes), "goals": GOALS, "machine": machine(), "tables": {}}
+    results: dict[str, Any] = {"scale": scale, "goals": GOALS, "machine": machine(), "tables": {}}
+    results.update({f"{part}_sizes": asdict(sizes) for part in only})
     for files in sorted({*sizes.real, sizes.spark_files} - {0}):
         results["tables"][f"real_{files}"] = {
             "files": files,
