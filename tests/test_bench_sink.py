@@ -168,3 +168,15 @@ def test_an_acknowledging_sink_counts_an_exports_writes_stores_none_and_refuses_
             client.bulk(body=f'{{"index":{{"_index":"{index}","_id":"a"}}}}\n{{}}\n')
         assert "acknowledging sink answers with items' status alone" in str(refused.value.info)
         assert client.count(index=index)["count"] == 7
+
+
+def test_mget_answers_each_id_found_with_its_version_and_source_or_not_found_after_a_delete(
+    client: OpenSearch, config: OpenSearchConfig, index: str
+) -> None:
+    """A pass's lookup of appended keys (`engines/target.py`): one `_mget` per block."""
+    IndexAlias(client, index).ensure()
+    write(client, config, index, Write("a", 5, '{"v": 5}'), Write("b", 5, '{"v": 5}'))
+    write(client, config, index, Write("b", 6, None))
+    docs = client.mget(index=index, body={"ids": ["a", "b", "c"]})["docs"]
+    assert [(d["_id"], d["found"]) for d in docs] == [("a", True), ("b", False), ("c", False)]
+    assert (docs[0]["_version"], docs[0]["_source"]) == (5, {"v": 5})
