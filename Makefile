@@ -113,7 +113,7 @@ bench-probe: $(BENCH_STAMP) java iceberg-jars
 bench-export-2m: $(BENCH_STAMP) java iceberg-jars
 	$(BIN)/python -m bench --scale $(or $(BENCH_SCALE),default) --only export_2m
 
-# Lake scale (issue 41): tables of 10^4 and 10^5 small files and a 10^6-file metadata-only table,
+# Lake scale: tables of 10^4 and 10^5 small files and a 10^6-file metadata-only table,
 # state on SQLite and on DynamoDB (moto, requests counted, memory capped), 500 tables, a one-row commit
 # on the 10^5-file table; per phase requests, time and every process's peak RSS, each figure beside
 # its goal. BENCH_SCALE=smoke (10^3/10^4 files, 50 tables) takes about 10 minutes; the default several

@@ -1,4 +1,4 @@
-"""Lake scale (issue 41): the control plane of syncs of tables of many small files, of many
+"""Lake scale: the control plane of syncs of tables of many small files, of many
 tables, and of small commits on a large table, against the issue's goals (`make bench-scale`;
 results: docs/bench/scale.json).
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-# The issue's goals (issue 41, "The benchmark").
+# The goals of the control plane at lake scale (docs/scale.md).
 GOALS = {
     "requests_per_100_files": 1.0,  # state requests per 100 files of an export (plus a small constant per pass)
     "plan_1m_seconds_sqlite": 60.0,
