@@ -405,14 +405,17 @@ class _Pass:
         """Where the pass will write, reading only: so that its engine is known before anything is written.
 
         A reset, a first export into an index holding documents it did not write, and a rewrite the
-        current mapping cannot take (a type change), export into a new generation while the alias
+        current index cannot take (a type change, another shape), export into a new generation while the alias
         keeps serving the current one; their later passes (batch caps, a rerun after a crash) resume
         the generation their APPLIED items name. The index's ingest pipeline must exist."""
         alias = _alias(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
         rebuild = ResyncKind.RESET in self.resync or self.export_anew
-        if rebuild or (ResyncKind.REWRITE in self.resync and alias.mapping_changed(self.spec)):
+        # a rewrite writes in place, unless the index cannot take it: a type changed, or the
+        # configuration reshaped the index meanwhile (`_check_index` plans no reset beside a resync)
+        rewrite = ResyncKind.REWRITE in self.resync
+        if rebuild or (rewrite and (alias.mapping_changed(self.spec) or alias.shape_changed(self.spec.shape))):
             resumable = _applied_indexes(self.batch)
             resumed = alias.resumable(self.spec, resumable)
             return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)

@@ -11,7 +11,19 @@ import logging
 import pytest
 
 from icecdc.model import EngineKind, PassPoint
-from tests.support.model import Caps, CrashAt, IndexEvent, IndexShape, KeyType, Poison, TableOp, WriteMode, Writer, Writers
+from tests.support.model import (
+    Caps,
+    CrashAt,
+    IndexEvent,
+    IndexShape,
+    KeyType,
+    Poison,
+    StoreKind,
+    TableOp,
+    WriteMode,
+    Writer,
+    Writers,
+)
 from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
@@ -543,4 +555,40 @@ def test_a_row_moving_into_a_filtered_index_is_no_duplicate(machine: PipelineMac
     write(state, Writer.PY_REPLACE_ALL, count=3, seed=45, large_strings=True)
     state.reshape(shape=IndexShape.SPLIT)
     state.one_pass(caps=Caps.TINY_REWRITE, engine=IN_PROCESS)  # then: has_work false, index == table
+    state.teardown()
+
+
+def test_a_filtered_index_reshaped_whole_and_back_while_its_rebuild_is_cut(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-27), reduced from 34 steps by removing them in chunks: a schema change
+    planned a rewrite of a filtered index; the configuration then made it whole. The check for
+    another shape is skipped beside a pending resync, and the rewrite wrote every row in place,
+    so the generation kept the filter's shape in its marker. Filtered again, `has_work` saw the
+    recorded shape equal and left the other rows' documents. A rewrite into an index of another
+    shape now rebuilds it in a new generation."""
+    state = machine
+    create(
+        state,
+        key=KeyType.LONG,
+        writers=Writers.BOTH,
+        identifiers_in_schema=False,
+        rows=6,
+        store=StoreKind.DYNAMODB,
+        shape=IndexShape.EXCLUDE,
+    )
+    state.one_pass(caps=Caps.ONE_FILE, engine=IN_PROCESS)
+    state.reshape(shape=IndexShape.SPLIT)
+    state.sync_while_the_table_moves(
+        at=0,
+        before=Writer.EQ_UPSERT,
+        caps=Caps.TINY_REWRITE,
+        change=TableOp.WIDEN_INT,
+        engine=IN_PROCESS,
+        point=PassPoint.WRITTEN,
+        seed=326,
+        spark=False,
+    )
+    state.reshape(shape=IndexShape.WHOLE)
+    state.one_pass(caps=Caps.ALL_TINY, engine=IN_PROCESS)
+    state.reshape(shape=IndexShape.SPLIT)
+    state.one_pass(caps=Caps.ONE_BYTE, engine=IN_PROCESS)
     state.teardown()
