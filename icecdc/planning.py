@@ -74,7 +74,8 @@ def plan_table(
     lineage = Lineage.of(table)
     # Retired after the new items are put: a first export planned over an abandoned one must know of it
     # (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
-    abandoned = [i for i in store.pending_items(config.name) if lineage.abandoned(i)]
+    pending = store.pending_items(config.name)  # read once: nothing below writes an item before the puts
+    abandoned = [i for i in pending if lineage.abandoned(i)]
     kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns, store.pass_end(config.name))
     resync = (kind, reason) if kind else None
 
@@ -83,9 +84,9 @@ def plan_table(
         replacing = checkpoint.token if checkpoint is not None else ""
         base, abandoned_claim = _claim_export(table, config.name, store, lineage, replacing)
         if checkpoint is None and not resync:
-            resync = _over_abandoned_export(store, config.name, base, abandoned, abandoned_claim)
+            resync = _over_abandoned_export(pending, base, abandoned, abandoned_claim)
             kind, reason = resync or (ResyncKind.NONE, "")
-        known = _planned_export(store, config.name, base, kind, replacing)
+        known = _planned_export(pending, base, kind, replacing)
         if known and len({i.group for i in known}) == known[0].groups:
             pass  # a capped export's later passes: its items are all in the store already
         elif config.export or resync:
@@ -134,13 +135,13 @@ def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Tabl
 
 
 def _over_abandoned_export(
-    store: StateStore, name: str, base: Checkpoint, abandoned: list[WorkItem], abandoned_claim: int | None
+    pending: list[WorkItem], base: Checkpoint, abandoned: list[WorkItem], abandoned_claim: int | None
 ) -> tuple[ResyncKind, str] | None:
     """RESET when a first export follows one abandoned unfinished (its snapshot rolled back, or its
     table dropped and created again): that one may have written documents this one would not
     replace (rows the new snapshot lacks; a rolled-back snapshot's, at a higher version), so this
     export builds a new generation. Once its items are in the store, they say so themselves."""
-    exports = [i for i in store.pending_items(name) if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
+    exports = [i for i in pending if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
     if any(i.snapshot_id == base.snapshot_id for i in exports):  # planned already: as it was planned
         reset = any(i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports)
         return (ResyncKind.RESET, "an export over an abandoned one goes on") if reset else None
@@ -282,13 +283,13 @@ def export_group_size(limits: BatchConfig, largest: int) -> int:
     return max(1, min(EXPORT_FILES_PER_ITEM, limits.max_files, limits.max_bytes // max(largest, 1)))
 
 
-def _planned_export(store: StateStore, name: str, base: Checkpoint, resync: ResyncKind, replacing: str) -> list[WorkItem]:
-    """The pending items of the export of `base`. When all are (a capped export's later passes plan
+def _planned_export(pending: list[WorkItem], base: Checkpoint, resync: ResyncKind, replacing: str) -> list[WorkItem]:
+    """The `pending` items of the export of `base`. When all are (a capped export's later passes plan
     again), its manifests are not listed nor its items put again, which would cost every pass as
     much as the first; when some are (a planner stopped part way), the rest are cut as they were."""
     return [
         i
-        for i in store.pending_items(name)
+        for i in pending
         if i.kind == ItemKind.EXPORT
         and (i.table_uuid, i.snapshot_id, i.replacing) == (base.table_uuid, base.snapshot_id, replacing)
         and bool(i.resync) == bool(resync)

@@ -54,7 +54,7 @@ from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
-from icecdc.state import Lease, StateStore, index_stores, open_state_store
+from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
@@ -177,6 +177,8 @@ class TableRun:
             if deadline is not None and time.monotonic() > deadline:
                 total.unfinished = True
                 break
+            if passes > 1:  # each round reads the pending items once (the first: claiming the index, above)
+                self.store.forget_pending()
             self.plan(table)
             self.reached(PassPoint.PLANNED)
             batch = self.process(table)
@@ -264,7 +266,7 @@ def process_table(
     run = TableRun(
         engines,
         config,
-        store,
+        PendingOnce(store),
         opensearch,
         identifiers,
         dead_letter,
@@ -690,11 +692,12 @@ def _index_run(
     lease: Lease,
     probe: Probe | None,
 ) -> TableRun:
-    """The run over one index of a table, under its lease, with the settings `config` gives every run."""
+    """The run over one index of a table, under its lease, with the settings `config` gives every
+    run; it reads the index's pending items once a round (`PendingOnce`)."""
     return TableRun(
         engines,
         index_config,
-        store,
+        PendingOnce(store),
         config.opensearch,
         identifiers,
         config.dead_letter,
@@ -733,6 +736,8 @@ def _catch_up_together(
             break
         runs[0]._report(total, passes, time.monotonic() - started, any(r.partial for r in results))
         table = load_table(catalog, total.table)  # commits made while we worked
+        for run in runs:  # each round reads the pending items once
+            run.store.forget_pending()
     return total
 
 

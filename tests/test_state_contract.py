@@ -14,7 +14,7 @@ import pytest
 
 from icecdc.errors import LeaseLost
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
-from icecdc.state import ScopedStore, SqliteStateStore, StateStore
+from icecdc.state import PendingOnce, ScopedStore, SqliteStateStore, StateStore
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION
 
@@ -301,6 +301,67 @@ def test_a_batched_mark_applied_skips_only_the_items_completed_meanwhile(store: 
     assert {(i.status, i.applied_to) for i in left} == {(ItemStatus.APPLIED, "index-uuid")}
     store.mark_applied("db.t", items, "index-2")  # unfenced, the same
     assert {i.applied_to for i in store.pending_items("db.t")} == {"index-2"} and store.count_pending("db.t") == 117
+
+
+def read_pages(store: StateStore, limit: int, between: Callable[[], None] = lambda: None) -> list[list[WorkItem]]:
+    """Every page of db.t's pending items, `limit` a page, calling `between` after each page."""
+    pages, after = [], None
+    while True:
+        page = store.pending_page("db.t", after, limit)
+        assert len(page.items) <= limit
+        pages.append(list(page.items))
+        between()
+        if page.after is None:
+            return pages
+        after = page.after
+
+
+def test_pending_items_are_read_a_page_at_a_time_oldest_first(store: StateStore) -> None:
+    """Pages in sequence-number order, then key; each item once; a page holds at most its limit."""
+    items = [change_item(s, s, (f"f{s}-{n}",)) for s in range(10, 0, -1) for n in range(3)]
+    store.put_items([*items, change_item(1, 1, table="db.other")])
+    pages = read_pages(store, 7)
+    assert [len(page) for page in pages[:4]] == [7, 7, 7, 7] and sum(map(len, pages)) == 30
+    read = [i for page in pages for i in page]
+    assert read == sorted(items, key=lambda i: (i.sequence_number, i.key)) == store.pending_items("db.t")
+
+
+def test_paging_skips_items_done_meanwhile_and_never_reads_one_twice(store: StateStore) -> None:
+    items = [change_item(s, s, (f"f{s}",)) for s in range(1, 21)]
+    store.put_items(items)
+    done: list[WorkItem] = []
+
+    def between() -> None:  # a pass completes the oldest left and one far ahead, between two pages
+        left = [i for i in items if i not in done]
+        finished = [left[0], left[-1]] if len(left) > 1 else left
+        store.complete("db.t", None, finished)
+        done.extend(finished)
+
+    read = [i.key for page in read_pages(store, 4, between) for i in page]
+    assert len(read) == len(set(read))
+    assert items[-1].key not in read  # done before its page came
+    assert set(read) | {i.key for i in done} == {i.key for i in items}
+
+
+def test_a_run_reads_pending_items_once_and_follows_its_own_writes(make_store: Callable[[], StateStore]) -> None:
+    """`PendingOnce`: one read, kept in step with what the run writes; another planner's items wait
+    for the next read (`forget_pending`), as they would for the next round."""
+    store, planner = make_store(), make_store()
+    first, second, third = (change_item(s, s, (f"f{s}",)) for s in (1, 2, 3))
+    store.put_items([first, second])
+    run = PendingOnce(store)
+    assert run.pending_items("db.t") == [first, second]
+    planner.put_items([third])
+    assert run.pending_items("db.t") == [first, second] and run.count_pending("db.t") == 2  # read once
+    run.mark_applied("db.t", [second], "index-uuid")
+    run.complete("db.t", None, [first])
+    assert run.pending_items("db.t") == store.pending_items("db.t")[:1]  # its own writes, as the store has them
+    run.forget_pending()
+    assert run.pending_items("db.t") == store.pending_items("db.t")
+    assert [i.key for i in run.pending_items("db.t")] == [second.key, third.key]
+    fourth = change_item(4, 4, ("f4",))
+    assert run.put_items([fourth]) == 1  # a put that wrote: read again
+    assert run.pending_items("db.t") == store.pending_items("db.t") and len(run.pending_items("db.t")) == 3
 
 
 def test_an_export_item_key_hashes_its_sorted_files() -> None:

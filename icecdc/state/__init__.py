@@ -6,6 +6,15 @@ from icecdc.state.factory import open_state_store
 from icecdc.state.lease import Lease
 from icecdc.state.scoped import ScopedStore, index_stores
 from icecdc.state.sqlite import SqliteStateStore
-from icecdc.state.store import StateStore
+from icecdc.state.store import PendingOnce, PendingPage, StateStore
 
-__all__ = ["Lease", "ScopedStore", "SqliteStateStore", "StateStore", "index_stores", "open_state_store"]
+__all__ = [
+    "Lease",
+    "PendingOnce",
+    "PendingPage",
+    "ScopedStore",
+    "SqliteStateStore",
+    "StateStore",
+    "index_stores",
+    "open_state_store",
+]

@@ -10,10 +10,10 @@ Layout (partition key `pk` = the configured table name, sort key `sk`):
 | pending     | `pending|<sequence number:020d>|<key>` | until `complete`                       |
 | done        | `done|<key>`                         | `expires_at` (DynamoDB TTL), default 7 d |
 
-Pending and done items live under different sort-key prefixes so that `pending_items` is one
-strongly consistent Query over pending records only, in sequence-number order, however many
-finished items await their TTL (a status attribute plus a filter would read them all; a sparse
-index would be eventually consistent). `put_items` writes each item's pending record only if
+Pending and done items live under different sort-key prefixes so that `pending_page` is one
+strongly consistent Query over pending records only, in sequence-number order (its cursor: the
+sort key after `pending|`), however many finished items await their TTL (a status attribute plus
+a filter would read them all; a sparse index would be eventually consistent). `put_items` writes each item's pending record only if
 neither it nor its done record exists (a Put and a ConditionCheck), up to 50 items a transaction:
 a transaction one item's condition cancelled (its `CancellationReasons` name the action) is sent
 again without that item, so each item stays put-if-absent on its own, and a crash between two
@@ -58,7 +58,7 @@ from botocore.exceptions import ClientError
 
 from icecdc.errors import LeaseLost
 from icecdc.model import Checkpoint, ItemStatus, WorkItem
-from icecdc.state.store import Completion, StateStore
+from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -206,15 +206,14 @@ class DynamoDbStateStore(StateStore):
                 chunk = []
         return written
 
-    def pending_items(self, table: str) -> list[WorkItem]:
-        items: list[WorkItem] = []
-        request: dict[str, Any] = {**self._pending_query(table), "ProjectionExpression": "body"}
-        while True:
-            page = self.client.query(**request)
-            items += [WorkItem.from_json(record["body"]["S"]) for record in page["Items"]]
-            if "LastEvaluatedKey" not in page:
-                return items
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+        request: dict[str, Any] = {**self._pending_query(table), "ProjectionExpression": "body", "Limit": limit}
+        if after is not None:
+            request["ExclusiveStartKey"] = _keys(table, _PENDING + after)
+        page = self.client.query(**request)
+        items = tuple(WorkItem.from_json(record["body"]["S"]) for record in page["Items"])
+        last = page.get("LastEvaluatedKey")
+        return PendingPage(items, last[SORT_KEY]["S"].removeprefix(_PENDING) if last else None)
 
     def _complete(self, table: str, completion: Completion) -> None:
         if completion.checkpoint is not None:

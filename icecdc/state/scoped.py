@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from icecdc.config import TableConfig
 from icecdc.model import Checkpoint, WorkItem
-from icecdc.state.store import Completion, StateStore
+from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 
 def index_stores(config: TableConfig, store: StateStore) -> list[tuple[TableConfig, str, StateStore]]:
@@ -54,8 +54,12 @@ class ScopedStore(StateStore):
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         return self._store.put_items([self._in(i) for i in items], replace_done)
 
-    def pending_items(self, table: str) -> list[WorkItem]:
-        return [self._out(i) for i in self._store.pending_items(self._scoped(table))]
+    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+        page = self._store.pending_page(self._scoped(table), after, limit)
+        return PendingPage(tuple(self._out(i) for i in page.items), page.after)
+
+    def forget_pending(self) -> None:
+        self._store.forget_pending()
 
     def count_pending(self, table: str) -> int:
         return self._store.count_pending(self._scoped(table))

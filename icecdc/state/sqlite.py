@@ -13,7 +13,7 @@ from pathlib import Path
 
 from icecdc.errors import LeaseLost, StateError
 from icecdc.model import Checkpoint, ItemStatus, WorkItem
-from icecdc.state.store import Completion, StateStore
+from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 
 class SqliteStateStore(StateStore):
@@ -126,12 +126,15 @@ class SqliteStateStore(StateStore):
         )
         return cursor.rowcount == 1
 
-    def pending_items(self, table: str) -> list[WorkItem]:
+    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+        sequence_number, key = _cursor(after) if after is not None else (-1, "")
         rows = self._db.execute(
-            "SELECT body FROM work_items WHERE table_name = ? AND status IN (?, ?) ORDER BY sequence_number, key",
-            (table, ItemStatus.PENDING, ItemStatus.APPLIED),
+            "SELECT sequence_number, key, body FROM work_items WHERE table_name = ? AND status IN (?, ?) "
+            "AND (sequence_number, key) > (?, ?) ORDER BY sequence_number, key LIMIT ?",
+            (table, ItemStatus.PENDING, ItemStatus.APPLIED, sequence_number, key, limit),
         ).fetchall()
-        return [WorkItem.from_json(body) for (body,) in rows]
+        items = tuple(WorkItem.from_json(body) for _, _, body in rows)
+        return PendingPage(items, f"{rows[-1][0]:020d}|{rows[-1][1]}" if len(rows) == limit else None)
 
     def _complete(self, table: str, completion: Completion) -> None:
         checkpoint, fence = completion.checkpoint, completion.fence
@@ -195,6 +198,12 @@ class SqliteStateStore(StateStore):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _cursor(after: str) -> tuple[int, str]:
+    """A page's cursor (`<sequence number:020d>|<key>`, as DynamoDB's sort key ends) as its parts."""
+    sequence_number, key = after.split("|", 1)
+    return int(sequence_number), key
 
 
 class _LockedConnection:

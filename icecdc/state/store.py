@@ -20,9 +20,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from icecdc.model import Checkpoint, WorkItem
+from icecdc.model import Checkpoint, ItemStatus, WorkItem
+
+# Pending items a page holds at most (a DynamoDB page holds at most 1 MB of them, too).
+PENDING_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class PendingPage:
+    """A page of a table's pending items, oldest first, and where the next one starts."""
+
+    items: tuple[WorkItem, ...]
+    after: str | None  # the cursor of the next page (`StateStore.pending_page`); None: this is the last
 
 
 @dataclass(frozen=True)
@@ -74,9 +85,25 @@ class StateStore(ABC):
         snapshot rolled back, then current again) or of a pass that finished since the checkpoint
         was read, and the processor retires it unread when the checkpoint has it (`batching`)."""
 
-    @abstractmethod
     def pending_items(self, table: str) -> list[WorkItem]:
-        """The table's items not done yet (PENDING or APPLIED), oldest snapshot first."""
+        """The table's items not done yet (PENDING or APPLIED), oldest snapshot first: every page."""
+        items: list[WorkItem] = []
+        after: str | None = None
+        while True:
+            page = self.pending_page(table, after)
+            items += page.items
+            if page.after is None:
+                return items
+            after = page.after
+
+    @abstractmethod
+    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+        """At most `limit` of the table's items not done yet, in the order of `pending_items`
+        (sequence number, then key), from the cursor `after` (None: the first); an item done
+        meanwhile is skipped, and one read on an earlier page is never read again."""
+
+    def forget_pending(self) -> None:  # noqa: B027 - optional: only a store that keeps pending items has any to forget
+        """Read the pending items afresh on the next call (see `PendingOnce`)."""
 
     @abstractmethod
     def count_pending(self, table: str) -> int:
@@ -121,3 +148,71 @@ class StateStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional: a store without connections has nothing to release
         """Release connections."""
+
+
+class PendingOnce(StateStore):
+    """`store` as one run over a table sees it: the pending items of a table read once, page by
+    page, and then kept in step with the run's own writes (completed ones dropped, marked ones
+    APPLIED) until `forget_pending` or a `put_items` that wrote: one read per round, not one per
+    question asked of the backlog. Items another planner writes meanwhile wait for the next read."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self._pending: dict[str, list[WorkItem]] = {}
+
+    def forget_pending(self) -> None:
+        self._pending.clear()
+        self._store.forget_pending()
+
+    def pending_items(self, table: str) -> list[WorkItem]:
+        if table not in self._pending:
+            self._pending[table] = self._store.pending_items(table)
+        return list(self._pending[table])
+
+    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+        return self._store.pending_page(table, after, limit)
+
+    def count_pending(self, table: str) -> int:
+        return len(self._pending[table]) if table in self._pending else self._store.count_pending(table)
+
+    def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        written = self._store.put_items(items, replace_done)
+        if written:
+            self._pending.clear()
+        return written
+
+    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
+        items = list(items)
+        self._store.mark_applied(table, items, index_uuid, fence)
+        if table in self._pending:
+            keys = {i.key for i in items}
+            self._pending[table] = [
+                replace(i, status=ItemStatus.APPLIED, applied_to=index_uuid) if i.key in keys else i for i in self._pending[table]
+            ]
+
+    def _complete(self, table: str, completion: Completion) -> None:
+        self._store.complete(table, completion.checkpoint, completion.items, completion.replace, completion.fence)
+        if table in self._pending:
+            keys = {i.key for i in completion.items}
+            self._pending[table] = [i for i in self._pending[table] if i.key not in keys]
+
+    def get_checkpoint(self, table: str) -> Checkpoint | None:
+        return self._store.get_checkpoint(table)
+
+    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        return self._store.claim_export(table, base, replacing)
+
+    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        return self._store.begin_pass(table, end)
+
+    def pass_end(self, table: str) -> Checkpoint | None:
+        return self._store.pass_end(table)
+
+    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+        return self._store.acquire_lease(table, owner, seconds)
+
+    def release_lease(self, table: str, owner: str) -> None:
+        self._store.release_lease(table, owner)
+
+    def close(self) -> None:
+        self._store.close()
