@@ -8,12 +8,13 @@ done (its snapshot rolled back, then current again) is written pending again.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
@@ -32,6 +33,8 @@ FILES_PER_ITEM = 200
 # Files per export item, at most: an export of N files costs about N/100 state writes to plan,
 # mark and retire (see `export_group_size`).
 EXPORT_FILES_PER_ITEM = 100
+# Export items put in one call (DynamoDB batches them 50 a transaction): planning holds this many at once.
+PUT_CHUNK = 500
 # Export claims tried in one plan when the claimed snapshots keep being rolled back.
 MAX_EXPORT_CLAIMS = 10
 
@@ -79,7 +82,7 @@ def plan_table(
     kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns, store.pass_end(config.name))
     resync = (kind, reason) if kind else None
 
-    exports: list[WorkItem] = []
+    exports: Iterable[WorkItem] = ()
     if checkpoint is None or resync:
         replacing = checkpoint.token if checkpoint is not None else ""
         base, abandoned_claim = _claim_export(table, config.name, store, lineage, replacing)
@@ -106,11 +109,14 @@ def plan_table(
     # The changes after the base are pending whatever became of their items before: a DONE one is
     # of a lineage since left (rolled back, then current again: a cherry-pick that fast-forwards, a
     # rollback undone), applied to an index a resync has replaced since, or retired unread.
-    written = store.put_items(exports) + store.put_items(changes, replace_done=True)
+    planned, written = len(changes), 0
+    for chunk in _chunks(exports, PUT_CHUNK):  # an export's items are never all in memory at once
+        written += store.put_items(chunk)
+        planned += len(chunk)
+    written += store.put_items(changes, replace_done=True)
     retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
-    planned = len(exports) + len(changes)
-    said = _planned(base.snapshot_id, len(exports), len(snapshots), len(changes), written)
+    said = _planned(base.snapshot_id, planned - len(changes), len(snapshots), len(changes), written)
     log.info("%s: %s", config.name, said)
     return PlanResult(config.name, len(snapshots), planned, written)
 
@@ -296,20 +302,35 @@ def _planned_export(pending: list[WorkItem], base: Checkpoint, resync: ResyncKin
     ]
 
 
-def export_groups(paths: list[str], size: int, planned: Sequence[WorkItem] = ()) -> list[tuple[str, ...]]:
-    """The export's files (`paths`, sorted) cut into items of `size` files, in order (one empty
-    item for an empty table): planning again gives the same items, so the same keys. Of the size
-    the `planned` items of the same export were cut to, if any: a planner that stopped part way
-    may have had another `batch.max_files`, and the items must be one cut of the files."""
+def export_groups(paths: Sequence[str], size: int, planned: Sequence[WorkItem] = ()) -> list[tuple[str, ...]]:
+    """The export's files (`paths`, in a fixed order) cut into items of `size` files, in order (one
+    empty item for an empty table): planning again gives the same items, so the same keys. Of the
+    size `planned` items of the same export were cut to, if any (`planned_group_size`)."""
+    size = planned_group_size(len(paths), size, planned)
+    return [tuple(sorted(paths[i : i + size])) for i in range(0, len(paths), size)] or [()]
+
+
+def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) -> int:
+    """`size`, or the size the `planned` items of the same export (of `files` files) were cut to: a
+    planner that stopped part way may have had another `batch.max_files`, and the items must be one
+    cut of the files."""
     for item in planned:
         if item.group < item.groups - 1:  # every group but the last is full
             size = len(item.added_data_files)
             break
         if item.groups > 1:  # the last group holds what the full ones before it leave
-            size = (len(paths) - len(item.added_data_files)) // (item.groups - 1)
+            size = (files - len(item.added_data_files)) // (item.groups - 1)
             break
-    size = max(size, 1)
-    return [tuple(paths[i : i + size]) for i in range(0, len(paths), size)] or [()]
+    return max(size, 1)
+
+
+def _live_files(table: Table, snapshot: Snapshot) -> Iterator[DataFile]:
+    """The snapshot's live data files, a manifest at a time, in the order of its manifest list and
+    of each manifest's entries: fixed for a snapshot, so every planner streams the same order."""
+    for manifest in snapshot.manifests(table.io):
+        if manifest.content == ManifestContent.DATA:
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                yield entry.data_file
 
 
 def _export_items(
@@ -320,10 +341,11 @@ def _export_items(
     replacing: str = "",
     limits: BatchConfig | None = None,
     planned: list[WorkItem] | None = None,
-) -> list[WorkItem]:
+) -> Iterator[WorkItem]:
     """Items of up to EXPORT_FILES_PER_ITEM live data files of the export snapshot each (fewer
-    under small `limits`: `export_group_size`), cut from the files sorted by path (`export_groups`;
-    `planned`: items of it in the store already); one empty item for an empty table.
+    under small `limits`: `export_group_size`), cut from the files in manifest order, streamed: the
+    manifests are read twice (counting, then cutting), and no list of every file is ever held
+    (`planned`: items of it in the store already); one empty item for an empty table.
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
     Every file, whatever the index's `where`: the pass prunes them by the shape it writes
@@ -331,30 +353,40 @@ def _export_items(
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
-    live = [
-        entry.data_file
-        for manifest in snapshot.manifests(table.io)
-        if manifest.content == ManifestContent.DATA
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-    ]
-    largest = max((data_file.file_size_in_bytes for data_file in live), default=0)
-    size = export_group_size(limits or BatchConfig(), largest)
-    groups = export_groups(sorted(data_file.file_path for data_file in live), size, planned or [])
-    return [
-        WorkItem(
+    files = largest = 0
+    for data_file in _live_files(table, snapshot):
+        files += 1
+        largest = max(largest, data_file.file_size_in_bytes)
+    size = planned_group_size(files, export_group_size(limits or BatchConfig(), largest), planned or [])
+    paths = (data_file.file_path for data_file in _live_files(table, snapshot))
+    groups: Iterable[tuple[str, ...]] = (tuple(sorted(itertools.islice(paths, size))) for _ in range(-(-files // size)))
+    count = max(1, -(-files // size))
+    if planned and not _same_cut(table, snapshot, size, planned):  # planned by a version that cut sorted paths
+        groups = export_groups(sorted(f.file_path for f in _live_files(table, snapshot)), size, planned)
+    for i, group in enumerate(groups if files else [()]):
+        yield WorkItem(
             name,
             base.table_uuid,
             ItemKind.EXPORT,
             base.snapshot_id,
             base.sequence_number,
             i,
-            len(groups),
-            added_data_files=files,
+            count,
+            added_data_files=group,
             resync=resync,
             replacing=replacing,
         )
-        for i, files in enumerate(groups)
-    ]
+
+
+def _same_cut(table: Table, snapshot: Snapshot, size: int, planned: list[WorkItem]) -> bool:
+    """Whether the `planned` items of the export are groups of its files cut in manifest order."""
+    by_group = {i.group: tuple(sorted(i.added_data_files)) for i in planned}
+    paths = (data_file.file_path for data_file in _live_files(table, snapshot))
+    for group in range(max(by_group) + 1):
+        files = tuple(sorted(itertools.islice(paths, size)))
+        if group in by_group and by_group[group] != files:
+            return False
+    return True
 
 
 def _change_items(
@@ -391,6 +423,13 @@ def _change_items(
         )
         for i, group in enumerate(groups)
     ]
+
+
+def _chunks(items: Iterable[WorkItem], size: int) -> Iterator[list[WorkItem]]:
+    """`items` in lists of `size`, in order, read as they are needed."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 class _Role(StrEnum):

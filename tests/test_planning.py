@@ -4,11 +4,13 @@ and leaves nothing written or advanced."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
+from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import BatchConfig, parse_config
@@ -44,8 +46,11 @@ def test_planning_twice_is_a_no_op(pipeline: Pipeline) -> None:
     assert [(i.kind, len(i.added_data_files)) for i in store.pending_items("db.orders")] == [(ItemKind.EXPORT, 2)]
 
 
-def test_an_export_groups_its_files_by_path_into_items_no_larger_than_a_pass(pipeline: Pipeline, tmp_path: Path) -> None:
+def test_an_export_groups_its_files_in_manifest_order_into_items_no_larger_than_a_pass(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
     """Up to 100 files an item (`max_files` fewer): an export of N files costs ~N/100 state writes.
+    Cut in manifest order (fixed for a snapshot), streamed: planning never lists every file at once.
     A planner that stopped part way under another `max_files` is gone on with its cut."""
     table = orders(pipeline)
     for i in range(5):
@@ -56,10 +61,11 @@ def test_an_export_groups_its_files_by_path_into_items_no_larger_than_a_pass(pip
     cut = SqliteStateStore(tmp_path / "cut.db")
     plan_table(table, config, cut, ("id",), limits=BatchConfig(max_files=2))
     items = cut.pending_items("db.orders")
-    paths = sorted(p for i in items for p in i.added_data_files)
+    paths = manifest_order(table)
+    assert paths != sorted(paths)  # newest manifest first: the cut is not the sorted one
     assert [i.added_data_files for i in sorted(items, key=lambda i: i.group)] == [
-        tuple(paths[0:2]),
-        tuple(paths[2:4]),
+        tuple(sorted(paths[0:2])),
+        tuple(sorted(paths[2:4])),
         (paths[4],),
     ]
     assert {i.groups for i in items} == {3}
@@ -68,6 +74,36 @@ def test_an_export_groups_its_files_by_path_into_items_no_larger_than_a_pass(pip
     result = plan_table(table, config, stopped, ("id",), limits=BatchConfig(max_files=3))
     assert (result.items, result.written) == (3, 2)
     assert cut_of(stopped.pending_items("db.orders")) == cut_of(items)
+
+
+def test_an_export_a_planner_began_cut_by_sorted_paths_goes_on_with_that_cut(pipeline: Pipeline) -> None:
+    """Items an earlier version planned (cut from sorted paths) before it stopped part way: the
+    rest are cut as they were, so that the items are one cut of the files."""
+    table = orders(pipeline)
+    for i in range(5):
+        table.append(rows(i))
+    config = pipeline.config({"name": "db.orders"}).table("db.orders")
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    old = [
+        replace(i, table_uuid=str(table.metadata.table_uuid))
+        for i in plan_items(export_groups(sorted(manifest_order(table)), 2), snapshot.snapshot_id, snapshot.sequence_number)
+    ]
+    store = pipeline.store()
+    store.put_items(old[:1])
+    plan_table(table, config, store, ("id",), limits=BatchConfig(max_files=2))
+    assert cut_of(store.pending_items("db.orders")) == cut_of(old)
+
+
+def manifest_order(table: Table) -> list[str]:
+    """The current snapshot's live data files, in the order of its manifests."""
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    return [
+        e.data_file.file_path
+        for m in snapshot.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True)
+    ]
 
 
 def cut_of(items: list[WorkItem]) -> list[tuple[object, ...]]:
@@ -83,9 +119,10 @@ def test_export_groups_continue_the_cut_of_any_planned_item() -> None:
         assert export_groups(paths, 5, [item]) == export_groups(paths, 2)
 
 
-def plan_items(groups: list[tuple[str, ...]]) -> list[WorkItem]:
+def plan_items(groups: list[tuple[str, ...]], snapshot_id: int = 1, sequence_number: int = 1) -> list[WorkItem]:
     return [
-        WorkItem("db.t", "u", ItemKind.EXPORT, 1, 1, g, len(groups), added_data_files=files) for g, files in enumerate(groups)
+        WorkItem("db.orders", "u", ItemKind.EXPORT, snapshot_id, sequence_number, g, len(groups), added_data_files=files)
+        for g, files in enumerate(groups)
     ]
 
 
