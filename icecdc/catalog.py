@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig
@@ -108,6 +109,11 @@ def sequence_number(snapshot: Snapshot) -> int:
     return snapshot.sequence_number or 0
 
 
+def snapshots_by_id(table: Table) -> dict[int, Snapshot]:
+    """The table's snapshots by id (pyiceberg's `snapshot_by_id` walks the list on every call)."""
+    return {s.snapshot_id: s for s in table.snapshots()}
+
+
 def last_sequence_number(table: Table) -> int:
     """The newest sequence number the table's metadata has handed out (0 for format v1)."""
     return getattr(table.metadata, "last_sequence_number", 0)
@@ -124,15 +130,23 @@ class Lineage:
 
     @classmethod
     def of(cls, table: Table) -> Lineage:
-        ancestors = [s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)]
+        # by a map of the snapshots: pyiceberg's ancestors_of looks each parent up in the list
+        by_id = snapshots_by_id(table)
+        ancestors: list[int] = []
+        snapshot = table.current_snapshot()
+        while snapshot is not None:
+            ancestors.append(snapshot.snapshot_id)
+            parent = snapshot.parent_snapshot_id
+            snapshot = by_id.get(parent) if parent is not None else None
         return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {snapshot_id: position for position, snapshot_id in enumerate(self.snapshot_ids)}
 
     def position(self, snapshot_id: int) -> int | None:
         """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
-        try:
-            return self.snapshot_ids.index(snapshot_id)
-        except ValueError:
-            return None
+        return self._positions.get(snapshot_id)
 
     def abandoned(self, item: WorkItem) -> bool:
         """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
@@ -140,4 +154,4 @@ class Lineage:
         must never be applied."""
         if item.table_uuid != self.table_uuid:
             return True
-        return item.snapshot_id not in self.snapshot_ids and item.sequence_number <= self.known_sequence_number
+        return item.snapshot_id not in self._positions and item.sequence_number <= self.known_sequence_number

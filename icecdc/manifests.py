@@ -156,20 +156,22 @@ class SnapshotSizes:
         self._table = table
         self._changed = changed
         self._live: dict[int, SnapshotFiles] = {}
+        # pyiceberg's snapshot_by_id walks the list on every call: a backlog's snapshots, by id once
+        self._snapshots = {s.snapshot_id: s for s in table.snapshots()}
 
     def has_snapshot(self, snapshot_id: int) -> bool:
-        return self._table.snapshot_by_id(snapshot_id) is not None
+        return snapshot_id in self._snapshots
 
     def export_bytes(self, item: WorkItem) -> int:
         """The bytes of the data files an export item lists (live in its snapshot)."""
         if item.snapshot_id not in self._live:
-            self._live[item.snapshot_id] = SnapshotFiles(self._table, self._table.snapshot_by_id(item.snapshot_id), self._changed)
+            self._live[item.snapshot_id] = SnapshotFiles(self._table, self._snapshots.get(item.snapshot_id), self._changed)
         live = self._live[item.snapshot_id]
         return sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
 
     def change_bytes(self, snapshot_id: int) -> int:
         """The bytes of the files a snapshot added and removed; 0 for a snapshot that no longer exists."""
-        snapshot = self._table.snapshot_by_id(snapshot_id)
+        snapshot = self._snapshots.get(snapshot_id)
         return sum(e.data_file.file_size_in_bytes for e in self._changed.of(self._table, snapshot)) if snapshot else 0
 
 

@@ -5,20 +5,29 @@ from __future__ import annotations
 
 import math
 import pickle
+import time
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import In
+from pyiceberg.io import load_file_io
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import ListType, LongType, NestedField, StringType
 
+from icecdc.batching import select_batch
+from icecdc.catalog import Lineage
 from icecdc.config import Config, parse_config
 from icecdc.engines.pyspark_compat import partition_as_sent
 from icecdc.engines.spark import compressed, decompressed
-from icecdc.model import ItemStatus, WorkItem
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
@@ -281,3 +290,40 @@ def test_a_dealt_batch_crosses_the_jvm_compressed_and_comes_back_equal() -> None
     assert isinstance(packed, bytes) and len(packed) < len(pickle.dumps(rows)) / 2
     back = decompressed(packed)
     assert back.equals(rows) and back.schema.equals(rows.schema, check_metadata=True)
+
+
+def test_a_20000_snapshot_backlog_is_selected_in_time_linear_in_its_length() -> None:
+    """The lineage of a streaming writer's backlog (10^4 one-row commits and more) and the batch of
+    its items are found by maps, not by looking each snapshot up in the list (pyiceberg's
+    ancestors_of and a tuple's index: 38 s for 20,000 snapshots, where this takes 0.04 s)."""
+    snapshots = 20_000
+    table = metadata_only_table(snapshots)
+    started = time.monotonic()
+    lineage = Lineage.of(table)
+    uuid = str(table.metadata.table_uuid)
+    items = [WorkItem(NAME, uuid, ItemKind.CHANGE, s, s, 0, 1, added_data_files=(f"f{s}",)) for s in range(1, snapshots + 1)]
+    batch, stale = select_batch(items, Checkpoint(uuid, 1, 1), lineage)
+    assert len(lineage.snapshot_ids) == snapshots and (len(batch), len(stale)) == (snapshots - 1, 1)
+    assert time.monotonic() - started < 5
+
+
+def metadata_only_table(snapshots: int) -> Table:
+    """A table whose metadata holds `snapshots` appends, one the parent of the next (no file written)."""
+    metadata = new_table_metadata(
+        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "file:///nowhere", {"format-version": "2"}
+    )
+    chain = [
+        Snapshot(
+            snapshot_id=s,
+            parent_snapshot_id=s - 1 or None,
+            sequence_number=s,
+            timestamp_ms=s,
+            manifest_list=f"file:///nowhere/snap-{s}.avro",
+            summary=Summary(Operation.APPEND),
+            schema_id=0,
+        )
+        for s in range(1, snapshots + 1)
+    ]
+    main = SnapshotRef(snapshot_id=snapshots, snapshot_ref_type=SnapshotRefType.BRANCH)
+    update = {"snapshots": chain, "current_snapshot_id": snapshots, "last_sequence_number": snapshots, "refs": {"main": main}}
+    return Table((NAME,), metadata.model_copy(update=update), "file:///nowhere/metadata.json", load_file_io(), None)

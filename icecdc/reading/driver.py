@@ -14,7 +14,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
-from icecdc.catalog import sequence_number
+from icecdc.catalog import sequence_number, snapshots_by_id
 from icecdc.config import BatchConfig
 from icecdc.errors import ProcessingError
 from icecdc.manifests import ChangedEntries, SnapshotFiles, equality_deletes_on
@@ -82,16 +82,17 @@ def file_tasks(
     schema = table.schema()
     keys = [RangeKey(name, schema.find_field(name)) for name in identifier_columns]
     run: list[tuple[Snapshot, list[FileTask]]] = []  # consecutive copy-on-write commits, collapsed into one change
+    by_id = snapshots_by_id(table)
     # oldest snapshot first (a collapsed run ends at its newest)
     for snapshot_id, snapshot_items in by_snapshot(sorted(items, key=lambda i: (i.sequence_number, i.group))).items():
-        snapshot = table.snapshot_by_id(snapshot_id)
+        snapshot = by_id.get(snapshot_id)
         name = snapshot_items[0].table
         if snapshot is None:
             raise ProcessingError(f"table {name!r}: snapshot {snapshot_id} no longer exists")
         if snapshot_items[0].kind == ItemKind.EXPORT:
             snapshot_tasks = _export_tasks(snapshot, snapshot_items, files_of(snapshot))
         else:
-            parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+            parent = by_id.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
             snapshot_tasks = _change_tasks(
                 table, snapshot, snapshot_items, identifier_columns, files_of(parent), files_of(snapshot)
             )
