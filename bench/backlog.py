@@ -106,7 +106,9 @@ def one_row_commits(table: Table, commits: int, first_id: int, merge_every: int)
         )
         data_file.spec_id = spec.spec_id
         merging = len(manifests) + 1 >= merge_every
-        with write_manifest(2, spec, schema, io.new_output(f"{location}/metadata/m-{snapshot_id}.avro"), snapshot_id, "zstd") as w:
+        with write_manifest(
+            2, spec, schema, io.new_output(f"{location}/metadata/m-{snapshot_id}.avro"), snapshot_id, "zstd"
+        ) as w:
             w.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=data_file))
             if merging:  # the commit merges its manifest with the ones before (EXISTING entries keep their commit's numbers)
                 for s, seq, f in files:
