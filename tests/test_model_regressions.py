@@ -14,10 +14,14 @@ from icecdc.model import EngineKind, PassPoint
 from tests.support.model import (
     Caps,
     CrashAt,
+    Identifiers,
     IndexEvent,
     IndexShape,
     KeyType,
+    Operator,
+    OperatorCrash,
     Poison,
+    Reconfig,
     StoreKind,
     TableOp,
     WriteMode,
@@ -591,4 +595,27 @@ def test_a_filtered_index_reshaped_whole_and_back_while_its_rebuild_is_cut(machi
     state.one_pass(caps=Caps.ALL_TINY, engine=IN_PROCESS)
     state.reshape(shape=IndexShape.SPLIT)
     state.one_pass(caps=Caps.ONE_BYTE, engine=IN_PROCESS)
+    state.teardown()
+
+
+def test_an_operators_rebuild_of_someone_elses_index_is_refused(machine: PipelineMachine) -> None:
+    """Found by `make test`'s derandomized run: `repair --rebuild` on a name someone else's index
+    holds exits 2 naming it, as a sync does, and leaves that index as it was."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.index_event(event=IndexEvent.RECREATE_AS_INDEX, seed=7)
+    state.operate_icecdc(command=Operator.REPAIR_REBUILD, crash=OperatorCrash.NONE, at=0)
+    state.teardown()
+
+
+def test_the_last_sync_keeps_letters_the_operator_had_turned_off(machine: PipelineMachine) -> None:
+    """Found by `make test`'s derandomized run: with dead letters off, an unmappable row fails
+    every pass; the final sync turns them on again, as an operator would, and converges."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.reconfigure(change=Reconfig.DEAD_LETTERS, identifiers=Identifiers.AS_CREATED)
+    write(state, Writer.PY_APPEND, count=2, seed=1, poison=Poison.UNMAPPABLE)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.teardown()

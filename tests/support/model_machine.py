@@ -866,6 +866,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             if self.model is not None and not self.busy:
                 self.lift_blocks()  # as an operator would, to let the last sync through
                 self.takeover = self.squatter is not None  # and take the index's name over
+                self.settings.dead_letters = True  # and keep the rows that cannot be indexed
                 config = self.config(EngineKind.IN_PROCESS, Caps.NONE)
                 error, _ = self.run_sync(config)
                 if error is not None:

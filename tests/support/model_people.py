@@ -243,8 +243,11 @@ class PeopleRules:
         return ["repair", "--table", TABLE, *[arg for doc_id in ids for arg in ("--id", doc_id)]]
 
     def refused_for_good_reason(self: PipelineMachine, text: str, checkpoints: dict[str, Any]) -> bool:
-        """Whether an exit 2 is what the command must say: nothing synced yet, a sync pending, or
-        no audit kept for `repair --from-audit`."""
+        """Whether an exit 2 is what the command must say: nothing synced yet, a sync pending, no
+        audit kept for `repair --from-audit`, or someone else's index under the index's name."""
         if any(checkpoint is None for checkpoint in checkpoints.values()):
+            return True
+        if self.squatter is not None and "is not icecdc's" in text:  # someone else's index, as a sync finds it
+            assert self.client.count(index=self.squatter)["count"] == 1, f"icecdc changed {self.squatter}"
             return True
         return any(said in text for said in ("sync first", "run icecdc audit first")) or INDEX not in checkpoints
