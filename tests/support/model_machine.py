@@ -585,6 +585,9 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             max_backoff_seconds=0.02,
         )
         raw["batch"] = caps.batch()
+        # the default lease: config_dict's 5 s ran out unrenewed on a loaded 2-core machine (a fuzz
+        # campaign, at `complete`), and no run here is killed for a later one to wait out
+        raw["state"]["lease_seconds"] = 60
         if self.settings.dead_letters:
             raw["dead_letter"] = {
                 "path": str(self.workdir / "dead-letters"),
