@@ -29,11 +29,18 @@ class SinkError(ProcessingError):
 
 
 class LeaseLost(ProcessingError):
-    """Another run took the table's processing lease: this run must not advance the checkpoint."""
+    """This run no longer holds the table's processing lease: it must not advance the checkpoint.
+
+    The lease ran out before a renewal (a stalled process, a store out of reach) or another run
+    took it; the store cannot tell the two apart, so the message names both.
+    """
 
     @classmethod
     def of(cls, table: str) -> LeaseLost:
-        return cls(f"table {table!r}: another run took the processing lease; this run stops and advances nothing")
+        return cls(
+            f"table {table!r}: this run's processing lease ran out or another run took it; "
+            "this run stops and advances nothing"
+        )
 
 
 class FilesGone(ProcessingError):

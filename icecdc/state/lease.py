@@ -51,7 +51,7 @@ class Lease:
                 log.warning("%s: renewing the processing lease failed; this run stops", self._table, exc_info=True)
                 renewed = False
             if not renewed:
-                log.warning("%s: lost the processing lease to another run; this run stops", self._table)
+                log.warning("%s: the processing lease ran out or another run took it; this run stops", self._table)
                 self.lost = True
                 return
 

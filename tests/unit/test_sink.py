@@ -19,7 +19,7 @@ def test_fenced_writes_stop_at_the_first_write_after_the_lease_is_lost(tmp_path:
         sent = fenced(writes, lease, "db.orders")
         assert next(sent) == writes[0]
         lease.lost = True  # what the renewer sets when another run took the table
-        lost = "table 'db.orders': another run took the processing lease"
+        lost = "table 'db.orders': this run's processing lease ran out or another run took it"
         with pytest.raises(LeaseLost, match=lost):
             next(sent)
     with Lease(SqliteStateStore(tmp_path / "state.db"), "db.orders", 60) as lease:
