@@ -220,10 +220,12 @@ def _deal_files(
     done: Any,
     files: Iterable[tuple[int, bool, FileTask]],
 ) -> Iterator[tuple[int, tuple[bool, pa.RecordBatch]]]:
-    """Executor side: (range, (from an added file?, rows)) of each file's rows.
+    """Executor side: each file's rows, dealt to their ranges.
 
-    Progress counts a dealt rewrite's rows as its files are read, and the rewrite
-    as one task once its last file is."""
+    Each record is a range's number and a pair: whether the rows come from an added file, and the
+    rows. Progress counts a dealt rewrite's rows as its files are read, and the rewrite as one task
+    once its last file is.
+    """
     for n, added, file_task in files:
         for number, rows in reader.deal(dealt[n], file_task, unreadable):
             yield offsets[n] + number, (added, compressed(rows))
