@@ -1,10 +1,9 @@
 """Which pending items a pass takes: pure functions over work items.
 
-`select_batch` splits a table's pending items into the batch (the complete snapshots on the
-current snapshot's `Lineage`, from the checkpoint on) and the stale items to retire unread;
-`cap_batch` cuts the batch to what one pass may read. The sizes of the files come from
-`BatchSizes` (`icecdc.manifests.SnapshotSizes` reads them from the manifests, as they are asked for).
-"""
+`select_batch` splits a table's pending items into the batch (the complete snapshots on the current
+snapshot's `Lineage`, from the checkpoint on) and the stale items to retire unread; `cap_batch` cuts
+the batch to what one pass may read. The sizes of the files come from `BatchSizes`
+(`icecdc.manifests.SnapshotSizes` reads them from the manifests, as they are asked for)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,9 @@ class BatchSizes(Protocol):
     def change_bytes(self, snapshot_id: int) -> int: ...
 
 
-def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
+def select_batch(
+    items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage
+) -> tuple[list[WorkItem], list[WorkItem]]:
     """Split pending items into (the batch to apply now, stale items to retire unread).
 
     Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
@@ -46,19 +47,31 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
         position = lineage.position(item.snapshot_id)
         if position is not None and item.key not in retired:
             by_position.setdefault(position, []).append(item)
-    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == ItemKind.EXPORT for i in snapshot_items)]
+    exports = [
+        p
+        for p, snapshot_items in by_position.items()
+        if any(i.kind == ItemKind.EXPORT for i in snapshot_items)
+    ]
     if exports:
         start = max(exports)
-        # the export snapshot's own change items, planned before the resync was: the export covers them
+        # the export snapshot's own change items, planned before the
+        # resync was: the export covers them
         stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
         by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
     elif checkpoint is not None and checkpoint.snapshot_id == NO_SNAPSHOT:
-        start = 0  # a table created empty: its every snapshot is a change (snapshots_after checks none expired)
+        # a table created empty: its every snapshot is a change
+        # (snapshots_after checks none expired)
+        start = 0
     else:
         return [], stale  # the checkpoint is off the lineage: the planner resyncs first
-    stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]
+    stale += [
+        i
+        for position, snapshot_items in by_position.items()
+        if position < start
+        for i in snapshot_items
+    ]
     batch: list[WorkItem] = []
     for position in range(start, len(lineage.snapshot_ids)):
         snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
@@ -81,7 +94,9 @@ def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool)
     return bool(item.resync) or not rebuilding
 
 
-def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
+def cap_batch(
+    batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes
+) -> tuple[list[WorkItem], bool]:
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
@@ -97,7 +112,10 @@ def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> 
             if inside:
                 return taken, True
             continue
-        files = sum(len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files) for i in items)
+        files = sum(
+            len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files)
+            for i in items
+        )
         size = sizes.change_bytes(snapshot_id) if files else 0
         if taken and not tally.fits(files, size):
             return taken, False
@@ -106,9 +124,14 @@ def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> 
     return taken, False
 
 
-def _cap_export(items: list[WorkItem], tally: _Tally, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
-    """The export's items a pass takes (its files not applied yet while they fit, at least one, and
-    its APPLIED items: they tell later passes it has begun), and whether the pass ends inside it."""
+def _cap_export(
+    items: list[WorkItem], tally: _Tally, sizes: BatchSizes
+) -> tuple[list[WorkItem], bool]:
+    """The export's items a pass takes, and whether the pass ends inside the export.
+
+    It takes the export's files not applied yet while they fit, at least one, and its APPLIED items,
+    which tell later passes it has begun.
+    """
     applied = [i for i in items if i.status == ItemStatus.APPLIED]
     taken: list[WorkItem] = []
     for item in (i for i in items if i.status != ItemStatus.APPLIED):
@@ -133,7 +156,10 @@ class _Tally:
         return not (self.files or self.bytes)
 
     def fits(self, files: int, size: int) -> bool:
-        return self.files + files <= self.limits.max_files and self.bytes + size <= self.limits.max_bytes
+        return (
+            self.files + files <= self.limits.max_files
+            and self.bytes + size <= self.limits.max_bytes
+        )
 
     def add(self, files: int, size: int) -> None:
         self.files += files

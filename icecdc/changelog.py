@@ -106,8 +106,10 @@ def _snapshot_write(
     stats: ChangeStats,
     live: str | None,
 ) -> Write | None:
-    """One snapshot's write of a key; `DuplicateIdentifier` when it has several live rows (`live`:
-    the document of the key's row live before an append)."""
+    """One snapshot's write of a key; `DuplicateIdentifier` when it has several live rows.
+
+    `live` is the document of the key's row live before an append.
+    """
     if live is not None:
         raise DuplicateIdentifier(doc_id, sequence_number, [live, inserts[0]])
     if len(inserts) <= 1 and len(deletes) <= 1:
@@ -117,7 +119,9 @@ def _snapshot_write(
     return merge_update(doc_id, sequence_number, general)
 
 
-def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:
+def _simple_write(
+    doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats
+) -> Write | None:
     """remove_carryovers + merge_update for at most one INSERT and one DELETE."""
     if inserts and deletes and inserts[0] == deletes[0]:
         stats.carryovers += 1

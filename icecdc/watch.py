@@ -57,8 +57,9 @@ class Stop(StrEnum):
 
 
 class Abandoned(BaseException):
-    """A second signal while a pass ran: the pass is abandoned as a crash would leave it. A
-    BaseException, so that no `except Exception` on the way takes it for a round's failure."""
+    """A second signal while a pass ran: the pass is abandoned as a crash would leave it.
+
+    A BaseException, so that no `except Exception` on the way takes it for a round's failure."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,10 @@ def watch(
     report: Callable[[Round], None],
     watcher: Watcher | None = None,
 ) -> Stop:
-    """Sync rounds until a signal stops them; `report` is given each round. Returns the signal
-    that stopped them. A ConfigError ends the watch: it is raised. The rounds share one set of
-    engines, so that a Spark session a pass started serves the later rounds too."""
+    """Sync rounds until a signal stops them; `report` is given each round.
+
+    Returns the signal that stopped them. A ConfigError ends the watch: it is raised. The rounds
+    share one set of engines, so that a Spark session a pass started serves the later rounds too."""
     watcher = watcher or Watcher()
     names = list(table_names) if table_names else None
     engines = Engines(config.engine, config.spark)
