@@ -99,10 +99,7 @@ class EngineChoice(StrEnum):
 
 
 class PassPoint(StrEnum):
-    """Named points of a pass, where a test-only `Probe` may inject a crash.
-
-    The model-based test does.
-    """
+    """Points of a pass where a test-only `Probe` may inject a crash, for the model-based test."""
 
     PLANNED = "planned"  # sync_table wrote the work items, before the pass
     WRITTEN = "written"  # every write of the pass is done, nothing recorded yet
@@ -200,10 +197,7 @@ class PassProgress:
 
     @property
     def fraction(self) -> float:
-        """Done, 0 to 1: by rows, as a task's time goes with its rows.
-
-        By tasks when no file has rows.
-        """
+        """Done, 0 to 1: by rows, as a task's time goes with its rows, else by tasks."""
         if self.rows_total:
             return min(self.rows / self.rows_total, 1.0)
         return min(self.files / self.files_total, 1.0) if self.files_total else 1.0
