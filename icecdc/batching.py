@@ -28,13 +28,14 @@ class BatchSizes(Protocol):
 def select_batch(
     items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage
 ) -> tuple[list[WorkItem], list[WorkItem]]:
-    """Split pending items into (the batch to apply now, stale items to retire unread).
+    """Split pending items into the batch to apply now and the stale items to retire unread.
 
-    Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
-    before marking them done), off the current snapshot's lineage (rolled back), or before a
-    pending export on it (the export brings the index past them).
-    The batch: the run of snapshots on the lineage that starts right after the checkpoint (or at a
-    pending export), oldest first, each with all its items present; a snapshot a planner is still
+    An item is stale when the checkpoint supersedes it: it was applied, or replaced by a resync, by
+    a run that crashed before marking it done. It is stale too when it is off the current snapshot's
+    lineage, as after a rollback, or before a pending export on it, which brings the index past it.
+
+    The batch is the run of snapshots on the lineage that starts right after the checkpoint, or at a
+    pending export, oldest first, each with all its items present. A snapshot a planner is still
     writing, or has not planned yet, ends it. Items of commits newer than this view wait.
     """
     rebuilding = checkpoint is not None and any(
@@ -84,11 +85,12 @@ def select_batch(
 def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:
     """Whether the checkpoint says the item's changes are in the index already.
 
-    Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`): the
+    Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`). The
     rebuilt index holds the export's snapshot and nothing after it, so every change after the export
-    is needed, even one the old checkpoint had applied (its snapshot rolled back, then current
-    again: a rollback undone, a cherry-pick that fast-forwards). Changes before the export are stale
-    by their place on the lineage."""
+    is needed, even one the old checkpoint had applied: its snapshot was rolled back, then made
+    current again by a rollback undone or a cherry-pick that fast-forwards. Changes before the
+    export are stale by their place on the lineage.
+    """
     if checkpoint is None or not checkpoint.supersedes(item):
         return False
     return bool(item.resync) or not rebuilding

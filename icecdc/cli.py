@@ -37,13 +37,16 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 def entry() -> None:
     """The `icecdc` console script: `main`, then an exit that does not tear the interpreter down.
 
-    Tearing down the ~1,000 modules a sync imports (pyiceberg, SQLAlchemy, pydantic, pyarrow)
-    takes 0.2-0.35 s once the work is done: a fifth of a small sync's whole command, and
-    serial time in every command. The exit is Python's own up to that point (idle pool threads
-    told to stop, the other threads joined, the atexit handlers run: Spark's,
-    multiprocessing's); then `_leave`, registered before any handler the command adds and so
-    run after them, flushes the logs and the output and ends the process. A raised error takes
-    Python's whole exit path, with its traceback."""
+    Tearing down the ~1,000 modules a sync imports, such as pyiceberg, SQLAlchemy, pydantic and
+    pyarrow, takes 0.2-0.35 s once the work is done. That is a fifth of a small sync's whole
+    command, and serial time in every command.
+
+    The exit is Python's own up to that point: idle pool threads are told to stop, the other
+    threads joined, and the atexit handlers run, Spark's and multiprocessing's among them.
+    Then `_leave` flushes the logs and the output and ends the process; it is registered
+    before any handler the command adds, and so runs after them. A raised error takes
+    Python's whole exit path, with its traceback.
+    """
     returned: list[int] = []
     atexit.register(_leave, returned)
     code = main()

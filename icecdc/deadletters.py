@@ -1,20 +1,20 @@
 """Dead letters: documents that can never be written, kept with the reason, never dropped silently.
 
-OpenSearch refuses some documents for good (a mapping conflict, a document too large), and some
-rows cannot become documents (a null identifier). They go to a dead-letter location — a local
-directory, or `s3://bucket/prefix/` in AWS — as JSON lines, one file per executor task that had
-any, and the batch completes. `icecdc status` counts them. The count is in each file's name
-(`…-n<count>.jsonl`) so counting lists names and reads no file.
+OpenSearch refuses some documents for good, for a mapping conflict or a size too large, and some
+rows cannot become documents, such as a row with a null identifier. They go to a dead-letter
+location, a local directory or `s3://bucket/prefix/` in AWS, as JSON lines. Each executor task that
+had any writes one file, and the batch completes. `icecdc status` counts them. The count is in each
+file's name, `…-n<count>.jsonl`, so counting lists names and reads no file.
 
-A letter is kept after it is dealt with: `icecdc dead-letters replay` (icecdc.replay) marks it
-replayed, or keeps it with the new reason when its document is refused again; `mark-replayed`
-marks letters an operator dealt with otherwise. A file is never changed in place: its next
-revision (`…-r<revision>-n<count>.jsonl`, the count being the letters not dealt with) is written,
-then the older ones deleted. Readers take the highest revision, so a crash in between counts
-nothing twice.
+A letter is kept after it is dealt with. `icecdc dead-letters replay` (icecdc.replay) marks it
+replayed, or keeps it with the new reason when its document is refused again. `mark-replayed` marks
+letters an operator dealt with otherwise. A file is never changed in place: its next revision,
+`…-r<revision>-n<count>.jsonl` with the count of letters not dealt with, is written, then the older
+ones are deleted. Readers take the highest revision, so a crash in between counts nothing twice.
 
-One open letter per row and reason (`DeadLetter.key`): a row read again (a copy-on-write rewrite of
-its file, a replay or a repair reading it) whose letter is still open is not lettered again.
+There is one open letter per row and reason (`DeadLetter.key`). A row read again
+whose letter is still open is not lettered again; a copy-on-write rewrite of its
+file, a replay or a repair may read it again.
 """
 
 from __future__ import annotations

@@ -268,11 +268,11 @@ class Write:
 class WorkItem:
     """A group of files of one snapshot to read and apply.
 
-    An export item lists up to 100 data files of the export snapshot (`planning.export_groups`),
-    read as inserts. A change item
-    lists the data files a snapshot added (inserts) and removed (deletes), and the delete files it
-    added (merge-on-read: the rows they newly delete are deletes); a snapshot that changes no rows
-    (a compaction) still gets one empty item so the checkpoint can move past it.
+    An export item lists up to 100 data files of the export snapshot, read as inserts
+    (`planning.export_groups`). A change item lists the data files a snapshot added, read as
+    inserts, and removed, read as deletes. It also lists the delete files the snapshot added for
+    merge-on-read: the rows they newly delete are deletes. A snapshot that changes no rows, such as
+    a compaction, still gets one empty item, so that the checkpoint can move past it.
     """
 
     table: str
@@ -377,11 +377,12 @@ class Checkpoint:
 
     @property
     def recorded_identifiers(self) -> tuple[str, ...] | None:
-        """The identifier columns the documents' ids were made of; None: not recorded.
+        """The identifier columns the documents' ids were made of, or None when not recorded.
 
-        Every pass records them together with the schema: a checkpoint without a schema (-1) is
-        one no pass wrote (planning's base of a table not exported; state older than both fields),
-        whose () means unknown; with a schema, () means none (ids from the rows' positions)."""
+        Every pass records them together with the schema. A checkpoint without a schema, -1, is one
+        no pass wrote: planning's base of a table not exported, or state older than both fields. Its
+        () means unknown. With a schema, () means none: ids come from the rows' positions.
+        """
         return self.identifier_columns if self.schema_id >= 0 else None
 
     def supersedes(self, item: WorkItem) -> bool:

@@ -156,11 +156,14 @@ class BatchConfig(Section):
 class EngineConfig(Section):
     """Where each pass runs.
 
-    `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the pass reads at most all
-    three limits, else Spark; `spark` or `in_process` force one engine. A pass never mixes them.
+    `auto` runs a pass in-process when it reads at most all three limits, else on Spark.
+    In-process means Arrow and no JVM: seconds for a small commit. `spark` or `in_process`
+    force one engine. A pass never mixes them.
+
     In-process, a pass of many rows is read by worker processes, one per usable core
-    (`in_process_workers`), and its changed rows are held in memory (about 0.7 KiB a row): the
-    limits bound its time and memory, well within the planner Lambda's."""
+    (`in_process_workers`). Its changed rows are held in memory, about 0.7 KiB a row. The limits
+    bound its time and memory, well within the planner Lambda's.
+    """
 
     use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
     # What a pass reads (data and delete files, their rows, their bytes as stored) up to which

@@ -1,20 +1,22 @@
 """Exports without a shuffle of documents, on either engine.
 
-An export's rows are inserts of one snapshot: a key needs no other change to be written, so each
-task writes the documents of the rows it reads, and only a compact key per row moves on — a hash of
-its `_id`, and where the row is (its task's number in the pass, its position in the file). Keys that
-hash alike are the candidates for duplicate identifiers; only their rows are read again, by where
-they are, to compare their real ids (a hash collision is then no duplicate). A real duplicate is
-handled as the shuffle handles it: its documents are dead letters naming the table, the snapshot,
-the files and the identifier columns (or the error that stops the batch), and its key's document is
-deleted from the index, which the export had written (under each routing value its rows had).
+An export's rows are inserts of one snapshot: a key needs no other change to be written. So each
+task writes the documents of the rows it reads, and only a compact key per row moves on: a hash of
+its `_id`, and where the row is, by its task's number in the pass and its position in the file. Keys
+that hash alike are the candidates for duplicate identifiers. Only their rows are read again, by
+where they are, to compare their real ids; a hash collision is then no duplicate.
 
-An export cut into passes (`batch` caps) defers this to the pass that finishes it, which reads the
-compact keys of the files the earlier passes wrote again (`export_keys`, nothing written): a capped
-export finds the duplicates an uncapped one finds, once.
+A real duplicate is handled as the shuffle handles it. Its documents are dead letters
+naming the table, the snapshot, the files and the identifier columns, or the error that
+stops the batch. Its key's document, which the export had written, is deleted from the
+index under each routing value its rows had.
 
-An export writes one index, as its shape has it: the reader's documents hold the shape's columns
-and only the rows its `where` holds; each is written under its routing value, through the index's
+An export cut into passes by the `batch` caps defers this to the pass that finishes it. That pass
+reads the compact keys of the files the earlier passes wrote again, writing nothing (`export_keys`).
+A capped export finds the duplicates an uncapped one finds, once.
+
+An export writes one index, as its shape has it. The reader's documents hold the shape's columns,
+and only the rows its `where` holds. Each is written under its routing value, through the index's
 ingest pipeline (`Target.shape`, `Target.pipeline`), as the writes of changes are.
 """
 

@@ -50,14 +50,15 @@ def partition_as_sent(rdd: RDD[tuple[int, Any]], partitions: int) -> RDD[tuple[i
 
 
 def py4j_connections() -> list[Any]:
-    """The open connections of this process's threads to Spark's JVM (none before a JVM starts).
+    """The open connections of this process's threads to Spark's JVM; none before a JVM starts.
 
     Why: a forked child must hold them. py4j shuts a connection's socket down when the thread that
-    owns it ends (`ClientServerConnection.__del__`, once the thread's locals are freed). In a child
-    forked from one thread, every other thread's locals are freed at the fork, and the shutdown
-    ends the TCP connection the parent shares: the parent's threads find theirs reset (py4j's
-    finalizer worker logs it and reconnects; another thread's call to Spark could fail). Held by
-    the child, they are never freed there: a child ends with `os._exit`, which runs no finalizer.
-    A connection in the middle of a call is not in py4j's deque and not held."""
+    owns it ends, in `ClientServerConnection.__del__`, once the thread's locals are freed. In a
+    child forked from one thread, every other thread's locals are freed at the fork, and the
+    shutdown ends the TCP connection the parent shares. The parent's threads then find theirs reset:
+    py4j's finalizer worker logs it and reconnects, and another thread's call to Spark could fail.
+    Held by the child, they are never freed there, as a child ends with `os._exit`, which runs no
+    finalizer. A connection in the middle of a call is not in py4j's deque and not held.
+    """
     client = getattr(SparkContext._gateway, "_gateway_client", None)
     return list(getattr(client, "deque", ()))

@@ -256,11 +256,12 @@ def _range_changes(
 def compressed(rows: pa.RecordBatch) -> bytes:
     """`rows` as an Arrow IPC stream compressed with zstd, to cross the JVM as one byte string.
 
-    Why not send the batch as it is (pickled, which is uncompressed IPC): each dealt batch crosses
-    Spark's JVM twice as a byte array of its size (read from the Python worker, read back out of
-    the shuffle), so the heap's churn is the bytes of every file a rewrite reads. zstd makes them
-    about a third as many (make bench-probe: the JVM's peak on the spread layout); its CPU is under
-    a tenth of a second per 10^6 rows each way."""
+    Why not send the batch as it is, pickled as uncompressed IPC: each dealt batch crosses Spark's
+    JVM twice as a byte array of its size, read from the Python worker and read back out of the
+    shuffle. So the heap's churn is the bytes of every file a rewrite reads. zstd makes them about a
+    third as many, by the JVM's peak on the spread layout in `make bench-probe`. Its CPU is under a
+    tenth of a second per 10^6 rows each way.
+    """
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(
         sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")

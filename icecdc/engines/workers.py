@@ -1,11 +1,13 @@
 """Processes for the in-process engine's parts of a pass, one per usable core.
 
-Processes, not threads: a pass's time is turning rows into documents in Python, which holds the
-GIL (Arrow's own threads decode Parquet, a small part). Forked: a worker starts in milliseconds
-with icecdc imported, and nothing re-imports the caller's main module (a fork server or spawn
-would run an unguarded script again); the caller's other threads (a lease's renewal) are not in
-the child, which uses none of their locks. Each worker gets its part and answers through a pipe:
-a pipe, not a `multiprocessing.Pool`, whose queues need POSIX semaphores that AWS Lambda lacks.
+Processes, not threads: a pass's time is spent turning rows into documents in Python, which holds
+the GIL. Arrow's own threads decode Parquet, a small part.
+
+Forked, so a worker starts in milliseconds with icecdc imported, and nothing re-imports the caller's
+main module, as a fork server or spawn would run an unguarded script again. The caller's other
+threads, such as a lease's renewal, are not in the child, which uses none of their locks. Each
+worker gets its part and answers through a pipe, not a `multiprocessing.Pool`, whose queues need
+POSIX semaphores that AWS Lambda lacks.
 """
 
 from __future__ import annotations

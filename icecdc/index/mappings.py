@@ -1,11 +1,12 @@
 """The index's mapping, derived from the Iceberg schema: pure, no OpenSearch request.
 
 `mappings_for` derives an explicit mapping from the table's schema, so that the type of a field
-never depends on the first documents OpenSearch sees: each Iceberg type maps to the field type that
-keeps its meaning for the JSON `icecdc.documents` writes for it (docs/documents.md
-documents both tables; keep the three in step). The root is `dynamic: strict`: a field not in the
-schema is refused. `index_spec` merges a table's `mappings` and `settings` overrides over it
-(`merge_mappings`), or names the index template that applies instead; `missing` compares a
+never depends on the first documents OpenSearch sees. Each Iceberg type maps to the field type that
+keeps its meaning for the JSON `icecdc.documents` writes for it. docs/documents.md documents both
+tables; keep the three in step. The root is `dynamic: strict`: a field not in the schema is refused.
+
+`index_spec` merges a table's `mappings` and `settings` overrides over it with
+`merge_mappings`, or names the index template that applies instead. `missing` compares a
 mapping an index has with the one it should have.
 """
 

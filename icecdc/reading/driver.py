@@ -157,19 +157,19 @@ def _is_copy_on_write(tasks: list[Task], snapshot: Snapshot) -> TypeGuard[list[F
 def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
     """A run of copy-on-write commits as one change at the run's last sequence number.
 
-    The net change of a run is the rows of the files live before it that it removed against the
-    rows of the files it added that are still live after it: a file added and removed within the
-    run (a hot file rewritten by commit after commit, a row inserted then deleted) is never read,
-    so 20 commits that rewrite one file read it twice, not 40 times. All changes get the last
-    commit's sequence number, so a key's DELETE (where it was) and INSERT (where it is) always
-    pair, whichever partitions the run touched last; every version of the run is still above the
-    previous pass's and below the next one's.
+    The net change of a run is the rows of the files live before it that it removed, against the
+    rows of the files it added that are still live after it. A file added and removed within the
+    run is never read: a hot file rewritten by commit after commit, or a row inserted then
+    deleted. So 20 commits that rewrite one file read it twice, not 40 times. All changes get
+    the last commit's sequence number, so a key's DELETE where it was and INSERT where it is
+    always pair, whichever partitions the run touched last. Every version of the run is still
+    above the previous pass's and below the next one's.
 
-    Right only when the index holds the table as of the checkpoint: a pass that died or failed
-    after some of its bulk requests were applied wrote images in between (a row of a skipped file,
-    a key's middle image, a delete its row written back unchanged would cancel; all found by the
-    model-based test). Its successor finds the end it recorded (`StateStore.begin_pass`) and reads
-    commit by commit, collapsing nothing (`collapse_runs`).
+    This is right only when the index holds the table as of the checkpoint. A pass that died or
+    failed after some of its bulk requests were applied wrote images in between: a row of a skipped
+    file, a key's middle image, or a delete whose row, written back unchanged, would cancel. The
+    model-based test found all three. Its successor finds the end it recorded
+    (`StateStore.begin_pass`) and reads commit by commit, collapsing nothing (`collapse_runs`).
     """
     if len(run) <= 1:
         return [t for _, tasks in run for t in tasks]
@@ -279,15 +279,17 @@ def _pair_rewrites(tasks: list[Task], budget: int, keys: list[RangeKey]) -> list
     """Gather a snapshot's whole-file deletes and inserts of one partition into RewriteTasks.
 
     A rewrite task loads its rows whole, so that unchanged rows cancel in Arrow before Python. One
-    larger than `budget` (a MERGE that rewrote every file of a big partition, or of an unpartitioned
-    table) is cut into ceil(size / budget) tasks by ranges of an identifier column of `keys`
-    (`ranges.key_ranges`): each holds about `budget` of it, and they run in parallel; where the
-    files each span many of the ranges, the rewrite is dealt to them instead (`DealtRewrite`). Where
-    no identifier's bounds can cut it into ranges of about the budget (no bounds kept, one key value
-    per partition, bounds truncated to a shared prefix), or the table has no identifier, it stays
-    plain file tasks: each file streams through its own task, so memory stays bounded whatever the
-    key, and the unchanged rows cancel after the shuffle, exactly as well
-    (`changelog.remove_carryovers`), at the price of shuffling them."""
+    larger than `budget`, such as a MERGE that rewrote every file of a big partition or of an
+    unpartitioned table, is cut into ceil(size / budget) tasks by ranges of an identifier column of
+    `keys` (`ranges.key_ranges`). Each holds about `budget` of it, and they run in parallel. Where
+    the files each span many of the ranges, the rewrite is dealt to them instead (`DealtRewrite`).
+
+    Where no identifier's bounds can cut it into ranges of about the budget, or the table has no
+    identifier, it stays plain file tasks. Bounds cannot when none are kept, when a partition has
+    one key value, or when they are truncated to a shared prefix. Each file then streams through its
+    own task, so memory stays bounded whatever the key. The unchanged rows cancel after the shuffle,
+    exactly as well (`changelog.remove_carryovers`), at the price of shuffling them.
+    """
     by_partition: dict[tuple[int, str], list[FileTask]] = {}
     others: list[Task] = []
     for task in tasks:

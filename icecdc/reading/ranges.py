@@ -199,12 +199,14 @@ def _bounds(
 class _Scale:
     """Where the keys of one type lie on a line of integers that keeps their order, and back.
 
-    Integers, dates, times and timestamps: their stored integer. Booleans: 0 and 1 (a key turned
-    back is a bool: Iceberg binds no integer to a boolean column). Decimals: unscaled. Strings,
-    binary, fixed and uuid: the `_KEY_BYTES` bytes after the prefix every bound shares, as an
-    unsigned big-endian integer (the order Iceberg and Arrow compare them in; UTF-8 keeps the order
-    of code points). A key turned back from the line is cut to `limit` bytes: bounds truncated
-    there (Iceberg keeps 16 characters of a string by default) say nothing of what follows.
+    Integers, dates, times and timestamps are their stored integer. Booleans are 0 and 1, and a
+    key turned back is a bool, as Iceberg binds no integer to a boolean column. Decimals are
+    unscaled. Strings, binary, fixed and uuid are the `_KEY_BYTES` bytes after the prefix every
+    bound shares, as an unsigned big-endian integer: the order Iceberg and Arrow compare them
+    in, as UTF-8 keeps the order of code points.
+
+    A key turned back from the line is cut to `limit` bytes. Bounds truncated there say nothing of
+    what follows; Iceberg keeps 16 characters of a string by default.
     """
 
     kind: type[PrimitiveType] | None = None  # None: integral

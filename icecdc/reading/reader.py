@@ -1,10 +1,10 @@
-"""Executor side of reading: tasks → files → change rows keyed by document id.
+"""Executor side of reading: tasks to files to change rows keyed by document id.
 
-Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID, projected onto the
-current schema, identity-partition values come from metadata. Each row the index's shape holds
-(its `where`) becomes a document of the shape's columns (see `documents.py`): a row that leaves the
-filter is then a DELETE alone, one that enters it an INSERT alone. A reader of several indexes of
-the table reads each file once and keys each index's changes `<position>\x1f<id>` (`index_key`).
+Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID and projected onto the
+current schema; identity-partition values come from metadata. Each row the index's shape holds, by
+its `where`, becomes a document of the shape's columns (see `documents.py`). A row that leaves the
+filter is then a DELETE alone, and one that enters it an INSERT alone. A reader of several indexes
+of the table reads each file once, and keys each index's changes `<position><id>` (`index_key`).
 """
 
 from __future__ import annotations
