@@ -173,9 +173,10 @@ class TableRows:
         """How many of the data file's rows are live.
 
         From metadata where that is exact: its record count, less the one delete file in force when
-        that file names it (a file-scoped position-delete file; a deletion vector once pyiceberg
-        reads its referenced data file, which 0.12 drops); from the positions of its position
-        deletes otherwise; by reading the file when equality deletes apply to it."""
+        that file names it. A file-scoped position-delete file names it; a deletion vector will once
+        pyiceberg reads its referenced data file, which 0.12 drops. Otherwise from the positions of
+        its position deletes, or by reading the file when equality deletes apply to it.
+        """
         data_file, deletes = entry.data_file, self.deletes_for(entry)
         if not deletes:
             return int(data_file.record_count)

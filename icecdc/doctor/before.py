@@ -56,10 +56,11 @@ def check_stack_state(ctx: Context) -> Iterator[Check]:
 
 
 def stack_state(stack: DeployedStack | None, name: str, region: str) -> Check:
-    """A stack whose creation failed cannot be updated; one being changed cannot be deployed.
+    """The stack is in a state a deploy can start from.
 
-    (A stack in REVIEW_IN_PROGRESS holds only a change set never
-    executed: `cdk deploy` creates it.)"""
+    A stack whose creation failed cannot be updated; one being changed cannot be deployed. A stack
+    in REVIEW_IN_PROGRESS holds only a change set never executed: `cdk deploy` creates it.
+    """
     if stack is None or stack.status == "REVIEW_IN_PROGRESS":
         return passed("stack state", f"no stack {name} yet: the deploy creates it")
     if stack.status == "ROLLBACK_COMPLETE" or stack.status.endswith("_FAILED"):

@@ -162,10 +162,11 @@ def expected(config: Config) -> list[Logical]:
 
 
 def logical_match(resource: Logical, logical_id: str, resource_type: str) -> bool:
-    """CDK appends an 8-character hash to the path; a pinned ID is the whole ID.
+    """Whether `logical_id` is the ID CloudFormation has for `resource`, of `resource_type`.
 
-    The type tells the function from its event source mapping, a role from its
-    policy, a queue from its queue policy."""
+    CDK appends an 8-character hash to the path; a pinned ID is the whole ID. The type tells the
+    function from its event source mapping, a role from its policy, a queue from its queue policy.
+    """
     if resource_type != resource.resource_type or not logical_id.startswith(resource.value):
         return False
     rest = logical_id[len(resource.value) :]
