@@ -38,8 +38,7 @@ class LeaseLost(ProcessingError):
     @classmethod
     def of(cls, table: str) -> LeaseLost:
         return cls(
-            f"table {table!r}: this run's processing lease ran out or another run took it; "
-            "this run stops and advances nothing"
+            f"table {table!r}: this run's processing lease ran out or another run took it; this run stops and advances nothing"
         )
 
 
