@@ -38,7 +38,7 @@ from opensearchpy.exceptions import TransportError
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import LeaseLost, SinkError
+from icecdc.errors import SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 
 if TYPE_CHECKING:
@@ -266,14 +266,13 @@ def write_documents(
     return stats
 
 
-def fenced(writes: Iterable[Write], lease: Lease, table: str) -> Iterator[Write]:
+def fenced(writes: Iterable[Write], lease: Lease) -> Iterator[Write]:
     """The writes, stopped by `LeaseLost` once `lease` is lost: another run may write by then.
 
-    `write_documents` takes the next write before it sends a chunk: after it returns, check
-    `lease.lost` once more for the last chunk."""
+    `write_documents` takes the next write before it sends a chunk: after it returns, call
+    `lease.check()` once more for the last chunk."""
     for write in writes:
-        if lease.lost:
-            raise LeaseLost.of(table)
+        lease.check()
         yield write
 
 

@@ -25,7 +25,7 @@ from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.errors import LeaseLost, OperationError
+from icecdc.errors import OperationError
 from icecdc.index import IndexAlias
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
@@ -73,12 +73,11 @@ def repair_table(
             client,
             opensearch,
             config.index,
-            fenced(writes, lease, name),
+            fenced(writes, lease),
             refused if dead_letter else None,
             VersionType.EXTERNAL_GTE,
         )
-        if lease.lost:
-            raise LeaseLost.of(name)
+        lease.check()
     report.indexed, report.deleted, report.superseded, report.dead_lettered = (
         stats.indexed,
         stats.deleted,
