@@ -32,7 +32,7 @@ from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import IDS_PER_REQUEST, open_client
-from icecdc.sink import Refusal, fenced, write_documents
+from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
                 table_config.index,
                 fenced(writes, lease),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
-                VersionType.EXTERNAL_GTE,
+                BulkMode(VersionType.EXTERNAL_GTE),
             )
             lease.check()
             report.indexed, report.deleted = stats.indexed, stats.deleted
