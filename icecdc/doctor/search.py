@@ -94,7 +94,7 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool) -> Iterator[Check]:
 
 def search_config(ctx: Context) -> OpenSearchConfig:
     """The endpoint and credentials the deployed writers use: the configured ones, or the endpoint
-    of the domain the stack created, signed with SigV4 (as icecdc.aws.runtime_config)."""
+    of the domain the stack created, signed with SigV4 (as icecdc.aws.deployed.runtime_config)."""
     config = ctx.config.opensearch
     domain = ctx.stack.physical(Logical.DOMAIN) if ctx.aws.create_domain and ctx.stack else None
     if domain is None:

@@ -39,7 +39,7 @@ from icecdc.model import Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask
-from icecdc.sink import SinkStats, write_documents
+from icecdc.sink import BulkMode, SinkStats, write_documents
 
 # The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
 KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", pa.int64())])
@@ -89,8 +89,7 @@ def export_rows(
             target.index,
             _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
             target.dead_letters if target.dead_letter else None,
-            target.version_type,
-            target.pipeline,
+            BulkMode(target.version_type, target.pipeline),
         )
         if not keys:
             return
@@ -174,7 +173,14 @@ def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[t
         for d in found
         for routing in ordered_routings(target.shape.routing_of(json.loads(document)) for document in d.documents)
     )
-    stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
+    stats = write_documents(
+        open_client(target.opensearch),
+        target.opensearch,
+        target.index,
+        deletes,
+        None,
+        BulkMode(target.version_type),
+    )
     stats.lettered(target.duplicates(found))
     return stats
 
