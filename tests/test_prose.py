@@ -68,7 +68,6 @@ def test_code_names_no_issue_numbers() -> None:
 # listed until it lands (the lead empties this set after merging).
 LINE_LENGTH = 100
 NOT_YET_REWORDED = {
-    "icecdc/aws.py",
     "icecdc/index/alias.py",
     "icecdc/planning.py",
     "icecdc/processing.py",
@@ -77,7 +76,7 @@ NOT_YET_REWORDED = {
     "icecdc/status.py",
     "icecdc/verdict.py",
 }
-NOT_YET_REWORDED_DIRECTORIES = ("icecdc/audit/", "icecdc/state/")
+NOT_YET_REWORDED_DIRECTORIES = ("icecdc/audit/", "icecdc/aws/", "icecdc/state/")
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 

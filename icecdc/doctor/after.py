@@ -12,7 +12,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws import event_tables, job_name
+from icecdc.aws.contract import job_name
+from icecdc.aws.events import event_tables
 from icecdc.catalog import glue_name, load_table
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned

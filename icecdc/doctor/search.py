@@ -112,7 +112,7 @@ def search_config(ctx: Context) -> OpenSearchConfig:
     """The endpoint and credentials the deployed writers use.
 
     They are the configured ones, or the endpoint of the domain the stack created, signed with
-    SigV4, as icecdc.aws.runtime_config has them.
+    SigV4, as icecdc.aws.deployed.runtime_config has them.
     """
     config = ctx.config.opensearch
     domain = ctx.stack.physical(Logical.DOMAIN) if ctx.aws.create_domain and ctx.stack else None

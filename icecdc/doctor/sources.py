@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE
+from icecdc.aws.contract import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE
 from icecdc.catalog import glue_name
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws import job_name
+from icecdc.aws.contract import job_name
 from icecdc.config import Config
 
 GLUE_VERSION = "5.1"  # infra.jobs.GLUE_VERSION

@@ -41,7 +41,7 @@ from icecdc.model import Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask
-from icecdc.sink import SinkStats, write_documents
+from icecdc.sink import BulkMode, SinkStats, write_documents
 
 # The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
 KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", pa.int64())])
@@ -103,8 +103,7 @@ def export_rows(
             target.index,
             _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
             target.dead_letters if target.dead_letter else None,
-            target.version_type,
-            target.pipeline,
+            BulkMode(target.version_type, target.pipeline),
         )
         if not keys:
             return
@@ -218,7 +217,7 @@ def settle_duplicates(
         target.index,
         deletes,
         None,
-        target.version_type,
+        BulkMode(target.version_type),
     )
     stats.lettered(target.duplicates(found))
     return stats

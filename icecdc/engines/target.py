@@ -21,7 +21,7 @@ from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
-from icecdc.sink import Refusal, SinkStats, refusal_cause, write_documents
+from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_cause, write_documents
 
 # Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
 APPEND_LOOKUP = 1000
@@ -205,9 +205,7 @@ def write_keyed_changes(
         one.index,
         writes,
         one.dead_letters if one.dead_letter else None,
-        one.version_type,
-        one.pipeline,
-        pipelines,
+        BulkMode(one.version_type, one.pipeline, pipelines),
     )
     if duplicates:
         sink_stats.lettered(one.duplicates(duplicates))
