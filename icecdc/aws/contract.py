@@ -1,6 +1,8 @@
-"""The names infra/ and the AWS entries share: events, Glue job arguments, the planner's
-environment, job names, metrics. The stack sets them, the Lambda and the Glue job read them:
-one source each, so that the two sides cannot drift apart.
+"""The names infra/ and the AWS entries share.
+
+They are the events, the Glue job arguments, the planner's environment, the job names and the
+metrics. The stack sets them and the Lambda and the Glue job read them: one source each, so that
+the two sides cannot drift apart.
 
 Imports nothing of icecdc and no AWS client: infra/ reads it when it synthesizes.
 """
@@ -45,8 +47,10 @@ class JobMode(StrEnum):
 
 
 def audits_location(dead_letter: str) -> str:
-    """Where the job keeps each table's last audit (`icecdc status --json`, `repair --from-audit
-    --findings`)."""
+    """Where the job keeps each table's last audit.
+
+    `icecdc status --json` and `repair --from-audit --findings` read it there.
+    """
     return f"{dead_letter.rstrip('/')}/{AUDITS_FOLDER}"
 
 
@@ -57,8 +61,10 @@ def job_name(stack_name: str, table: str) -> str:
 
 @dataclass(frozen=True)
 class PlannerEnvironment:
-    """The planner Lambda's environment: what the stack (infra/planner.py) sets and the handler
-    (lambdas/planner/handler.py) reads, under the names `VARIABLES` gives, their one source."""
+    """The planner Lambda's environment, under the names `VARIABLES` gives, their one source.
+
+    The stack sets it in infra/planner.py and the handler reads it in lambdas/planner/handler.py.
+    """
 
     config: str  # the configuration's path or URI (the YAML bundled with the code)
     state_table: str  # the stack's DynamoDB state table

@@ -1,7 +1,9 @@
-"""The configuration as deployed: the same YAML as for local runs, read from S3 or a path, with
-what exists only once deployed (the DynamoDB state table, the endpoint of a domain the stack
-created) and the catalog properties the stack may add (the Lambda reads files with fsspec,
-pyarrow's S3 filesystem left out)."""
+"""The configuration as deployed: the same YAML as for local runs, read from S3 or a path.
+
+It adds what exists only once deployed: the DynamoDB state table and the endpoint of a domain the
+stack created. It adds too the catalog properties the stack may set. The Lambda reads files with
+fsspec, pyarrow's S3 filesystem left out.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ def runtime_config(
     opensearch_url: str | None = None,
     catalog_properties: dict[str, str] | None = None,
 ) -> Config:
-    """The configuration as deployed: the YAML's, validated, then revised (and validated again) with
-    the stack's state table (keeping the file's `lease_seconds` and, from a dynamodb state,
-    `done_ttl_days`), no Spark master (a local one would keep Glue's work on the driver) and, when
-    the stack created the OpenSearch domain, its endpoint signed with SigV4."""
+    """The configuration as deployed: the YAML's, validated, then revised and validated again.
+
+    The revision sets the stack's state table, keeping the file's `lease_seconds` and, from a
+    dynamodb state, `done_ttl_days`. It sets no Spark master, as a local one would keep Glue's work
+    on the driver. When the stack created the OpenSearch domain, it sets its endpoint, signed with
+    SigV4.
+    """
     config = parse_config(yaml.safe_load(text))
     kept = config.state.model_dump(include={"lease_seconds", "done_ttl_days"})
     changes: dict[str, Any] = {

@@ -1,6 +1,7 @@
-"""What EventBridge and SQS deliver to the planner, read into the tables to plan: a Glue table
-change names one table, the schedule means all of them, and a batch of buffered events names
-each table once, with the messages that asked for it.
+"""What EventBridge and SQS deliver to the planner, read into the tables to plan.
+
+A Glue table change names one table, the schedule means all of them, and a batch of buffered events
+names each table once, with the messages that asked for it.
 
 Nothing here raises on a malformed event: it is ignored with the reason, as a retry cannot help.
 """
@@ -64,8 +65,10 @@ def event_tables(event: Any, config: Config) -> EventTables:
 
 @dataclass(frozen=True)
 class BatchTables:
-    """The tables a batch of buffered events asks to plan, each once however many events named it,
-    with the messages that asked for each (they are redelivered if that table fails)."""
+    """The tables a batch of buffered events asks to plan, each once however many events named it.
+
+    It keeps the messages that asked for each table: they are redelivered if that table fails.
+    """
 
     tables: tuple[str, ...]
     messages: dict[str, tuple[str, ...]]
@@ -79,8 +82,10 @@ class BatchTables:
 
 
 def is_batch(event: Any) -> bool:
-    """Whether `event` is a batch of buffered events (Lambda's SQS event source) rather than one
-    event."""
+    """Whether `event` is a batch of buffered events rather than one event.
+
+    Lambda's SQS event source delivers such a batch.
+    """
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list):
         return False
@@ -88,8 +93,11 @@ def is_batch(event: Any) -> bool:
 
 
 def batch_tables(event: dict[str, Any], config: Config) -> BatchTables:
-    """Coalesce a batch: every message's body is an EventBridge event (a table change or the sweep);
-    a burst of commits of one table within the batching window becomes one planning pass."""
+    """Coalesce a batch, so that a burst of commits of one table becomes one planning pass.
+
+    Every message's body is an EventBridge event: a table change or the sweep. The burst is the
+    commits within the batching window.
+    """
     asked: dict[str, list[str]] = {}
     ignored: list[str] = []
     for record in event["Records"]:

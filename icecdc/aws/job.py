@@ -1,6 +1,8 @@
-"""What a run of a table's Glue job does besides a sync: the scheduled audit (`JobMode.AUDIT`),
-and with `JobMode.AUDIT_AND_REPAIR` the repair of what it found. The sync itself is
-`icecdc.processing.sync`, called by glue_jobs/icecdc_job.py."""
+"""What a run of a table's Glue job does besides a sync.
+
+That is the scheduled audit, `JobMode.AUDIT`, and with `JobMode.AUDIT_AND_REPAIR` the repair of
+what it found. The sync itself is `icecdc.processing.sync`, called by glue_jobs/icecdc_job.py.
+"""
 
 from __future__ import annotations
 
@@ -31,8 +33,7 @@ def scheduled_audit(
     findings: str,
     cloudwatch: Any,
 ) -> AuditOutcome:
-    """Audit one table's index, publish its Drift and, with AUDIT_AND_REPAIR, repair what was
-    found."""
+    """Audit one table's index, publish its Drift and, with AUDIT_AND_REPAIR, repair the drift."""
     from icecdc.audit.repair import repair  # the audit's modules load only in an audit run
     from icecdc.audit.run import audit
 

@@ -1,6 +1,8 @@
-"""What the AWS entries publish to CloudWatch, per table under the dimension `Table`: the
-planner's lag and planning errors, a run's counts, an audit's drift. The stack's alarms and
-dashboard (infra/operations.py) read them by these names."""
+"""What the AWS entries publish to CloudWatch, per table under the dimension `Table`.
+
+They publish the planner's lag and planning errors, a run's counts and an audit's drift. The stack's
+alarms and dashboard in infra/operations.py read them by these names.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ log = logging.getLogger(__name__)
 
 
 def put_run_metrics(cloudwatch: Any, table: str, dead_lettered: int, rows: int, files: int) -> None:
-    """Publish what a run did to the table: `DeadLetters` (the stack alarms on any), `RowsApplied`
-    (change rows read and applied) and `FilesRead`; zeros included, so that a quiet table shows
-    as such."""
+    """Publish what a run did to the table: `DeadLetters`, `RowsApplied` and `FilesRead`.
+
+    The stack alarms on any dead letter. `RowsApplied` counts the change rows read and applied.
+    Zeros are published too, so that a quiet table shows as such.
+    """
     metrics = [
         _metric("DeadLetters", table, dead_lettered),
         _metric("RowsApplied", table, rows),
@@ -43,8 +47,10 @@ def put_lag(
     lag_snapshots: int | None,
     lag_seconds: float,
 ) -> None:
-    """Publish how far the table's index is behind: `PendingItems`, `LagSeconds` and, when known,
-    `LagSnapshots`."""
+    """Publish how far the table's index is behind.
+
+    The metrics are `PendingItems`, `LagSeconds` and, when known, `LagSnapshots`.
+    """
     metrics = [
         _metric("PendingItems", table, pending),
         _metric("LagSeconds", table, lag_seconds, "Seconds"),
@@ -55,15 +61,18 @@ def put_lag(
 
 
 def put_planning_errors(cloudwatch: Any, failed: Sequence[TableOutcome]) -> None:
-    """How many tables an invocation could not plan (the stack alarms on any): a batch that reports
-    its failures to SQS succeeds as an invocation, so Lambda's own Errors metric does not count
-    them."""
+    """Publish how many tables an invocation could not plan; the stack alarms on any.
+
+    A batch that reports its failures to SQS succeeds as an invocation, so Lambda's own Errors
+    metric does not count them.
+    """
     if not failed:
         return
     metric = {"MetricName": "PlanningErrors", "Value": len(failed), "Unit": "Count"}
     try:
         cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=[metric])
-    except ClientError:  # the failures are reported anyway (the error, or the failed messages)
+    except ClientError:
+        # the failures are reported anyway (the error, or the failed messages)
         tables = ", ".join(o.table for o in failed)
         log.exception("could not publish PlanningErrors for %s", tables)
 

@@ -1,6 +1,8 @@
-"""The planner Lambda's work per table: is there work (metadata and checkpoint only, O(1)),
-publish the lag, apply a small batch here on the in-process engine (`apply_here`), and start the
-table's Glue job for anything larger or when the table's lease is held.
+"""The planner Lambda's work per table: find the work, publish the lag, apply or start the job.
+
+Whether there is work is read from the metadata and the checkpoint only, in O(1). A small batch is
+applied here on the in-process engine by `apply_here`. The table's Glue job is started for anything
+larger, or when the table's lease is held.
 
 Imports no Spark: the Lambda package has none.
 """
@@ -50,9 +52,12 @@ class TableOutcome:
 
 
 def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
-    """The longest a pass's bulk writes may sleep between retries of one request (the backoff
-    ceilings of every retry, `icecdc.sink`): a pass started in the planner keeps it on top of
-    PASS_RESERVE_SECONDS, so that an overloaded domain cannot push it past the Lambda's timeout."""
+    """The longest a pass's bulk writes may sleep between retries of one request.
+
+    It is the sum of the backoff ceilings of every retry in `icecdc.sink`. A pass started in the
+    planner keeps it on top of PASS_RESERVE_SECONDS, so that an overloaded domain cannot push it
+    past the Lambda's timeout.
+    """
     return sum(
         min(opensearch.max_backoff_seconds, opensearch.initial_backoff_seconds * 2.0**attempt)
         for attempt in range(opensearch.max_retries)
@@ -60,8 +65,11 @@ def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
 
 
 def planner_deadline(context: Any) -> float | None:
-    """The time.monotonic() after which the planner starts no pass: from the Lambda's context
-    (its remaining time), None without one (an invocation by hand or a test)."""
+    """The time.monotonic() after which the planner starts no pass.
+
+    It comes from the remaining time in the Lambda's context. Without a context, as in an invocation
+    by hand or a test, it is None.
+    """
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if remaining is None:
         return None
@@ -78,14 +86,17 @@ def apply_here(
     identifiers: tuple[str, ...],
     deadline: float | None,
 ) -> BatchResult | None:
-    """Apply the table's work in this process when it is small enough for the in-process engine;
-    None when it is not (or not all of it was), and the Glue job must run.
+    """Apply the table's work here when it is small enough for the in-process engine.
 
-    The size is estimated from snapshot summaries (`work_size`), so a large export or backlog is
-    never listed here; a pass that turns out larger (commits made meanwhile) raises `SparkRequired`
-    before it writes anything. The table's lease is taken without waiting: a run that holds it
-    (a Glue run, another planner) goes on, and the job is started anyway to cover the commit it
-    may have finished before."""
+    It returns None when the work is not small enough, or not all of it was applied, and the Glue
+    job must run.
+
+    `work_size` estimates the size from snapshot summaries, so a large export or backlog is never
+    listed here. A pass that turns out larger, from commits made meanwhile, raises `SparkRequired`
+    before it writes anything. The table's lease is taken without waiting. A run that holds it, a
+    Glue run or another planner, goes on, and the job is started anyway to cover the commit that run
+    may have finished before.
+    """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
     from icecdc.processing import sync_table
 
@@ -109,7 +120,15 @@ def apply_here(
         deadline -= bulk_retry_seconds(config.opensearch)
     try:
         result = sync_table(
-            config, catalog, config.table(name), table, identifiers, store, engines, wait=False, deadline=deadline
+            config,
+            catalog,
+            config.table(name),
+            table,
+            identifiers,
+            store,
+            engines,
+            wait=False,
+            deadline=deadline,
         )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)
@@ -126,13 +145,16 @@ def plan_and_start(
     cloudwatch: Any,
     deadline: float | None = None,
 ) -> TableOutcome:
-    """Decide whether one table has work, publish its lag, apply a small batch here, and start
-    the table's Glue job for anything larger.
+    """Decide whether one table has work, publish its lag, and apply it here or start its job.
+
+    A small batch is applied here; the table's Glue job is started for anything larger.
 
     Deciding reads only the table's metadata and its checkpoint, so an invocation takes the same
-    time for a table of ten files as for one of a million: the job, which has no 15-minute limit,
-    plans (lists an export's files, walks a backlog's manifests) and applies. `deadline`
-    (time.monotonic()): no pass starts here after it."""
+    time for a table of ten files as for one of a million. The job, which has no 15-minute limit,
+    plans and applies: it lists an export's files and walks a backlog's manifests.
+
+    No pass starts here after `deadline`, a time.monotonic().
+    """
     table_config = config.table(name)
     try:
         # once per table: a Glue catalog is a client to create
@@ -202,8 +224,10 @@ def plan_and_start_each(
     cloudwatch: Any,
     deadline: float | None = None,
 ) -> list[TableOutcome]:
-    """`plan_and_start` for every table on its own: one that fails (throttled, denied, dropped)
-    delays no other and hides no other's outcome."""
+    """`plan_and_start` for every table on its own.
+
+    A table that fails, throttled, denied or dropped, delays no other and hides no other's outcome.
+    """
     outcomes = []
     for name in names:
         try:
