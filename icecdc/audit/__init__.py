@@ -1,5 +1,8 @@
-"""Drift audit and targeted repair: is an index still equal to its table, at a cost far below
-`icecdc verify`, and making a drifted scope equal again without a full export."""
+"""Drift audit and targeted repair of an index against its table.
+
+The audit tells whether an index is still equal to its table, at a cost far below `icecdc verify`.
+The repair makes a drifted scope equal again without a full export.
+"""
 
 from icecdc.audit.audit import (
     DEFAULT_LIST_LIMIT,
@@ -11,7 +14,15 @@ from icecdc.audit.audit import (
 )
 from icecdc.audit.findings import findings_location, load_findings, save_findings
 from icecdc.audit.repair import rebuild_index, repair, repair_table
-from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount, RepairReport, RepairScope
+from icecdc.audit.report import (
+    AuditCost,
+    AuditReport,
+    Drift,
+    DriftKind,
+    PartitionCount,
+    RepairReport,
+    RepairScope,
+)
 from icecdc.audit.run import RepairIds, audit, key_ids, parse_partition, repair_named, repair_scope
 
 __all__ = [

@@ -1,5 +1,8 @@
-"""Where the last audit of each table is kept, for `icecdc repair --from-audit`: a JSON file per
-table beside a local state store, or at a location given (a directory or `s3://bucket/prefix`)."""
+"""Where the last audit of each table is kept, for `icecdc repair --from-audit`.
+
+It is a JSON file per table beside a local state store, or at a location given: a directory or
+`s3://bucket/prefix`.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,17 @@ from icecdc.storage import Location
 
 
 def findings_location(config: Config, given: str | None = None) -> str:
-    """`given`, else the directory `audits` beside a SQLite state file; a DynamoDB state needs one given."""
+    """`given`, else the directory `audits` beside a SQLite state file.
+
+    A DynamoDB state needs one given.
+    """
     if given:
         return given
     if isinstance(config.state, SqliteStateConfig):
         return str(Path(config.state.path).resolve().parent / "audits")
     raise OperationError(
-        "the state is in DynamoDB: name where audits are kept (a directory or s3://bucket/prefix) with --findings"
+        "the state is in DynamoDB: name where audits are kept "
+        "(a directory or s3://bucket/prefix) with --findings"
     )
 
 
@@ -30,5 +37,7 @@ def load_findings(location: str, table: str) -> AuditReport:
     """The table's last audit; OperationError when there is none at the location."""
     text = Location(location).get(f"{table}.json")
     if text is None:
-        raise OperationError(f"no audit of table {table!r} is kept at {location}: run icecdc audit first")
+        raise OperationError(
+            f"no audit of table {table!r} is kept at {location}: run icecdc audit first"
+        )
     return AuditReport.from_json(text)

@@ -1,5 +1,8 @@
-"""The index's side of an audit or a repair: counts by partition, documents by id or by a column's
-value, each request counted (the audit reports its cost)."""
+"""The index's side of an audit or a repair.
+
+It reads counts by partition and documents by id or by a column's value. Each request is counted,
+as the audit reports its cost.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from opensearchpy import OpenSearch
-from pyiceberg.types import BooleanType, DateType, IcebergType, IntegerType, LongType, StringType, UUIDType
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    UUIDType,
+)
 
 from icecdc.documents import encode_document
 from icecdc.errors import OperationError
@@ -37,11 +48,17 @@ class ColumnField:
     column: str
     field: str  # e.g. `region.keyword` for a text field's keyword sub-field
     date: bool  # a date field, whose aggregation keys are epoch milliseconds
-    ignore_above: int | None = None  # a keyword field keeps no longer strings: their documents count as without a value
+    ignore_above: int | None = (
+        None  # a keyword field keeps no longer strings: their documents count as without a value
+    )
 
     def held(self, value: Any) -> Any:
         """A value as the field holds it: None for a string longer than it keeps."""
-        too_long = isinstance(value, str) and self.ignore_above is not None and len(value) > self.ignore_above
+        too_long = (
+            isinstance(value, str)
+            and self.ignore_above is not None
+            and len(value) > self.ignore_above
+        )
         return None if too_long else value
 
     def value(self, key: Any) -> Any:
@@ -65,23 +82,32 @@ class IndexSide:
         return request(**arguments)
 
     def check_exists(self, table: str) -> None:
-        if not self._call(self.client.indices.exists, index=self.index):  # an alias, or an index of that name
-            raise OperationError(f"index {self.index!r} of table {table!r} does not exist: sync (the table is exported again)")
+        # an alias, or an index of that name
+        if not self._call(self.client.indices.exists, index=self.index):
+            raise OperationError(
+                f"index {self.index!r} of table {table!r} does not exist: "
+                "sync (the table is exported again)"
+            )
 
     def refresh(self) -> None:
         """Make every write searchable, so that counts and searches see what _mget sees."""
         self._call(self.client.indices.refresh, index=self.index)
 
     def column_field(self, column: str, source_type: IcebergType) -> ColumnField | None:
-        """The field holding `column` exactly, by the index's mapping; None when there is none
-        (a text field without a keyword sub-field, a type icecdc does not count by)."""
+        """The field holding `column` exactly, by the index's mapping; None when there is none.
+
+        There is none for a text field without a keyword sub-field, or a type icecdc does not count
+        by.
+        """
         if self._properties is None:
             mappings = self._call(self.client.indices.get_mapping, index=self.index)
             found: dict[str, Any] = next(iter(mappings.values()), {})
             self._properties = found.get("mappings", {}).get("properties", {})
         mapping: Any = {"properties": self._properties}
         for part in column.split("."):
-            mapping = (mapping.get("properties") or {}).get(part) if isinstance(mapping, dict) else None
+            mapping = (
+                (mapping.get("properties") or {}).get(part) if isinstance(mapping, dict) else None
+            )
         if not isinstance(mapping, dict):
             return None
         kind = mapping.get("type", "object")
@@ -100,12 +126,18 @@ class IndexSide:
         return ColumnField(column, column, kind == "date") if fits else None
 
     def counts(self, fields: list[ColumnField]) -> tuple[dict[tuple[Any, ...], int], int]:
-        """(documents per combination of the fields' values, all documents): a composite
-        aggregation, page by page (nulls in their own bucket); without fields, one count."""
+        """The documents per combination of the fields' values, and all documents.
+
+        They are read by a composite aggregation, page by page, with nulls in their own bucket.
+        Without fields, it is one count.
+        """
         if not fields:
             total = int(self._call(self.client.count, index=self.index)["count"])
             return {(): total}, total
-        sources = [{f"c{i}": {"terms": {"field": f.field, "missing_bucket": True}}} for i, f in enumerate(fields)]
+        sources = [
+            {f"c{i}": {"terms": {"field": f.field, "missing_bucket": True}}}
+            for i, f in enumerate(fields)
+        ]
         counts: dict[tuple[Any, ...], int] = {}
         after: dict[str, Any] | None = None
         total = 0
@@ -113,7 +145,11 @@ class IndexSide:
             composite: dict[str, Any] = {"size": BUCKETS_PER_REQUEST, "sources": sources}
             if after is not None:
                 composite["after"] = after
-            body = {"size": 0, "track_total_hits": True, "aggs": {"groups": {"composite": composite}}}
+            body = {
+                "size": 0,
+                "track_total_hits": True,
+                "aggs": {"groups": {"composite": composite}},
+            }
             answer = self._call(self.client.search, index=self.index, body=body)
             total = int(answer["hits"]["total"]["value"])
             groups = answer["aggregations"]["groups"]
@@ -129,7 +165,11 @@ class IndexSide:
         found: dict[str, Hit] = {}
         wanted = sorted(set(ids))
         for start in range(0, len(wanted), IDS_PER_REQUEST):
-            answer = self._call(self.client.mget, index=self.index, body={"ids": wanted[start : start + IDS_PER_REQUEST]})
+            answer = self._call(
+                self.client.mget,
+                index=self.index,
+                body={"ids": wanted[start : start + IDS_PER_REQUEST]},
+            )
             for doc in answer["docs"]:
                 if doc.get("found"):
                     found[doc["_id"]] = Hit(int(doc["_version"]), encode_document(doc["_source"]))
@@ -140,21 +180,30 @@ class IndexSide:
         return self.scan(partition_query(values))
 
     def scan(self, query: dict[str, Any]) -> dict[str, Hit]:
-        """Every document `query` matches, by scroll (call `refresh` first to see the latest writes)."""
+        """Every document `query` matches, by scroll.
+
+        Call `refresh` first to see the latest writes.
+        """
         body = {"query": query, "version": True, "sort": ["_doc"], "size": HITS_PER_REQUEST}
         return {
-            hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"])) for page in self._scroll(body) for hit in page
+            hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"]))
+            for page in self._scroll(body)
+            for hit in page
         }
 
     def ids(self, query: dict[str, Any]) -> set[str]:
-        """The ids of every document `query` matches, by scroll without their sources: an audit's
-        listing of a partition fetches nothing else (call `refresh` first)."""
+        """The ids of every document `query` matches, by scroll without their sources.
+
+        An audit's listing of a partition fetches nothing else. Call `refresh` first.
+        """
         body = {"query": query, "_source": False, "sort": ["_doc"], "size": HITS_PER_REQUEST}
         return {hit["_id"] for page in self._scroll(body) for hit in page}
 
     def _scroll(self, body: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
         """The hits of a search, page by page, by scroll; the scroll cleared at the end."""
-        answer = self._call(self.client.search, index=self.index, body=body, scroll=SCROLL_KEEP_ALIVE)
+        answer = self._call(
+            self.client.search, index=self.index, body=body, scroll=SCROLL_KEEP_ALIVE
+        )
         scroll_id = answer.get("_scroll_id")
         try:
             while True:
@@ -162,7 +211,9 @@ class IndexSide:
                 yield hits
                 if len(hits) < HITS_PER_REQUEST or scroll_id is None:
                     return
-                answer = self._call(self.client.scroll, body={"scroll_id": scroll_id, "scroll": SCROLL_KEEP_ALIVE})
+                answer = self._call(
+                    self.client.scroll, body={"scroll_id": scroll_id, "scroll": SCROLL_KEEP_ALIVE}
+                )
                 scroll_id = answer.get("_scroll_id", scroll_id)
         finally:
             if scroll_id is not None:
@@ -170,8 +221,10 @@ class IndexSide:
 
 
 def partition_query(values: dict[ColumnField, Any]) -> dict[str, Any]:
-    """The documents whose fields hold these values (None: no value, as a composite aggregation's
-    missing bucket counts them); all documents for no values."""
+    """The documents whose fields hold these values; all documents for no values.
+
+    None stands for no value, as a composite aggregation's missing bucket counts them.
+    """
     if not values:
         return {"match_all": {}}
     clauses: list[dict[str, Any]] = []

@@ -1,14 +1,17 @@
-"""Targeted repair: make a scope of the index (partitions, ids, or the whole table) equal to the
-table again without exporting it, and the zero-downtime rebuild for what cannot be fixed in place.
+"""Targeted repair of a scope of the index, and the zero-downtime rebuild.
 
-Under the table's lease (so that no sync runs meanwhile), a repair compares the table's rows of the
-scope, as of the checkpoint, with the index's documents of the scope, and writes only what differs:
-a row's document at the checkpoint's sequence number with `external_gte` (it overwrites what
-icecdc wrote, never a later change's document), and deletes of the documents the table no longer
-has, at the same version. A document whose version is above the checkpoint's was written by
-something else: a write below it would be refused, and so would every later change up to that
-version, so it is reported by id, and `rebuild_index` (a RESET resync into a new generation,
-swapped in when complete) fixes it.
+A repair makes a scope of the index equal to the table again without exporting it. The scope is
+some partitions, some ids, or the whole table. The rebuild is for what cannot be fixed in place.
+
+A repair runs under the table's lease, so that no sync runs meanwhile. It compares the table's rows
+of the scope, as of the checkpoint, with the index's documents of the scope, and writes only what
+differs. A row's document is written at the checkpoint's sequence number with `external_gte`: it
+overwrites what icecdc wrote, never a later change's document. The documents the table no longer
+has are deleted at the same version.
+
+A document whose version is above the checkpoint's was written by something else. A write below
+it would be refused, and so would every later change up to that version, so it is reported by id.
+`rebuild_index` fixes it: a RESET resync into a new generation, swapped in when complete.
 """
 
 from __future__ import annotations
@@ -48,17 +51,25 @@ def repair_table(
     lease_seconds: float,
     dead_letter: str | None = None,
 ) -> RepairReport:
-    """Rewrite what differs in the scope (see the module's doc); OperationError, nothing written,
-    when another run holds the lease, work is pending, or the index is not as the checkpoint left it."""
+    """Rewrite what differs in the scope, as the module's doc says.
+
+    It raises OperationError, nothing written, when another run holds the lease, work is pending, or
+    the index is not as the checkpoint left it.
+    """
     table, config, identifiers = opened.table, opened.config, opened.identifiers
     store, client = opened.store, opened.client
     if not scope:
-        raise OperationError(f"table {config.name!r}: name what to repair (partitions, ids, or the last audit's findings)")
+        raise OperationError(
+            f"table {config.name!r}: name what to repair "
+            "(partitions, ids, or the last audit's findings)"
+        )
     started = time.monotonic()
     name = config.name
     with Lease(store, name, lease_seconds) as lease:
         if not lease.held:
-            raise OperationError(f"table {name!r}: another run holds its lease; repair when it has finished")
+            raise OperationError(
+                f"table {name!r}: another run holds its lease; repair when it has finished"
+            )
         checkpoint = _settled_checkpoint(store, table, name, client, config.index)
         rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, dead_letter)
         side = IndexSide(client, config.index)
@@ -97,39 +108,60 @@ def repair_table(
     return report
 
 
-def _note_what_is_left(report: RepairReport, unreadable: list[DeadLetter], dead_letter: str | None) -> None:
-    """Say why rows of the scope have no document, and why documents another writer holds stay as
-    they are, and what fixes them."""
+def _note_what_is_left(
+    report: RepairReport, unreadable: list[DeadLetter], dead_letter: str | None
+) -> None:
+    """Say why rows of the scope have no document, and what fixes that.
+
+    It says too why documents another writer holds stay as they are, and what fixes them.
+    """
     if unreadable:
-        kept = "each has an open dead letter" if dead_letter else "no dead-letter location is configured"
+        kept = (
+            "each has an open dead letter"
+            if dead_letter
+            else "no dead-letter location is configured"
+        )
         report.notes.append(
-            f"{len(unreadable)} rows of the scope cannot become documents (e.g. {unreadable[0].reason}): not written; {kept}"
+            f"{len(unreadable)} rows of the scope cannot become documents "
+            f"(e.g. {unreadable[0].reason}): not written; {kept}"
         )
     if report.foreign:
         report.notes.append(
-            f"{len(report.foreign)} documents carry versions above the checkpoint's ({report.version}): "
-            "another writer's; in place they would refuse later changes: rebuild the index (icecdc repair --rebuild)"
+            f"{len(report.foreign)} documents carry versions above the checkpoint's "
+            f"({report.version}): another writer's; in place they would refuse later changes: "
+            "rebuild the index (icecdc repair --rebuild)"
         )
     if report.superseded:
         report.notes.append(
-            f"{report.superseded} writes were refused: the index holds a newer version of those documents, or the "
-            "tombstone of a newer delete (kept for the index's gc_deletes, 60 s by default): another writer's; "
-            "repair again once such tombstones are gone, or rebuild the index (icecdc repair --rebuild)"
+            f"{report.superseded} writes were refused: the index holds a newer version of those "
+            "documents, or the tombstone of a newer delete (kept for the index's gc_deletes, "
+            "60 s by default): another writer's; repair again once such tombstones are gone, "
+            "or rebuild the index (icecdc repair --rebuild)"
         )
 
 
-def _settled_checkpoint(store: StateStore, table: Table, name: str, client: OpenSearch, index: str) -> Checkpoint:
-    """The checkpoint, when the index is exactly as it left it: no work pending, nothing unfinished."""
+def _settled_checkpoint(
+    store: StateStore, table: Table, name: str, client: OpenSearch, index: str
+) -> Checkpoint:
+    """The checkpoint, when the index is exactly as it left it.
+
+    That is: no work pending, nothing unfinished.
+    """
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
-        raise OperationError(f"table {name!r} has never been synced: sync it (the export writes every row)")
+        raise OperationError(
+            f"table {name!r} has never been synced: sync it (the export writes every row)"
+        )
     if checkpoint.table_uuid != str(table.metadata.table_uuid):
-        raise OperationError(f"table {name!r} was dropped and created again since its last sync: sync first")
+        raise OperationError(
+            f"table {name!r} was dropped and created again since its last sync: sync first"
+        )
     pending = store.count_pending(name)
     if pending:
         raise OperationError(
-            f"table {name!r} has {pending} work items pending: sync first (a pass in progress may have written "
-            "versions above the checkpoint's, which a repair would take for another writer's)"
+            f"table {name!r} has {pending} work items pending: sync first "
+            "(a pass in progress may have written versions above the checkpoint's, "
+            "which a repair would take for another writer's)"
         )
     unfinished = IndexAlias(client, index).unfinished(checkpoint)
     if unfinished:
@@ -137,10 +169,14 @@ def _settled_checkpoint(store: StateStore, table: Table, name: str, client: Open
     return checkpoint
 
 
-def _scope_documents(rows: TableRows, side: IndexSide, scope: RepairScope) -> tuple[dict[str, list[str]], dict[str, Hit]]:
-    """(the table's documents of the scope, the index's documents of the scope): a row whose
-    document the index holds elsewhere, or a document whose row the table has elsewhere (a
-    partition column that differs), is taken in with its counterpart."""
+def _scope_documents(
+    rows: TableRows, side: IndexSide, scope: RepairScope
+) -> tuple[dict[str, list[str]], dict[str, Hit]]:
+    """The table's documents of the scope and the index's documents of the scope.
+
+    A row whose document the index holds elsewhere, or a document whose row the table has
+    elsewhere, is taken in with its counterpart. That happens when a partition column differs.
+    """
     side.refresh()  # the scroll of a partition must see every write
     wanted: dict[str, list[str]] = {}
     held: dict[str, Hit] = {}
@@ -150,7 +186,9 @@ def _scope_documents(rows: TableRows, side: IndexSide, scope: RepairScope) -> tu
     for partition in scope.partitions:
         values = rows.normalized(partition)
         wanted |= rows.where(values)
-        held |= side.where({_queryable(side, rows, column): value for column, value in values.items()})
+        held |= side.where(
+            {_queryable(side, rows, column): value for column, value in values.items()}
+        )
     if scope.ids:
         wanted |= rows.by_ids(scope.ids)
         held |= side.fetch(scope.ids)
@@ -165,8 +203,9 @@ def _queryable(side: IndexSide, rows: TableRows, column: str) -> ColumnField:
     found = side.column_field(column, rows.schema.find_type(column))
     if found is None:
         raise OperationError(
-            f"index {side.index!r} has no field holding column {column!r} exactly (a keyword, number, boolean or date "
-            "field): its documents cannot be found by partition; repair by ids, or rebuild"
+            f"index {side.index!r} has no field holding column {column!r} exactly "
+            "(a keyword, number, boolean or date field): "
+            "its documents cannot be found by partition; repair by ids, or rebuild"
         )
     return found
 
@@ -178,9 +217,13 @@ def _grouped(documents: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     return grouped
 
 
-def _writes(report: RepairReport, wanted: dict[str, list[str]], held: dict[str, Hit], version: int) -> list[Write]:
-    """The writes that make the index's documents of the scope the table's; foreign versions and
-    shared ids are reported, not written."""
+def _writes(
+    report: RepairReport, wanted: dict[str, list[str]], held: dict[str, Hit], version: int
+) -> list[Write]:
+    """The writes that make the index's documents of the scope the table's.
+
+    Foreign versions and shared ids are reported, not written.
+    """
     writes: list[Write] = []
     for doc_id in sorted(set(wanted) | set(held)):
         documents, hit = wanted.get(doc_id, []), held.get(doc_id)
@@ -204,13 +247,24 @@ class _Refused:
     def __call__(self, refused: list[Refusal]) -> None:
         assert self.location is not None
         DeadLetters(self.location).write(
-            DeadLetter(self.table, self.checkpoint.snapshot_id, w.version, w.doc_id, status, reason, w.document)
+            DeadLetter(
+                self.table,
+                self.checkpoint.snapshot_id,
+                w.version,
+                w.doc_id,
+                status,
+                reason,
+                w.document,
+            )
             for w, status, reason in refused
         )
 
 
 def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
-    """`repair_table` for a configured table: its catalog, state store and OpenSearch opened from `config`."""
+    """`repair_table` for a configured table.
+
+    Its catalog, state store and OpenSearch are opened from `config`.
+    """
     table_config = whole_rows_only(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
@@ -230,20 +284,28 @@ def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
 
 
 def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> BatchResult:
-    """Rebuild the table's index without downtime: a RESET resync planned under the lease (an
-    export of the current snapshot into a new generation, which the alias is swapped to when it is
-    complete), then a sync that applies it. Every document is written again, versions start over."""
+    """Rebuild the table's index without downtime.
+
+    A RESET resync is planned under the lease, then a sync applies it. The resync is an export of
+    the current snapshot into a new generation, which the alias is swapped to when it is complete.
+    Every document is written again, and versions start over.
+    """
     table_config = config.table(name)
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     identifiers = identifier_columns(table, table_config)
     try:
-        for index_config, key, scoped in index_stores(table_config, store):  # every index the table writes
+        # every index the table writes
+        for index_config, key, scoped in index_stores(table_config, store):
             with Lease(scoped, name, config.state.lease_seconds) as lease:
                 if not lease.held:
-                    raise OperationError(f"table {key!r}: another run holds its lease; rebuild when it has finished")
+                    raise OperationError(
+                        f"table {key!r}: another run holds its lease; rebuild when it has finished"
+                    )
                 reset = (ResyncKind.RESET, reason)
-                plan_table(table, index_config, scoped, identifiers, resync=reset, limits=config.batch)
+                plan_table(
+                    table, index_config, scoped, identifiers, resync=reset, limits=config.batch
+                )
     finally:
         store.close()
     (result,) = sync(config, spark, [name])

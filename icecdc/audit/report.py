@@ -17,7 +17,8 @@ class DriftKind(StrEnum):
     MISSING = "missing"  # rows of the table with no document
     EXTRA = "extra"  # documents with no row
     STALE = "stale"  # a document whose fields differ from its row's
-    FOREIGN_VERSION = "foreign version"  # a version above any icecdc wrote (the checkpoint's): another writer's document
+    # a version above any icecdc wrote (the checkpoint's): another writer's document
+    FOREIGN_VERSION = "foreign version"
     # an id several live rows of the table hold: the identifier columns are not unique
     DUPLICATE = "duplicate identifier"
 
@@ -27,7 +28,8 @@ class Drift:
     """One finding: a partition whose counts differ, or one document: sampled, or named as extra."""
 
     kind: DriftKind
-    partition: dict[str, Any] | None = None  # column → value (as documents hold it); {}: the whole table
+    # column → value (as documents hold it); {}: the whole table
+    partition: dict[str, Any] | None = None
     doc_id: str | None = None  # a sampled or an extra document; None for a difference of counts
     count: int = 1  # documents: a partition's difference of counts, 1 for a document
     fields: tuple[str, ...] = ()  # STALE: the fields that differ
@@ -54,8 +56,12 @@ class Drift:
             )
             return f"{self.kind}: {self.count} {what[self.count != 1]} in {where}{lettered}"
         detail = {
-            DriftKind.MISSING: "no document, dead-lettered" if self.dead_lettered else "no document",
-            DriftKind.STALE: f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}",
+            DriftKind.MISSING: (
+                "no document, dead-lettered" if self.dead_lettered else "no document"
+            ),
+            DriftKind.STALE: (
+                f"{', '.join(self.fields)} differ{'s' if len(self.fields) == 1 else ''}"
+            ),
             DriftKind.FOREIGN_VERSION: f"version {self.version}, above any icecdc wrote",
             DriftKind.EXTRA: "no row in this partition" if self.partition else "no row",
             DriftKind.DUPLICATE: f"{self.count} live rows hold it: the identifier is not unique",
@@ -74,7 +80,10 @@ class PartitionCount:
 
 @dataclass
 class AuditCost:
-    """What an audit or a repair read: the table's files (exact, bytes as stored), OpenSearch requests, time."""
+    """What an audit or a repair read: the table's files, the OpenSearch requests, the time.
+
+    The table's files are counted exactly, their bytes as stored.
+    """
 
     table: ReadCost = field(default_factory=ReadCost)
     requests: int = 0
@@ -83,17 +92,20 @@ class AuditCost:
     def describe(self) -> str:
         t = self.table
         return (
-            f"{t.manifest_lists} manifest lists and {t.manifests} manifests ({_size(t.manifest_bytes)}), "
+            f"{t.manifest_lists} manifest lists and {t.manifests} manifests "
+            f"({_size(t.manifest_bytes)}), "
             f"{t.data_files} data files ({_size(t.data_bytes)}) and {t.delete_files} delete files "
-            f"({_size(t.delete_bytes)}) read, {self.requests} OpenSearch requests, {self.seconds:.1f} s"
+            f"({_size(t.delete_bytes)}) read, {self.requests} OpenSearch requests, "
+            f"{self.seconds:.1f} s"
         )
 
 
 @dataclass(frozen=True)
 class RepairScope:
-    """What a repair rewrites: the rows of some partitions, some document ids, or the whole table."""
+    """What a repair rewrites: the rows of some partitions, some ids, or the whole table."""
 
-    partitions: tuple[dict[str, Any], ...] = ()  # each: column → value (as documents hold it; None: null)
+    # each: column → value (as documents hold it; None: null)
+    partitions: tuple[dict[str, Any], ...] = ()
     ids: tuple[str, ...] = ()
     whole_table: bool = False
 
@@ -105,7 +117,9 @@ class RepairScope:
             return "the whole table"
         parts = [", ".join(f"{k}={v!r}" for k, v in p.items()) for p in self.partitions]
         if self.ids:
-            quoted = ", ".join(repr(i) for i in self.ids[:QUOTED]) + (", ..." if len(self.ids) > QUOTED else "")
+            quoted = ", ".join(repr(i) for i in self.ids[:QUOTED]) + (
+                ", ..." if len(self.ids) > QUOTED else ""
+            )
             parts.append(f"{len(self.ids)} ids ({quoted})")
         return "; ".join(parts) or "nothing"
 
@@ -116,7 +130,10 @@ QUOTED = 5
 
 @dataclass
 class AuditReport:
-    """An index compared with its table at the table's checkpoint: counts by partition and a sample of rows."""
+    """An index compared with its table at the table's checkpoint.
+
+    The comparison is of counts by partition and of a sample of rows.
+    """
 
     table: str
     index: str
@@ -133,7 +150,9 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)  # what may explain or qualify the findings
     cost: AuditCost = field(default_factory=AuditCost)
     audited_at: float = 0.0
-    resync_pending: str = ""  # why nothing was compared: the next sync rebuilds the index (not drift)
+    resync_pending: str = (
+        ""  # why nothing was compared: the next sync rebuilds the index (not drift)
+    )
 
     @property
     def drifted(self) -> bool:
@@ -141,10 +160,12 @@ class AuditReport:
         return any(not d.known for d in self.drift)
 
     def differing(self) -> dict[str, int]:
-        """The ids that differ, by kind, each counted once, as a user counts bad documents: those
-        named (sampled, or extra), and of a partition's difference of counts what the ids named in
-        it do not account for (a count and a sample may find the same id). Not what dead letters
-        account for."""
+        """The ids that differ, by kind, each counted once, as a user counts bad documents.
+
+        Those are the ids named, sampled or extra, and of a partition's difference of counts what
+        the ids named in it do not account for, as a count and a sample may find the same id. What
+        dead letters account for is left out.
+        """
         found = [d for d in self.drift if not d.known]
         named = [d for d in found if d.doc_id is not None]
         totals = Counter(str(d.kind) for d in named)
@@ -165,20 +186,33 @@ class AuditReport:
         return f"{total} id{'s' if total != 1 else ''} differ{'' if total != 1 else 's'} ({kinds})"
 
     def scope(self) -> RepairScope:
-        """What a repair of these findings rewrites: the partitions whose counts differ (the whole
-        table when counts are compared only in total), the partitions of sampled rows without a
-        document (their counts agree only if a document with no row offsets it), and the sampled
-        documents that differ (not the extra documents named: their partitions are in it); not what
-        dead letters account for."""
-        drift = [d for d in self.drift if not d.known]  # a repair would only dead-letter those again
+        """What a repair of these findings rewrites; not what dead letters account for.
+
+        - The partitions whose counts differ, or the whole table when counts are compared only in
+          total.
+        - The partitions of sampled rows without a document. Their counts agree only if a document
+          with no row offsets it.
+        - The sampled documents that differ. The extra documents named are not in it, as their
+          partitions are.
+        """
+        # a repair would only dead-letter those again
+        drift = [d for d in self.drift if not d.known]
         counted = [d.partition for d in drift if d.doc_id is None and d.partition is not None]
         if any(not p for p in counted):
             return RepairScope(whole_table=True)
-        missing = [d.partition for d in drift if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition]
+        missing = [
+            d.partition
+            for d in drift
+            if d.kind == DriftKind.MISSING and d.doc_id is not None and d.partition
+        ]
         partitions = {json.dumps(p, sort_keys=True): p for p in counted + missing if p}
         # Extra documents are named only in partitions whose counts differ, which are in the scope
         # already: their ids would only make the repair look them up in the table's files again.
-        ids = tuple(dict.fromkeys(d.doc_id for d in drift if d.doc_id is not None and d.kind != DriftKind.EXTRA))
+        ids = tuple(
+            dict.fromkeys(
+                d.doc_id for d in drift if d.doc_id is not None and d.kind != DriftKind.EXTRA
+            )
+        )
         return RepairScope(tuple(partitions.values()), ids)
 
     def to_json(self) -> str:
@@ -192,7 +226,10 @@ class AuditReport:
             **{
                 **raw,
                 "grouped_by": tuple(raw["grouped_by"]),
-                "drift": [Drift(**{**d, "kind": DriftKind(d["kind"]), "fields": tuple(d["fields"])}) for d in raw["drift"]],
+                "drift": [
+                    Drift(**{**d, "kind": DriftKind(d["kind"]), "fields": tuple(d["fields"])})
+                    for d in raw["drift"]
+                ],
                 "counts": [PartitionCount(**c) for c in raw["counts"]],
                 "cost": AuditCost(ReadCost(**cost["table"]), cost["requests"], cost["seconds"]),
             }
@@ -211,12 +248,20 @@ class RepairReport:
     indexed: int = 0
     deleted: int = 0
     superseded: int = 0  # refused: a newer version appeared meanwhile (another writer)
-    dead_lettered: int = 0  # rows of the scope refused, or that cannot become documents: one open letter each
-    foreign: dict[str, int] = field(default_factory=dict)  # id → its version, above any icecdc wrote: needs --rebuild
-    duplicates: list[str] = field(default_factory=list)  # ids two live rows share (a sync dead-letters them)
+    dead_lettered: int = (
+        0  # rows of the scope refused, or that cannot become documents: one open letter each
+    )
+    foreign: dict[str, int] = field(
+        default_factory=dict
+    )  # id → its version, above any icecdc wrote: needs --rebuild
+    duplicates: list[str] = field(
+        default_factory=list
+    )  # ids two live rows share (a sync dead-letters them)
     notes: list[str] = field(default_factory=list)
     cost: AuditCost = field(default_factory=AuditCost)
-    not_found: list[str] = field(default_factory=list)  # ids named: neither in the table nor the index
+    not_found: list[str] = field(
+        default_factory=list
+    )  # ids named: neither in the table nor the index
 
     @property
     def complete(self) -> bool:

@@ -1,5 +1,8 @@
-"""The audit and the repair as the command line asks for them: configured tables, opened from the
-configuration, and the scope of a repair read from its arguments or from the last audit."""
+"""The audit and the repair as the command line asks for them.
+
+They take configured tables, opened from the configuration, and the scope of a repair read from its
+arguments or from the last audit.
+"""
 
 from __future__ import annotations
 
@@ -44,8 +47,11 @@ def audit(
     max_ids: int = DEFAULT_MAX_IDS,
     list_limit: int = DEFAULT_LIST_LIMIT,
 ) -> list[AuditReport]:
-    """Audit the named tables (every configured one by default) and keep each report where
-    `repair --from-audit` finds it (`findings_location`); `audit_table` says what the others ask."""
+    """Audit the named tables, every configured one by default, and keep each report.
+
+    A report is kept where `repair --from-audit` finds it, at `findings_location`. `audit_table`
+    says what the other arguments ask.
+    """
     chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
     selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
@@ -71,8 +77,11 @@ def audit(
 
 @dataclass(frozen=True)
 class RepairIds:
-    """The rows a repair is asked for by name: document ids exactly as written, and rows by their
-    identifier values (column → value as documents hold it), which `key_ids` turns into ids."""
+    """The rows a repair is asked for by name: document ids, and rows by their identifier values.
+
+    The ids are exactly as written. The identifier values map a column to its value as documents
+    hold it, and `key_ids` turns them into ids.
+    """
 
     ids: tuple[str, ...] = ()
     keys: tuple[dict[str, Any], ...] = ()
@@ -88,15 +97,21 @@ class RepairIds:
         ids_file: Path | None = None,
         legacy: Iterable[str] = (),
     ) -> RepairIds:
-        """From `--id` (exact), `--key` (a JSON object), `--ids-file` (a line: a JSON object is a
-        key, a JSON string an id, any other line an id as written) and the deprecated `--ids`
-        (one id with no comma: splitting at commas could not name an id holding one)."""
+        """From `--id`, `--key`, `--ids-file` and the deprecated `--ids`.
+
+        - `--id` names an id exactly.
+        - `--key` is a JSON object.
+        - In `--ids-file`, a line that is a JSON object is a key, a JSON string an id, and any other
+          line an id as written.
+        - `--ids` is one id with no comma: splitting at commas could not name an id holding one.
+        """
         named, objects = list(ids), [_key(text, "--key") for text in keys]
         for text in legacy:
             if "," in text:
                 raise OperationError(
                     f"--ids {text!r}: --ids no longer splits at commas (an id may hold one): "
-                    "name each id with --id, a composite key with --key JSON, or many with --ids-file"
+                    "name each id with --id, a composite key with --key JSON, "
+                    "or many with --ids-file"
                 )
             named.append(text)
         if ids_file is not None:
@@ -124,19 +139,27 @@ def _key(text: str, option: str) -> dict[str, Any]:
     value = _json(text)
     if not isinstance(value, dict) or not value:
         example = '{"id": 1}'
-        raise OperationError(f"{option} {text!r}: write a row's identifier values as a JSON object, e.g. {example}")
+        raise OperationError(
+            f"{option} {text!r}: write a row's identifier values as a JSON object, e.g. {example}"
+        )
     return value
 
 
-def key_ids(schema: Schema, name: str, identifiers: tuple[str, ...], keys: Iterable[dict[str, Any]]) -> list[str]:
-    """The `_id` of each key (identifier column → value, as documents hold it); OperationError
-    naming a key that does not give exactly the identifier columns, or gives one as null."""
+def key_ids(
+    schema: Schema, name: str, identifiers: tuple[str, ...], keys: Iterable[dict[str, Any]]
+) -> list[str]:
+    """The `_id` of each key, a map of identifier column to value as documents hold it.
+
+    It raises OperationError naming a key that does not give exactly the identifier columns, or
+    gives one as null.
+    """
     mapper = DocumentMapper(schema, identifiers, Shape())
     found = []
     for key in keys:
         if not identifiers or set(key) != set(identifiers):
             raise OperationError(
-                f"table {name!r}: key {json.dumps(key)} must name exactly its identifier columns {list(identifiers)}"
+                f"table {name!r}: key {json.dumps(key)} must name exactly its identifier columns "
+                f"{list(identifiers)}"
             )
         try:
             found.append(mapper.document_id(_as_document(key)))
@@ -146,8 +169,10 @@ def key_ids(schema: Schema, name: str, identifiers: tuple[str, ...], keys: Itera
 
 
 def _as_document(key: dict[str, Any]) -> dict[str, Any]:
-    """A key (identifier column → value) as a document holds it: a nested column's (`key.id`) value
-    under its path."""
+    """A key, a map of identifier column to value, as a document holds it.
+
+    A nested column's value, such as `key.id`'s, is under its path.
+    """
     document: dict[str, Any] = {}
     for column, value in key.items():
         *parents, leaf = column.split(".")
@@ -166,9 +191,12 @@ def repair_scope(
     from_audit: bool = False,
     findings: str | None = None,
 ) -> RepairScope:
-    """The scope the arguments name: `partitions` as `column=value[,column=value]` (one partition
-    each), `ids` (document ids, exactly as written, or a `RepairIds`), or the findings of the
-    table's last audit."""
+    """The scope the arguments name.
+
+    - `partitions` as `column=value[,column=value]`, one partition each;
+    - `ids`: document ids, exactly as written, or a `RepairIds`;
+    - or the findings of the table's last audit.
+    """
     table_config = config.table(name)  # an unknown table fails first
     named = ids if isinstance(ids, RepairIds) else RepairIds(tuple(ids))
     if from_audit:
@@ -184,13 +212,18 @@ def repair_scope(
 
 
 def parse_partition(text: str) -> dict[str, Any]:
-    """`region=us,day=2024-05-01` → {"region": "us", "day": "2024-05-01"}. A value that is JSON
-    `null` names the null partition, a JSON string (`"null"`) its text; any other value is as written."""
+    """`region=us,day=2024-05-01` → {"region": "us", "day": "2024-05-01"}.
+
+    A value that is JSON `null` names the null partition, a JSON string such as `"null"` its text.
+    Any other value is as written.
+    """
     partition: dict[str, Any] = {}
     for part in text.split(","):
         column, equals, value = part.partition("=")
         if not equals or not column.strip():
-            raise OperationError(f"partition {text!r}: write each column as column=value, e.g. region=us")
+            raise OperationError(
+                f"partition {text!r}: write each column as column=value, e.g. region=us"
+            )
         partition[column.strip()] = _value(value)
     return partition
 
@@ -204,8 +237,17 @@ def _value(text: str) -> Any:
 
 
 def repair_named(config: Config, name: str, scope: RepairScope) -> RepairReport:
-    """Repair the scope of a configured table; an empty scope (an audit that found nothing) writes nothing."""
+    """Repair the scope of a configured table.
+
+    An empty scope, as from an audit that found nothing, writes nothing.
+    """
     if not scope:
         log.info("%s: nothing to repair", name)
-        return RepairReport(name, config.table(name).index, scope, 0, notes=["nothing to repair: the scope is empty"])
+        return RepairReport(
+            name,
+            config.table(name).index,
+            scope,
+            0,
+            notes=["nothing to repair: the scope is empty"],
+        )
     return repair(config, name, scope)
