@@ -1,17 +1,21 @@
 """Dead-letter replay: write again what was dead-lettered, once its cause is fixed.
 
-A replay never writes the document kept in a letter, which may be stale: it looks the row of each
+A replay never writes the document kept in a letter, which may be stale. It looks the row of each
 letter's id up in the table as of the checkpoint's snapshot and writes its document, or deletes
-the document when the row is gone. It writes under the table's lease at the checkpoint's sequence
-number with `external_gte`: a document a later change wrote (a higher version) is never
-overwritten (its letter is marked superseded). The row and its version are the checkpoint's, as a
-pass would have written them: the index holds the table as of the checkpoint, which every later
-pass assumes (one collapsing a run of copy-on-write commits X→Y→X into nothing too). A row fixed
-by a later commit is written by that commit's sync; a replay after it marks the letter. A
-checkpoint whose snapshot expired cannot be read: sync first. Each letter whose write succeeds
-is marked replayed, so a second replay finds nothing to do; a letter whose document is refused
-again stays, with the new reason. A letter without an id (a row that never became a document)
-cannot be looked up: it stays until marked (`DeadLetters.mark_replayed`).
+the document when the row is gone.
+
+It writes under the table's lease at the checkpoint's sequence number with `external_gte`, so a
+document a later change wrote, with a higher version, is never overwritten; its letter is marked
+superseded. The row and its version are the checkpoint's, as a pass would have written them. The
+index holds the table as of the checkpoint, which every later pass assumes, also one that
+collapses a run of copy-on-write commits X→Y→X into nothing. A row fixed by a later commit is
+written by that commit's sync; a replay after it marks the letter. A checkpoint whose snapshot
+expired cannot be read: sync first.
+
+Each letter whose write succeeds is marked replayed, so a second replay finds nothing to do. A
+letter whose document is refused again stays, with the new reason. A letter without an id, from a
+row that never became a document, cannot be looked up: it stays until `DeadLetters.mark_replayed`
+marks it.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ class ReplayReport:
     indexed: int = 0  # documents written from the rows as of the checkpoint
     deleted: int = 0  # documents deleted: their rows are gone
     still_refused: dict[str, str] = field(default_factory=dict)  # letter id → the new reason
-    not_replayable: list[str] = field(default_factory=list)  # letters with no row to look up: mark them once dealt with
+    # letters with no row to look up: mark them once dealt with
+    not_replayable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -58,8 +63,13 @@ class ReplayReport:
         return not self.still_refused and not self.not_replayable
 
 
-def replay_table(config: Config, name: str, location: str, selection: Selection | None = None) -> ReplayReport:
-    """Replay the table's letters not replayed yet that `selection` keeps (all by default), see the module's doc."""
+def replay_table(
+    config: Config, name: str, location: str, selection: Selection | None = None
+) -> ReplayReport:
+    """Replay the table's letters not replayed yet that `selection` keeps, all by default.
+
+    The module's doc says how.
+    """
     table_config = whole_rows_only(config.table(name), "replay")
     dead_letters = DeadLetters(location)
     letters = [s for s in dead_letters.letters(name) if selection is None or selection(s)]
@@ -70,11 +80,15 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
     try:
         with Lease(store, name, config.state.lease_seconds) as lease:
             if not lease.held:
-                raise OperationError(f"table {name!r}: another run holds its lease; replay when it has finished")
+                raise OperationError(
+                    f"table {name!r}: another run holds its lease; replay when it has finished"
+                )
             checkpoint = _settled_checkpoint(store, name, IndexAlias(client, table_config.index))
             report = ReplayReport(name, checkpoint.sequence_number, len(letters))
             # Without identifier columns an id names a file position, not a row: nothing to look up.
-            report.not_replayable = [s.letter_id for s in letters if s.letter.doc_id is None or not identifiers]
+            report.not_replayable = [
+                s.letter_id for s in letters if s.letter.doc_id is None or not identifiers
+            ]
             by_id = [s for s in letters if s.letter.doc_id is not None and identifiers]
             if not by_id:
                 return report
@@ -83,8 +97,14 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             # change it cancels
             rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, location)
             current = rows.by_ids({s.letter.doc_id for s in by_id if s.letter.doc_id is not None})
-            writes, shared = _writes(current, {s.letter.doc_id for s in by_id if s.letter.doc_id}, checkpoint.sequence_number)
-            newer = _newer(client, table_config.index, [w.doc_id for w in writes], checkpoint.sequence_number)
+            writes, shared = _writes(
+                current,
+                {s.letter.doc_id for s in by_id if s.letter.doc_id},
+                checkpoint.sequence_number,
+            )
+            newer = _newer(
+                client, table_config.index, [w.doc_id for w in writes], checkpoint.sequence_number
+            )
             writes = [w for w in writes if w.doc_id not in newer]
             refusals: dict[str, Refusal] = {}
             stats = write_documents(
@@ -99,7 +119,8 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
             report.indexed, report.deleted = stats.indexed, stats.deleted
             if stats.superseded:
                 report.notes.append(
-                    f"{stats.superseded} writes were refused for a newer version: the tombstone of a later delete; "
+                    f"{stats.superseded} writes were refused for a newer version: "
+                    "the tombstone of a later delete; "
                     "their letters are marked replayed, as the delete's own sync applies it"
                 )
             dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
@@ -118,7 +139,10 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
 
 
 def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias) -> Checkpoint:
-    """The checkpoint to replay at; OperationError when there is none or the index is not as it left it."""
+    """The checkpoint to replay at.
+
+    It raises OperationError when there is none or the index is not as it left it.
+    """
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
         raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
@@ -129,22 +153,30 @@ def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias) -> Chec
 
 
 def _ensure_configured(client: OpenSearch, table: Table, config: TableConfig) -> list[str]:
-    """Put the fields a fixed configuration adds into the index's mapping; notes on those it cannot change."""
+    """Put the fields a fixed configuration adds into the index's mapping.
+
+    It returns notes on the fields it cannot change.
+    """
     spec = index_spec(table.schema(), config, str(table.metadata.table_uuid))
     IndexAlias(client, config.index).ensure(spec)
     conflicts = mapping_conflicts(client, config.index, spec)
     if not conflicts:
         return []
     note = (
-        f"the index maps {', '.join(conflicts)} otherwise than the configuration: a field's mapping cannot "
-        "change in place; rebuild the index (icecdc repair --rebuild) to apply it, then replay"
+        f"the index maps {', '.join(conflicts)} otherwise than the configuration: "
+        "a field's mapping cannot change in place; "
+        "rebuild the index (icecdc repair --rebuild) to apply it, then replay"
     )
     return [note]
 
 
-def _writes(current: dict[str, list[str]], ids: set[str], version: int) -> tuple[list[Write], dict[str, int]]:
-    """A write per id: its row's document, or a delete when the row is gone; ids two live rows
-    share (id → how many) are not written."""
+def _writes(
+    current: dict[str, list[str]], ids: set[str], version: int
+) -> tuple[list[Write], dict[str, int]]:
+    """A write per id: its row's document, or a delete when the row is gone.
+
+    Ids two live rows share are not written; they are returned as id → how many rows.
+    """
     writes = []
     shared = {}
     for doc_id in sorted(ids):
@@ -157,11 +189,16 @@ def _writes(current: dict[str, list[str]], ids: set[str], version: int) -> tuple
 
 
 def _newer(client: OpenSearch, index: str, ids: list[str], version: int) -> dict[str, int]:
-    """The ids whose document carries a version above `version` (id → its version): a later
-    change's, written by a pass not checkpointed yet; a replay leaves it as it is."""
+    """The ids whose document carries a version above `version`, as id → its version.
+
+    Such a document is a later change's, written by a pass not checkpointed yet; a replay leaves it
+    as it is.
+    """
     newer: dict[str, int] = {}
     for start in range(0, len(ids), IDS_PER_REQUEST):
-        for doc in client.mget(index=index, body={"ids": ids[start : start + IDS_PER_REQUEST]}, _source=False)["docs"]:
+        for doc in client.mget(
+            index=index, body={"ids": ids[start : start + IDS_PER_REQUEST]}, _source=False
+        )["docs"]:
             if doc.get("found") and int(doc["_version"]) > version:
                 newer[doc["_id"]] = int(doc["_version"])
     return newer
@@ -175,7 +212,7 @@ def _outcomes(
     shared: dict[str, int],
     newer: dict[str, int],
 ) -> list[StoredLetter]:
-    """The letters as the replay leaves them: replayed, or kept with the reason they failed again."""
+    """The letters as the replay leaves them: replayed, or kept with why they failed again."""
     now = time.time()
     written = {w.doc_id: w for w in writes}
     updated = []
@@ -184,21 +221,35 @@ def _outcomes(
         assert doc_id is not None
         if doc_id in refusals:
             write, status, reason = refusals[doc_id]
-            letter = replace(letter, status=status, reason=reason, document=write.document, attempts=letter.attempts + 1)
+            letter = replace(
+                letter,
+                status=status,
+                reason=reason,
+                document=write.document,
+                attempts=letter.attempts + 1,
+            )
             report.still_refused[stored.letter_id] = reason
         elif doc_id in shared:
-            reason = f"{shared[doc_id]} live rows share the identifier {doc_id!r}: the identifier columns must be unique"
+            reason = (
+                f"{shared[doc_id]} live rows share the identifier {doc_id!r}: "
+                "the identifier columns must be unique"
+            )
             letter = replace(letter, status=None, reason=reason, attempts=letter.attempts + 1)
             report.still_refused[stored.letter_id] = reason
         elif doc_id in newer:
-            outcome = f"superseded: the index holds a later change's document (version {newer[doc_id]}), left as it is"
+            outcome = (
+                "superseded: the index holds a later change's document "
+                f"(version {newer[doc_id]}), left as it is"
+            )
             letter = replace(letter, replayed_at=now, outcome=outcome)
             report.replayed += 1
         else:
             write = written[doc_id]
             gone = write.document is None
             outcome = "deleted: the row is gone" if gone else "indexed the checkpoint's row"
-            letter = replace(letter, replayed_at=now, outcome=f"{outcome} (version {write.version})")
+            letter = replace(
+                letter, replayed_at=now, outcome=f"{outcome} (version {write.version})"
+            )
             report.replayed += 1
         updated.append(replace(stored, letter=letter))
     return updated

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from icecdc.state import Lease
 
 log = logging.getLogger(__name__)
-# A string as the JSON encoder writes it, quotes included (ensure_ascii off, as opensearch-py's serializer).
+# A string as the JSON encoder writes it, quotes included (ensure_ascii off, as opensearch-py's
+# serializer).
 _json_string = json.encoder.encode_basestring
 
 # How many refused documents a SinkError quotes.
@@ -65,19 +66,25 @@ LOOKUP_PAGE = 10_000
 
 
 class DocumentFault(StrEnum):
-    """Error types of a bulk item answered 400 that are the document's own fault: writing it again
-    can never succeed until the document (or the mapping) changes, so it becomes a dead letter.
-    Every other refusal is the cluster's or the setup's and fails the batch: among them
-    `strict_dynamic_mapping_exception`, a field of the table's schema the index's mapping lacks, which
-    is icecdc's (or an override's, or a template's) fault, never the document's."""
+    """Error types of a bulk item answered 400 that are the document's own fault.
+
+    Writing such a document again can never succeed until the document or the mapping changes, so it
+    becomes a dead letter. Every other refusal is the cluster's or the setup's and fails the batch.
+    Among them is `strict_dynamic_mapping_exception`: a field of the table's schema the index's
+    mapping lacks is the fault of icecdc, an override or a template, never the document's.
+    """
 
     MAPPER_PARSING = "mapper_parsing_exception"  # a value does not fit its field's mapped type
-    DOCUMENT_PARSING = "document_parsing_exception"  # the body cannot be indexed as the mapping says (newer versions' name)
-    ILLEGAL_ARGUMENT = "illegal_argument_exception"  # a value the field refuses: an immense term, too many fields added
+    # the body cannot be indexed as the mapping says (newer versions' name)
+    DOCUMENT_PARSING = "document_parsing_exception"
+    # a value the field refuses: an immense term, too many fields added
+    ILLEGAL_ARGUMENT = "illegal_argument_exception"
     PARSE = "parse_exception"  # the body is not parseable
     JSON_PARSE = "json_parse_exception"  # the body is not valid JSON
-    X_CONTENT_PARSE = "x_content_parse_exception"  # the body's structure is not what a field expects
-    MAX_BYTES_LENGTH_EXCEEDED = "max_bytes_length_exceeded_exception"  # a term of the body is longer than Lucene allows
+    # the body's structure is not what a field expects
+    X_CONTENT_PARSE = "x_content_parse_exception"
+    # a term of the body is longer than Lucene allows
+    MAX_BYTES_LENGTH_EXCEEDED = "max_bytes_length_exceeded_exception"
 
 
 # The types' strings (an enum member hashes by its name, so a set of members would not find a str).
@@ -102,11 +109,13 @@ def classify_item(op_type: str, outcome: dict[str, Any]) -> ItemOutcome:
     error_type = error.get("type") if isinstance(error, dict) else None
     if error is None and 200 <= status < 300:
         return ItemOutcome.INDEXED if op_type == "index" else ItemOutcome.DELETED
-    if error is None and op_type == "delete" and status == 404:  # result "not_found": the document is absent
+    # result "not_found": the document is absent
+    if error is None and op_type == "delete" and status == 404:
         return ItemOutcome.DELETED
     if status == 409:
         return ItemOutcome.SUPERSEDED
-    if error_type == "cluster_block_exception":  # a read-only index or cluster, also when answered 429
+    # a read-only index or cluster, also when answered 429
+    if error_type == "cluster_block_exception":
         return ItemOutcome.FAIL
     if status == 429 or status >= 500:
         return ItemOutcome.RETRY
@@ -138,8 +147,11 @@ class SinkStats:
 
 
 def refusal_cause(status: int, reason: str) -> str:
-    """What a refused document's letter is counted under (`DeadLetter.cause`): its reason without
-    the document's own details, e.g. `400 mapper_parsing_exception, field [amount]`."""
+    """What a refused document's letter is counted under, its `DeadLetter.cause`.
+
+    That is its reason without the document's own details, e.g.
+    `400 mapper_parsing_exception, field [amount]`.
+    """
     if status == TOO_LARGE:
         return "413 the document is too large for a request"
     error_type = reason.split(":", 1)[0] if ":" in reason else reason
@@ -147,7 +159,14 @@ def refusal_cause(status: int, reason: str) -> str:
     return f"{status} {error_type}" + (f", field [{field_named[1]}]" if field_named else "")
 
 
-def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, version: int, slice_id: int, slices: int) -> int:
+def delete_older(
+    client: OpenSearch,
+    config: OpenSearchConfig,
+    index: str,
+    version: int,
+    slice_id: int,
+    slices: int,
+) -> int:
     """Delete the documents of one scroll slice whose version is below `version`; return how many.
 
     The deletes carry `version` as external version, so a document rewritten meanwhile by a newer
@@ -157,25 +176,31 @@ def delete_older(client: OpenSearch, config: OpenSearchConfig, index: str, versi
     if slices > 1:
         query["slice"] = {"id": slice_id, "max": slices}
     hits = helpers.scan(client, index=index, query=query, scroll="10m", size=1000)
-    older = (Write(hit["_id"], version, None, hit.get("_routing")) for hit in hits if hit["_version"] < version)
+    older = (
+        Write(hit["_id"], version, None, hit.get("_routing"))
+        for hit in hits
+        if hit["_version"] < version
+    )
     return write_documents(client, config, index, older).deleted
 
 
 @dataclass(frozen=True)
 class BulkMode:
-    """How every action of a write is sent: its version type, and the ingest pipeline of its index actions."""
+    """How every action of a write is sent: its version type, and its index actions' pipeline."""
 
     version_type: VersionType = VersionType.EXTERNAL
     pipeline: str | None = None
-    pipelines: tuple[tuple[str, str], ...] = ()  # (index, pipeline) of writes that name their index (`Write.index`)
+    # (index, pipeline) of writes that name their index (`Write.index`)
+    pipelines: tuple[tuple[str, str], ...] = ()
 
     def pipeline_of(self, index: str, own_index: bool) -> str | None:
         return dict(self.pipelines).get(index) if own_index else self.pipeline
 
 
 class ActionLines:
-    """Each write's bulk action line as JSON text (`{"index":{"_index":…,"_id":…,"version":…}}`),
-    with the part every write to one index shares encoded once.
+    """Each write's bulk action line as JSON text, the part one index's writes share encoded once.
+
+    A line reads `{"index":{"_index":…,"_id":…,"version":…}}`.
 
     Written here rather than left to the bulk helper's `expand_action` and serializer: those copy a
     dict per write and JSON-encode it, about a third of the client's CPU on an export. `_chunks`
@@ -185,7 +210,8 @@ class ActionLines:
     def __init__(self, index: str, mode: BulkMode) -> None:
         self.index = index
         self.mode = mode
-        self._prefixes: dict[tuple[str, str, str | None], str] = {}  # (op type, index, pipeline) → the line up to the id
+        # (op type, index, pipeline) → the line up to the id
+        self._prefixes: dict[tuple[str, str, str | None], str] = {}
 
     def line(self, write: Write) -> str:
         own_index = write.index or self.index
@@ -207,7 +233,10 @@ class ActionLines:
 
 def _line_prefix(op_type: str, index: str, pipeline: str | None, version_type: VersionType) -> str:
     pipeline_field = "" if pipeline is None else ',"pipeline":' + _json_string(pipeline)
-    return f'{{"{op_type}":{{"_index":{_json_string(index)},"version_type":{_json_string(version_type)}{pipeline_field},"_id":'
+    return (
+        f'{{"{op_type}":{{"_index":{_json_string(index)},'
+        f'"version_type":{_json_string(version_type)}{pipeline_field},"_id":'
+    )
 
 
 # A refused item: the write, OpenSearch's status for it, and its reason.
@@ -235,13 +264,15 @@ def write_documents(
     """Write every document in bulk chunks.
 
     Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items that
-    are the document's own fault (`classify_item`) go to `dead_letter` (without one, they fail the
-    batch); any other refusal fails the batch before anything of its request is dead-lettered. A
-    request answered 413 is split in halves; a lone document answered 413 is a dead letter, and so is,
-    without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
-    fails the batch: the transport has retried it already, and the checkpoint must not move.
-    `mode`: the version type (a resync writes with `external_gte`, so that its export also
-    rewrites documents of equal version) and the ingest pipelines (`BulkMode`).
+    are the document's own fault, as `classify_item` tells, go to `dead_letter`; without one, they
+    fail the batch. Any other refusal fails the batch before anything of its request is
+    dead-lettered. A request answered 413 is split in halves. A lone document answered 413 is a dead
+    letter, and so is, without being sent, a document whose action alone is over `max_chunk_bytes`.
+    A lost connection fails the batch: the transport has retried it already, and the checkpoint must
+    not move.
+
+    `mode` gives the version type and the ingest pipelines, as `BulkMode` says. A resync writes with
+    `external_gte`, so that its export also rewrites documents of equal version.
     """
     stats = SinkStats()
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
@@ -252,7 +283,8 @@ def write_documents(
     # one core (a Lambda's share up to 1,769 MB) a 10^6-row export took about 10 % longer that way
     # (5 of 6 pairs), on two no difference showed (docs/bench, 2026-11-26). A slow cluster is met
     # by more tasks at once.
-    # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action again.
+    # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action
+    # again.
     for chunk_or_refusal in _chunks(config, lines, writes):
         if isinstance(chunk_or_refusal, _Chunk):
             chunk = chunk_or_refusal
@@ -266,18 +298,24 @@ def fenced(writes: Iterable[Write], lease: Lease) -> Iterator[Write]:
     """The writes, stopped by `LeaseLost` once `lease` is lost: another run may write by then.
 
     `write_documents` takes the next write before it sends a chunk: after it returns, call
-    `lease.check()` once more for the last chunk."""
+    `lease.check()` once more for the last chunk.
+    """
     for write in writes:
         lease.check()
         yield write
 
 
-def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], batch: int) -> Iterator[Write]:
-    """The writes in order, each delete of unknown routing (`Write.routing_lookup`) replaced by a
-    delete under each routing value the index holds its document under but those it excepts (none
-    when the document is absent). The routing values of `batch` writes are looked up at once, before
-    any of them is sent; each index is refreshed before its first lookup, so that a search sees what
-    earlier passes wrote."""
+def _routings_found(
+    client: OpenSearch, index: str, writes: Iterable[Write], batch: int
+) -> Iterator[Write]:
+    """The writes in order, each delete of unknown routing replaced by deletes under known ones.
+
+    A delete of unknown routing is one with `Write.routing_lookup`. It is replaced by a delete under
+    each routing value the index holds its document under, but those it excepts; by none when the
+    document is absent. The routing values of `batch` writes are looked up at once, before any of
+    them is sent. Each index is refreshed before its first lookup, so that a search sees what
+    earlier passes wrote.
+    """
     refreshed: set[str] = set()
     pending = iter(writes)
     while group := list(islice(pending, batch)):
@@ -293,29 +331,44 @@ def _routings_found(client: OpenSearch, index: str, writes: Iterable[Write], bat
             ids = sorted({w.doc_id for w in lookups if (w.index or index) == name})
             for doc_id, routing in _stored_routings(client, name, ids):
                 found.setdefault((name, doc_id), set()).add(routing)
-        log.debug("looked up the routing of %d deletes by key in %s: %d documents found", len(lookups), index, len(found))
+        log.debug(
+            "looked up the routing of %d deletes by key in %s: %d documents found",
+            len(lookups),
+            index,
+            len(found),
+        )
         for write in group:
             if write.routing_lookup is None:
                 yield write
                 continue
-            stale = found.get((write.index or index, write.doc_id), set()) - set(write.routing_lookup)
+            stale = found.get((write.index or index, write.doc_id), set()) - set(
+                write.routing_lookup
+            )
             for routing in ordered_routings(stale):
                 yield replace(write, routing=routing, routing_lookup=None)
 
 
-def _stored_routings(client: OpenSearch, index: str, ids: list[str]) -> Iterator[tuple[str, str | None]]:
-    """(`_id`, `_routing`) of every document of `index` with one of `ids`, on any shard: one search,
-    or a scroll when the index holds more copies of them than one page returns. SinkError when
-    OpenSearch refuses it: a delete must not be dropped for want of its routing value."""
+def _stored_routings(
+    client: OpenSearch, index: str, ids: list[str]
+) -> Iterator[tuple[str, str | None]]:
+    """The `_id` and `_routing` of every document of `index` with one of `ids`, on any shard.
+
+    They are read by one search, or a scroll when the index holds more copies of them than one page
+    returns. It raises SinkError when OpenSearch refuses it: a delete must not be dropped for want
+    of its routing value.
+    """
     query: dict[str, Any] = {"query": {"ids": {"values": ids}}, "_source": False}
     try:
-        answer = client.search(index=index, body={**query, "size": LOOKUP_PAGE, "track_total_hits": True})
+        answer = client.search(
+            index=index, body={**query, "size": LOOKUP_PAGE, "track_total_hits": True}
+        )
         hits = answer["hits"]["hits"]
         if answer["hits"]["total"]["value"] > len(hits):
             hits = list(helpers.scan(client, index=index, query=query, size=LOOKUP_PAGE))
     except TransportError as exc:
         raise SinkError(
-            f"OpenSearch refused the lookup of the routing values of {len(ids)} documents deleted by key in "
+            f"OpenSearch refused the lookup of the routing values of {len(ids)} documents "
+            "deleted by key in "
             f"index {index!r}: {exc.status_code} {_request_error(exc)}"
         ) from None
     for hit in hits:
@@ -342,10 +395,17 @@ def _write_with_retries(
                 for part in (chunk[:half], chunk[half:]):
                     _write_with_retries(client, config, lines, part, stats, dead_letter)
                 return
-            answer.refused = [(chunk[0], TOO_LARGE, f"the document alone is too large for a request: {answer.too_large}")]
+            answer.refused = [
+                (
+                    chunk[0],
+                    TOO_LARGE,
+                    f"the document alone is too large for a request: {answer.too_large}",
+                )
+            ]
         if answer.failed:
             raise SinkError(
-                f"OpenSearch refused {len(answer.failed)} writes to index {index!r} for a reason that is not "
+                f"OpenSearch refused {len(answer.failed)} writes to index {index!r} "
+                "for a reason that is not "
                 f"the documents' fault (nothing was dead-lettered): {_quote(answer.failed)}"
             )
         if answer.refused:
@@ -354,7 +414,8 @@ def _write_with_retries(
             return
         if attempt == config.max_retries:
             raise SinkError(
-                f"OpenSearch kept answering {answer.retry[0][1]} for {len(answer.retry)} documents of index {index!r} "
+                f"OpenSearch kept answering {answer.retry[0][1]} for {len(answer.retry)} documents "
+                f"of index {index!r} "
                 f"after {config.max_retries} retries: {answer.retry[0][2]}"
             )
         chunk = [write for write, _, _ in answer.retry]
@@ -369,9 +430,14 @@ def _dead_letter(
     stats: SinkStats,
     dead_letter: Callable[[list[Refusal]], None] | None,
 ) -> None:
-    """Hand documents that can never be written to `dead_letter`; without one, fail the batch naming them."""
+    """Hand documents that can never be written to `dead_letter`.
+
+    Without one, fail the batch naming them.
+    """
     if dead_letter is None:
-        raise SinkError(f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}")
+        raise SinkError(
+            f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}"
+        )
     dead_letter(refused)
     stats.dead_lettered += len(refused)
     for write, status, reason in refused:
@@ -380,7 +446,9 @@ def _dead_letter(
 
 
 def _quote(refusals: list[Refusal]) -> str:
-    return "; ".join(f"{w.doc_id}: {status} {reason}" for w, status, reason in refusals[:ERRORS_QUOTED])
+    return "; ".join(
+        f"{w.doc_id}: {status} {reason}" for w, status, reason in refusals[:ERRORS_QUOTED]
+    )
 
 
 def _reason(outcome: dict[str, Any], index: str) -> str:
@@ -389,25 +457,38 @@ def _reason(outcome: dict[str, Any], index: str) -> str:
     if not isinstance(error, dict):
         return str(error)
     cause = error.get("caused_by")
-    caused_by = f" (caused by {cause.get('type')}: {cause.get('reason')})" if isinstance(cause, dict) else ""
+    caused_by = (
+        f" (caused by {cause.get('type')}: {cause.get('reason')})"
+        if isinstance(cause, dict)
+        else ""
+    )
     return f"{error.get('type')}: {error.get('reason')}{caused_by} on index {index!r}"
 
 
 def _write_chunk(
-    client: OpenSearch, lines: ActionLines, chunk: list[Write], stats: SinkStats, sent: list[tuple[str, str | None]]
+    client: OpenSearch,
+    lines: ActionLines,
+    chunk: list[Write],
+    stats: SinkStats,
+    sent: list[tuple[str, str | None]],
 ) -> _Answer:
     """One bulk request of `chunk`, sent as `sent`; count what succeeded, return what did not."""
     answer = _Answer()
     index = lines.index
     try:
-        # One `client.bulk` of the joined text, not the bulk helper's `streaming_bulk`: `_chunks` has
-        # cut the request by count and bytes already and made every line, and the helper would
-        # measure and join each line again (a sixth of an export's client CPU) only to send the same body.
+        # One `client.bulk` of the joined text, not the bulk helper's `streaming_bulk`: `_chunks`
+        # has cut the request by count and bytes already and made every line, and the helper would
+        # measure and join each line again (a sixth of an export's client CPU) only to send the
+        # same body.
         response = client.bulk(body=_body(sent), filter_path=BULK_ANSWER)
         results = response["items"]
         if len(results) != len(chunk):
-            raise SinkError(f"OpenSearch answered {len(results)} items to a bulk request of {len(chunk)} to index {index!r}")
-        if not response["errors"]:  # every item indexed, or deleted (a delete of an absent document too)
+            raise SinkError(
+                f"OpenSearch answered {len(results)} items to a bulk request of {len(chunk)} "
+                f"to index {index!r}"
+            )
+        # every item indexed, or deleted (a delete of an absent document too)
+        if not response["errors"]:
             deletes = sum(write.document is None for write in chunk)
             stats.indexed += len(chunk) - deletes
             stats.deleted += deletes
@@ -422,11 +503,17 @@ def _write_chunk(
             elif kind == ItemOutcome.SUPERSEDED:
                 stats.superseded += 1
             else:
-                listed = {ItemOutcome.RETRY: answer.retry, ItemOutcome.DEAD_LETTER: answer.refused}.get(kind, answer.failed)
-                listed.append((write, outcome.get("status", 0), _reason(outcome, write.index or index)))
+                listed = {
+                    ItemOutcome.RETRY: answer.retry,
+                    ItemOutcome.DEAD_LETTER: answer.refused,
+                }.get(kind, answer.failed)
+                listed.append(
+                    (write, outcome.get("status", 0), _reason(outcome, write.index or index))
+                )
     except TransportError as exc:
         # The whole request failed (after the client's own immediate retries). Overload and lost
-        # connections are retried item by item with backoff like a 429 item; anything else fails the batch.
+        # connections are retried item by item with backoff like a 429 item; anything else fails
+        # the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
         if status == TOO_LARGE:
             answer.too_large = f"{status} {exc.error}"
@@ -434,13 +521,21 @@ def _write_chunk(
             # One request per chunk: when it fails, no item of it has an answer yet.
             answer.retry = [(write, status, f"bulk request failed: {exc}") for write in chunk]
         else:
-            raise SinkError(f"OpenSearch refused a bulk request to index {index!r}: {status} {_request_error(exc)}") from None
+            raise SinkError(
+                f"OpenSearch refused a bulk request to index {index!r}: "
+                f"{status} {_request_error(exc)}"
+            ) from None
     return answer
 
 
 def _body(sent: list[tuple[str, str | None]]) -> str:
-    """A bulk request's body: each action line, and its document when it has one, ending in a newline."""
-    return "".join(f"{line}\n" if document is None else f"{line}\n{document}\n" for line, document in sent)
+    """A bulk request's body: each action line, and its document when it has one.
+
+    Each of them ends in a newline.
+    """
+    return "".join(
+        f"{line}\n" if document is None else f"{line}\n{document}\n" for line, document in sent
+    )
 
 
 def _request_error(exc: TransportError) -> str:
@@ -460,12 +555,18 @@ class _Chunk:
     size: int = 0  # bytes of body
 
 
-def _chunks(config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write]) -> Iterator[_Chunk | Refusal]:
-    """The writes in order, as bulk requests of at most `bulk_chunk_size` writes and `max_chunk_bytes`
-    bytes of body, counted as `_body` joins them (each line and document with its newline).
-    A write whose action alone is over `max_chunk_bytes` comes as its refusal (413), in no chunk: no
-    request within the limit can carry it; so does an index of an `_id` OpenSearch refuses (400),
-    which would fail the whole request, and a delete of one is dropped: no document has it."""
+def _chunks(
+    config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write]
+) -> Iterator[_Chunk | Refusal]:
+    """The writes in order, as bulk requests within `bulk_chunk_size` and `max_chunk_bytes`.
+
+    A request holds at most `bulk_chunk_size` writes and `max_chunk_bytes` bytes of body, counted as
+    `_body` joins them: each line and document with its newline.
+
+    A write whose action alone is over `max_chunk_bytes` comes as its refusal, a 413, in no chunk:
+    no request within the limit can carry it. So does an index of an `_id` OpenSearch refuses, a
+    400, which would fail the whole request. A delete of such an id is dropped: no document has it.
+    """
     limit = config.max_chunk_bytes
     chunk = _Chunk()
     for write in writes:
@@ -480,7 +581,10 @@ def _chunks(config: OpenSearchConfig, lines: ActionLines, writes: Iterable[Write
             yield (
                 write,
                 TOO_LARGE,
-                f"the document's bulk action is {size} bytes, over opensearch.max_chunk_bytes ({limit}): not sent",
+                (
+                    f"the document's bulk action is {size} bytes, "
+                    f"over opensearch.max_chunk_bytes ({limit}): not sent"
+                ),
             )
             continue
         if chunk.writes and chunk.size + size > limit:

@@ -48,9 +48,8 @@ class ColumnField:
     column: str
     field: str  # e.g. `region.keyword` for a text field's keyword sub-field
     date: bool  # a date field, whose aggregation keys are epoch milliseconds
-    ignore_above: int | None = (
-        None  # a keyword field keeps no longer strings: their documents count as without a value
-    )
+    # a keyword field keeps no longer strings: their documents count as without a value
+    ignore_above: int | None = None
 
     def held(self, value: Any) -> Any:
         """A value as the field holds it: None for a string longer than it keeps."""

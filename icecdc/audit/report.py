@@ -150,9 +150,8 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)  # what may explain or qualify the findings
     cost: AuditCost = field(default_factory=AuditCost)
     audited_at: float = 0.0
-    resync_pending: str = (
-        ""  # why nothing was compared: the next sync rebuilds the index (not drift)
-    )
+    # why nothing was compared: the next sync rebuilds the index (not drift)
+    resync_pending: str = ""
 
     @property
     def drifted(self) -> bool:
@@ -248,20 +247,16 @@ class RepairReport:
     indexed: int = 0
     deleted: int = 0
     superseded: int = 0  # refused: a newer version appeared meanwhile (another writer)
-    dead_lettered: int = (
-        0  # rows of the scope refused, or that cannot become documents: one open letter each
-    )
-    foreign: dict[str, int] = field(
-        default_factory=dict
-    )  # id → its version, above any icecdc wrote: needs --rebuild
-    duplicates: list[str] = field(
-        default_factory=list
-    )  # ids two live rows share (a sync dead-letters them)
+    # rows of the scope refused, or that cannot become documents: one open letter each
+    dead_lettered: int = 0
+    # id → its version, above any icecdc wrote: needs --rebuild
+    foreign: dict[str, int] = field(default_factory=dict)
+    # ids two live rows share (a sync dead-letters them)
+    duplicates: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cost: AuditCost = field(default_factory=AuditCost)
-    not_found: list[str] = field(
-        default_factory=list
-    )  # ids named: neither in the table nor the index
+    # ids named: neither in the table nor the index
+    not_found: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

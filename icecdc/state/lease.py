@@ -15,12 +15,14 @@ log = logging.getLogger(__name__)
 
 
 class Lease:
-    """Hold a table's processing lease for a `with` block: wait for it up to its own length (a
-    crashed holder's lease runs out by then), renew it in the background, release it at the end.
+    """Hold a table's processing lease for a `with` block.
+
+    It waits for the lease up to the lease's own length, as a crashed holder's lease runs out by
+    then. It renews the lease in the background and releases it at the end.
 
     `held` is False when another live run kept it; the block then should leave the table alone.
-    `owner` fences the run's checkpoint writes (`StateStore.complete`); `lost` turns True when a
-    renewal failed, and the run should stop (`check`): it can no longer advance anything.
+    `owner` fences the run's checkpoint writes in `StateStore.complete`. `lost` turns True when a
+    renewal failed, and the run should stop, as `check` says: it can no longer advance anything.
     """
 
     def __init__(self, store: StateStore, table: str, seconds: float, wait: bool = True) -> None:
@@ -36,11 +38,16 @@ class Lease:
 
     def __enter__(self) -> Self:
         deadline = time.monotonic() + (self._seconds if self._wait else 0.0)
-        while not (held := self._store.acquire_lease(self._table, self.owner, self._seconds)) and time.monotonic() < deadline:
+        while (
+            not (held := self._store.acquire_lease(self._table, self.owner, self._seconds))
+            and time.monotonic() < deadline
+        ):
             time.sleep(min(1.0, self._seconds / 10))
         self.held = held
         if held:
-            self._renewer = threading.Thread(target=self._renew, name=f"lease-{self._table}", daemon=True)
+            self._renewer = threading.Thread(
+                target=self._renew, name=f"lease-{self._table}", daemon=True
+            )
             self._renewer.start()
         return self
 
@@ -53,11 +60,19 @@ class Lease:
         while not self._stop.wait(self._seconds / 3):
             try:
                 renewed = self._store.acquire_lease(self._table, self.owner, self._seconds)
-            except Exception:  # noqa: BLE001 - any failure to renew: the lease may run out unseen, so it counts as lost
-                log.warning("%s: renewing the processing lease failed; this run stops", self._table, exc_info=True)
+            except Exception:  # noqa: BLE001
+                # any failure to renew: the lease may run out unseen, so it counts as lost
+                log.warning(
+                    "%s: renewing the processing lease failed; this run stops",
+                    self._table,
+                    exc_info=True,
+                )
                 renewed = False
             if not renewed:
-                log.warning("%s: the processing lease ran out or another run took it; this run stops", self._table)
+                log.warning(
+                    "%s: the processing lease ran out or another run took it; this run stops",
+                    self._table,
+                )
                 self.lost = True
                 return
 
