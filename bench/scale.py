@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -104,6 +104,7 @@ SIZES = {
     "default": Sizes((10_000, 100_000), 1_000_000, 10, 10, 100_000, 100_000, 500),
 }
 PARTS = ("plan", "export", "many_tables")
+Parts = dict[str, Callable[["Scale"], dict[str, Any]]]  # a part's measurement, by name
 
 
 # ----- tables
@@ -477,11 +478,12 @@ def main() -> None:
     record(args.scale, sizes, args.only, args.output)
 
 
-def record(scale: str, sizes: Sizes, only: list[str], output: Path | None = None) -> None:
-    """Run the parts `only` names and write their results into `output` (docs/bench/scale.json)
-    beside those of earlier runs of this scale; print the figures against their goals."""
+def record(scale: str, sizes: Sizes, only: list[str], output: Path | None = None, parts: Parts | None = None) -> None:
+    """Run the parts `only` names (`parts`: in place of this module's) and write their results
+    into `output` (docs/bench/scale.json) beside those of earlier runs of this scale; print the
+    figures against their goals."""
     output = output or RESULTS / "scale.json"
-    results = measure(scale, sizes, only, WORK / "scale")
+    results = measure(scale, sizes, only, WORK / "scale", parts or {})
     # the parts of earlier runs of this scale stay beside this run's (`--only`), the figures over all
     previous = json.loads(output.read_text()) if output.exists() else {}
     merged = {**previous.get(scale, {}), **results}
@@ -494,7 +496,7 @@ def record(scale: str, sizes: Sizes, only: list[str], output: Path | None = None
         print(f"  {row['figure']}: {row['value']} (goal {row['goal']}; met: {row['met']})")
 
 
-def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[str, Any]:
+def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path, parts: Parts) -> dict[str, Any]:
     """Build the tables and run the parts `only` names; the results with their figures."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -516,7 +518,7 @@ def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[st
         s = Scale(scale, sizes, workdir, sink, moto, catalog)
         from bench.many_tables import measure_many_tables  # it builds on this module's tables and Scale
 
-        parts = {"plan": measure_plans, "export": measure_exports, "many_tables": measure_many_tables}
+        parts = {"plan": measure_plans, "export": measure_exports, "many_tables": measure_many_tables, **parts}
         for part in only:
             started = time.perf_counter()
             results[part] = parts[part](s)
