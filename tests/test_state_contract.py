@@ -370,7 +370,8 @@ def test_a_run_reads_the_checkpoint_and_pass_end_once_a_round_and_again_after_it
     """`PendingOnce`: the checkpoint and the pass end, asked by planning, the claim of the index,
     the selection and the pass, are read once a round (`forget_pending`); the run's own
     `complete` and `begin_pass` read them again, as the store keeps them (never backwards, the
-    furthest end); `begin_pass` still answers the end another pass recorded."""
+    furthest end), and so does a put that wrote (the pending items are read again, and judged by
+    a checkpoint as fresh); `begin_pass` still answers the end another pass recorded."""
     store, other = make_store(), make_store()
     store.complete("db.t", Checkpoint(UUID, 1, 1), [])
     store.begin_pass("db.t", Checkpoint(UUID, 1, 1))
@@ -390,6 +391,9 @@ def test_a_run_reads_the_checkpoint_and_pass_end_once_a_round_and_again_after_it
     run.complete("db.t", Checkpoint(UUID, 4, 4), [], replace=True)  # a resync: its end comes down too
     assert run.get_checkpoint("db.t") == Checkpoint(UUID, 4, 4)
     assert run.pass_end("db.t") == store.pass_end("db.t")
+    other.complete("db.t", Checkpoint(UUID, 6, 6), [])
+    assert run.put_items([change_item(7, 7)]) == 1  # the pending items read afresh: the checkpoint with them
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 6, 6)
 
 
 def test_an_export_item_key_hashes_its_sorted_files() -> None:

@@ -157,7 +157,8 @@ class PendingOnce(StateStore):
     question asked of the backlog. Items another planner writes meanwhile wait for the next read.
 
     The checkpoint and the pass end are read once a round too (planning, the index's claim, the
-    batch's selection and the pass all ask), and read again after the run writes them itself
+    batch's selection and the pass all ask), with the pending items (never older than the items
+    they judge: a put that wrote drops all three), and read again after the run writes them itself
     (`complete`, `begin_pass`): the run holds the table's lease, so no other run moves them
     meanwhile, and its own writes stay fenced by the lease and conditional in the store.
     `begin_pass` reads the recorded end afresh in the store, as it always did: it is what tells
@@ -189,7 +190,7 @@ class PendingOnce(StateStore):
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         written = self._store.put_items(items, replace_done)
         if written:
-            self._pending.clear()
+            self.forget_pending()  # what is read of the pending items afresh is compared with a checkpoint as fresh
         return written
 
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
