@@ -122,6 +122,14 @@ bench-export-2m: $(BENCH_STAMP) java iceberg-jars
 bench-scale: $(BENCH_STAMP) java
 	$(BIN)/python -m bench.scale --scale $(or $(BENCH_SCALE),default)
 
+# The deployment of many tables alone (the part `many_tables` of bench-scale, bench/many_tables.py):
+# 500 one-file tables (TABLES=N for another count; smoke: 50), synced once, then the planner's sweep
+# (serial, as the Lambda runs it, and on threads), icecdc status and a sync with nothing to do, on
+# SQLite and on DynamoDB (moto, requests counted, memory capped). Results: docs/bench/scale.json.
+.PHONY: bench-many-tables
+bench-many-tables: $(BENCH_STAMP)
+	$(BIN)/python -m bench.many_tables --scale $(or $(BENCH_SCALE),default) $(if $(TABLES),--tables $(TABLES))
+
 # The venv, with a pip that installs dependency groups (--group: pip >= 25.1).
 $(PIP):
 	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)

@@ -18,23 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
-from pyiceberg.types import LongType, NestedField, StringType
+
+from bench.backlog import SCHEMA, catalog
 
 NAME = "db.wide"
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "name", StringType(), required=False),
-    identifier_field_ids=[1],
-)
-
-
-def catalog(workdir: Path) -> SqlCatalog:
-    return SqlCatalog("lake", uri=f"sqlite:///{workdir / 'catalog.db'}", warehouse=(workdir / "warehouse").as_uri())
 
 
 def register_files(table: Table, files: int, per_commit: int, prefix: str) -> None:

@@ -17,7 +17,8 @@ results: docs/bench/scale.json).
 
     python -m bench.scale [--scale smoke|default] [--only NAME ...]   (BENCH_SCALE sets the default)
     python -m bench.scale run CONFIG.json TABLE [--plan-only] [--counter URL] [--spark]   (one sync)
-    python -m bench.scale sweep CONFIG.json   (the planner's no-op sweep: `has_work` of each table)
+
+The deployment of many tables is `bench/many_tables.py` (its part `many_tables`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -103,6 +104,7 @@ SIZES = {
     "default": Sizes((10_000, 100_000), 1_000_000, 10, 10, 100_000, 100_000, 500),
 }
 PARTS = ("plan", "export", "many_tables")
+Parts = dict[str, Callable[["Scale"], dict[str, Any]]]  # a part's measurement, by name
 
 
 # ----- tables
@@ -250,29 +252,6 @@ def run_child(config_path: str, table: str, plan_only: bool, counter: str | None
     return {"seconds": seconds, "spark_start_seconds": spark_start, **result, "events": phases.events}
 
 
-def sweep_child(config_path: str) -> dict[str, Any]:
-    """The planner's no-op sweep: `has_work` of every table of the config, as the planner Lambda asks it."""
-    from icecdc.catalog import identifier_columns, load_table, open_catalog
-    from icecdc.config import parse_config
-    from icecdc.state import open_state_store
-    from icecdc.state.scoped import index_stores
-    from icecdc.status import has_work
-
-    config = parse_config(json.loads(Path(config_path).read_text()))
-    started = time.perf_counter()
-    catalog = open_catalog(config.catalog)
-    store = open_state_store(config.state)
-    working = []
-    for table_config in config.tables:
-        table = load_table(catalog, table_config.name)
-        identifiers = identifier_columns(table, table_config)
-        for index_config, _, scoped in index_stores(table_config, store):
-            if has_work(table, index_config, scoped, identifiers):
-                working.append(index_config.name)
-    store.close()
-    return {"seconds": time.perf_counter() - started, "tables": len(config.tables), "with_work": working}
-
-
 # ----- the measurements (the parent)
 
 
@@ -302,10 +281,11 @@ class Scale:
         path.with_suffix(".yaml").write_text(yaml.safe_dump(raw))
         return path
 
-    def child(self, argv: list[str], dynamodb: bool) -> dict[str, Any]:
-        """A child of this module, timed and sampled from outside, with the servers' peaks."""
+    def child(self, argv: list[str], dynamodb: bool, module: str = "bench.scale") -> dict[str, Any]:
+        """A child of `module` (its result: a line RESULT + JSON), timed and sampled from outside,
+        with the servers' peaks."""
         with _server_peaks({"bench_sink": self.sink.pid, "moto": self.moto.pid}) as servers:
-            run = whole_command([sys.executable, "-m", "bench.scale", *argv], check=True)
+            run = whole_command([sys.executable, "-m", module, *argv], check=True)
         lines = [line for line in run.pop("stdout").splitlines() if line.startswith(RESULT)]
         result: dict[str, Any] = json.loads(lines[-1].removeprefix(RESULT))
         result["process"] = {k: run[k] for k in ("seconds", "largest_process_mib", "memory_mib")}
@@ -469,55 +449,22 @@ def commit_to_search(s: Scale, client: Any, row_id: int) -> dict[str, Any]:
     }
 
 
-def measure_many_tables(s: Scale) -> dict[str, Any]:
-    """A deployment of `tables` one-file tables, synced once; then, on SQLite and on DynamoDB:
-    the planner's no-op sweep (`has_work` of each), `icecdc status`, and `icecdc sync` with nothing to do."""
-    names = [f"db.many_{i:04d}" for i in range(s.sizes.tables)]
-    started = time.perf_counter()
-    for number, name in enumerate(names):
-        s.catalog.create_table(name, SCHEMA, partition_spec=SPEC, properties={"format-version": "2"}).append(
-            _rows(number, 1, s.sizes.rows_per_file)
-        )
-    out: dict[str, Any] = {"tables": len(names), "create_seconds": round(time.perf_counter() - started, 1)}
-    for dynamodb in (False, True):
-        label = f"many-{'ddb' if dynamodb else 'sqlite'}"
-        config = s.config(label, names, dynamodb, engine={"use": "in_process"})
-        first = s.command(config, "sync", dynamodb=dynamodb)
-        if dynamodb:
-            s.moto.take()
-        sweep = s.child(["sweep", str(config)], dynamodb)
-        if dynamodb:
-            sweep["requests"] = s.moto.take()
-        out[label] = {
-            "first_sync": first,
-            "sweep": sweep,
-            "status": s.command(config, "status", dynamodb=dynamodb),
-            "nothing_to_do": s.command(config, "sync", dynamodb=dynamodb),
-        }
-        print(
-            f"bench.scale: {label}: sweep {sweep['seconds']:.1f} s, status {out[label]['status']['seconds']:.1f} s, "
-            f"no-op sync {out[label]['nothing_to_do']['seconds']:.1f} s"
-        )
-    return out
-
-
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in ("run", "sweep"):
-        child = argparse.ArgumentParser(prog="python -m bench.scale run|sweep")
+    if len(sys.argv) > 1 and sys.argv[1] == "run":
+        child = argparse.ArgumentParser(prog="python -m bench.scale run")
         child.add_argument("mode")
         child.add_argument("config")
-        child.add_argument("table", nargs="?")
+        child.add_argument("table")
         child.add_argument("--plan-only", action="store_true")
         child.add_argument("--counter")
         child.add_argument("--spark", action="store_true")
         a = child.parse_args()
-        result = run_child(a.config, a.table, a.plan_only, a.counter, a.spark) if a.mode == "run" else sweep_child(a.config)
-        print(RESULT + json.dumps(result), flush=True)
+        print(RESULT + json.dumps(run_child(a.config, a.table, a.plan_only, a.counter, a.spark)), flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", choices=sorted(SIZES), default=os.environ.get("BENCH_SCALE") or "default")
     parser.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--output", type=Path, default=RESULTS / "scale.json")
+    parser.add_argument("--output", type=Path)
     for size in ("real", "metadata", "rows_per_file", "passes", "dynamodb_files", "spark_files", "tables"):
         option = "--" + size.replace("_", "-")
         if size == "real":
@@ -528,20 +475,28 @@ def main() -> None:
     sizes = replace(
         SIZES[args.scale], **{k: v for k, v in vars(args).items() if k in Sizes.__dataclass_fields__ and v is not None}
     )
-    results = measure(args.scale, sizes, args.only, WORK / "scale")
+    record(args.scale, sizes, args.only, args.output)
+
+
+def record(scale: str, sizes: Sizes, only: list[str], output: Path | None = None, parts: Parts | None = None) -> None:
+    """Run the parts `only` names (`parts`: in place of this module's) and write their results
+    into `output` (docs/bench/scale.json) beside those of earlier runs of this scale; print the
+    figures against their goals."""
+    output = output or RESULTS / "scale.json"
+    results = measure(scale, sizes, only, WORK / "scale", parts or {})
     # the parts of earlier runs of this scale stay beside this run's (`--only`), the figures over all
-    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
-    merged = {**previous.get(args.scale, {}), **results}
-    merged["tables"] = {**previous.get(args.scale, {}).get("tables", {}), **results["tables"]}
+    previous = json.loads(output.read_text()) if output.exists() else {}
+    merged = {**previous.get(scale, {}), **results}
+    merged["tables"] = {**previous.get(scale, {}).get("tables", {}), **results["tables"]}
     merged["figures"] = figures(merged, sizes.metadata)
-    previous[args.scale] = merged
-    args.output.write_text(json.dumps(previous, indent=1) + "\n")
-    print(f"bench.scale: results in {args.output}")
+    previous[scale] = merged
+    output.write_text(json.dumps(previous, indent=1) + "\n")
+    print(f"bench.scale: results in {output}")
     for row in merged["figures"]:
         print(f"  {row['figure']}: {row['value']} (goal {row['goal']}; met: {row['met']})")
 
 
-def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[str, Any]:
+def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path, parts: Parts) -> dict[str, Any]:
     """Build the tables and run the parts `only` names; the results with their figures."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -550,7 +505,7 @@ def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[st
     catalog.create_namespace("db")
     results: dict[str, Any] = {"scale": scale, "goals": GOALS, "machine": machine(), "tables": {}}
     results.update({f"{part}_sizes": asdict(sizes) for part in only})
-    for files in sorted({*sizes.real, sizes.spark_files} - {0}):
+    for files in sorted({*sizes.real, sizes.spark_files} - {0}) if {"plan", "export"} & set(only) else ():
         results["tables"][f"real_{files}"] = {
             "files": files,
             "seconds": round(real_table(catalog, f"db.real_{files}", files, sizes.rows_per_file), 1),
@@ -561,7 +516,9 @@ def measure(scale: str, sizes: Sizes, only: list[str], workdir: Path) -> dict[st
     print(f"bench.scale: tables {results['tables']}")
     with SinkServer.start() as sink, MotoServer.start(MOTO_MAX_MIB) as moto:
         s = Scale(scale, sizes, workdir, sink, moto, catalog)
-        parts = {"plan": measure_plans, "export": measure_exports, "many_tables": measure_many_tables}
+        from bench.many_tables import measure_many_tables  # it builds on this module's tables and Scale
+
+        parts = {"plan": measure_plans, "export": measure_exports, "many_tables": measure_many_tables, **parts}
         for part in only:
             started = time.perf_counter()
             results[part] = parts[part](s)

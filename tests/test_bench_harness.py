@@ -105,3 +105,22 @@ def test_the_scale_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert results["export"]["export-20-ddb"]["nothing_to_do"]["requests"]["total"] > 0
     assert results["export"]["commit_to_search"]["commit_to_search_seconds"] > 0
     assert "planning 200 files on SQLite (s)" in {row["figure"] for row in results["figures"]}
+
+
+@pytest.mark.slow
+@pytest.mark.aws
+def test_the_many_tables_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    """`python -m bench.many_tables` end to end on 3 tables: the planner's sweep (serial and on
+    threads) finds every table caught up on both stores, its state requests counted on DynamoDB."""
+    if importlib.util.find_spec("psutil") is None:
+        pytest.skip("the bench group (psutil) is not installed")
+    output = tmp_path / "scale.json"
+    argv = [sys.executable, "-m", "bench.many_tables", "--scale", "tiny", "--tables", "3", "--output", str(output)]
+    env = {**os.environ, "BENCH_WORK": str(tmp_path / "work")}
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    many = json.loads(output.read_text())["tiny"]["many_tables"]
+    for label in ("many-sqlite", "many-ddb"):
+        assert many[label]["sweep"]["with_work"] == many[label]["sweep_8_threads"]["with_work"] == []
+        assert many[label]["per_table"]["sweep_fits_the_planner"]["fits"]
+    assert many["many-ddb"]["sweep"]["requests"]["total"] == many["many-ddb"]["sweep_8_threads"]["requests"]["total"] > 0

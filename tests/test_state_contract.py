@@ -364,6 +364,38 @@ def test_a_run_reads_pending_items_once_and_follows_its_own_writes(make_store: C
     assert run.pending_items("db.t") == store.pending_items("db.t") and len(run.pending_items("db.t")) == 3
 
 
+def test_a_run_reads_the_checkpoint_and_pass_end_once_a_round_and_again_after_its_own_writes(
+    make_store: Callable[[], StateStore],
+) -> None:
+    """`PendingOnce`: the checkpoint and the pass end, asked by planning, the claim of the index,
+    the selection and the pass, are read once a round (`forget_pending`); the run's own
+    `complete` and `begin_pass` read them again, as the store keeps them (never backwards, the
+    furthest end), and so does a put that wrote (the pending items are read again, and judged by
+    a checkpoint as fresh); `begin_pass` still answers the end another pass recorded."""
+    store, other = make_store(), make_store()
+    store.complete("db.t", Checkpoint(UUID, 1, 1), [])
+    store.begin_pass("db.t", Checkpoint(UUID, 1, 1))
+    run = PendingOnce(store)
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 1, 1) and run.pass_end("db.t") == Checkpoint(UUID, 1, 1)
+    other.complete("db.t", Checkpoint(UUID, 2, 2), [])
+    other.begin_pass("db.t", Checkpoint(UUID, 3, 3))
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 1, 1)  # read once a round
+    assert run.pass_end("db.t") == Checkpoint(UUID, 1, 1)
+    assert run.begin_pass("db.t", Checkpoint(UUID, 2, 2)) == Checkpoint(UUID, 3, 3)  # the store's, afresh
+    assert run.pass_end("db.t") == Checkpoint(UUID, 3, 3)
+    run.complete("db.t", Checkpoint(UUID, 1, 1), [])  # behind the stored one: the store keeps its own
+    assert run.get_checkpoint("db.t") == store.get_checkpoint("db.t") == Checkpoint(UUID, 2, 2)
+    other.complete("db.t", Checkpoint(UUID, 5, 5), [])
+    run.forget_pending()  # the next round
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 5, 5)
+    run.complete("db.t", Checkpoint(UUID, 4, 4), [], replace=True)  # a resync: its end comes down too
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 4, 4)
+    assert run.pass_end("db.t") == store.pass_end("db.t")
+    other.complete("db.t", Checkpoint(UUID, 6, 6), [])
+    assert run.put_items([change_item(7, 7)]) == 1  # the pending items read afresh: the checkpoint with them
+    assert run.get_checkpoint("db.t") == Checkpoint(UUID, 6, 6)
+
+
 def test_an_export_item_key_hashes_its_sorted_files() -> None:
     """An export item groups files; a one-file item keeps the key it had when an item held one file."""
     grouped = WorkItem("db.t", UUID, ItemKind.EXPORT, 7, 3, 0, 2, added_data_files=("s3://b/a", "s3://b/b"))

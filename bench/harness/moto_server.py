@@ -17,13 +17,13 @@ import resource
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
 from bench.harness.environment import REPO
+from bench.harness.processes import exit_with, stop
 from bench.state_requests import CountingApp
 
 COUNTS_PATH = "/_bench/counts"  # GET: the requests since the last GET, by operation, and their total
@@ -79,27 +79,13 @@ class MotoServer:
             return counts
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
 
     def __enter__(self) -> MotoServer:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
         self.close()
-
-
-def _exit_with(parent: int) -> None:
-    """Stop when the process that started this one is gone (no server outlives a killed bench)."""
-    while True:
-        time.sleep(1)
-        if os.getppid() != parent:
-            os._exit(0)
 
 
 def main() -> None:
@@ -116,7 +102,7 @@ def main() -> None:
     app = CountsApp(CountingApp(DomainDispatcherApplication(create_backend_app)))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     if args.parent_pid:
-        threading.Thread(target=_exit_with, args=(args.parent_pid,), daemon=True).start()
+        threading.Thread(target=exit_with, args=(args.parent_pid,), daemon=True).start()
     print(f"http://127.0.0.1:{server.server_port}", flush=True)
     server.serve_forever()
 

@@ -55,6 +55,8 @@ from types import TracebackType
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from bench.harness.processes import exit_with, stop
+
 VERSION = "2.19.0"  # the OpenSearch version `GET /` claims (icecdc needs nothing version-specific)
 SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 
@@ -868,27 +870,13 @@ class SinkServer:
         return self.request("GET", "/_bench/stats")
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
 
     def __enter__(self) -> SinkServer:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
         self.close()
-
-
-def _exit_with(parent: int) -> None:
-    """Stop when the process that started this one is gone (no server outlives a killed bench)."""
-    while True:
-        time.sleep(1)
-        if os.getppid() != parent:
-            os._exit(0)
 
 
 def main() -> None:
@@ -903,7 +891,7 @@ def main() -> None:
     gc.set_threshold(700, 10, 1_000_000)
     server = Server((args.host, args.port), args.acknowledge)
     if args.parent_pid:
-        threading.Thread(target=_exit_with, args=(args.parent_pid,), daemon=True).start()
+        threading.Thread(target=exit_with, args=(args.parent_pid,), daemon=True).start()
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)
     server.serve_forever()

@@ -154,14 +154,26 @@ class PendingOnce(StateStore):
     """`store` as one run over a table sees it: the pending items of a table read once, page by
     page, and then kept in step with the run's own writes (completed ones dropped, marked ones
     APPLIED) until `forget_pending` or a `put_items` that wrote: one read per round, not one per
-    question asked of the backlog. Items another planner writes meanwhile wait for the next read."""
+    question asked of the backlog. Items another planner writes meanwhile wait for the next read.
+
+    The checkpoint and the pass end are read once a round too (planning, the index's claim, the
+    batch's selection and the pass all ask), with the pending items (never older than the items
+    they judge: a put that wrote drops all three), and read again after the run writes them itself
+    (`complete`, `begin_pass`): the run holds the table's lease, so no other run moves them
+    meanwhile, and its own writes stay fenced by the lease and conditional in the store.
+    `begin_pass` reads the recorded end afresh in the store, as it always did: it is what tells
+    a pass that another one began since."""
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
         self._pending: dict[str, list[WorkItem]] = {}
+        self._checkpoints: dict[str, Checkpoint | None] = {}
+        self._pass_ends: dict[str, Checkpoint | None] = {}
 
     def forget_pending(self) -> None:
         self._pending.clear()
+        self._checkpoints.clear()
+        self._pass_ends.clear()
         self._store.forget_pending()
 
     def pending_items(self, table: str) -> list[WorkItem]:
@@ -178,7 +190,7 @@ class PendingOnce(StateStore):
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         written = self._store.put_items(items, replace_done)
         if written:
-            self._pending.clear()
+            self.forget_pending()  # what is read of the pending items afresh is compared with a checkpoint as fresh
         return written
 
     def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
@@ -191,22 +203,33 @@ class PendingOnce(StateStore):
             ]
 
     def _complete(self, table: str, completion: Completion) -> None:
+        if completion.checkpoint is not None:  # what the store keeps (never backwards, a resync's pass end): read again
+            self._checkpoints.pop(table, None)
+            self._pass_ends.pop(table, None)
         self._store.complete(table, completion.checkpoint, completion.items, completion.replace, completion.fence)
         if table in self._pending:
             keys = {i.key for i in completion.items}
             self._pending[table] = [i for i in self._pending[table] if i.key not in keys]
 
     def get_checkpoint(self, table: str) -> Checkpoint | None:
-        return self._store.get_checkpoint(table)
+        if table not in self._checkpoints:
+            self._checkpoints[table] = self._store.get_checkpoint(table)
+        return self._checkpoints[table]
+
+    def checkpointed_at(self, table: str) -> float | None:
+        return self._store.checkpointed_at(table)
 
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         return self._store.claim_export(table, base, replacing)
 
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+        self._pass_ends.pop(table, None)
         return self._store.begin_pass(table, end)
 
     def pass_end(self, table: str) -> Checkpoint | None:
-        return self._store.pass_end(table)
+        if table not in self._pass_ends:
+            self._pass_ends[table] = self._store.pass_end(table)
+        return self._pass_ends[table]
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         return self._store.acquire_lease(table, owner, seconds)
