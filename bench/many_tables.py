@@ -4,7 +4,7 @@ sweep, `icecdc status` and `icecdc sync` with nothing to do, each a process of i
 wall time, state requests and peak RSS (`bench.harness.sampling.whole_command`).
 
 The sweep is what the planner Lambda runs for the schedule's event, which names every table:
-`icecdc.aws.plan_and_start_each` (per table: the table's metadata, its lag and `has_work`, the
+`icecdc.aws.planner.plan_and_start_each` (per table: the table's metadata, its lag and `has_work`, the
 index's unfinished states, the lag published to CloudWatch; moto's server stands in for Glue and
 CloudWatch); and the same per table on a pool of threads, to tell whether parallel work pays.
 
@@ -42,7 +42,8 @@ def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]
     event (`plan_and_start_each`), or per table on `threads` threads."""
     import boto3
 
-    from icecdc.aws import job_name, plan_and_start, plan_and_start_each
+    from icecdc.aws.contract import job_name
+    from icecdc.aws.planner import plan_and_start, plan_and_start_each
     from icecdc.config import parse_config
     from icecdc.state import open_state_store
 
