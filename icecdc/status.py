@@ -52,8 +52,9 @@ def has_work(
     if index is not None and index_work(index, checkpoint, config.shape, Owner.of(table)):
         return True
     current = table.current_snapshot()
-    if current is None:  # an empty table: work when the index holds another table's documents, or none's
-        unaccounted = index.unaccounted(tolerant=True) if index is not None and checkpoint is None else ""
+    if current is None:  # an empty table: work when its index holds another table's documents
+        asks = index is not None and checkpoint is None  # or documents none accounts for
+        unaccounted = index.unaccounted(tolerant=True) if asks and index is not None else ""
         return not empty_verdict(str(table.metadata.table_uuid), checkpoint, unaccounted).follows
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True

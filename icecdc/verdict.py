@@ -32,9 +32,8 @@ class Fate(StrEnum):
     @property
     def resync(self) -> ResyncKind:
         """The kind of export planning writes for this fate (NONE: none, or a first export's)."""
-        return {Fate.REWRITE: ResyncKind.REWRITE, Fate.RESET: ResyncKind.RESET}.get(
-            self, ResyncKind.NONE
-        )
+        kinds = {Fate.REWRITE: ResyncKind.REWRITE, Fate.RESET: ResyncKind.RESET}
+        return kinds.get(self, ResyncKind.NONE)
 
 
 class Copy(StrEnum):
@@ -191,10 +190,8 @@ def empty_verdict(table_uuid: str, checkpoint: Checkpoint | None, rebuild: str) 
     """What becomes of the index of a table with no snapshot: it holds nothing. A NEW generation
     when its index held another table's documents (dropped and created again, empty), or is to be
     rebuilt (`rebuild`: why, from `pass_verdict` or, with no checkpoint, `unaccounted`)."""
-    caught_up = checkpoint is None or (
-        checkpoint.table_uuid == table_uuid and checkpoint.snapshot_id == NO_SNAPSHOT
-    )
-    if caught_up and not rebuild:
+    at = (checkpoint.table_uuid, checkpoint.snapshot_id) if checkpoint is not None else None
+    if at in (None, (table_uuid, NO_SNAPSHOT)) and not rebuild:
         return FOLLOW
     return Verdict(Fate.RESET, rebuild or "created again, empty", Copy.NEW)
 
