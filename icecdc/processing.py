@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
@@ -271,6 +271,16 @@ class TableRun:
         return decided
 
 
+class PassOptions(TypedDict, total=False):
+    """`process_table`'s options, as `TableRun` takes them: the manifest entries planning read
+    (`changed`), the run's `lease`, the pass's `limits`, and a test's `probe`."""
+
+    changed: ChangedEntries
+    lease: Lease | None
+    limits: BatchConfig
+    probe: Probe | None
+
+
 def process_table(
     engines: Engines,
     table: Table,
@@ -279,10 +289,7 @@ def process_table(
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
     dead_letter: str | None = None,
-    changed: ChangedEntries | None = None,
-    lease: Lease | None = None,
-    limits: BatchConfig | None = None,
-    probe: Probe | None = None,
+    **options: Unpack[PassOptions],
 ) -> BatchResult:
     """`TableRun(...).process(table)`: one pass over the table's pending work (see `TableRun`)."""
     run = TableRun(
@@ -292,10 +299,10 @@ def process_table(
         opensearch,
         identifiers,
         dead_letter,
-        changed or ChangedEntries(),
-        lease,
-        limits or BatchConfig(),
-        probe,
+        options.get("changed") or ChangedEntries(),
+        options.get("lease"),
+        options.get("limits") or BatchConfig(),
+        options.get("probe"),
     )
     return run.process(table)
 
@@ -677,6 +684,15 @@ def sync(
             engines.close()
 
 
+class SyncOptions(TypedDict, total=False):
+    """`sync_table`'s options: whether a second run waits for the lease (`wait`), the time after
+    which no pass starts (`deadline`, time.monotonic()), and a test's `probe`."""
+
+    wait: bool
+    deadline: float | None
+    probe: Probe | None
+
+
 def sync_table(
     config: Config,
     catalog: Catalog,
@@ -685,17 +701,17 @@ def sync_table(
     identifiers: tuple[str, ...],
     store: StateStore,
     engines: Engines,
-    wait: bool = True,
-    deadline: float | None = None,
-    probe: Probe | None = None,
+    **options: Unpack[SyncOptions],
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
-    One run per table at a time: a second run waits for the lease (`wait`), or leaves the table to
-    the run that holds it (versioned writes make an overlap harmless anyway). `deadline`
-    (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
-    Lambda's time budget)."""
-    changed = ChangedEntries()  # planning and reading of this table share its manifest reads, across its indexes
+    One run per table at a time: a second run waits for the lease (`wait`, the default), or leaves
+    the table to the run that holds it (versioned writes make an overlap harmless anyway).
+    `deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished` (the
+    planner Lambda's time budget)."""
+    wait, deadline = options.get("wait", True), options.get("deadline")
+    # planning and reading of this table share its manifest reads, across its indexes
+    shared = _Shared(engines, identifiers, ChangedEntries(), options.get("probe"))
     with ExitStack() as held:
         runs = []
         for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease
@@ -703,35 +719,39 @@ def sync_table(
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return BatchResult(table_config.name, skipped=True)
-            runs.append(_index_run(config, engines, index_config, scoped, identifiers, changed, lease, probe))
+            runs.append(_index_run(config, shared, index_config, scoped, lease))
         if len(runs) == 1:
             return runs[0].catch_up(catalog, table, deadline)
         return _catch_up_together(runs, catalog, table, deadline, BatchResult(table_config.name))
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What the runs over a table's indexes share: the engines, the identifier columns, the
+    manifest entries read, and a test's probe."""
+
+    engines: Engines
+    identifiers: tuple[str, ...]
+    changed: ChangedEntries
+    probe: Probe | None
+
+
 def _index_run(
-    config: Config,
-    engines: Engines,
-    index_config: TableConfig,
-    store: StateStore,
-    identifiers: tuple[str, ...],
-    changed: ChangedEntries,
-    lease: Lease,
-    probe: Probe | None,
+    config: Config, shared: _Shared, index_config: TableConfig, store: StateStore, lease: Lease
 ) -> TableRun:
     """The run over one index of a table, under its lease, with the settings `config` gives every
     run; it reads the index's pending items once a round (`PendingOnce`)."""
     return TableRun(
-        engines,
+        shared.engines,
         index_config,
         PendingOnce(store),
         config.opensearch,
-        identifiers,
+        shared.identifiers,
         config.dead_letter,
-        changed,
+        shared.changed,
         lease,
         config.batch,
-        probe,
+        shared.probe,
         config.dead_letter_section,
     )
 
