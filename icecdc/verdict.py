@@ -132,6 +132,57 @@ def rolled_back_end(facts: TableFacts) -> int | None:
     return end.snapshot_id if end.sequence_number <= facts.known_sequence_number else None
 
 
+EVERY_COLUMN_AND_ROW = "every column and row"  # the shape of an index that records none
+
+
+def reshaped(name: str, current: str | None, recorded: str, shape: str) -> str:
+    """Why the index `name` holds another shape of the table than the configured `shape` (a
+    `Shape.fingerprint`; "" when it holds this one, or there is none: `current` None). `recorded`:
+    the shape the marker of the generation the alias names records; "" for a concrete index named
+    like the alias (made by an icecdc before generations, or by a stray write), which is taken to
+    hold every column and row: for another shape it is rebuilt into a generation."""
+    if current is None or recorded == shape:
+        return ""
+    shapes = f"{recorded or EVERY_COLUMN_AND_ROW} → {shape or EVERY_COLUMN_AND_ROW}"
+    return f"index {name!r} holds another shape of the table ({shapes})"
+
+
+@dataclass(frozen=True)
+class IndexFound:
+    """The index the alias names against the one the checkpoint records: its uuid (`found`,
+    None: none), the generations a rebuild built for the checkpoint but did not swap in
+    (`built`), and the generations the alias does not name (`leftovers`: read only when the
+    alias names the checkpoint's index)."""
+
+    found: str | None
+    built: tuple[str, ...] = ()
+    leftovers: tuple[str, ...] = ()
+
+
+def unfinished(name: str, recorded: str, index: IndexFound) -> str:
+    """Why the index `name` needs a pass though no work item is pending ("": it does not): a
+    rebuild's swap not made, the index deleted or replaced (its uuid is not the `recorded`
+    one), a generation left over."""
+    if index.built:
+        return f"the alias {name!r} was not swapped to the rebuilt generation {index.built[0]!r}"
+    if index.found != recorded:
+        gone = "was deleted" if index.found is None else "was replaced by another index"
+        return f"index {name!r} {gone}"
+    if index.leftovers:
+        return f"generations {', '.join(index.leftovers)} of index {name!r} are left over"
+    return ""
+
+
+def replaced(name: str, recorded: str, found: str | None) -> str:
+    """Why the checkpoint's documents (in the index of uuid `recorded`) are no longer in the index
+    `name`, whose uuid is now `found` ("": they are)."""
+    if found is None:
+        return f"index {name!r} was deleted"
+    if found != recorded:
+        return f"index {name!r} was replaced by another index (uuid {recorded} → {found})"
+    return ""
+
+
 @dataclass(frozen=True)
 class IndexFacts:
     """What `IndexAlias` found of the index, as the reasons it gives ("": not so, or not read).

@@ -2,7 +2,7 @@
 
 A table `uuid-1` at schema 0 whose configured identifier columns are `("id",)`; the checkpoint is
 at snapshot 3 (sequence number 3) with what a pass records (schema, identifier columns). Each row
-names the commit or issue item that fixed the case, where there was one."""
+names the commit that fixed the case, where there was one."""
 
 from __future__ import annotations
 
@@ -16,14 +16,18 @@ from icecdc.verdict import (
     DestinationFacts,
     Fate,
     IndexFacts,
+    IndexFound,
     TableFacts,
     Verdict,
     copy_to_write,
     empty_verdict,
     index_verdict,
     pass_verdict,
+    replaced,
+    reshaped,
     table_verdict,
     tidies,
+    unfinished,
 )
 
 UUID = "uuid-1"
@@ -54,7 +58,7 @@ OFF = {"pass_end_on_lineage": False}  # the recorded pass end is off the current
         case(
             Fate.RESET,
             "identifier columns changed (none → ['id'])",
-            "identifier columns none to some (8a1ae54, issue 40 item 1)",
+            "identifier columns none to some (8a1ae54)",
             checkpoint=replace(AT_3, identifier_columns=()),
         ),
         case(
@@ -110,13 +114,13 @@ RESHAPED = "index 'orders' holds another shape of the table (every column and ro
             IndexFacts(refused=REFUSED, unfinished=SWAP),
             False,
             Verdict(Fate.REFUSE, REFUSED),
-            id="someone else's index (b840074, issue 40 item 2)",
+            id="someone else's index (b840074)",
         ),
         pytest.param(
             IndexFacts(refused=OTHER_DEPLOYMENT),
             True,
             Verdict(Fate.REFUSE, OTHER_DEPLOYMENT),
-            id="another deployment's index (issue 40 item 3)",
+            id="another deployment's index (b840074)",
         ),
         pytest.param(
             IndexFacts(unfinished=SWAP, reshaped=RESHAPED),
@@ -251,3 +255,70 @@ def test_copy_to_write(facts: DestinationFacts, copy: Copy) -> None:
 def test_fates_plan_the_resync_kinds_planning_writes() -> None:
     assert Fate.REWRITE.resync == ResyncKind.REWRITE and Fate.RESET.resync == ResyncKind.RESET
     assert {f.resync for f in Fate if f not in (Fate.REWRITE, Fate.RESET)} == {ResyncKind.NONE}
+
+
+SHAPED = "abc"  # a configured shape's fingerprint
+
+
+@pytest.mark.parametrize(
+    ("current", "recorded", "shape", "reason"),
+    [
+        pytest.param(None, "", SHAPED, "", id="no index yet"),
+        pytest.param("orders-1", SHAPED, SHAPED, "", id="the configured shape"),
+        pytest.param("orders", "", "", "", id="pre-alias index, every column and row"),
+        pytest.param(
+            "orders",
+            "",
+            SHAPED,
+            "index 'orders' holds another shape of the table (every column and row → abc)",
+            id="pre-alias index, a shape configured (2b36533)",
+        ),
+        pytest.param(
+            "orders-1",
+            SHAPED,
+            "",
+            "index 'orders' holds another shape of the table (abc → every column and row)",
+            id="shape configured away (f8a1eb2)",
+        ),
+    ],
+)
+def test_reshaped(current: str | None, recorded: str, shape: str, reason: str) -> None:
+    assert reshaped("orders", current, recorded, shape) == reason
+
+
+@pytest.mark.parametrize(
+    ("index", "reason"),
+    [
+        pytest.param(IndexFound("u1"), "", id="as the checkpoint left it"),
+        pytest.param(
+            IndexFound("u0", ("orders-2",)),
+            "the alias 'orders' was not swapped to the rebuilt generation 'orders-2'",
+            id="a rebuild stopped before its swap (4142fca)",
+        ),
+        pytest.param(IndexFound(None), "index 'orders' was deleted", id="deleted (72241f4)"),
+        pytest.param(IndexFound("u2"), "index 'orders' was replaced by another index", id="new"),
+        pytest.param(
+            IndexFound("u1", (), ("orders-1",)),
+            "generations orders-1 of index 'orders' are left over",
+            id="a swap's old generation left over",
+        ),
+    ],
+)
+def test_unfinished(index: IndexFound, reason: str) -> None:
+    assert unfinished("orders", "u1", index) == reason
+
+
+@pytest.mark.parametrize(
+    ("found", "reason"),
+    [
+        pytest.param("u1", "", id="the checkpoint's index"),
+        pytest.param(None, "index 'orders' was deleted", id="deleted (ed1c9d3)"),
+        pytest.param(
+            "u2",
+            "index 'orders' was replaced by another index (uuid u1 → u2)",
+            id="deleted and created again",
+        ),
+    ],
+)
+def test_replaced(found: str | None, reason: str) -> None:
+    assert replaced("orders", "u1", found) == reason
