@@ -214,7 +214,8 @@ class IndexAlias:
         found, built = against
         swapped = not built and found == checkpoint.index_uuid  # only then are leftovers asked
         leftovers = tuple(self.leftovers()) if swapped else ()
-        return unfinished(self.name, checkpoint.index_uuid, IndexFound(found, tuple(built), leftovers))
+        index = IndexFound(found, tuple(built), leftovers)
+        return unfinished(self.name, checkpoint.index_uuid, index)
 
     def _against(self, checkpoint: Checkpoint | None) -> tuple[str | None, list[str]] | None:
         """None when the checkpoint names no index; else (the uuid the alias names, and when that is
