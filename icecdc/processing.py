@@ -245,11 +245,24 @@ class TableRun:
             log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
 
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
-        """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
-        first), a rebuild when it holds another shape of the table than the configuration's, and
-        delete what a finished swap left behind; the verdict (`verdict.pass_verdict`). With no
-        checkpoint: whether the index holds documents the first export's own passes did not write
-        (`IndexAlias.unaccounted`), which the export then replaces with a new generation."""
+        """Act on the index's verdict (`_index_verdict`) before the pass: plan an export when the
+        index lost the checkpoint's documents, a rebuild when it holds another shape of the table
+        than the configuration's, and delete what a finished swap left behind, unless a rebuild is
+        under way or a first export is to build a new generation."""
+        alias, decided = self._index_verdict(table, checkpoint)
+        if decided.fate.resync:
+            self.plan(table, resync=(decided.fate.resync, decided.reason))
+        if tidies(decided, any(i.resync for i in self.store.pending_items(self.name))):
+            alias.delete_leftovers()
+        return decided
+
+    def _index_verdict(
+        self, table: Table, checkpoint: Checkpoint | None
+    ) -> tuple[IndexAlias, Verdict]:
+        """The index, once its name is claimed and a stopped swap made, and its verdict
+        (`verdict.pass_verdict`) from what it holds: the checkpoint's documents, or with no
+        checkpoint, documents the first export's own passes did not write
+        (`IndexAlias.unaccounted`), and the shape it was built for. Writes nothing else."""
         alias = self.claim_index(open_client(self.opensearch), table)
         spec = _spec(table, self.config)
         pending = self.store.pending_items(self.name)
@@ -263,12 +276,7 @@ class TableRun:
             facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
         decided = pass_verdict(facts, synced=checkpoint is not None)
         self._say(decided, bool(written))
-        if decided.fate.resync:
-            self.plan(table, resync=(decided.fate.resync, decided.reason))
-            pending = self.store.pending_items(self.name)
-        if tidies(decided, any(i.resync for i in pending)):  # no rebuild under way
-            alias.delete_leftovers()
-        return decided
+        return alias, decided
 
 
 class PassOptions(TypedDict, total=False):
