@@ -25,37 +25,50 @@ from typing import Any
 import boto3
 from awsglue.utils import getResolvedOptions
 
-from icecdc import aws
+from icecdc.aws.contract import (
+    ARG_CONFIG,
+    ARG_DEAD_LETTER,
+    ARG_MODE,
+    ARG_OPENSEARCH_URL,
+    ARG_REGION,
+    ARG_STATE_TABLE,
+    ARG_TABLE,
+    JobMode,
+    audits_location,
+)
+from icecdc.aws.deployed import read_text, runtime_config
+from icecdc.aws.job import AuditOutcome, scheduled_audit
+from icecdc.aws.metrics import put_run_metrics
 from icecdc.logs import quiet_chatty_libraries
 from icecdc.processing import BatchResult, sync
 
 log = logging.getLogger("icecdc.glue_job")
 
-REQUIRED = [aws.ARG_CONFIG, aws.ARG_TABLE, aws.ARG_STATE_TABLE, aws.ARG_REGION, aws.ARG_DEAD_LETTER]
-OPTIONAL = [aws.ARG_OPENSEARCH_URL, aws.ARG_MODE]
+REQUIRED = [ARG_CONFIG, ARG_TABLE, ARG_STATE_TABLE, ARG_REGION, ARG_DEAD_LETTER]
+OPTIONAL = [ARG_OPENSEARCH_URL, ARG_MODE]
 
 
-def main(argv: list[str], spark: Any = None) -> list[BatchResult] | aws.AuditOutcome:
+def main(argv: list[str], spark: Any = None) -> list[BatchResult] | AuditOutcome:
     """Run the job; `spark` lets a local run reuse a session (on Glue, the first pass that needs
     Spark gets Glue's session from the builder; small passes run in-process)."""
     # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.
     args = getResolvedOptions(argv, REQUIRED + [o for o in OPTIONAL if f"--{o}" in argv])
-    config = aws.runtime_config(
-        aws.read_text(args[aws.ARG_CONFIG]),
-        args[aws.ARG_STATE_TABLE],
-        args[aws.ARG_REGION],
-        opensearch_url=args.get(aws.ARG_OPENSEARCH_URL),
+    config = runtime_config(
+        read_text(args[ARG_CONFIG]),
+        args[ARG_STATE_TABLE],
+        args[ARG_REGION],
+        opensearch_url=args.get(ARG_OPENSEARCH_URL),
     )
     # Documents OpenSearch refuses for good go to the stack's dead-letter prefix, not into a failed run.
-    config = config.with_dead_letter(args[aws.ARG_DEAD_LETTER])
-    mode = aws.JobMode(args.get(aws.ARG_MODE, aws.JobMode.SYNC))
-    if mode != aws.JobMode.SYNC:
-        cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])
-        findings = aws.audits_location(args[aws.ARG_DEAD_LETTER])
-        return aws.scheduled_audit(config, args[aws.ARG_TABLE], mode, findings, cloudwatch)
-    log.info("syncing %s (dead-letter location %s)", args[aws.ARG_TABLE], args[aws.ARG_DEAD_LETTER])
-    results = sync(config, spark, [args[aws.ARG_TABLE]])
-    cloudwatch = boto3.client("cloudwatch", region_name=args[aws.ARG_REGION])
+    config = config.with_dead_letter(args[ARG_DEAD_LETTER])
+    mode = JobMode(args.get(ARG_MODE, JobMode.SYNC))
+    if mode != JobMode.SYNC:
+        cloudwatch = boto3.client("cloudwatch", region_name=args[ARG_REGION])
+        findings = audits_location(args[ARG_DEAD_LETTER])
+        return scheduled_audit(config, args[ARG_TABLE], mode, findings, cloudwatch)
+    log.info("syncing %s (dead-letter location %s)", args[ARG_TABLE], args[ARG_DEAD_LETTER])
+    results = sync(config, spark, [args[ARG_TABLE]])
+    cloudwatch = boto3.client("cloudwatch", region_name=args[ARG_REGION])
     for r in results:
         log.info(
             "%s: %d snapshots, %d files, %d rows read, %d indexed, %d deleted, %d superseded, %d dead-lettered in %.1fs",
@@ -70,7 +83,7 @@ def main(argv: list[str], spark: Any = None) -> list[BatchResult] | aws.AuditOut
             r.seconds,
         )
         # Every run publishes its counts, zeros included: the stack alarms on dead letters above zero.
-        aws.put_run_metrics(cloudwatch, r.table, r.writes.dead_lettered, r.changes.rows, r.files)
+        put_run_metrics(cloudwatch, r.table, r.writes.dead_lettered, r.changes.rows, r.files)
     return results
 
 

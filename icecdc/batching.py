@@ -1,10 +1,9 @@
 """Which pending items a pass takes: pure functions over work items.
 
-`select_batch` splits a table's pending items into the batch (the complete snapshots on the
-current snapshot's `Lineage`, from the checkpoint on) and the stale items to retire unread;
-`cap_batch` cuts the batch to what one pass may read. The sizes of the files come from
-`BatchSizes` (`icecdc.manifests.SnapshotSizes` reads them from the manifests, as they are asked for).
-"""
+`select_batch` splits a table's pending items into the batch (the complete snapshots on the current
+snapshot's `Lineage`, from the checkpoint on) and the stale items to retire unread; `cap_batch` cuts
+the batch to what one pass may read. The sizes of the files come from `BatchSizes`
+(`icecdc.manifests.SnapshotSizes` reads them from the manifests, as they are asked for)."""
 
 from __future__ import annotations
 
@@ -26,14 +25,17 @@ class BatchSizes(Protocol):
     def change_bytes(self, snapshot_id: int) -> int: ...
 
 
-def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage) -> tuple[list[WorkItem], list[WorkItem]]:
-    """Split pending items into (the batch to apply now, stale items to retire unread).
+def select_batch(
+    items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage
+) -> tuple[list[WorkItem], list[WorkItem]]:
+    """Split pending items into the batch to apply now and the stale items to retire unread.
 
-    Stale: superseded by the checkpoint (applied, or replaced by a resync, by a run that crashed
-    before marking them done), off the current snapshot's lineage (rolled back), or before a
-    pending export on it (the export brings the index past them).
-    The batch: the run of snapshots on the lineage that starts right after the checkpoint (or at a
-    pending export), oldest first, each with all its items present; a snapshot a planner is still
+    An item is stale when the checkpoint supersedes it: it was applied, or replaced by a resync, by
+    a run that crashed before marking it done. It is stale too when it is off the current snapshot's
+    lineage, as after a rollback, or before a pending export on it, which brings the index past it.
+
+    The batch is the run of snapshots on the lineage that starts right after the checkpoint, or at a
+    pending export, oldest first, each with all its items present. A snapshot a planner is still
     writing, or has not planned yet, ends it. Items of commits newer than this view wait.
     """
     rebuilding = checkpoint is not None and any(
@@ -46,19 +48,31 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
         position = lineage.position(item.snapshot_id)
         if position is not None and item.key not in retired:
             by_position.setdefault(position, []).append(item)
-    exports = [p for p, snapshot_items in by_position.items() if any(i.kind == ItemKind.EXPORT for i in snapshot_items)]
+    exports = [
+        p
+        for p, snapshot_items in by_position.items()
+        if any(i.kind == ItemKind.EXPORT for i in snapshot_items)
+    ]
     if exports:
         start = max(exports)
-        # the export snapshot's own change items, planned before the resync was: the export covers them
+        # the export snapshot's own change items, planned before the
+        # resync was: the export covers them
         stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
         by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
     elif checkpoint is not None and checkpoint.snapshot_id == NO_SNAPSHOT:
-        start = 0  # a table created empty: its every snapshot is a change (snapshots_after checks none expired)
+        # a table created empty: its every snapshot is a change
+        # (snapshots_after checks none expired)
+        start = 0
     else:
         return [], stale  # the checkpoint is off the lineage: the planner resyncs first
-    stale += [i for position, snapshot_items in by_position.items() if position < start for i in snapshot_items]
+    stale += [
+        i
+        for position, snapshot_items in by_position.items()
+        if position < start
+        for i in snapshot_items
+    ]
     batch: list[WorkItem] = []
     for position in range(start, len(lineage.snapshot_ids)):
         snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
@@ -71,17 +85,20 @@ def select_batch(items: list[WorkItem], checkpoint: Checkpoint | None, lineage: 
 def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:
     """Whether the checkpoint says the item's changes are in the index already.
 
-    Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`): the
+    Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`). The
     rebuilt index holds the export's snapshot and nothing after it, so every change after the export
-    is needed, even one the old checkpoint had applied (its snapshot rolled back, then current
-    again: a rollback undone, a cherry-pick that fast-forwards). Changes before the export are stale
-    by their place on the lineage."""
+    is needed, even one the old checkpoint had applied: its snapshot was rolled back, then made
+    current again by a rollback undone or a cherry-pick that fast-forwards. Changes before the
+    export are stale by their place on the lineage.
+    """
     if checkpoint is None or not checkpoint.supersedes(item):
         return False
     return bool(item.resync) or not rebuilding
 
 
-def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
+def cap_batch(
+    batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes
+) -> tuple[list[WorkItem], bool]:
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
@@ -97,7 +114,10 @@ def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> 
             if inside:
                 return taken, True
             continue
-        files = sum(len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files) for i in items)
+        files = sum(
+            len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files)
+            for i in items
+        )
         size = sizes.change_bytes(snapshot_id) if files else 0
         if taken and not tally.fits(files, size):
             return taken, False
@@ -106,9 +126,14 @@ def cap_batch(batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes) -> 
     return taken, False
 
 
-def _cap_export(items: list[WorkItem], tally: _Tally, sizes: BatchSizes) -> tuple[list[WorkItem], bool]:
-    """The export's items a pass takes (its files not applied yet while they fit, at least one, and
-    its APPLIED items: they tell later passes it has begun), and whether the pass ends inside it."""
+def _cap_export(
+    items: list[WorkItem], tally: _Tally, sizes: BatchSizes
+) -> tuple[list[WorkItem], bool]:
+    """The export's items a pass takes, and whether the pass ends inside the export.
+
+    It takes the export's files not applied yet while they fit, at least one, and its APPLIED items,
+    which tell later passes it has begun.
+    """
     applied = [i for i in items if i.status == ItemStatus.APPLIED]
     taken: list[WorkItem] = []
     for item in (i for i in items if i.status != ItemStatus.APPLIED):
@@ -133,7 +158,10 @@ class _Tally:
         return not (self.files or self.bytes)
 
     def fits(self, files: int, size: int) -> bool:
-        return self.files + files <= self.limits.max_files and self.bytes + size <= self.limits.max_bytes
+        return (
+            self.files + files <= self.limits.max_files
+            and self.bytes + size <= self.limits.max_bytes
+        )
 
     def add(self, files: int, size: int) -> None:
         self.files += files

@@ -1,5 +1,7 @@
-"""Loading configured tables through pyiceberg, resolving their identifier columns, and the
-lineage of their current snapshot."""
+"""Loading configured tables through pyiceberg, with their identifier columns and their lineage.
+
+The lineage is that of the table's current snapshot.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from icecdc.model import WorkItem
 
 
 def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
-    """The configured catalog. A SQLite catalog's file must exist unless `create` (the demo's):
-    SQLite would create an empty one for a mistyped path, whose tables are then all "not found"."""
+    """The configured catalog.
+
+    A SQLite catalog's file must exist unless `create` (the demo's): SQLite would create an empty
+    one for a mistyped path, whose tables are then all "not found"."""
     missing = None if create else missing_sqlite_file(config.properties)
     if missing is not None:
         raise ConfigError(
@@ -31,13 +35,17 @@ def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
         )
     try:
         return load_catalog(config.name, **config.properties)
-    except Exception as exc:  # noqa: BLE001 - any catalog's failure to connect: reported with its own words, nothing written yet
+    # Any catalog's failure to connect: reported with its own words, nothing written yet.
+    except Exception as exc:  # noqa: BLE001
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
 
 
 def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:
-    """The file a catalog's `sqlite:///path` URI names when it does not exist (opening would
-    create it); None for any other catalog (another database, an in-memory SQLite, a file)."""
+    """The file a catalog's `sqlite:///path` URI names when it does not exist, else None.
+
+    Opening the catalog would create that file. Any other catalog gives None: another database, an
+    in-memory SQLite, a file that exists.
+    """
     uri = catalog.get("uri", "")
     if not uri.startswith("sqlite"):
         return None
@@ -51,8 +59,10 @@ def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:
 
 
 def glue_name(name: str) -> str:
-    """A `<database>.<table>` as the Glue Data Catalog stores it, and names it in its events: in
-    lower case (Glue lowercases database and table names; a configured `Sales.Orders` is `sales.orders`)."""
+    """A `<database>.<table>` as the Glue Data Catalog stores it and names it in its events.
+
+    Glue lowercases database and table names: a configured `Sales.Orders` is `sales.orders`.
+    """
     return name.lower()
 
 
@@ -63,13 +73,19 @@ def is_glue(catalog: Catalog) -> bool:
 
 
 def load_table(catalog: Catalog, name: str) -> Table:
-    """The table `name` (`<database>.<table>`); from a Glue catalog by the name Glue stores (`glue_name`)."""
+    """The table `name`, a `<database>.<table>`; from a Glue catalog by the name Glue stores.
+
+    Glue's name is `glue_name`'s.
+    """
     try:
         return catalog.load_table(glue_name(name) if is_glue(catalog) else name)
     except NoSuchTableError:
         raise PlanningError(f"table {name!r} does not exist in catalog {catalog.name!r}") from None
-    except Exception as exc:  # noqa: BLE001 - unreachable catalog, denied access: reported with its own words
-        raise PlanningError(f"cannot load table {name!r} from catalog {catalog.name!r}: {exc}") from None
+    # Unreachable catalog, denied access: reported with its own words.
+    except Exception as exc:  # noqa: BLE001
+        raise PlanningError(
+            f"cannot load table {name!r} from catalog {catalog.name!r}: {exc}"
+        ) from None
 
 
 def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
@@ -82,30 +98,38 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
     schema = table.schema()
     names = config.identifier_columns
     if names is None:
-        names = tuple(sorted(schema.identifier_field_names(), key=lambda n: schema.find_field(n).field_id))
+        names = tuple(
+            sorted(schema.identifier_field_names(), key=lambda n: schema.find_field(n).field_id)
+        )
     for name in names:
         try:
             field: NestedField = schema.find_field(name)
         except ValueError:
             columns = ", ".join(f.name for f in schema.fields)
             raise PlanningError(
-                f"table {config.name!r}: identifier column {name!r} is not in the current schema (columns: {columns})"
+                f"table {config.name!r}: identifier column {name!r} is not in the current "
+                f"schema (columns: {columns})"
             ) from None
         if not isinstance(field.field_type, PrimitiveType):
             raise PlanningError(
-                f"table {config.name!r}: identifier column {name!r} has type {field.field_type}; it must be a primitive type"
+                f"table {config.name!r}: identifier column {name!r} has type "
+                f"{field.field_type}; it must be a primitive type"
             )
     for target in config.targets():
         try:
             target.config.shape.check(schema)
         except ValueError as exc:
-            raise PlanningError(f"table {config.name!r}, index {target.config.index!r}: {exc}") from None
+            raise PlanningError(
+                f"table {config.name!r}, index {target.config.index!r}: {exc}"
+            ) from None
     return tuple(names)
 
 
 def sequence_number(snapshot: Snapshot) -> int:
-    """A snapshot's sequence number: set in every format v2+ table, the only ones icecdc follows
-    (pyiceberg types it optional for v1, whose snapshots have none: 0, as the spec reads them)."""
+    """A snapshot's sequence number: set in every format v2+ table, the only ones icecdc follows.
+
+    pyiceberg types it optional for v1, whose snapshots have none; they read as 0, as in the spec.
+    """
     return snapshot.sequence_number or 0
 
 
@@ -121,12 +145,16 @@ def last_sequence_number(table: Table) -> int:
 
 @dataclass(frozen=True)
 class Lineage:
-    """The current snapshot's ancestry as one view of the table knows it: the only commits the
-    index may follow. A commit off it was rolled back, or left behind when `main` was moved."""
+    """The current snapshot's ancestry as one view of the table knows it.
+
+    These are the only commits the index may follow. A commit off it was rolled back,
+    or left behind when `main` was moved.
+    """
 
     snapshot_ids: tuple[int, ...]  # oldest first, ending with the current snapshot
     known_sequence_number: int  # the newest sequence number this view knows (last_sequence_number)
-    table_uuid: str  # the table this view is of; an item of another (dropped) table is off its lineage
+    # the table this view is of; an item of another (dropped) table is off its lineage
+    table_uuid: str
 
     @classmethod
     def of(cls, table: Table) -> Lineage:
@@ -138,20 +166,31 @@ class Lineage:
             ancestors.append(snapshot.snapshot_id)
             parent = snapshot.parent_snapshot_id
             snapshot = by_id.get(parent) if parent is not None else None
-        return cls(tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid))
+        return cls(
+            tuple(reversed(ancestors)), last_sequence_number(table), str(table.metadata.table_uuid)
+        )
 
     @cached_property
     def _positions(self) -> dict[int, int]:
         return {snapshot_id: position for position, snapshot_id in enumerate(self.snapshot_ids)}
 
     def position(self, snapshot_id: int) -> int | None:
-        """Where the snapshot is on the lineage (0: the oldest known ancestor); None when it is not on it."""
+        """Where the snapshot is on the lineage, or None when it is not on it.
+
+        0 is the oldest known ancestor.
+        """
         return self._positions.get(snapshot_id)
 
     def abandoned(self, item: WorkItem) -> bool:
-        """The item is of a table dropped since (another UUID), or its snapshot is off the lineage and
-        not a commit newer than this view (which a planner with a fresher view may have planned): it
-        must never be applied."""
+        """Whether the item must never be applied.
+
+        That is the item of a table dropped since, with another UUID. It is also an item whose
+        snapshot is off the lineage and is not a commit newer than this view, which a planner with a
+        fresher view may have planned.
+        """
         if item.table_uuid != self.table_uuid:
             return True
-        return item.snapshot_id not in self._positions and item.sequence_number <= self.known_sequence_number
+        return (
+            item.snapshot_id not in self._positions
+            and item.sequence_number <= self.known_sequence_number
+        )

@@ -3,16 +3,16 @@
 After the shuffle every change of a key is in one place. Three small steps, in the spirit of
 Iceberg's RemoveCarryoverIterator and ComputeUpdateIterator, run per snapshot and then across:
 
-1. carryover removal: a DELETE and an INSERT of an identical document within one snapshot
-   cancel (a copy-on-write rewrite carries untouched rows over into a new file);
-2. update merge: what remains of a snapshot is an index of its INSERT (an insert or an update,
-   also when a partition column moved the row to another file) or a delete;
-3. net change: across snapshots the latest one that changed the key wins.
+1. Carryover removal: a DELETE and an INSERT of an identical document within one snapshot
+   cancel. A copy-on-write rewrite carries untouched rows over into a new file.
+2. Update merge: what remains of a snapshot is an index of its INSERT or a delete. The INSERT is
+   an insert or an update, also when a partition column moved the row to another file.
+3. Net change: across snapshots the latest one that changed the key wins.
 
-An INSERT without a DELETE of its key in its snapshot is an append: while a row of the key is
-live, it is a second live row of one identifier (`DuplicateIdentifier`). Within a pass the key's
-earlier snapshots tell whether it is live; before its first one, only the index can tell, so that
-snapshot's append is handed to the caller (`appends`) to look the key up there.
+An INSERT without a DELETE of its key in its snapshot is an append. While a row of the key is live,
+it is a second live row of one identifier (`DuplicateIdentifier`). Within a pass the key's earlier
+snapshots tell whether it is live. Before its first one only the index can tell, so that snapshot's
+append is handed to the caller in `appends`, to look the key up there.
 
 Documents are compared as their canonical JSON text, exactly: two rows whose documents are equal
 write the same document, so dropping the pair can never leave the index wrong.
@@ -55,13 +55,15 @@ def net_write(
 ) -> Write | None:
     """The write one key needs, or None when its changes cancel out.
 
-    `duplicates`: where a snapshot with several live rows of this key is reported (that snapshot
-    then changes nothing of the document; an append while a row of the key is live deletes it, as
-    an export does); without it, such a snapshot raises `DuplicateIdentifier`. `appends`: where
-    the key's first snapshot is recorded (id → its sequence number and document) when it is an
-    append, for the caller to ask the index whether a row of the key was live before it. Without
-    `appends` no append is checked: a filtered or routed index sees a row that moves into it as
-    an append, and several indexes read together are not checked yet."""
+    `duplicates` is where a snapshot with several live rows of this key is reported. That snapshot
+    then changes nothing of the document, and an append while a row of the key is live deletes it,
+    as an export does. Without `duplicates`, such a snapshot raises `DuplicateIdentifier`.
+
+    `appends` is where the key's first snapshot is recorded when it is an append, as id to its
+    sequence number and document. The caller then asks the index whether a row of the key was live
+    before it. Without `appends` no append is checked: a filtered or routed index sees a row that
+    moves into it as an append, and several indexes read together are not checked yet.
+    """
     # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
     by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
@@ -106,8 +108,10 @@ def _snapshot_write(
     stats: ChangeStats,
     live: str | None,
 ) -> Write | None:
-    """One snapshot's write of a key; `DuplicateIdentifier` when it has several live rows (`live`:
-    the document of the key's row live before an append)."""
+    """One snapshot's write of a key; `DuplicateIdentifier` when it has several live rows.
+
+    `live` is the document of the key's row live before an append.
+    """
     if live is not None:
         raise DuplicateIdentifier(doc_id, sequence_number, [live, inserts[0]])
     if len(inserts) <= 1 and len(deletes) <= 1:
@@ -117,7 +121,9 @@ def _snapshot_write(
     return merge_update(doc_id, sequence_number, general)
 
 
-def _simple_write(doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats) -> Write | None:
+def _simple_write(
+    doc_id: str, sequence_number: int, inserts: list[str], deletes: list[str], stats: ChangeStats
+) -> Write | None:
     """remove_carryovers + merge_update for at most one INSERT and one DELETE."""
     if inserts and deletes and inserts[0] == deletes[0]:
         stats.carryovers += 1

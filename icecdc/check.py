@@ -1,9 +1,11 @@
-"""`icecdc check`: everything a first sync needs, verified without writing anything: the
-configuration parses, the state can be read, the catalog opens, each table loads (format v2+)
-with its identifier columns, OpenSearch answers and admits the credentials, the ingest pipelines
-named exist, and each index name is free or icecdc's for its table (`icecdc.index.ownership`).
+"""`icecdc check`: everything a first sync needs, verified without writing anything.
 
-Each check is a `Check` with its fix (`icecdc.checklist`, as `icecdc doctor` reports); a check
+The configuration parses, the state can be read, the catalog opens, and each table loads,
+in format v2 or later, with its identifier columns. OpenSearch answers and admits the
+credentials, the ingest pipelines named exist, and each index name is free or icecdc's
+for its table (`icecdc.index.ownership`).
+
+Each check is a `Check` with its fix, as `icecdc doctor` reports them (`icecdc.checklist`). A check
 that cannot run because an earlier one failed is skipped, saying which.
 """
 
@@ -72,8 +74,11 @@ def check(path: Path) -> list[Check]:
 
 
 def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
-    """The state can be read (a copy of it: reading a SQLite file must not create it); the index
-    uuids each index's checkpoint names, which are the table's whatever their marker."""
+    """The state can be read, and the index uuids each index's checkpoint names.
+
+    A copy of the state is read, as reading a SQLite file must not create it. The uuids a checkpoint
+    names are the table's, whatever their marker.
+    """
     keys = [target.key for table in config.tables for target in table.targets()]
     state = config.state
     where = state.path if isinstance(state, SqliteStateConfig) else f"DynamoDB table {state.table}"
@@ -200,8 +205,10 @@ def _ownership(
     table: Table,
     known: set[str],
 ) -> Check:
-    """Whether the name is free, icecdc's for this table, or someone else's (refused, unless
-    taken over)."""
+    """Whether the name is free, icecdc's for this table, or someone else's.
+
+    Someone else's is refused, unless taken over.
+    """
     owner = Owner.of(table)
     try:
         holder = IndexAlias(client, config.index).holder()

@@ -1,6 +1,8 @@
-"""Checks with their fixes, as `icecdc doctor` and `icecdc check` report them: one `Check` per
-thing verified, its `Outcome`, and the `Fix` for one that failed. Plain values: the CLI prints
-them, `--json` dumps them, the tests compare them."""
+"""Checks with their fixes, as `icecdc doctor` and `icecdc check` report them.
+
+One `Check` per thing verified, its `Outcome`, and the `Fix` for one that failed. Plain values: the
+CLI prints them, `--json` dumps them, the tests compare them.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ class Fix:
 
 @dataclass(frozen=True)
 class Check:
-    """One thing verified. `subject`: the table, job or index it is about, when there are
-    several."""
+    """One thing verified.
+
+    `subject`: the table, job or index it is about, when there are several."""
 
     name: str
     outcome: Outcome

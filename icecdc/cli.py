@@ -1,5 +1,8 @@
-"""The `icecdc` command: init, check, sync, status, verify, audit, repair, dead-letters, demo,
-dev-server, doctor."""
+"""The `icecdc` command and its subcommands.
+
+They are init, check, sync, status, verify, audit, repair,
+dead-letters, demo, dev-server and doctor.
+"""
 
 from __future__ import annotations
 
@@ -34,12 +37,16 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 def entry() -> None:
     """The `icecdc` console script: `main`, then an exit that does not tear the interpreter down.
 
-    Tearing down the ~1,000 modules a sync imports (pyiceberg, SQLAlchemy, pydantic, pyarrow) takes
-    0.2-0.35 s once the work is done: a fifth of a small sync's whole command, and serial time in
-    every command. The exit is Python's own up to that point (idle pool threads told to stop, the
-    other threads joined, the atexit handlers run: Spark's, multiprocessing's); then `_leave`,
-    registered before any handler the command adds and so run after them, flushes the logs and the
-    output and ends the process. A raised error takes Python's whole exit path, with its traceback."""
+    Tearing down the ~1,000 modules a sync imports, such as pyiceberg, SQLAlchemy, pydantic and
+    pyarrow, takes 0.2-0.35 s once the work is done. That is a fifth of a small sync's whole
+    command, and serial time in every command.
+
+    The exit is Python's own up to that point: idle pool threads are told to stop, the other
+    threads joined, and the atexit handlers run, Spark's and multiprocessing's among them.
+    Then `_leave` flushes the logs and the output and ends the process; it is registered
+    before any handler the command adds, and so runs after them. A raised error takes
+    Python's whole exit path, with its traceback.
+    """
     returned: list[int] = []
     atexit.register(_leave, returned)
     code = main()
@@ -79,8 +86,11 @@ NOTHING_LOST = "nothing is lost, the next sync resumes where this one stopped"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command: 0 done, 1 a difference found (verify, audit, doctor, an incomplete repair or
-    replay), 2 an error (one line on stderr; its traceback with -v), 130 interrupted."""
+    """Run one command and return its exit code.
+
+    0: done. 1: a difference found, by verify, audit or doctor, or an incomplete repair or replay.
+    2: an error, one line on stderr, with its traceback under -v. 130: interrupted.
+    """
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     found = list(logging.getLogger().handlers)
@@ -128,10 +138,12 @@ def _interrupted() -> int:
 
 
 class _Interrupts:
-    """Whether a SIGINT arrived during the command, whichever handler took it: PySpark replaces
-    Python's with its own, whose cancelling of the running jobs can raise a Py4JError rather than
-    KeyboardInterrupt. Python writes each signal's number to the wakeup file descriptor, whoever
-    handles it."""
+    """Whether a SIGINT arrived during the command, whichever handler took it.
+
+    PySpark replaces Python's handler with its own, whose cancelling of the running jobs can raise a
+    Py4JError rather than KeyboardInterrupt. Python writes each signal's number to the wakeup file
+    descriptor, whoever handles it.
+    """
 
     def __enter__(self) -> _Interrupts:
         self._read, self._write = os.pipe()
@@ -173,8 +185,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _failure(exc: Exception, args: argparse.Namespace) -> str | None:
-    """The one line for a failure a user can cause: icecdc's own message, OpenSearch's refusal with
-    its URL, the extra that installs a missing module, a file the system refused; None for a bug."""
+    """The one line for a failure a user can cause; None for a bug.
+
+    That is icecdc's own message, OpenSearch's refusal with its URL, the extra that installs a
+    missing module, or a file the system refused.
+    """
     if isinstance(exc, IcecdcError):
         return str(exc)
     module = exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
@@ -233,6 +248,7 @@ def _version() -> str:
 
 def _add_output_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
     """-v and -q on `parser` and on every subcommand beneath it: before or after the subcommand.
+
     A subcommand's options default to nothing, so as not to undo the same option given before it."""
     group = parser.add_mutually_exclusive_group()
     default: object = False if defaults else argparse.SUPPRESS
@@ -263,11 +279,14 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
     status.add_argument(
         "--json",
         action="store_true",
-        help="per table: checkpoint, lag, pending work, an export's progress, dead letters, last audit",
+        help="per table: checkpoint, lag, pending work, an export's progress, dead letters, last "
+        "audit",
     )
     status.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
 
-    verify = commands.add_parser("verify", help="compare each index with its table (reads both whole)")
+    verify = commands.add_parser(
+        "verify", help="compare each index with its table (reads both whole)"
+    )
     verify.add_argument("--config", required=True, type=Path)
     verify.add_argument("--table", action="append", help="only this table (repeatable)")
     verify.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -275,29 +294,56 @@ def _add_sync_status_verify(commands: argparse._SubParsersAction[argparse.Argume
 
 def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The drift commands: audit, repair."""
-    audit = commands.add_parser("audit", help="check each index against its table: counts by partition and a sample of rows")
+    audit = commands.add_parser(
+        "audit", help="check each index against its table: counts by partition and a sample of rows"
+    )
     audit.add_argument("--config", required=True, type=Path)
     audit.add_argument("--table", action="append", help="only this table (repeatable)")
-    audit.add_argument("--sample", type=int, default=None, help="rows compared field by field (default 3000; 0: counts only)")
+    audit.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help="rows compared field by field (default 3000; 0: counts only)",
+    )
     audit.add_argument("--seed", type=int, help="repeat a sample")
-    audit.add_argument("--max-ids", type=int, default=None, help="extra documents named by id (default 1000; more are counted)")
+    audit.add_argument(
+        "--max-ids",
+        type=int,
+        default=None,
+        help="extra documents named by id (default 1000; more are counted)",
+    )
     audit.add_argument(
         "--list-limit",
         type=int,
         default=None,
-        help="rows and documents listed to name extra documents, partitions smallest first (default 1000000)",
+        help="rows and documents listed to name extra documents, partitions smallest first "
+        "(default 1000000)",
     )
     audit.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     audit.add_argument("--json", action="store_true", help="the reports as JSON")
 
-    repair = commands.add_parser("repair", help="rewrite a drifted scope of a table's index, or rebuild it")
+    repair = commands.add_parser(
+        "repair", help="rewrite a drifted scope of a table's index, or rebuild it"
+    )
     repair.add_argument("--config", required=True, type=Path)
     repair.add_argument("--table", required=True)
     scope = repair.add_mutually_exclusive_group()
-    scope.add_argument("--partition", action="append", help="column=value[,column=value]: one partition (repeatable)")
-    scope.add_argument("--from-audit", action="store_true", help="the scope of the last audit's findings")
-    scope.add_argument("--rebuild", action="store_true", help="rebuild the whole index in a new generation, without downtime")
-    repair.add_argument("--id", action="append", default=[], help="a document id, exactly as written (repeatable)")
+    scope.add_argument(
+        "--partition",
+        action="append",
+        help="column=value[,column=value]: one partition (repeatable)",
+    )
+    scope.add_argument(
+        "--from-audit", action="store_true", help="the scope of the last audit's findings"
+    )
+    scope.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild the whole index in a new generation, without downtime",
+    )
+    repair.add_argument(
+        "--id", action="append", default=[], help="a document id, exactly as written (repeatable)"
+    )
     repair.add_argument(
         "--key",
         action="append",
@@ -309,7 +355,9 @@ def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentPars
         type=Path,
         help="ids one per line: as written, a JSON string, or a JSON object of identifier values",
     )
-    repair.add_argument("--ids", action="append", default=[], help="deprecated: one id with no comma (use --id)")
+    repair.add_argument(
+        "--ids", action="append", default=[], help="deprecated: one id with no comma (use --id)"
+    )
     repair.add_argument("--findings", help="where audits are kept (default: beside a SQLite state)")
     repair.add_argument("--json", action="store_true", help="the report as JSON")
 
@@ -326,12 +374,18 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
     ):
         sub = letter_commands.add_parser(command, help=text)
         sub.add_argument("--config", required=True, type=Path)
-        sub.add_argument("--location", help="a directory or s3://bucket/prefix (default: the config's dead_letter)")
+        sub.add_argument(
+            "--location",
+            help="a directory or s3://bucket/prefix (default: the config's dead_letter)",
+        )
         if command in ("show", "mark-replayed"):
             sub.add_argument("letter", nargs="+", help="a letter's id, as `list` prints it")
         else:
             sub.add_argument("--table", action="append", help="only this table (repeatable)")
-            sub.add_argument("--since", help="written at or after: an ISO time (UTC unless it says) or an age, e.g. 2h, 3d")
+            sub.add_argument(
+                "--since",
+                help="written at or after: an ISO time (UTC unless it says) or an age, e.g. 2h, 3d",
+            )
             sub.add_argument("--until", help="written before: as --since")
             sub.add_argument("--reason", help="whose reason contains this text")
         if command == "list":
@@ -348,17 +402,27 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The demo, and the deployment's checks."""
-    demo = commands.add_parser("demo", help="an embedded catalog, OpenSearch and a few commits, synced")
+    demo = commands.add_parser(
+        "demo", help="an embedded catalog, OpenSearch and a few commits, synced"
+    )
     demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"))
 
     doctor = commands.add_parser(
-        "doctor", help="check what makes a first deploy or a first commit fail, with the fix for each (exit 1 if any fails)"
+        "doctor",
+        help="check what makes a first deploy or a first commit fail, with the fix for each (exit "
+        "1 if any fails)",
     )
     doctor.add_argument(
-        "phase", choices=["before", "after"], help="before: ahead of `cdk deploy`; after: the deployed stack and its first runs"
+        "phase",
+        choices=["before", "after"],
+        help="before: ahead of `cdk deploy`; after: the deployed stack and its first runs",
     )
-    doctor.add_argument("--config", required=True, type=Path, help="the configuration `cdk deploy` is given")
-    doctor.add_argument("--json", action="store_true", help="one JSON document on stdout, for scripts")
+    doctor.add_argument(
+        "--config", required=True, type=Path, help="the configuration `cdk deploy` is given"
+    )
+    doctor.add_argument(
+        "--json", action="store_true", help="one JSON document on stdout, for scripts"
+    )
 
 
 def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -548,8 +612,11 @@ def _tables(config: Config, names: list[str] | None) -> Iterator[tuple[TableConf
 
 
 class _ProgressBar(logging.Handler):
-    """Draws `icecdc.progress` records as one line that redraws itself on a terminal: a pass's
-    progress inside it (`PassProgress`), and the sync's after each pass (`Progress`)."""
+    """Draws `icecdc.progress` records as one line that redraws itself on a terminal.
+
+    The line shows a pass's progress inside it (`PassProgress`), and the
+    sync's after each pass (`Progress`).
+    """
 
     WIDTH = 30
 
@@ -559,8 +626,10 @@ class _ProgressBar(logging.Handler):
 
     @classmethod
     def install(cls) -> _ProgressBar:
-        """A bar for `icecdc.progress` records, which every other log line clears first, so that
-        none is written into it."""
+        """A bar for `icecdc.progress` records, which every other log line clears first.
+
+        So no other line is written into it.
+        """
         bar = cls()
         progress = logging.getLogger("icecdc.progress")
         progress.addHandler(bar)
@@ -586,17 +655,25 @@ class _ProgressBar(logging.Handler):
         progress = getattr(record, "progress", None)
         if isinstance(progress, PassProgress):
             shown = (
-                f"{progress.stage} {self._bar(progress.fraction)} {progress.files}/{progress.files_total} files, "
+                f"{progress.stage} {self._bar(progress.fraction)} "
+                f"{progress.files}/{progress.files_total} files, "
                 f"{progress.rows:,}/{progress.rows_total:,} rows"
             )
         elif isinstance(progress, Progress):
             shown = f"pass {progress.passes}, "
             if progress.export_files:
                 fraction = progress.export_files_applied / progress.export_files
-                shown += f"{self._bar(fraction)} {progress.export_files_applied}/{progress.export_files} files"
+                shown += (
+                    f"{self._bar(fraction)} "
+                    f"{progress.export_files_applied}/{progress.export_files} files"
+                )
             elif progress.snapshots_pending:  # a backlog of changes
                 fraction = progress.snapshots / (progress.snapshots + progress.snapshots_pending)
-                shown += f"{self._bar(fraction)} {progress.snapshots}/{progress.snapshots + progress.snapshots_pending} snapshots"
+                shown += (
+                    f"{self._bar(fraction)} "
+                    f"{progress.snapshots}/{progress.snapshots + progress.snapshots_pending} "
+                    "snapshots"
+                )
                 shown += f", {progress.files} files"
             else:
                 shown += f"{progress.files} files"
@@ -605,7 +682,9 @@ class _ProgressBar(logging.Handler):
             return
         left = progress.seconds_left
         eta = f", ~{left:.0f} s left" if left is not None else ""
-        sys.stderr.write(f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K")
+        sys.stderr.write(
+            f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K"
+        )
         sys.stderr.flush()
         self.drawn = True
 
@@ -659,18 +738,24 @@ def _status(args: argparse.Namespace) -> int:
         lag = "?" if s.lag_snapshots is None else s.lag_snapshots
         synced = "never" if s.checkpointed_at is None else f"{now - s.checkpointed_at:.0f}"
         print(
-            f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} {s.pending_items:>8} {lag!s:>6} "
+            f"{s.table:<30} {checkpoint!s:>20} {s.current_snapshot_id!s:>20} "
+            f"{s.pending_items:>8} {lag!s:>6} "
             f"{s.lag_seconds:>9.0f} {synced:>12} {s.dead_letters:>13}"
         )
         if s.export_files:
             print(f"  export under way: {s.export_files_applied} of {s.export_files} files applied")
         if s.unfinished:
-            print(f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)")
+            print(
+                f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)"
+            )
     return 0
 
 
 def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, object] | None:
-    """When the table was last audited and what it found; None when it never was (or audits are kept nowhere known)."""
+    """When the table was last audited and what it found; None when it never was.
+
+    Also None when audits are kept nowhere known.
+    """
     from icecdc.audit.findings import findings_location, load_findings
 
     try:
@@ -704,10 +789,13 @@ def _verify(args: argparse.Namespace) -> int:
         identifiers = identifier_columns(table, table_config)
         stored = dead_letters.letters(table_config.name) if dead_letters else []
         letters = [(s.letter.doc_id, s.letter.document) for s in stored]
-        for target in table_config.targets():  # every index the table writes, as its shape holds the table
+        # every index the table writes, as its shape holds the table
+        for target in table_config.targets():
             index = target.config
             pipeline = index.pipeline is not None
-            diff = diff_index(table, identifiers, client, index.index, index.shape, pipeline, letters)
+            diff = diff_index(
+                table, identifiers, client, index.index, index.shape, pipeline, letters
+            )
             differing += bool(diff)
             if args.json:
                 documents.append(verify_json(table_config.name, index.index, diff))
@@ -738,13 +826,20 @@ def _audit(args: argparse.Namespace) -> int:
         if r.resync_pending:
             print(f"{r.table} → {r.index}: not compared: {r.resync_pending}")
             continue
-        print(f"{r.table} → {r.index}: {found} at snapshot {r.snapshot_id} (sequence number {r.sequence_number})")
         print(
-            f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, {r.documents} documents; {r.sampled} rows sampled"
+            f"{r.table} → {r.index}: {found} at snapshot {r.snapshot_id} (sequence number "
+            f"{r.sequence_number})"
+        )
+        print(
+            f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, "
+            f"{r.documents} documents; {r.sampled} rows sampled"
         )
         _indented(
             [drift.describe() for drift in r.drift]
-            + [f"counts {c.partition}: table {c.rows} rows, index {c.documents} documents" for c in r.counts]
+            + [
+                f"counts {c.partition}: table {c.rows} rows, index {c.documents} documents"
+                for c in r.counts
+            ]
             + [f"note: {note}" for note in r.notes]
             + [f"cost: {r.cost.describe()}"]
         )
@@ -760,7 +855,9 @@ def _repair(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     named = RepairIds.from_arguments(args.id, args.key, args.ids_file, args.ids)
     if not (args.partition or args.from_audit or args.rebuild or named):
-        raise OperationError("name what to repair: --partition, --id, --key, --ids-file, --from-audit or --rebuild")
+        raise OperationError(
+            "name what to repair: --partition, --id, --key, --ids-file, --from-audit or --rebuild"
+        )
     if args.rebuild and named:
         raise OperationError("--rebuild rewrites the whole index: name no ids with it")
     _check_reachable(config)  # before a rebuild resets the table's state
@@ -769,7 +866,8 @@ def _repair(args: argparse.Namespace) -> int:
         result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
         print(
             f"{args.table}: rebuilt in a new generation: {result.writes.indexed} indexed, "
-            f"{result.writes.dead_lettered} dead-lettered, checkpoint {result.checkpoint.snapshot_id if result.checkpoint else '?'}"
+            f"{result.writes.dead_lettered} dead-lettered, checkpoint "
+            f"{result.checkpoint.snapshot_id if result.checkpoint else '?'}"
         )
         return 0
     partitions = args.partition or ()
@@ -780,8 +878,12 @@ def _repair(args: argparse.Namespace) -> int:
     else:
         print(f"{r.table} → {r.index}: {repair_line(r)}")
         _indented(
-            [f"not in the table nor the index: {', '.join(repr(i) for i in r.not_found)}"] * bool(r.not_found)
-            + [f"foreign version: id {i!r} has version {v}, above any icecdc wrote" for i, v in r.foreign.items()]
+            [f"not in the table nor the index: {', '.join(repr(i) for i in r.not_found)}"]
+            * bool(r.not_found)
+            + [
+                f"foreign version: id {i!r} has version {v}, above any icecdc wrote"
+                for i, v in r.foreign.items()
+            ]
             + [f"not written: live rows share the id {i!r}" for i in r.duplicates]
             + [f"note: {note}" for note in r.notes]
             + [f"cost: {r.cost.describe()}"]
@@ -804,7 +906,9 @@ def _dead_letters(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     location = args.location or config.dead_letter
     if not location:
-        raise OperationError("the configuration has no dead_letter location: name one with --location")
+        raise OperationError(
+            "the configuration has no dead_letter location: name one with --location"
+        )
     dead_letters = DeadLetters(location)
     if args.letters_command == "show":
         for stored in dead_letters.get(args.letter):
@@ -821,7 +925,9 @@ def _dead_letters(args: argparse.Namespace) -> int:
     if args.letters_command == "replay":
         _check_reachable(config)
         return _replay(args, config, names, location, selection)
-    selected = [s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)]
+    selected = [
+        s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)
+    ]
     return _by_reason(selected, args.json) if args.by_reason else _listing(selected, args.json)
 
 
@@ -833,14 +939,23 @@ def _listing(selected: list[StoredLetter], as_json: bool) -> int:
     print(f"{'letter':<58} {'written (UTC)':<20} {'status':>6} {'doc id':<20} reason")
     for s in selected:
         letter = s.letter
-        reason = letter.reason if letter.replayed_at is None else f"[replayed: {letter.outcome}] {letter.reason}"
-        print(f"{s.letter_id:<58} {_utc(s.written_at):<20} {letter.status or '-'!s:>6} {letter.doc_id or '-':<20} {reason[:100]}")
+        reason = (
+            letter.reason
+            if letter.replayed_at is None
+            else f"[replayed: {letter.outcome}] {letter.reason}"
+        )
+        print(
+            f"{s.letter_id:<58} {_utc(s.written_at):<20} {letter.status or '-'!s:>6} "
+            f"{letter.doc_id or '-':<20} {reason[:100]}"
+        )
     return 0
 
 
 def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
-    """The letters grouped by table and reason (`DeadLetter.kind`), most first: a count and one
-    letter's id each."""
+    """The letters grouped by table and reason (`DeadLetter.kind`), most first.
+
+    Each group has a count and one letter's id.
+    """
     groups: dict[tuple[str, str], list[StoredLetter]] = {}
     for stored in selected:
         groups.setdefault((stored.letter.table, stored.letter.kind), []).append(stored)
@@ -858,7 +973,9 @@ def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
     return 0
 
 
-def _replay(args: argparse.Namespace, config: Config, names: list[str], location: str, selection: Selection) -> int:
+def _replay(
+    args: argparse.Namespace, config: Config, names: list[str], location: str, selection: Selection
+) -> int:
     from icecdc.replay import replay_table
 
     reports = [replay_table(config, name, location, selection) for name in names]
@@ -870,8 +987,14 @@ def _replay(args: argparse.Namespace, config: Config, names: list[str], location
             f"({r.indexed} indexed, {r.deleted} deleted)"
         )
         _indented(
-            [f"still refused: {letter_id}: {reason}" for letter_id, reason in r.still_refused.items()]
-            + [f"no id to look the row up by: {i} (mark it replayed once dealt with)" for i in r.not_replayable]
+            [
+                f"still refused: {letter_id}: {reason}"
+                for letter_id, reason in r.still_refused.items()
+            ]
+            + [
+                f"no id to look the row up by: {i} (mark it replayed once dealt with)"
+                for i in r.not_replayable
+            ]
             + [f"note: {note}" for note in r.notes]
         )
     return 0 if all(r.complete for r in reports) else 1
@@ -894,7 +1017,10 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _moment(text: str, option: str) -> float:
-    """An ISO time (UTC unless it says otherwise) or an age (`2h`: two hours ago), in seconds since the epoch."""
+    """An ISO time or an age, in seconds since the epoch.
+
+    A time is UTC unless it says otherwise; an age such as `2h` means two hours ago.
+    """
     from icecdc.errors import OperationError
 
     age = _AGE.match(text)
@@ -903,7 +1029,9 @@ def _moment(text: str, option: str) -> float:
     try:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise OperationError(f"{option} {text!r} is neither an ISO time (2024-05-01T10:00) nor an age (30m, 2h, 3d)") from None
+        raise OperationError(
+            f"{option} {text!r} is neither an ISO time (2024-05-01T10:00) nor an age (30m, 2h, 3d)"
+        ) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)).timestamp()
 
 
@@ -914,7 +1042,11 @@ def _utc(seconds: float) -> str:
 def _letter(stored: StoredLetter) -> dict[str, object]:
     from dataclasses import asdict
 
-    return {"letter_id": stored.letter_id, "written_at": _utc(stored.written_at), **asdict(stored.letter)}
+    return {
+        "letter_id": stored.letter_id,
+        "written_at": _utc(stored.written_at),
+        **asdict(stored.letter),
+    }
 
 
 def _indented(lines: list[str]) -> None:
@@ -927,7 +1059,11 @@ def _demo(args: argparse.Namespace) -> int:
 
     logging.getLogger().setLevel(logging.WARNING)  # the demo prints its own story
     ok = run_demo(args.dir)
-    print("\ndemo finished: the index equalled the table after every sync" if ok else "\ndemo FAILED: see ✗ above")
+    print(
+        "\ndemo finished: the index equalled the table after every sync"
+        if ok
+        else "\ndemo FAILED: see ✗ above"
+    )
     return 0 if ok else 1
 
 

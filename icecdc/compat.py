@@ -26,33 +26,43 @@ PYICEBERG_VERSION = "0.12.0"
 
 def read_position_deletes(io: FileIO, delete_file: DataFile) -> dict[str, pa.ChunkedArray]:
     """The positions a position-delete file or deletion vector (Puffin) deletes, per data file path.
+
     Why private: pyiceberg applies deletes only inside a scan; icecdc needs the positions themselves
     to tell rows deleted before a commit from rows deleted by it."""
-    from pyiceberg.io.pyarrow import _read_deletes  # pyarrow: where files are read (executors, an in-process pass)
+    # pyarrow: where files are read (executors, an in-process pass)
+    from pyiceberg.io.pyarrow import _read_deletes
 
     return _read_deletes(io, delete_file)
 
 
 def referenced_data_file_path(delete_file: DataFile) -> str | None:
     """The one data file a file-scoped delete file applies to (from its path bounds), or None.
+
     Why private: pyiceberg 0.12's DataFile has no `referenced_data_file` yet."""
     return _referenced_data_file_path(delete_file)
 
 
 def metrics_evaluator(schema: Schema, row_filter: BooleanExpression) -> Callable[[DataFile], bool]:
     """Whether a data file may hold rows `row_filter` keeps, from its column bounds and counts.
-    Why private: pyiceberg applies it only inside its scan planning, which refuses equality deletes."""
+
+    Why private: pyiceberg applies it only inside its scan planning,
+    which refuses equality deletes."""
     from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
 
-    return _InclusiveMetricsEvaluator(schema, row_filter, case_sensitive=True, include_empty_files=False).eval
+    return _InclusiveMetricsEvaluator(
+        schema, row_filter, case_sensitive=True, include_empty_files=False
+    ).eval
 
 
 def data_files_from_arrow(table_metadata: Any, df: pa.Table, io: FileIO, write_uuid: Any) -> Any:
     """Write an Arrow table as data files of the table (test and demo commits only).
+
     Why private: pyiceberg has no public way to write files without committing them."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    return _dataframe_to_data_files(table_metadata=table_metadata, df=df, io=io, write_uuid=write_uuid)
+    return _dataframe_to_data_files(
+        table_metadata=table_metadata, df=df, io=io, write_uuid=write_uuid
+    )
 
 
 # pyiceberg's producer of overwrite snapshots; the test commits subclass it to record a `replace`

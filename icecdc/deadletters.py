@@ -1,20 +1,20 @@
 """Dead letters: documents that can never be written, kept with the reason, never dropped silently.
 
-OpenSearch refuses some documents for good (a mapping conflict, a document too large), and some
-rows cannot become documents (a null identifier). They go to a dead-letter location — a local
-directory, or `s3://bucket/prefix/` in AWS — as JSON lines, one file per executor task that had
-any, and the batch completes. `icecdc status` counts them. The count is in each file's name
-(`…-n<count>.jsonl`) so counting lists names and reads no file.
+OpenSearch refuses some documents for good, for a mapping conflict or a size too large, and some
+rows cannot become documents, such as a row with a null identifier. They go to a dead-letter
+location, a local directory or `s3://bucket/prefix/` in AWS, as JSON lines. Each executor task that
+had any writes one file, and the batch completes. `icecdc status` counts them. The count is in each
+file's name, `…-n<count>.jsonl`, so counting lists names and reads no file.
 
-A letter is kept after it is dealt with: `icecdc dead-letters replay` (icecdc.replay) marks it
-replayed, or keeps it with the new reason when its document is refused again; `mark-replayed`
-marks letters an operator dealt with otherwise. A file is never changed in place: its next
-revision (`…-r<revision>-n<count>.jsonl`, the count being the letters not dealt with) is written,
-then the older ones deleted. Readers take the highest revision, so a crash in between counts
-nothing twice.
+A letter is kept after it is dealt with. `icecdc dead-letters replay` (icecdc.replay) marks it
+replayed, or keeps it with the new reason when its document is refused again. `mark-replayed` marks
+letters an operator dealt with otherwise. A file is never changed in place: its next revision,
+`…-r<revision>-n<count>.jsonl` with the count of letters not dealt with, is written, then the older
+ones are deleted. Readers take the highest revision, so a crash in between counts nothing twice.
 
-One open letter per row and reason (`DeadLetter.key`): a row read again (a copy-on-write rewrite of
-its file, a replay or a repair reading it) whose letter is still open is not lettered again.
+There is one open letter per row and reason (`DeadLetter.key`). A row read again
+whose letter is still open is not lettered again; a copy-on-write rewrite of its
+file, a replay or a repair may read it again.
 """
 
 from __future__ import annotations
@@ -33,8 +33,12 @@ from typing import Any
 from icecdc.errors import OperationError
 from icecdc.storage import Location
 
-# `<UTC time>Z-<key>[-r<revision>]-n<count>.jsonl`; names written before revisions have a local time and no Z.
-_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})(?P<utc>Z?)-(?P<key>[0-9a-f]{12})(?:-r(?P<revision>\d+))?-n(?P<count>\d+)\.jsonl$")
+# `<UTC time>Z-<key>[-r<revision>]-n<count>.jsonl`; names written before
+# revisions have a local time and no Z.
+_NAME = re.compile(
+    r"^(?P<stamp>\d{8}T\d{6})(?P<utc>Z?)-(?P<key>[0-9a-f]{12})"
+    r"(?:-r(?P<revision>\d+))?-n(?P<count>\d+)\.jsonl$"
+)
 _STAMP = "%Y%m%dT%H%M%S"
 
 
@@ -44,7 +48,8 @@ class DeadLetter:
     snapshot_id: int | None
     sequence_number: int
     doc_id: str | None
-    status: int | None  # OpenSearch's HTTP status for the item; None when the row never became a document
+    # OpenSearch's HTTP status for the item; None when the row never became a document
+    status: int | None
     reason: str  # the latest refusal: a replay that is refused again replaces it
     document: str | None  # the document's JSON text (None for a delete)
     replayed_at: float | None = None
@@ -65,10 +70,12 @@ class DeadLetter:
 
     @property
     def key(self) -> str:
-        """Which row and reason the letter is of. A document OpenSearch refused is known by its id;
-        a row that never became a document (a null identifier, a key two rows share) by its id, if
-        any, and its values: a rewrite moves it to another file and position, not to other values.
-        The reason counts without what a rewrite changes (paths, snapshot and sequence numbers)."""
+        """Which row and reason the letter is of.
+
+        A document OpenSearch refused is known by its id; a row that never became a document (a null
+        identifier, a key two rows share) by its id, if any, and its values: a rewrite moves it to
+        another file and position, not to other values. The reason counts without what a rewrite
+        changes (paths, snapshot and sequence numbers)."""
         row = [self.doc_id] if self.status is not None else [self.doc_id, self.document]
         identity = [self.table, row, _cause(self.reason)]
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
@@ -88,8 +95,10 @@ def letter_sample(doc_id: str | None, reason: str, document: str | None) -> str:
 
 @dataclass
 class LetterTally:
-    """Dead letters counted by cause (`DeadLetter.kind`), each cause with one letter's sample:
-    what a pass hands back from where its letters were written, to report and judge it by."""
+    """Dead letters counted by cause (`DeadLetter.kind`), each cause with one letter's sample.
+
+    A pass hands it back from where its letters were written, to report and judge the pass by.
+    """
 
     counts: dict[str, int] = field(default_factory=dict)
     samples: dict[str, str] = field(default_factory=dict)
@@ -122,8 +131,10 @@ class LetterTally:
         return sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
 
     def summary(self, samples: bool = False, causes: int | None = None) -> str:
-        """`count cause` of each cause (of the `causes` most frequent, when given), most frequent
-        first; with a sample of each when `samples`."""
+        """`count cause` of each cause, most frequent first.
+
+        Only the `causes` most frequent, when given; with a sample of each when `samples`.
+        """
         shown = self.by_cause()[:causes]
         sample = {cause: f" (e.g. {self.samples[cause]})" if samples else "" for cause, _ in shown}
         parts = [f"{n} {cause}{sample[cause]}" for cause, n in shown]
@@ -133,9 +144,12 @@ class LetterTally:
 
 
 def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) -> bool:
-    """Whether a pass's dead letters show a cause shared by many rows rather than rows' own faults:
-    at least `min_count` letters, and more than `max_share` of the pass's `rows` (which include the
-    rows dead-lettered), every row refused for one reason among them. See docs/dead-letters.md."""
+    """Whether a pass's dead letters show a cause shared by many rows rather than rows' own faults.
+
+    That takes at least `min_count` letters, and more than `max_share` of the pass's
+    `rows`, every row refused for one reason among them. `rows` includes the rows
+    dead-lettered. See docs/dead-letters.md.
+    """
     total = letters.total
     return total >= min_count and total > max_share * max(rows, total)
 
@@ -151,8 +165,11 @@ class StoredLetter:
 
 @dataclass(frozen=True)
 class Selection:
-    """Which letters an operator means: written in [since, until) (seconds since the epoch), whose
-    reason contains `reason` (any case), of these ids; an unset criterion keeps every letter."""
+    """Which letters an operator means; an unset criterion keeps every letter.
+
+    Letters written in [since, until), in seconds since the epoch, whose reason
+    contains `reason` in any case, of these ids.
+    """
 
     since: float | None = None
     until: float | None = None
@@ -178,19 +195,26 @@ class _File:
     count: int  # its letters not dealt with
     name: str
     written_at: float
-    older: tuple[str, ...]  # names of lower revisions not deleted yet (a crash between write and delete)
+    # names of lower revisions not deleted yet (a crash between write and delete)
+    older: tuple[str, ...]
 
 
 class DeadLetters:
-    """Writes, counts, reads and marks dead letters at a local directory or an `s3://bucket/prefix` location."""
+    """Writes, counts, reads and marks dead letters.
+
+    They are kept at a local directory or an `s3://bucket/prefix` location.
+    """
 
     def __init__(self, location: str) -> None:
         self.location = location.rstrip("/")
         self._storage = Location(location)
 
     def write(self, letters: Iterable[DeadLetter]) -> int:
-        """Store the letters, one file per table, but those of a row and reason (`DeadLetter.key`)
-        with an open letter already; return how many were stored."""
+        """Store the letters, one file per table, and return how many were stored.
+
+        A letter is not stored when its row and reason
+        (`DeadLetter.key`) have an open letter already.
+        """
         by_table: dict[str, dict[str, DeadLetter]] = {}
         for letter in letters:
             by_table.setdefault(letter.table, {}).setdefault(letter.key, letter)
@@ -214,7 +238,7 @@ class DeadLetters:
         return sum(f.count for f in self._files(table))
 
     def read(self, table: str) -> list[dict[str, Any]]:
-        """Every dead letter of a table not dealt with, as JSON objects (for operators and tests)."""
+        """Every dead letter of a table not dealt with, as JSON objects, for operators and tests."""
         return [asdict(stored.letter) for stored in self.letters(table)]
 
     def letters(self, table: str, include_replayed: bool = False) -> list[StoredLetter]:
@@ -230,12 +254,18 @@ class DeadLetters:
             found |= {s.letter_id: s for s in self.letters(table, include_replayed=True)}
         unknown = [i for i in wanted if i not in found]
         if unknown:
-            raise OperationError(f"no dead letter {unknown[0]!r} at {self.location} (`icecdc dead-letters list` names them)")
+            raise OperationError(
+                f"no dead letter {unknown[0]!r} at {self.location} (`icecdc dead-letters "
+                "list` names them)"
+            )
         return [found[i] for i in wanted]
 
     def update(self, changed: Iterable[StoredLetter]) -> None:
-        """Store these letters as they now are, in place of their earlier state: each file they are
-        in gets its next revision (the others' letters as they were), then its older ones are deleted."""
+        """Store these letters as they now are, in place of their earlier state.
+
+        Each file they are in gets its next revision, with the others' letters as they were; then
+        its older revisions are deleted.
+        """
         by_table: dict[str, dict[str, dict[int, DeadLetter]]] = {}
         for stored in changed:
             table, stem, line = _parse_id(stored.letter_id)
@@ -245,21 +275,33 @@ class DeadLetters:
             files = {f.stem: f for f in self._files(table)}
             gone = [stem for stem in by_stem if stem not in files]
             if gone:
-                raise OperationError(f"dead-letter file {table}/{gone[0]} is gone from {self.location}; nothing was marked")
+                raise OperationError(
+                    f"dead-letter file {table}/{gone[0]} is gone from {self.location}; "
+                    "nothing was marked"
+                )
             revised += [(files[stem], lines) for stem, lines in by_stem.items()]
         for current, lines in revised:
-            letters = [lines.get(_parse_id(s.letter_id)[2], s.letter) for s in self._read_file(current)]
+            letters = [
+                lines.get(_parse_id(s.letter_id)[2], s.letter) for s in self._read_file(current)
+            ]
             pending = sum(letter.replayed_at is None for letter in letters)
-            self._storage.put(f"{current.table}/{current.stem}-r{current.revision + 1}-n{pending}.jsonl", _body(letters))
+            self._storage.put(
+                f"{current.table}/{current.stem}-r{current.revision + 1}-n{pending}.jsonl",
+                _body(letters),
+            )
             for name in (current.name, *current.older):
                 self._storage.delete(name)
 
     def mark_replayed(self, letter_ids: Iterable[str], note: str) -> list[StoredLetter]:
-        """Mark letters an operator dealt with otherwise as replayed, with `note` as their outcome;
-        letters marked already stay as they were. Return the letters as they now are."""
+        """Mark letters an operator dealt with otherwise as replayed, with `note` as their outcome.
+
+        Letters marked already stay as they were. Return the letters as they now are.
+        """
         now = time.time()
         marked = [
-            s if s.letter.replayed_at is not None else replace(s, letter=replace(s.letter, replayed_at=now, outcome=note))
+            s
+            if s.letter.replayed_at is not None
+            else replace(s, letter=replace(s.letter, replayed_at=now, outcome=note))
             for s in self.get(letter_ids)
         ]
         self.update(s for s in marked if s.letter.replayed_at == now)
@@ -272,14 +314,26 @@ class DeadLetters:
             match = _NAME.match(name.rpartition("/")[2])
             if match:
                 stem = f"{match['stamp']}{match['utc']}-{match['key']}"
-                revisions.setdefault(stem, []).append((int(match["revision"] or 0), int(match["count"]), name, match))
+                revisions.setdefault(stem, []).append(
+                    (int(match["revision"] or 0), int(match["count"]), name, match)
+                )
         files = []
         for stem, found in sorted(revisions.items()):
             found.sort()
             revision, count, name, match = found[-1]
             moment = time.strptime(match["stamp"], _STAMP)
             written_at = float(calendar.timegm(moment) if match["utc"] else time.mktime(moment))
-            files.append(_File(table, stem, revision, count, name, written_at, tuple(n for _, _, n, _ in found[:-1])))
+            files.append(
+                _File(
+                    table,
+                    stem,
+                    revision,
+                    count,
+                    name,
+                    written_at,
+                    tuple(n for _, _, n, _ in found[:-1]),
+                )
+            )
         return files
 
     def _read_file(self, f: _File) -> list[StoredLetter]:
@@ -310,11 +364,15 @@ def _body(letters: Iterable[DeadLetter]) -> str:
 
 
 def _parse_id(letter_id: str) -> tuple[str, str, int]:
-    """(table, file stem, line) of `<table>/<stem>:<line>`; OperationError naming it when it is not one."""
+    """Table, file stem and line of `<table>/<stem>:<line>`.
+
+    OperationError names it when it is not one.
+    """
     path, _, line = letter_id.rpartition(":")
     table, _, stem = path.rpartition("/")
     if not (table and stem and line.isdigit() and _NAME.match(f"{stem}-n0.jsonl")):
         raise OperationError(
-            f"{letter_id!r} is not a dead letter's id (`<table>/<file>:<line>`, as `icecdc dead-letters list` prints)"
+            f"{letter_id!r} is not a dead letter's id (`<table>/<file>:<line>`, as `icecdc "
+            "dead-letters list` prints)"
         )
     return table, stem, int(line)

@@ -67,7 +67,10 @@ def demo_config(workdir: Path, opensearch_url: str) -> Config:
             },
             "state": {"type": "sqlite", "path": str(workdir / "icecdc-state.db")},
             "opensearch": {"url": opensearch_url},
-            "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": False, "spark.ui.showConsoleProgress": False}},
+            "spark": {
+                "master": "local[2]",
+                "conf": {"spark.ui.enabled": False, "spark.ui.showConsoleProgress": False},
+            },
             "tables": [{"name": TABLE, "index": "orders"}],
         }
     )
@@ -76,14 +79,26 @@ def demo_config(workdir: Path, opensearch_url: str) -> Config:
 def _orders(*rows: tuple[int, str, str, str, str]) -> pa.Table:
     now = dt.datetime(2026, 11, 21, 9, 0, tzinfo=dt.UTC)
     return pa.Table.from_pylist(
-        [{"id": i, "customer": c, "region": r, "amount": Decimal(a), "status": s, "updated_at": now} for i, c, r, a, s in rows],
+        [
+            {
+                "id": i,
+                "customer": c,
+                "region": r,
+                "amount": Decimal(a),
+                "status": s,
+                "updated_at": now,
+            }
+            for i, c, r, a, s in rows
+        ],
         schema=ARROW_SCHEMA,
     )
 
 
 def _create_table(catalog: Catalog) -> Table:
     catalog.create_namespace_if_not_exists("shop")
-    spec = PartitionSpec(PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="region"))
+    spec = PartitionSpec(
+        PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="region")
+    )
     return catalog.create_table(TABLE, schema=SCHEMA, partition_spec=spec)
 
 
@@ -107,22 +122,37 @@ def _commits(table: Table) -> list[tuple[str, Callable[[], object]]]:
                 )
             ),
         ),
-        ("append 2 more orders", lambda: table.append(_orders((7, "gus", "us", "3.50", "new"), (8, "hal", "eu", "8.80", "new")))),
-        ("update: order 2 paid", lambda: update(table, "id = 2", lambda r: {**r, "status": "paid"})),
-        ("update a partition column: order 1 moves us → eu", lambda: update(table, "id = 1", move_region)),
+        (
+            "append 2 more orders",
+            lambda: table.append(
+                _orders((7, "gus", "us", "3.50", "new"), (8, "hal", "eu", "8.80", "new"))
+            ),
+        ),
+        (
+            "update: order 2 paid",
+            lambda: update(table, "id = 2", lambda r: {**r, "status": "paid"}),
+        ),
+        (
+            "update a partition column: order 1 moves us → eu",
+            lambda: update(table, "id = 1", move_region),
+        ),
         ("delete orders 5 and 7", lambda: table.delete("id in (5, 7)")),
         ("compaction (replace snapshot: no document written)", lambda: compact(table)),
         (
             "upsert: order 3 changes, order 9 is new",
             lambda: table.upsert(
-                _orders((3, "cy", "eu", "40.00", "refunded"), (9, "ivy", "apac", "1.00", "new")), join_cols=["id"]
+                _orders((3, "cy", "eu", "40.00", "refunded"), (9, "ivy", "apac", "1.00", "new")),
+                join_cols=["id"],
             ),
         ),
     ]
 
 
 def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
-    """Run the demo in `workdir` (wiped first); True when the index equalled the table after every sync."""
+    """Run the demo in `workdir`; True when the index equalled the table after every sync.
+
+    `workdir` is wiped first.
+    """
     from osmem_server import OsmemServer  # the demo's embedded OpenSearch; only the demo needs it
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything the demo runs is on loopback
@@ -130,8 +160,13 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
     workdir.mkdir(parents=True)
     with OsmemServer.start(japanese=False) as server:
         config = demo_config(workdir.resolve(), server.url)
-        (workdir / "icecdc.yaml").write_text(yaml.safe_dump(_config_as_yaml(config), sort_keys=False))
-        out(f"OpenSearch-compatible server (osmem) at {server.url}; catalog and state under {workdir}/")
+        (workdir / "icecdc.yaml").write_text(
+            yaml.safe_dump(_config_as_yaml(config), sort_keys=False)
+        )
+        out(
+            f"OpenSearch-compatible server (osmem) at {server.url}; catalog and state under "
+            f"{workdir}/"
+        )
         table = _create_table(open_catalog(config.catalog, create=True))
         client = open_client(config.opensearch)
         all_equal = True
@@ -143,7 +178,8 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
             all_equal &= not diff
             out(f"\n── step {step}: {title}")
             out(
-                f"   sync ({result.engine} engine): {result.snapshots} snapshots, {result.files} files, "
+                f"   sync ({result.engine} engine): {result.snapshots} snapshots, "
+                f"{result.files} files, "
                 f"{result.changes.rows} rows read, {result.changes.carryovers} carryovers dropped, "
                 f"{result.writes.indexed} indexed, {result.writes.deleted} deleted"
             )
@@ -163,7 +199,7 @@ def _config_as_yaml(config: Config) -> dict[str, Any]:
 
 
 def _side_by_side(table: Table, client: OpenSearch) -> str:
-    """Each order as the table has it and as the index has it (the columns that change in the story)."""
+    """Each order as the table has it and as the index has it, in the columns the story changes."""
     rows = {str(doc_id): json.loads(doc) for doc_id, doc in table_documents(table, ("id",))}
     docs = {doc_id: json.loads(doc) for doc_id, doc in index_documents(client, "orders").items()}
     shown = ("customer", "region", "amount", "status")

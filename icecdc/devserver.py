@@ -1,6 +1,8 @@
-"""`icecdc dev-server`: a local OpenSearch-compatible server (osmem, the demo's) for the local
-loop, running until SIGINT or SIGTERM. It keeps its indexes in memory: after a restart the next
-sync finds the index gone and exports the tables into it again."""
+"""`icecdc dev-server`: a local OpenSearch-compatible server for the local loop.
+
+The server is osmem, the demo's, running until SIGINT or SIGTERM. It keeps its indexes in memory:
+after a restart the next sync finds the index gone and exports the tables into it again.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ POLL_SECONDS = 0.5  # how often the server process is looked at while waiting fo
 
 
 def serve(port: int, seed: Path | None = None, out: Callable[[str], None] = print) -> int:
-    """Run osmem on 127.0.0.1:`port` (0: a free port), loaded from `seed` (osmem's seed directory
-    or .ndjson file) when given, until SIGINT or SIGTERM; 0 when stopped so, 2 when the server
-    died."""
+    """Run osmem on 127.0.0.1:`port` until SIGINT or SIGTERM; 0 when stopped so, 2 when it died.
+
+    Port 0 takes a free port. With `seed`, osmem's seed directory or .ndjson
+    file, the server is loaded from it.
+    """
     from osmem_server import (
         OsmemError,
         OsmemServer,

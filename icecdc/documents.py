@@ -1,9 +1,10 @@
-"""Rows to OpenSearch documents: the Iceberg → JSON mapping, the `_id` format, and an index's
-shape (which columns and rows of the table it holds, and how its documents are routed).
+"""Rows to OpenSearch documents: the Iceberg to JSON mapping, the `_id` format, an index's shape.
 
-The mapping is driven by the Iceberg schema, not by Python types, so that a uuid and a
-fixed(16) both arriving as bytes still map differently. The type table of docs/documents.md
-documents every rule here; keep the two in step.
+The shape says which columns and rows of the table an index holds, and how its documents are routed.
+
+The mapping is driven by the Iceberg schema, not by Python types, so that a uuid and a fixed(16)
+both arriving as bytes still map differently. The type table of docs/documents.md documents every
+rule here; keep the two in step.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ MAX_ID_BYTES = 512
 
 
 class BadIdentifier(ValueError):
-    """A row whose identifier cannot be an `_id` (null, empty, over MAX_ID_BYTES): the row's own
-    fault. `cause` says which without the row's values, so that letters of one cause group."""
+    """A row whose identifier cannot be an `_id`: the row's own fault.
+
+    An identifier that is null, empty or over MAX_ID_BYTES cannot. `cause` says which without the
+    row's values, so that letters of one cause group.
+    """
 
     def __init__(self, cause: str, detail: str = "") -> None:
         super().__init__(f"{cause}: {detail}" if detail else cause)
@@ -118,9 +122,12 @@ def converter_for(field_type: IcebergType) -> Converter:
         element = converter_for(field_type.element_type)
         return lambda values: [_convert(element, v) for v in values]
     if isinstance(field_type, MapType):
-        # An array of pairs, not an object: keys of any type, and no mapping explosion in OpenSearch.
+        # An array of pairs, not an object: keys of any type, and no
+        # mapping explosion in OpenSearch.
         key, value = converter_for(field_type.key_type), converter_for(field_type.value_type)
-        return lambda pairs: [{"key": _convert(key, k), "value": _convert(value, v)} for k, v in pairs]
+        return lambda pairs: [
+            {"key": _convert(key, k), "value": _convert(value, v)} for k, v in pairs
+        ]
     if isinstance(field_type, (FloatType, DoubleType)):
         return _float
     if isinstance(field_type, DecimalType):
@@ -142,10 +149,13 @@ def _convert(convert: Converter, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Shape:
-    """What of a table one index holds: its columns (`columns`, or every column but
-    `exclude_columns`; a dotted path names a field of a struct), its rows (`where`, in Iceberg's
-    expression syntax), and the column whose value routes each document (`routing`). The default
-    shape is the whole table, unrouted. Small and picklable: executors get it with the reader."""
+    """What of a table one index holds: its columns, its rows, and the column that routes documents.
+
+    The columns are `columns`, or every column but `exclude_columns`; a dotted path names a field of
+    a struct. The rows are those `where` keeps, in Iceberg's expression syntax. `routing` names the
+    column whose value routes each document. The default shape is the whole table, unrouted. Small
+    and picklable: executors get it with the reader.
+    """
 
     columns: tuple[str, ...] | None = None
     exclude_columns: tuple[str, ...] = ()
@@ -153,8 +163,10 @@ class Shape:
     routing: str | None = None
 
     def routing_of(self, document: dict[str, Any]) -> str | None:
-        """A document's routing value, as text like an `_id`'s; None (OpenSearch routes by `_id`)
-        without `routing`, or when the document's value is null."""
+        """A document's routing value, as text like an `_id`'s, or None.
+
+        None without `routing`, or when the document's value is null: OpenSearch routes by `_id`.
+        """
         if self.routing is None:
             return None
         value = _value_at(document, self.routing.split("."))
@@ -162,8 +174,16 @@ class Shape:
 
     @property
     def fingerprint(self) -> str:
-        """The shape as text, "" for the whole table unrouted: what an index records it was built with."""
-        keys = {"columns": self.columns, "exclude_columns": self.exclude_columns, "where": self.where, "routing": self.routing}
+        """The shape as text: what an index records it was built with.
+
+        "" stands for the whole table, unrouted.
+        """
+        keys = {
+            "columns": self.columns,
+            "exclude_columns": self.exclude_columns,
+            "where": self.where,
+            "routing": self.routing,
+        }
         kept = {k: list(v) if isinstance(v, tuple) else v for k, v in keys.items() if v}
         return json.dumps(kept, sort_keys=True, separators=(",", ":")) if kept else ""
 
@@ -189,28 +209,40 @@ class Shape:
         """What a reader needs of each row: the document's columns and the identifier columns."""
         if not self.projects:
             return schema
-        wanted = set(index_by_id(self.project(schema))) | {schema.find_field(name).field_id for name in identifier_columns}
+        wanted = set(index_by_id(self.project(schema))) | {
+            schema.find_field(name).field_id for name in identifier_columns
+        }
         return prune_columns(schema, wanted, select_full_types=False)
 
     def check(self, schema: Schema) -> None:
         """ValueError naming the key and the column when the shape does not fit `schema`."""
-        for key, paths in (("columns", self.columns or ()), ("exclude_columns", self.exclude_columns)):
+        for key, paths in (
+            ("columns", self.columns or ()),
+            ("exclude_columns", self.exclude_columns),
+        ):
             for path in paths:
                 _find(schema, path, key)
         if self.where is not None:
             try:
                 bind(schema, self.row_filter, case_sensitive=True)
-            except (ValueError, TypeError) as exc:  # TypeError: a literal of another type than its column
+            # TypeError: a literal of another type than its column
+            except (ValueError, TypeError) as exc:
                 raise ValueError(f"where {self.where!r}: {exc}") from None
         if self.routing is not None:
             field = _find(schema, self.routing, "routing")
             if not isinstance(field.field_type, PrimitiveType):
-                raise ValueError(f"routing column {self.routing!r} has type {field.field_type}; it must be a primitive type")
+                raise ValueError(
+                    f"routing column {self.routing!r} has type {field.field_type}; it must "
+                    "be a primitive type"
+                )
             try:
                 self.project(schema).find_field(self.routing)
             except ValueError:
-                # carryover removal compares documents: a routing value outside them would change unseen
-                raise ValueError(f"routing column {self.routing!r} must be one of the index's columns") from None
+                # carryover removal compares documents: a routing value
+                # outside them would change unseen
+                raise ValueError(
+                    f"routing column {self.routing!r} must be one of the index's columns"
+                ) from None
         if not self.project(schema).fields:
             raise ValueError("the projection leaves no column")
 
@@ -220,7 +252,9 @@ def _find(schema: Schema, path: str, key: str) -> NestedField:
         return schema.find_field(path)
     except ValueError:
         columns = ", ".join(schema.column_names)
-        raise ValueError(f"{key}: {path!r} is not a column of the current schema (columns: {columns})") from None
+        raise ValueError(
+            f"{key}: {path!r} is not a column of the current schema (columns: {columns})"
+        ) from None
 
 
 def _has(schema: Schema, path: str) -> bool:
@@ -246,7 +280,9 @@ def _ids_within(field: NestedField) -> set[int]:
 class DocumentMapper:
     """Builds documents, their ids and their routing for one schema and one index's shape."""
 
-    def __init__(self, schema: Schema, identifier_columns: tuple[str, ...], shape: Shape | None = None) -> None:
+    def __init__(
+        self, schema: Schema, identifier_columns: tuple[str, ...], shape: Shape | None = None
+    ) -> None:
         shape = shape or Shape()
         projected = shape.project(schema)
         self._to_document = converter_for(projected.as_struct())
@@ -254,14 +290,22 @@ class DocumentMapper:
         # it converted: the same document as `_to_document`'s, at a third of its cost.
         self._columns = {f.name for f in projected.fields}
         converters = [(f.name, converter_for(f.field_type)) for f in projected.fields]
-        self._converted = [(name, convert) for name, convert in converters if convert is not _identity]
+        self._converted = [
+            (name, convert) for name, convert in converters if convert is not _identity
+        ]
         self._identifier_paths = [name.split(".") for name in identifier_columns]
         self._identifier_columns = identifier_columns
         # The one top-level identifier column of most tables, read without the loop over paths.
-        self._single_column = identifier_columns[0] if len(identifier_columns) == 1 and "." not in identifier_columns[0] else None
+        self._single_column = (
+            identifier_columns[0]
+            if len(identifier_columns) == 1 and "." not in identifier_columns[0]
+            else None
+        )
         # An id made of columns the document does not hold comes from the row instead.
         outside = [name for name in identifier_columns if not _has(projected, name)]
-        self._to_key = converter_for(schema.select(*identifier_columns).as_struct()) if outside else None
+        self._to_key = (
+            converter_for(schema.select(*identifier_columns).as_struct()) if outside else None
+        )
 
     def document(self, row: dict[str, Any]) -> dict[str, Any]:
         """The columns of the index's shape, mapped to JSON (a new dict; `row` is left as it is)."""
@@ -276,19 +320,23 @@ class DocumentMapper:
         return document
 
     def key_fields(self, row: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
-        """What `document_id` reads for this row: the document, unless it lacks identifier columns."""
+        """What `document_id` reads for this row.
+
+        That is the document, unless it lacks identifier columns.
+        """
         if self._to_key is None:
             return document
         fields: dict[str, Any] = self._to_key(row)
         return fields
 
     def document_id(self, document: dict[str, Any]) -> str:
-        """The `_id`: the identifier value as text; for several columns, a JSON array of their texts.
+        """The `_id`: the identifier value as text, or for several columns a JSON array of texts.
 
-        Text of a value: strings as they are, integers in decimal, booleans `true`/`false`, and every
-        other type as in the document (ISO dates and times, decimal strings, canonical UUIDs, base64).
-        The same value gives the same `_id` whatever its integer width, so widening int → long keeps ids.
-        BadIdentifier for a null identifier value, and an `_id` OpenSearch refuses (`refused_id`).
+        Text of a value: strings as they are, integers in decimal, booleans `true`/`false`.
+        Every other type is as in the document: ISO dates and times, decimal strings, canonical
+        UUIDs, base64. The same value gives the same `_id` whatever its integer width, so
+        widening int to long keeps ids. BadIdentifier for a null identifier value, and for an
+        `_id` OpenSearch refuses (`refused_id`).
         """
         if self._single_column is not None:
             value = document.get(self._single_column)
@@ -297,7 +345,8 @@ class DocumentMapper:
             return _checked(_id_text(value), self._identifier_columns)
         texts = []
         for name, path in zip(self._identifier_columns, self._identifier_paths, strict=True):
-            value = document.get(name) if len(path) == 1 else _value_at(document, path)  # top-level: most keys
+            # top-level: most keys
+            value = document.get(name) if len(path) == 1 else _value_at(document, path)
             if value is None:
                 raise BadIdentifier(f"identifier column {name!r} is null")
             texts.append(_id_text(value))
@@ -324,8 +373,11 @@ def _id_text(value: Any) -> str:
     return str(value)
 
 
-# One encoder for every document: json.dumps with options builds a new encoder per call, a third of its time.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# One encoder for every document: json.dumps with options builds a new
+# encoder per call, a third of its time.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def encode_document(document: dict[str, Any]) -> str:

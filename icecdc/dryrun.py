@@ -1,11 +1,12 @@
-"""`icecdc sync --dry-run`: what a sync would plan and which engine each of its passes would take,
-with nothing written: no state, no index, no lease, no tag on the table.
+"""`icecdc sync --dry-run`: what a sync would plan and which engine each of its passes would take.
 
-Planning, batch selection and capping, and the engine's rule are a sync's own (`plan_table`,
-`select_batch`, `cap_batch`, `Engines.kind_for`), run against a scratch copy of the state
-(`icecdc.state.scratch`) that is thrown away. The index is not read: a sync that finds it deleted,
-replaced or of another shape rebuilds it, which this plan does not show; an index's `where` may
-make a pass read fewer files than shown.
+Nothing is written: no state, no index, no lease, no tag on the table.
+
+Planning, batch selection and capping, and the engine's rule are a sync's own: `plan_table`,
+`select_batch`, `cap_batch`, `Engines.kind_for`. They run against a scratch copy of the state
+(`icecdc.state.scratch`) that is thrown away. The index is not read. A sync that finds it deleted,
+replaced or of another shape rebuilds it, which this plan does not show; an index's `where` may make
+a pass read fewer files than shown.
 """
 
 from __future__ import annotations
@@ -153,8 +154,11 @@ def _passes(
     identifiers: tuple[str, ...],
     changed: ChangedEntries,
 ) -> Iterator[PlannedPass]:
-    """The passes a sync would make over the planned items, each recorded in the scratch `store`
-    as a pass records it (applied, or done with the checkpoint advanced) so the next is selected."""
+    """The passes a sync would make over the planned items.
+
+    Each is recorded in the scratch `store` as a pass records it, applied or done with the
+    checkpoint advanced, so that the next is selected.
+    """
     lineage = Lineage.of(table)
     for _ in range(MAX_PASSES):
         batch, stale = select_batch(store.pending_items(name), store.get_checkpoint(name), lineage)

@@ -12,8 +12,10 @@ class ConfigError(IcecdcError):
 
 
 class StateError(IcecdcError):
-    """The state store cannot be used (a state file that is not a database, damaged or unreadable);
-    nothing was read from it or advanced."""
+    """The state store cannot be used; nothing was read from it or advanced.
+
+    The state file is not a database, or it is damaged or unreadable.
+    """
 
 
 class PlanningError(IcecdcError):
@@ -50,10 +52,13 @@ class FilesGone(ProcessingError):
 class DuplicateIdentifier(ProcessingError):
     """Two live rows of one snapshot share an identifier: the index can hold only one document."""
 
-    def __init__(self, doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...] = ()
+    ) -> None:
         where = f" (in {' and '.join(files)})" if files else ""
         super().__init__(
-            f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number {sequence_number}{where}"
+            f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number "
+            f"{sequence_number}{where}"
         )
         self.doc_id = doc_id
         self.sequence_number = sequence_number
@@ -65,24 +70,37 @@ class DuplicateIdentifier(ProcessingError):
 
 
 class SystemicDeadLetters(ProcessingError):
-    """A pass's dead letters show a cause many rows share (configuration, mapping, identifier
-    columns not unique), not the rows' own faults: the pass fails and its checkpoint stays."""
+    """A pass's dead letters show a cause many rows share: the pass fails and its checkpoint stays.
+
+    Such a cause is the configuration, the mapping, or identifier columns that are
+    not unique, not the rows' own faults.
+    """
 
 
 class SparkRequired(ProcessingError):
-    """A pass needs the Spark engine where there is none (the planner Lambda): it was left
-    untouched, for a Glue run to apply."""
+    """A pass needs the Spark engine where there is none: it was left untouched, for a Glue run.
+
+    The planner Lambda has no Spark. A Glue run applies the pass.
+    """
 
 
 class OperationError(IcecdcError):
-    """An operator's command (audit, repair, dead-letter replay) cannot run as asked; nothing was written."""
+    """An operator's command cannot run as asked; nothing was written.
+
+    The commands are audit, repair and dead-letter replay.
+    """
 
 
 class IndexStateError(SinkError):
-    """The index is not as icecdc can write it: an alias naming several indices, a template that does
-    not fit, a write block, a generation whose copies are not active; nothing was written."""
+    """The index is not as icecdc can write it; nothing was written.
+
+    An alias naming several indices, a template that does not fit, a write block, a
+    generation whose copies are not active.
+    """
 
 
 class IndexNotOwned(IndexStateError):
-    """An index or alias under the table's index name is not icecdc's for this table (a user's,
-    another table's or another deployment's); nothing was written, nothing advanced."""
+    """An index or alias under the table's index name is not icecdc's for this table.
+
+    It is a user's, another table's or another deployment's. Nothing was written, nothing advanced.
+    """

@@ -1,7 +1,10 @@
-"""`icecdc init`: a commented configuration for a catalog and the tables a user names, with every
-key a first sync needs. The identifier columns are read from each table when the catalog can be
-read; else the key is a commented placeholder saying what to put there. Writes nothing but the
-file (a SQLite catalog that does not exist is not created), and never overwrites one unasked."""
+"""`icecdc init`: a commented configuration for a catalog and the tables a user names.
+
+It has every key a first sync needs. The identifier columns are read from each table when
+the catalog can be read; else the key is a commented placeholder saying what to put
+there. It writes nothing but the file: a SQLite catalog that does not exist is not
+created. It never overwrites a file unasked.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +49,10 @@ class InitRequest:
 
 @dataclass(frozen=True)
 class TableFacts:
-    """What the catalog said of a table: its identifier fields and columns; `unread`: why it
-    could not say."""
+    """What the catalog said of a table: its identifier fields and columns.
+
+    `unread` says why it could not say.
+    """
 
     name: str
     identifiers: tuple[str, ...] = ()
@@ -67,8 +72,10 @@ def catalog_section(request: InitRequest) -> dict[str, str]:
 
 
 def read_tables(catalog: dict[str, str], names: tuple[str, ...]) -> list[TableFacts]:
-    """Each table's identifier fields and columns, as the catalog has them; a table the catalog
-    cannot give (unreachable, missing) says why instead."""
+    """Each table's identifier fields and columns, as the catalog has them.
+
+    A table the catalog cannot give, unreachable or missing, says why instead.
+    """
     missing = missing_sqlite_file(catalog)
     if missing is not None:
         unread = f"the catalog database {missing} does not exist"
@@ -195,9 +202,11 @@ def _flow(values: list[Any]) -> str:
 
 
 def write_config(request: InitRequest, force: bool) -> list[TableFacts]:
-    """Write the configuration file (refused when it exists, unless `force`); what was read of
-    each table.
-    The text is checked with the configuration's own parser before it is written."""
+    """Write the configuration file, and return what was read of each table.
+
+    It is refused when the file exists, unless `force`. The text is checked with the configuration's
+    own parser before it is written.
+    """
     if request.path.exists() and not force:
         overwrite = "give --force to overwrite it, or another --config"
         raise OperationError(f"{request.path} exists; nothing was written: {overwrite}")

@@ -1,10 +1,12 @@
-"""Looking rows up in a table without reading it whole: whole data files, the rows of some
-document ids, or the rows whose columns hold some values, each as the document icecdc writes for
-it (`_id` and canonical JSON), read at one snapshot with the deletes in force (position deletes,
-deletion vectors and equality deletes: icecdc's reader, which pyiceberg's scans lack the last of).
+"""Looking rows up in a table without reading it whole.
 
-Data files are chosen from their manifests' column bounds, so a lookup reads only the files that
-may hold what it looks for. What it read is counted exactly (`ReadCost`): the audit reports it.
+A lookup finds whole data files, the rows of some document ids, or the rows whose columns hold some
+values. Each row comes as the document icecdc writes for it: `_id` and canonical JSON. Rows are read
+at one snapshot with the deletes in force: position deletes, deletion vectors and equality deletes.
+That is icecdc's reader, as pyiceberg's scans lack equality deletes.
+
+Data files are chosen from their manifests' column bounds, so a lookup reads only the files that may
+hold what it looks for. What it read is counted exactly (`ReadCost`): the audit reports it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from pyiceberg.expressions import AlwaysFalse, AlwaysTrue, And, BooleanExpression, EqualTo, In, IsNull, Or, Reference
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    EqualTo,
+    In,
+    IsNull,
+    Or,
+    Reference,
+)
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry
 from pyiceberg.schema import Schema
@@ -39,7 +51,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReadCost:
-    """What was read of a table: its metadata, and the data and delete files read whole (bytes as stored)."""
+    """What was read of a table: its metadata, and the data and delete files read whole.
+
+    Bytes are counted as stored.
+    """
 
     manifest_lists: int = 0
     manifests: int = 0
@@ -55,13 +70,18 @@ class ReadCost:
 
 
 def whole_rows_only(config: TableConfig, command: str) -> TableConfig:
-    """`config`, unless its index is shaped (columns, where, routing, a pipeline) or the table writes
-    several indexes: OperationError then, as `command` compares the index with (or writes) whole
-    rows of the table, which would find or write every document of such an index wrong."""
+    """`config`, or OperationError when its index is shaped or the table writes several indexes.
+
+    An index is shaped by columns, where, routing or a pipeline. `command` compares
+    the index with whole rows of the table, or writes them, which would find or write
+    every document of such an index wrong.
+    """
     if not config.whole_rows:
         raise OperationError(
-            f"table {config.name!r}: {command} compares the index with whole rows of the table and does not support "
-            "shaped indexes (columns, exclude_columns, where, routing, pipeline) or several indexes yet; "
+            f"table {config.name!r}: {command} compares the index with whole rows of the "
+            "table and does not support "
+            "shaped indexes (columns, exclude_columns, where, routing, pipeline) or several "
+            "indexes yet; "
             "use icecdc verify, or icecdc repair --rebuild"
         )
     return config
@@ -86,9 +106,15 @@ class TableRows:
         if snapshot_id == NO_SNAPSHOT:  # a checkpoint of a table with no snapshot yet: no rows
             snapshot = None
         else:
-            snapshot = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
+            snapshot = (
+                table.current_snapshot()
+                if snapshot_id is None
+                else table.snapshot_by_id(snapshot_id)
+            )
         if snapshot_id not in (None, NO_SNAPSHOT) and snapshot is None:
-            raise OperationError(f"table {name!r}: snapshot {snapshot_id} no longer exists (expired); sync first")
+            raise OperationError(
+                f"table {name!r}: snapshot {snapshot_id} no longer exists (expired); sync first"
+            )
         self.table = table
         self.name = name
         self.identifier_columns = identifier_columns
@@ -97,7 +123,9 @@ class TableRows:
         self._manifest_list = snapshot.manifest_list if snapshot is not None else None
         self._files = SnapshotFiles(table, snapshot, ChangedEntries())
         shapes = (shape or Shape(),)  # the columns and rows of the documents it reads
-        self._reader = TableReader.for_table(table, name, identifier_columns, shapes=shapes, collect=True)
+        self._reader = TableReader.for_table(
+            table, name, identifier_columns, shapes=shapes, collect=True
+        )
         self._dead_letter = dead_letter
         self._read = ReadCost()
         self.unreadable: list[DeadLetter] = []  # the rows read so far that cannot become documents
@@ -121,11 +149,17 @@ class TableRows:
         )
 
     def has_equality_deletes(self) -> bool:
-        """Whether the snapshot has equality deletes in force (pyiceberg's own scan refuses those)."""
+        """Whether the snapshot has equality deletes in force.
+
+        pyiceberg's own scan refuses those.
+        """
         return self._files.has_equality_deletes()
 
     def data_entries(self, row_filter: BooleanExpression | None = None) -> list[ManifestEntry]:
-        """The live data files that may hold rows `row_filter` keeps (all without one), from their column bounds."""
+        """The live data files that may hold rows `row_filter` keeps, from their column bounds.
+
+        Without a filter, all of them.
+        """
         entries = self._files.live_data_entries()
         if row_filter is None or row_filter == AlwaysTrue():
             return entries
@@ -136,11 +170,13 @@ class TableRows:
         return self._files.deletes_for(entry)
 
     def live_rows(self, entry: ManifestEntry) -> int:
-        """How many of the data file's rows are live. From metadata where that is exact: its
-        record count, less the one delete file in force when that file names it (a file-scoped
-        position-delete file; a deletion vector once pyiceberg reads its referenced data file,
-        which 0.12 drops); from the positions of its position deletes otherwise; by reading the
-        file when equality deletes apply to it."""
+        """How many of the data file's rows are live.
+
+        From metadata where that is exact: its record count, less the one delete file in force when
+        that file names it. A file-scoped position-delete file names it; a deletion vector will once
+        pyiceberg reads its referenced data file, which 0.12 drops. Otherwise from the positions of
+        its position deletes, or by reading the file when equality deletes apply to it.
+        """
         data_file, deletes = entry.data_file, self.deletes_for(entry)
         if not deletes:
             return int(data_file.record_count)
@@ -149,7 +185,8 @@ class TableRows:
         if len(deletes) == 1 and _referenced(deletes[0]) == data_file.file_path:
             return int(data_file.record_count - deletes[0].record_count)
         positions: set[int] = set()
-        for delete_file in {d.file_path: d for d in deletes}.values():  # a Puffin file once, for all its vectors
+        # a Puffin file once, for all its vectors
+        for delete_file in {d.file_path: d for d in deletes}.values():
             self._count(delete_file, data=False)
             found = read_position_deletes(self.table.io, delete_file).get(data_file.file_path)
             if found is not None:
@@ -157,13 +194,22 @@ class TableRows:
         return int(data_file.record_count - len(positions))
 
     def documents(self, entries: Iterable[ManifestEntry]) -> Iterator[tuple[str, str]]:
-        """(`_id`, document) of every live row of the data files, each file read whole with its deletes."""
+        """`_id` and document of every live row of the data files.
+
+        Each file is read whole, with its deletes.
+        """
         for entry in entries:
             deletes = self.deletes_for(entry)
             self._count(entry.data_file, data=True)
             for delete_file in {d.file_path: d for d in deletes}.values():
                 self._count(delete_file, data=False)
-            task = FileTask(entry.data_file, ChangeType.INSERT, self.sequence_number, self.snapshot_id or 0, deletes=deletes)
+            task = FileTask(
+                entry.data_file,
+                ChangeType.INSERT,
+                self.sequence_number,
+                self.snapshot_id or 0,
+                deletes=deletes,
+            )
             unreadable: list[DeadLetter] = []
             for doc_id, change in self._reader.read([task], dead_lettered=unreadable):
                 yield doc_id, change.document
@@ -172,10 +218,14 @@ class TableRows:
                 DeadLetters(self._dead_letter).write(unreadable)
 
     def by_ids(self, ids: Collection[str]) -> dict[str, list[str]]:
-        """The documents of the rows whose `_id` is in `ids` (several for an id two live rows share)."""
+        """The documents of the rows whose `_id` is in `ids`.
+
+        An id two live rows share has several.
+        """
         if not self.identifier_columns:
             raise OperationError(
-                f"table {self.name!r} has no identifier columns: its documents' ids name file positions, "
+                f"table {self.name!r} has no identifier columns: its documents' ids name "
+                "file positions, "
                 "not rows, and cannot be looked up"
             )
         wanted = set(ids)
@@ -188,28 +238,40 @@ class TableRows:
         return found
 
     def normalized(self, values: dict[str, Any]) -> dict[str, Any]:
-        """`values` (column → value) as documents hold them: integers and booleans as such, any
-        other type as text (`5` for a string column is "5"); OperationError naming a value the column cannot hold."""
+        """`values`, column to value, as documents hold them.
+
+        OperationError names a value its column cannot hold. Integers and booleans stay as such; any
+        other type becomes text, so `5` for a string column is "5".
+        """
         normal: dict[str, Any] = {}
         for column, value in values.items():
             try:
                 if value is None:
-                    self.schema.find_field(column)  # raises, naming it, for a column the table does not have
+                    # raises, naming it, for a column the table does not have
+                    self.schema.find_field(column)
                     normal[column] = None
                 else:
-                    normal[column] = _typed(self.schema, column, value if isinstance(value, str) else json.dumps(value))
+                    normal[column] = _typed(
+                        self.schema, column, value if isinstance(value, str) else json.dumps(value)
+                    )
             except (ValueError, TypeError) as exc:
-                raise OperationError(f"table {self.name!r}: no rows can have {column}={value!r}: {exc}") from None
+                raise OperationError(
+                    f"table {self.name!r}: no rows can have {column}={value!r}: {exc}"
+                ) from None
         return normal
 
     def where(self, values: dict[str, Any]) -> dict[str, list[str]]:
-        """The documents of the rows whose columns hold `values` (column → value, see `normalized`; None: null)."""
+        """The documents of the rows whose columns hold `values`.
+
+        `values` maps a column to a value, as in `normalized`; None stands for null.
+        """
         values = self.normalized(values)
         row_filter = _all(_equal(c, v) for c, v in values.items())
         found: dict[str, list[str]] = {}
         for doc_id, document in self.documents(self.data_entries(row_filter)):
             fields_ = json.loads(document)
-            # The bounds only choose files; a file may hold other rows too (another partition spec's).
+            # The bounds only choose files; a file may hold other rows too
+            # (another partition spec's).
             if all(field_value(fields_, column) == value for column, value in values.items()):
                 found.setdefault(doc_id, []).append(document)
         return found
@@ -227,10 +289,16 @@ class TableRows:
         values = [self._id_values(doc_id) for doc_id in sorted(ids)]
         if len(self.identifier_columns) == 1:
             return In(term=Reference(self.identifier_columns[0]), values={v[0] for v in values})
-        return _any(_all(_equal(c, v) for c, v in zip(self.identifier_columns, vs, strict=True)) for vs in values)
+        return _any(
+            _all(_equal(c, v) for c, v in zip(self.identifier_columns, vs, strict=True))
+            for vs in values
+        )
 
     def _id_values(self, doc_id: str) -> tuple[Any, ...]:
-        """The identifier columns' values an `_id` names (`icecdc.documents.DocumentMapper.document_id`)."""
+        """The identifier columns' values an `_id` names.
+
+        The `_id` is as `icecdc.documents.DocumentMapper.document_id` makes it.
+        """
         columns = self.identifier_columns
         texts: Any = [doc_id]
         if len(columns) > 1:
@@ -238,9 +306,14 @@ class TableRows:
                 texts = json.loads(doc_id)
             except ValueError:
                 texts = None
-            if not (isinstance(texts, list) and len(texts) == len(columns) and all(isinstance(t, str) for t in texts)):
+            if not (
+                isinstance(texts, list)
+                and len(texts) == len(columns)
+                and all(isinstance(t, str) for t in texts)
+            ):
                 raise OperationError(
-                    f"table {self.name!r}: {doc_id!r} is not a document id of its identifier columns {list(columns)} "
+                    f"table {self.name!r}: {doc_id!r} is not a document id of its identifier "
+                    f"columns {list(columns)} "
                     "(a JSON array of their texts)"
                 )
         values = []
@@ -249,15 +322,19 @@ class TableRows:
                 values.append(_typed(self.schema, column, text))
             except (ValueError, TypeError) as exc:
                 raise OperationError(
-                    f"table {self.name!r}: {doc_id!r} is not a document id of column {column!r}: {exc}"
+                    f"table {self.name!r}: {doc_id!r} is not a document id of column "
+                    f"{column!r}: {exc}"
                 ) from None
         return tuple(values)
 
 
 def _typed(schema: Schema, column: str, text: str) -> Any:
-    """The value of `column` that documents write as `text`, as a row filter takes it; ValueError
-    when there is none. Numbers, booleans and base64 bytes are parsed; other types (dates, times, timestamps,
-    uuids, decimals, strings) pyiceberg reads from their text when the filter is bound."""
+    """The value of `column` that documents write as `text`, as a row filter takes it.
+
+    ValueError when there is none. Numbers, booleans and base64 bytes are parsed here.
+    pyiceberg reads other types from their text when the filter is bound: dates, times,
+    timestamps, uuids, decimals and strings.
+    """
     field_type = schema.find_field(column).field_type
     value: Any = text
     if isinstance(field_type, BinaryType | FixedType):  # base64 in documents and ids
@@ -268,23 +345,41 @@ def _typed(schema: Schema, column: str, text: str) -> Any:
         if text not in ("true", "false"):
             raise ValueError(f"{text!r} is not true or false")
         value = text == "true"
-    bind(schema, _equal(column, value), case_sensitive=True)  # raises now, naming the value, when its type does not fit
+    # raises now, naming the value, when its type does not fit
+    bind(schema, _equal(column, value), case_sensitive=True)
     return value
 
 
 def _equal(column: str, value: Any) -> BooleanExpression:
-    return IsNull(term=Reference(column)) if value is None else EqualTo(term=Reference(column), value=value)
+    return (
+        IsNull(term=Reference(column))
+        if value is None
+        else EqualTo(term=Reference(column), value=value)
+    )
 
 
 def _all(expressions: Iterable[BooleanExpression]) -> BooleanExpression:
     terms = list(expressions)
-    return AlwaysTrue() if not terms else terms[0] if len(terms) == 1 else And(terms[0], terms[1], *terms[2:])
+    return (
+        AlwaysTrue()
+        if not terms
+        else terms[0]
+        if len(terms) == 1
+        else And(terms[0], terms[1], *terms[2:])
+    )
 
 
 def _any(expressions: Iterable[BooleanExpression]) -> BooleanExpression:
-    # pyiceberg builds a balanced tree of many terms: a chain of thousands of ids would recurse too deep
+    # pyiceberg builds a balanced tree of many terms: a chain of
+    # thousands of ids would recurse too deep
     terms = list(expressions)
-    return AlwaysFalse() if not terms else terms[0] if len(terms) == 1 else Or(terms[0], terms[1], *terms[2:])
+    return (
+        AlwaysFalse()
+        if not terms
+        else terms[0]
+        if len(terms) == 1
+        else Or(terms[0], terms[1], *terms[2:])
+    )
 
 
 def field_value(document: dict[str, Any], column: str) -> Any:
@@ -296,5 +391,10 @@ def field_value(document: dict[str, Any], column: str) -> Any:
 
 
 def _referenced(delete_file: DataFile) -> str | None:
-    """The one data file a delete file applies to, when it names one (a deletion vector, a file-scoped position delete)."""
-    return getattr(delete_file, "referenced_data_file", None) or referenced_data_file_path(delete_file)
+    """The one data file a delete file applies to, when it names one.
+
+    A deletion vector names one, and so does a file-scoped position delete.
+    """
+    return getattr(delete_file, "referenced_data_file", None) or referenced_data_file_path(
+        delete_file
+    )

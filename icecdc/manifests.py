@@ -1,12 +1,21 @@
-"""What a snapshot added, removed and holds, read from its manifests once and shared by planning
-(which lists the files as work items), batching (which caps a pass by their sizes) and the driver
-side of reading (which resolves them to tasks)."""
+"""What a snapshot added, removed and holds, read from its manifests once and shared.
+
+Planning lists the files as work items, batching caps a pass by their sizes, and the driver side of
+reading resolves them to tasks.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
 from pyiceberg.table import Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Snapshot
@@ -17,7 +26,10 @@ from icecdc.model import WorkItem
 
 
 class SnapshotFiles:
-    """A snapshot's live data files and delete files in force, loaded from its manifests on first use."""
+    """A snapshot's live data files and delete files in force.
+
+    They are loaded from its manifests on first use.
+    """
 
     def __init__(self, table: Table, snapshot: Snapshot | None, changed: ChangedEntries) -> None:
         self._table = table
@@ -37,16 +49,24 @@ class SnapshotFiles:
     def data_entry(self, path: str, table_name: str) -> ManifestEntry:
         entry = self._live_data().get(path)
         if entry is None:
-            raise ProcessingError(f"table {table_name!r}: data file {path} is not live in snapshot {self._snapshot_id}")
+            raise ProcessingError(
+                f"table {table_name!r}: data file {path} is not live in snapshot "
+                f"{self._snapshot_id}"
+            )
         return entry
 
     def deletes_for(self, entry: ManifestEntry) -> tuple[DataFile, ...]:
-        """The delete files in force for a data file: position deletes and vectors, and equality
-        deletes of a higher sequence number in its partition (or unpartitioned)."""
+        """The delete files in force for a data file.
+
+        Those are position deletes and vectors, and equality deletes of a higher sequence number in
+        its partition, or unpartitioned.
+        """
         self._load_deletes()
         assert self._positions is not None
         data_file, data_seq = entry.data_file, entry.sequence_number or 0
-        positions = self._positions.for_data_file(data_seq, data_file, partition_key=data_file.partition)
+        positions = self._positions.for_data_file(
+            data_seq, data_file, partition_key=data_file.partition
+        )
         equality = [
             e.data_file
             for e in self._equality
@@ -65,26 +85,37 @@ class SnapshotFiles:
         return list(self._live_data().values())
 
     def manifests_read(self) -> list[ManifestFile]:
-        """The manifests read so far, each once: what this snapshot's metadata has cost (the audit counts it)."""
+        """The manifests read so far, each once: what this snapshot's metadata has cost.
+
+        The audit counts it.
+        """
         return list(self._read)
 
     def data_files_touched_by(self, delete_files: list[DataFile]) -> list[ManifestEntry]:
-        """Live data files that delete files may remove rows of: the referenced file when the
-        delete file names one, else every file of its partition (every file, for a global one)."""
+        """Live data files that delete files may remove rows of.
+
+        That is the referenced file when the delete file names one, else every file of its
+        partition, or every file for a global one.
+        """
         if not delete_files:
             return []  # no need to read the data manifests
         touched: dict[str, ManifestEntry] = {}
         live = self._live_data()
         for delete_file in delete_files:
-            # pyiceberg 0.12 does not expose a deletion vector's referenced_data_file; the path bounds
-            # name the file for file-scoped deletes, and a partition-scoped file touches its partition.
-            referenced = getattr(delete_file, "referenced_data_file", None) or referenced_data_file_path(delete_file)
+            # pyiceberg 0.12 does not expose a deletion vector's referenced_data_file;
+            # the path bounds name the file for file-scoped deletes, and a
+            # partition-scoped file touches its partition.
+            referenced = getattr(
+                delete_file, "referenced_data_file", None
+            ) or referenced_data_file_path(delete_file)
             if referenced is not None:
                 if referenced in live:
                     touched[referenced] = live[referenced]
                 continue
             for path, entry in live.items():
-                if _is_global(self._table, delete_file) or _same_partition(delete_file, entry.data_file):
+                if _is_global(self._table, delete_file) or _same_partition(
+                    delete_file, entry.data_file
+                ):
                     touched[path] = entry
         return [touched[p] for p in sorted(touched)]
 
@@ -119,9 +150,14 @@ class SnapshotFiles:
 
 
 def equality_deletes_on(table: Table, delete_file: DataFile, columns: tuple[str, ...]) -> bool:
-    """Whether an equality-delete file's fields are exactly these columns (then each of its rows deletes one key)."""
+    """Whether an equality-delete file's fields are exactly these columns.
+
+    Then each of its rows deletes one key.
+    """
     schema = table.schema()
-    return bool(columns) and set(delete_file.equality_ids or ()) == {schema.find_field(c).field_id for c in columns}
+    return bool(columns) and set(delete_file.equality_ids or ()) == {
+        schema.find_field(c).field_id for c in columns
+    }
 
 
 def _is_global(table: Table, delete_file: DataFile) -> bool:
@@ -149,8 +185,10 @@ class ChangedEntries:
 
 
 class SnapshotSizes:
-    """The bytes of the files a batch's snapshots list, from their manifests, read when first asked
-    (`icecdc.batching.BatchSizes`: a pass stops asking once its caps are reached)."""
+    """The bytes of the files a batch's snapshots list, from their manifests, read when first asked.
+
+    This is `icecdc.batching.BatchSizes`: a pass stops asking once its caps are reached.
+    """
 
     def __init__(self, table: Table, changed: ChangedEntries) -> None:
         self._table = table
@@ -165,14 +203,26 @@ class SnapshotSizes:
     def export_bytes(self, item: WorkItem) -> int:
         """The bytes of the data files an export item lists (live in its snapshot)."""
         if item.snapshot_id not in self._live:
-            self._live[item.snapshot_id] = SnapshotFiles(self._table, self._snapshots.get(item.snapshot_id), self._changed)
+            self._live[item.snapshot_id] = SnapshotFiles(
+                self._table, self._snapshots.get(item.snapshot_id), self._changed
+            )
         live = self._live[item.snapshot_id]
-        return sum(live.data_entry(p, item.table).data_file.file_size_in_bytes for p in item.added_data_files)
+        return sum(
+            live.data_entry(p, item.table).data_file.file_size_in_bytes
+            for p in item.added_data_files
+        )
 
     def change_bytes(self, snapshot_id: int) -> int:
-        """The bytes of the files a snapshot added and removed; 0 for a snapshot that no longer exists."""
+        """The bytes of the files a snapshot added and removed.
+
+        0 for a snapshot that no longer exists.
+        """
         snapshot = self._snapshots.get(snapshot_id)
-        return sum(e.data_file.file_size_in_bytes for e in self._changed.of(self._table, snapshot)) if snapshot else 0
+        return (
+            sum(e.data_file.file_size_in_bytes for e in self._changed.of(self._table, snapshot))
+            if snapshot
+            else 0
+        )
 
 
 def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:
@@ -182,5 +232,8 @@ def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEnt
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-            if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+            if (
+                entry.snapshot_id == snapshot.snapshot_id
+                and entry.status != ManifestEntryStatus.EXISTING
+            ):
                 yield entry

@@ -1,6 +1,6 @@
-"""The value types every layer shares: what a change is, what a work item and a checkpoint are,
-what a write to the index is. This module imports nothing of icecdc; every other module may
-import it.
+"""The value types every layer shares: changes, work items, checkpoints, writes to the index.
+
+This module imports nothing of icecdc; every other module may import it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class ItemKind(StrEnum):
 
 class ItemStatus(StrEnum):
     PENDING = "pending"
-    APPLIED = "applied"  # an export item whose file is in the index; its snapshot is not finished yet
+    # an export item whose file is in the index; its snapshot is not finished yet
+    APPLIED = "applied"
     DONE = "done"
 
 
@@ -65,20 +66,25 @@ class ResyncKind(StrEnum):
     """How an export rebuilds an index that already holds documents (WorkItem.resync)."""
 
     NONE = ""  # the first export: the index is empty
-    REWRITE = "rewrite"  # write every row (equal versions overwrite), then delete documents older than the export
-    RESET = "reset"  # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
+    # write every row (equal versions overwrite), then delete documents older than the export
+    REWRITE = "rewrite"
+    # empty the index first (versions would go backwards: a rollback, a recreated table, new ids)
+    RESET = "reset"
 
 
 class VersionType(StrEnum):
-    """How OpenSearch compares a write's external version with the document's (or its tombstone's)."""
+    """How OpenSearch compares a write's external version with the document's or its tombstone's."""
 
     EXTERNAL = "external"  # only a higher version: a replayed or reordered write never overwrites
-    EXTERNAL_GTE = "external_gte"  # also an equal one: a resync rewrites documents of its own version
+    # also an equal one: a resync rewrites documents of its own version
+    EXTERNAL_GTE = "external_gte"
 
 
 class EngineKind(StrEnum):
-    """Where a pass runs: on Spark (exports, backlogs, wide rewrites) or in the calling process on
-    Arrow, with no JVM (small batches)."""
+    """Where a pass runs: on Spark, or in the calling process on Arrow, with no JVM.
+
+    Spark takes exports, backlogs and wide rewrites; the calling process small batches.
+    """
 
     SPARK = "spark"
     IN_PROCESS = "in_process"
@@ -93,7 +99,7 @@ class EngineChoice(StrEnum):
 
 
 class PassPoint(StrEnum):
-    """Named points of a pass, where a test-only `Probe` may inject a crash (the model-based test)."""
+    """Points of a pass where a test-only `Probe` may inject a crash, for the model-based test."""
 
     PLANNED = "planned"  # sync_table wrote the work items, before the pass
     WRITTEN = "written"  # every write of the pass is done, nothing recorded yet
@@ -108,8 +114,11 @@ Probe = Callable[[PassPoint], None]
 
 @dataclass(frozen=True)
 class Progress:
-    """How far a sync of one table is, after a pass: logged (`icecdc.progress`) for the CLI's bar,
-    the Glue job's and the planner's structured lines."""
+    """How far a sync of one table is, after a pass.
+
+    It is logged to `icecdc.progress`, for the CLI's bar and the Glue job's
+    and the planner's structured lines.
+    """
 
     table: str
     passes: int
@@ -127,17 +136,28 @@ class Progress:
 
     @property
     def seconds_left(self) -> float | None:
-        """Estimated from the export's files applied so far, else from the backlog's snapshots
-        applied so far; None when neither is under way."""
+        """Seconds left, from the export's files applied so far, else from the backlog's snapshots.
+
+        None when neither is under way.
+        """
         if self.export_files and self.export_files_applied:
-            return self.seconds * (self.export_files - self.export_files_applied) / self.export_files_applied
+            return (
+                self.seconds
+                * (self.export_files - self.export_files_applied)
+                / self.export_files_applied
+            )
         if self.snapshots_pending and self.snapshots and not self.export_files:
             return self.seconds * self.snapshots_pending / self.snapshots
         return None
 
     def line(self) -> str:
         """One structured line: key=value pairs a log search can parse."""
-        parts = [f"table={self.table}", f"passes={self.passes}", f"files={self.files}", f"rows={self.rows}"]
+        parts = [
+            f"table={self.table}",
+            f"passes={self.passes}",
+            f"files={self.files}",
+            f"rows={self.rows}",
+        ]
         parts += [f"rows_per_second={self.rows_per_second:.0f}", f"seconds={self.seconds:.1f}"]
         if self.export_files:
             parts.append(f"export_files={self.export_files_applied}/{self.export_files}")
@@ -157,8 +177,11 @@ class PassStage(StrEnum):
 
 @dataclass(frozen=True)
 class PassProgress:
-    """How far one pass is, inside it: its tasks (files) and the rows their files hold (the
-    manifests' record counts), done out of the pass's totals. Logged (`icecdc.progress`) as it goes."""
+    """How far one pass is, inside it: tasks and rows done, out of the pass's totals.
+
+    Tasks are files; the rows are those their files hold, by the manifests' record counts. It is
+    logged to `icecdc.progress` as the pass goes.
+    """
 
     table: str
     stage: PassStage
@@ -174,7 +197,7 @@ class PassProgress:
 
     @property
     def fraction(self) -> float:
-        """Done, 0 to 1: by rows (a task's time goes with its rows), by tasks when no file has rows."""
+        """Done, 0 to 1: by rows, as a task's time goes with its rows, else by tasks."""
         if self.rows_total:
             return min(self.rows / self.rows_total, 1.0)
         return min(self.files / self.files_total, 1.0) if self.files_total else 1.0
@@ -187,8 +210,15 @@ class PassProgress:
 
     def line(self) -> str:
         """One structured line: key=value pairs a log search can parse."""
-        parts = [f"table={self.table}", f"stage={self.stage}", f"files={self.files}/{self.files_total}"]
-        parts += [f"rows={self.rows}/{self.rows_total}", f"rows_per_second={self.rows_per_second:.0f}"]
+        parts = [
+            f"table={self.table}",
+            f"stage={self.stage}",
+            f"files={self.files}/{self.files_total}",
+        ]
+        parts += [
+            f"rows={self.rows}/{self.rows_total}",
+            f"rows_per_second={self.rows_per_second:.0f}",
+        ]
         parts.append(f"seconds={self.seconds:.1f}")
         if (left := self.seconds_left) is not None:
             parts.append(f"seconds_left={left:.0f}")
@@ -211,7 +241,9 @@ class WorkSize:
     @classmethod
     def of(cls, files: list[Any]) -> WorkSize:
         """Of pyiceberg DataFiles (data and delete files alike)."""
-        return cls(len(files), sum(f.record_count for f in files), sum(f.file_size_in_bytes for f in files))
+        return cls(
+            len(files), sum(f.record_count for f in files), sum(f.file_size_in_bytes for f in files)
+        )
 
 
 @dataclass(frozen=True)
@@ -219,13 +251,16 @@ class Write:
     """The net write of one document: index `document` (or delete when None) at `version`."""
 
     doc_id: str
-    version: int  # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
+    # the sequence number of the snapshot whose change this is (of a collapsed run: its last)
+    version: int
     document: str | None
     routing: str | None = None  # the shard routing value; None: OpenSearch routes by `doc_id`
-    index: str | None = None  # where a write of several indexes goes; None: the index the writes are sent to
-    # Set on a delete whose document's routing value is unknown (a delete by key, the routing column
-    # outside the key): the sink looks up the routing values the index holds `doc_id` under and
-    # deletes it under each but these (the ones the writes before it deal with). None: `routing` holds.
+    # where a write of several indexes goes; None: the index the writes are sent to
+    index: str | None = None
+    # Set on a delete whose document's routing value is unknown (a delete by key, the
+    # routing column outside the key): the sink looks up the routing values the index
+    # holds `doc_id` under and deletes it under each but these (the ones the writes
+    # before it deal with). None: `routing` holds.
     routing_lookup: tuple[str | None, ...] | None = None
 
 
@@ -233,11 +268,11 @@ class Write:
 class WorkItem:
     """A group of files of one snapshot to read and apply.
 
-    An export item lists up to 100 data files of the export snapshot (`planning.export_groups`),
-    read as inserts. A change item
-    lists the data files a snapshot added (inserts) and removed (deletes), and the delete files it
-    added (merge-on-read: the rows they newly delete are deletes); a snapshot that changes no rows
-    (a compaction) still gets one empty item so the checkpoint can move past it.
+    An export item lists up to 100 data files of the export snapshot, read as inserts
+    (`planning.export_groups`). A change item lists the data files a snapshot added, read as
+    inserts, and removed, read as deletes. It also lists the delete files the snapshot added for
+    merge-on-read: the rows they newly delete are deletes. A snapshot that changes no rows, such as
+    a compaction, still gets one empty item, so that the checkpoint can move past it.
     """
 
     table: str
@@ -249,11 +284,13 @@ class WorkItem:
     groups: int  # how many items the snapshot has; a snapshot is applied only when all are present
     added_data_files: tuple[str, ...] = ()
     removed_data_files: tuple[str, ...] = ()
-    added_delete_files: tuple[str, ...] = ()  # position-delete, deletion-vector and equality-delete files
+    # position-delete, deletion-vector and equality-delete files
+    added_delete_files: tuple[str, ...] = ()
     resync: ResyncKind = ResyncKind.NONE  # export items only
     replacing: str = ""  # a resync's export items: the token of the checkpoint it replaces
     status: ItemStatus = ItemStatus.PENDING
-    applied_to: str = ""  # APPLIED items: the index their rows were written to, and the schema they were read with
+    # APPLIED items: the index their rows were written to, and the schema they were read with
+    applied_to: str = ""
     created_at: float = field(default_factory=time.time)
 
     @property
@@ -273,7 +310,10 @@ class WorkItem:
 
     @classmethod
     def from_json(cls, text: str) -> WorkItem:
-        raw: dict[str, Any] = {_RENAMED.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+        raw: dict[str, Any] = {
+            _RENAMED.get(k, k): tuple(v) if isinstance(v, list) else v
+            for k, v in json.loads(text).items()
+        }
         return cls(
             **{
                 **raw,
@@ -292,8 +332,13 @@ def by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
     return grouped
 
 
-# Field names of items stored before the rename, so that a store written by an earlier version reads.
-_RENAMED = {"added_files": "added_data_files", "deleted_files": "removed_data_files", "delete_files": "added_delete_files"}
+# Field names of items stored before the rename, so that a store
+# written by an earlier version reads.
+_RENAMED = {
+    "added_files": "added_data_files",
+    "deleted_files": "removed_data_files",
+    "delete_files": "added_delete_files",
+}
 
 
 # A checkpoint's snapshot id for a table with no snapshot (dropped and created again, empty): its
@@ -303,36 +348,48 @@ NO_SNAPSHOT = 0
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """The last snapshot of a table whose changes are all in the index, and the shape they have there."""
+    """The last snapshot of a table whose changes are all in the index, and their shape there."""
 
     table_uuid: str
     snapshot_id: int
     sequence_number: int
     schema_id: int = -1  # the schema the documents were written in; -1: not recorded
     identifier_columns: tuple[str, ...] = ()  # what their ids were made of
-    index_uuid: str = ""  # the OpenSearch index they are in (its settings' index.uuid); "": not recorded
+    # the OpenSearch index they are in (its settings' index.uuid); "": not recorded
+    index_uuid: str = ""
 
     @property
     def token(self) -> str:
-        """Names this checkpoint in the keys of the resync that replaces it: every resync ends on a
-        checkpoint that differs in one of these, so each gets its own keys."""
-        parts: list[object] = [self.table_uuid, self.snapshot_id, self.schema_id, list(self.identifier_columns)]
-        if self.index_uuid:  # absent from checkpoints written before it was recorded: their tokens stay
+        """Names this checkpoint in the keys of the resync that replaces it.
+
+        Every resync ends on a checkpoint that differs in one of these, so each gets its own keys.
+        """
+        parts: list[object] = [
+            self.table_uuid,
+            self.snapshot_id,
+            self.schema_id,
+            list(self.identifier_columns),
+        ]
+        # absent from checkpoints written before it was recorded: their tokens stay
+        if self.index_uuid:
             parts.append(self.index_uuid)
         return sha256(json.dumps(parts))[:16]
 
     @property
     def recorded_identifiers(self) -> tuple[str, ...] | None:
-        """The identifier columns the documents' ids were made of; None: not recorded.
+        """The identifier columns the documents' ids were made of, or None when not recorded.
 
-        Every pass records them together with the schema: a checkpoint without a schema (-1) is
-        one no pass wrote (planning's base of a table not exported; state older than both fields),
-        whose () means unknown; with a schema, () means none (ids from the rows' positions)."""
+        Every pass records them together with the schema. A checkpoint without a schema, -1, is one
+        no pass wrote: planning's base of a table not exported, or state older than both fields. Its
+        () means unknown. With a schema, () means none: ids come from the rows' positions.
+        """
         return self.identifier_columns if self.schema_id >= 0 else None
 
     def supersedes(self, item: WorkItem) -> bool:
-        """True when the item's changes are in the index as of this checkpoint (it was applied by a
-        run that crashed before marking it done, or replaced by a resync): retire it unread."""
+        """True when the item's changes are in the index as of this checkpoint: retire it unread.
+
+        It was applied by a run that crashed before marking it done, or replaced by a resync.
+        """
         if item.resync:
             # A resync's export may be of the checkpoint's own snapshot (a schema change); it is
             # done once the checkpoint it replaces is no longer the current one.

@@ -1,5 +1,8 @@
-"""The OpenSearch client: opened from the configuration (basic auth, with the password from Secrets
-Manager when the configuration names a secret, or SigV4), and checked for reachability."""
+"""The OpenSearch client: opened from the configuration, and checked for reachability.
+
+It signs with SigV4, or uses basic auth, with the password from Secrets Manager
+when the configuration names a secret.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,12 @@ import json
 from typing import Any
 
 from opensearchpy import JSONSerializer, OpenSearch, RequestsHttpConnection
-from opensearchpy.exceptions import AuthenticationException, AuthorizationException, SerializationError, TransportError
+from opensearchpy.exceptions import (
+    AuthenticationException,
+    AuthorizationException,
+    SerializationError,
+    TransportError,
+)
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
@@ -19,14 +27,20 @@ IDS_PER_REQUEST = 1000
 
 
 class _Serializer(JSONSerializer):
-    """opensearch-py's JSON serializer, the same output, with one encoder for every call: `json.dumps`
-    with options builds an encoder per call, most of what serializing a bulk action line costs."""
+    """opensearch-py's JSON serializer, with the same output and one encoder for every call.
+
+    `json.dumps` with options builds an encoder per call, which is most of what
+    serializing a bulk action line costs.
+    """
 
     def __init__(self) -> None:
-        self._encoder = json.JSONEncoder(default=self.default, ensure_ascii=False, separators=(",", ":"))
+        self._encoder = json.JSONEncoder(
+            default=self.default, ensure_ascii=False, separators=(",", ":")
+        )
 
     def dumps(self, data: Any) -> Any:
-        if isinstance(data, str):  # documents are JSON text already: passed through, as opensearch-py does
+        # documents are JSON text already: passed through, as opensearch-py does
+        if isinstance(data, str):
             return data
         try:
             return self._encoder.encode(data)
@@ -44,7 +58,8 @@ def open_client(config: OpenSearchConfig) -> OpenSearch:
         "retry_on_status": (502, 503, 504),
         "retry_on_timeout": True,
     }
-    credentials = basic_auth(config)  # the password from Secrets Manager when the config names a secret
+    # the password from Secrets Manager when the config names a secret
+    credentials = basic_auth(config)
     if credentials is not None:
         options["http_auth"] = credentials
     elif config.aws_region is not None:
@@ -66,8 +81,11 @@ def check_reachable(client: OpenSearch, url: str) -> None:
 
 
 def describe_failure(exc: TransportError, url: str) -> str:
-    """One line for a request OpenSearch at `url` failed: unreachable, the credentials refused
-    (401), a permission missing (403), or another answer."""
+    """One line for a request OpenSearch at `url` failed.
+
+    The request was unreachable, the credentials refused (401), a permission
+    missing (403), or another answer came.
+    """
     if isinstance(exc, OpenSearchConnectionError):
         return f"OpenSearch at {url} is unreachable: {exc.info if exc.info else exc}"
     if isinstance(exc, AuthenticationException):

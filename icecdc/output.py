@@ -1,5 +1,8 @@
-"""What the commands print for scripts (`--json`): one JSON document on stdout per command (a
-watch: one a round, a line each), times in ISO 8601 UTC, counts as numbers; and a sync's lines."""
+"""What the commands print for scripts (`--json`), and a sync's lines.
+
+One JSON document on stdout per command; a watch prints one a round, a line each. Times
+are in ISO 8601 UTC, counts are numbers.
+"""
 
 from __future__ import annotations
 
@@ -102,8 +105,10 @@ def status_json(s: TableStatus, audit: dict[str, Any] | None, now: float) -> dic
 
 
 def audit_json(report: AuditReport) -> dict[str, Any]:
-    """An audit's report as stored, its time in ISO 8601, with its verdict: whether it drifted,
-    and the ids that differ by kind (`AuditReport.differing`)."""
+    """An audit's report as stored, its time in ISO 8601, with its verdict.
+
+    The verdict says whether it drifted, and the ids that differ by kind (`AuditReport.differing`).
+    """
     document: dict[str, Any] = json.loads(report.to_json())
     document["audited_at"] = iso(report.audited_at)
     document.update(drifted=report.drifted, differing=report.differing(), summary=report.summary())

@@ -1,17 +1,18 @@
-"""Opt-in guard against snapshot expiration (`tables[].protect_checkpoint`): Iceberg tags on the
-snapshots icecdc still has to read.
+"""Opt-in guard against snapshot expiration: tags on the snapshots icecdc still has to read.
 
-Snapshot expiration (Spark's `expire_snapshots`, Glue's table optimizer) keeps every snapshot a
-tag points at, and every file such a snapshot references. icecdc reads, for each commit after its
-checkpoint, the files the commit added (live in it) and the files it removed (live in its parent),
-so keeping the checkpoint snapshot and every snapshot after it that is not applied yet keeps all it
+The option is `tables[].protect_checkpoint`; the tags are Iceberg tags.
+
+Snapshot expiration, Spark's `expire_snapshots` or Glue's table optimizer, keeps every snapshot a
+tag points at, and every file such a snapshot references. For each commit after its checkpoint,
+icecdc reads the files the commit added, live in it, and the files it removed, live in its parent.
+So keeping the checkpoint snapshot and every snapshot after it that is not applied yet keeps all it
 needs. A tag on the checkpoint alone would not: expiration drops the snapshots between it and the
-head of `main` (ancestors of a branch are kept only by the branch's own retention settings).
+head of `main`, as ancestors of a branch are kept only by the branch's own retention settings.
 
 The tags are named `icecdc-<index>-<snapshot id>`: the index names the icecdc table config, so two
-deployments following one table keep their own. The planner tags what it plans, the processor
+deployments following one table keep their own. The planner tags what it plans, and the processor
 drops the tags behind the new checkpoint; turning the option off drops them all on the next run.
-Each change is one metadata commit (no new snapshot); what it costs is the files those snapshots
+Each change is one metadata commit, with no new snapshot. What it costs is the files those snapshots
 keep, until icecdc has applied them.
 """
 
@@ -48,11 +49,16 @@ def protected_snapshots(table: Table, index: str) -> dict[str, int]:
 
 
 def protect(table: Table, index: str, snapshot_ids: Iterable[int]) -> None:
-    """Make the icecdc tags of `index` point at exactly `snapshot_ids` (those the table still has),
-    in one metadata commit; none when they already do."""
+    """Make the icecdc tags of `index` point at exactly `snapshot_ids`, in one metadata commit.
+
+    Only the snapshots the table still has are tagged. There is no
+    commit when the tags already point so.
+    """
     wanted_ids = set(snapshot_ids)
     for attempt in range(COMMIT_ATTEMPTS):
-        wanted = {f"{tag_prefix(index)}{s}": s for s in wanted_ids if table.snapshot_by_id(s) is not None}
+        wanted = {
+            f"{tag_prefix(index)}{s}": s for s in wanted_ids if table.snapshot_by_id(s) is not None
+        }
         existing = protected_snapshots(table, index)
         stale = sorted(existing.keys() - wanted.keys())
         missing = sorted(wanted.keys() - existing.keys())
@@ -69,13 +75,20 @@ def protect(table: Table, index: str, snapshot_ids: Iterable[int]) -> None:
                 raise
             table = table.refresh()  # a writer committed meanwhile: try again on its metadata
             continue
-        log.info("%s: tags of snapshots icecdc has still to read: +%d -%d", index, len(missing), len(stale))
+        log.info(
+            "%s: tags of snapshots icecdc has still to read: +%d -%d",
+            index,
+            len(missing),
+            len(stale),
+        )
         return
 
 
 def keep_unapplied(table: Table, config: TableConfig, checkpoint_snapshot_id: int | None) -> None:
-    """Tag the checkpoint snapshot and every snapshot after it on the current lineage (when the
-    table's config asks for it; else drop any tags an earlier run left)."""
+    """Tag the checkpoint snapshot and every snapshot after it on the current lineage.
+
+    That is when the table's config asks for it; else any tags an earlier run left are dropped.
+    """
     if not config.protect_checkpoint:
         if protected_snapshots(table, config.index):
             protect(table, config.index, [])
@@ -85,6 +98,7 @@ def keep_unapplied(table: Table, config: TableConfig, checkpoint_snapshot_id: in
         keep.append(snapshot.snapshot_id)
         if snapshot.snapshot_id == checkpoint_snapshot_id:
             break
-    else:  # the checkpoint is off the lineage (a resync follows): keep it and the current snapshot only
+    # the checkpoint is off the lineage (a resync follows): keep it and the current snapshot only
+    else:
         keep = keep[:1] + ([checkpoint_snapshot_id] if checkpoint_snapshot_id is not None else [])
     protect(table, config.index, keep)

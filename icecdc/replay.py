@@ -26,13 +26,13 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
-from icecdc.errors import LeaseLost, OperationError
+from icecdc.errors import OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import IDS_PER_REQUEST, open_client
-from icecdc.sink import Refusal, fenced, write_documents
+from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 
 log = logging.getLogger(__name__)
@@ -91,12 +91,11 @@ def replay_table(config: Config, name: str, location: str, selection: Selection 
                 client,
                 config.opensearch,
                 table_config.index,
-                fenced(writes, lease, name),
+                fenced(writes, lease),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
-                VersionType.EXTERNAL_GTE,
+                BulkMode(VersionType.EXTERNAL_GTE),
             )
-            if lease.lost:
-                raise LeaseLost.of(name)
+            lease.check()
             report.indexed, report.deleted = stats.indexed, stats.deleted
             if stats.superseded:
                 report.notes.append(

@@ -1,6 +1,8 @@
-"""Basic-auth credentials for OpenSearch, with the password from AWS Secrets Manager when the
-configuration names a secret (`opensearch.password_secret_arn`): read where a client is opened, on
-the driver and on each executor, so it is never written into a file, an asset or an argument."""
+"""Basic-auth credentials for OpenSearch, the password from Secrets Manager when a secret is named.
+
+The configuration names it in `opensearch.password_secret_arn`. It is read where a client is opened,
+on the driver and on each executor, so it is never written into a file, an asset or an argument.
+"""
 
 from __future__ import annotations
 
@@ -29,11 +31,15 @@ def _secret_password(arn: str) -> str:
         value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
-        raise ConfigError(f"opensearch.password_secret_arn {arn}: Secrets Manager answered {code}") from None
+        raise ConfigError(
+            f"opensearch.password_secret_arn {arn}: Secrets Manager answered {code}"
+        ) from None
     text = str(value.get("SecretString", ""))
     if text.startswith("{"):  # a JSON secret, as the console's "other type of secret" stores it
         password = json.loads(text).get("password")
         if not isinstance(password, str):
-            raise ConfigError(f"opensearch.password_secret_arn {arn}: the secret's JSON has no string 'password'")
+            raise ConfigError(
+                f"opensearch.password_secret_arn {arn}: the secret's JSON has no string 'password'"
+            )
         return password
     return text

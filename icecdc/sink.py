@@ -38,7 +38,7 @@ from opensearchpy.exceptions import TransportError
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import LeaseLost, SinkError
+from icecdc.errors import SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 
 if TYPE_CHECKING:
@@ -230,9 +230,7 @@ def write_documents(
     index: str,
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
-    version_type: VersionType = VersionType.EXTERNAL,
-    pipeline: str | None = None,
-    pipelines: tuple[tuple[str, str], ...] = (),
+    mode: BulkMode = BulkMode(),
 ) -> SinkStats:
     """Write every document in bulk chunks.
 
@@ -242,12 +240,10 @@ def write_documents(
     request answered 413 is split in halves; a lone document answered 413 is a dead letter, and so is,
     without being sent, a document whose action alone is over `max_chunk_bytes`. A lost connection
     fails the batch: the transport has retried it already, and the checkpoint must not move.
-    A resync writes with `external_gte`, so that its export also rewrites documents of equal version.
-    `pipeline`: the ingest pipeline every index action goes through; a write that names its own
-    index (`Write.index`: one read writing several indexes) goes through that index's of `pipelines`.
+    `mode`: the version type (a resync writes with `external_gte`, so that its export also
+    rewrites documents of equal version) and the ingest pipelines (`BulkMode`).
     """
     stats = SinkStats()
-    mode = BulkMode(version_type, pipeline, pipelines)
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
     lines = ActionLines(index, mode)
     # Requests in line, each answer handled before the next chunk is made. A request kept in flight
@@ -266,14 +262,13 @@ def write_documents(
     return stats
 
 
-def fenced(writes: Iterable[Write], lease: Lease, table: str) -> Iterator[Write]:
+def fenced(writes: Iterable[Write], lease: Lease) -> Iterator[Write]:
     """The writes, stopped by `LeaseLost` once `lease` is lost: another run may write by then.
 
-    `write_documents` takes the next write before it sends a chunk: after it returns, check
-    `lease.lost` once more for the last chunk."""
+    `write_documents` takes the next write before it sends a chunk: after it returns, call
+    `lease.check()` once more for the last chunk."""
     for write in writes:
-        if lease.lost:
-            raise LeaseLost.of(table)
+        lease.check()
         yield write
 
 

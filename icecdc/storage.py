@@ -47,12 +47,18 @@ class Location:
         """The names of the objects directly in `folder` (`folder/x`, not `folder/sub/x`)."""
         if self.is_s3:
             s3, bucket, prefix = self._s3()
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}{folder}/", Delimiter="/")
+            pages = s3.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=f"{prefix}{folder}/", Delimiter="/"
+            )
             return [obj["Key"][len(prefix) :] for page in pages for obj in page.get("Contents", [])]
         directory = Path(self.location) / folder
         if not directory.is_dir():
             return []
-        return [f"{folder}/{p.name}" for p in directory.iterdir() if p.is_file() and not p.name.startswith(".")]
+        return [
+            f"{folder}/{p.name}"
+            for p in directory.iterdir()
+            if p.is_file() and not p.name.startswith(".")
+        ]
 
     def delete(self, name: str) -> None:
         """Delete the object; one that is gone already is fine."""

@@ -27,19 +27,25 @@ class IndexDiff:
 
     missing: list[str] = field(default_factory=list)  # rows with no document
     unexpected: list[str] = field(default_factory=list)  # documents with no row
-    different: list[str] = field(default_factory=list)  # documents whose fields differ from their row
-    misrouted: list[str] = field(default_factory=list)  # documents under another routing than their row's
+    # documents whose fields differ from their row
+    different: list[str] = field(default_factory=list)
+    # documents under another routing than their row's
+    misrouted: list[str] = field(default_factory=list)
     copies: list[str] = field(default_factory=list)  # ids the index holds more than once
-    dead_lettered: list[str] = field(default_factory=list)  # rows with no document and an open letter: by design
+    # rows with no document and an open letter: by design
+    dead_lettered: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.different or self.misrouted or self.copies)
+        return bool(
+            self.missing or self.unexpected or self.different or self.misrouted or self.copies
+        )
 
     def summary(self) -> str:
         if not self:
             lettered = len(self.dead_lettered)
             return "index equals table" + (
-                f" ({lettered} dead-lettered row{'s' if lettered != 1 else ''} with no document, by design: "
+                f" ({lettered} dead-lettered row{'s' if lettered != 1 else ''} with no "
+                "document, by design: "
                 f"e.g. {self.dead_lettered[:QUOTED]})"
                 if lettered
                 else ""
@@ -61,8 +67,11 @@ class IndexDiff:
 def table_documents(
     table: Table, identifier_columns: tuple[str, ...], shape: Shape | None = None
 ) -> list[tuple[str | None, str]]:
-    """(id, document text) of every row of the table's current snapshot the index's `shape` holds,
-    of its columns; id None without identifier columns, or for a row they give no id (a null one)."""
+    """Id and document text of every row of the current snapshot the index's `shape` holds.
+
+    Documents have the shape's columns. The id is None without identifier columns, or
+    for a row they give no id: a null one.
+    """
     if table.current_snapshot() is None:
         return []
     shape = shape or Shape()
@@ -79,16 +88,29 @@ def table_documents(
     return documents
 
 
-def _documents_read_as_synced(rows: TableRows, identifier_columns: tuple[str, ...], shape: Shape) -> list[tuple[str | None, str]]:
-    """`table_documents` read by icecdc's own reader, which applies equality deletes: each live
-    file with its deletes; a row with no id (a null one) as its letter's document."""
+def _documents_read_as_synced(
+    rows: TableRows, identifier_columns: tuple[str, ...], shape: Shape
+) -> list[tuple[str | None, str]]:
+    """`table_documents` read by icecdc's own reader, which applies equality deletes.
+
+    Each live file is read with its deletes. A row with no id, a null
+    one, comes as its letter's document.
+    """
     named = bool(identifier_columns)  # without them, ids come from the rows' places: left out
-    read = [(doc_id if named else None, doc) for doc_id, doc in rows.documents(rows.data_entries(shape.row_filter))]
-    return read + [(letter.doc_id if named else None, letter.document or "") for letter in rows.unreadable]
+    read = [
+        (doc_id if named else None, doc)
+        for doc_id, doc in rows.documents(rows.data_entries(shape.row_filter))
+    ]
+    return read + [
+        (letter.doc_id if named else None, letter.document or "") for letter in rows.unreadable
+    ]
 
 
 def index_documents(
-    client: OpenSearch, index: str, routings: dict[str, str | None] | None = None, copies: list[str] | None = None
+    client: OpenSearch,
+    index: str,
+    routings: dict[str, str | None] | None = None,
+    copies: list[str] | None = None,
 ) -> dict[str, str]:
     """id → document text of every document in the index; `routings`, when given, gets id → routing.
 
@@ -130,7 +152,10 @@ def diff_index(
     actual = index_documents(client, index, routings, copies)
     if pipeline:
         columns = {f.name for f in shape.project(table.schema()).fields}
-        actual = {i: encode_document({k: v for k, v in json.loads(doc).items() if k in columns}) for i, doc in actual.items()}
+        actual = {
+            i: encode_document({k: v for k, v in json.loads(doc).items() if k in columns})
+            for i, doc in actual.items()
+        }
     diff = IndexDiff(copies=sorted(set(copies)))
     if not identifier_columns:
         # Ids come from file positions; compare the documents as multisets.
@@ -144,7 +169,8 @@ def diff_index(
     without_id = Counter(document for doc_id, document in lettered if doc_id is None)
     for missing in sorted(set(wanted) - set(actual)):
         (diff.dead_lettered if missing in by_id else diff.missing).append(missing)
-    for no_id in (doc for doc_id, doc in expected if doc_id is None):  # rows with no id: never indexed
+    # rows with no id: never indexed
+    for no_id in (doc for doc_id, doc in expected if doc_id is None):
         explained = without_id[no_id] > 0
         without_id[no_id] -= 1
         (diff.dead_lettered if explained else diff.missing).append(f"no id: {_short(no_id)}")
@@ -156,8 +182,13 @@ def diff_index(
     return diff
 
 
-def _document_id(mapper: DocumentMapper, row: dict[str, object], document: dict[str, object]) -> str | None:
-    """The row's `_id`; None when its identifier columns give none (a null one: a sync dead-letters it)."""
+def _document_id(
+    mapper: DocumentMapper, row: dict[str, object], document: dict[str, object]
+) -> str | None:
+    """The row's `_id`; None when its identifier columns give none.
+
+    They give none for a null one, which a sync dead-letters.
+    """
     try:
         return mapper.document_id(mapper.key_fields(row, document))
     except ValueError:

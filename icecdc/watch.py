@@ -1,15 +1,15 @@
 """`icecdc sync --watch`: a sync round per interval, until SIGTERM or SIGINT stops the rounds.
 
-A round is one `sync` of the selected tables. The next round starts an interval after the last
-one started, or at once when the last one applied something (commits may have come meanwhile).
-A round's error is reported and the next round goes on, but a configuration error, which every
-round would meet again, ends the watch.
+A round is one `sync` of the selected tables. The next round starts an interval after the last one
+started, or at once when the last one applied something, as commits may have come meanwhile. A
+round's error is reported and the next round goes on, but a configuration error, which every round
+would meet again, ends the watch.
 
-Stopping: a signal while the watch waits ends it at once. A signal while a round runs lets the
-pass under way finish (its checkpoint moves) and starts no other: items planned and not applied
-stay pending for the next run. A second signal abandons the pass under way as a crash would:
-nothing of it is recorded, and leaving the table's `with Lease` block releases its lease, so the
-next run resumes at once (a process killed outright leaves its lease to expire instead).
+Stopping: a signal while the watch waits ends it at once. A signal while a round runs lets the pass
+under way finish, so its checkpoint moves, and starts no other; items planned and not applied stay
+pending for the next run. A second signal abandons the pass under way as a crash would: nothing of
+it is recorded, and leaving the table's `with Lease` block releases its lease, so the next run
+resumes at once. A process killed outright leaves its lease to expire instead.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ class Stop(StrEnum):
 
 
 class Abandoned(BaseException):
-    """A second signal while a pass ran: the pass is abandoned as a crash would leave it. A
-    BaseException, so that no `except Exception` on the way takes it for a round's failure."""
+    """A second signal while a pass ran: the pass is abandoned as a crash would leave it.
+
+    A BaseException, so that no `except Exception` on the way takes it for a round's failure."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,10 @@ def watch(
     report: Callable[[Round], None],
     watcher: Watcher | None = None,
 ) -> Stop:
-    """Sync rounds until a signal stops them; `report` is given each round. Returns the signal
-    that stopped them. A ConfigError ends the watch: it is raised. The rounds share one set of
-    engines, so that a Spark session a pass started serves the later rounds too."""
+    """Sync rounds until a signal stops them; `report` is given each round.
+
+    Returns the signal that stopped them. A ConfigError ends the watch: it is raised. The rounds
+    share one set of engines, so that a Spark session a pass started serves the later rounds too."""
     watcher = watcher or Watcher()
     names = list(table_names) if table_names else None
     engines = Engines(config.engine, config.spark)

@@ -93,9 +93,9 @@ GLUE = Platform(
     LOCKS / "glue.txt",
 )
 # The planner decides from metadata (manifests are Avro) and applies a small batch itself on the
-# in-process engine (icecdc.aws.apply_here): pyiceberg's ArrowScan reads the Parquet files (pyarrow)
-# and the sink writes with opensearch-py. It reads S3 through fsspec's s3fs, not pyarrow's S3
-# filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.13 runtime is Amazon Linux 2023 (glibc
+# in-process engine (icecdc.aws.planner.apply_here): pyiceberg's ArrowScan reads the Parquet files
+# (pyarrow) and the sink writes with opensearch-py. It reads S3 through fsspec's s3fs, not pyarrow's
+# S3 filesystem (LAMBDA_CATALOG_PROPERTIES). Lambda's python3.13 runtime is Amazon Linux 2023 (glibc
 # 2.34): manylinux wheels up to 2_34, so pyarrow is the virtualenv's, as everywhere else (python3.11
 # ran on Amazon Linux 2, glibc 2.26, which held pyarrow back at 20, the last manylinux2014 release).
 LAMBDA = Platform(

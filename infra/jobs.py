@@ -12,7 +12,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from icecdc.aws import (
+from icecdc.aws.contract import (
     ARG_CONFIG,
     ARG_DEAD_LETTER,
     ARG_MODE,

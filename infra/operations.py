@@ -14,7 +14,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from icecdc.aws import METRIC_NAMESPACE
+from icecdc.aws.contract import METRIC_NAMESPACE
 from icecdc.config import Config
 from infra.common import audited, keep_logical_id
 from infra.jobs import Jobs

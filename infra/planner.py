@@ -2,11 +2,11 @@
 sweep on a schedule (Glue's events are best-effort), both through a queue that buffers them.
 
 With `aws.planner_applies` (the default) the planner applies a small batch itself on the in-process
-engine (icecdc.aws.apply_here) and starts the table's Glue job only for larger work: it then writes
-the state as the job does, writes to OpenSearch as a second writer of the domain (`Search.add_writer`)
-and dead letters to the stack's location, and with `aws.vpc` runs in the VPC's subnets with a
-security group of its own (the domain must be reachable). Without it the planner only reads state
-and starts jobs."""
+engine (icecdc.aws.planner.apply_here) and starts the table's Glue job only for larger work: it then
+writes the state as the job does, writes to OpenSearch as a second writer of the domain
+(`Search.add_writer`) and dead letters to the stack's location, and with `aws.vpc` runs in the VPC's
+subnets with a security group of its own (the domain must be reachable). Without it the planner only
+reads state and starts jobs."""
 
 from __future__ import annotations
 
@@ -25,7 +25,12 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, METRIC_NAMESPACE, PlannerEnvironment
+from icecdc.aws.contract import (
+    GLUE_EVENT_SOURCE,
+    GLUE_EVENT_TYPE,
+    METRIC_NAMESPACE,
+    PlannerEnvironment,
+)
 from icecdc.config import Config
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
 from infra.common import (
@@ -55,10 +60,11 @@ PLANNER_DYNAMODB_ACTIONS = ["dynamodb:GetItem", "dynamodb:Query"]
 # reserving fails in accounts whose concurrency quota is low ("decreases account's
 # UnreservedConcurrentExecution below its minimum value": Lambda keeps 100 unreserved).
 PLANNER_CONCURRENCY = 2
-# The planner starts no pass with less than PASS_RESERVE_SECONDS (120 s) left (icecdc.aws.planner_deadline):
-# the longest pass the default engine limits allow (500,000 rows read at the 9,000-19,000 rows/s of
-# one core measured by bench.crossover, bulk writes included: 26-56 s) ends within that reserve, and
-# the rest of the 5 minutes is for deciding and applying the batch's tables one after another.
+# The planner starts no pass with less than PASS_RESERVE_SECONDS (120 s) left
+# (icecdc.aws.planner.planner_deadline): the longest pass the default engine limits allow (500,000
+# rows read at the 9,000-19,000 rows/s of one core measured by bench.crossover, bulk writes
+# included: 26-56 s) ends within that reserve, and the rest of the 5 minutes is for deciding and
+# applying the batch's tables one after another.
 # infra.stack.check_deployable refuses engine limits whose pass would not fit the reserve, at the
 # slowest rate bench.crossover measured in-process (a 10^6-row append: 110 s for the whole command).
 PLANNER_TIMEOUT = Duration.minutes(5)

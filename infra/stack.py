@@ -6,9 +6,9 @@ connection), `Search` (the domain, or rights on an existing one), `Jobs` (the Gl
 (the Lambda and its triggers), `Operations` (alarms, dashboard).
 
 Everything is named from `aws.stack_name`, so the planner finds each table's job by name
-(`icecdc.aws.job_name`). IAM is least privilege: listed actions only, resources scoped to the
-configured tables, the warehouse buckets, the state table, the assets, the dead-letter prefix and
-the domain; the few statements that need `Resource: *` are the APIs without resource-level
+(`icecdc.aws.contract.job_name`). IAM is least privilege: listed actions only, resources scoped to
+the configured tables, the warehouse buckets, the state table, the assets, the dead-letter prefix
+and the domain; the few statements that need `Resource: *` are the APIs without resource-level
 permissions, each narrowed by a condition. Every cdk-nag finding accepted is suppressed on the one
 resource it is about, for exactly the resources or actions it names, with its reason.
 """
@@ -21,7 +21,7 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from icecdc.aws import PASS_RESERVE_SECONDS
+from icecdc.aws.contract import PASS_RESERVE_SECONDS
 from icecdc.catalog import glue_name
 from icecdc.config import Config
 from icecdc.engines.workers import lambda_vcpus
@@ -144,7 +144,8 @@ def values_at(config: Config, key: str) -> set[str]:
 def check_planner_applies(config: Config) -> None:
     """A planner that applies small batches must be able to finish any pass it starts: the engine's
     choice must be by size (`auto`), and the largest in-process pass must fit the time the planner
-    keeps for one (icecdc.aws.PASS_RESERVE_SECONDS), at the slowest rate measured in-process."""
+    keeps for one (icecdc.aws.contract.PASS_RESERVE_SECONDS), at the slowest rate measured
+    in-process."""
     engine = config.engine
     if engine.use == EngineChoice.IN_PROCESS:
         raise SystemExit(

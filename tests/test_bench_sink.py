@@ -17,7 +17,7 @@ from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError
 from icecdc.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
 from icecdc.model import VersionType, Write
-from icecdc.sink import BULK_ANSWER, delete_older, write_documents
+from icecdc.sink import BULK_ANSWER, BulkMode, delete_older, write_documents
 from icecdc.verify import index_documents
 
 _names = count()
@@ -47,7 +47,7 @@ def index() -> str:
 def write(
     client: OpenSearch, config: OpenSearchConfig, index: str, *writes: Write, version_type: VersionType = VersionType.EXTERNAL
 ) -> dict[str, int]:
-    stats = write_documents(client, config, index, writes, version_type=version_type)
+    stats = write_documents(client, config, index, writes, mode=BulkMode(version_type))
     return {k: v for k, v in vars(stats).items() if v}
 
 

@@ -217,7 +217,7 @@ def test_sections_travel_to_executors_and_revisions_are_validated() -> None:
 
 
 def test_runtime_config_revises_the_parsed_file() -> None:
-    from icecdc.aws import runtime_config
+    from icecdc.aws.deployed import runtime_config
 
     raw = base()
     raw["state"] = {"type": "dynamodb", "table": "placeholder", "lease_seconds": 30, "done_ttl_days": 14}

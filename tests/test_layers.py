@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, unwritten
     {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
-    # what the entries call; watch: sync --watch
+    # what the entries call (aws/: contract, events, planner, metrics, ...); watch: sync --watch
     {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config", "icecdc.watch"},
     {"icecdc.check"},  # a first sync's needs, checked: reads what init_config writes
     {"icecdc.doctor", "icecdc.output"},  # doctor reads what icecdc.aws names; output: --json

@@ -1,7 +1,14 @@
 """Drift audit and targeted repair: is an index still equal to its table, at a cost far below
 `icecdc verify`, and making a drifted scope equal again without a full export."""
 
-from icecdc.audit.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMPLE, audit_table
+from icecdc.audit.audit import (
+    DEFAULT_LIST_LIMIT,
+    DEFAULT_MAX_IDS,
+    DEFAULT_SAMPLE,
+    AuditOptions,
+    TableAndIndex,
+    audit_table,
+)
 from icecdc.audit.findings import findings_location, load_findings, save_findings
 from icecdc.audit.repair import rebuild_index, repair, repair_table
 from icecdc.audit.report import AuditCost, AuditReport, Drift, DriftKind, PartitionCount, RepairReport, RepairScope
@@ -12,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_IDS",
     "DEFAULT_SAMPLE",
     "AuditCost",
+    "AuditOptions",
     "AuditReport",
     "Drift",
     "DriftKind",
@@ -19,6 +27,7 @@ __all__ = [
     "RepairIds",
     "RepairReport",
     "RepairScope",
+    "TableAndIndex",
     "audit",
     "audit_table",
     "findings_location",

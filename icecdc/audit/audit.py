@@ -77,33 +77,70 @@ class _Group:
     field: ColumnField
 
 
-def audit_table(
-    table: Table,
-    config: TableConfig,
-    identifier_columns: tuple[str, ...],
-    store: StateStore,
-    client: OpenSearch,
-    sample: int = DEFAULT_SAMPLE,
-    seed: int | None = None,
-    dead_letters: DeadLetters | None = None,
-    max_ids: int = DEFAULT_MAX_IDS,
-    list_limit: int = DEFAULT_LIST_LIMIT,
-) -> AuditReport:
-    """Compare the table's index with the table as of its checkpoint (see the module's doc).
+@dataclass(frozen=True)
+class TableAndIndex:
+    """A configured table and its index, opened: what an audit or a repair compares."""
+
+    table: Table
+    config: TableConfig
+    identifiers: tuple[str, ...]  # the table's identifier columns (`catalog.identifier_columns`)
+    store: StateStore
+    client: OpenSearch
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How much an audit reads and names (`icecdc audit`'s options).
 
     `sample`: rows compared field by field (0: counts only); `seed`: makes the sample repeatable;
     `max_ids`: extra documents named by id; `list_limit`: rows and documents listed to name them."""
+
+    sample: int = DEFAULT_SAMPLE
+    seed: int | None = None
+    max_ids: int = DEFAULT_MAX_IDS
+    list_limit: int = DEFAULT_LIST_LIMIT
+
+
+@dataclass(frozen=True)
+class _Audit:
+    """One audit's parts: the table's rows as of the checkpoint, the index's side, the columns
+    partitions are counted by, and the report the findings go into."""
+
+    report: AuditReport
+    rows: TableRows
+    side: IndexSide
+    groups: list[_Group]
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """The rows compared field by field: how many, drawn with `rng` from the live data files."""
+
+    entries: list[ManifestEntry]
+    live: dict[str, int]  # data file path → its live rows
+    size: int
+    rng: random.Random
+
+
+def audit_table(
+    opened: TableAndIndex,
+    options: AuditOptions = AuditOptions(),
+    dead_letters: DeadLetters | None = None,
+) -> AuditReport:
+    """Compare the table's index with the table as of its checkpoint (see the module's doc)."""
+    sample, max_ids, list_limit = options.sample, options.max_ids, options.list_limit
     if sample < 0:
         raise OperationError(f"the sample must be a number of rows, 0 or more, got {sample}")
     if max_ids < 0 or list_limit < 0:
         raise OperationError(f"--max-ids and --list-limit must be 0 or more, got {max_ids} and {list_limit}")
     started = time.monotonic()
+    table, config, store = opened.table, opened.config, opened.store
     name = config.name
     checkpoint = _checkpoint(store, name)
     if checkpoint.table_uuid != str(table.metadata.table_uuid):
         return _resync_pending(table, config, checkpoint)
-    rows = TableRows(table, name, identifier_columns, snapshot_id=checkpoint.snapshot_id)
-    side = IndexSide(client, config.index)
+    rows = TableRows(table, name, opened.identifiers, snapshot_id=checkpoint.snapshot_id)
+    side = IndexSide(opened.client, config.index)
     side.check_exists(name)
     report = AuditReport(name, config.index, checkpoint.snapshot_id, checkpoint.sequence_number, "", audited_at=time.time())
     pending = store.count_pending(name)
@@ -124,10 +161,12 @@ def audit_table(
     report.rows = sum(table_counts.values())
     lettered = _dead_lettered(dead_letters, name, side, groups)
     _compare_counts(report, groups, table_counts, index_counts, lettered.by_partition())
-    _name_extra(report, rows, side, groups, files, table_counts, index_counts, max_ids, list_limit)
+    audit = _Audit(report, rows, side, groups)
+    _name_extra(audit, files, table_counts, index_counts, options)
 
     if sample:
-        _compare_sample(report, rows, side, entries, live, sample, random.Random(seed), groups, checkpoint, pending, lettered)
+        drawn = _Sample(entries, live, sample, random.Random(options.seed))
+        _compare_sample(audit, drawn, checkpoint, pending, lettered)
     if store.get_checkpoint(name) != checkpoint:
         report.notes.append("a sync advanced the checkpoint during the audit: findings may be that sync's writes; audit again")
     report.cost = AuditCost(rows.cost, side.requests, time.monotonic() - started)
@@ -282,21 +321,19 @@ def _compare_counts(
 
 
 def _name_extra(
-    report: AuditReport,
-    rows: TableRows,
-    side: IndexSide,
-    groups: list[_Group],
+    audit: _Audit,
     files: dict[tuple[Any, ...], list[ManifestEntry]],
     table_counts: Counter[tuple[Any, ...]],
     index_counts: dict[tuple[Any, ...], int],
-    max_ids: int,
-    list_limit: int,
+    options: AuditOptions,
 ) -> None:
     """Name by id the documents of the partitions where the index holds more than the table: the
     index's ids there less the table's. The cost is the drifted partitions', never the clean ones':
     only their data files are read, only their documents listed. A document whose row the table
     has in another partition (its partition column differs) is named too: the index has it here,
     the table does not (the sample may also find it stale)."""
+    report, rows, side, groups = audit.report, audit.rows, audit.side, audit.groups
+    max_ids, list_limit = options.max_ids, options.list_limit
     over = [k for k, documents in index_counts.items() if documents > table_counts.get(k, 0)]
     over.sort(key=lambda k: (table_counts.get(k, 0) + index_counts[k], json.dumps(k, default=str)))
     left, named, unnamed = list_limit, 0, 0
@@ -326,14 +363,8 @@ def _name_extra(
 
 
 def _compare_sample(
-    report: AuditReport,
-    rows: TableRows,
-    side: IndexSide,
-    entries: list[ManifestEntry],
-    live: dict[str, int],
-    sample: int,
-    rng: random.Random,
-    groups: list[_Group],
+    audit: _Audit,
+    sample: _Sample,
     checkpoint: Checkpoint,
     pending: int,
     lettered: _Lettered,
@@ -341,10 +372,11 @@ def _compare_sample(
     """Read whole the files a random sample of rows falls into, fetch those rows' documents,
     compare. An id several of the rows read hold is reported as such (no document can equal
     two rows)."""
+    report, rows, side, groups = audit.report, audit.rows, audit.side, audit.groups
     documents: dict[str, str] = {}
     held: Counter[str] = Counter()
     unreadable = len(rows.unreadable)
-    for entry in _sample_files(entries, live, sample, rng):
+    for entry in _sample_files(sample.entries, sample.live, sample.size, sample.rng):
         read = list(rows.documents([entry]))
         documents |= dict(read)
         held.update(doc_id for doc_id, _ in read)
@@ -360,7 +392,7 @@ def _compare_sample(
             f"{len(no_id)} rows of the sampled files cannot become documents ({no_id[0].reason}), "
             f"{explained} of them with an open dead letter; the counts say whether the others are drift"
         )
-    chosen = sorted(rng.sample(sorted(documents), min(sample, len(documents))))
+    chosen = sorted(sample.rng.sample(sorted(documents), min(sample.size, len(documents))))
     report.sampled = len(chosen)
     hits = side.fetch(chosen)
     for doc_id in chosen:

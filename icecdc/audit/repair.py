@@ -20,12 +20,13 @@ from collections.abc import Iterable
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
+from icecdc.audit.audit import TableAndIndex
 from icecdc.audit.index_side import ColumnField, Hit, IndexSide
 from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, OpenSearchConfig, TableConfig
+from icecdc.config import Config, OpenSearchConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.errors import LeaseLost, OperationError
+from icecdc.errors import OperationError
 from icecdc.index import IndexAlias
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
@@ -33,7 +34,7 @@ from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.processing import BatchResult, sync
-from icecdc.sink import Refusal, fenced, write_documents
+from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,7 @@ summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 def repair_table(
-    table: Table,
-    config: TableConfig,
-    identifiers: tuple[str, ...],
-    store: StateStore,
-    client: OpenSearch,
+    opened: TableAndIndex,
     opensearch: OpenSearchConfig,
     scope: RepairScope,
     lease_seconds: float,
@@ -53,6 +50,8 @@ def repair_table(
 ) -> RepairReport:
     """Rewrite what differs in the scope (see the module's doc); OperationError, nothing written,
     when another run holds the lease, work is pending, or the index is not as the checkpoint left it."""
+    table, config, identifiers = opened.table, opened.config, opened.identifiers
+    store, client = opened.store, opened.client
     if not scope:
         raise OperationError(f"table {config.name!r}: name what to repair (partitions, ids, or the last audit's findings)")
     started = time.monotonic()
@@ -73,12 +72,11 @@ def repair_table(
             client,
             opensearch,
             config.index,
-            fenced(writes, lease, name),
+            fenced(writes, lease),
             refused if dead_letter else None,
-            VersionType.EXTERNAL_GTE,
+            BulkMode(VersionType.EXTERNAL_GTE),
         )
-        if lease.lost:
-            raise LeaseLost.of(name)
+        lease.check()
     report.indexed, report.deleted, report.superseded, report.dead_lettered = (
         stats.indexed,
         stats.deleted,
@@ -217,12 +215,11 @@ def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:
+        identifiers = identifier_columns(table, table_config)
+        client = open_client(config.opensearch)
+        opened = TableAndIndex(table, table_config, identifiers, store, client)
         return repair_table(
-            table,
-            table_config,
-            identifier_columns(table, table_config),
-            store,
-            open_client(config.opensearch),
+            opened,
             config.opensearch,
             scope,
             config.state.lease_seconds,

@@ -12,7 +12,14 @@ from typing import Any
 
 from pyiceberg.schema import Schema
 
-from icecdc.audit.audit import DEFAULT_LIST_LIMIT, DEFAULT_MAX_IDS, DEFAULT_SAMPLE, audit_table
+from icecdc.audit.audit import (
+    DEFAULT_LIST_LIMIT,
+    DEFAULT_MAX_IDS,
+    DEFAULT_SAMPLE,
+    AuditOptions,
+    TableAndIndex,
+    audit_table,
+)
 from icecdc.audit.findings import findings_location, load_findings, save_findings
 from icecdc.audit.repair import repair
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
@@ -42,6 +49,7 @@ def audit(
     chosen = [config.table(n) for n in table_names] if table_names else list(config.tables)
     selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
+    options = AuditOptions(sample, seed, max_ids, list_limit)
     client = open_client(config.opensearch)
     check_reachable(client, config.opensearch.url)
     catalog = open_catalog(config.catalog)
@@ -52,7 +60,8 @@ def audit(
         for table_config in selected:
             table = load_table(catalog, table_config.name)
             identifiers = identifier_columns(table, table_config)
-            report = audit_table(table, table_config, identifiers, store, client, sample, seed, dead_letters, max_ids, list_limit)
+            opened = TableAndIndex(table, table_config, identifiers, store, client)
+            report = audit_table(opened, options, dead_letters)
             save_findings(location, report)
             reports.append(report)
     finally:

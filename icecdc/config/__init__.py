@@ -1,5 +1,8 @@
-"""The configuration: the runtime model (`runtime`), the deploy-only model (`deploy`: section `aws:`,
-read by `infra/` and `icecdc doctor`), and how a file is read and its errors worded (`loader`)."""
+"""The configuration: the runtime model, the deploy-only model, and how a file is read.
+
+`runtime` is the runtime model. `deploy` is the deploy-only model, section `aws:`, which `infra/`
+and `icecdc doctor` read. `loader` reads a file and words its errors.
+"""
 
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig, SubnetConfig, VpcConfig
 from icecdc.config.runtime import (

@@ -1,5 +1,7 @@
-"""The deploy-only configuration (section `aws:`): what the CDK stack (`infra/`) and the checks of a
-deployment (`icecdc doctor`) read; a run reads none of it."""
+"""The deploy-only configuration, section `aws:`: a run reads none of it.
+
+The CDK stack (`infra/`) and the checks of a deployment (`icecdc doctor`) read it.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +13,52 @@ from pydantic import Field, field_validator, model_validator
 from icecdc.config.loader import AT, Section, Text
 
 # The retention periods CloudWatch Logs accepts, in days (aws.log_retention_days).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 
 class SubnetConfig(Section):
     id: Text
     availability_zone: Text
-    route_table_id: Text | None = None  # the subnet's route table: where aws.vpc.create_endpoints adds S3 and DynamoDB
+    # the subnet's route table: where aws.vpc.create_endpoints adds S3 and DynamoDB
+    route_table_id: Text | None = None
 
 
 class VpcConfig(Section):
-    """An existing VPC (section `aws.vpc`): the Glue jobs run in it (a Glue network connection in the
-    first subnet) and a domain the stack creates is placed in it, with security groups the stack creates."""
+    """An existing VPC, section `aws.vpc`: the Glue jobs and a domain the stack creates run in it.
+
+    The Glue jobs run through a Glue network connection in the first subnet. A domain the stack
+    creates is placed in the VPC, with security groups the stack creates.
+    """
 
     vpc_id: Text
     # Private subnets, one per availability zone; a created domain spans the first two or three.
     subnets: tuple[SubnetConfig, ...] = Field(strict=False, min_length=1)
-    # The stack creates the VPC endpoints its parts need (for subnets without a NAT gateway): gateway
-    # endpoints for S3 and DynamoDB on the subnets' route tables, interface endpoints for the rest
-    # (docs/deploy.md). False: the VPC must reach those services already.
+    # The stack creates the VPC endpoints its parts need (for subnets without a NAT gateway):
+    # gateway endpoints for S3 and DynamoDB on the subnets' route tables, interface endpoints for
+    # the rest (docs/deploy.md). False: the VPC must reach those services already.
     create_endpoints: bool = False
 
     @field_validator("subnets")
@@ -45,7 +74,8 @@ class VpcConfig(Section):
         missing = [s.id for s in self.subnets if s.route_table_id is None]
         if self.create_endpoints and missing:
             raise ValueError(
-                f"{AT}.create_endpoints needs each subnet's route_table_id (the S3 and DynamoDB gateway endpoints are "
+                f"{AT}.create_endpoints needs each subnet's route_table_id (the S3 and "
+                "DynamoDB gateway endpoints are "
                 f"routes): missing for {', '.join(missing)}"
             )
         return self
@@ -54,29 +84,35 @@ class VpcConfig(Section):
 def _key_arn(key: str) -> None:
     """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
     if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
-        raise ValueError(f"{AT} must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), got {key!r}")
+        raise ValueError(
+            f"{AT} must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), got {key!r}"
+        )
 
 
 class AwsConfig(Section):
-    """What the CDK stack needs beyond the pipeline settings (section `aws:`, read at synth time)."""
+    """What the CDK stack needs beyond the pipeline settings: section `aws:`, read at synth time."""
 
     # The buckets holding the tables' metadata and data: the only ones the roles read.
     warehouse_buckets: tuple[str, ...] = Field(strict=False)
-    # Customer-managed KMS keys the warehouse buckets' objects are encrypted with (SSE-KMS): the roles
-    # that read them get kms:Decrypt on these keys, through S3 only. Default: none (SSE-S3, or AWS-managed keys).
+    # Customer-managed KMS keys the warehouse buckets' objects are encrypted with
+    # (SSE-KMS): the roles that read them get kms:Decrypt on these keys, through S3 only.
+    # Default: none (SSE-S3, or AWS-managed keys).
     warehouse_kms_key_arns: tuple[str, ...] = Field((), strict=False)
-    # The customer-managed KMS key of opensearch.password_secret_arn, if it has one: kms:Decrypt through
-    # Secrets Manager for the roles that read the secret. Default: none (the secret's AWS-managed key).
+    # The customer-managed KMS key of opensearch.password_secret_arn, if it has one:
+    # kms:Decrypt through Secrets Manager for the roles that read the secret. Default:
+    # none (the secret's AWS-managed key).
     password_secret_kms_key_arn: Text | None = None
     stack_name: Text = "icecdc"  # also the prefix of every resource name
     account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
     region: Text | None = None  # default: CDK_DEFAULT_REGION
-    schedule_minutes: int = Field(5, ge=1)  # the fallback sweep over all tables (Glue's events are best-effort)
-    # The planner's events wait in a queue up to this long (Lambda's SQS batching window, at most 300 s),
-    # so that a burst of commits of one table is planned once.
+    # the fallback sweep over all tables (Glue's events are best-effort)
+    schedule_minutes: int = Field(5, ge=1)
+    # The planner's events wait in a queue up to this long (Lambda's SQS batching window, at most
+    # 300 s), so that a burst of commits of one table is planned once.
     planner_batch_window_seconds: int = Field(20, ge=1, le=300)
-    # The planner applies a batch the in-process engine takes (see `engine:`) itself, in seconds and
-    # without a Glue run; it then reaches OpenSearch from the Lambda. False: every batch starts the job.
+    # The planner applies a batch the in-process engine takes (see `engine:`)
+    # itself, in seconds and without a Glue run; it then reaches OpenSearch from the
+    # Lambda. False: every batch starts the job.
     planner_applies: bool = True
     # Concurrency reserved for the planner, or none (the default): the queue's event source already
     # starts at most 2 planners at once, and reserving fails to deploy in accounts whose Lambda
@@ -86,31 +122,39 @@ class AwsConfig(Section):
     glue_worker_type: Text = "G.1X"
     glue_max_workers: int = 10  # auto scaling's upper bound per table's job
     glue_timeout_minutes: int = Field(120, ge=1)
-    opensearch_domain_arn: Text | None = None  # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
-    create_domain: bool = False  # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
+    # an existing domain signed with SigV4: scopes the roles' es:ESHttp* rights
+    opensearch_domain_arn: Text | None = None
+    # the stack creates an OpenSearch domain; opensearch.url is then replaced by its endpoint
+    create_domain: bool = False
     domain_instance_type: Text = "r7g.large.search"
     domain_instance_count: int = Field(2, ge=1)
     domain_volume_gb: int = Field(20, ge=1)
-    # With create_domain: the IAM role (or user) that administers the domain (all_access and
-    # security_manager); the domain's master user is a role of the stack that maps roles at deploy time.
+    # With create_domain: the IAM role (or user) that administers the domain
+    # (all_access and security_manager); the domain's master user is a role of the
+    # stack that maps roles at deploy time.
     domain_admin_arn: Text | None = None
-    vpc: VpcConfig | None = None  # the jobs (and a created domain) in an existing VPC; default: public endpoints
+    # the jobs (and a created domain) in an existing VPC; default: public endpoints
+    vpc: VpcConfig | None = None
     dead_letter_prefix: Text = "dead-letter/"
-    dead_letter_retention_days: int = Field(90, ge=1)  # dead letters hold whole documents (personal data)
+    # dead letters hold whole documents (personal data)
+    dead_letter_retention_days: int = Field(90, ge=1)
     # When each table's job audits its index (a Glue trigger's cron, UTC; null: never): counts per
     # partition and a sample of rows (`icecdc audit`), published as the metric Drift, alarmed on.
     audit_schedule: Text | None = "cron(0 3 * * ? *)"
     null_turns_off: ClassVar[frozenset[str]] = frozenset({"audit_schedule"})
-    audit_repairs: bool = False  # the scheduled audit also repairs what it found (`icecdc repair --from-audit`)
+    # the scheduled audit also repairs what it found (`icecdc repair --from-audit`)
+    audit_repairs: bool = False
     alarm_email: Text | None = None  # subscribed to the alarms' SNS topic
-    log_retention_days: int = 30  # the jobs', the planner's and a created domain's log groups (CloudWatch's periods)
+    # the jobs', the planner's and a created domain's log groups (CloudWatch's periods)
+    log_retention_days: int = 30
 
     @model_validator(mode="before")
     @classmethod
     def _moved_keys(cls, data: Any) -> Any:
         if isinstance(data, dict) and "done_ttl_days" in data:
             raise ValueError(
-                f"{AT}.done_ttl_days moved to state.done_ttl_days (with state type dynamodb; at run time the stack's "
+                f"{AT}.done_ttl_days moved to state.done_ttl_days (with state type dynamodb; "
+                "at run time the stack's "
                 "state table keeps it)"
             )
         return data
@@ -119,7 +163,9 @@ class AwsConfig(Section):
     @classmethod
     def _bucket_names(cls, buckets: tuple[str, ...]) -> tuple[str, ...]:
         if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
-            raise ValueError(f"{AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}")
+            raise ValueError(
+                f"{AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}"
+            )
         return buckets
 
     @field_validator("warehouse_kms_key_arns")
@@ -140,7 +186,9 @@ class AwsConfig(Section):
     @classmethod
     def _resource_prefix(cls, name: str) -> str:
         if not all(c.isalnum() or c == "-" for c in name) or not name[0].isalpha():
-            raise ValueError(f"{AT} must be letters, digits and '-', starting with a letter, got {name!r}")
+            raise ValueError(
+                f"{AT} must be letters, digits and '-', starting with a letter, got {name!r}"
+            )
         return name
 
     @field_validator("glue_max_workers")
@@ -155,7 +203,8 @@ class AwsConfig(Section):
     def _cloudwatch_period(cls, days: int) -> int:
         if days not in LOG_RETENTION_DAYS:
             raise ValueError(
-                f"{AT} must be one of CloudWatch Logs' periods {', '.join(map(str, LOG_RETENTION_DAYS))}, got {days}"
+                f"{AT} must be one of CloudWatch Logs' periods "
+                f"{', '.join(map(str, LOG_RETENTION_DAYS))}, got {days}"
             )
         return days
 
@@ -170,13 +219,19 @@ class AwsConfig(Section):
             raise ValueError(f"{AT}: choose create_domain or opensearch_domain_arn, not both")
         if self.create_domain and self.domain_admin_arn is None:
             raise ValueError(
-                f"{AT}.domain_admin_arn is required with create_domain: the IAM role that administers the domain "
+                f"{AT}.domain_admin_arn is required with create_domain: the IAM role that "
+                "administers the domain "
                 "(the jobs' role only writes the configured indexes)"
             )
         if self.domain_admin_arn is not None and not self.create_domain:
-            raise ValueError(f"{AT}.domain_admin_arn is for a domain the stack creates (create_domain: true)")
+            raise ValueError(
+                f"{AT}.domain_admin_arn is for a domain the stack creates (create_domain: true)"
+            )
         if self.domain_admin_arn is not None and not re.fullmatch(
             r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+", self.domain_admin_arn
         ):
-            raise ValueError(f"{AT}.domain_admin_arn must be an IAM role or user ARN, got {self.domain_admin_arn!r}")
+            raise ValueError(
+                f"{AT}.domain_admin_arn must be an IAM role or user ARN, got "
+                f"{self.domain_admin_arn!r}"
+            )
         return self

@@ -1,7 +1,9 @@
-"""How the configuration is read: every section strict (`Section`), validation into a model, and
-pydantic's errors as the file's reader reads them, each naming its key's path in the file, e.g.
-``tables[1].identifier_columns``. Values are strict: a number is never read from a string, a bool
-never from a number (or the reverse); an explicit ``null`` means the default.
+"""How the configuration is read: strict sections, validation, and errors naming their keys.
+
+Every section is strict (`Section`) and validates into a model. Pydantic's errors are worded as the
+file's reader reads them, each naming its key's path in the file, e.g.
+``tables[1].identifier_columns``. Values are strict: a number is never read from a string, and a
+bool never from a number, nor the reverse. An explicit ``null`` means the default.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from icecdc.errors import ConfigError
@@ -28,9 +37,13 @@ def _not_blank(value: str) -> str:
 
 
 def _scalar_text(value: Any) -> Any:
-    """A catalog property or Spark setting as the string its consumer expects (YAML `true` → "true")."""
+    """A catalog property or Spark setting as the string its consumer expects.
+
+    YAML `true` becomes "true".
+    """
     if isinstance(value, dict | list):
-        raise ValueError(f"{AT} must be a scalar setting, got {value!r}")  # noqa: TRY004 (pydantic reports ValueErrors)
+        # Pydantic reports ValueErrors.
+        raise ValueError(f"{AT} must be a scalar setting, got {value!r}")  # noqa: TRY004
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -55,12 +68,18 @@ class Section(BaseModel):
 
     def as_mapping(self) -> dict[str, Any]:
         """The section's keys as the file names them (sections within stay models)."""
-        keys = {field.alias or name: getattr(self, name) for name, field in type(self).model_fields.items()}
+        keys = {
+            field.alias or name: getattr(self, name)
+            for name, field in type(self).model_fields.items()
+        }
         return {**keys, **(self.__pydantic_extra__ or {})}
 
     def revised(self, **changes: Any) -> Self:
-        """A copy with `changes` (keys as the file names them; a section may be given as a mapping),
-        validated as the file is: `model_copy(update=...)` would check nothing."""
+        """A copy with `changes`, validated as the file is.
+
+        Keys are as the file names them; a section may be given as a mapping.
+        `model_copy(update=...)` would check nothing.
+        """
         return validated(type(self), {**self.as_mapping(), **changes})
 
 
@@ -109,8 +128,9 @@ _PROBLEMS = {
 
 
 def _path(loc: tuple[int | str, ...], unions: set[str]) -> str:
-    """pydantic's location of an error as the key's path in the file: ``tables[0].index``. A
-    discriminated union (`unions`: the model's fields that are one) puts the chosen variant's tag
+    """pydantic's location of an error as the key's path in the file: ``tables[0].index``.
+
+    A discriminated union (`unions`: the model's fields that are one) puts the chosen variant's tag
     into the location (state.dynamodb.table); the file has no such key."""
     if loc[:1] and loc[0] in unions:
         loc = loc[:1] + loc[2:]
@@ -124,11 +144,16 @@ def _message(error: ErrorDetails, unions: set[str]) -> str:
     path, ctx = _path(error["loc"], unions) or "the configuration", error.get("ctx", {})
     if error["type"] == "value_error":
         return str(ctx["error"]).replace(AT, path)
-    if error["type"] == "union_tag_invalid":  # pydantic quotes them: "'type'", "'sqlite', 'dynamodb'"
+    # pydantic quotes them: "'type'", "'sqlite', 'dynamodb'"
+    if error["type"] == "union_tag_invalid":
         ctx = {
             **ctx,
             "discriminator": ctx["discriminator"].strip("'"),
             # enum tags print as "<StateStoreType.SQLITE: 'sqlite'>": keep what the file would say
-            "expected_tags": re.sub(r"<\w+\.\w+: ('[^']*')>", r"\1", ctx["expected_tags"]).replace(", ", " or "),
+            "expected_tags": re.sub(r"<\w+\.\w+: ('[^']*')>", r"\1", ctx["expected_tags"]).replace(
+                ", ", " or "
+            ),
         }
-    return _PROBLEMS.get(error["type"], "{path}: {msg}").format(path=path, input=error["input"], msg=error["msg"], **ctx)
+    return _PROBLEMS.get(error["type"], "{path}: {msg}").format(
+        path=path, input=error["input"], msg=error["msg"], **ctx
+    )

@@ -1,5 +1,7 @@
-"""Where the configuration file is when a command is not told: `$ICECDC_CONFIG`, else
-`./icecdc.yaml` (what `icecdc init` writes)."""
+"""Where the configuration file is when a command is not told: `$ICECDC_CONFIG`, else a default.
+
+The default is `./icecdc.yaml`, what `icecdc init` writes.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ CONFIG_VARIABLE = "ICECDC_CONFIG"
 
 def config_path(given: Path | None, environ: Mapping[str, str], must_exist: bool = True) -> Path:
     """The configuration file: `given` (--config), else `$ICECDC_CONFIG`, else ./icecdc.yaml.
+
     ConfigError in one line naming what was looked for when it does not exist (`must_exist`)."""
     if given is not None:
         return given  # the loader names a missing file given explicitly

@@ -24,7 +24,10 @@ from icecdc.model import EngineChoice, StateStoreType
 
 
 class CatalogConfig(Section):
-    """Any pyiceberg catalog: ``load_catalog(name, **properties)``; every key but `name` is a property."""
+    """Any pyiceberg catalog: ``load_catalog(name, **properties)``.
+
+    Every key but `name` is a property.
+    """
 
     model_config = ConfigDict(extra="allow")
     __pydantic_extra__: dict[str, Setting] = Field(init=False)
@@ -37,7 +40,8 @@ class CatalogConfig(Section):
 
 
 class _StoreConfig(Section):
-    lease_seconds: float = Field(60.0, gt=0)  # a table's processing lease; renewed while held, so it outlives no crash by more
+    # a table's processing lease; renewed while held, so it outlives no crash by more
+    lease_seconds: float = Field(60.0, gt=0)
 
 
 class SqliteStateConfig(_StoreConfig):
@@ -54,7 +58,8 @@ class DynamoDbStateConfig(_StoreConfig):
     table: Text
     region: Text | None = None
     endpoint_url: Text | None = None  # moto, DynamoDB local
-    done_ttl_days: int = Field(7, ge=1)  # finished work items are deleted by DynamoDB's TTL after this
+    # finished work items are deleted by DynamoDB's TTL after this
+    done_ttl_days: int = Field(7, ge=1)
 
 
 # Where checkpoints and work items live; `type` picks the store (default sqlite).
@@ -69,15 +74,17 @@ class OpenSearchConfig(Section):
     # when a client is opened: in AWS, no secret is in the config file, an asset or the template.
     password_secret_arn: Text | None = None
     aws_region: Text | None = None  # set to sign requests with SigV4
-    aws_service: Literal["es"] = "es"  # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
+    # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
+    aws_service: Literal["es"] = "es"
     verify_certs: bool = True
     bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
-    # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch Service
-    # refuses HTTP requests over 10 MiB on its smallest instance types (100 MiB on large ones), and
-    # AWS advises bulk requests of 5 to 15 MiB: 5 MiB stays under every domain's limit. A document
-    # whose action alone is larger is a dead letter, never sent.
+    # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch
+    # Service refuses HTTP requests over 10 MiB on its smallest instance types (100 MiB on large
+    # ones), and AWS advises bulk requests of 5 to 15 MiB: 5 MiB stays under every domain's limit. A
+    # document whose action alone is larger is a dead letter, never sent.
     max_chunk_bytes: int = Field(5 * 1024 * 1024, gt=0)
-    max_retries: int = Field(5, ge=1)  # for 429 and 5xx answers, with exponential backoff and jitter
+    # for 429 and 5xx answers, with exponential backoff and jitter
+    max_retries: int = Field(5, ge=1)
     initial_backoff_seconds: float = Field(0.5, gt=0)
     max_backoff_seconds: float = Field(30.0, gt=0)
 
@@ -88,7 +95,8 @@ class OpenSearchConfig(Section):
             raise ValueError(f"{AT} must start with http:// or https://, got {url!r}")
         if "@" in urlsplit(url).netloc:  # the URL is not quoted back: it holds a secret
             raise ValueError(
-                f"{AT} must not carry credentials (user:password@host): they would reach logs and error "
+                f"{AT} must not carry credentials (user:password@host): they would reach "
+                "logs and error "
                 "messages; set opensearch.username and opensearch.password instead"
             )
         return url.rstrip("/")
@@ -98,9 +106,12 @@ class OpenSearchConfig(Section):
     def _managed_domains_only(cls, service: Any) -> Any:
         if service == "aoss":
             raise ValueError(
-                f"{AT} 'aoss' (OpenSearch Serverless) is not supported: icecdc checks an endpoint with GET /, which "
-                "Serverless answers 404; a resync removes what the table lost with a scroll, which Serverless lacks; "
-                "and Serverless does not document external versions, which keep replayed writes harmless "
+                f"{AT} 'aoss' (OpenSearch Serverless) is not supported: icecdc checks an "
+                "endpoint with GET /, which "
+                "Serverless answers 404; a resync removes what the table lost with a scroll, "
+                "which Serverless lacks; "
+                "and Serverless does not document external versions, which keep replayed "
+                "writes harmless "
                 "(docs/deploy.md). Use a managed domain (aws_service: es)"
             )
         return service
@@ -110,9 +121,13 @@ class OpenSearchConfig(Section):
         if self.password is not None and self.password_secret_arn is not None:
             raise ValueError(f"{AT}: set password or password_secret_arn, not both")
         if (self.username is None) != (self.password is None and self.password_secret_arn is None):
-            raise ValueError(f"{AT}.username and {AT}.password (or password_secret_arn) go together")
+            raise ValueError(
+                f"{AT}.username and {AT}.password (or password_secret_arn) go together"
+            )
         if self.username is not None and self.aws_region is not None:
-            raise ValueError(f"{AT}: choose basic auth (username/password) or SigV4 (aws_region), not both")
+            raise ValueError(
+                f"{AT}: choose basic auth (username/password) or SigV4 (aws_region), not both"
+            )
         return self
 
 
@@ -122,10 +137,11 @@ class SparkConfig(Section):
 
 
 class BatchConfig(Section):
-    """How much one pass applies (a Glue run makes as many passes as it has time for). Each pass
-    ends with a checkpoint, and an export's files are recorded as they complete, so a run that is
-    stopped resumes where the last pass ended. A pass always takes at least one snapshot, or one
-    export file; a single change snapshot larger than the caps is still applied whole."""
+    """How much one pass applies (a Glue run makes as many passes as it has time for).
+
+    Each pass ends with a checkpoint, and an export's files are recorded as they complete, so a run
+    that is stopped resumes where the last pass ended. A pass always takes at least one snapshot, or
+    one export file; a single change snapshot larger than the caps is still applied whole."""
 
     max_files: int = Field(default=10_000, gt=0)  # data and delete files to read in one pass
     max_bytes: int = Field(default=64 * 2**30, gt=0)  # their total size (compressed, as stored)
@@ -138,17 +154,22 @@ class BatchConfig(Section):
 
 
 class EngineConfig(Section):
-    """Where each pass runs. `auto`: in-process (Arrow, no JVM: seconds for a small commit) when the
-    pass reads at most all three limits, else Spark; `spark` or `in_process` force one engine. A
-    pass never mixes them. In-process, a pass of many rows is read by worker processes, one per
-    usable core (`in_process_workers`), and its changed rows are held in memory (about 0.7 KiB a
-    row): the limits bound its time and memory, well within the planner Lambda's."""
+    """Where each pass runs.
+
+    `auto` runs a pass in-process when it reads at most all three limits, else on Spark.
+    In-process means Arrow and no JVM: seconds for a small commit. `spark` or `in_process`
+    force one engine. A pass never mixes them.
+
+    In-process, a pass of many rows is read by worker processes, one per usable core
+    (`in_process_workers`). Its changed rows are held in memory, about 0.7 KiB a row. The limits
+    bound its time and memory, well within the planner Lambda's.
+    """
 
     use: Literal[EngineChoice.AUTO, EngineChoice.SPARK, EngineChoice.IN_PROCESS] = EngineChoice.AUTO
-    # What a pass reads (data and delete files, their rows, their bytes as stored) up to which `auto`
-    # stays in-process. Measured (`python -m bench.crossover`): on 2 cores the in-process engine was
-    # faster than Spark at every size up to 10^6 rows read; 500,000 rows take it about 30 s and
-    # 400 MiB, so that a planner Lambda applies them within its time budget.
+    # What a pass reads (data and delete files, their rows, their bytes as stored) up to which
+    # `auto` stays in-process. Measured (`python -m bench.crossover`): on 2 cores the in-process
+    # engine was faster than Spark at every size up to 10^6 rows read; 500,000 rows take it about 30
+    # s and 400 MiB, so that a planner Lambda applies them within its time budget.
     in_process_max_rows: int = Field(default=500_000, gt=0)
     in_process_max_bytes: int = Field(default=64 * 2**20, gt=0)
     in_process_max_files: int = Field(default=200, gt=0)
@@ -163,10 +184,13 @@ StringMapping = Literal["text", "keyword"]
 
 
 class IndexConfig(Section):
-    """One index a table writes: its name, its shape (which columns and rows of the table it
-    holds, how its documents are routed), the ingest pipeline its writes go through, and how
-    icecdc creates it: the mapping derived from the shape's columns (icecdc.index) with `mappings`
-    merged over it and these `settings`; or, instead, the index template named `index_template`."""
+    """One index a table writes: its name, its shape, its ingest pipeline, and how it is created.
+
+    The shape says which columns and rows of the table it holds, and how its documents are routed.
+    The index's writes go through its ingest pipeline. icecdc creates it with the mapping derived
+    from the shape's columns (icecdc.index), with `mappings` merged over it, and these `settings`.
+    Or, instead, from the index template named `index_template`.
+    """
 
     index: Text
     # Projection: these columns only, or every column but these (dotted paths reach into structs).
@@ -206,7 +230,8 @@ class IndexConfig(Section):
     def _iceberg_expression(cls, where: str) -> str:
         try:
             parse(where)
-        except ParseException as exc:  # whether its columns exist is checked against the schema, when the table is loaded
+        # whether its columns exist is checked against the schema, when the table is loaded
+        except ParseException as exc:
             raise ValueError(f"{AT} {where!r} is not an Iceberg expression: {exc}") from None
         return where
 
@@ -215,19 +240,26 @@ class IndexConfig(Section):
     def _mapping_of_fields(cls, mappings: dict[str, Any] | None) -> dict[str, Any] | None:
         properties = (mappings or {}).get("properties", {})
         if not isinstance(properties, dict):
-            raise ValueError(f"{AT}.properties must be a mapping of field names to fields, got {properties!r}")
+            raise ValueError(
+                f"{AT}.properties must be a mapping of field names to fields, got {properties!r}"
+            )
         _check_fields(properties, f"{AT}.properties")
         return mappings
 
     @model_validator(mode="after")
     def _template_or_own_mapping(self) -> Self:
-        if self.index_template is not None and (self.mappings is not None or self.settings is not None or self.strings != "text"):
+        if self.index_template is not None and (
+            self.mappings is not None or self.settings is not None or self.strings != "text"
+        ):
             raise ValueError(
                 f"{AT}: index_template applies the template's mappings and settings; "
                 "choose it or mappings/settings/strings, not both"
             )
         if self.columns is not None and self.exclude_columns is not None:
-            raise ValueError(f"{AT}: set columns (the index's columns) or exclude_columns (all but these), not both")
+            raise ValueError(
+                f"{AT}: set columns (the index's columns) or exclude_columns (all but "
+                "these), not both"
+            )
         return self
 
 
@@ -242,12 +274,16 @@ def _index_name_like(name: str) -> str:
 
 
 class TableConfig(IndexConfig):
-    """A table and the index it writes (the keys of `IndexConfig`), or, under `indexes`, the
-    several indexes it writes, each with its own keys of `IndexConfig` (see `targets`)."""
+    """A table and the index it writes, or, under `indexes`, the several indexes it writes.
+
+    The single index takes the keys of `IndexConfig` here; under `indexes`,
+    each index has its own (see `targets`).
+    """
 
     name: Text  # "<namespace>.<table>" as the catalog knows it
     index: Text  # default: the name's last part
-    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)  # None: the schema's identifier fields
+    # None: the schema's identifier fields
+    identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)
     export: bool = True
     # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
     # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
@@ -257,7 +293,11 @@ class TableConfig(IndexConfig):
     @model_validator(mode="before")
     @classmethod
     def _index_defaults_to_the_table(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("index") is None and isinstance(data.get("name"), str):
+        if (
+            isinstance(data, dict)
+            and data.get("index") is None
+            and isinstance(data.get("name"), str)
+        ):
             derived = data["name"].split(".")[-1]
             if data.get("indexes") is not None:  # unused: each entry of indexes names its index
                 return {**data, "index": _index_name_like(derived)}
@@ -284,12 +324,17 @@ class TableConfig(IndexConfig):
             given = {k for k in IndexConfig.model_fields if data.get(k) is not None}
             misplaced = sorted(given - ({"index"} if data.get("index") in defaults else set()))
             if misplaced:
-                raise ValueError(f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of indexes, not on the table")
+                raise ValueError(
+                    f"{AT}: with indexes, set {', '.join(misplaced)} in each entry of "
+                    "indexes, not on the table"
+                )
         return data
 
     @field_validator("indexes")
     @classmethod
-    def _some_distinct_indexes(cls, indexes: tuple[IndexConfig, ...] | None) -> tuple[IndexConfig, ...] | None:
+    def _some_distinct_indexes(
+        cls, indexes: tuple[IndexConfig, ...] | None
+    ) -> tuple[IndexConfig, ...] | None:
         if indexes is not None and not indexes:
             raise ValueError(f"{AT} must list at least one index")
         names = [i.index for i in indexes or ()]
@@ -300,18 +345,30 @@ class TableConfig(IndexConfig):
 
     @property
     def whole_rows(self) -> bool:
-        """The table writes one index of whole rows: no columns, where, routing or pipeline shape
-        it, and no `indexes`; what the audit, a repair of a scope and a replay compare and write."""
+        """The table writes one index of whole rows: no shape and no `indexes`.
+
+        No columns, where, routing or pipeline shape it. This is what the audit, a repair of a scope
+        and a replay compare and write.
+        """
         return self.indexes is None and self.shape == Shape() and self.pipeline is None
 
     def targets(self) -> tuple[IndexTarget, ...]:
-        """Each index the table writes, as a table of that one index, and the key its state is
-        kept under: the table's name in the single-index form, `<table>#<index>` under `indexes`."""
+        """Each index the table writes, as a table of that one index, with the key of its state.
+
+        The key is the table's name in the single-index form, `<table>#<index>` under `indexes`.
+        """
         if self.indexes is None:
             return (IndexTarget(self, self.name),)
-        table = {k: v for k, v in self.as_mapping().items() if k not in IndexConfig.model_fields and k != "indexes"}
+        table = {
+            k: v
+            for k, v in self.as_mapping().items()
+            if k not in IndexConfig.model_fields and k != "indexes"
+        }
         return tuple(
-            IndexTarget(validated(TableConfig, {**table, **index.as_mapping()}), f"{self.name}#{index.index}")
+            IndexTarget(
+                validated(TableConfig, {**table, **index.as_mapping()}),
+                f"{self.name}#{index.index}",
+            )
             for index in self.indexes
         )
 
@@ -348,17 +405,24 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
     """Each field of a mapping's `properties` is a mapping; an object's `properties` too, within."""
     for name, field in properties.items():
         if not isinstance(field, dict):
-            raise ValueError(f"{at}.{name} must be a mapping of the field's parameters, got {field!r}")
+            raise ValueError(
+                f"{at}.{name} must be a mapping of the field's parameters, got {field!r}"
+            )
         inner = field.get("properties", {})
         if not isinstance(inner, dict):
-            raise ValueError(f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}")
+            raise ValueError(
+                f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}"
+            )
         _check_fields(inner, f"{at}.{name}.properties")
 
 
 class DeadLetterConfig(Section):
-    """Where documents that can never be written go (without one, such a document fails the
-    batch), and when a pass's dead letters show a cause many rows share instead: more than
-    `max_share` of its rows, and at least `min_count`, fail the pass (docs/dead-letters.md)."""
+    """Where documents that can never be written go, and when dead letters fail the pass instead.
+
+    Without a location, such a document fails the batch. When a pass's dead letters show
+    a cause many rows share, the pass fails: more than `max_share` of its rows, and at
+    least `min_count` (docs/dead-letters.md).
+    """
 
     path: Text | None = None
     max_share: float = Field(default=0.1, ge=0, le=1)
@@ -368,7 +432,9 @@ class DeadLetterConfig(Section):
     @classmethod
     def _absolute(cls, path: str) -> str:
         if not path.startswith(("s3://", "/")):
-            raise ValueError(f"{AT} must be an absolute directory or an s3:// location, got {path!r}")
+            raise ValueError(
+                f"{AT} must be an absolute directory or an s3:// location, got {path!r}"
+            )
         return path
 
 
@@ -382,11 +448,16 @@ class Config(Section):
     tables: tuple[TableConfig, ...] = Field(strict=False)
     aws: AwsConfig | None = None
     # The file's `dead_letter:` section; read `dead_letter` (its path).
-    dead_letter_section: DeadLetterConfig = Field(default_factory=DeadLetterConfig, alias="dead_letter")
+    dead_letter_section: DeadLetterConfig = Field(
+        default_factory=DeadLetterConfig, alias="dead_letter"
+    )
 
     @property
     def dead_letter(self) -> str | None:
-        """Where documents that can never be written go (a directory or s3://bucket/prefix), or None."""
+        """Where documents that can never be written go, or None.
+
+        A directory, or s3://bucket/prefix.
+        """
         return self.dead_letter_section.path
 
     def with_dead_letter(self, path: str) -> Config:
@@ -417,15 +488,20 @@ class Config(Section):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"tables lists {duplicates[0]!r} more than once")
-        # Two tables writing one index would overwrite and delete each other's documents (and a resync
-        # of one would wipe the other), so each index belongs to exactly one table.
-        written = [(position, target.config) for position, table in enumerate(self.tables) for target in table.targets()]
+        # Two tables writing one index would overwrite and delete each other's documents (and a
+        # resync of one would wipe the other), so each index belongs to exactly one table.
+        written = [
+            (position, target.config)
+            for position, table in enumerate(self.tables)
+            for target in table.targets()
+        ]
         owners: dict[str, int] = {}
         for position, table in written:
             first = owners.setdefault(table.index, position)
             if first != position:
                 raise ValueError(
-                    f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] ({table.name!r}) "
+                    f"tables[{first}] ({self.tables[first].name!r}) and tables[{position}] "
+                    f"({table.name!r}) "
                     f"both write index {table.index!r}: each table needs its own index"
                 )
         # An index is an alias over generations `<index>-<n>`: another index of that form would
@@ -435,8 +511,10 @@ class Config(Section):
                 suffix = taken.index.removeprefix(f"{table.index}-")
                 if taken.index.startswith(f"{table.index}-") and suffix.isdigit():
                     raise ValueError(
-                        f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a name of the form of the "
-                        f"generations of tables[{position}]'s index {table.index!r} ({table.index}-<n>): rename one"
+                        f"tables[{other}] ({taken.name!r}) writes index {taken.index!r}, a "
+                        "name of the form of the "
+                        f"generations of tables[{position}]'s index {table.index!r} "
+                        f"({table.index}-<n>): rename one"
                     )
         return self
 

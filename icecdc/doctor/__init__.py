@@ -1,17 +1,19 @@
-"""`icecdc doctor`: what makes a first deploy or a first commit fail, checked with the caller's
-credentials against the configuration, each finding with its fix.
+"""`icecdc doctor`: what makes a first deploy or a first commit fail, each finding with its fix.
 
-- `before` (icecdc.doctor.before): the tables (in the Glue Data Catalog, format v2+, identifier
-  columns, lower-case names as Glue's events carry them, files in the warehouse buckets), the
-  account (credentials, CDK bootstrap, Glue 5.1, Lambda concurrency for what the stack reserves,
-  OpenSearch's service-linked role for a VPC domain), an existing domain (OpenSearch, reachable),
-  and the names the stack gives its resources (free, or its own).
-- `after` (icecdc.doctor.after): the deployed stack's resources, the state table, the jobs' and the
-  planner's last runs and errors, the failed-events queue, the rule against each table's event,
-  the writers' access to the indexes (icecdc.doctor.search) and each table's lag.
+It checks with the caller's credentials against the configuration.
 
-Each check is a function of a `Context` yielding `Check`s; one that cannot finish (denied, throttled)
-is reported as failed with the error, and the others still run.
+- `before` (icecdc.doctor.before) checks the tables, the account, an existing domain, and the names
+  the stack gives its resources. A table must be in the Glue Data Catalog, of format v2 or later,
+  with identifier columns, lower-case names as Glue's events carry them, and files in the warehouse
+  buckets. The account needs credentials, the CDK bootstrap, Glue 5.1, Lambda concurrency for what
+  the stack reserves, and OpenSearch's service-linked role for a VPC domain. An existing domain must
+  run OpenSearch and be reachable. The names must be free, or the stack's own.
+- `after` (icecdc.doctor.after) checks the deployed stack's resources, the state table, the jobs'
+  and the planner's last runs and errors, the failed-events queue, the rule against each table's
+  event, the writers' access to the indexes (icecdc.doctor.search) and each table's lag.
+
+Each check is a function of a `Context` yielding `Check`s. One that cannot finish, as when denied or
+throttled, is reported as failed with the error, and the others still run.
 """
 
 from __future__ import annotations
@@ -33,11 +35,21 @@ log = logging.getLogger(__name__)
 __all__ = ["Check", "Diagnosis", "Fix", "Outcome", "Phase", "Sources", "diagnose"]
 
 CheckFunction = Callable[[Context], Iterator[Check]]
-PHASES: dict[Phase, tuple[CheckFunction, ...]] = {Phase.BEFORE: before.CHECKS, Phase.AFTER: after.CHECKS}
+PHASES: dict[Phase, tuple[CheckFunction, ...]] = {
+    Phase.BEFORE: before.CHECKS,
+    Phase.AFTER: after.CHECKS,
+}
 
 
-def diagnose(config: Config, phase: Phase, sources: Sources | None = None, clock: Callable[[], float] = time.time) -> Diagnosis:
-    """Run every check of `phase`. `sources` replaces what the tests' AWS cannot answer
+def diagnose(
+    config: Config,
+    phase: Phase,
+    sources: Sources | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Diagnosis:
+    """Run every check of `phase`.
+
+    `sources` replaces what the tests' AWS cannot answer
     (icecdc.doctor.sources); `clock` is the lag check's now."""
     context = Context.open(config, sources, clock)
     checks = [check for function in PHASES[phase] for check in _run(function, context)]
@@ -53,7 +65,11 @@ def _run(function: CheckFunction, context: Context) -> list[Check]:
     except (ClientError, BotoCoreError, IcecdcError) as exc:
         # Denied, throttled, unreachable: this check cannot tell, the others still run.
         checks.append(
-            failed(name, f"could not check: {exc}", "give the caller the read access the error names, or correct what it says")
+            failed(
+                name,
+                f"could not check: {exc}",
+                "give the caller the read access the error names, or correct what it says",
+            )
         )
     for check in checks:
         log.debug("%s: %s: %s", check.title, check.outcome, check.detail)

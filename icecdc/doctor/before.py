@@ -1,5 +1,7 @@
-"""Before the first `cdk deploy`: what makes the deploy fail, or the first commit go nowhere, checked
-with the caller's credentials and the configuration."""
+"""Before the first `cdk deploy`: what makes the deploy fail, or the first commit go nowhere.
+
+It checks with the caller's credentials and the configuration.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ from icecdc.errors import PlanningError
 
 
 def check_credentials(ctx: Context) -> Iterator[Check]:
-    """Whose credentials, in which account: `cdk deploy` deploys into `aws.account` when it is set."""
+    """Whose credentials, in which account.
+
+    `cdk deploy` deploys into `aws.account` when it is set.
+    """
     identity = ctx.client("sts").get_caller_identity()
     account = str(identity["Account"])
     if ctx.aws.account and ctx.aws.account != account:
@@ -51,25 +56,36 @@ def check_stack_state(ctx: Context) -> Iterator[Check]:
 
 
 def stack_state(stack: DeployedStack | None, name: str, region: str) -> Check:
-    """A stack whose creation failed cannot be updated; one being changed cannot be deployed. (A
-    stack in REVIEW_IN_PROGRESS holds only a change set never executed: `cdk deploy` creates it.)"""
+    """The stack is in a state a deploy can start from.
+
+    A stack whose creation failed cannot be updated; one being changed cannot be deployed. A stack
+    in REVIEW_IN_PROGRESS holds only a change set never executed: `cdk deploy` creates it.
+    """
     if stack is None or stack.status == "REVIEW_IN_PROGRESS":
         return passed("stack state", f"no stack {name} yet: the deploy creates it")
     if stack.status == "ROLLBACK_COMPLETE" or stack.status.endswith("_FAILED"):
         return failed(
             "stack state",
-            f"stack {stack.name} is {stack.status} ({stack.reason or 'no reason given'}): CloudFormation cannot update it",
+            f"stack {stack.name} is {stack.status} ({stack.reason or 'no reason given'}): "
+            "CloudFormation cannot update it",
             "delete it (its retained resources stay: see the names check), then deploy again",
             f"aws cloudformation delete-stack --stack-name {stack.name} --region {region}",
         )
     if stack.status.endswith("_IN_PROGRESS"):
-        return failed("stack state", f"stack {stack.name} is {stack.status}", "wait until it is complete, then deploy")
+        return failed(
+            "stack state",
+            f"stack {stack.name} is {stack.status}",
+            "wait until it is complete, then deploy",
+        )
     return passed("stack state", f"stack {stack.name} is {stack.status}: the deploy updates it")
 
 
 def check_bootstrap(ctx: Context) -> Iterator[Check]:
-    """`cdk deploy` uploads the assets to the bootstrap bucket and the template's rule reads the
-    bootstrap version from SSM: both come from `cdk bootstrap` in this account and region."""
+    """The account and region are bootstrapped, as `cdk deploy` needs.
+
+    `cdk deploy` uploads the assets to the bootstrap bucket, and the template's rule reads the
+    bootstrap version from SSM. Both come from `cdk bootstrap` in this account and region.
+    """
     command = f"cdk bootstrap aws://{ctx.aws.account or 'ACCOUNT'}/{ctx.region}"
     bootstrap = DeployedStack.read(ctx.client("cloudformation"), BOOTSTRAP_STACK)
     try:
@@ -79,8 +95,17 @@ def check_bootstrap(ctx: Context) -> Iterator[Check]:
             raise
         version = None
     if bootstrap is None or version is None:
-        missing = "no CDKToolkit stack" if bootstrap is None else f"no SSM parameter {bootstrap_parameter()}"
-        yield failed("cdk bootstrap", f"{ctx.region} is not bootstrapped for the CDK ({missing})", "bootstrap it once", command)
+        missing = (
+            "no CDKToolkit stack"
+            if bootstrap is None
+            else f"no SSM parameter {bootstrap_parameter()}"
+        )
+        yield failed(
+            "cdk bootstrap",
+            f"{ctx.region} is not bootstrapped for the CDK ({missing})",
+            "bootstrap it once",
+            command,
+        )
     elif not version.isdigit() or int(version) < BOOTSTRAP_VERSION:
         yield failed(
             "cdk bootstrap",
@@ -97,9 +122,11 @@ def check_glue_version(ctx: Context) -> Iterator[Check]:
     if offered is None:
         yield warned(
             "glue version",
-            f"cannot tell whether Glue {GLUE_VERSION} is offered in {ctx.region}: no Glue API lists versions, and no "
+            f"cannot tell whether Glue {GLUE_VERSION} is offered in {ctx.region}: no Glue "
+            "API lists versions, and no "
             f"job of this account runs on {GLUE_VERSION} there",
-            f"confirm that {ctx.region} offers Glue {GLUE_VERSION} (AWS Glue versions in the Glue developer guide); "
+            f"confirm that {ctx.region} offers Glue {GLUE_VERSION} (AWS Glue versions in the "
+            "Glue developer guide); "
             "the deploy fails on the jobs (Job0...) otherwise",
         )
     elif offered:
@@ -108,34 +135,46 @@ def check_glue_version(ctx: Context) -> Iterator[Check]:
         yield failed(
             "glue version",
             f"Glue {GLUE_VERSION} is not offered in {ctx.region}: the jobs cannot be created",
-            f"deploy to a region with Glue {GLUE_VERSION} (aws.region); the tables' catalog may stay where it is "
+            f"deploy to a region with Glue {GLUE_VERSION} (aws.region); the tables' catalog "
+            "may stay where it is "
             "(the catalog's glue.region)",
         )
 
 
 def check_concurrency(ctx: Context) -> Iterator[Check]:
-    """Reserved concurrency comes out of the account's unreserved pool, of which Lambda keeps a
-    minimum: reserving more fails the deploy on the planner function."""
+    """The account's unreserved concurrency leaves room for what the stack reserves.
+
+    Reserved concurrency comes out of the account's unreserved pool, of which Lambda keeps a
+    minimum. Reserving more fails the deploy on the planner function.
+    """
     reserved = ctx.aws.planner_reserved_concurrency
     if reserved is None:
-        yield passed("lambda concurrency", "the stack reserves none (aws.planner_reserved_concurrency unset)")
+        yield passed(
+            "lambda concurrency", "the stack reserves none (aws.planner_reserved_concurrency unset)"
+        )
         return
     account = ctx.lambda_concurrency.account()
-    already = _planner_reservation(ctx)  # an update moves the planner's reservation: it is in the pool again
+    # an update moves the planner's reservation: it is in the pool again
+    already = _planner_reservation(ctx)
     left = account.unreserved + already - reserved
     if left < account.minimum_unreserved:
         yield failed(
             "lambda concurrency",
-            f"reserving {reserved} for the planner leaves {left} of the account's {account.limit} unreserved; Lambda "
+            f"reserving {reserved} for the planner leaves {left} of the account's "
+            f"{account.limit} unreserved; Lambda "
             f"keeps at least {account.minimum_unreserved}",
-            "remove aws.planner_reserved_concurrency (the queue's event source already starts at most 2 planners), "
+            "remove aws.planner_reserved_concurrency (the queue's event source already "
+            "starts at most 2 planners), "
             "or raise the account's quota",
-            f"aws service-quotas request-service-quota-increase --service-code lambda --quota-code L-B99A9384 "
+            "aws service-quotas request-service-quota-increase --service-code lambda "
+            "--quota-code L-B99A9384 "
             f"--desired-value 1000 --region {ctx.region}",
         )
     else:
         yield passed(
-            "lambda concurrency", f"reserving {reserved} leaves {left} unreserved (at least {account.minimum_unreserved})"
+            "lambda concurrency",
+            f"reserving {reserved} leaves {left} unreserved (at least "
+            f"{account.minimum_unreserved})",
         )
 
 
@@ -143,12 +182,20 @@ def _planner_reservation(ctx: Context) -> int:
     function = ctx.stack.physical(Logical.PLANNER) if ctx.stack else None
     if function is None:
         return 0
-    return int(ctx.client("lambda").get_function_concurrency(FunctionName=function).get("ReservedConcurrentExecutions") or 0)
+    return int(
+        ctx.client("lambda")
+        .get_function_concurrency(FunctionName=function)
+        .get("ReservedConcurrentExecutions")
+        or 0
+    )
 
 
 def check_service_linked_role(ctx: Context) -> Iterator[Check]:
-    """A domain in a VPC needs OpenSearch's service-linked role; a template cannot hold it (it fails
-    where the role exists), so the stack's Search/LinkedRole creates it when it is missing."""
+    """A domain in a VPC has OpenSearch's service-linked role, or the stack creates it.
+
+    A template cannot hold the role: it fails where the role exists. So the stack's
+    Search/LinkedRole creates it when it is missing.
+    """
     if not (ctx.aws.create_domain and ctx.aws.vpc):
         yield skipped("service-linked role", "only a domain the stack creates in a VPC needs it")
         return
@@ -159,37 +206,46 @@ def check_service_linked_role(ctx: Context) -> Iterator[Check]:
             raise
         yield passed(
             "service-linked role",
-            f"{OPENSEARCH_SERVICE_LINKED_ROLE} does not exist yet: the stack creates it before the domain (Search/LinkedRole)",
+            f"{OPENSEARCH_SERVICE_LINKED_ROLE} does not exist yet: the stack creates it "
+            "before the domain (Search/LinkedRole)",
         )
         return
     yield passed("service-linked role", f"{OPENSEARCH_SERVICE_LINKED_ROLE} exists")
 
 
 def check_names(ctx: Context) -> Iterator[Check]:
-    """Every name the stack gives a resource is free, or already the stack's: a table retained from a
-    deleted stack (`<stack>-state`), a job made by hand, a log group Glue created itself all fail
-    the deploy with "already exists"."""
+    """Every name the stack gives a resource is free, or already the stack's.
+
+    A table retained from a deleted stack (`<stack>-state`), a job made by hand, a log group Glue
+    created itself: each fails the deploy with "already exists".
+    """
     stack, names = ctx.stack, named_resources(ctx.config)
     taken = [n for n in names if name_taken(ctx.client, n) and not (stack and stack.owns(n.name))]
     for named in taken:
         yield failed(
             "names free",
-            f"{named.kind} {named.name} exists outside stack {ctx.stack_name}: CloudFormation cannot create it",
-            "delete it (a retained state table holds the checkpoints: import it instead with `cdk import`, or keep it "
+            f"{named.kind} {named.name} exists outside stack {ctx.stack_name}: "
+            "CloudFormation cannot create it",
+            "delete it (a retained state table holds the checkpoints: import it instead with "
+            "`cdk import`, or keep it "
             "and choose another aws.stack_name)",
             subject=named.name,
         )
     if not taken:
         yield passed(
             "names free",
-            f"the {len(names)} names the stack gives are free or its own; CloudFormation names the buckets "
+            f"the {len(names)} names the stack gives are free or its own; CloudFormation "
+            "names the buckets "
             "(dead letters, artifacts, access logs), which cannot collide",
         )
 
 
 def check_buckets(ctx: Context) -> Iterator[Check]:
-    """The warehouse buckets exist, and a bucket whose objects are written under a customer-managed
-    KMS key names it in aws.warehouse_kms_key_arns (the roles get kms:Decrypt on those keys only)."""
+    """The warehouse buckets exist, and their customer-managed KMS keys are configured.
+
+    A bucket whose objects are written under a customer-managed KMS key names it in
+    aws.warehouse_kms_key_arns. The roles get kms:Decrypt on those keys only.
+    """
     s3 = ctx.client("s3")
     for bucket in ctx.aws.warehouse_buckets:
         try:
@@ -207,31 +263,43 @@ def check_buckets(ctx: Context) -> Iterator[Check]:
             yield failed(
                 "warehouse bucket",
                 f"s3://{bucket} encrypts new objects under the customer-managed key {key}, which "
-                "aws.warehouse_kms_key_arns does not list: the roles could not decrypt the tables' files",
+                "aws.warehouse_kms_key_arns does not list: the roles could not decrypt the "
+                "tables' files",
                 f"add {key} to aws.warehouse_kms_key_arns",
                 subject=bucket,
             )
             continue
-        yield passed("warehouse bucket", f"s3://{bucket} exists" + (f", under {key} (listed)" if key else ""), subject=bucket)
+        yield passed(
+            "warehouse bucket",
+            f"s3://{bucket} exists" + (f", under {key} (listed)" if key else ""),
+            subject=bucket,
+        )
 
 
 def _default_key(s3: Any, bucket: str) -> str | None:
     """The KMS key a bucket's default encryption names; None for SSE-S3 or S3's AWS-managed key."""
     try:
-        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
     except ClientError as exc:
         if error_code(exc) == "ServerSideEncryptionConfigurationNotFoundError":
             return None
         raise
     for rule in rules:
         default = rule.get("ApplyServerSideEncryptionByDefault", {})
-        if str(default.get("SSEAlgorithm", "")).startswith("aws:kms") and default.get("KMSMasterKeyID"):
+        if str(default.get("SSEAlgorithm", "")).startswith("aws:kms") and default.get(
+            "KMSMasterKeyID"
+        ):
             return str(default["KMSMasterKeyID"])
     return None
 
 
 def _customer_key(ctx: Context, key: str | None) -> str | None:
-    """The key's ARN when the account manages it (an AWS-managed key needs no grant); None otherwise."""
+    """The key's ARN when the account manages it, None otherwise.
+
+    An AWS-managed key needs no grant.
+    """
     if key is None:
         return None
     metadata = ctx.client("kms").describe_key(KeyId=key)["KeyMetadata"]
@@ -249,21 +317,26 @@ def check_password_secret(ctx: Context) -> Iterator[Check]:
     except ClientError as exc:
         if error_code(exc) not in NOT_FOUND:
             raise
-        yield failed("password secret", f"{arn} does not exist", "create it with the password (or JSON with a 'password' key)")
+        yield failed(
+            "password secret",
+            f"{arn} does not exist",
+            "create it with the password (or JSON with a 'password' key)",
+        )
         return
     key = _customer_key(ctx, secret.get("KmsKeyId"))
     if key is not None and key != ctx.aws.password_secret_kms_key_arn:
         yield failed(
             "password secret",
-            f"{secret['Name']} is encrypted under the customer-managed key {key}: the roles could not decrypt it",
+            f"{secret['Name']} is encrypted under the customer-managed key {key}: the roles "
+            "could not decrypt it",
             f"set aws.password_secret_kms_key_arn: {key}",
         )
         return
     yield passed("password secret", f"{secret['Name']} exists")
 
 
-# CloudWatch Logs keeps at most this many resource policies per region, a quota that cannot be raised;
-# a domain the stack creates needs one (Search/LogsPolicy) for its log groups.
+# CloudWatch Logs keeps at most this many resource policies per region, a quota that cannot be
+# raised; a domain the stack creates needs one (Search/LogsPolicy) for its log groups.
 LOGS_RESOURCE_POLICIES = 10
 
 
@@ -278,13 +351,19 @@ def check_logs_policies(ctx: Context) -> Iterator[Check]:
     elif len(names) >= LOGS_RESOURCE_POLICIES:
         yield failed(
             "logs resource policies",
-            f"{ctx.region} has {len(names)} CloudWatch Logs resource policies, the most a region may have: the domain's "
+            f"{ctx.region} has {len(names)} CloudWatch Logs resource policies, the most a "
+            "region may have: the domain's "
             "log groups cannot get theirs",
-            "delete a policy nothing uses (AWS advises one policy over several domains' log groups)",
-            f"aws logs describe-resource-policies --region {ctx.region}\naws logs delete-resource-policy --policy-name NAME",
+            "delete a policy nothing uses (AWS advises one policy over several domains' log "
+            "groups)",
+            f"aws logs describe-resource-policies --region {ctx.region}\naws logs "
+            "delete-resource-policy --policy-name NAME",
         )
     else:
-        yield passed("logs resource policies", f"{len(names)} of {LOGS_RESOURCE_POLICIES} in {ctx.region}: room for the domain's")
+        yield passed(
+            "logs resource policies",
+            f"{len(names)} of {LOGS_RESOURCE_POLICIES} in {ctx.region}: room for the domain's",
+        )
 
 
 def check_tables(ctx: Context) -> Iterator[Check]:
@@ -296,14 +375,16 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
     yield _event_names(ctx, config)
     name, announced = config.name, glue_name(config.name)
     try:
-        table = load_table(ctx.catalog, name)  # as the planner and the jobs load it (by the name Glue stores)
+        # as the planner and the jobs load it (by the name Glue stores)
+        table = load_table(ctx.catalog, name)
     except PlanningError as exc:
         database, _, short = announced.partition(".")
         yield failed(
             "table exists",
             str(exc),
             "create the table in the Glue Data Catalog, or correct the name (<database>.<table>)",
-            f"aws glue get-table --database-name {database} --name {short} --region {ctx.catalog_region}",
+            f"aws glue get-table --database-name {database} --name {short} --region "
+            f"{ctx.catalog_region}",
             subject=name,
         )
         return
@@ -314,20 +395,30 @@ def _table(ctx: Context, position: int, config: TableConfig) -> Iterator[Check]:
 
 
 def _event_names(ctx: Context, config: TableConfig) -> Check:
-    """Glue announces a commit under the names it stores, in lower case, and the rule and the planner
-    match it so (icecdc.catalog.glue_name): two entries that differ only in case name one Glue table."""
+    """Two configured tables that differ only in case: they name one Glue table.
+
+    Glue announces a commit under the names it stores, in lower case, and the rule and the planner
+    match it so (icecdc.catalog.glue_name).
+    """
     announced = glue_name(config.name)
-    twins = [t.name for t in ctx.config.tables if t is not config and glue_name(t.name) == announced]
+    twins = [
+        t.name for t in ctx.config.tables if t is not config and glue_name(t.name) == announced
+    ]
     if twins:
         return failed(
             "event names",
-            f"{config.name} and {', '.join(twins)} name one Glue table, {announced}: Glue stores names in lower case",
+            f"{config.name} and {', '.join(twins)} name one Glue table, {announced}: Glue "
+            "stores names in lower case",
             "keep one entry per table (synth refuses both)",
             subject=config.name,
         )
-    spelled = "" if announced == config.name else f" (its job and checkpoint keep the name {config.name})"
+    spelled = (
+        "" if announced == config.name else f" (its job and checkpoint keep the name {config.name})"
+    )
     return passed(
-        "event names", f"Glue announces it as {announced}; the rule and the planner match that{spelled}", subject=config.name
+        "event names",
+        f"Glue announces it as {announced}; the rule and the planner match that{spelled}",
+        subject=config.name,
     )
 
 
@@ -336,7 +427,8 @@ def _format_version(table: Table, announced: str, name: str) -> Check:
     if version < 2:
         return failed(
             "format version",
-            f"format version {version}: icecdc needs 2 or 3 (v1 snapshots have no sequence numbers to version documents by)",
+            f"format version {version}: icecdc needs 2 or 3 (v1 snapshots have no sequence "
+            "numbers to version documents by)",
             "upgrade the table (Spark SQL with the Iceberg extensions)",
             f"ALTER TABLE {announced} SET TBLPROPERTIES ('format-version'='2')",
             subject=name,
@@ -345,17 +437,28 @@ def _format_version(table: Table, announced: str, name: str) -> Check:
 
 
 def _warehouse(ctx: Context, table: Table, name: str) -> Check:
-    """The roles read only the warehouse buckets: a table whose files live elsewhere fails its first sync."""
-    buckets = {urlsplit(location).netloc for location in (table.metadata_location, table.location()) if location.startswith("s3")}
+    """Each table's files are in the warehouse buckets.
+
+    The roles read only the warehouse buckets: a table whose files live
+    elsewhere fails its first sync.
+    """
+    buckets = {
+        urlsplit(location).netloc
+        for location in (table.metadata_location, table.location())
+        if location.startswith("s3")
+    }
     outside = sorted(buckets - set(ctx.aws.warehouse_buckets))
     if outside:
         return failed(
             "warehouse location",
-            f"its files are in {', '.join(outside)}, which aws.warehouse_buckets does not list: the roles may not read them",
+            f"its files are in {', '.join(outside)}, which aws.warehouse_buckets does not "
+            "list: the roles may not read them",
             f"add {', '.join(outside)} to aws.warehouse_buckets",
             subject=name,
         )
-    return passed("warehouse location", f"in {', '.join(sorted(buckets)) or 'no S3 bucket'}", subject=name)
+    return passed(
+        "warehouse location", f"in {', '.join(sorted(buckets)) or 'no S3 bucket'}", subject=name
+    )
 
 
 def _identifiers(table: Table, config: TableConfig, position: int) -> Check:
@@ -365,13 +468,15 @@ def _identifiers(table: Table, config: TableConfig, position: int) -> Check:
         return failed(
             "identifier columns",
             str(exc),
-            f"correct tables[{position}].identifier_columns (columns of the current schema, primitive types)",
+            f"correct tables[{position}].identifier_columns (columns of the current schema, "
+            "primitive types)",
             subject=config.name,
         )
     if not columns:
         return warned(
             "identifier columns",
-            "none: the table is synced as insert-only (a commit that removes rows, an update or a delete, fails to plan)",
+            "none: the table is synced as insert-only (a commit that removes rows, an update "
+            "or a delete, fails to plan)",
             f"set tables[{position}].identifier_columns, or the table's identifier fields",
             f"ALTER TABLE {glue_name(config.name)} SET IDENTIFIER FIELDS <column>",
             subject=config.name,

@@ -1,6 +1,8 @@
-"""What every check reads from: the configuration, the caller's AWS session in the stack's region,
-the sources that can be replaced (icecdc.doctor.sources), and what one run reads once (the deployed
-stack, the catalog)."""
+"""What every check reads from: the configuration, the caller's AWS session, and the sources.
+
+The session is in the stack's region. The sources are those that can be replaced
+(icecdc.doctor.sources). A run reads the deployed stack and the catalog once.
+"""
 
 from __future__ import annotations
 
@@ -40,14 +42,22 @@ class Context:
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, config: Config, sources: Sources | None = None, clock: Callable[[], float] = time.time) -> Context:
-        """The caller's credentials (the SDK's usual chain) in the stack's region: `aws.region`, else
-        the SDK's (AWS_REGION, the profile), as `cdk deploy` resolves it."""
+    def open(
+        cls, config: Config, sources: Sources | None = None, clock: Callable[[], float] = time.time
+    ) -> Context:
+        """The caller's credentials, by the SDK's usual chain, in the stack's region.
+
+        The region is `aws.region`, else the SDK's own from AWS_REGION or the
+        profile, as `cdk deploy` resolves it.
+        """
         if config.aws is None:
             raise ConfigError(
-                "the configuration has no `aws:` section: the doctor checks a deployment (aws.warehouse_buckets at least)"
+                "the configuration has no `aws:` section: the doctor checks a deployment "
+                "(aws.warehouse_buckets at least)"
             )
-        session = boto3.Session(region_name=config.aws.region) if config.aws.region else boto3.Session()
+        session = (
+            boto3.Session(region_name=config.aws.region) if config.aws.region else boto3.Session()
+        )
         if not session.region_name:
             raise ConfigError("no region: set aws.region in the configuration, or AWS_REGION")
         return cls(config, session, session.region_name, sources or Sources(), clock)
@@ -78,8 +88,10 @@ class Context:
 
     @property
     def catalog_region(self) -> str:
-        """The Glue Data Catalog's region: the configuration's, else the stack's (where the planner
-        and the jobs run, and read it)."""
+        """The Glue Data Catalog's region: the configuration's, else the stack's.
+
+        The stack's region is where the planner and the jobs run and read the catalog.
+        """
         properties = self.config.catalog.properties
         return properties.get("glue.region") or properties.get("client.region") or self.region
 

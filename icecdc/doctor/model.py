@@ -1,5 +1,7 @@
-"""What `icecdc doctor` reports: one `Check` per thing verified, its `Outcome`, and the `Fix` for one
-that failed. Plain values: the CLI prints them, `--json` dumps them, the tests compare them."""
+"""What `icecdc doctor` reports: one `Check` per thing verified, its `Outcome`, a `Fix` on failure.
+
+Plain values: the CLI prints them, `--json` dumps them, the tests compare them.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""With `aws.vpc`: whether the subnets reach the AWS services the jobs and the planner call (a NAT
-route, or VPC endpoints), and, when the stack creates the endpoints (`aws.vpc.create_endpoints`),
-that none of them is there already (a second private-DNS interface endpoint for a service, or a
-second gateway route to S3 or DynamoDB, fails the deploy)."""
+"""With `aws.vpc`: whether the subnets reach the AWS services the jobs and the planner call.
+
+They reach them through a NAT route or VPC endpoints. When the stack creates the endpoints
+(`aws.vpc.create_endpoints`), none of them may be there already. A second private-DNS interface
+endpoint for a service, or a second gateway route to S3 or DynamoDB, fails the deploy.
+"""
 
 from __future__ import annotations
 
@@ -32,9 +34,15 @@ class Endpoints:
     def of(cls, ec2: Any, vpc_id: str, region: str) -> Endpoints:
         prefix = f"com.amazonaws.{region}."
         interfaces, gateways = set(), set()
-        pages = ec2.get_paginator("describe_vpc_endpoints").paginate(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
+        pages = ec2.get_paginator("describe_vpc_endpoints").paginate(
+            Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]
+        )
         for endpoint in (e for page in pages for e in page["VpcEndpoints"]):
-            if endpoint.get("State", "").lower() not in {"available", "pending", "pendingacceptance"}:
+            if endpoint.get("State", "").lower() not in {
+                "available",
+                "pending",
+                "pendingacceptance",
+            }:
                 continue
             service = str(endpoint["ServiceName"]).removeprefix(prefix)
             if endpoint.get("VpcEndpointType") == "Gateway":
@@ -51,7 +59,9 @@ def check_vpc(ctx: Context) -> Iterator[Check]:
         return
     ec2 = ctx.client("ec2")
     endpoints = Endpoints.of(ec2, vpc.vpc_id, ctx.region)
-    interfaces = INTERFACE_SERVICES + ((SECRETS,) if ctx.config.opensearch.password_secret_arn else ())
+    interfaces = INTERFACE_SERVICES + (
+        (SECRETS,) if ctx.config.opensearch.password_secret_arn else ()
+    )
     # The jobs run in the first subnet; the planner (applying batches) and a created domain's
     # provisioning Lambda run in all of them.
     everywhere = ctx.aws.planner_applies or ctx.aws.create_domain
@@ -62,7 +72,9 @@ def check_vpc(ctx: Context) -> Iterator[Check]:
     for subnet in subnets:
         table = _route_table(ec2, vpc, subnet)
         if table is not None and _nat(table):
-            yield passed(NAME, f"routes to a NAT gateway ({table['RouteTableId']})", subject=subnet.id)
+            yield passed(
+                NAME, f"routes to a NAT gateway ({table['RouteTableId']})", subject=subnet.id
+            )
             continue
         table_id = table["RouteTableId"] if table else None
         missing = [s for s in GATEWAY_SERVICES if (s, table_id) not in endpoints.gateways]
@@ -70,26 +82,39 @@ def check_vpc(ctx: Context) -> Iterator[Check]:
         if missing:
             yield failed(
                 NAME,
-                f"no NAT route, and no endpoint for {', '.join(missing)}: the jobs and the planner would time out calling them",
-                "let the stack create the endpoints (aws.vpc.create_endpoints: true, with each subnet's route_table_id), "
+                f"no NAT route, and no endpoint for {', '.join(missing)}: the jobs and the "
+                "planner would time out calling them",
+                "let the stack create the endpoints (aws.vpc.create_endpoints: true, with "
+                "each subnet's route_table_id), "
                 "or add them, or a NAT gateway route",
                 subject=subnet.id,
             )
         else:
-            yield passed(NAME, "gateway and interface endpoints for every service it calls", subject=subnet.id)
+            yield passed(
+                NAME,
+                "gateway and interface endpoints for every service it calls",
+                subject=subnet.id,
+            )
 
 
 def endpoint_collisions(vpc: VpcConfig, endpoints: Endpoints, interfaces: tuple[str, ...]) -> Check:
-    """What the stack would create that the VPC has: a private-DNS interface endpoint for a service,
-    or a gateway on a configured route table (`subnets[].route_table_id`, where the stack adds its own)."""
+    """What the stack would create that the VPC has already.
+
+    That is a private-DNS interface endpoint for a service, or a gateway on a configured route
+    table, `subnets[].route_table_id`, where the stack adds its own.
+    """
     taken = [f"{s} (private DNS)" for s in interfaces if s in endpoints.interfaces]
     tables = sorted({s.route_table_id for s in vpc.subnets if s.route_table_id})
-    taken += [f"{s} on {t}" for s in GATEWAY_SERVICES for t in tables if (s, t) in endpoints.gateways]
+    taken += [
+        f"{s} on {t}" for s in GATEWAY_SERVICES for t in tables if (s, t) in endpoints.gateways
+    ]
     if taken:
         return failed(
             NAME,
-            f"{vpc.vpc_id} has endpoints already for {', '.join(taken)}: the stack's own would collide with them",
-            "set aws.vpc.create_endpoints: false (the VPC's endpoints serve the stack; add the missing ones)",
+            f"{vpc.vpc_id} has endpoints already for {', '.join(taken)}: the stack's own "
+            "would collide with them",
+            "set aws.vpc.create_endpoints: false (the VPC's endpoints serve the stack; add "
+            "the missing ones)",
         )
     return passed(NAME, f"the stack creates the endpoints; {vpc.vpc_id} has none that collide")
 
@@ -98,7 +123,10 @@ def _route_table(ec2: Any, vpc: VpcConfig, subnet: SubnetConfig) -> dict[str, An
     """The subnet's route table: the one it is associated with, else the VPC's main table."""
     for filters in (
         [{"Name": "association.subnet-id", "Values": [subnet.id]}],
-        [{"Name": "vpc-id", "Values": [vpc.vpc_id]}, {"Name": "association.main", "Values": ["true"]}],
+        [
+            {"Name": "vpc-id", "Values": [vpc.vpc_id]},
+            {"Name": "association.main", "Values": ["true"]},
+        ],
     ):
         tables = ec2.describe_route_tables(Filters=filters)["RouteTables"]
         if tables:
@@ -107,8 +135,11 @@ def _route_table(ec2: Any, vpc: VpcConfig, subnet: SubnetConfig) -> dict[str, An
 
 
 def _nat(table: dict[str, Any]) -> bool:
-    """A default route through a NAT gateway (or a NAT instance, a transit gateway): an internet
-    gateway does not serve a private subnet's Lambda or Glue workers, which have no public address."""
+    """A default route through a NAT gateway, a NAT instance or a transit gateway.
+
+    An internet gateway does not serve a private subnet's Lambda or Glue
+    workers, which have no public address.
+    """
     return any(
         route.get("DestinationCidrBlock") == "0.0.0.0/0"
         and any(route.get(key) for key in ("NatGatewayId", "InstanceId", "TransitGatewayId"))

@@ -1,6 +1,9 @@
-"""The OpenSearch checks: the domain's engine and reachability (before deploying), and whether the
-writers can write the configured indexes (after): a scratch index created, written and deleted
-with the configured credentials, and the security plugin's role mapping of the writers' roles."""
+"""The OpenSearch checks: the domain before deploying, and whether the writers can write after.
+
+Before, the domain's engine and reachability. After, a scratch index is created,
+written and deleted with the configured credentials, and the security plugin's role
+mapping of the writers' roles is read.
+"""
 
 from __future__ import annotations
 
@@ -24,19 +27,25 @@ ENGINE = "opensearch domain"
 WRITES = "opensearch writes"
 MAPPING = "writer mapping"
 
-# What the writers need (infra.domain.writer_role): on the indexes, and on the cluster (_bulk, GET /).
+# What the writers need (infra.domain.writer_role): on the indexes,
+# and on the cluster (_bulk, GET /).
 INDEX_ACTIONS = {"crud", "manage"}
 CLUSTER_ACTIONS = {"cluster_monitor", "cluster_composite_ops"}
 ALL_INDEX_ACTIONS = {"*", "indices_all", "indices:*"}
 ALL_CLUSTER_ACTIONS = {"*", "cluster_all", "cluster:*"}
 SECURITY_API = "/_plugins/_security/api"
-MAPPING_COMMANDS = """awscurl --service es -X PUT https://DOMAIN/_plugins/_security/api/roles/{role} -d '{body}'
-awscurl --service es -X PUT https://DOMAIN/_plugins/_security/api/rolesmapping/{role} -d '{{"backend_roles": [{arns}]}}'"""
+MAPPING_COMMANDS = (
+    "awscurl --service es -X PUT https://DOMAIN/_plugins/_security/api/roles/{role} -d '{body}'\n"
+    "awscurl --service es -X PUT https://DOMAIN/_plugins/_security/api/rolesmapping/{role}"
+    " -d '{{\"backend_roles\": [{arns}]}}'"
+)
 
 
 def check_domain(ctx: Context) -> Iterator[Check]:
-    """Before deploying: an existing domain runs OpenSearch (icecdc calls `_plugins/...` and
-    composable index templates, which Elasticsearch domains lack) and answers GET /."""
+    """Before deploying: an existing domain runs OpenSearch and answers GET /.
+
+    icecdc calls `_plugins/...` and composable index templates, which Elasticsearch domains lack.
+    """
     aws = ctx.aws
     if aws.create_domain:
         yield skipped(ENGINE, "the stack creates an OpenSearch 2.19 domain")
@@ -45,16 +54,21 @@ def check_domain(ctx: Context) -> Iterator[Check]:
     if aws.opensearch_domain_arn:
         name = aws.opensearch_domain_arn.rsplit("/", 1)[-1]
         status = ctx.client("opensearch").describe_domain(DomainName=name)["DomainStatus"]
-        in_vpc = bool(status.get("VPCOptions", {}).get("VPCId")) or "vpc" in status.get("Endpoints", {})
+        in_vpc = bool(status.get("VPCOptions", {}).get("VPCId")) or "vpc" in status.get(
+            "Endpoints", {}
+        )
         engine = str(status.get("EngineVersion", ""))
         if not engine.startswith("OpenSearch_"):
             yield failed(
                 ENGINE,
-                f"domain {name} runs {engine}: icecdc needs OpenSearch (1.0 or later; the stack creates 2.19)",
-                "upgrade the domain to OpenSearch (a snapshot first; one of the versions AWS lists for it), or point the "
+                f"domain {name} runs {engine}: icecdc needs OpenSearch (1.0 or later; the "
+                "stack creates 2.19)",
+                "upgrade the domain to OpenSearch (a snapshot first; one of the versions AWS "
+                "lists for it), or point the "
                 "configuration at an OpenSearch domain",
                 f"aws opensearch get-compatible-versions --domain-name {name}\n"
-                f"aws opensearch upgrade-domain --domain-name {name} --target-version OpenSearch_<version>",
+                f"aws opensearch upgrade-domain --domain-name {name} --target-version "
+                "OpenSearch_<version>",
             )
             return
         yield passed(ENGINE, f"domain {name} runs {engine}")
@@ -71,13 +85,15 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool) -> Iterator[Check]:
             yield warned(
                 "opensearch reachable",
                 f"{exc}; the domain is in a VPC, which this machine may not reach",
-                "run the doctor where the VPC is reachable, or confirm after deploying (icecdc doctor after)",
+                "run the doctor where the VPC is reachable, or confirm after deploying "
+                "(icecdc doctor after)",
             )
             return
         yield failed(
             "opensearch reachable",
             str(exc),
-            "check opensearch.url and the credentials (opensearch.username and password_secret_arn, or the AWS identity "
+            "check opensearch.url and the credentials (opensearch.username and "
+            "password_secret_arn, or the AWS identity "
             "with aws_region); the domain's access policy must admit the caller",
         )
         return
@@ -93,23 +109,34 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool) -> Iterator[Check]:
 
 
 def search_config(ctx: Context) -> OpenSearchConfig:
-    """The endpoint and credentials the deployed writers use: the configured ones, or the endpoint
-    of the domain the stack created, signed with SigV4 (as icecdc.aws.runtime_config)."""
+    """The endpoint and credentials the deployed writers use.
+
+    They are the configured ones, or the endpoint of the domain the stack created, signed with
+    SigV4, as icecdc.aws.deployed.runtime_config has them.
+    """
     config = ctx.config.opensearch
     domain = ctx.stack.physical(Logical.DOMAIN) if ctx.aws.create_domain and ctx.stack else None
     if domain is None:
         return config
     status = ctx.client("opensearch").describe_domain(DomainName=domain)["DomainStatus"]
     endpoint = status.get("Endpoint") or status.get("Endpoints", {}).get("vpc")
-    signed = {"username": None, "password": None, "password_secret_arn": None, "aws_region": ctx.region}
+    signed = {
+        "username": None,
+        "password": None,
+        "password_secret_arn": None,
+        "aws_region": ctx.region,
+    }
     return config.revised(url=f"https://{endpoint}", **signed)
 
 
 def check_writes(ctx: Context) -> Iterator[Check]:
-    """After deploying: each configured index's pattern takes a write (a scratch index `<index>-doctor-…`,
-    inside the writer role's `<index>-*` and never an icecdc generation, created, written with an
-    external version as a sync does, and deleted). With basic auth this is the writers' own user;
-    with SigV4 it is the caller, and `check_mapping` covers the writers' roles."""
+    """After deploying: each configured index's pattern takes a write.
+
+    The write goes to a scratch index, `<index>-doctor-…`, inside the writer role's `<index>-*` and
+    never an icecdc generation. It is created, written with an external version as a sync does, and
+    deleted. With basic auth this is the writers' own user; with SigV4 it is the caller, and
+    `check_mapping` covers the writers' roles.
+    """
     config = search_config(ctx)
     client = open_client(config)
     for index in ctx.config.index_names:
@@ -119,12 +146,17 @@ def check_writes(ctx: Context) -> Iterator[Check]:
 def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> Check:
     scratch = f"{index}-doctor-{uuid.uuid4().hex[:8]}"
     identity = (
-        f"user {config.username}" if config.username else "the caller's AWS identity" if config.aws_region else "no credentials"
+        f"user {config.username}"
+        if config.username
+        else "the caller's AWS identity"
+        if config.aws_region
+        else "no credentials"
     )
     try:
         client.indices.create(index=scratch)
         try:
-            # an empty document: a template with a strict mapping that matches `<index>-*` takes it too
+            # an empty document: a template with a strict mapping that
+            # matches `<index>-*` takes it too
             client.index(index=scratch, id="doctor", body={}, version=1, version_type="external")
         finally:
             client.indices.delete(index=scratch)
@@ -142,19 +174,26 @@ def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> 
             *_write_fix(exc, config.url),
             subject=index,
         )
-    return passed(WRITES, f"{identity} created, wrote and deleted {scratch!r} on {config.url}", subject=index)
+    return passed(
+        WRITES, f"{identity} created, wrote and deleted {scratch!r} on {config.url}", subject=index
+    )
 
 
 # What to do about a refused scratch write, by OpenSearch's answer.
 BLOCKED = (
-    "the cluster or index refuses writes (a flood-stage disk watermark sets read_only_allow_delete): free disk space "
+    "the cluster or index refuses writes (a flood-stage disk watermark sets "
+    "read_only_allow_delete): free disk space "
     "or add storage, then clear the block"
 )
 UNBLOCK = (
     "curl -X PUT {url}/_cluster/settings -H 'Content-Type: application/json' "
-    '-d \'{{"persistent": {{"cluster.blocks.read_only": null, "cluster.blocks.read_only_allow_delete": null}}}}\''
+    '-d \'{{"persistent": {{"cluster.blocks.read_only": null, '
+    '"cluster.blocks.read_only_allow_delete": null}}}}\''
 )
-DENIED = "map the writers to a role that may write the configured indexes (docs/deploy.md, fine-grained access control)"
+DENIED = (
+    "map the writers to a role that may write the configured indexes (docs/deploy.md, "
+    "fine-grained access control)"
+)
 
 
 def _write_fix(exc: TransportError, url: str) -> tuple[str, str | None]:
@@ -167,17 +206,26 @@ def _write_fix(exc: TransportError, url: str) -> tuple[str, str | None]:
 
 
 def check_mapping(ctx: Context) -> Iterator[Check]:
-    """After deploying, with SigV4: the jobs' role (and the applying planner's) is mapped to a role
-    whose permissions cover every configured index and its generations, as the stack's `<stack>-writer`
-    does. Reads the security plugin's role mappings, which needs the caller to be a security admin."""
+    """After deploying, with SigV4: the writers' roles are mapped to a role that covers the indexes.
+
+    The jobs' role, and the applying planner's, must be mapped to a role whose permissions cover
+    every configured index and its generations, as the stack's `<stack>-writer` does. Reading the
+    security plugin's role mappings needs the caller to be a security admin.
+    """
     config = search_config(ctx)
     if config.aws_region is None:
-        who = f"basic auth: the writers sign in as {config.username}" if config.username else "no authentication"
+        who = (
+            f"basic auth: the writers sign in as {config.username}"
+            if config.username
+            else "no authentication"
+        )
         yield skipped(MAPPING, f"{who}, as the scratch write did")
         return
     writers = _writer_arns(ctx) if ctx.stack is not None else {}
     if not writers:
-        yield failed(MAPPING, "the stack's writer roles were not found", "deploy the stack (cdk deploy)")
+        yield failed(
+            MAPPING, "the stack's writer roles were not found", "deploy the stack (cdk deploy)"
+        )
         return
     client = open_client(config)
     try:
@@ -187,34 +235,53 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
         if exc.status_code in (400, 404):  # "no handler found": the domain has no security plugin
             yield skipped(
                 MAPPING,
-                "no fine-grained access control: IAM alone decides, and the stack gave the writers es:ESHttp* on the domain",
+                "no fine-grained access control: IAM alone decides, and the stack gave the "
+                "writers es:ESHttp* on the domain",
             )
         else:
             yield warned(
                 MAPPING,
-                f"the caller may not read role mappings ({exc.status_code}): cannot tell whether the writers are mapped",
-                "run the doctor as the domain's admin (security_manager), or read the mapping yourself",
+                f"the caller may not read role mappings ({exc.status_code}): cannot tell "
+                "whether the writers are mapped",
+                "run the doctor as the domain's admin (security_manager), or read the "
+                "mapping yourself",
                 f"awscurl --service es {config.url}{SECURITY_API}/rolesmapping",
             )
         return
     yield from mapping_checks(ctx, writers, mappings, roles)
 
 
-def mapping_checks(ctx: Context, writers: dict[str, str], mappings: dict[str, Any], roles: dict[str, Any]) -> Iterator[Check]:
-    """Each writer (`writers`: ARN by what it is) against the security plugin's role mappings and roles."""
+def mapping_checks(
+    ctx: Context, writers: dict[str, str], mappings: dict[str, Any], roles: dict[str, Any]
+) -> Iterator[Check]:
+    """Each writer against the security plugin's role mappings and roles.
+
+    `writers` maps what each writer is to its ARN.
+    """
     indexes = list(ctx.config.index_names)
     for label, arn in writers.items():
         problems = mapping_problems(mappings, roles, arn, indexes)
         if problems:
-            yield failed(MAPPING, "; ".join(problems), *_mapping_fix(ctx, writers, indexes), subject=label)
+            yield failed(
+                MAPPING, "; ".join(problems), *_mapping_fix(ctx, writers, indexes), subject=label
+            )
         else:
-            yield passed(MAPPING, f"{arn} may write {', '.join(indexes)} and their generations", subject=label)
+            yield passed(
+                MAPPING,
+                f"{arn} may write {', '.join(indexes)} and their generations",
+                subject=label,
+            )
 
 
 def _writer_arns(ctx: Context) -> dict[str, str]:
-    """The writers' role ARNs by what they are: the jobs', and the planner's when it applies batches."""
+    """The writers' role ARNs by what they are.
+
+    The jobs', and the planner's when it applies batches.
+    """
     assert ctx.stack is not None
-    wanted = [("jobs", Logical.JOB_ROLE)] + ([("planner", Logical.PLANNER_ROLE)] if ctx.aws.planner_applies else [])
+    wanted = [("jobs", Logical.JOB_ROLE)] + (
+        [("planner", Logical.PLANNER_ROLE)] if ctx.aws.planner_applies else []
+    )
     arns = {}
     for label, logical in wanted:
         name = ctx.stack.physical(logical)
@@ -227,14 +294,19 @@ def _mapping_fix(ctx: Context, writers: dict[str, str], indexes: list[str]) -> t
     patterns = ", ".join(f'"{p}"' for i in indexes for p in (i, f"{i}-*"))
     role = f"{ctx.stack_name}-writer"
     body = (
-        '{"cluster_permissions": ["cluster_monitor", "cluster_composite_ops", "indices:admin/template/get", '
-        f'"indices:admin/index_template/get"], "index_permissions": [{{"index_patterns": [{patterns}], '
+        '{"cluster_permissions": ["cluster_monitor", "cluster_composite_ops", '
+        '"indices:admin/template/get", '
+        f'"indices:admin/index_template/get"], "index_permissions": [{{"index_patterns": '
+        f"[{patterns}], "
         '"allowed_actions": ["crud", "manage"]}]}'
     )
     arns = ", ".join(f'"{a}"' for a in writers.values())
     if ctx.aws.create_domain:
         return (
-            "the stack maps its writers on every deploy (Custom::IcecdcDomainAccess): deploy again and read its log",
+            (
+                "the stack maps its writers on every deploy (Custom::IcecdcDomainAccess): deploy "
+                "again and read its log"
+            ),
             "cdk deploy",
         )
     return (
@@ -243,17 +315,27 @@ def _mapping_fix(ctx: Context, writers: dict[str, str], indexes: list[str]) -> t
     )
 
 
-def mapping_problems(mappings: dict[str, Any], roles: dict[str, Any], writer: str, indexes: list[str]) -> list[str]:
-    """What `writer` (a backend role: an IAM role ARN) may not do that a sync does, by the security
-    plugin's role mappings and roles (as GET .../rolesmapping and .../roles answer); [] when nothing."""
-    mapped = [name for name, mapping in mappings.items() if writer in mapping.get("backend_roles", [])]
+def mapping_problems(
+    mappings: dict[str, Any], roles: dict[str, Any], writer: str, indexes: list[str]
+) -> list[str]:
+    """What `writer` may not do that a sync does, by the security plugin's role mappings and roles.
+
+    `writer` is a backend role: an IAM role ARN. The mappings and roles are as GET .../rolesmapping
+    and .../roles answer. [] when nothing.
+    """
+    mapped = [
+        name for name, mapping in mappings.items() if writer in mapping.get("backend_roles", [])
+    ]
     if not mapped:
         return [f"{writer} is mapped to no role"]
     granted = [roles.get(name, {}) for name in mapped]
     problems = []
     cluster = {a for role in granted for a in role.get("cluster_permissions", [])}
     if not cluster & ALL_CLUSTER_ACTIONS and not cluster >= CLUSTER_ACTIONS:
-        problems.append(f"its roles ({', '.join(mapped)}) lack {', '.join(sorted(CLUSTER_ACTIONS - cluster))} on the cluster")
+        problems.append(
+            f"its roles ({', '.join(mapped)}) lack "
+            f"{', '.join(sorted(CLUSTER_ACTIONS - cluster))} on the cluster"
+        )
     for index in indexes:
         for name in (index, f"{index}-1"):  # the alias, and a generation
             actions = {

@@ -1,12 +1,14 @@
-"""What some checks read that has no plain API, or that moto (the tests' AWS) does not emulate:
-each is a small interface with the default that asks AWS, so the tests can hand in the account's
-answer and test the check's logic (tests/aws/test_doctor.py says which ones it replaces, and why).
+"""What some checks read that has no plain API, or that moto does not emulate.
+
+moto is the tests' AWS. Each source is a small interface with the default that asks AWS, so the
+tests can hand in the account's answer and test the check's logic. tests/aws/test_doctor.py says
+which ones it replaces, and why.
 
 - Which Glue versions a region offers: no Glue API lists them. The default answers only what the
-  account proves (a job on that version exists in the region), else "cannot tell".
+  account proves, a job on that version in the region, else "cannot tell".
 - Lambda's account concurrency (GetAccountSettings): moto has no such route.
 - Whether an EventBridge pattern matches an event (TestEventPattern): moto accepts the call and
-  answers nothing; a caller may also lack `events:TestEventPattern`. Then the pattern is evaluated
+  answers nothing, and a caller may lack `events:TestEventPattern`. Then the pattern is evaluated
   here, for the part of EventBridge's pattern language the stack writes (`match_locally`).
 """
 
@@ -19,7 +21,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE
+from icecdc.aws.contract import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE
 from icecdc.catalog import glue_name
 
 
@@ -40,16 +42,19 @@ class AccountConcurrency:
 
     @property
     def minimum_unreserved(self) -> int:
-        """What Lambda keeps unreserved: 100 ("You can reserve up to the Unreserved account concurrency
-        value minus 100", AWS's Lambda guide), and the whole quota of an account whose quota is lower
-        (new accounts often have 10: their functions can reserve nothing)."""
+        """What Lambda keeps unreserved: 100, or the whole quota of an account whose quota is lower.
+
+        AWS's Lambda guide: "You can reserve up to the Unreserved account concurrency value minus
+        100". New accounts often have a quota of 10: their functions can reserve nothing.
+        """
         return min(100, self.limit)
 
 
 @dataclass(frozen=True)
 class JobsOnVersion:
-    """Glue offers a version in a region if a job of the account runs on it there. Without one it
-    cannot be told: AWS documents Glue versions per region only in its guides."""
+    """Glue offers a version in a region if a job of the account runs on it there.
+
+    Without one it cannot be told: AWS documents Glue versions per region only in its guides."""
 
     glue: Any
 
@@ -66,12 +71,16 @@ class AccountSettings:
 
     def account(self) -> AccountConcurrency:
         limits = self.lambda_client.get_account_settings()["AccountLimit"]
-        return AccountConcurrency(int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"]))
+        return AccountConcurrency(
+            int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"])
+        )
 
 
 def glue_event(account: str, region: str, table: str) -> dict[str, Any]:
-    """What EventBridge delivers for a commit of `table` through the Glue Data Catalog: Glue names
-    the database and the table as it stores them, in lower case."""
+    """What EventBridge delivers for a commit of `table` through the Glue Data Catalog.
+
+    Glue names the database and the table as it stores them, in lower case.
+    """
     database, _, name = glue_name(table).partition(".")
     return {
         "version": "0",
@@ -82,7 +91,12 @@ def glue_event(account: str, region: str, table: str) -> dict[str, Any]:
         "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "region": region,
         "resources": [f"arn:aws:glue:{region}:{account}:table/{database}/{name}"],
-        "detail": {"databaseName": database, "tableName": name, "typeOfChange": "UpdateTable", "changedPartitions": []},
+        "detail": {
+            "databaseName": database,
+            "tableName": name,
+            "typeOfChange": "UpdateTable",
+            "changedPartitions": [],
+        },
     }
 
 
@@ -93,14 +107,23 @@ class PatternMatch:
 
 
 def match_pattern(events: Any, pattern: str, event: dict[str, Any]) -> PatternMatch:
-    """Whether `event` matches the rule's `pattern`, as EventBridge's TestEventPattern answers; the
-    pattern evaluated here when EventBridge does not answer (denied, or an emulator without it)."""
+    """Whether `event` matches the rule's `pattern`, as EventBridge's TestEventPattern answers.
+
+    The pattern is evaluated here when EventBridge does not answer:
+    denied, or an emulator without it.
+    """
     try:
         answer = events.test_event_pattern(EventPattern=pattern, Event=json.dumps(event))
     except (ClientError, BotoCoreError) as exc:
-        return PatternMatch(match_locally(json.loads(pattern), event), f"evaluated here: TestEventPattern failed ({exc})")
+        return PatternMatch(
+            match_locally(json.loads(pattern), event),
+            f"evaluated here: TestEventPattern failed ({exc})",
+        )
     if "Result" not in answer:
-        return PatternMatch(match_locally(json.loads(pattern), event), "evaluated here: TestEventPattern gave no result")
+        return PatternMatch(
+            match_locally(json.loads(pattern), event),
+            "evaluated here: TestEventPattern gave no result",
+        )
     return PatternMatch(bool(answer["Result"]), "EventBridge")
 
 
@@ -109,11 +132,14 @@ class UnsupportedPattern(ValueError):
 
 
 def match_locally(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
-    """EventBridge's matching for exact values: every field of the pattern must be in the event, a
-    list of values matches when the event's value (or one of its values, when it is a list) is one of
-    them, a nested object matches the event's object at that key. Strings compare case-sensitively,
-    as EventBridge does: which is why a table configured `Sales.Orders` never matches Glue's event,
-    whose names are lower-case. Content filters (`prefix`, `anything-but`, ...) raise UnsupportedPattern."""
+    """EventBridge's matching for exact values.
+
+    Every field of the pattern must be in the event. A list of values matches when the event's value
+    is one of them; an event's list matches when one of its values is. A nested object matches the
+    event's object at that key. Strings compare case-sensitively, as EventBridge does: which is why
+    a table configured `Sales.Orders` never matches Glue's event, whose names are lower-case.
+    Content filters such as `prefix` and `anything-but` raise UnsupportedPattern.
+    """
     for key, wanted in pattern.items():
         if isinstance(wanted, dict):
             value = event.get(key)
@@ -122,7 +148,8 @@ def match_locally(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
             continue
         if not isinstance(wanted, list):
             raise UnsupportedPattern(f"the value of {key!r} is not a list: {wanted!r}")
-        if any(isinstance(w, dict) for w in wanted):  # a content filter matches even absent fields (`exists`)
+        # a content filter matches even absent fields (`exists`)
+        if any(isinstance(w, dict) for w in wanted):
             raise UnsupportedPattern(f"content filters are not evaluated here: {key!r}: {wanted!r}")
         if key not in event:
             return False

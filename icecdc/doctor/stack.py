@@ -1,8 +1,10 @@
-"""What the stack (infra/) creates, as the doctor finds it in an account: the names it gives its
-resources, the logical IDs of the others, and the deployed stack read through CloudFormation.
+"""What the stack (infra/) creates, as the doctor finds it in an account.
 
-icecdc cannot import infra/ (the planner Lambda and the Glue job ship icecdc without the CDK), so
-the few facts the doctor needs are written here once; tests/aws/test_doctor.py checks each of them
+That is the names it gives its resources, the logical IDs of the others, and the
+deployed stack read through CloudFormation.
+
+icecdc cannot import infra/, as the planner Lambda and the Glue job ship icecdc without the CDK. So
+the few facts the doctor needs are written here once. tests/aws/test_doctor.py checks each of them
 against the synthesized template, so a change in infra/ that they no longer describe fails there.
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws import job_name
+from icecdc.aws.contract import job_name
 from icecdc.config import Config
 
 GLUE_VERSION = "5.1"  # infra.jobs.GLUE_VERSION
@@ -62,9 +64,11 @@ class Named:
 
 
 def named_resources(config: Config) -> list[Named]:
-    """Every name the stack gives a resource, for this configuration. The other resources (the
-    dead-letter and artifact buckets, the planner, its queues and rules, the roles, a created
-    domain) are named by CloudFormation, unique per stack: they cannot collide."""
+    """Every name the stack gives a resource, for this configuration.
+
+    The other resources (the dead-letter and artifact buckets, the planner, its
+    queues and rules, the roles, a created domain) are named by CloudFormation,
+    unique per stack: they cannot collide."""
     assert config.aws is not None
     stack = config.aws.stack_name
     names = [Named(Kind.STATE_TABLE, state_table_name(stack))]
@@ -101,7 +105,8 @@ def name_taken(clients: Callable[[str], Any], named: Named) -> bool:
     return True
 
 
-# How the services say "no such resource" (DynamoDB, Glue, CloudWatch, CloudFormation, IAM, SSM, Lambda).
+# How the services say "no such resource" (DynamoDB, Glue, CloudWatch,
+# CloudFormation, IAM, SSM, Lambda).
 NOT_FOUND = {
     "ResourceNotFoundException",
     "EntityNotFoundException",
@@ -117,8 +122,10 @@ def error_code(exc: ClientError) -> str:
 
 
 class Logical(StrEnum):
-    """The resources the doctor reads that CloudFormation names: found by the logical ID CDK gives
-    them (the construct's path, then a hash of it), and their type."""
+    """The resources the doctor reads that CloudFormation names, and their type.
+
+    They are found by the logical ID CDK gives them: the construct's path, then a hash of it.
+    """
 
     PLANNER = "PlannerFunction"
     PLANNER_LOGS = "PlannerLogs"
@@ -149,14 +156,17 @@ _TYPES = {
 
 
 def expected(config: Config) -> list[Logical]:
-    """The looked-up resources this configuration's stack has (a domain only when it creates one)."""
+    """The looked-up resources this configuration's stack has: a domain only when it creates one."""
     assert config.aws is not None
     return [r for r in Logical if r != Logical.DOMAIN or config.aws.create_domain]
 
 
 def logical_match(resource: Logical, logical_id: str, resource_type: str) -> bool:
-    """CDK appends an 8-character hash to the path; a pinned ID is the whole ID. The type tells the
-    function from its event source mapping, a role from its policy, a queue from its queue policy."""
+    """Whether `logical_id` is the ID CloudFormation has for `resource`, of `resource_type`.
+
+    CDK appends an 8-character hash to the path; a pinned ID is the whole ID. The type tells the
+    function from its event source mapping, a role from its policy, a queue from its queue policy.
+    """
     if resource_type != resource.resource_type or not logical_id.startswith(resource.value):
         return False
     rest = logical_id[len(resource.value) :]
@@ -184,12 +194,19 @@ class DeployedStack:
         resources: dict[str, tuple[str, str]] = {}
         for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=name):
             for r in page["StackResourceSummaries"]:
-                resources[r["LogicalResourceId"]] = (r["ResourceType"], r.get("PhysicalResourceId", ""))
+                resources[r["LogicalResourceId"]] = (
+                    r["ResourceType"],
+                    r.get("PhysicalResourceId", ""),
+                )
         return cls(name, stack["StackStatus"], stack.get("StackStatusReason", ""), resources)
 
     def physical(self, resource: Logical) -> str | None:
         """The physical ID (a name, a URL for a queue) of a looked-up resource; None when absent."""
-        found = [physical for logical, (kind, physical) in self.resources.items() if logical_match(resource, logical, kind)]
+        found = [
+            physical
+            for logical, (kind, physical) in self.resources.items()
+            if logical_match(resource, logical, kind)
+        ]
         return found[0] if len(found) == 1 else None
 
     def owns(self, physical_id: str) -> bool:
@@ -197,6 +214,13 @@ class DeployedStack:
 
     @property
     def usable(self) -> bool:
-        """Whether the stack's resources are in place: created or updated (or an update rolled back
-        to the previous, complete state)."""
-        return self.status in {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
+        """Whether the stack's resources are in place: created or updated.
+
+        An update rolled back to the previous, complete state counts too.
+        """
+        return self.status in {
+            "CREATE_COMPLETE",
+            "UPDATE_COMPLETE",
+            "UPDATE_ROLLBACK_COMPLETE",
+            "IMPORT_COMPLETE",
+        }

@@ -1,5 +1,7 @@
-"""Where a pass runs: `Engines` picks each pass's engine from how much it reads, and starts Spark
-only when a pass needs it (a small `icecdc sync` never starts a JVM)."""
+"""Where a pass runs: `Engines` picks each pass's engine from how much it reads.
+
+Spark starts only when a pass needs it, so a small `icecdc sync` never starts a JVM.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +48,10 @@ class Engines:
         return EngineKind.IN_PROCESS if small else EngineKind.SPARK
 
     def for_pass(self, table: str, size: WorkSize) -> Engine:
-        """The engine for a pass; raises `SparkRequired` (before anything is written) where a pass
-        needs Spark and this run has none."""
+        """The engine for a pass, or `SparkRequired` where a pass needs Spark and this run has none.
+
+        It raises before anything is written.
+        """
         kind = self.kind_for(size)
         # debug: the pass's "applying" line names the engine, and counts files as its progress does
         reads = "%s: this pass reads %d files, %d rows, %d bytes: %s engine"
@@ -62,12 +66,14 @@ class Engines:
 
         if self.spark is None:
             if self.spark_config is None:
-                raise SparkRequired(f"table {table!r}: this pass is too large to apply without Spark")
+                raise SparkRequired(
+                    f"table {table!r}: this pass is too large to apply without Spark"
+                )
             self.spark, self._started = spark_session(self.spark_config), True
         return SparkEngine(self.spark)
 
     def close(self) -> None:
-        """Stop the Spark session these engines started (a session given to them is left running)."""
+        """Stop the Spark session these engines started; a session given to them is left running."""
         if self._started:
             self.spark.stop()
             self.spark, self._started = None, False

@@ -1,6 +1,9 @@
-"""What an engine does for a pass: read the tasks' files into keyed changes, bring every key's
-changes together (the one shuffle), write each key's net change; write an export's rows where
-they are read; and, after a resync's export, delete what the table no longer has."""
+"""What an engine does for a pass: read, bring every key's changes together, write.
+
+It reads the tasks' files into keyed changes, brings every key's changes together in the one
+shuffle, and writes each key's net change. It writes an export's rows where they are read. After a
+resync's export it deletes what the table no longer has.
+"""
 
 from __future__ import annotations
 
@@ -18,15 +21,23 @@ class Engine(Protocol):
     @property
     def kind(self) -> EngineKind: ...
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
-        """Read the tasks' files, group the changes by document id, write each key's net change
-        (of each index, for `Targets`: one read writes several indexes of the table)."""
+    def apply(
+        self, reader: TableReader, tasks: list[Task], target: Target | Targets
+    ) -> tuple[ChangeStats, SinkStats]:
+        """Read the tasks' files, group the changes by document id, write each key's net change.
+
+        For `Targets`, one read writes each key's net change to several indexes of the table.
+        """
         ...
 
-    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
-        """Write the export tasks' rows where they are read, with no shuffle of documents; settle
-        duplicate identifiers after (`icecdc.engines.export`), among the earlier passes' rows too
-        (`ExportTasks`)."""
+    def export(
+        self, reader: TableReader, tasks: ExportTasks, target: Target
+    ) -> tuple[ChangeStats, SinkStats]:
+        """Write the export tasks' rows where they are read, with no shuffle of documents.
+
+        Duplicate identifiers are settled after, as `icecdc.engines.export` does, among the earlier
+        passes' rows too (`ExportTasks`).
+        """
         ...
 
     def delete_older(self, target: Target, version: int) -> int:

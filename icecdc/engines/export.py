@@ -1,20 +1,22 @@
 """Exports without a shuffle of documents, on either engine.
 
-An export's rows are inserts of one snapshot: a key needs no other change to be written, so each
-task writes the documents of the rows it reads, and only a compact key per row moves on — a hash of
-its `_id`, and where the row is (its task's number in the pass, its position in the file). Keys
-that hash alike are the candidates for duplicate identifiers; only their rows are read again, by
-where they are, to compare their real ids (a hash collision is then no duplicate). A real duplicate
-is handled as the shuffle handles it: its documents are dead letters naming the table, the
-snapshot, the files and the identifier columns (or the error that stops the batch), and its key's
-document is deleted from the index, which the export had written (under each routing value its rows had).
+An export's rows are inserts of one snapshot: a key needs no other change to be written. So each
+task writes the documents of the rows it reads, and only a compact key per row moves on: a hash of
+its `_id`, and where the row is, by its task's number in the pass and its position in the file. Keys
+that hash alike are the candidates for duplicate identifiers. Only their rows are read again, by
+where they are, to compare their real ids; a hash collision is then no duplicate.
 
-An export cut into passes (`batch` caps) defers this to the pass that finishes it, which reads the
-compact keys of the files the earlier passes wrote again (`export_keys`, nothing written): a capped
-export finds the duplicates an uncapped one finds, once.
+A real duplicate is handled as the shuffle handles it. Its documents are dead letters
+naming the table, the snapshot, the files and the identifier columns, or the error that
+stops the batch. Its key's document, which the export had written, is deleted from the
+index under each routing value its rows had.
 
-An export writes one index, as its shape has it: the reader's documents hold the shape's columns
-and only the rows its `where` holds; each is written under its routing value, through the index's
+An export cut into passes by the `batch` caps defers this to the pass that finishes it. That pass
+reads the compact keys of the files the earlier passes wrote again, writing nothing (`export_keys`).
+A capped export finds the duplicates an uncapped one finds, once.
+
+An export writes one index, as its shape has it. The reader's documents hold the shape's columns,
+and only the rows its `where` holds. Each is written under its routing value, through the index's
 ingest pipeline (`Target.shape`, `Target.pipeline`), as the writes of changes are.
 """
 
@@ -39,15 +41,15 @@ from icecdc.model import Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask
-from icecdc.sink import SinkStats, write_documents
+from icecdc.sink import BulkMode, SinkStats, write_documents
 
 # The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
 KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", pa.int64())])
 KEY_BYTES: int = sum(f.type.bit_width for f in KEY_SCHEMA) // 8
 # Rows written per call of the sink, their keys then handed on: a task holds this many keys at most.
 BLOCK_ROWS = 20_000
-# Bytes of compact keys one bucket of the key shuffle holds at most (KEY_BYTES a row): a
-# task that looks for keys seen twice holds its bucket's keys, so the buckets grow in number with the rows.
+# Bytes of compact keys one bucket of the key shuffle holds at most (KEY_BYTES a row): a task that
+# looks for keys seen twice holds its bucket's keys, so the buckets grow in number with the rows.
 KEYS_PER_BUCKET_BYTES = 64 * 2**20
 
 
@@ -66,19 +68,31 @@ class ExportTally:
 
 def key_of(doc_id: str) -> int:
     """The `_id`'s compact key: the same on every worker (Python's `hash` is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little", signed=True
+    )
 
 
 def export_rows(
-    reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]], tally: Any, dead_lettered: Any = None
+    reader: TableReader,
+    target: Target,
+    tasks: Iterable[tuple[int, FileTask]],
+    tally: Any,
+    dead_lettered: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Write the documents of the numbered tasks' rows; yield their compact keys (`KEY_SCHEMA`), a
-    block of rows at a time, so that a task holds one block's keys, whatever its files' size.
+    """Write the documents of the numbered tasks' rows, and yield their compact keys.
 
-    `tally` (a Spark accumulator of an `ExportTally`, or an `ExportTally`) counts rows and writes;
-    `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents."""
+    The keys (`KEY_SCHEMA`) come a block of rows at a time, so that a task holds one
+    block's keys, whatever its files' size.
+
+    `tally` counts rows and writes; `dead_lettered` counts the rows that could not become documents.
+    Each is a Spark accumulator or the tally itself: an `ExportTally` and a `LetterTally`.
+    """
     if reader.shapes != (target.shape,):  # documents of another shape than the index's
-        raise ProcessingError(f"table {target.table!r}: an export into {target.index!r} must read with its shape alone")
+        raise ProcessingError(
+            f"table {target.table!r}: an export into {target.index!r} must read with its "
+            "shape alone"
+        )
     client = open_client(target.opensearch)
     rows = reader.located(tasks, dead_lettered)
     while True:
@@ -89,8 +103,7 @@ def export_rows(
             target.index,
             _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
             target.dead_letters if target.dead_letter else None,
-            target.version_type,
-            target.pipeline,
+            BulkMode(target.version_type, target.pipeline),
         )
         if not keys:
             return
@@ -98,10 +111,14 @@ def export_rows(
         yield pa.record_batch([pa.array(a) for a in (keys, numbers, positions)], schema=KEY_SCHEMA)
 
 
-def export_keys(reader: TableReader, tasks: Iterable[tuple[int, FileTask]]) -> Iterator[pa.RecordBatch]:
-    """The compact keys of the numbered tasks' rows (`KEY_SCHEMA`), a block at a time, nothing
-    written or dead-lettered: the files an earlier pass of the export wrote
-    (`PassTasks.earlier`)."""
+def export_keys(
+    reader: TableReader, tasks: Iterable[tuple[int, FileTask]]
+) -> Iterator[pa.RecordBatch]:
+    """The compact keys of the numbered tasks' rows, a block at a time; nothing written.
+
+    These are the files an earlier pass of the export wrote (`PassTasks.earlier`). The keys follow
+    `KEY_SCHEMA`; no row is dead-lettered.
+    """
     rows = reader.located(tasks, letters=False)
     while True:
         keys, numbers, positions = array("q"), array("i"), array("q")
@@ -117,7 +134,9 @@ def numbered_after(tasks: ExportTasks) -> list[tuple[int, FileTask]]:
     return [(len(tasks.written) + number, task) for number, task in enumerate(tasks.earlier or [])]
 
 
-def _writes(block: Iterable[Located], keys: array[int], numbers: array[int], positions: array[int]) -> Iterator[Write]:
+def _writes(
+    block: Iterable[Located], keys: array[int], numbers: array[int], positions: array[int]
+) -> Iterator[Write]:
     """The rows' writes; their keys and places appended as they go to the sink."""
     for row in block:
         keys.append(key_of(row.doc_id))
@@ -127,8 +146,11 @@ def _writes(block: Iterable[Located], keys: array[int], numbers: array[int], pos
 
 
 def bucket_count(rows: int, cores: int) -> int:
-    """How many buckets the keys of an export of `rows` rows are shuffled in: at least one per core,
-    each of at most KEYS_PER_BUCKET_BYTES of keys; a power of two (a key's bucket is its low bits)."""
+    """How many buckets the keys of an export of `rows` rows are shuffled in.
+
+    At least one per core, each of at most KEYS_PER_BUCKET_BYTES of keys. A power of
+    two, as a key's bucket is its low bits.
+    """
     wanted = max(cores, math.ceil(rows * KEY_BYTES / KEYS_PER_BUCKET_BYTES), 1)
     return 1 << (wanted - 1).bit_length()
 
@@ -152,18 +174,31 @@ def candidates(keys: pa.Table) -> pa.Table:
 def candidate_rows(
     reader: TableReader, tasks: Iterable[tuple[int, FileTask, list[int]]]
 ) -> Iterator[tuple[str, tuple[int, str, str]]]:
-    """The candidates' rows read again from their tasks' files: (`_id`, (sequence number, document, file))."""
+    """The candidates' rows read again from their tasks' files, keyed by `_id`.
+
+    Each value is the sequence number, the document and the file.
+    """
     for number, task, positions in tasks:
         for row in reader.located([(number, task)], positions=set(positions)):
             yield row.doc_id, (row.sequence_number, row.document, task.data_file.file_path)
 
 
-def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]) -> SinkStats:
-    """Delete the document of every `_id` several rows share (under each routing value of its rows:
-    each was written), then dead-letter their documents (or
-    raise, without a dead-letter location); ids of one row (a hash collision) are left as written."""
+def settle_duplicates(
+    target: Target, rows_by_id: Iterable[tuple[str, Iterable[tuple[int, str, str]]]]
+) -> SinkStats:
+    """Delete the document of every `_id` several rows share, then dead-letter their documents.
+
+    The document is deleted under each routing value of its rows, as each was written.
+    Without a dead-letter location the error is raised instead. Ids of one row are a
+    hash collision and are left as written.
+    """
     found = [
-        DuplicateIdentifier(doc_id, rows[0][0], [document for _, document, _ in rows], tuple(sorted({f for *_, f in rows})))
+        DuplicateIdentifier(
+            doc_id,
+            rows[0][0],
+            [document for _, document, _ in rows],
+            tuple(sorted({f for *_, f in rows})),
+        )
         for doc_id, grouped in rows_by_id
         if len(rows := sorted(grouped)) > 1
     ]
@@ -172,16 +207,29 @@ def settle_duplicates(target: Target, rows_by_id: Iterable[tuple[str, Iterable[t
     deletes = (
         Write(d.doc_id, d.sequence_number, None, routing)
         for d in found
-        for routing in ordered_routings(target.shape.routing_of(json.loads(document)) for document in d.documents)
+        for routing in ordered_routings(
+            target.shape.routing_of(json.loads(document)) for document in d.documents
+        )
     )
-    stats = write_documents(open_client(target.opensearch), target.opensearch, target.index, deletes, None, target.version_type)
+    stats = write_documents(
+        open_client(target.opensearch),
+        target.opensearch,
+        target.index,
+        deletes,
+        None,
+        BulkMode(target.version_type),
+    )
     stats.lettered(target.duplicates(found))
     return stats
 
 
-def settle_in_one_place(reader: TableReader, target: Target, tasks: ExportTasks, keys: list[pa.Table]) -> SinkStats:
-    """Settle the duplicate identifiers of an export whose written rows' compact keys are `keys`,
-    the earlier passes' read again, all in this process (the in-process engine's shuffle)."""
+def settle_in_one_place(
+    reader: TableReader, target: Target, tasks: ExportTasks, keys: list[pa.Table]
+) -> SinkStats:
+    """Settle an export's duplicate identifiers in this process: the in-process engine's shuffle.
+
+    `keys` are the compact keys of the written rows; the earlier passes' are read again.
+    """
     every = tasks.every
     found = candidates(
         pa.concat_tables(
@@ -192,7 +240,9 @@ def settle_in_one_place(reader: TableReader, target: Target, tasks: ExportTasks,
         )
     )
     positions: dict[int, list[int]] = {}
-    for number, position in zip(found["task"].to_pylist(), found["position"].to_pylist(), strict=True):
+    for number, position in zip(
+        found["task"].to_pylist(), found["position"].to_pylist(), strict=True
+    ):
         positions.setdefault(number, []).append(position)
     rows_by_id: dict[str, list[tuple[int, str, str]]] = {}
     for doc_id, row in candidate_rows(reader, [(n, every[n], p) for n, p in positions.items()]):

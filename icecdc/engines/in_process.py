@@ -1,9 +1,11 @@
-"""The in-process engine: a pass read, grouped and written by the calling process and its workers,
-with no JVM (the CLI's small syncs; the planner Lambda). The same reader, changelog and sink as on
-Spark. The tasks are read in parallel, one worker process per usable core (`engines.workers`); a
-dict by document id stands for the shuffle, so a pass's changed rows are held in memory (the
-engine configuration's limits keep such passes small). An export's workers write the rows they
-read and hand back only compact keys (`engines.export`)."""
+"""The in-process engine: a pass read, grouped and written without a JVM.
+
+The calling process and its workers do the work: the CLI's small syncs, the planner Lambda. The
+reader, changelog and sink are the same as on Spark. The tasks are read in parallel, one worker
+process per usable core (`engines.workers`). A dict by document id stands for the shuffle, so a
+pass's changed rows are held in memory; the engine configuration's limits keep such passes small. An
+export's workers write the rows they read and hand back only compact keys (`engines.export`).
+"""
 
 from __future__ import annotations
 
@@ -56,16 +58,23 @@ class InProcessEngine:
     def kind(self) -> EngineKind:
         return EngineKind.IN_PROCESS
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
+    def apply(
+        self, reader: TableReader, tasks: list[Task], target: Target | Targets
+    ) -> tuple[ChangeStats, SinkStats]:
         by_key: dict[str, list[ChangeRow]] = {}
         # carryover pairs and unreadable rows the readers dropped
         carried, unreadable = Tally(), LetterTally()
-        workers, meter = self._workers(tasks), PassMeter(reader.table_name, PassStage.CHANGES, tasks)
+        workers, meter = (
+            self._workers(tasks),
+            PassMeter(reader.table_name, PassStage.CHANGES, tasks),
+        )
         parts: list[tuple[Iterable[Change], int, LetterTally]]
         if workers == 1:  # streamed: no list of the changes beside the dict
             parts = [(reader.read(meter.counting(tasks), carried, unreadable), 0, LetterTally())]
         else:
-            parts = _run(partial(_read_part, reader), balanced_slices(tasks, workers), workers, meter)
+            parts = _run(
+                partial(_read_part, reader), balanced_slices(tasks, workers), workers, meter
+            )
         for changes, pairs, bad in parts:
             for doc_id, change in changes:
                 by_key.setdefault(doc_id, []).append(change)
@@ -78,11 +87,15 @@ class InProcessEngine:
         sink_stats.lettered(unreadable)
         return change_stats, sink_stats
 
-    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
+    def export(
+        self, reader: TableReader, tasks: ExportTasks, target: Target
+    ) -> tuple[ChangeStats, SinkStats]:
         written = tasks.written
         tally, batches, workers = ExportTally(), [], self._workers(written)
         meter = PassMeter(reader.table_name, PassStage.EXPORT, written)
-        for keys, part_tally in _run(partial(_export_part, reader, target), numbered_slices(written, workers), workers, meter):
+        for keys, part_tally in _run(
+            partial(_export_part, reader, target), numbered_slices(written, workers), workers, meter
+        ):
             batches.append(keys)
             tally.add(part_tally)
         if reader.identifier_columns and tasks.earlier is not None:
@@ -90,23 +103,37 @@ class InProcessEngine:
         return tally.changes, tally.writes
 
     def delete_older(self, target: Target, version: int) -> int:
-        return delete_older(open_client(target.opensearch), target.opensearch, target.index, version, 0, 1)
+        return delete_older(
+            open_client(target.opensearch), target.opensearch, target.index, version, 0, 1
+        )
 
     def _workers(self, tasks: Sequence[Task]) -> int:
-        """Processes for a pass of these tasks: one below PARALLEL_MIN_ROWS rows read, or a single task."""
+        """Processes for a pass of these tasks.
+
+        One below PARALLEL_MIN_ROWS rows read, or for a single task.
+        """
         rows = sum(f.record_count for task in tasks for f in files_read_by(task))
         return self.workers if rows >= PARALLEL_MIN_ROWS and len(tasks) > 1 else 1
 
 
-def _run(function: Callable[[Iterable[T]], R], parts: Sequence[list[T]], workers: int, meter: PassMeter) -> list[R]:
-    """`function` of each part, in `workers` processes (in this one when one), reported to `meter`
-    as each part ends (each task, in this process: the meter is not the workers' to log)."""
+def _run(
+    function: Callable[[Iterable[T]], R], parts: Sequence[list[T]], workers: int, meter: PassMeter
+) -> list[R]:
+    """`function` of each part, in `workers` processes, each reported to `meter` as it ends.
+
+    With one worker it runs in this process, and the meter hears of each task.
+    The meter is not the workers' to log.
+    """
     if workers == 1:
         return [function(meter.counting(part)) for part in parts]
-    results = run_parallel(function, parts, workers, lambda number: meter.add(Done.of(parts[number])))
+    results = run_parallel(
+        function, parts, workers, lambda number: meter.add(Done.of(parts[number]))
+    )
     if workers > 1:
         peaks = ", ".join(f"{peak / 2**20:.0f}" for _, peak in results)
-        log.info("%d parts in %d worker processes; their peak RSS, MiB: %s", len(parts), workers, peaks)
+        log.info(
+            "%d parts in %d worker processes; their peak RSS, MiB: %s", len(parts), workers, peaks
+        )
     return [result for result, _ in results]
 
 
@@ -114,15 +141,22 @@ def _read_part(
     reader: TableReader,
     tasks: Iterable[Task],
 ) -> tuple[Iterable[Change], int, LetterTally]:
-    """A worker's part of a pass: its tasks' changes, the carryover pairs and unreadable rows it dropped."""
+    """A worker's part of a pass: its tasks' changes.
+
+    Also the carryover pairs and the unreadable rows it dropped.
+    """
     carried, unreadable = Tally(), LetterTally()
     return list(reader.read(tasks, carried, unreadable)), carried.value, unreadable
 
 
-def _export_part(reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]]) -> tuple[pa.Table, ExportTally]:
+def _export_part(
+    reader: TableReader, target: Target, tasks: Iterable[tuple[int, FileTask]]
+) -> tuple[pa.Table, ExportTally]:
     """A worker's part of an export: its rows written; their compact keys and what it did."""
     tally, unreadable = ExportTally(), LetterTally()
-    keys = pa.Table.from_batches(list(export_rows(reader, target, tasks, tally, unreadable)), KEY_SCHEMA)
+    keys = pa.Table.from_batches(
+        list(export_rows(reader, target, tasks, tally, unreadable)), KEY_SCHEMA
+    )
     tally.changes.rows += unreadable.total  # read, though no document
     tally.writes.lettered(unreadable)
     return keys, tally

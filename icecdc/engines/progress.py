@@ -1,12 +1,14 @@
-"""Progress inside a pass, on either engine: its tasks (files) and the rows of their files done
-out of the pass's totals, the rate and the time left, logged to `icecdc.progress` as it goes
-(the logger the progress between passes uses: the CLI draws a bar from both on a terminal).
+"""Progress inside a pass, on either engine: tasks and rows done, the rate and the time left.
+
+Tasks are files; done counts stand against the pass's totals. They are logged to
+`icecdc.progress` as the pass goes, the logger the progress between passes uses, and the
+CLI draws a bar from both on a terminal.
 
 The rows are the manifests' record counts of the files each task reads, known before anything is
 read, so a total is there from the first line. An engine says what is done (`PassMeter.add`, `at`);
-the meter decides what is logged: a line at the start and at the end, and one at most every
-`EVERY_SECONDS` between (INFO: the Glue job's and the planner's logs, output that is not a
-terminal), with a DEBUG record at most every `REDRAW_SECONDS` for a bar that redraws itself.
+the meter decides what is logged. That is a line at the start and at the end, and one at most every
+`EVERY_SECONDS` between, at INFO, for the Glue job's and the planner's logs and output that is not a
+terminal. A DEBUG record comes at most every `REDRAW_SECONDS`, for a bar that redraws itself.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ T = TypeVar("T", bound=Task | tuple[int, Task])
 
 @dataclass(frozen=True)
 class Done:
-    """Tasks, and the rows of their files. Immutable: a Spark accumulator's value is replaced, never
-    changed in place, so the driver's polling thread never reads one half added."""
+    """Tasks, and the rows of their files.
+
+    Immutable: a Spark accumulator's value is replaced, never changed in place, so the driver's
+    polling thread never reads one half added."""
 
     files: int = 0
     rows: int = 0
@@ -53,7 +57,11 @@ class PassMeter:
     POLL_SECONDS = 1.0  # how often `polling` asks an engine (a Spark job's accumulator)
 
     def __init__(
-        self, table: str, stage: PassStage, tasks: Iterable[Task | tuple[int, Task]], clock: Callable[[], float] = time.monotonic
+        self,
+        table: str,
+        stage: PassStage,
+        tasks: Iterable[Task | tuple[int, Task]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table, self.stage, self.clock = table, stage, clock
         self.total, self.done = Done.of(tasks), Done()
@@ -66,7 +74,10 @@ class PassMeter:
         self.at(self.done + done)
 
     def at(self, done: Done) -> None:
-        """So much is done in all (no more than the totals: Spark may run a task again, adding twice)."""
+        """So much is done in all, capped at the totals.
+
+        Spark may run a task again, adding twice.
+        """
         done = Done(min(done.files, self.total.files), min(done.rows, self.total.rows))
         if done == self.done:
             return
@@ -79,7 +90,10 @@ class PassMeter:
             self._report(logging.DEBUG)
 
     def counting(self, tasks: Iterable[T]) -> Iterator[T]:
-        """The tasks, each reported done when the next is asked for (one process reading them in turn)."""
+        """The tasks, each reported done when the next is asked for.
+
+        One process reads them in turn.
+        """
         previous: list[T] = []
         for task in tasks:
             if previous:
@@ -90,8 +104,11 @@ class PassMeter:
 
     @contextmanager
     def polling(self, done: Callable[[], Done]) -> Iterator[None]:
-        """While the block runs (a Spark job the driver waits for), report `done()` every
-        POLL_SECONDS from a thread of its own; once more when the block has ended well."""
+        """While the block runs, report `done()` every POLL_SECONDS from a thread of its own.
+
+        The block is a Spark job the driver waits for. Once it has ended
+        well, `done()` is reported once more.
+        """
         stop = threading.Event()
 
         def poll() -> None:
@@ -111,6 +128,12 @@ class PassMeter:
         self._drawn = self.clock()
         done, total = self.done, self.total
         progress = PassProgress(
-            self.table, self.stage, done.files, total.files, done.rows, total.rows, self._drawn - self.started
+            self.table,
+            self.stage,
+            done.files,
+            total.files,
+            done.rows,
+            total.rows,
+            self._drawn - self.started,
         )
         log.log(level, progress.line(), extra={"progress": progress})

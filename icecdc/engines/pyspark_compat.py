@@ -1,7 +1,10 @@
-"""Every private API of PySpark (and of py4j, its gateway to the JVM) icecdc uses, in one place,
-against the pyspark of Glue 5.1 (pinned in pyproject.toml). Each is what no public function offers
-(why: next to it); the tests that use them (tests/test_batches.py, tests/test_in_process_workers.py)
-fail loudly when an upgrade changes them."""
+"""Every private API of PySpark and py4j that icecdc uses, in one place.
+
+py4j is PySpark's gateway to the JVM. They are used as the pyspark of Glue 5.1 has them,
+pinned in pyproject.toml. Each does what no public function offers; why is said next to
+it. The tests that use them, tests/test_batches.py and tests/test_in_process_workers.py,
+fail loudly when an upgrade changes them.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +20,17 @@ PYSPARK_VERSION = "3.5.6"
 
 
 def partition_as_sent(rdd: RDD[tuple[int, Any]], partitions: int) -> RDD[tuple[int, Any]]:
-    """`rdd.partitionBy(partitions, lambda key: key)` for keys in [0, partitions), but each record
-    sent on to the JVM's shuffle as the Python worker makes it.
+    """`rdd.partitionBy(partitions, lambda key: key)`, each record sent on as the worker makes it.
+
+    The keys are in [0, partitions). Each record goes on to the JVM's shuffle as
+    soon as the Python worker makes it.
 
     Why not `RDD.partitionBy`: it buckets records in the Python worker and sends them on only every
-    min(10 x partitions, 1000) records (`add_shuffle_key` in pyspark/rdd.py), so a task whose records
-    are large (a dealt rewrite's Arrow batches) holds more of them with every partition. Why not a
-    DataFrame's `repartition`: converting each record to a row costs the JVM about 3x the memory
-    and the time (measured by the bench's memory probe). The rest is `partitionBy`'s own code."""
+    min(10 x partitions, 1000) records, in `add_shuffle_key` of pyspark/rdd.py. A task whose records
+    are large, as a dealt rewrite's Arrow batches are, then holds more of them with every partition.
+    Why not a DataFrame's `repartition`: converting each record to a row costs the JVM about 3x the
+    memory and the time, as the bench's memory probe measured. The rest is `partitionBy`'s own code.
+    """
     serializer = rdd.ctx._unbatched_serializer
 
     def one_by_one(_: int, records: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
@@ -44,14 +50,15 @@ def partition_as_sent(rdd: RDD[tuple[int, Any]], partitions: int) -> RDD[tuple[i
 
 
 def py4j_connections() -> list[Any]:
-    """The open connections of this process's threads to Spark's JVM (none before a JVM starts).
+    """The open connections of this process's threads to Spark's JVM; none before a JVM starts.
 
     Why: a forked child must hold them. py4j shuts a connection's socket down when the thread that
-    owns it ends (`ClientServerConnection.__del__`, once the thread's locals are freed). In a child
-    forked from one thread, every other thread's locals are freed at the fork, and the shutdown
-    ends the TCP connection the parent shares: the parent's threads find theirs reset (py4j's
-    finalizer worker logs it and reconnects; another thread's call to Spark could fail). Held by
-    the child, they are never freed there: a child ends with `os._exit`, which runs no finalizer.
-    A connection in the middle of a call is not in py4j's deque and not held."""
+    owns it ends, in `ClientServerConnection.__del__`, once the thread's locals are freed. In a
+    child forked from one thread, every other thread's locals are freed at the fork, and the
+    shutdown ends the TCP connection the parent shares. The parent's threads then find theirs reset:
+    py4j's finalizer worker logs it and reconnects, and another thread's call to Spark could fail.
+    Held by the child, they are never freed there, as a child ends with `os._exit`, which runs no
+    finalizer. A connection in the middle of a call is not in py4j's deque and not held.
+    """
     client = getattr(SparkContext._gateway, "_gateway_client", None)
     return list(getattr(client, "deque", ()))

@@ -1,6 +1,9 @@
-"""The Spark engine: executors read the tasks' files, ONE shuffle by document id brings every
-change of a key together, and executors write each key's net change in bulk. The driver holds
-the task list and counters only. Exports, backlogs and wide rewrites run here."""
+"""The Spark engine: executors read, ONE shuffle by document id, executors write.
+
+Executors read the tasks' files; one shuffle by document id brings every change of a key together;
+executors write each key's net change in bulk. The driver holds the task list and counters only.
+Exports, backlogs and wide rewrites run here.
+"""
 
 from __future__ import annotations
 
@@ -66,12 +69,15 @@ class SparkEngine:
     def kind(self) -> EngineKind:
         return EngineKind.SPARK
 
-    def apply(self, reader: TableReader, tasks: list[Task], target: Target | Targets) -> tuple[ChangeStats, SinkStats]:
+    def apply(
+        self, reader: TableReader, tasks: list[Task], target: Target | Targets
+    ) -> tuple[ChangeStats, SinkStats]:
         context = self.spark.sparkContext
         carried = context.accumulator(0)  # carryover pairs the readers dropped before the shuffle
         # rows the readers sent to the dead letters, by cause
         unreadable = context.accumulator(LetterTally(), _LettersParam())
-        done = context.accumulator(Done(), _DoneParam())  # tasks read, on the driver as each slice ends
+        # tasks read, on the driver as each slice ends
+        done = context.accumulator(Done(), _DoneParam())
         dealt = [task for task in tasks if isinstance(task, DealtRewrite)]
         read = [task for task in tasks if not isinstance(task, DealtRewrite)]
         slices = balanced_slices(read, max(context.defaultParallelism, 1))
@@ -79,8 +85,11 @@ class SparkEngine:
             partial(_read_slices, reader, carried, unreadable, done)
         )
         if dealt:
-            changes = changes.union(_dealt_changes(context, reader, dealt, carried, unreadable, done))
-        by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))  # the one shuffle
+            changes = changes.union(
+                _dealt_changes(context, reader, dealt, carried, unreadable, done)
+            )
+        # the one shuffle
+        by_key = changes.groupByKey(numPartitions=max(context.defaultParallelism, 1))
         try:
             with PassMeter(reader.table_name, PassStage.CHANGES, tasks).polling(lambda: done.value):
                 per_partition = by_key.mapPartitions(partial(_write_partition, target)).collect()
@@ -97,15 +106,21 @@ class SparkEngine:
             sink_stats.add(writes_done)
         return change_stats, sink_stats
 
-    def export(self, reader: TableReader, tasks: ExportTasks, target: Target) -> tuple[ChangeStats, SinkStats]:
-        """Executors write the documents of the rows they read; only compact keys are shuffled, in
-        Arrow batches by bucket, to find duplicate identifiers (`engines.export`); the candidates'
-        rows are read again where they are, grouped by `_id` (a second, small shuffle) and settled there."""
+    def export(
+        self, reader: TableReader, tasks: ExportTasks, target: Target
+    ) -> tuple[ChangeStats, SinkStats]:
+        """Executors write the rows they read; only compact keys are shuffled, to find duplicates.
+
+        The keys go in Arrow batches by bucket, to find duplicate identifiers
+        (`engines.export`). The candidates' rows are read again where they are, grouped by `_id`
+        in a second, small shuffle, and settled there.
+        """
         context = self.spark.sparkContext
         cores = max(context.defaultParallelism, 1)
         tally = context.accumulator(ExportTally(), _TallyParam())
         unreadable = context.accumulator(LetterTally(), _LettersParam())
-        done = context.accumulator(Done(), _DoneParam())  # tasks written, on the driver as each slice ends
+        # tasks written, on the driver as each slice ends
+        done = context.accumulator(Done(), _DoneParam())
         slices = numbered_slices(tasks.written, cores)
         buckets = bucket_count(sum(t.data_file.record_count for t in tasks.every), cores)
         # max(…, 1): the pass ending a capped export may write no file and only read keys again
@@ -122,7 +137,8 @@ class SparkEngine:
                 if reader.identifier_columns and tasks.earlier is not None:
                     every = tasks.every
                     settled = _settle_duplicates(context, reader, target, every, keyed, buckets)
-                else:  # ids from the rows' places: none repeats; or the pass ending the export settles
+                # ids from the rows' places: none repeats; or the pass ending the export settles
+                else:
                     keyed.foreach(_nothing)
                     settled = []
         except (Py4JJavaError, PythonException) as exc:
@@ -139,26 +155,47 @@ class SparkEngine:
         slices = max(self.spark.sparkContext.defaultParallelism, 1)
         deleted = (
             self.spark.sparkContext.parallelize(range(slices), slices)
-            .map(lambda i: delete_older(open_client(target.opensearch), target.opensearch, target.index, version, i, slices))
+            .map(
+                lambda i: delete_older(
+                    open_client(target.opensearch),
+                    target.opensearch,
+                    target.index,
+                    version,
+                    i,
+                    slices,
+                )
+            )
             .sum()
         )
         return int(deleted)
 
 
-def _read_slices(reader: TableReader, carried: Any, unreadable: Any, done: Any, slices: Iterable[list[Task]]) -> Iterator[Change]:
+def _read_slices(
+    reader: TableReader, carried: Any, unreadable: Any, done: Any, slices: Iterable[list[Task]]
+) -> Iterator[Change]:
     """Executor side: the slice's changes; its tasks added to `done` when they are read."""
     for tasks in slices:
         yield from reader.read(tasks, carried, unreadable)
         done.add(Done.of(tasks))
 
 
-def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite], carried: Any, unreadable: Any, done: Any) -> Any:
-    """The changes of rewrites dealt to their key ranges: each file read once, its rows sent to
-    their ranges as compressed Arrow batches (`compressed`) through a shuffle with a partition per
-    range, each batch sent on as it is dealt (`partition_as_sent`), each range's rows cancelled
-    there as a range task's are. A task holds one range's rows, or one batch of a file; no task
-    decodes a file twice."""
-    offsets = list(accumulate((len(task.ranges) for task in dealt), initial=0))  # a rewrite's first range, numbered across all
+def _dealt_changes(
+    context: Any,
+    reader: TableReader,
+    dealt: list[DealtRewrite],
+    carried: Any,
+    unreadable: Any,
+    done: Any,
+) -> Any:
+    """The changes of rewrites dealt to their key ranges, each file read once.
+
+    A file's rows go to their ranges as compressed Arrow batches (`compressed`), through a shuffle
+    with a partition per range. Each batch is sent on as it is dealt (`partition_as_sent`). Each
+    range's rows are cancelled there as a range task's are. A task holds one range's rows, or one
+    batch of a file; no task decodes a file twice.
+    """
+    # a rewrite's first range, numbered across all
+    offsets = list(accumulate((len(task.ranges) for task in dealt), initial=0))
     ranges = [(n, number) for n, task in enumerate(dealt) for number in range(len(task.ranges))]
     files = [
         (n, added, file_task)
@@ -167,7 +204,9 @@ def _dealt_changes(context: Any, reader: TableReader, dealt: list[DealtRewrite],
         for file_task in side
     ]
     slices = min(len(files), 4 * max(context.defaultParallelism, 1))
-    dealt_rows = context.parallelize(files, slices).mapPartitions(partial(_deal_files, reader, dealt, offsets, unreadable, done))
+    dealt_rows = context.parallelize(files, slices).mapPartitions(
+        partial(_deal_files, reader, dealt, offsets, unreadable, done)
+    )
     return partition_as_sent(dealt_rows, len(ranges)).mapPartitions(
         partial(_range_changes, reader, dealt, ranges, carried, unreadable)
     )
@@ -181,12 +220,19 @@ def _deal_files(
     done: Any,
     files: Iterable[tuple[int, bool, FileTask]],
 ) -> Iterator[tuple[int, tuple[bool, pa.RecordBatch]]]:
-    """Executor side: (range, (from an added file?, rows)) of each file's rows. Progress counts a
-    dealt rewrite's rows as its files are read, and the rewrite as one task once its last file is."""
+    """Executor side: each file's rows, dealt to their ranges.
+
+    Each record is a range's number and a pair: whether the rows come from an added file, and the
+    rows. Progress counts a dealt rewrite's rows as its files are read, and the rewrite as one task
+    once its last file is.
+    """
     for n, added, file_task in files:
         for number, rows in reader.deal(dealt[n], file_task, unreadable):
             yield offsets[n] + number, (added, compressed(rows))
-        last = file_task.data_file.file_path == (dealt[n].added or dealt[n].removed)[-1].data_file.file_path
+        last = (
+            file_task.data_file.file_path
+            == (dealt[n].added or dealt[n].removed)[-1].data_file.file_path
+        )
         done.add(Done(files=int(last), rows=file_task.data_file.record_count))
 
 
@@ -210,13 +256,16 @@ def _range_changes(
 def compressed(rows: pa.RecordBatch) -> bytes:
     """`rows` as an Arrow IPC stream compressed with zstd, to cross the JVM as one byte string.
 
-    Why not send the batch as it is (pickled, which is uncompressed IPC): each dealt batch crosses
-    Spark's JVM twice as a byte array of its size (read from the Python worker, read back out of
-    the shuffle), so the heap's churn is the bytes of every file a rewrite reads. zstd makes them
-    about a third as many (make bench-probe: the JVM's peak on the spread layout); its CPU is under
-    a tenth of a second per 10^6 rows each way."""
+    Why not send the batch as it is, pickled as uncompressed IPC: each dealt batch crosses Spark's
+    JVM twice as a byte array of its size, read from the Python worker and read back out of the
+    shuffle. So the heap's churn is the bytes of every file a rewrite reads. zstd makes them about a
+    third as many, by the JVM's peak on the spread layout in `make bench-probe`. Its CPU is under a
+    tenth of a second per 10^6 rows each way.
+    """
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as stream:
+    with pa.ipc.new_stream(
+        sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")
+    ) as stream:
         stream.write_batch(rows)
     packed: bytes = sink.getvalue().to_pybytes()
     return packed
@@ -235,7 +284,10 @@ def _write_partition(
 
 
 class _DoneParam(AccumulatorParam[Done]):
-    """Adds tasks done up on the driver, into a new value (the progress thread reads it meanwhile)."""
+    """Adds tasks done up on the driver, into a new value.
+
+    The progress thread reads the old value meanwhile.
+    """
 
     def zero(self, value: Done) -> Done:
         return Done()
@@ -262,7 +314,8 @@ class _TallyParam(AccumulatorParam[ExportTally]):
     def zero(self, value: ExportTally) -> ExportTally:
         return ExportTally()
 
-    def addInPlace(self, value1: ExportTally, value2: ExportTally) -> ExportTally:  # noqa: N802 (PySpark's name)
+    # PySpark's name.
+    def addInPlace(self, value1: ExportTally, value2: ExportTally) -> ExportTally:  # noqa: N802
         return value1.add(value2)
 
 
@@ -275,17 +328,23 @@ def _export_slices(
     buckets: int,
     slices: Iterable[list[tuple[int, FileTask]]],
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Executor side of an export: the slice's rows written, their compact keys out by bucket; its
-    tasks added to `done` when they are written."""
+    """Executor side of an export: the slice's rows written, their compact keys out by bucket.
+
+    The slice's tasks are added to `done` when they are written.
+    """
     for part in slices:
         for keys in export_rows(reader, target, part, tally, unreadable):
             yield from by_bucket(keys, buckets)
         done.add(Done.of(part))
 
 
-def _key_slices(reader: TableReader, buckets: int, tasks: Iterable[tuple[int, FileTask]]) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Executor side of reading an earlier pass's rows again: their compact keys out by bucket,
-    nothing written."""
+def _key_slices(
+    reader: TableReader, buckets: int, tasks: Iterable[tuple[int, FileTask]]
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Executor side of reading an earlier pass's rows again: their compact keys out by bucket.
+
+    Nothing is written.
+    """
     for keys in export_keys(reader, tasks):
         yield from by_bucket(keys, buckets)
 
@@ -302,10 +361,18 @@ def _bucket_candidates(keyed: Iterable[tuple[int, pa.RecordBatch]]) -> Iterator[
 
 
 def _settle_duplicates(
-    context: Any, reader: TableReader, target: Target, tasks: list[FileTask], keyed: Any, buckets: int
+    context: Any,
+    reader: TableReader,
+    target: Target,
+    tasks: list[FileTask],
+    keyed: Any,
+    buckets: int,
 ) -> list[SinkStats]:
-    """Run the export; then the rows of keys several rows share, read again and grouped by `_id`,
-    settled on the executors (`export.settle_duplicates`). Only candidates' rows leave their bucket."""
+    """Run the export, then settle the rows of keys several rows share, on the executors.
+
+    Those rows are read again, grouped by `_id` and settled by `export.settle_duplicates`. Only
+    candidates' rows leave their bucket.
+    """
     cores = max(context.defaultParallelism, 1)
     found = keyed.partitionBy(buckets, _bucket).mapPartitions(_bucket_candidates).cache()
     try:
@@ -330,8 +397,12 @@ def _bucket(bucket: int) -> int:
 
 
 def _executor_error(exc: Py4JJavaError | PythonException) -> Exception:
-    """The IcecdcError an executor raised, rebuilt from the text Spark carried back; else the Spark error."""
-    # Executors' exceptions reach the driver only as the text of a Python traceback inside a Java one.
+    """The IcecdcError an executor raised, rebuilt from the text Spark carried back.
+
+    Any other error is Spark's own.
+    """
+    # Executors' exceptions reach the driver only as the text of a
+    # Python traceback inside a Java one.
     text = str(exc.java_exception) if isinstance(exc, Py4JJavaError) else str(exc)
     found = re.findall(r"^icecdc\.errors\.(\w+): (.*)$", text, flags=re.MULTILINE)
     if found:

@@ -1,6 +1,8 @@
-"""What both engines run where the changes of a key meet: net write per key (under its routing
-value), bulk writes, dead letters. On Spark this is executor code; in-process it runs in the
-calling process."""
+"""What both engines run where the changes of a key meet: net writes, bulk writes, dead letters.
+
+A key's net write goes under its routing value. On Spark this is executor code;
+in-process it runs in the calling process.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
-from icecdc.sink import Refusal, SinkStats, refusal_cause, write_documents
+from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_cause, write_documents
 
 # Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
 APPEND_LOOKUP = 1000
@@ -34,7 +36,8 @@ class Target:
     opensearch: OpenSearchConfig
     dead_letter: str | None
     snapshot_ids: dict[int, int]  # sequence number → snapshot id, to name a dead letter's snapshot
-    version_type: VersionType  # EXTERNAL_GTE while a pass exports: it rewrites documents of equal version
+    # EXTERNAL_GTE while a pass exports: it rewrites documents of equal version
+    version_type: VersionType
     identifier_columns: tuple[str, ...]
     shape: Shape = Shape()  # the index's: its routing column
     pipeline: str | None = None  # the ingest pipeline of its index writes
@@ -47,16 +50,20 @@ class Target:
         duplicates: list[DuplicateIdentifier],
         appends: dict[str, tuple[int, str]] | None = None,
     ) -> Iterator[Write]:
-        """The key's net write; routed, also a delete under every other routing value its changes had,
-        and, when one of them is a delete by key without its routing value, a delete the sink sends
-        under every other routing value the index holds the key's document under (`Write.routing_lookup`).
+        """The key's net write, and, when routed, deletes under the other routing values it had.
 
-        Where the old and the new routing value go to one shard, they name one document, so the
-        deletes carry the index's version and their order decides: with EXTERNAL the index comes
-        first and the delete after it is refused as superseded (a delete first would leave a
-        tombstone of that version that refuses the index); with EXTERNAL_GTE an equal version
-        passes, so the deletes come first (the index passes their tombstone) and never take the
-        document just indexed."""
+        A routed key's changes may have had other routing values: a delete goes under
+        each. When one of its changes is a delete by key without its routing value, the
+        sink also sends a delete under every other routing value the index holds the key's
+        document under (`Write.routing_lookup`).
+
+        Where the old and the new routing value go to one shard, they name one document. The
+        deletes then carry the index's version, and their order decides. With EXTERNAL the
+        index comes first, and the delete after it is refused as superseded; a delete first
+        would leave a tombstone of that version that refuses the index. With EXTERNAL_GTE an
+        equal version passes, so the deletes come first: the index passes their tombstone, and
+        they never take the document just indexed.
+        """
         if self.shape.routing is None:
             write = net_write(doc_id, changes, stats, duplicates, appends)
             if write is not None:
@@ -67,12 +74,25 @@ class Target:
         if write is None:
             return
         seen = {self._routing(c.document) for c in changes if c.document != NO_IMAGE}
-        indexed = [] if write.document is None else [replace(write, routing=self._routing(write.document))]
+        indexed = (
+            []
+            if write.document is None
+            else [replace(write, routing=self._routing(write.document))]
+        )
         written = {w.routing for w in indexed}
-        deletes = [Write(doc_id, write.version, None, old) for old in ordered_routings(seen - written)]
-        if any(c.document == NO_IMAGE for c in changes):  # the routing value it was indexed under is unknown
-            deletes.append(Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written)))
-        yield from (deletes + indexed) if self.version_type == VersionType.EXTERNAL_GTE else (indexed + deletes)
+        deletes = [
+            Write(doc_id, write.version, None, old) for old in ordered_routings(seen - written)
+        ]
+        # the routing value it was indexed under is unknown
+        if any(c.document == NO_IMAGE for c in changes):
+            deletes.append(
+                Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
+            )
+        yield from (
+            (deletes + indexed)
+            if self.version_type == VersionType.EXTERNAL_GTE
+            else (indexed + deletes)
+        )
 
     def _routing(self, document: str) -> str | None:
         if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value
@@ -96,15 +116,26 @@ class Target:
         )
 
     def duplicates(self, found: list[DuplicateIdentifier]) -> LetterTally:
-        """Keys with several live rows in one snapshot: dead letters (counted by cause), or the
-        error that stops the batch."""
+        """Keys with several live rows in one snapshot: dead letters, or an error.
+
+        Dead letters are counted by cause. Without a dead-letter
+        location, the error stops the batch.
+        """
         columns = ", ".join(self.identifier_columns)
         cause = f"several live rows share an identifier; the identifier columns ({columns}) must be"
         cause += " unique"
-        reasons = [(d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}") for d in found]
-        reasons = [(d, f"{reason}; the identifier columns ({columns}) must be unique") for d, reason in reasons]
+        reasons = [
+            (d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}")
+            for d in found
+        ]
+        reasons = [
+            (d, f"{reason}; the identifier columns ({columns}) must be unique")
+            for d, reason in reasons
+        ]
         if self.dead_letter is None:
-            raise ProcessingError(f"{reasons[0][1]} ({len(found)} such identifiers in this part of the batch)")
+            raise ProcessingError(
+                f"{reasons[0][1]} ({len(found)} such identifiers in this part of the batch)"
+            )
         letters = [
             DeadLetter(
                 self.table,
@@ -125,9 +156,12 @@ class Target:
 
 @dataclass(frozen=True)
 class Targets:
-    """Several indexes of one table written from one read: the reader keys each index's changes
-    by its position here (`icecdc.reading.reader.index_key`). Every target shares the table, its
-    OpenSearch, dead letters and version type; each has its own index, shape and pipeline."""
+    """Several indexes of one table written from one read.
+
+    The reader keys each index's changes by its position here
+    (`icecdc.reading.reader.index_key`). Every target shares the table, its OpenSearch, dead
+    letters and version type; each has its own index, shape and pipeline.
+    """
 
     each: tuple[Target, ...]
 
@@ -147,11 +181,17 @@ def write_keyed_changes(
     if isinstance(target, Target):
         # an unrouted index holds a key's document once: an append of a key it holds is a
         # second live row; a filtered one may see a row move into its filter as an append
-        checked = target.identifier_columns and target.shape.routing is None and target.shape.where is None
+        checked = (
+            target.identifier_columns
+            and target.shape.routing is None
+            and target.shape.where is None
+        )
         appends: dict[str, tuple[int, str]] | None = {} if checked else None
         one_target = target
         writes = (
-            w for doc_id, changes in keyed_changes for w in one_target.writes(doc_id, changes, change_stats, duplicates, appends)
+            w
+            for doc_id, changes in keyed_changes
+            for w in one_target.writes(doc_id, changes, change_stats, duplicates, appends)
         )
         if appends is not None:
             writes = _unless_held(target, writes, appends, duplicates)
@@ -165,9 +205,7 @@ def write_keyed_changes(
         one.index,
         writes,
         one.dead_letters if one.dead_letter else None,
-        one.version_type,
-        one.pipeline,
-        pipelines,
+        BulkMode(one.version_type, one.pipeline, pipelines),
     )
     if duplicates:
         sink_stats.lettered(one.duplicates(duplicates))
@@ -194,13 +232,17 @@ def _unless_held(
     appends: dict[str, tuple[int, str]],
     duplicates: list[DuplicateIdentifier],
 ) -> Iterator[Write]:
-    """The writes, but a key whose first change in the pass is an append (`net_write`'s `appends`)
-    while the index holds its document at a lower version: a row of it was live before, so the
-    append is a second live row. Its document is deleted at the append's version, unless a later
-    snapshot of the pass changed the key again (its write stands), and both rows are
-    `duplicates` (without a dead-letter location, the error is raised before the block is
-    written). One `_mget` per APPEND_LOOKUP writes that hold an append, its answer the versions
-    and the few documents found: a pass of updates and deletes asks nothing."""
+    """The writes, but for a key appended while the index holds its document at a lower version.
+
+    Such a key's first change in the pass is an append (`net_write`'s `appends`). A row
+    of it was live before, so the append is a second live row. Its document is deleted at
+    the append's version, unless a later snapshot of the pass changed the key again,
+    whose write stands. Both rows are `duplicates`; without a dead-letter location, the
+    error is raised before the block is written.
+
+    One `_mget` goes per APPEND_LOOKUP writes that hold an append, and answers the versions and the
+    few documents found. A pass of updates and deletes asks nothing.
+    """
     client, writes = open_client(target.opensearch), iter(writes)
     while block := list(islice(writes, APPEND_LOOKUP)):
         asked = [w.doc_id for w in block if w.doc_id in appends]

@@ -1,11 +1,13 @@
 """Processes for the in-process engine's parts of a pass, one per usable core.
 
-Processes, not threads: a pass's time is turning rows into documents in Python, which holds the
-GIL (Arrow's own threads decode Parquet, a small part). Forked: a worker starts in milliseconds
-with icecdc imported, and nothing re-imports the caller's main module (a fork server or spawn
-would run an unguarded script again); the caller's other threads (a lease's renewal) are not in
-the child, which uses none of their locks. Each worker gets its part and answers through a pipe:
-a pipe, not a `multiprocessing.Pool`, whose queues need POSIX semaphores that AWS Lambda lacks.
+Processes, not threads: a pass's time is spent turning rows into documents in Python, which holds
+the GIL. Arrow's own threads decode Parquet, a small part.
+
+Forked, so a worker starts in milliseconds with icecdc imported, and nothing re-imports the caller's
+main module, as a fork server or spawn would run an unguarded script again. The caller's other
+threads, such as a lease's renewal, are not in the child, which uses none of their locks. Each
+worker gets its part and answers through a pipe, not a `multiprocessing.Pool`, whose queues need
+POSIX semaphores that AWS Lambda lacks.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ log = logging.getLogger(__name__)
 P = TypeVar("P")
 R = TypeVar("R")
 
-# Lambda gives a function one vCPU per 1,769 MB of memory (AWS Lambda documentation, "Memory and computing power").
+# Lambda gives a function one vCPU per 1,769 MB of memory (AWS Lambda
+# documentation, "Memory and computing power").
 LAMBDA_MB_PER_VCPU = 1769
 
 
 def usable_cores() -> int:
     """The cores this process may run on; in AWS Lambda, no more than its memory's vCPU share."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     memory = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
     if memory:
         cores = min(cores, lambda_vcpus(int(memory)))
@@ -46,12 +51,18 @@ def lambda_vcpus(memory_mb: int) -> int:
 
 
 def run_parallel(
-    function: Callable[[P], R], parts: Sequence[P], workers: int, ended: Callable[[int], None] | None = None
+    function: Callable[[P], R],
+    parts: Sequence[P],
+    workers: int,
+    ended: Callable[[int], None] | None = None,
 ) -> list[tuple[R, int]]:
-    """`function(part)` of every part, each in a process of its own, at most `workers` at once
-    (in this process when one would do); with each result, the peak RSS of its worker in bytes
-    (0 in this process). `ended(number)` is called here as each part's result arrives (progress).
-    The first error a worker raises is raised here, the others stopped."""
+    """`function(part)` of every part, each in a process of its own, at most `workers` at once.
+
+    When one process would do, it runs in this one. Each result comes with the peak
+    RSS of its worker in bytes, 0 in this process. `ended(number)` is called here as
+    each part's result arrives, for progress. The first error a worker raises is
+    raised here, and the others are stopped.
+    """
     results: list[tuple[R, int] | None] = [None] * len(parts)
     if workers <= 1 or len(parts) <= 1:
         for number, part in enumerate(parts):
@@ -86,9 +97,11 @@ def run_parallel(
 
 @contextmanager
 def _jvm_connections_held() -> Iterator[list[Any]]:
-    """Holds the process's connections to Spark's JVM, if it has any, while a child is forked: the
-    child is inside this block until it ends, so it never frees (and shuts down) the connections it
-    shares with this process (see `pyspark_compat.py4j_connections`)."""
+    """Hold the process's connections to Spark's JVM, if it has any, while a child is forked.
+
+    The child is inside this block until it ends, so it never frees and shuts down the connections
+    it shares with this process (see `pyspark_compat.py4j_connections`).
+    """
     if "pyspark" not in sys.modules:  # no JVM; importing pyspark would cost a small pass its start
         yield []
         return
@@ -113,7 +126,8 @@ def _answer(connection: Connection, process: Any) -> Any:
 def _work(function: Callable[[Any], Any], part: Any, send: Connection) -> None:
     try:
         value = function(part)
-    except BaseException as exc:  # noqa: BLE001 (every error goes back to the caller, which raises it)
+    # Every error goes back to the caller, which raises it.
+    except BaseException as exc:  # noqa: BLE001
         send.send((True, exc, 0))
     else:
         send.send((False, value, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))

@@ -1,5 +1,8 @@
-"""The index's one owner: its mapping from the schema (`mappings`, pure), one concrete index by
-name (`indices`), and the alias over its generations with their lifecycle (`alias`)."""
+"""The index's one owner: its mapping, one concrete index by name, the alias over its generations.
+
+`mappings` derives the mapping from the schema, purely. `indices` handles one concrete index by
+name. `alias` owns the alias over the generations and their lifecycle.
+"""
 
 from icecdc.errors import IndexStateError
 from icecdc.index.alias import BUILD_SETTINGS, IndexAlias, generation, generation_number

@@ -1,11 +1,12 @@
 """The index's mapping, derived from the Iceberg schema: pure, no OpenSearch request.
 
 `mappings_for` derives an explicit mapping from the table's schema, so that the type of a field
-never depends on the first documents OpenSearch sees: each Iceberg type maps to the field type that
-keeps its meaning for the JSON `icecdc.documents` writes for it (docs/documents.md
-documents both tables; keep the three in step). The root is `dynamic: strict`: a field not in the
-schema is refused. `index_spec` merges a table's `mappings` and `settings` overrides over it
-(`merge_mappings`), or names the index template that applies instead; `missing` compares a
+never depends on the first documents OpenSearch sees. Each Iceberg type maps to the field type that
+keeps its meaning for the JSON `icecdc.documents` writes for it. docs/documents.md documents both
+tables; keep the three in step. The root is `dynamic: strict`: a field not in the schema is refused.
+
+`index_spec` merges a table's `mappings` and `settings` overrides over it with
+`merge_mappings`, or names the index template that applies instead. `missing` compares a
 mapping an index has with the one it should have.
 """
 
@@ -54,7 +55,8 @@ DATE_FORMAT = "uuuu-MM-dd"
 TIME_FORMAT = "HH:mm:ss.SSSSSS"
 TIMESTAMP_FORMAT = "uuuu-MM-dd'T'HH:mm:ss.SSSSSS"
 TIMESTAMPTZ_FORMAT = "uuuu-MM-dd'T'HH:mm:ss.SSSSSSxxx"
-# A decimal's unscaled value is stored as a long in a `scaled_float`: up to 18 digits fit (10^18 < 2^63).
+# A decimal's unscaled value is stored as a long in a `scaled_float`: up
+# to 18 digits fit (10^18 < 2^63).
 SCALED_FLOAT_MAX_PRECISION = 18
 # OpenSearch's dynamic mapping keeps strings up to 256 characters in the keyword sub-field; a
 # keyword-only string keeps up to 8191, the most whose UTF-8 always fits Lucene's 32766-byte term.
@@ -99,15 +101,26 @@ def _properties(struct: StructType, strings: StringMapping) -> Mapping:
 
 
 def field_mapping(field_type: IcebergType, strings: StringMapping = "text") -> Mapping:
-    """The OpenSearch field of one Iceberg type, for the JSON `icecdc.documents.converter_for` writes."""
+    """The OpenSearch field of one Iceberg type.
+
+    It fits the JSON `icecdc.documents.converter_for` writes.
+    """
     if isinstance(field_type, StructType):
         # OpenSearch answers an object without `type` (object is the default); so does this
-        return {"properties": _properties(field_type, strings)} if field_type.fields else {"type": "object"}
+        return (
+            {"properties": _properties(field_type, strings)}
+            if field_type.fields
+            else {"type": "object"}
+        )
     if isinstance(field_type, ListType):
-        return field_mapping(field_type.element_type, strings)  # every OpenSearch field takes an array
+        # every OpenSearch field takes an array
+        return field_mapping(field_type.element_type, strings)
     if isinstance(field_type, MapType):
         # nested: a query for a key and a value matches them in the same pair
-        pair = {"key": field_mapping(field_type.key_type, strings), "value": field_mapping(field_type.value_type, strings)}
+        pair = {
+            "key": field_mapping(field_type.key_type, strings),
+            "value": field_mapping(field_type.value_type, strings),
+        }
         return {"type": "nested", "properties": pair}
     if isinstance(field_type, DecimalType):
         # documents carry the exact digits as a string; OpenSearch coerces it into a numeric field
@@ -123,10 +136,12 @@ def field_mapping(field_type: IcebergType, strings: StringMapping = "text") -> M
 
 
 def merge_mappings(derived: Mapping, overrides: Mapping) -> Mapping:
-    """`overrides` over `derived`, deeply: keys merge level by level (a mapping into a mapping), any
-    other value replaces. In `properties`, a field whose override sets a different `type` starts
-    over from the override (the derived field's parameters would not fit that type) but keeps the
-    derived `properties` of an object; an override without `type` adds its parameters to the field."""
+    """`overrides` over `derived`, deeply: mappings merge level by level, other values replace.
+
+    In `properties`, a field whose override sets a different `type` starts over from the override,
+    as the derived field's parameters would not fit that type. It keeps the derived `properties` of
+    an object, though. An override without `type` adds its parameters to the field.
+    """
     merged = copy.deepcopy(derived)
     for key, value in overrides.items():
         if key == "properties" and isinstance(value, dict):
@@ -157,8 +172,11 @@ def _type_of(field_mapping: Mapping) -> str:
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """How icecdc creates a table's index: with this mapping and these settings, or, when `template`
-    names an index template, with no body of its own, so that the template applies."""
+    """How icecdc creates a table's index: with this mapping and settings, or from a template.
+
+    When `template` names an index template, the index is created with no body of
+    its own, so that the template applies.
+    """
 
     mappings: Mapping | None = None
     settings: Mapping = field(default_factory=dict)
@@ -173,17 +191,23 @@ class IndexSpec:
 
 
 def index_spec(schema: Schema, config: IndexConfig, table_uuid: str = "") -> IndexSpec:
-    """The table's index as configured: the mapping derived from the columns it holds, with the
-    table's overrides, and its settings."""
+    """The table's index as configured: its mapping, with the table's overrides, and its settings.
+
+    The mapping is derived from the columns the index holds.
+    """
     shape = config.shape.fingerprint
     if config.index_template is not None:
         return IndexSpec(template=config.index_template, table_uuid=table_uuid, shape=shape)
-    mappings = merge_mappings(mappings_for(config.shape.project(schema), config.strings), config.mappings or {})
-    return IndexSpec(mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid, shape=shape)
+    mappings = merge_mappings(
+        mappings_for(config.shape.project(schema), config.strings), config.mappings or {}
+    )
+    return IndexSpec(
+        mappings, copy.deepcopy(config.settings or {}), table_uuid=table_uuid, shape=shape
+    )
 
 
 def missing(mapped: Mapping, wanted: Mapping, prefix: str = "") -> tuple[Mapping, list[str]]:
-    """(the part of the `wanted` properties absent from the `mapped` ones, the paths of fields mapped otherwise)."""
+    """The part of the `wanted` properties absent from `mapped`, and the paths mapped otherwise."""
     additions: Mapping = {}
     conflicts: list[str] = []
     for name, want in wanted.items():
@@ -191,24 +215,38 @@ def missing(mapped: Mapping, wanted: Mapping, prefix: str = "") -> tuple[Mapping
         path = f"{prefix}{name}"
         if have is None:
             additions[name] = want
-        elif _type_of(have) != _type_of(want) or ("properties" not in want and _parameters(have) != _parameters(want)):
+        elif _type_of(have) != _type_of(want) or (
+            "properties" not in want and _parameters(have) != _parameters(want)
+        ):
             conflicts.append(f"{path} ({_type_of(have)}, the schema's {_type_of(want)})")
         elif "properties" in want:
-            inner, inner_conflicts = missing(have.get("properties", {}), want["properties"], f"{path}.")
+            inner, inner_conflicts = missing(
+                have.get("properties", {}), want["properties"], f"{path}."
+            )
             conflicts += inner_conflicts
             if inner:  # restate the object's own parameters (a nested object must stay nested)
-                additions[name] = {**{k: v for k, v in want.items() if k != "properties"}, "properties": inner}
+                additions[name] = {
+                    **{k: v for k, v in want.items() if k != "properties"},
+                    "properties": inner,
+                }
     return additions, conflicts
 
 
 def _parameters(field_mapping: Mapping) -> Mapping:
     # the parameters that decide what a field accepts (OpenSearch answers numbers as it stores them)
-    return {k: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in field_mapping.items()}
+    return {
+        k: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+        for k, v in field_mapping.items()
+    }
 
 
 def field_paths(properties: Mapping, prefix: str = "") -> list[str]:
     """The dotted path of every leaf field of `properties`."""
     paths: list[str] = []
     for name, mapping in properties.items():
-        paths += field_paths(mapping["properties"], f"{prefix}{name}.") if "properties" in mapping else [f"{prefix}{name}"]
+        paths += (
+            field_paths(mapping["properties"], f"{prefix}{name}.")
+            if "properties" in mapping
+            else [f"{prefix}{name}"]
+        )
     return paths

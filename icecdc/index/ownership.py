@@ -1,13 +1,16 @@
-"""Whose an index is: the owner a generation's marker names, and whether an index found under a
-table's index name is icecdc's for this table (pure, from facts read once).
+"""Whose an index is, and whether one found under a table's index name is this table's.
 
-An index is this table's when the table's state names it (the checkpoint's index, or one an
-export's earlier passes wrote to: so a concrete index an icecdc before generations made, which
-carries no marker, keeps being written), or when icecdc's marker in its mapping's `_meta` names
-this alias and this table: by catalog and identifier (a table dropped and created again under its
-name is the same owner, and a reset), or by the table's UUID (markers of older versions record no
-catalog or identifier). Every other index is someone else's: a user's, or another deployment's or
-table's, and icecdc never deletes, remaps or writes it.
+Pure, from facts read once: the markers of the indexes found, and the uuids the table's state names.
+
+An index is this table's when the table's state names it: the checkpoint's index, or one an export's
+earlier passes wrote to. So a concrete index made by an icecdc before generations, which carries no
+marker, keeps being written. An index is also this table's when icecdc's marker in its mapping's
+`_meta` names this alias and this table. The marker names the table by catalog and identifier, or by
+the table's UUID, as markers of older versions record no catalog or identifier. A table dropped and
+created again under its name is the same owner, and a reset.
+
+Every other index is someone else's: a user's, or another deployment's or table's.
+icecdc never deletes, remaps or writes it.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ CATALOG_LOCATORS = ("uri", "warehouse", "glue.id", "client.region", "region_name
 
 @dataclass(frozen=True)
 class Owner:
-    """The table an index of icecdc's holds: its catalog (name and where it is), its identifier
-    in it, and its UUID."""
+    """The table an index of icecdc's holds: its catalog, its identifier in it, and its UUID.
+
+    The catalog is given by its name and where it is.
+    """
 
     catalog: str = ""
     table: str = ""
@@ -51,8 +56,11 @@ class Owner:
         return {"catalog": self.catalog, "table": self.table, "table_uuid": self.table_uuid}
 
     def owns(self, recorded: Mapping) -> bool:
-        """Whether a marker's owner fields (`recorded`) name this owner: the same catalog and
-        identifier, or the same table UUID (a marker of an older version names only that)."""
+        """Whether a marker's owner fields, `recorded`, name this owner.
+
+        They do with the same catalog and identifier, or the same table UUID, which is
+        all a marker of an older version names.
+        """
         if self.table_uuid and recorded.get("table_uuid") == self.table_uuid:
             return True
         return bool(recorded.get("table")) and (recorded.get("catalog"), recorded.get("table")) == (
@@ -74,8 +82,11 @@ def catalog_identity(name: str, properties: Mapping) -> str:
 
 
 def marker(index: str, table_uuid: str, shape: str = "", owner: Owner | None = None) -> Mapping:
-    """The `_meta` of a generation of the alias `index` holding the documents of table `table_uuid`,
-    of the index's `shape` (`Shape.fingerprint`; absent for the whole table), owned by `owner`."""
+    """The `_meta` of a generation of the alias `index`, holding table `table_uuid`'s documents.
+
+    It records the index's `shape` (`Shape.fingerprint`, absent for
+    the whole table) and its `owner`.
+    """
     owned = {**(owner.fields() if owner is not None else {}), "table_uuid": table_uuid}
     return {MARKER: {"index": index, **owned, **({"shape": shape} if shape else {})}}
 
@@ -98,8 +109,10 @@ class Held:
 
 @dataclass(frozen=True)
 class NameHolder:
-    """What holds a table's index name in OpenSearch: an alias and the indexes it names, or one
-    concrete index of that name."""
+    """What holds a table's index name in OpenSearch: an alias and its indexes, or one index.
+
+    The one index is a concrete index of that name.
+    """
 
     alias: bool
     indexes: tuple[Held, ...]
@@ -115,8 +128,11 @@ def foreign(
     owner: Owner,
     known: AbstractSet[str],
 ) -> list[Held]:
-    """The indexes under the name `index` that are not icecdc's for `owner` (empty: the name is
-    free, or every index under it is this table's). `known`: the uuids the table's state names."""
+    """The indexes under the name `index` that are not icecdc's for `owner`.
+
+    Empty when the name is free, or every index under it is this table's. `known`
+    holds the uuids the table's state names.
+    """
     if holder is None:
         return []
     return [held for held in holder.indexes if not _owned(held, index, owner, known)]
@@ -130,8 +146,10 @@ def _owned(held: Held, index: str, owner: Owner, known: AbstractSet[str]) -> boo
 
 
 def refusal(holder: NameHolder | None, index: str, owner: Owner, known: AbstractSet[str]) -> str:
-    """Why icecdc must not write the index `index` for `owner` ("": it may), in one line naming
-    the index, whose it is and the way forward."""
+    """Why icecdc must not write the index `index` for `owner`, or "" when it may.
+
+    The reason is one line naming the index, whose it is and the way forward.
+    """
     others = foreign(holder, index, owner, known)
     if holder is None or not others:
         return ""

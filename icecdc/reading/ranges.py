@@ -1,18 +1,20 @@
-"""Driver side: cut a large copy-on-write rewrite into key ranges of about equal rows, from the
-column bounds the manifests keep for every data file (metadata only, no file is opened).
+"""Driver side: cut a large copy-on-write rewrite into key ranges of about equal rows.
+
+The ranges come from the column bounds the manifests keep for every data
+file: metadata only, no file is opened.
 
 A range of an identifier column, not a hash: pyiceberg pushes a range down into the Parquet
-reader (row groups outside it are skipped), and Arrow has no row hash to filter by. The bounds
-give, for each file, where its identifiers lie; rows are assumed spread evenly between a file's
-bounds, which holds for files sorted by the key (their ranges are disjoint) and for files of
-random keys (their ranges all span the table) alike.
+reader, which skips the row groups outside it, and Arrow has no row hash to filter by. The bounds
+give, for each file, where its identifiers lie. Rows are assumed spread evenly between a file's
+bounds. That holds for files sorted by the key, whose ranges are disjoint, and for files of
+random keys, whose ranges all span the table.
 
 Keys of every identifier type are placed on a line of integers that keeps their order (`_Scale`):
 numbers, dates and times as they are stored, decimals unscaled, strings and bytes by the bytes that
 follow the prefix every bound shares. Splits are interpolated on that line and turned back into
-keys. Where the bounds cannot tell the rows apart (one key value per partition, string bounds
-truncated to a shared prefix), the ranges would not be about equal: that column is not used
-(`key_ranges` tries the next identifier column, the driver then reads file by file).
+keys. Where the bounds cannot tell the rows apart, the ranges would not be about equal, and that
+column is not used: `key_ranges` tries the next identifier column, and the driver then reads file by
+file. That happens with one key value per partition, or string bounds truncated to a shared prefix.
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from typing import Any
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import DataFile
-from pyiceberg.types import BinaryType, BooleanType, DecimalType, FixedType, NestedField, PrimitiveType, StringType, UUIDType
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DecimalType,
+    FixedType,
+    NestedField,
+    PrimitiveType,
+    StringType,
+    UUIDType,
+)
 
 from icecdc.reading.tasks import KeyRange
 
@@ -45,7 +56,10 @@ _KEY_BYTES = 8
 
 @dataclass(frozen=True)
 class RangeKey:
-    """An identifier column ranges may cut by: its full name (`info.id` for a nested one) and field."""
+    """An identifier column ranges may cut by: its full name and its field.
+
+    A nested column's full name is dotted, as in `info.id`.
+    """
 
     column: str
     field: NestedField
@@ -53,19 +67,23 @@ class RangeKey:
 
 @dataclass(frozen=True)
 class RangeCut:
-    """Key ranges of about equal rows, and how many times over their tasks would decode the rows
-    (each task decodes every file its range overlaps): about 1 for files sorted by the key, about
-    the number of ranges for files that each span the whole key range."""
+    """Key ranges of about equal rows, and how many times over their tasks would decode the rows.
+
+    Each task decodes every file its range overlaps: about once in all for files sorted by the key,
+    about once per range for files that each span the whole key range.
+    """
 
     ranges: list[KeyRange]
     overlap: float
 
 
 def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) -> RangeCut | None:
-    """`parts` ranges covering every value (and null) with about equal rows of `files`, of the
-    `keys` column whose ranges overlap the fewest files; fewer when the files have fewer row groups.
-    None when no key can: a file has no bounds for it, or its largest range would hold well over
-    an equal share."""
+    """`parts` ranges of about equal rows of `files`, covering every value and null.
+
+    The key is the one of `keys` whose ranges overlap the fewest files. There are fewer ranges when
+    the files have fewer row groups. None when no key can be cut: a file has no bounds for it, or
+    its largest range would hold well over an equal share.
+    """
     # A range decodes every row group it overlaps, whole: ranges narrower than the row groups
     # (the manifests' split offsets) would decode the same rows again and hold no less memory.
     row_groups = sum(len(f.split_offsets or ()) or 1 for f in files)
@@ -77,7 +95,9 @@ def key_ranges(files: Sequence[DataFile], keys: Sequence[RangeKey], parts: int) 
     for key in keys:
         found = _ranges_of(files, key, parts)
         if found is None:
-            log.debug("the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts)
+            log.debug(
+                "the bounds of %r cannot cut %d files into %d ranges", key.column, len(files), parts
+            )
         elif best is None or found[1] < best[1]:
             best = found
     if best is None:
@@ -95,7 +115,7 @@ class _FileKeys:
     rows: int
 
     def rows_below(self, position: int) -> float:
-        """The rows estimated below `position`: spread evenly over [lower, upper], a key per position."""
+        """The rows estimated below `position`: spread evenly over [lower, upper], a key each."""
         if position <= self.lower:
             return 0.0
         if position > self.upper:
@@ -103,8 +123,13 @@ class _FileKeys:
         return self.rows * (position - self.lower) / (self.upper - self.lower + 1)
 
 
-def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> tuple[list[KeyRange], int] | None:
-    """The ranges of `key` and the rows their tasks decode (each the rows of the files it overlaps)."""
+def _ranges_of(
+    files: Sequence[DataFile], key: RangeKey, parts: int
+) -> tuple[list[KeyRange], int] | None:
+    """The ranges of `key`, and the rows their tasks decode.
+
+    Each task decodes the rows of the files its range overlaps.
+    """
     key_type = key.field.field_type
     if not isinstance(key_type, PrimitiveType):
         return None
@@ -139,9 +164,13 @@ def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> tuple[li
         position = scale.position(value)
         if position > breaks[0] and (not splits or value > splits[-1][0]):
             splits.append((value, position))
-    # Judge the ranges by the bounds' estimate: the split keys are rounded, strings cut to what the bounds know.
+    # Judge the ranges by the bounds' estimate: the split keys are rounded,
+    # strings cut to what the bounds know.
     edges = [0.0, *(below(p) for _, p in splits), float(total)]
-    if max(b - a for a, b in zip(edges, edges[1:], strict=False)) > total * MAX_RANGE_EXCESS / parts:
+    if (
+        max(b - a for a, b in zip(edges, edges[1:], strict=False))
+        > total * MAX_RANGE_EXCESS / parts
+    ):
         return None
     values: list[Any] = [None, *(v for v, _ in splits), None]
     positions: list[int | None] = [None, *(p for _, p in splits), None]
@@ -151,10 +180,14 @@ def _ranges_of(files: Sequence[DataFile], key: RangeKey, parts: int) -> tuple[li
         for k in keys
         if (lower is None or k.upper >= lower) and (upper is None or k.lower < upper)
     )
-    return [KeyRange(key.column, lower, upper) for lower, upper in zip(values, values[1:], strict=False)], decoded
+    return [
+        KeyRange(key.column, lower, upper) for lower, upper in zip(values, values[1:], strict=False)
+    ], decoded
 
 
-def _bounds(data_file: DataFile, key: NestedField, key_type: PrimitiveType) -> tuple[Any, Any] | None:
+def _bounds(
+    data_file: DataFile, key: NestedField, key_type: PrimitiveType
+) -> tuple[Any, Any] | None:
     lower = (data_file.lower_bounds or {}).get(key.field_id)
     upper = (data_file.upper_bounds or {}).get(key.field_id)
     if lower is None or upper is None:
@@ -166,12 +199,14 @@ def _bounds(data_file: DataFile, key: NestedField, key_type: PrimitiveType) -> t
 class _Scale:
     """Where the keys of one type lie on a line of integers that keeps their order, and back.
 
-    Integers, dates, times and timestamps: their stored integer. Booleans: 0 and 1 (a key turned
-    back is a bool: Iceberg binds no integer to a boolean column). Decimals: unscaled. Strings,
-    binary, fixed and uuid: the `_KEY_BYTES` bytes after the prefix every bound shares, as an
-    unsigned big-endian integer (the order Iceberg and Arrow compare them in; UTF-8 keeps the order
-    of code points). A key turned back from the line is cut to `limit` bytes: bounds truncated
-    there (Iceberg keeps 16 characters of a string by default) say nothing of what follows.
+    Integers, dates, times and timestamps are their stored integer. Booleans are 0 and 1, and a
+    key turned back is a bool, as Iceberg binds no integer to a boolean column. Decimals are
+    unscaled. Strings, binary, fixed and uuid are the `_KEY_BYTES` bytes after the prefix every
+    bound shares, as an unsigned big-endian integer: the order Iceberg and Arrow compare them
+    in, as UTF-8 keeps the order of code points.
+
+    A key turned back from the line is cut to `limit` bytes. Bounds truncated there say nothing of
+    what follows; Iceberg keeps 16 characters of a string by default.
     """
 
     kind: type[PrimitiveType] | None = None  # None: integral

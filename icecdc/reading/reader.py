@@ -1,10 +1,10 @@
-"""Executor side of reading: tasks → files → change rows keyed by document id.
+"""Executor side of reading: tasks to files to change rows keyed by document id.
 
-Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID, projected onto the
-current schema, identity-partition values come from metadata. Each row the index's shape holds
-(its `where`) becomes a document of the shape's columns (see `documents.py`): a row that leaves the
-filter is then a DELETE alone, one that enters it an INSERT alone. A reader of several indexes of
-the table reads each file once and keys each index's changes `<position>\x1f<id>` (`index_key`).
+Files are read with pyiceberg's `ArrowScan`: columns are matched by field ID and projected onto the
+current schema; identity-partition values come from metadata. Each row the index's shape holds, by
+its `where`, becomes a document of the shape's columns (see `documents.py`). A row that leaves the
+filter is then a DELETE alone, and one that enters it an INSERT alone. A reader of several indexes
+of the table reads each file once, and keys each index's changes `<position><id>` (`index_key`).
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange
 
 
 class Located(NamedTuple):
-    """A row of an export, where it is: the number of its task in the pass and its position in the file."""
+    """A row of an export and where it is: its task's number in the pass, its place in the file."""
 
     task: int
     position: int
     doc_id: str
     sequence_number: int
     document: str
-    routing: str | None  # the document's routing value (the index's shape's `routing`); None: by `_id`
+    # the document's routing value (the index's shape's `routing`); None: by `_id`
+    routing: str | None
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,12 @@ class TableReader:
     metadata: TableMetadata  # pickled as is: pyiceberg 0.12 cannot write v3 metadata as JSON
     io_properties: dict[str, str]
     identifier_columns: tuple[str, ...]
-    dead_letter: str | None = None  # where rows that cannot become documents go; None: they fail the batch
+    # where rows that cannot become documents go; None: they fail the batch
+    dead_letter: str | None = None
     shapes: tuple[Shape, ...] = (Shape(),)  # the columns and rows of the table each index holds
-    # Rows that cannot become documents neither go to `dead_letter` nor fail: `read` appends their
-    # letters to the list given as its `dead_lettered` (the operators' lookups decide what they are).
+    # Rows that cannot become documents neither go to `dead_letter` nor fail:
+    # `read` appends their letters to the list given as its `dead_lettered` (the
+    # operators' lookups decide what they are).
     collect: bool = False
 
     @classmethod
@@ -72,14 +75,24 @@ class TableReader:
         shapes: tuple[Shape, ...] = (Shape(),),
         collect: bool = False,
     ) -> TableReader:
-        return cls(name, table.metadata, dict(table.io.properties), identifier_columns, dead_letter, shapes, collect)
+        return cls(
+            name,
+            table.metadata,
+            dict(table.io.properties),
+            identifier_columns,
+            dead_letter,
+            shapes,
+            collect,
+        )
 
-    def read(self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None) -> Iterator[Change]:
+    def read(
+        self, tasks: Iterable[Task], carried: Any = None, dead_lettered: Any = None
+    ) -> Iterator[Change]:
         """Every change the tasks' files carry, keyed by document id.
 
-        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped here, before the shuffle;
-        `dead_lettered` (likewise, of a `LetterTally`) the rows that could not become documents.
-        """
+        `carried` (a Spark accumulator, or None) counts the carryover pairs dropped
+        here, before the shuffle; `dead_lettered` (likewise, of a `LetterTally`) the
+        rows that could not become documents."""
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         dropped = 0
@@ -104,22 +117,33 @@ class TableReader:
         positions: Container[int] | None = None,
         letters: bool = True,
     ) -> Iterator[Located]:
-        """Every row the numbered tasks' files carry (the rows of `positions` only, when given), with
-        where it is: an export's rows, each written by the task that reads it. An export writes one
-        index: a reader of several indexes refuses. `letters`: False when the rows are read again
-        (an earlier pass dead-lettered those that cannot become documents)."""
+        """Every row the numbered tasks' files carry, with where it is: an export's rows.
+
+        Each row is written by the task that reads it. With `positions`, only the rows
+        at those positions. An export writes one index: a reader of several indexes
+        refuses. `letters` is False when the rows are read again, as an earlier pass
+        dead-lettered those that cannot become documents.
+        """
         if len(self.shapes) != 1:
-            raise ProcessingError(f"table {self.table_name!r}: an export reads for one index, not {len(self.shapes)}")
+            raise ProcessingError(
+                f"table {self.table_name!r}: an export reads for one index, not {len(self.shapes)}"
+            )
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         with self._reading(unreadable if letters else [], dead_lettered):
             for number, task in tasks:
-                for position, doc_id, document, routing in self._file_rows(files, task, unreadable, positions):
+                for position, doc_id, document, routing in self._file_rows(
+                    files, task, unreadable, positions
+                ):
                     yield Located(number, position, doc_id, task.sequence_number, document, routing)
 
-    def deal(self, task: DealtRewrite, file_task: FileTask, dead_lettered: Any = None) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """(number of a range of `task`, rows of it) from one of its files, read once: each row
-        dealt to the one range it falls in (the ranges cover every key, and null)."""
+    def deal(
+        self, task: DealtRewrite, file_task: FileTask, dead_lettered: Any = None
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Each row of one of `task`'s files, read once, with the number of the range it falls in.
+
+        The ranges cover every key and null, so each row is dealt to exactly one range.
+        """
         files = _Files.open(self)
         in_range = [files.range_filter(key_range) for key_range in task.ranges]
         with self._reading([], dead_lettered):
@@ -138,26 +162,34 @@ class TableReader:
         carried: Any = None,
         dead_lettered: Any = None,
     ) -> Iterator[Change]:
-        """The changes of range `number` of `task`, from its rows the files dealt it (`deal`): as a
-        `RewriteTask` of that range reads them, without decoding the files again."""
+        """The changes of range `number` of `task`, from the rows the files dealt it in `deal`.
+
+        They are read as a `RewriteTask` of that range reads them, without decoding the files again.
+        """
         files = _Files.open(self)
         unreadable: list[DeadLetter] = []
         rewrite = RewriteTask(task.removed, task.added, task.ranges[number])
         with self._reading(unreadable, dead_lettered):
-            changes, pairs = self._changes_of_rewrite(files, rewrite, files.joined(removed), files.joined(added), unreadable)
+            changes, pairs = self._changes_of_rewrite(
+                files, rewrite, files.joined(removed), files.joined(added), unreadable
+            )
             yield from changes
         if carried is not None:
             carried.add(pairs)
 
     @contextmanager
     def _reading(self, unreadable: list[DeadLetter], dead_lettered: Any) -> Iterator[None]:
-        """Name a file gone as such; at the end, write the rows that could not become documents to the
-        dead letters and count them by cause in `dead_lettered` (a Spark accumulator of a
-        `LetterTally`, or None)."""
+        """Name a file gone as such, and at the end write the rows that could not become documents.
+
+        Those rows go to the dead letters, and are counted by cause in `dead_lettered`: a Spark
+        accumulator of a `LetterTally`, or None.
+        """
         try:
             yield
         except FileNotFoundError as exc:
-            raise FilesGone(f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}") from None
+            raise FilesGone(
+                f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}"
+            ) from None
         if unreadable and self.collect:
             dead_lettered.extend(unreadable)
         elif unreadable:
@@ -166,42 +198,64 @@ class TableReader:
             if dead_lettered is not None:
                 dead_lettered.add(LetterTally.of(unreadable))
 
-    def _file_changes(self, files: _Files, task: FileTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+    def _file_changes(
+        self, files: _Files, task: FileTask, unreadable: list[DeadLetter]
+    ) -> Iterator[Change]:
         for _, doc_id, document, _ in self._file_rows(files, task, unreadable):
             yield doc_id, ChangeRow(task.sequence_number, task.change, document)
 
     def _file_rows(
-        self, files: _Files, task: FileTask, unreadable: list[DeadLetter], positions: Container[int] | None = None
+        self,
+        files: _Files,
+        task: FileTask,
+        unreadable: list[DeadLetter],
+        positions: Container[int] | None = None,
     ) -> Iterator[tuple[int, str, str, str | None]]:
-        """(position, key, document, routing value) of the file's rows the task reads, once for each
-        index that holds the row (its `where`); the key is the document id, or `index_key`'s for
-        several indexes; the routing value is the document's under its index's shape (`Shape.routing_of`)."""
+        """Position, key, document and routing value of each of the file's rows the task reads.
+
+        A row comes once for each index that holds it, as its `where` says. The key is the document
+        id, or `index_key`'s for several indexes. The routing value is the document's under its
+        index's shape (`Shape.routing_of`).
+        """
         removed_before = _RemovedRows.load(files, task.data_file, task.deletes)
-        removed_after = _RemovedRows.load(files, task.data_file, task.deletes_after) if task.deletes_after is not None else None
+        removed_after = (
+            _RemovedRows.load(files, task.data_file, task.deletes_after)
+            if task.deletes_after is not None
+            else None
+        )
         file_key = hashlib.sha256(task.data_file.file_path.encode()).hexdigest()[:16]
-        every_row = removed_before.removes_nothing and removed_after is None  # most files: no deletes to look up
+        # most files: no deletes to look up
+        every_row = removed_before.removes_nothing and removed_after is None
         for position, row, views in files.held_rows(task.data_file):
             if positions is not None and position not in positions:
                 continue
             if not every_row and (
-                removed_before.removes(position, row) or (removed_after is not None and not removed_after.removes(position, row))
+                removed_before.removes(position, row)
+                or (removed_after is not None and not removed_after.removes(position, row))
             ):
                 continue
             if isinstance(row, BadText):
-                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                self._unreadable(
+                    task, f"column {row.column!r} is not valid UTF-8", None, unreadable
+                )
                 continue
             for view in views:
                 fields = view.mapper.document(row)
                 document = encode_document(fields)
                 if self.identifier_columns:
-                    doc_id = self._document_id(view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable)
+                    doc_id = self._document_id(
+                        view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable
+                    )
                 else:
-                    # Insert-only tables: the row's place in its file names it (compactions are never read).
+                    # Insert-only tables: the row's place in its file names it
+                    # (compactions are never read).
                     doc_id = f"{file_key}-{position}"
                 if doc_id is not None:
                     yield position, view.key(doc_id), document, view.shape.routing_of(fields)
 
-    def _rewrite_changes(self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]) -> tuple[Iterable[Change], int]:
+    def _rewrite_changes(
+        self, files: _Files, task: RewriteTask, unreadable: list[DeadLetter]
+    ) -> tuple[Iterable[Change], int]:
         """The rows a rewrite changed, and how many unchanged pairs it dropped.
 
         Rows equal in every column cancel pairwise (a multiset difference by Arrow's group-by), so
@@ -213,19 +267,34 @@ class TableReader:
         return self._changes_of_rewrite(files, task, removed, added, unreadable)
 
     def _changes_of_rewrite(
-        self, files: _Files, task: RewriteTask, removed: pa.Table, added: pa.Table, unreadable: list[DeadLetter]
+        self,
+        files: _Files,
+        task: RewriteTask,
+        removed: pa.Table,
+        added: pa.Table,
+        unreadable: list[DeadLetter],
     ) -> tuple[Iterable[Change], int]:
-        """`_rewrite_changes` of the rows read: `removed` and `added` in the table's one Arrow schema."""
+        """`_rewrite_changes` of the rows read: `removed` and `added` in one Arrow schema."""
         changes: list[Change] = []
         pairs = 0
         for view in files.views:
             try:
-                removed_rows, added_rows, cancelled = _cancel_equal_rows(files.narrow(view, removed), files.narrow(view, added))
+                removed_rows, added_rows, cancelled = _cancel_equal_rows(
+                    files.narrow(view, removed), files.narrow(view, added)
+                )
             except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 if task.key_range is None:  # read again file by file: rows cancel after the shuffle
-                    return (c for t in task.removed + task.added for c in self._file_changes(files, t, unreadable)), 0
+                    return (
+                        c
+                        for t in task.removed + task.added
+                        for c in self._file_changes(files, t, unreadable)
+                    ), 0
                 # only the range's rows, as read: they cancel after the shuffle
-                removed_rows, added_rows, cancelled = files.narrow(view, removed), files.narrow(view, added), 0
+                removed_rows, added_rows, cancelled = (
+                    files.narrow(view, removed),
+                    files.narrow(view, added),
+                    0,
+                )
             pairs += cancelled
             changes += [
                 change
@@ -235,31 +304,52 @@ class TableReader:
         return changes, pairs
 
     def _row_changes(
-        self, view: _View, rows: Iterable[dict[str, Any] | BadText], side: tuple[FileTask, ...], unreadable: list[DeadLetter]
+        self,
+        view: _View,
+        rows: Iterable[dict[str, Any] | BadText],
+        side: tuple[FileTask, ...],
+        unreadable: list[DeadLetter],
     ) -> Iterator[Change]:
-        """Changes of rows read from the files of one side of a rewrite (which file each came from is not kept)."""
+        """Changes of the rows read from the files of one side of a rewrite.
+
+        Which file each row came from is not kept.
+        """
         task, paths = side[0], " or ".join(sorted(t.data_file.file_path for t in side))
         for row in rows:
             if isinstance(row, BadText):
-                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable, paths)
+                self._unreadable(
+                    task, f"column {row.column!r} is not valid UTF-8", None, unreadable, paths
+                )
                 continue
             fields = view.mapper.document(row)
             document = encode_document(fields)
-            doc_id = self._document_id(view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable, paths)
+            doc_id = self._document_id(
+                view.mapper, view.mapper.key_fields(row, fields), document, task, unreadable, paths
+            )
             if doc_id is not None:
                 yield view.key(doc_id), ChangeRow(task.sequence_number, task.change, document)
 
-    def _key_deletes(self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]) -> Iterator[Change]:
+    def _key_deletes(
+        self, files: _Files, task: KeyDeleteTask, unreadable: list[DeadLetter]
+    ) -> Iterator[Change]:
         for _, row in files.rows(task.delete_file, files.schema.select(*self.identifier_columns)):
             if isinstance(row, BadText):
-                self._unreadable(task, f"column {row.column!r} is not valid UTF-8", None, unreadable)
+                self._unreadable(
+                    task, f"column {row.column!r} is not valid UTF-8", None, unreadable
+                )
                 continue
             fields = files.keys.document(row)
-            doc_id = self._document_id(files.keys, fields, encode_document(fields), task, unreadable)
+            doc_id = self._document_id(
+                files.keys, fields, encode_document(fields), task, unreadable
+            )
             if doc_id is not None:
-                for view in files.views:  # a routing column among the key's: the delete knows its routing
+                # a routing column among the key's: the delete knows its routing
+                for view in files.views:
                     image = key_image(view.shape.routing_of(fields))
-                    yield view.key(doc_id), ChangeRow(task.sequence_number, ChangeType.DELETE, image)
+                    yield (
+                        view.key(doc_id),
+                        ChangeRow(task.sequence_number, ChangeType.DELETE, image),
+                    )
 
     def _document_id(
         self,
@@ -270,9 +360,11 @@ class TableReader:
         unreadable: list[DeadLetter],
         paths: str | None = None,
     ) -> str | None:
-        """The document's `_id`; None (and a dead letter) when its identifier cannot be one
-        (null, empty, too long). A delete of such a row is dropped, without a letter: no document
-        has its id."""
+        """The document's `_id`, or None and a dead letter when its identifier cannot be one.
+
+        An identifier that is null, empty or too long cannot. A delete of such a row is dropped
+        without a letter: no document has its id.
+        """
         try:
             return mapper.document_id(fields)
         except BadIdentifier as exc:
@@ -290,10 +382,16 @@ class TableReader:
         paths: str | None = None,
         cause: str | None = None,
     ) -> None:
-        """A row that cannot become a document: a dead letter naming where it is, or, without a
-        dead-letter location, an error that stops the batch. `cause`: the problem without the row's
-        values (the problem itself when it has none)."""
-        paths = paths or (task.delete_file.file_path if isinstance(task, KeyDeleteTask) else task.data_file.file_path)
+        """A row that cannot become a document: a dead letter naming where it is, or an error.
+
+        Without a dead-letter location the error stops the batch. `cause` is the problem without the
+        row's values, or the problem itself when it has none.
+        """
+        paths = paths or (
+            task.delete_file.file_path
+            if isinstance(task, KeyDeleteTask)
+            else task.data_file.file_path
+        )
         reason = f"{problem} in file {paths} (snapshot {task.snapshot_id})"
         if self.dead_letter is None and not self.collect:
             raise ProcessingError(f"table {self.table_name!r}: {reason}")
@@ -317,7 +415,8 @@ class _View:
     position: int  # among the reader's indexes; -1 when it serves one, whose keys are the ids alone
     shape: Shape
     mapper: DocumentMapper
-    columns: list[str]  # the top-level columns of its read schema: what its rewrite rows are compared on
+    # the top-level columns of its read schema: what its rewrite rows are compared on
+    columns: list[str]
     held: pc.Expression | None  # the shape's `where` as an Arrow filter; None: every row
 
     def key(self, doc_id: str) -> str:
@@ -334,10 +433,13 @@ class _Files:
     views: list[_View]
     keys: DocumentMapper  # documents of the identifier columns alone: a delete by key's
     read_schema: (
-        Schema  # what of each row a rewrite reads: one index's documents' and identifier columns; every column for several
+        # what of each row a rewrite reads: one index's documents' and identifier
+        # columns; every column for several
+        Schema
     )
     arrow_schema: pa.Schema  # the table's one Arrow schema: pyiceberg's of `read_schema`
-    where: BooleanExpression  # pushed down to the scans of a rewrite: one index's `where`; AlwaysTrue for several
+    # pushed down to the scans of a rewrite: one index's `where`; AlwaysTrue for several
+    where: BooleanExpression
 
     @classmethod
     def open(cls, reader: TableReader) -> _Files:
@@ -353,7 +455,9 @@ class _Files:
                 [f.name for f in shape.read_schema(schema, ids).fields],
                 None
                 if shape.where is None
-                else expression_to_pyarrow(bind(schema, shape.row_filter, case_sensitive=True), schema),
+                else expression_to_pyarrow(
+                    bind(schema, shape.row_filter, case_sensitive=True), schema
+                ),
             )
             for position, shape in enumerate(shapes)
         ]
@@ -369,22 +473,33 @@ class _Files:
         )
 
     def table(self, data_files: list[DataFile], key_range: KeyRange | None) -> pa.Table:
-        """The files' rows in `key_range` (all without one), deletes NOT applied, projected onto
-        `read_schema` by field ID, in the table's one Arrow schema; for one index, only the rows it
-        holds (its `where`, pushed down).
+        """The files' rows in `key_range`, deletes NOT applied, in the table's one Arrow schema.
 
-        A file comes back in the Arrow types of its writer (Spark's `string`, a polars frame's
-        `large_string`; `binary`, `list` likewise) and pyiceberg answers no rows in its own large
-        types: tables of two sides or two files are combined only once cast to one schema."""
-        pushed = key_range is not None and _pushable(self.schema.find_field(key_range.column).field_type)
-        row_filter: BooleanExpression = key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
+        Without a key range, all rows. The rows are projected onto `read_schema` by field ID. For
+        one index, only the rows it holds: its `where`, pushed down.
+
+        A file comes back in the Arrow types of its writer: Spark's `string`, a polars frame's
+        `large_string`, and `binary` and `list` likewise. pyiceberg answers no rows in its own large
+        types. So tables of two sides or two files are combined only once cast to one schema.
+        """
+        pushed = key_range is not None and _pushable(
+            self.schema.find_field(key_range.column).field_type
+        )
+        row_filter: BooleanExpression = (
+            key_range.row_filter() if key_range is not None and pushed else AlwaysTrue()
+        )
         batches = self.batches(data_files, row_filter)
         if key_range is not None and not pushed:
             batches = (b.filter(_arrow_range(key_range)) for b in batches)
         return self.joined(batches)
 
-    def batches(self, data_files: list[DataFile], row_filter: BooleanExpression | None = None) -> Iterator[pa.RecordBatch]:
-        """The files' rows in `row_filter` as `table` reads them, a batch at a time, in the table's one Arrow schema."""
+    def batches(
+        self, data_files: list[DataFile], row_filter: BooleanExpression | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The files' rows in `row_filter` as `table` reads them, a batch at a time.
+
+        The batches are in the table's one Arrow schema.
+        """
         where = self.where if row_filter is None else And(row_filter, self.where)
         batches = ArrowScan(self.metadata, self.io, self.read_schema, where).to_record_batches(
             [FileScanTask(f) for f in data_files]
@@ -395,26 +510,43 @@ class _Files:
         return pa.Table.from_batches(list(batches), schema=self.arrow_schema)
 
     def range_filter(self, key_range: KeyRange) -> pc.Expression:
-        """The range as an Arrow filter of the rows `batches` reads (a scan's own push-down, or a uuid's bytes)."""
+        """The range as an Arrow filter of the rows `batches` reads.
+
+        That is a scan's own push-down, or a filter on a uuid's bytes.
+        """
         if not _pushable(self.schema.find_field(key_range.column).field_type):
             return _arrow_range(key_range)
-        return expression_to_pyarrow(bind(self.schema, key_range.row_filter(), case_sensitive=True), self.schema)
+        return expression_to_pyarrow(
+            bind(self.schema, key_range.row_filter(), case_sensitive=True), self.schema
+        )
 
     def narrow(self, view: _View, rows: pa.Table) -> pa.Table:
-        """A rewrite's rows as one of several indexes compares them: the rows it holds, its columns."""
+        """A rewrite's rows as one of several indexes compares them.
+
+        That is the rows it holds, in its columns.
+        """
         if len(self.views) == 1:
             return rows  # read so already
         held = rows if view.held is None else rows.filter(view.held)
         return held.select(view.columns)
 
-    def rows(self, data_file: DataFile, schema: Schema | None = None) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
-        """(position, row) of every row of the file, deletes NOT applied, projected onto `schema` by field ID."""
+    def rows(
+        self, data_file: DataFile, schema: Schema | None = None
+    ) -> Iterator[tuple[int, dict[str, Any] | BadText]]:
+        """Position and row of every row of the file, deletes NOT applied, projected by field ID.
+
+        The rows are projected onto `schema`.
+        """
         for position, row, _ in self._rows(data_file, schema, held=False):
             yield position, row
 
-    def held_rows(self, data_file: DataFile) -> Iterator[tuple[int, dict[str, Any] | BadText, list[_View]]]:
-        """(position, row, the views that hold it) of every row of the file some index holds,
-        deletes NOT applied, projected onto the current schema."""
+    def held_rows(
+        self, data_file: DataFile
+    ) -> Iterator[tuple[int, dict[str, Any] | BadText, list[_View]]]:
+        """Position, row and holding views of every row of the file some index holds.
+
+        Deletes are NOT applied; the rows are projected onto the current schema.
+        """
         for position, row, views in self._rows(data_file, None, held=True):
             if views:
                 yield position, row, views
@@ -427,28 +559,49 @@ class _Files:
         every_view = list(self.views) if held else []
         filtered = held and any(v.held is not None for v in self.views)
         for batch in scan.to_record_batches([FileScanTask(data_file)]):
-            matching = [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views] if filtered else []
+            matching = (
+                [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views]
+                if filtered
+                else []
+            )
             for i, row in enumerate(_python_rows(batch)):
-                # The same list for every row when no view filters rows (most reads): none built per row.
-                yield position, row, [v for v, rows in matching if rows is None or i in rows] if filtered else every_view
+                # The same list for every row when no view filters rows (most
+                # reads): none built per row.
+                yield (
+                    position,
+                    row,
+                    [v for v, rows in matching if rows is None or i in rows]
+                    if filtered
+                    else every_view,
+                )
                 position += 1
 
 
 def _matching(batch: pa.RecordBatch, where: pc.Expression) -> set[int]:
-    """The positions in `batch` of the rows `where` is true of (null is false, as in a table scan)."""
-    numbered = pa.Table.from_batches([batch]).append_column("__position", pa.array(range(batch.num_rows), pa.int64()))
+    """The positions in `batch` of the rows `where` is true of.
+
+    Null is false, as in a table scan.
+    """
+    numbered = pa.Table.from_batches([batch]).append_column(
+        "__position", pa.array(range(batch.num_rows), pa.int64())
+    )
     return set(numbered.filter(where).column("__position").to_pylist())
 
 
 def _pushable(key_type: IcebergType) -> bool:
-    """Whether pyiceberg can push a range of this type down to Arrow: not a uuid, which it hands
-    Arrow as an extension type no comparison kernel takes."""
+    """Whether pyiceberg can push a range of this type down to Arrow.
+
+    A uuid it cannot: pyiceberg hands it to Arrow as an extension type no comparison kernel takes.
+    """
     return not isinstance(key_type, UUIDType)
 
 
 def _arrow_range(key_range: KeyRange) -> pc.Expression:
-    """The range as an Arrow filter on a uuid column's 16 bytes, whichever way the file stores it
-    (Arrow's uuid extension, or plain fixed bytes): Iceberg's bounds order uuids as unsigned bytes, as Arrow does."""
+    """The range as an Arrow filter on a uuid column's 16 bytes, whichever way the file stores them.
+
+    A file stores a uuid as Arrow's uuid extension or as plain fixed bytes. Iceberg's bounds order
+    uuids as unsigned bytes, as Arrow does.
+    """
     column = pc.field(*key_range.column.split(".")).cast(pa.binary(16))
     in_range = pc.scalar(True)
     if key_range.lower is not None:
@@ -464,7 +617,7 @@ def _uuid_bytes(value: Any) -> bytes:
 
 @dataclass(frozen=True)
 class BadText:
-    """A row in place of which only this can be said: its `column` holds a string that is not UTF-8."""
+    """A row of which only this can be said: its `column` holds a string that is not UTF-8."""
 
     column: str
 
@@ -473,27 +626,31 @@ Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
 
 
 def text_in_arrow(rows: Rows) -> Rows:
-    """The rows with each top-level column of microsecond timestamps or decimals replaced by its
-    values' text in the mapping's format (`documents.converter_for`), written by Arrow, for
-    `DocumentMapper` to pass through. Here, not in `documents`, which the planner's cold start imports
-    without pyarrow.
+    """The rows with timestamps and decimals as text in the mapping's format, written by Arrow.
 
-    Arrow writes that text several times faster than Python gets there: a timestamp with a time zone
-    becomes a datetime with a ZoneInfo (2.5 µs a value) before `isoformat`, a decimal a Decimal
-    before `str`; on an export of the bench's table this is a tenth of the CPU. The text is the
-    converters' to the character (tests/test_documents.py compares them over generated values), in
-    every batch alike: equality deletes compare a delete file's values with a data file's. Timestamps
-    of another unit are left to the converters.
+    Each top-level column of microsecond timestamps or decimals is replaced by its values' text, as
+    `documents.converter_for` writes it, for `DocumentMapper` to pass through. It happens here, not
+    in `documents`, which the planner's cold start imports without pyarrow. Timestamps of another
+    unit are left to the converters.
+
+    Arrow writes that text several times faster than Python: a timestamp with a time zone becomes a
+    datetime with a ZoneInfo, at 2.5 µs a value, before `isoformat`, and a decimal a Decimal before
+    `str`. On an export of the bench's table that is a tenth of the CPU. The text is the converters'
+    to the character, in every batch alike, as equality deletes compare a delete file's values with
+    a data file's; tests/test_documents.py compares them over generated values.
     """
     for number, column_field in enumerate(rows.schema):
         text = _arrow_text(rows.column(number), column_field.type)
         if text is not None:
-            rows = rows.set_column(number, pa.field(column_field.name, pa.string(), column_field.nullable), text)
+            rows = rows.set_column(
+                number, pa.field(column_field.name, pa.string(), column_field.nullable), text
+            )
     return rows
 
 
 def _arrow_text(column: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> pa.Array | None:
-    if isinstance(column, pa.ChunkedArray):  # a table's (a rewrite's rows): one array, for the masks
+    # a table's (a rewrite's rows): one array, for the masks
+    if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "us":
         if arrow_type.tz is None:
@@ -504,7 +661,9 @@ def _arrow_text(column: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> 
         text = pc.cast(column, pa.string())
         exponent = pc.fill_null(pc.match_substring(text, "E"), False)
         if pc.any(exponent).as_py():  # Arrow writes tiny values as "1E-7", the mapping "0.0000001"
-            positional = [format(Decimal(value), "f") for value in text.filter(exponent).to_pylist()]
+            positional = [
+                format(Decimal(value), "f") for value in text.filter(exponent).to_pylist()
+            ]
             text = pc.replace_with_mask(text, exponent, pa.array(positional, pa.string()))
         return text
     return None
@@ -526,7 +685,9 @@ def _python_rows(data: pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any] | B
             try:
                 yield row.to_pylist()[0]
             except UnicodeDecodeError:
-                yield BadText(next(name for name in row.column_names if _undecodable(row.column(name))))
+                yield BadText(
+                    next(name for name in row.column_names if _undecodable(row.column(name)))
+                )
         return
     yield from rows
 
@@ -541,17 +702,23 @@ def _undecodable(column: pa.ChunkedArray | pa.Array) -> bool:
 
 @dataclass
 class _RemovedRows:
-    """Which rows of one data file a set of delete files removes: by position, or by equal values."""
+    """Which rows of one data file a set of delete files removes: by position or by values."""
 
     positions: set[int] = field(default_factory=set)
     equality: list[tuple[tuple[str, ...], set[tuple[Any, ...]]]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, files: _Files, data_file: DataFile, delete_files: Iterable[DataFile]) -> _RemovedRows:
+    def load(
+        cls, files: _Files, data_file: DataFile, delete_files: Iterable[DataFile]
+    ) -> _RemovedRows:
         removed = cls()
-        for delete_file in {d.file_path: d for d in delete_files}.values():  # a Puffin file once, for all its vectors
+        # a Puffin file once, for all its vectors
+        for delete_file in {d.file_path: d for d in delete_files}.values():
             if delete_file.content == DataFileContent.EQUALITY_DELETES:
-                names = tuple(files.schema.find_column_name(i) or f"field {i}" for i in delete_file.equality_ids or ())
+                names = tuple(
+                    files.schema.find_column_name(i) or f"field {i}"
+                    for i in delete_file.equality_ids or ()
+                )
                 values = {
                     tuple(row[n] for n in names)
                     for _, row in files.rows(delete_file, files.schema.select(*names))
@@ -582,17 +749,27 @@ def _cancel_equal_rows(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa
     columns = removed.column_names
     both = pa.concat_tables(
         [
-            removed.append_column("__removed", _ones(removed.num_rows)).append_column("__added", _zeros(removed.num_rows)),
-            added.append_column("__removed", _zeros(added.num_rows)).append_column("__added", _ones(added.num_rows)),
+            removed.append_column("__removed", _ones(removed.num_rows)).append_column(
+                "__added", _zeros(removed.num_rows)
+            ),
+            added.append_column("__removed", _zeros(added.num_rows)).append_column(
+                "__added", _ones(added.num_rows)
+            ),
         ]
     )
-    counts = both.group_by(columns, use_threads=False).aggregate([("__removed", "sum"), ("__added", "sum")])
+    counts = both.group_by(columns, use_threads=False).aggregate(
+        [("__removed", "sum"), ("__added", "sum")]
+    )
     excess = pc.subtract(counts["__removed_sum"], counts["__added_sum"]).to_pylist()
     pairs = pc.sum(pc.min_element_wise(counts["__removed_sum"], counts["__added_sum"])).as_py() or 0
     keep_removed = [i for i, n in enumerate(excess) if n > 0 for _ in range(n)]
     keep_added = [i for i, n in enumerate(excess) if n < 0 for _ in range(-n)]
     rows = counts.select(columns)
-    return rows.take(pa.array(keep_removed, pa.int64())), rows.take(pa.array(keep_added, pa.int64())), pairs
+    return (
+        rows.take(pa.array(keep_removed, pa.int64())),
+        rows.take(pa.array(keep_added, pa.int64())),
+        pairs,
+    )
 
 
 def _ones(n: int) -> pa.Array:

@@ -30,7 +30,8 @@ class FileTask:
     sequence_number: int
     snapshot_id: int
     deletes: tuple[DataFile, ...] = ()  # delete files in force: the rows they remove are not read
-    deletes_after: tuple[DataFile, ...] | None = None  # a delete diff: read only rows these remove and `deletes` keep
+    # a delete diff: read only rows these remove and `deletes` keep
+    deletes_after: tuple[DataFile, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,29 +45,42 @@ class KeyDeleteTask:
 
 @dataclass(frozen=True)
 class KeyRange:
-    """The rows whose `column` (an identifier column) is in [lower, upper): one bucket of a
-    rewrite too large for one task. None is unbounded; nulls go with the range unbounded below."""
+    """The rows whose identifier column `column` is in [lower, upper): one bucket of a rewrite.
 
-    column: str  # the full name: `info.id` for a nested column (a leaf name would bind to a top-level `id`)
+    A rewrite too large for one task is cut into such buckets. None is unbounded;
+    nulls go with the range unbounded below.
+    """
+
+    # the full name: `info.id` for a nested column (a leaf name would bind to a top-level `id`)
+    column: str
     lower: Any | None
     upper: Any | None
 
     def row_filter(self) -> BooleanExpression:
         column = Reference(self.column)
-        lower: BooleanExpression = AlwaysTrue() if self.lower is None else GreaterThanOrEqual(term=column, value=self.lower)
-        upper: BooleanExpression = AlwaysTrue() if self.upper is None else LessThan(term=column, value=self.upper)
+        lower: BooleanExpression = (
+            AlwaysTrue()
+            if self.lower is None
+            else GreaterThanOrEqual(term=column, value=self.lower)
+        )
+        upper: BooleanExpression = (
+            AlwaysTrue() if self.upper is None else LessThan(term=column, value=self.upper)
+        )
         in_range = And(lower, upper)
         return Or(in_range, IsNull(term=column)) if self.lower is None else in_range
 
 
 @dataclass(frozen=True)
 class RewriteTask:
-    """The files one snapshot removed from and added to one partition, with no deletes in force:
-    a copy-on-write rewrite. Read together so that unchanged rows cancel in Arrow, before Python.
+    """The files one snapshot removed from and added to one partition: a copy-on-write rewrite.
 
-    A rewrite larger than the memory budget is cut into tasks by ranges of an identifier
-    column (`key_range`): each reads every file of the rewrite but keeps only its range's rows, and
-    a row and its unchanged copy, having one identifier, always fall into the same range."""
+    No deletes are in force. The files are read together so that unchanged
+    rows cancel in Arrow, before Python.
+
+    A rewrite larger than the memory budget is cut into tasks by ranges of an identifier column
+    (`key_range`). Each task reads every file of the rewrite but keeps only its range's rows. A row
+    and its unchanged copy have one identifier, so they always fall into the same range.
+    """
 
     removed: tuple[FileTask, ...]
     added: tuple[FileTask, ...]
@@ -75,11 +89,14 @@ class RewriteTask:
 
 @dataclass(frozen=True)
 class DealtRewrite:
-    """A rewrite cut into key ranges whose files each span many of the ranges (written
-    hash-distributed, or after many MERGEs): read as range tasks, every task would decode every
-    file, and the decoding would grow with the ranges times the rewrite. Instead each file is read
-    once and its rows dealt to the ranges through a shuffle; each range's rows then cancel as a
-    `RewriteTask`'s do. An engine without a shuffle reads it as its `range_tasks`."""
+    """A rewrite cut into key ranges, each file read once and its rows dealt to the ranges.
+
+    This is for files that each span many of the ranges, as files written hash-distributed or after
+    many MERGEs do. Read as range tasks, every task would decode every file, and the decoding would
+    grow with the ranges times the rewrite. Instead each file is read once and its rows go to the
+    ranges through a shuffle; each range's rows then cancel as a `RewriteTask`'s do. An engine
+    without a shuffle reads it as its `range_tasks`.
+    """
 
     removed: tuple[FileTask, ...]
     added: tuple[FileTask, ...]
@@ -94,26 +111,33 @@ Task = FileTask | KeyDeleteTask | RewriteTask | DealtRewrite
 
 @dataclass(frozen=True)
 class ExportTasks:
-    """The export's tasks a pass writes, and the rows it settles duplicate identifiers among:
-    `earlier`, the files earlier passes of the export wrote, read again for their keys only; None
-    in a pass that ends inside the export (the pass that finishes it settles them all)."""
+    """The export's tasks a pass writes, and the rows it settles duplicate identifiers among.
+
+    `earlier` holds the files earlier passes of the export wrote, read again for their keys only. It
+    is None in a pass that ends inside the export: the pass that finishes it settles them all.
+    """
 
     written: list[FileTask]
     earlier: list[FileTask] | None = field(default_factory=list)
 
     @property
     def every(self) -> list[FileTask]:
-        """The tasks by their numbers: the written ones first (an export's rows say where they
-        are by it)."""
+        """The tasks by their numbers, the written ones first.
+
+        An export's rows say where they are by these numbers.
+        """
         return [*self.written, *(self.earlier or [])]
 
 
 @dataclass(frozen=True)
 class PassTasks:
-    """A pass's tasks: an export's (inserts of one snapshot, written where they are read) and the
-    changes' (brought together by key first). `earlier`: of the pass that finishes an export cut
-    into passes, the export's files earlier passes wrote: read again for their keys only, so that
-    duplicate identifiers are found across all of the export's files, as in one pass."""
+    """A pass's tasks: an export's and the changes'.
+
+    An export's tasks are the inserts of one snapshot, written where they are read. The changes' are
+    brought together by key first. `earlier` is set in the pass that finishes an export cut into
+    passes: the export's files earlier passes wrote, read again for their keys only, so that
+    duplicate identifiers are found across all of the export's files, as in one pass.
+    """
 
     export: list[FileTask]
     changes: list[Task]
@@ -134,9 +158,11 @@ def files_read_by(task: Task) -> list[DataFile]:
 
 
 def file_reads(tasks: Iterable[Task]) -> list[DataFile]:
-    """Every file the tasks read, once per read: a key range task reads all its rewrite's files,
-    and a dealt rewrite counts as its range tasks, as the in-process engine reads it (an engine is
-    chosen by the most a pass may read)."""
+    """Every file the tasks read, once per read, as the in-process engine reads them.
+
+    A key range task reads all its rewrite's files, and a dealt rewrite counts as its range tasks.
+    An engine is chosen by the most a pass may read.
+    """
     return [
         f
         for task in tasks

@@ -8,6 +8,7 @@ import time
 import uuid
 from typing import Self
 
+from icecdc.errors import LeaseLost
 from icecdc.state.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ class Lease:
 
     `held` is False when another live run kept it; the block then should leave the table alone.
     `owner` fences the run's checkpoint writes (`StateStore.complete`); `lost` turns True when a
-    renewal failed, and the run should stop: it can no longer advance anything.
+    renewal failed, and the run should stop (`check`): it can no longer advance anything.
     """
 
     def __init__(self, store: StateStore, table: str, seconds: float, wait: bool = True) -> None:
@@ -42,6 +43,11 @@ class Lease:
             self._renewer = threading.Thread(target=self._renew, name=f"lease-{self._table}", daemon=True)
             self._renewer.start()
         return self
+
+    def check(self) -> None:
+        """Raise `LeaseLost` once the lease is lost: another run may write the table by then."""
+        if self.lost:
+            raise LeaseLost.of(self._table)
 
     def _renew(self) -> None:
         while not self._stop.wait(self._seconds / 3):

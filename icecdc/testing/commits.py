@@ -20,12 +20,21 @@ from pyiceberg.table.snapshots import Operation, Summary
 from icecdc.compat import OverwriteFiles, data_files_from_arrow
 
 
-def update(table: Table, row_filter: str | BooleanExpression, change: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
-    """Apply `change` to every row matching `row_filter` (copy-on-write); return how many rows changed."""
+def update(
+    table: Table,
+    row_filter: str | BooleanExpression,
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+) -> int:
+    """Apply `change` to every row matching `row_filter`; return how many rows changed.
+
+    The table is rewritten copy-on-write.
+    """
     rows = table.scan(row_filter=row_filter).to_arrow()
     if rows.num_rows == 0:
         return 0
-    changed = pa.Table.from_pylist([change(dict(row)) for row in rows.to_pylist()], schema=rows.schema)
+    changed = pa.Table.from_pylist(
+        [change(dict(row)) for row in rows.to_pylist()], schema=rows.schema
+    )
     table.overwrite(changed, overwrite_filter=row_filter)
     return int(rows.num_rows)
 
@@ -40,8 +49,11 @@ def compact(table: Table) -> None:
         rewrite = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
         for data_file in old_files:
             rewrite.delete_data_file(data_file)
-        if rows.num_rows:  # files whose rows are all deleted go without new ones (pyiceberg cannot write none)
-            for data_file in data_files_from_arrow(transaction.table_metadata, rows, table.io, uuid.uuid4()):
+        # files whose rows are all deleted go without new ones (pyiceberg cannot write none)
+        if rows.num_rows:
+            for data_file in data_files_from_arrow(
+                transaction.table_metadata, rows, table.io, uuid.uuid4()
+            ):
                 rewrite.append_data_file(data_file)
         rewrite.commit()
 
@@ -49,10 +61,11 @@ def compact(table: Table) -> None:
 class _ReplaceFiles(OverwriteFiles):
     """pyiceberg 0.12 has no rewrite_data_files: its overwrite producer, recorded as `replace`.
 
-    pyiceberg's summary code knows only append, overwrite and delete, so the summary is computed
-    as an overwrite's (the same file and row totals) and then labelled with the compaction's operation.
-    """
+    pyiceberg's summary code knows only append, overwrite and delete, so the summary
+    is computed as an overwrite's (the same file and row totals) and then labelled
+    with the compaction's operation."""
 
-    def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006 - pyiceberg's signature
+    # Pyiceberg's signature.
+    def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006
         summary = super()._summary(snapshot_properties)
         return Summary(operation=Operation.REPLACE, **summary.additional_properties)

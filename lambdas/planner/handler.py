@@ -9,7 +9,7 @@ them again; the others are done. One event invoked directly (an operator's test)
 same way, and the invocation fails after every table was tried if any failed.
 
 Thin on purpose: the decisions live in `icecdc.aws` and `icecdc.status`. The environment the
-stack sets is `icecdc.aws.PlannerEnvironment`.
+stack sets is `icecdc.aws.contract.PlannerEnvironment`.
 """
 
 from __future__ import annotations
@@ -23,17 +23,10 @@ from typing import Any
 
 import boto3
 
-from icecdc.aws import (
-    PlannerEnvironment,
-    TableOutcome,
-    batch_tables,
-    event_tables,
-    is_batch,
-    plan_and_start_each,
-    planner_deadline,
-    read_text,
-    runtime_config,
-)
+from icecdc.aws.contract import PlannerEnvironment
+from icecdc.aws.deployed import read_text, runtime_config
+from icecdc.aws.events import batch_tables, event_tables, is_batch
+from icecdc.aws.planner import TableOutcome, plan_and_start_each, planner_deadline
 from icecdc.config import Config
 from icecdc.logs import quiet_chatty_libraries
 from icecdc.state import open_state_store

@@ -11,7 +11,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match
 
-from icecdc.aws import METRIC_NAMESPACE
+from icecdc.aws.contract import METRIC_NAMESPACE
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import Search

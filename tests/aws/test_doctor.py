@@ -19,7 +19,7 @@ import boto3
 import pytest
 import requests
 
-from icecdc.aws import job_name
+from icecdc.aws.contract import job_name
 from icecdc.cli import main
 from icecdc.config import Config, parse_config
 from icecdc.doctor import Outcome, Phase, Sources, diagnose

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.aws import METRIC_NAMESPACE
+from icecdc.aws.contract import METRIC_NAMESPACE
 from icecdc.catalog import identifier_columns
 from icecdc.config import OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters

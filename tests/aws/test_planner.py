@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pyiceberg.types import StringType
 
-from icecdc.aws import job_name
+from icecdc.aws.contract import job_name
 from icecdc.model import Checkpoint
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION, Lake, aws_client, rows

@@ -13,8 +13,8 @@ import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
-import icecdc.aws
-from icecdc.aws import job_name
+import icecdc.aws.planner
+from icecdc.aws.contract import job_name
 from icecdc.model import ItemKind, WorkItem
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION, Lake, aws_client
@@ -60,13 +60,13 @@ def buffer(lake: Lake, unique: str) -> Buffer:
 def passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The tables each planning pass was for, in order."""
     planned: list[str] = []
-    plan_and_start = icecdc.aws.plan_and_start
+    plan_and_start = icecdc.aws.planner.plan_and_start
 
     def counting(config: Any, store: Any, name: str, *args: Any) -> Any:
         planned.append(name)
         return plan_and_start(config, store, name, *args)
 
-    monkeypatch.setattr(icecdc.aws, "plan_and_start", counting)
+    monkeypatch.setattr(icecdc.aws.planner, "plan_and_start", counting)
     return planned
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from icecdc.aws import bulk_retry_seconds
+from icecdc.aws.planner import bulk_retry_seconds
 from icecdc.config import OpenSearchConfig, load_config
 from icecdc.model import PassPoint
 from icecdc.processing import sync

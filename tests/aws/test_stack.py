@@ -14,7 +14,8 @@ from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
 from app import build
-from icecdc.aws import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, event_tables, job_name
+from icecdc.aws.contract import METRIC_NAMESPACE, PASS_RESERVE_SECONDS, job_name
+from icecdc.aws.events import event_tables
 from icecdc.config import parse_config
 from infra.jobs import DYNAMODB_ACTIONS
 from infra.planner import PLANNER_MEMORY_MB, PLANNER_MEMORY_MB_STARTING_JOBS

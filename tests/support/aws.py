@@ -73,7 +73,7 @@ class Lake:
     ) -> Path:
         raw: dict[str, Any] = {
             "catalog": self.catalog_properties,
-            # replaced by the stack's table at run time (icecdc.aws.runtime_config)
+            # replaced by the stack's table at run time (icecdc.aws.deployed.runtime_config)
             "state": {"type": "sqlite", "path": str(self.workdir / "unused.db")},
             "opensearch": {"url": opensearch_url},
             "spark": {"master": "local[2]"},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from icecdc.aws import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, job_name
+from icecdc.aws.contract import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, job_name
 from icecdc.catalog import glue_name
 from icecdc.config import Config
 from icecdc.doctor.sources import AccountConcurrency

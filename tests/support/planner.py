@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from icecdc.aws import job_name
+from icecdc.aws.contract import job_name
 from icecdc.state.dynamodb import DynamoDbStateStore
 from tests.support.aws import REGION, Lake, aws_client
 

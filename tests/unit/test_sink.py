@@ -16,11 +16,11 @@ def test_fenced_writes_stop_at_the_first_write_after_the_lease_is_lost(tmp_path:
     writes = [Write(str(n), 5, "{}") for n in range(3)]
     with Lease(SqliteStateStore(tmp_path / "state.db"), "db.orders", 60) as lease:
         assert lease.held
-        sent = fenced(writes, lease, "db.orders")
+        sent = fenced(writes, lease)
         assert next(sent) == writes[0]
         lease.lost = True  # what the renewer sets when another run took the table
         lost = "table 'db.orders': this run's processing lease ran out or another run took it"
         with pytest.raises(LeaseLost, match=lost):
             next(sent)
     with Lease(SqliteStateStore(tmp_path / "state.db"), "db.orders", 60) as lease:
-        assert list(fenced(writes, lease, "db.orders")) == writes
+        assert list(fenced(writes, lease)) == writes

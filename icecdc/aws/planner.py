@@ -1,0 +1,216 @@
+"""The planner Lambda's work per table: is there work (metadata and checkpoint only, O(1)),
+publish the lag, apply a small batch here on the in-process engine (`apply_here`), and start the
+table's Glue job for anything larger or when the table's lease is held.
+
+Imports no Spark: the Lambda package has none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icecdc.aws.contract import ARG_TABLE, PASS_RESERVE_SECONDS, job_name
+from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
+from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.config import Config, OpenSearchConfig
+from icecdc.errors import IcecdcError, SparkRequired
+from icecdc.index import IndexAlias
+from icecdc.model import EngineKind, WorkSize
+from icecdc.opensearch import open_client
+from icecdc.state import StateStore, index_stores
+from icecdc.status import has_work, table_status, work_size
+
+if TYPE_CHECKING:
+    from icecdc.processing import BatchResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """What the planner found and did for one table (the handler returns it)."""
+
+    table: str
+    has_work: bool = False  # the table is behind its checkpoint, or has items not done
+    pending: int = 0
+    job_run_id: str | None = None  # the run this call started
+    job_running: bool = False  # a run of the table's job was already on (it drains the queue)
+    error: str | None = None
+    applied_snapshots: int = 0  # snapshots this call applied itself (a small batch, no Glue run)
+    checkpoint: int | None = None  # the snapshot the index is at after them
+    dead_lettered: int = 0  # documents of those snapshots sent to the dead letters
+
+
+def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
+    """The longest a pass's bulk writes may sleep between retries of one request (the backoff
+    ceilings of every retry, `icecdc.sink`): a pass started in the planner keeps it on top of
+    PASS_RESERVE_SECONDS, so that an overloaded domain cannot push it past the Lambda's timeout."""
+    return sum(
+        min(opensearch.max_backoff_seconds, opensearch.initial_backoff_seconds * 2.0**attempt)
+        for attempt in range(opensearch.max_retries)
+    )
+
+
+def planner_deadline(context: Any) -> float | None:
+    """The time.monotonic() after which the planner starts no pass: from the Lambda's context
+    (its remaining time), None without one (an invocation by hand or a test)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    seconds: float = remaining() / 1000
+    return time.monotonic() + seconds - PASS_RESERVE_SECONDS
+
+
+def apply_here(
+    config: Config,
+    catalog: Catalog,
+    store: StateStore,
+    name: str,
+    table: Table,
+    identifiers: tuple[str, ...],
+    deadline: float | None,
+) -> BatchResult | None:
+    """Apply the table's work in this process when it is small enough for the in-process engine;
+    None when it is not (or not all of it was), and the Glue job must run.
+
+    The size is estimated from snapshot summaries (`work_size`), so a large export or backlog is
+    never listed here; a pass that turns out larger (commits made meanwhile) raises `SparkRequired`
+    before it writes anything. The table's lease is taken without waiting: a run that holds it
+    (a Glue run, another planner) goes on, and the job is started anyway to cover the commit it
+    may have finished before."""
+    from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
+    from icecdc.processing import sync_table
+
+    engines = Engines(config.engine, spark_config=None)  # no Spark here
+    stores = index_stores(config.table(name), store)
+    sizes = [work_size(table, name, scoped, identifiers) for _, _, scoped in stores]
+    if any(s is None for s in sizes):
+        return None
+    known = [s for s in sizes if s is not None]
+    size = WorkSize(*(sum(getattr(s, f) for s in known) for f in ("files", "rows", "bytes")))
+    if engines.kind_for(size) != EngineKind.IN_PROCESS:
+        return None
+    log.info(
+        "%s: %d files, %d rows, %d bytes to read: applying them here",
+        name,
+        size.files,
+        size.rows,
+        size.bytes,
+    )
+    if deadline is not None:
+        deadline -= bulk_retry_seconds(config.opensearch)
+    try:
+        result = sync_table(
+            config, catalog, config.table(name), table, identifiers, store, engines, wait=False, deadline=deadline
+        )
+    except SparkRequired as exc:
+        log.info("%s: %s; the Glue job applies it", name, exc)
+        return None
+    return None if result.skipped or result.unfinished else result
+
+
+def plan_and_start(
+    config: Config,
+    store: StateStore,
+    name: str,
+    job: str,
+    glue: Any,
+    cloudwatch: Any,
+    deadline: float | None = None,
+) -> TableOutcome:
+    """Decide whether one table has work, publish its lag, apply a small batch here, and start
+    the table's Glue job for anything larger.
+
+    Deciding reads only the table's metadata and its checkpoint, so an invocation takes the same
+    time for a table of ten files as for one of a million: the job, which has no 15-minute limit,
+    plans (lists an export's files, walks a backlog's manifests) and applies. `deadline`
+    (time.monotonic()): no pass starts here after it."""
+    table_config = config.table(name)
+    try:
+        # once per table: a Glue catalog is a client to create
+        catalog = open_catalog(config.catalog)
+        table = load_table(catalog, name)
+        # The index's unfinished states (a swap a crashed run did not make) are work too; a planner
+        # that does not apply may have no route to the domain, and leaves them to the next commit.
+        applies = config.aws is None or config.aws.planner_applies
+        client = open_client(config.opensearch) if applies else None
+        identifiers = identifier_columns(table, table_config)
+        statuses, work = [], False
+        # each index the table writes
+        for index_config, _, scoped in index_stores(table_config, store):
+            index = IndexAlias(client, index_config.index) if client is not None else None
+            statuses.append(table_status(table, index_config, scoped, time.time(), index=index))
+            work |= has_work(table, index_config, scoped, identifiers, index)
+        # the index furthest behind
+        status = max(statuses, key=lambda s: (s.lag_seconds, s.pending_items))
+    except IcecdcError as exc:
+        log.error("%s: planning failed: %s", name, exc)
+        return TableOutcome(name, error=str(exc))
+    put_lag(cloudwatch, name, status.pending_items, status.lag_snapshots, status.lag_seconds)
+    if not work:
+        log.info("%s: caught up, no job started", name)
+        return TableOutcome(name, False, 0)
+    if status.unfinished:
+        log.warning("%s: %s; a pass finishes it", name, status.unfinished)
+    applied = None
+    if applies:
+        applied = apply_here(config, catalog, store, name, table, identifiers, deadline)
+    if applied is not None:
+        checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
+        log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
+        # as a Glue run does: the alarm sees the dead letters, the dashboard the rows
+        writes = applied.writes
+        put_run_metrics(cloudwatch, name, writes.dead_lettered, applied.changes.rows, applied.files)
+        return TableOutcome(
+            name,
+            True,
+            0,
+            applied_snapshots=applied.snapshots,
+            checkpoint=checkpoint,
+            dead_lettered=writes.dead_lettered,
+        )
+    try:
+        run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConcurrentRunsExceededException":
+            raise
+        # Normal: the running job plans and processes until the table is caught up before it exits.
+        log.info(
+            "%s: job %s is already running; it catches up with the table before it exits",
+            name,
+            job,
+        )
+        return TableOutcome(name, True, status.pending_items, job_running=True)
+    log.info("%s: started job %s run %s", name, job, run_id)
+    return TableOutcome(name, True, status.pending_items, job_run_id=run_id)
+
+
+def plan_and_start_each(
+    config: Config,
+    store: StateStore,
+    names: Iterable[str],
+    stack_name: str,
+    glue: Any,
+    cloudwatch: Any,
+    deadline: float | None = None,
+) -> list[TableOutcome]:
+    """`plan_and_start` for every table on its own: one that fails (throttled, denied, dropped)
+    delays no other and hides no other's outcome."""
+    outcomes = []
+    for name in names:
+        try:
+            job = job_name(stack_name, name)
+            outcomes.append(plan_and_start(config, store, name, job, glue, cloudwatch, deadline))
+        except Exception as exc:  # noqa: BLE001 - this table's outcome, once the others ran
+            log.exception("%s: failed", name)
+            outcomes.append(TableOutcome(name, error=f"{type(exc).__name__}: {exc}"))
+    put_planning_errors(cloudwatch, [o for o in outcomes if o.error])
+    return outcomes
