@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict, Unpack
+from typing import Any
 
 from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
@@ -279,14 +279,17 @@ class TableRun:
         return alias, decided
 
 
-class PassOptions(TypedDict, total=False):
-    """`process_table`'s options, as `TableRun` takes them: the manifest entries planning read
-    (`changed`), the run's `lease`, the pass's `limits`, and a test's `probe`."""
+@dataclass(frozen=True)
+class PassOptions:
+    """What `process_table` may be given beyond where and what it writes: the dead-letter index
+    (`dead_letter`), the manifest entries planning read (`changed`), the run's `lease`, the
+    pass's `limits`, and a test's `probe`."""
 
-    changed: ChangedEntries
-    lease: Lease | None
-    limits: BatchConfig
-    probe: Probe | None
+    dead_letter: str | None = None
+    changed: ChangedEntries | None = None
+    lease: Lease | None = None
+    limits: BatchConfig | None = None
+    probe: Probe | None = None
 
 
 def process_table(
@@ -296,21 +299,21 @@ def process_table(
     store: StateStore,
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
-    dead_letter: str | None = None,
-    **options: Unpack[PassOptions],
+    options: PassOptions | None = None,
 ) -> BatchResult:
     """`TableRun(...).process(table)`: one pass over the table's pending work (see `TableRun`)."""
+    options = options or PassOptions()
     run = TableRun(
         engines,
         config,
         PendingOnce(store),
         opensearch,
         identifiers,
-        dead_letter,
-        options.get("changed") or ChangedEntries(),
-        options.get("lease"),
-        options.get("limits") or BatchConfig(),
-        options.get("probe"),
+        options.dead_letter,
+        options.changed or ChangedEntries(),
+        options.lease,
+        options.limits or BatchConfig(),
+        options.probe,
     )
     return run.process(table)
 
@@ -678,12 +681,13 @@ def sync(
     store = open_state_store(config.state)
     own = engines is None
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
+    run = SyncRun(engines, probe=probe)
     try:
         for table_config, table in loaded:  # every index's name, before any table is written
             for index_config, _, scoped in index_stores(table_config, store):
                 claim_index(client, index_config, scoped, table)
         return [
-            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines, probe=probe)
+            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, run)
             for table_config, table in loaded
         ]
     finally:
@@ -692,13 +696,16 @@ def sync(
             engines.close()
 
 
-class SyncOptions(TypedDict, total=False):
-    """`sync_table`'s options: whether a second run waits for the lease (`wait`), the time after
-    which no pass starts (`deadline`, time.monotonic()), and a test's `probe`."""
+@dataclass(frozen=True)
+class SyncRun:
+    """How `sync_table` runs: on which `engines`, whether a second run waits for the lease
+    (`wait`), the time after which no pass starts (`deadline`, time.monotonic()), and a test's
+    `probe`."""
 
-    wait: bool
-    deadline: float | None
-    probe: Probe | None
+    engines: Engines
+    wait: bool = True
+    deadline: float | None = None
+    probe: Probe | None = None
 
 
 def sync_table(
@@ -708,18 +715,17 @@ def sync_table(
     table: Table,
     identifiers: tuple[str, ...],
     store: StateStore,
-    engines: Engines,
-    **options: Unpack[SyncOptions],
+    run: SyncRun,
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
-    One run per table at a time: a second run waits for the lease (`wait`, the default), or leaves
-    the table to the run that holds it (versioned writes make an overlap harmless anyway).
-    `deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished` (the
-    planner Lambda's time budget)."""
-    wait, deadline = options.get("wait", True), options.get("deadline")
+    One run per table at a time: a second run waits for the lease (`run.wait`), or leaves the
+    table to the run that holds it (versioned writes make an overlap harmless anyway).
+    `run.deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished`
+    (the planner Lambda's time budget)."""
+    wait, deadline = run.wait, run.deadline
     # planning and reading of this table share its manifest reads, across its indexes
-    shared = _Shared(engines, identifiers, ChangedEntries(), options.get("probe"))
+    shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
     with ExitStack() as held:
         runs = []
         for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease

@@ -87,7 +87,7 @@ def apply_here(
     (a Glue run, another planner) goes on, and the job is started anyway to cover the commit it
     may have finished before."""
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
-    from icecdc.processing import sync_table
+    from icecdc.processing import SyncRun, sync_table
 
     engines = Engines(config.engine, spark_config=None)  # no Spark here
     stores = index_stores(config.table(name), store)
@@ -109,7 +109,7 @@ def apply_here(
         deadline -= bulk_retry_seconds(config.opensearch)
     try:
         result = sync_table(
-            config, catalog, config.table(name), table, identifiers, store, engines, wait=False, deadline=deadline
+            config, catalog, config.table(name), table, identifiers, store, SyncRun(engines, False, deadline)
         )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)
