@@ -701,7 +701,7 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.opensearch import check_reachable, open_client
     from icecdc.output import dumps, status_json
     from icecdc.state import index_stores, open_state_store
-    from icecdc.status import table_status
+    from icecdc.status import StatusQuery, table_status
 
     config = load_config(args.config)
     store = open_state_store(config.state)
@@ -718,8 +718,7 @@ def _status(args: argparse.Namespace) -> int:
                 now,
                 dead_letters,
                 IndexAlias(client, index_config.index),
-                True,
-                identifier_columns(table, table_config),
+                StatusQuery(True, identifier_columns(table, table_config)),
             ),
             table=key,
         )

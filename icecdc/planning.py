@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
@@ -25,6 +25,7 @@ from icecdc.manifests import ChangedEntries
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
+from icecdc.verdict import TableFacts, table_verdict
 
 log = logging.getLogger(__name__)
 
@@ -234,52 +235,42 @@ def resync_needed(
     identifier_columns: tuple[str, ...],
     pass_end: Checkpoint | None = None,
 ) -> tuple[ResyncKind, str]:
-    """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and why.
+    """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and
+    why: `verdict.table_verdict` of the facts `table_facts` reads (`pass_end`: the end of a pass
+    the store recorded)."""
+    decided = table_verdict(table_facts(table, name, checkpoint, identifier_columns, pass_end))
+    return decided.fate.resync, decided.reason
 
-    REWRITE (export, then delete what the export did not write) works while versions only grow;
-    RESET (empty the index, then export) where they would go backwards or ids change, or where a
-    pass that wrote and did not finish (it died, or a cap or deadline stopped it; `pass_end`: the
-    end the store recorded) wrote commits the table has rolled back since: their documents carry
-    versions the table's next commits may not reach, and that a REWRITE would not delete.
-    """
-    if checkpoint is None:
-        return ResyncKind.NONE, ""
-    if checkpoint.table_uuid != str(table.metadata.table_uuid):
-        return (
-            ResyncKind.RESET,
-            f"the table was dropped and created again (UUID {checkpoint.table_uuid} → {table.metadata.table_uuid})",
-        )
-    recorded = checkpoint.recorded_identifiers
-    if recorded is not None and recorded != identifier_columns:
-        before, after = (list(ids) if ids else "none" for ids in (recorded, identifier_columns))
-        return ResyncKind.RESET, f"the identifier columns changed ({before} → {after})"
-    # Before the lineage: a REWRITE for an expired checkpoint would keep what such a pass wrote.
-    rolled_back = _rolled_back_end(table, checkpoint, pass_end)
-    if rolled_back is not None:
-        return ResyncKind.RESET, f"an unfinished pass wrote through snapshot {rolled_back}, rolled back since"
+
+def table_facts(
+    table: Table,
+    name: str,
+    checkpoint: Checkpoint | None,
+    identifier_columns: tuple[str, ...],
+    pass_end: Checkpoint | None = None,
+) -> TableFacts:
+    """What the table's metadata says about following it from `checkpoint` (`verdict.TableFacts`),
+    read once. The lineage is walked only for a checkpoint of this table."""
+    uuid, schema_id = str(table.metadata.table_uuid), table.metadata.current_schema_id
+    facts = TableFacts(uuid, schema_id, identifier_columns, checkpoint, pass_end)
+    if checkpoint is None or checkpoint.table_uuid != uuid:
+        return facts
+    lineage = Lineage.of(table)
+    on_lineage = pass_end is None or lineage.position(pass_end.snapshot_id) is not None
     try:
         snapshots_after(table, name, checkpoint)
+        ancestor = True
     except PlanningError:
-        current = table.current_snapshot()
-        assert current is not None
-        if table.snapshot_by_id(checkpoint.snapshot_id) is not None or sequence_number(current) <= checkpoint.sequence_number:
-            return ResyncKind.RESET, f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id} is not an ancestor"
-        return ResyncKind.REWRITE, f"checkpoint snapshot {checkpoint.snapshot_id} was expired: the changes since cannot be read"
-    if checkpoint.schema_id >= 0 and checkpoint.schema_id != table.metadata.current_schema_id:
-        return ResyncKind.REWRITE, f"the schema changed (schema {checkpoint.schema_id} → {table.metadata.current_schema_id})"
-    return ResyncKind.NONE, ""
-
-
-def _rolled_back_end(table: Table, checkpoint: Checkpoint, pass_end: Checkpoint | None) -> int | None:
-    """The snapshot a pass recorded as its end (`StateStore.pass_end`) when it is past the checkpoint
-    and off the current lineage, though this view of the table knows its sequence number (a commit
-    newer than the view is no rollback); else None."""
-    if pass_end is None or pass_end.table_uuid != checkpoint.table_uuid or pass_end.sequence_number <= checkpoint.sequence_number:
-        return None
-    lineage = Lineage.of(table)
-    if lineage.position(pass_end.snapshot_id) is None and pass_end.sequence_number <= lineage.known_sequence_number:
-        return pass_end.snapshot_id
-    return None
+        ancestor = False
+    current = table.current_snapshot()
+    return replace(
+        facts,
+        known_sequence_number=lineage.known_sequence_number,
+        pass_end_on_lineage=on_lineage,
+        checkpoint_ancestor=ancestor,
+        checkpoint_exists=table.snapshot_by_id(checkpoint.snapshot_id) is not None,
+        current_sequence_number=sequence_number(current) if current is not None else None,
+    )
 
 
 def export_group_size(limits: BatchConfig, largest: int) -> int:

@@ -55,6 +55,18 @@ from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
+from icecdc.verdict import (
+    Copy,
+    DestinationFacts,
+    Fate,
+    IndexFacts,
+    Verdict,
+    copy_to_write,
+    empty_verdict,
+    needs_generation,
+    pass_verdict,
+    tidies,
+)
 
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
@@ -124,11 +136,12 @@ class TableRun:
         """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
         checkpoint = self.store.get_checkpoint(self.name)
         table = current_view(table, self.name, checkpoint)
-        rebuild = self._check_index(table, checkpoint)
+        decided = self._check_index(table, checkpoint)
         if table.current_snapshot() is None:
-            return self._empty(table, checkpoint, rebuild)
-        # With no checkpoint, an index is rebuilt only for documents none accounts for: the first export makes a new generation.
-        export_anew = checkpoint is None and bool(rebuild)
+            return self._empty(table, checkpoint, decided.reason)
+        # With no checkpoint, an index is rebuilt only for documents none accounts for: the first
+        # export makes a new generation.
+        export_anew = decided.fate == Fate.NEW_GENERATION
         try:
             return _process_batch(self, table, export_anew)
         except FilesGone as exc:
@@ -146,11 +159,13 @@ class TableRun:
         documents no checkpoint accounts for), gets an empty generation, swapped in as a rebuild's,
         and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
         uuid = str(table.metadata.table_uuid)
-        pending = self.store.pending_items(self.name)  # a run of the old table that died, or its first export
-        caught_up = checkpoint is None or (checkpoint.table_uuid == uuid and checkpoint.snapshot_id == NO_SNAPSHOT)
-        if not pending and caught_up and not rebuild:
+        # a run of the old table that died, or its first export
+        pending = self.store.pending_items(self.name)
+        decided = empty_verdict(uuid, checkpoint, rebuild)
+        if not pending and decided.follows:
             return BatchResult(self.name)
-        log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, rebuild or "created again, empty")
+        reason = decided.reason or "created again, empty"  # pending items of a table caught up
+        log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, reason)
         client = open_client(self.opensearch)
         alias, spec = _alias(client, self.config, table), _spec(table, self.config)
         generation = alias.start_rebuild(spec, set())
@@ -216,37 +231,65 @@ class TableRun:
     def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
         return claim_index(client, self.config, self.store, table)
 
-    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> str:
-        """Plan an export when the index lost the checkpoint's documents (a stopped swap is made
-        first), a rebuild when it holds another shape of the table than the configuration's, and
-        delete what a finished swap left behind; why the index is rebuilt ("": it is not). With no
-        checkpoint: whether the index holds documents the first export's own passes did not write
-        (`IndexAlias.unaccounted`), which the export then replaces with a new generation."""
+    def _say(self, decided: Verdict, resumed: bool) -> None:
+        """Log what the pass makes of its index: a reset's reason once, when it is planned; a new
+        generation's when its first pass starts it (`resumed`: a later pass of it)."""
+        if decided.fate == Fate.NEW_GENERATION:
+            level = logging.DEBUG if resumed else logging.WARNING
+            doing = "exporting the table into a new generation"
+            log.log(level, "%s: %s; %s", self.name, decided.reason, doing)
+        elif decided.fate == Fate.REWRITE:
+            # planning warns once, when it plans the export (every later pass of it finds the same)
+            log.debug("%s: %s; exporting the table again", self.name, decided.reason)
+        elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
+            log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
+
+    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
+        """Act on the index's verdict (`_index_verdict`) before the pass: plan an export when the
+        index lost the checkpoint's documents, a rebuild when it holds another shape of the table
+        than the configuration's, and delete what a finished swap left behind, unless a rebuild is
+        under way or a first export is to build a new generation."""
+        alias, decided = self._index_verdict(table, checkpoint)
+        if decided.fate.resync:
+            self.plan(table, resync=(decided.fate.resync, decided.reason))
+        if tidies(decided, any(i.resync for i in self.store.pending_items(self.name))):
+            alias.delete_leftovers()
+        return decided
+
+    def _index_verdict(
+        self, table: Table, checkpoint: Checkpoint | None
+    ) -> tuple[IndexAlias, Verdict]:
+        """The index, once its name is claimed and a stopped swap made, and its verdict
+        (`verdict.pass_verdict`) from what it holds: the checkpoint's documents, or with no
+        checkpoint, documents the first export's own passes did not write
+        (`IndexAlias.unaccounted`), and the shape it was built for. Writes nothing else."""
         alias = self.claim_index(open_client(self.opensearch), table)
         spec = _spec(table, self.config)
-        replaced = alias.replaced_since(checkpoint, spec)
-        reshaped = unaccounted = ""
         pending = self.store.pending_items(self.name)
-        if replaced:
-            # planning warns once, when it plans the export (every later pass of it finds the same)
-            log.debug("%s: %s; exporting the table again", self.name, replaced)
-            self.plan(table, resync=(ResyncKind.REWRITE, replaced))
-            pending = self.store.pending_items(self.name)
-        elif checkpoint is None:
-            written = _applied_indexes(pending)
-            unaccounted = alias.unaccounted(written)
-            if unaccounted:
-                level = logging.DEBUG if written else logging.WARNING  # warned by the pass that starts the generation
-                log.log(level, "%s: %s; exporting the table into a new generation", self.name, unaccounted)
-        elif not any(i.resync for i in pending):
-            reshaped = alias.shape_changed(spec.shape)  # the configuration changed: a new generation of the new shape
-            if reshaped:
-                log.warning("%s: %s; rebuilding the index", self.name, reshaped)
-                self.plan(table, resync=(ResyncKind.RESET, reshaped))
-                pending = self.store.pending_items(self.name)
-        if not unaccounted and not any(i.resync for i in pending):  # no rebuild under way
-            alias.delete_leftovers()
-        return replaced or reshaped or unaccounted
+        # a stopped swap is made first
+        facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
+        facts = replace(facts, rebuilding=any(i.resync for i in pending))
+        written = _applied_indexes(pending)
+        if not facts.replaced and checkpoint is None:
+            facts = replace(facts, unaccounted=alias.unaccounted(written))
+        elif not facts.replaced and not facts.rebuilding:
+            facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
+        decided = pass_verdict(facts, synced=checkpoint is not None)
+        self._say(decided, bool(written))
+        return alias, decided
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    """What `process_table` may be given beyond where and what it writes: the dead-letter index
+    (`dead_letter`), the manifest entries planning read (`changed`), the run's `lease`, the
+    pass's `limits`, and a test's `probe`."""
+
+    dead_letter: str | None = None
+    changed: ChangedEntries | None = None
+    lease: Lease | None = None
+    limits: BatchConfig | None = None
+    probe: Probe | None = None
 
 
 def process_table(
@@ -256,24 +299,21 @@ def process_table(
     store: StateStore,
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
-    dead_letter: str | None = None,
-    changed: ChangedEntries | None = None,
-    lease: Lease | None = None,
-    limits: BatchConfig | None = None,
-    probe: Probe | None = None,
+    options: PassOptions | None = None,
 ) -> BatchResult:
     """`TableRun(...).process(table)`: one pass over the table's pending work (see `TableRun`)."""
+    options = options or PassOptions()
     run = TableRun(
         engines,
         config,
         PendingOnce(store),
         opensearch,
         identifiers,
-        dead_letter,
-        changed or ChangedEntries(),
-        lease,
-        limits or BatchConfig(),
-        probe,
+        options.dead_letter,
+        options.changed or ChangedEntries(),
+        options.lease,
+        options.limits or BatchConfig(),
+        options.probe,
     )
     return run.process(table)
 
@@ -413,15 +453,20 @@ class _Pass:
         alias = _alias(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
-        rebuild = ResyncKind.RESET in self.resync or self.export_anew
+        facts = DestinationFacts(frozenset(self.resync), self.export_anew)
         # a rewrite writes in place, unless the index cannot take it: a type changed, or the
         # configuration reshaped the index meanwhile (`_check_index` plans no reset beside a resync)
-        rewrite = ResyncKind.REWRITE in self.resync
-        if rebuild or (rewrite and (alias.mapping_changed(self.spec) or alias.shape_changed(self.spec.shape))):
-            resumable = _applied_indexes(self.batch)
-            resumed = alias.resumable(self.spec, resumable)
-            return _Destination(*(resumed or ("", "")), rebuild=True, resumable=resumable)
-        return _Destination(alias.name, alias.uuid() or "", rebuild=False)
+        if ResyncKind.REWRITE in facts.resync and not needs_generation(facts):
+            changed = alias.mapping_changed(self.spec) or alias.shape_changed(self.spec.shape)
+            facts = replace(facts, takes_rewrite=not changed)
+        if not needs_generation(facts):
+            return _Destination(alias.name, alias.uuid() or "", rebuild=False)
+        resumable = _applied_indexes(self.batch)
+        resumed = alias.resumable(self.spec, resumable)
+        facts = replace(facts, resumable=resumed is not None)
+        if copy_to_write(facts) == Copy.RESUME and resumed is not None:
+            return _Destination(*resumed, rebuild=True, resumable=resumable)
+        return _Destination("", "", rebuild=True, resumable=resumable)
 
     def unread(self, destination: _Destination) -> list[WorkItem]:
         """Every item but an export's files an earlier pass applied to this very index, read with this
@@ -636,18 +681,31 @@ def sync(
     store = open_state_store(config.state)
     own = engines is None
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
+    run = SyncRun(engines, probe=probe)
     try:
         for table_config, table in loaded:  # every index's name, before any table is written
             for index_config, _, scoped in index_stores(table_config, store):
                 claim_index(client, index_config, scoped, table)
         return [
-            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, engines, probe=probe)
+            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, run)
             for table_config, table in loaded
         ]
     finally:
         store.close()
         if own:
             engines.close()
+
+
+@dataclass(frozen=True)
+class SyncRun:
+    """How `sync_table` runs: on which `engines`, whether a second run waits for the lease
+    (`wait`), the time after which no pass starts (`deadline`, time.monotonic()), and a test's
+    `probe`."""
+
+    engines: Engines
+    wait: bool = True
+    deadline: float | None = None
+    probe: Probe | None = None
 
 
 def sync_table(
@@ -657,18 +715,17 @@ def sync_table(
     table: Table,
     identifiers: tuple[str, ...],
     store: StateStore,
-    engines: Engines,
-    wait: bool = True,
-    deadline: float | None = None,
-    probe: Probe | None = None,
+    run: SyncRun,
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
-    One run per table at a time: a second run waits for the lease (`wait`), or leaves the table to
-    the run that holds it (versioned writes make an overlap harmless anyway). `deadline`
-    (time.monotonic()): no pass starts after it, and the result is `unfinished` (the planner
-    Lambda's time budget)."""
-    changed = ChangedEntries()  # planning and reading of this table share its manifest reads, across its indexes
+    One run per table at a time: a second run waits for the lease (`run.wait`), or leaves the
+    table to the run that holds it (versioned writes make an overlap harmless anyway).
+    `run.deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished`
+    (the planner Lambda's time budget)."""
+    wait, deadline = run.wait, run.deadline
+    # planning and reading of this table share its manifest reads, across its indexes
+    shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
     with ExitStack() as held:
         runs = []
         for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease
@@ -676,35 +733,39 @@ def sync_table(
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return BatchResult(table_config.name, skipped=True)
-            runs.append(_index_run(config, engines, index_config, scoped, identifiers, changed, lease, probe))
+            runs.append(_index_run(config, shared, index_config, scoped, lease))
         if len(runs) == 1:
             return runs[0].catch_up(catalog, table, deadline)
         return _catch_up_together(runs, catalog, table, deadline, BatchResult(table_config.name))
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What the runs over a table's indexes share: the engines, the identifier columns, the
+    manifest entries read, and a test's probe."""
+
+    engines: Engines
+    identifiers: tuple[str, ...]
+    changed: ChangedEntries
+    probe: Probe | None
+
+
 def _index_run(
-    config: Config,
-    engines: Engines,
-    index_config: TableConfig,
-    store: StateStore,
-    identifiers: tuple[str, ...],
-    changed: ChangedEntries,
-    lease: Lease,
-    probe: Probe | None,
+    config: Config, shared: _Shared, index_config: TableConfig, store: StateStore, lease: Lease
 ) -> TableRun:
     """The run over one index of a table, under its lease, with the settings `config` gives every
     run; it reads the index's pending items once a round (`PendingOnce`)."""
     return TableRun(
-        engines,
+        shared.engines,
         index_config,
         PendingOnce(store),
         config.opensearch,
-        identifiers,
+        shared.identifiers,
         config.dead_letter,
-        changed,
+        shared.changed,
         lease,
         config.batch,
-        probe,
+        shared.probe,
         config.dead_letter_section,
     )
 

@@ -16,9 +16,10 @@ from icecdc.deadletters import DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
 from icecdc.index import IndexAlias, Owner
-from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
-from icecdc.planning import resync_needed, snapshots_after
+from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
+from icecdc.planning import resync_needed, snapshots_after, table_facts
 from icecdc.state import StateStore
+from icecdc.verdict import IndexFacts, empty_verdict, index_verdict, table_verdict
 
 
 @dataclass(frozen=True)
@@ -51,15 +52,15 @@ def has_work(
     if index is not None and index_work(index, checkpoint, config.shape, Owner.of(table)):
         return True
     current = table.current_snapshot()
-    if current is None:  # an empty table: work only when the index still holds documents of another table, or of none
-        if checkpoint is None:
-            return index is not None and bool(index.unaccounted(tolerant=True))
-        return checkpoint.table_uuid != str(table.metadata.table_uuid) or checkpoint.snapshot_id != NO_SNAPSHOT
+    if current is None:  # an empty table: work when its index holds another table's documents
+        asks = index is not None and checkpoint is None  # or documents none accounts for
+        unaccounted = index.unaccounted(tolerant=True) if asks and index is not None else ""
+        return not empty_verdict(str(table.metadata.table_uuid), checkpoint, unaccounted).follows
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
     # a schema change, new ids, a dead pass's commits rolled back: a resync
-    kind, _ = resync_needed(table, name, checkpoint, identifier_columns, store.pass_end(name))
-    return kind != ResyncKind.NONE
+    facts = table_facts(table, name, checkpoint, identifier_columns, store.pass_end(name))
+    return not table_verdict(facts).follows
 
 
 def index_work(
@@ -68,18 +69,19 @@ def index_work(
     shape: Shape,
     owner: Owner | None = None,
 ) -> str:
-    """What the index needs that no commit asks for ("": nothing), for a pass to do: an index
-    under its name that is not `owner`'s (`IndexAlias.refused`: a pass refuses it, or takes it
-    over), what a run left unfinished in it (`IndexAlias.unfinished`), or, once synced, another
-    shape of the table than the configured `shape` (an operator changed it: a pass rebuilds it)."""
+    """What the index needs that no commit asks for ("": nothing), for a pass to do
+    (`verdict.index_verdict`): an index under its name that is not `owner`'s (`IndexAlias.refused`:
+    a pass refuses it, or takes it over), what a run left unfinished in it
+    (`IndexAlias.unfinished`), or, once synced, another shape of the table than the configured
+    `shape` (an operator changed it: a pass rebuilds it). Each fact is read only when those
+    before it say nothing."""
     known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
-    refused = index.refused(owner, known) if owner is not None else ""
-    if refused:
-        return refused
-    unfinished = index.unfinished(checkpoint)
-    if unfinished or checkpoint is None:
-        return unfinished
-    return index.shape_changed(shape.fingerprint)
+    facts = IndexFacts(refused=index.refused(owner, known) if owner is not None else "")
+    if not facts.refused:
+        facts = replace(facts, unfinished=index.unfinished(checkpoint))
+    if not facts.refused and not facts.unfinished and checkpoint is not None:
+        facts = replace(facts, reshaped=index.shape_changed(shape.fingerprint))
+    return index_verdict(facts, synced=checkpoint is not None).reason
 
 
 def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
@@ -129,6 +131,17 @@ def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
     return WorkSize(files, rows, size)
 
 
+@dataclass(frozen=True)
+class StatusQuery:
+    """What `table_status` is asked beyond the lag. `progress`: how far an export under way is,
+    and when the checkpoint last moved (reads every pending item: for operators, not for the
+    planner's every sweep). `identifier_columns`: those a sync would use; given them, a rebuild
+    no commit asks for (`resync_needed`) is unfinished too."""
+
+    progress: bool = False
+    identifier_columns: tuple[str, ...] | None = None
+
+
 def table_status(
     table: Table,
     config: TableConfig,
@@ -136,14 +149,13 @@ def table_status(
     now: float,
     dead_letters: DeadLetters | None = None,
     index: IndexAlias | None = None,
-    progress: bool = False,
-    identifier_columns: tuple[str, ...] | None = None,
+    query: StatusQuery | None = None,
 ) -> TableStatus:
     """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
-    given the `index`, what it needs that no commit asks for (`index_work`). `progress`: how far an export under way
-    is, and when the checkpoint last moved (reads every pending item: for operators, not for the
-    planner's every sweep). Given the `identifier_columns` a sync would use, a rebuild no commit
-    asks for (`resync_needed`) is unfinished too."""
+    given the `index`, what it needs that no commit asks for (`index_work`); `query`: what more
+    is asked (`StatusQuery`)."""
+    query = query or StatusQuery()
+    progress, identifier_columns = query.progress, query.identifier_columns
     status = _lag(table, config, store, now)
     if progress:
         status = replace(status, checkpointed_at=store.checkpointed_at(config.name))

@@ -18,7 +18,7 @@ from icecdc.errors import SparkRequired
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import EngineChoice, EngineKind, WorkSize
 from icecdc.planning import plan_table
-from icecdc.processing import sync, sync_table
+from icecdc.processing import SyncRun, sync, sync_table
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import file_reads, files_read_by
 from icecdc.status import work_size
@@ -109,7 +109,7 @@ def test_a_run_without_spark_leaves_a_large_pass_untouched(pipeline: Pipeline) -
     store, catalog = pipeline.store(), open_catalog(config.catalog)
     without_spark = Engines(config.engine, spark_config=None)
     with pytest.raises(SparkRequired):
-        sync_table(config, catalog, config.table(NAME), table, ("id",), store, without_spark, wait=False)
+        sync_table(config, catalog, config.table(NAME), table, ("id",), store, SyncRun(without_spark, False))
     assert store.get_checkpoint(NAME) is None
     assert not pipeline.client.indices.exists(index="orders")
 
@@ -138,7 +138,9 @@ def test_a_merge_on_read_delete_counts_the_data_file_it_reads(pipeline: Pipeline
     before = store.get_checkpoint(NAME)
     without_spark = Engines(limited.engine, spark_config=None)
     with pytest.raises(SparkRequired):
-        sync_table(limited, open_catalog(config.catalog), limited.table(NAME), table, ("id",), store, without_spark, wait=False)
+        sync_table(
+            limited, open_catalog(config.catalog), limited.table(NAME), table, ("id",), store, SyncRun(without_spark, False)
+        )
     assert store.get_checkpoint(NAME) == before
 
     (result,) = sync(limited, pipeline.spark, [NAME])

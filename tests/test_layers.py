@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 LAYERS: list[set[str]] = [
     # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
     {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
-    {"icecdc.config", "icecdc.storage", "icecdc.logs"},  # logs: which libraries the entries quiet
+    # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
+    {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict"},
     {
         "icecdc.catalog",
         "icecdc.secrets",

@@ -15,7 +15,7 @@ from icecdc.config import Config
 from icecdc.engines import Engines
 from icecdc.errors import IndexNotOwned, LeaseLost
 from icecdc.planning import plan_table
-from icecdc.processing import process_table
+from icecdc.processing import PassOptions, process_table
 from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
 from icecdc.testing.commits import update
@@ -149,7 +149,7 @@ def test_a_run_that_lost_its_lease_advances_nothing(pipeline: Pipeline) -> None:
                 store,
                 config.opensearch,
                 ("id",),
-                lease=lease,
+                PassOptions(lease=lease),
             )
     assert pipeline.store().get_checkpoint(NAME) == before
     store.release_lease(NAME, "another run")

@@ -98,7 +98,7 @@ def apply_here(
     may have finished before.
     """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
-    from icecdc.processing import sync_table
+    from icecdc.processing import SyncRun, sync_table
 
     engines = Engines(config.engine, spark_config=None)  # no Spark here
     stores = index_stores(config.table(name), store)
@@ -126,9 +126,7 @@ def apply_here(
             table,
             identifiers,
             store,
-            engines,
-            wait=False,
-            deadline=deadline,
+            SyncRun(engines, wait=False, deadline=deadline),
         )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)

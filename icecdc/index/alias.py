@@ -48,6 +48,7 @@ from icecdc.index.ownership import (
     refusal,
 )
 from icecdc.model import Checkpoint, PassPoint, Probe
+from icecdc.verdict import IndexFound, replaced, reshaped, unfinished
 
 log = logging.getLogger(__name__)
 
@@ -211,12 +212,10 @@ class IndexAlias:
         if checkpoint is None or against is None:
             return ""
         found, built = against
-        if built:
-            return f"the alias {self.name!r} was not swapped to the rebuilt generation {built[0]!r}"
-        if found != checkpoint.index_uuid:
-            return f"index {self.name!r} was deleted" if found is None else f"index {self.name!r} was replaced by another index"
-        leftovers = self.leftovers()
-        return f"generations {', '.join(leftovers)} of index {self.name!r} are left over" if leftovers else ""
+        swapped = not built and found == checkpoint.index_uuid  # only then are leftovers asked
+        leftovers = tuple(self.leftovers()) if swapped else ()
+        index = IndexFound(found, tuple(built), leftovers)
+        return unfinished(self.name, checkpoint.index_uuid, index)
 
     def _against(self, checkpoint: Checkpoint | None) -> tuple[str | None, list[str]] | None:
         """None when the checkpoint names no index; else (the uuid the alias names, and when that is
@@ -241,11 +240,7 @@ class IndexAlias:
             log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", self.name, built[0])
             self.finish(built[0], spec)
             found = self.uuid()
-        if found is None:
-            return f"index {self.name!r} was deleted"
-        if found != checkpoint.index_uuid:
-            return f"index {self.name!r} was replaced by another index (uuid {checkpoint.index_uuid} → {found})"
-        return ""
+        return replaced(self.name, checkpoint.index_uuid, found)
 
     def unaccounted(self, written: AbstractSet[str] = frozenset(), *, tolerant: bool = False) -> str:
         """Why the index holds documents no checkpoint accounts for ("" when it holds none, or is one
@@ -273,12 +268,8 @@ class IndexAlias:
         none and is taken to hold every column and row: for another shape it is rebuilt into a
         generation, as a marked generation of another shape is."""
         current = self.current()
-        if current is None:
-            return ""
-        recorded = self._recorded_shape(current) if current != self.name else ""
-        if recorded == shape:
-            return ""
-        return f"index {self.name!r} holds another shape of the table ({recorded or 'every column and row'} → {shape or 'every column and row'})"
+        recorded = self._recorded_shape(current) if current not in (None, self.name) else ""
+        return reshaped(self.name, current, recorded, shape)
 
     def _recorded_shape(self, generation: str) -> str:
         """The shape (`Shape.fingerprint`) a generation's marker records: the shape it was built for."""

@@ -50,7 +50,7 @@ from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, S
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
-from icecdc.processing import process_table, sync, sync_table
+from icecdc.processing import PassOptions, SyncRun, process_table, sync, sync_table
 from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
 from icecdc.state.dynamodb import DynamoDbStateStore, create_state_table
 from icecdc.status import has_work, table_status
@@ -537,8 +537,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
                         store,
                         config.opensearch,
                         identifiers,
-                        config.dead_letter,
-                        limits=config.batch,
+                        PassOptions(config.dead_letter, limits=config.batch),
                     )
             except Exception as exc:  # noqa: BLE001 - judged below
                 error = exc
@@ -657,7 +656,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         identifiers = identifier_columns(table, table_config)
         engines = Engines(config.engine, config.spark, self.spark)
         try:
-            sync_table(config, catalog, table_config, table, identifiers, store, engines)
+            sync_table(config, catalog, table_config, table, identifiers, store, SyncRun(engines))
         finally:
             store.close()
             engines.close()

@@ -18,7 +18,7 @@ from icecdc.engines import Engines
 from icecdc.model import Checkpoint, EngineKind, Probe
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, process_table, sync
+from icecdc.processing import BatchResult, PassOptions, process_table, sync
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.verify import diff_index, index_documents
 
@@ -92,7 +92,13 @@ class Pipeline:
         plan_table(table, config.table(name), store, ("id",), limits=config.batch)
         engines = Engines(config.engine, spark=self.spark)
         return process_table(
-            engines, table, config.table(name), store, config.opensearch, ("id",), lease=lease, limits=config.batch, probe=probe
+            engines,
+            table,
+            config.table(name),
+            store,
+            config.opensearch,
+            ("id",),
+            PassOptions(lease=lease, limits=config.batch, probe=probe),
         )
 
     def assert_index_equals_table(self, config: Config, name: str) -> None:

@@ -1,0 +1,274 @@
+"""What becomes of a table's index: one pure decision, from facts read once.
+
+"Must this index be rebuilt, and into which copy?" is asked by planning (which items to write),
+by `has_work` and `status` (is there work, and why) and by the pass (what it plans, where it
+writes). Each reads the facts it needs (the table's lineage, the checkpoint, the recorded pass
+end, the identifier columns, the index's state as `IndexAlias` finds it, the configured shape and
+owner) and asks the functions here, so that they never disagree: each time they did, an index
+was left behind with `status` reporting it caught up.
+
+Nothing here reads or writes: the facts are frozen dataclasses, and so is the `Verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from enum import StrEnum
+
+from icecdc.model import NO_SNAPSHOT, Checkpoint, ResyncKind
+
+
+class Fate(StrEnum):
+    """What becomes of an index."""
+
+    FOLLOW = "follow"  # apply the table's commits one after the other
+    REWRITE = "rewrite"  # export into the index, then delete what the export did not write
+    RESET = "reset"  # export into a new generation (versions would go backwards, or ids change)
+    NEW_GENERATION = "new generation"  # a first export: the index holds documents none accounts for
+    UNFINISHED = "unfinished"  # a run left the index unfinished: a swap, a copy, leftovers
+    REFUSE = "refuse"  # the name holds an index that is not this table's
+
+    @property
+    def resync(self) -> ResyncKind:
+        """The kind of export planning writes for this fate (NONE: none, or a first export's)."""
+        kinds = {Fate.REWRITE: ResyncKind.REWRITE, Fate.RESET: ResyncKind.RESET}
+        return kinds.get(self, ResyncKind.NONE)
+
+
+class Copy(StrEnum):
+    """Which copy of the index a pass writes."""
+
+    ALIAS = "alias"  # the generation the alias names
+    RESUME = "resume"  # the generation a rebuild's earlier passes wrote
+    NEW = "new"  # a generation the pass creates
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An index's fate, why (the text the CLI and `status` print), and the copy to write."""
+
+    fate: Fate = Fate.FOLLOW
+    reason: str = ""
+    copy: Copy = Copy.ALIAS
+
+    @property
+    def follows(self) -> bool:
+        return self.fate == Fate.FOLLOW
+
+
+FOLLOW = Verdict()
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What the table's metadata and state say about following it from the checkpoint.
+
+    `known_sequence_number`: the newest sequence number this view of the table knows.
+    `pass_end_on_lineage`: the recorded pass end is an ancestor of the current snapshot.
+    `checkpoint_ancestor`: the checkpoint is (the changes since can be read).
+    `checkpoint_exists`: the checkpoint's snapshot is still in the metadata.
+    `current_sequence_number`: the current snapshot's (None: the table has none)."""
+
+    table_uuid: str
+    schema_id: int
+    identifiers: tuple[str, ...]  # the configured identifier columns
+    checkpoint: Checkpoint | None
+    pass_end: Checkpoint | None = None
+    known_sequence_number: int = 0
+    pass_end_on_lineage: bool = True
+    checkpoint_ancestor: bool = True
+    checkpoint_exists: bool = True
+    current_sequence_number: int | None = None
+
+
+def table_verdict(facts: TableFacts) -> Verdict:
+    """FOLLOW when the index can follow the table commit by commit; else how to rebuild it and why.
+
+    REWRITE (export, then delete what the export did not write) works while versions only grow;
+    RESET (empty the index, then export) where they would go backwards or ids change, or where a
+    pass that wrote and did not finish wrote commits the table has rolled back since: their
+    documents carry versions the table's next commits may not reach, and that a REWRITE would
+    not delete."""
+    checkpoint = facts.checkpoint
+    if checkpoint is None:
+        return FOLLOW
+    if checkpoint.table_uuid != facts.table_uuid:
+        uuids = f"UUID {checkpoint.table_uuid} → {facts.table_uuid}"
+        return Verdict(Fate.RESET, f"the table was dropped and created again ({uuids})", Copy.NEW)
+    recorded = checkpoint.recorded_identifiers
+    if recorded is not None and recorded != facts.identifiers:
+        before, after = (list(ids) if ids else "none" for ids in (recorded, facts.identifiers))
+        why = f"the identifier columns changed ({before} → {after})"
+        return Verdict(Fate.RESET, why, Copy.NEW)
+    # Before the lineage: a REWRITE for an expired checkpoint would keep what such a pass wrote.
+    rolled_back = rolled_back_end(facts)
+    if rolled_back is not None:
+        why = f"an unfinished pass wrote through snapshot {rolled_back}, rolled back since"
+        return Verdict(Fate.RESET, why, Copy.NEW)
+    if not facts.checkpoint_ancestor:
+        current = facts.current_sequence_number
+        assert current is not None
+        if facts.checkpoint_exists or current <= checkpoint.sequence_number:
+            why = f"the table was rolled back: checkpoint snapshot {checkpoint.snapshot_id}"
+            return Verdict(Fate.RESET, f"{why} is not an ancestor", Copy.NEW)
+        why = f"checkpoint snapshot {checkpoint.snapshot_id} was expired"
+        return Verdict(Fate.REWRITE, f"{why}: the changes since cannot be read")
+    if checkpoint.schema_id >= 0 and checkpoint.schema_id != facts.schema_id:
+        why = f"the schema changed (schema {checkpoint.schema_id} → {facts.schema_id})"
+        return Verdict(Fate.REWRITE, why)
+    return FOLLOW
+
+
+def rolled_back_end(facts: TableFacts) -> int | None:
+    """The snapshot a pass recorded as its end when it is past the checkpoint and off the current
+    lineage, though this view of the table knows its sequence number (a commit newer than the view
+    is no rollback); else None."""
+    end, checkpoint = facts.pass_end, facts.checkpoint
+    if end is None or checkpoint is None or end.table_uuid != checkpoint.table_uuid:
+        return None
+    if end.sequence_number <= checkpoint.sequence_number or facts.pass_end_on_lineage:
+        return None
+    return end.snapshot_id if end.sequence_number <= facts.known_sequence_number else None
+
+
+EVERY_COLUMN_AND_ROW = "every column and row"  # the shape of an index that records none
+
+
+def reshaped(name: str, current: str | None, recorded: str, shape: str) -> str:
+    """Why the index `name` holds another shape of the table than the configured `shape` (a
+    `Shape.fingerprint`; "" when it holds this one, or there is none: `current` None). `recorded`:
+    the shape the marker of the generation the alias names records; "" for a concrete index named
+    like the alias (made by an icecdc before generations, or by a stray write), which is taken to
+    hold every column and row: for another shape it is rebuilt into a generation."""
+    if current is None or recorded == shape:
+        return ""
+    shapes = f"{recorded or EVERY_COLUMN_AND_ROW} → {shape or EVERY_COLUMN_AND_ROW}"
+    return f"index {name!r} holds another shape of the table ({shapes})"
+
+
+@dataclass(frozen=True)
+class IndexFound:
+    """The index the alias names against the one the checkpoint records: its uuid (`found`,
+    None: none), the generations a rebuild built for the checkpoint but did not swap in
+    (`built`), and the generations the alias does not name (`leftovers`: read only when the
+    alias names the checkpoint's index)."""
+
+    found: str | None
+    built: tuple[str, ...] = ()
+    leftovers: tuple[str, ...] = ()
+
+
+def unfinished(name: str, recorded: str, index: IndexFound) -> str:
+    """Why the index `name` needs a pass though no work item is pending ("": it does not): a
+    rebuild's swap not made, the index deleted or replaced (its uuid is not the `recorded`
+    one), a generation left over."""
+    if index.built:
+        return f"the alias {name!r} was not swapped to the rebuilt generation {index.built[0]!r}"
+    if index.found != recorded:
+        gone = "was deleted" if index.found is None else "was replaced by another index"
+        return f"index {name!r} {gone}"
+    if index.leftovers:
+        return f"generations {', '.join(index.leftovers)} of index {name!r} are left over"
+    return ""
+
+
+def replaced(name: str, recorded: str, found: str | None) -> str:
+    """Why the checkpoint's documents (in the index of uuid `recorded`) are no longer in the index
+    `name`, whose uuid is now `found` ("": they are)."""
+    if found is None:
+        return f"index {name!r} was deleted"
+    if found != recorded:
+        return f"index {name!r} was replaced by another index (uuid {recorded} → {found})"
+    return ""
+
+
+@dataclass(frozen=True)
+class IndexFacts:
+    """What `IndexAlias` found of the index, as the reasons it gives ("": not so, or not read).
+
+    `refused`: the name holds what is not this table's (someone else's, another deployment's).
+    `unfinished`: what a run left (a swap not made, the index deleted or replaced, leftovers).
+    `replaced`: the checkpoint's documents are no longer in the index (deleted, replaced).
+    `unaccounted`: with no checkpoint, the index holds documents none accounts for.
+    `reshaped`: the index holds another shape of the table than the configured one.
+    `rebuilding`: a rebuild's items are pending (it goes on as planned)."""
+
+    refused: str = ""
+    unfinished: str = ""
+    replaced: str = ""
+    unaccounted: str = ""
+    reshaped: str = ""
+    rebuilding: bool = False
+
+
+def index_verdict(facts: IndexFacts, synced: bool) -> Verdict:
+    """What the index needs that no commit asks for (`has_work`, `status`), `synced`: the table
+    has a checkpoint (before one, only a refusal or a run's leftovers count)."""
+    if facts.refused:
+        return Verdict(Fate.REFUSE, facts.refused)
+    if facts.unfinished:
+        return Verdict(Fate.UNFINISHED, facts.unfinished)
+    if synced and facts.reshaped:
+        return Verdict(Fate.RESET, facts.reshaped, Copy.NEW)
+    return FOLLOW
+
+
+def pass_verdict(facts: IndexFacts, synced: bool) -> Verdict:
+    """What a pass makes of its index before it selects its batch: export it again when the
+    checkpoint's documents are gone (REWRITE), build a new generation for a first export when it
+    holds documents none accounts for (`synced` False), or for another shape (RESET) unless a
+    rebuild is under way already (it builds the configured shape)."""
+    if facts.replaced:
+        return Verdict(Fate.REWRITE, facts.replaced)
+    if not synced:
+        if facts.unaccounted:
+            return Verdict(Fate.NEW_GENERATION, facts.unaccounted, Copy.NEW)
+        return FOLLOW
+    if not facts.rebuilding and facts.reshaped:
+        return Verdict(Fate.RESET, facts.reshaped, Copy.NEW)
+    return FOLLOW
+
+
+def tidies(verdict: Verdict, rebuilding: bool) -> bool:
+    """Whether the pass deletes the generations the alias does not name: only when no rebuild is
+    under way (`rebuilding`: its items pending, once the verdict's export is planned) and no
+    first export is to build a new one."""
+    return verdict.fate != Fate.NEW_GENERATION and not rebuilding
+
+
+def empty_verdict(table_uuid: str, checkpoint: Checkpoint | None, rebuild: str) -> Verdict:
+    """What becomes of the index of a table with no snapshot: it holds nothing. A NEW generation
+    when its index held another table's documents (dropped and created again, empty), or is to be
+    rebuilt (`rebuild`: why, from `pass_verdict` or, with no checkpoint, `unaccounted`)."""
+    at = (checkpoint.table_uuid, checkpoint.snapshot_id) if checkpoint is not None else None
+    if at in (None, (table_uuid, NO_SNAPSHOT)) and not rebuild:
+        return FOLLOW
+    return Verdict(Fate.RESET, rebuild or "created again, empty", Copy.NEW)
+
+
+@dataclass(frozen=True)
+class DestinationFacts:
+    """What a pass knows of where it writes: the kinds of rebuild its items are (`resync`), a first
+    export into a new generation (`export_anew`), whether the index the alias names can take a
+    rewrite (`takes_rewrite`: not when a type or the shape changed), and whether a generation a
+    rebuild's earlier passes wrote can be resumed (`resumable`)."""
+
+    resync: AbstractSet[ResyncKind] = frozenset()
+    export_anew: bool = False
+    takes_rewrite: bool = True
+    resumable: bool = False
+
+
+def needs_generation(facts: DestinationFacts) -> bool:
+    """Whether the pass writes a generation the alias does not name yet: a reset, a first export
+    into an index holding documents it did not write, a rewrite the index cannot take."""
+    rebuild = ResyncKind.RESET in facts.resync or facts.export_anew
+    return rebuild or (ResyncKind.REWRITE in facts.resync and not facts.takes_rewrite)
+
+
+def copy_to_write(facts: DestinationFacts) -> Copy:
+    """The copy the pass writes: the alias's, the rebuild's to resume, or a new generation."""
+    if not needs_generation(facts):
+        return Copy.ALIAS
+    return Copy.RESUME if facts.resumable else Copy.NEW
