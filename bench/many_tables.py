@@ -1,4 +1,4 @@
-"""Many tables (issue 41, item 5): a deployment of N one-file tables, synced once; then, with the
+"""Many tables: a deployment of N one-file tables, synced once; then, with the
 state on SQLite and on DynamoDB (moto's server, requests counted, its memory capped): the planner's
 sweep, `icecdc status` and `icecdc sync` with nothing to do, each a process of its own with its
 wall time, state requests and peak RSS (`bench.harness.sampling.whole_command`).

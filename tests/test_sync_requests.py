@@ -1,6 +1,6 @@
 """State requests of whole syncs with the state in DynamoDB (moto's server, requests counted by
 operation, `bench.state_requests`): a one-row commit and a sync with nothing to do cost no more
-than before the control plane was batched (issue 41: 23 and 9)."""
+than before the control plane was batched (23 and 9 requests)."""
 
 from __future__ import annotations
 
