@@ -62,6 +62,7 @@ from tests.support.spark_sql import SparkSql, spark_catalog, write_equality_dele
 TABLE = "db.t"
 INDEX = "t"
 SECOND_INDEX = "t_more"  # a table split into two indexes (IndexShape.SPLIT) writes this one too
+RENAMED_INDEX = "t_renamed"  # the index's name after the operator renames it (Reconfig.INDEX_NAME)
 SPARK_TABLE = f"lake.{TABLE}"
 REGIONS = ("us", "eu", "apac")
 # Bulk requests are bounded by this many bytes (opensearch.max_chunk_bytes); a document over it can
@@ -232,17 +233,19 @@ class IndexShape(StrEnum):
     ALL = "columns n, region, code, rows whose region is not us, routed by region"
     SPLIT = "two indexes: the rows whose region is eu, and the rows and columns of ALL"
 
-    def indexes(self) -> dict[str, IndexShape]:
-        """Each index the table writes, and its shape."""
+    def indexes(self, index: str = INDEX) -> dict[str, IndexShape]:
+        """Each index the table writes, and its shape (`index`: the first index's name)."""
         if self == IndexShape.SPLIT:
-            return {INDEX: IndexShape.WHERE, SECOND_INDEX: IndexShape.ALL}
-        return {INDEX: self}
+            return {index: IndexShape.WHERE, SECOND_INDEX: IndexShape.ALL}
+        return {index: self}
 
-    def entry(self, common: dict[str, Any]) -> dict[str, Any]:
-        """The index keys of the table's entry in icecdc's configuration; `common`: what every index has."""
+    def entry(self, common: dict[str, Any], index: str = INDEX) -> dict[str, Any]:
+        """The index keys of the table's entry in icecdc's configuration; `common`: what every
+        index has; `index`: the first index's name."""
         if self == IndexShape.SPLIT:
-            return {"indexes": [{"index": name, **common, **shape.keys()} for name, shape in self.indexes().items()]}
-        return {"index": INDEX, **common, **self.keys()}
+            indexes = self.indexes(index).items()
+            return {"indexes": [{"index": name, **common, **shape.keys()} for name, shape in indexes]}
+        return {"index": index, **common, **self.keys()}
 
     def keys(self) -> dict[str, Any]:
         """The shape's keys in an index's entry."""
@@ -289,6 +292,7 @@ class Reconfig(StrEnum):
     STRINGS = "strings: text or keyword"
     SETTINGS = "index settings: a refresh interval on or off"
     DEAD_LETTERS = "dead letters on or off (off: a row's own fault fails the pass)"
+    INDEX_NAME = "the index renamed (t to t_renamed, or back)"
 
 
 @dataclass
@@ -300,6 +304,7 @@ class Settings:
     keyword_strings: bool = False
     refresh: bool = False
     dead_letters: bool = True
+    index: str = INDEX  # the (first) index's name
 
     def common(self) -> dict[str, Any]:
         """The keys every index entry of the table gets."""

@@ -223,6 +223,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.squatter: str | None = None  # an index of someone else's that holds the index's name
         self.takeover = False  # after icecdc refused it: index_takeover in the configuration
         self.settings = Settings()  # the rest of the configuration that `reconfigure` changes
+        self.left_behind: dict[str, dict[str, tuple[int, str]]] = {}  # renamed away from: as it was then
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
         self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
@@ -333,7 +334,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
     @rule(event=st.sampled_from(IndexEvent), seed=st.integers(0, 7))
     @step
     def index_event(self, event: IndexEvent, seed: int) -> None:
-        current = IndexAlias(self.client, INDEX).current()
+        current = IndexAlias(self.client, self.settings.index).current()
         if self.squatter is not None and event in (IndexEvent.DELETE_GENERATION, IndexEvent.BLOCK_WRITES):
             return  # the name is someone else's until the operator takes it over
         if event == IndexEvent.DELETE_GENERATION and current is not None:
@@ -348,7 +349,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             if KnownBug.FOREIGN_GENERATIONS in self.excluded:
                 note("index_event: skipped (known bug: foreign generations)")
                 return
-            name = f"{INDEX}-{2 + seed % 6}"
+            name = f"{self.settings.index}-{2 + seed % 6}"
             if self.client.indices.exists(index=name):
                 return
             self.client.index(index=name, id="foreign", body={"owner": "someone else"}, refresh=True)
@@ -366,15 +367,16 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         """Someone else takes the index's name: a concrete index of theirs, or their alias over an
         index of theirs, one document each. icecdc must refuse it until the operator opts in to
         take the name over (`index_takeover`), and never change it."""
+        index = self.settings.index
         if event == IndexEvent.RECREATE_AS_INDEX:
-            self.client.index(index=INDEX, id="foreign", body={"owner": "someone else"}, refresh=True)
-            self.squatter = INDEX
+            self.client.index(index=index, id="foreign", body={"owner": "someone else"}, refresh=True)
+            self.squatter = index
             return
         name = f"elsewhere-{seed}"
         if not self.client.indices.exists(index=name):
             self.client.index(index=name, id="foreign", body={"owner": "someone else"}, refresh=True)
             self.foreign.append(name)
-        self.client.indices.put_alias(index=name, name=INDEX)
+        self.client.indices.put_alias(index=name, name=index)
         self.squatter = name
 
     def judge_refusal(self, error: Exception) -> None:
@@ -391,13 +393,14 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         another name (from then on checked as foreign), an alias's indexes stay as they were."""
         if self.squatter is None or not self.takeover:
             return
-        current = IndexAlias(self.client, INDEX).current()
-        if current == self.squatter or self.squatter == INDEX and current == INDEX:
+        index = self.settings.index
+        current = IndexAlias(self.client, index).current()
+        if current == self.squatter or self.squatter == index and current == index:
             return  # not taken over yet (the sync failed or did not reach the index)
-        if self.squatter == INDEX:
-            found = self.client.indices.get(index=f"{INDEX}-preicecdc-*")
+        if self.squatter == index:
+            found = self.client.indices.get(index=f"{index}-preicecdc-*")
             kept = sorted(name for name in found if name not in self.foreign)
-            assert len(kept) == 1, f"someone else's index {INDEX} was taken over, kept as {kept}"
+            assert len(kept) == 1, f"someone else's index {index} was taken over, kept as {kept}"
             self.foreign.extend(kept)
         STATS.steps["  took someone else's index name over"] += 1
         self.squatter, self.takeover = None, False
@@ -572,7 +575,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             STATS.steps[f"  engine {engine}"] += 1
             STATS.steps[f"  caps {caps}"] += 1
         common = {**self.settings.common(), **({"index_takeover": True} if self.takeover else {})}
-        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry(common)}
+        entry: dict[str, Any] = {"name": TABLE, **self.shape.entry(common, self.settings.index)}
         identifiers = self.configured_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
@@ -770,12 +773,13 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         identifiers = identifier_columns(table, config.table(TABLE))
         # the letters kept, also while dead letters are off (those rows were dealt with then)
         letters = DeadLetters(str(self.workdir / "dead-letters")).read(TABLE)
-        shapes = self.shape.indexes()
+        shapes = self.shape.indexes(self.settings.index)
         with self.stores(config) as indexes:
             for index_config, _, store in indexes:
                 if only is None or index_config in only:
                     where = f"{when}, index {index_config.index}" if len(indexes) > 1 else when
                     self.check_index(table, identifiers, index_config, shapes[index_config.index], store, letters, where)
+        self.check_left_behind(when)
         for name in self.foreign:
             assert self.client.indices.exists(index=name), f"{when}: icecdc deleted {name}, an index it did not make"
             assert self.client.count(index=name)["count"] == 1, f"{when}: icecdc changed {name}, an index it did not make"

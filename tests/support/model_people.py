@@ -27,6 +27,7 @@ from icecdc.lookup import field_value
 from icecdc.model import EngineKind
 from tests.support.model import (
     INDEX,
+    RENAMED_INDEX,
     TABLE,
     Caps,
     Identifiers,
@@ -95,10 +96,35 @@ class PeopleRules:
             settings.keyword_strings = not settings.keyword_strings
         elif change == Reconfig.DEAD_LETTERS:
             settings.dead_letters = not settings.dead_letters
+        elif change == Reconfig.INDEX_NAME:
+            if not self.rename_index():
+                return
         else:
             settings.refresh = not settings.refresh
         STATS.steps[f"  reconfigured: {change}"] += 1
         note(f"reconfigure {change}: now {settings}")
+
+    def rename_index(self: PipelineMachine) -> bool:
+        """The operator renames the (first) index, or renames it back: the next sync makes the
+        index under the new name equal the table; the index under the old name is left as it was
+        (icecdc deletes no index of its own that the configuration stopped naming) until the
+        configuration names it again, when a sync makes it equal the table. Whether it renamed."""
+        if self.squatter is not None:
+            note("reconfigure: the index keeps its name (someone else's index holds it until taken over)")
+            return False
+        old = self.settings.index
+        new = RENAMED_INDEX if old == INDEX else INDEX
+        self.left_behind[old] = versions(self, old)
+        self.left_behind.pop(new, None)
+        self.settings.index = new
+        return True
+
+    def check_left_behind(self: PipelineMachine, when: str) -> None:
+        """An index the configuration no longer names is as the rename left it."""
+        for name, before in self.left_behind.items():
+            assert versions(self, name) == before, (
+                f"{when}: icecdc changed {name}, the index's name before the configuration renamed it"
+            )
 
     def configured_identifiers(self: PipelineMachine) -> list[str] | None:
         """The identifier columns the configuration names (None: the schema's)."""
@@ -116,7 +142,8 @@ class PeopleRules:
     def second_deployment(self: PipelineMachine) -> None:
         """A second deployment (its own state) names the index of this one for another table of
         the catalog: its sync is refused in one line, exit 2, and the index is left as it was."""
-        if not self.client.indices.exists(index=INDEX):
+        index = self.settings.index
+        if not self.client.indices.exists(index=index):
             note("second_deployment: skipped (no index yet: the first to claim it owns it)")
             return
         if not self.lake.catalog.table_exists(OTHER_TABLE):
@@ -125,16 +152,16 @@ class PeopleRules:
             )
         raw = self.raw_config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
         raw["state"] = {"type": "sqlite", "path": str(self.workdir / "other-deployment.db")}
-        raw["tables"] = [{"name": OTHER_TABLE, "index": INDEX, "identifier_columns": ["id"]}]
+        raw["tables"] = [{"name": OTHER_TABLE, "index": index, "identifier_columns": ["id"]}]
         path = self.workdir / "other-deployment.json"
         path.write_text(json.dumps(raw))
-        before = versions(self, INDEX)
+        before = versions(self, index)
         code, text = run_icecdc(["sync", "--config", str(path)])
         note(f"second_deployment: exit {code}: {text[-300:]}")
         STATS.steps[f"  second deployment: exit {code}"] += 1
-        assert code == 2 and INDEX in text, f"a second deployment's sync into {INDEX!r} was not refused: {text[-600:]}"
+        assert code == 2 and index in text, f"a second deployment's sync into {index!r} was not refused: {text[-600:]}"
         assert "Traceback" not in text, text[-600:]
-        assert versions(self, INDEX) == before, f"a refused deployment changed {INDEX!r}"
+        assert versions(self, index) == before, f"a refused deployment changed {index!r}"
 
     # -- the operators' commands -----------------------------------------------------------------
 
@@ -250,4 +277,4 @@ class PeopleRules:
         if self.squatter is not None and "is not icecdc's" in text:  # someone else's index, as a sync finds it
             assert self.client.count(index=self.squatter)["count"] == 1, f"icecdc changed {self.squatter}"
             return True
-        return any(said in text for said in ("sync first", "run icecdc audit first")) or INDEX not in checkpoints
+        return any(said in text for said in ("sync first", "run icecdc audit first")) or self.settings.index not in checkpoints
