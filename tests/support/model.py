@@ -63,6 +63,9 @@ TABLE = "db.t"
 INDEX = "t"
 SECOND_INDEX = "t_more"  # a table split into two indexes (IndexShape.SPLIT) writes this one too
 RENAMED_INDEX = "t_renamed"  # the index's name after the operator renames it (Reconfig.INDEX_NAME)
+# A second table of the catalog that the configuration lists, or not (Reconfig.SIDE_TABLE).
+SIDE_TABLE = "db.side"
+SIDE_INDEX = "side"
 SPARK_TABLE = f"lake.{TABLE}"
 REGIONS = ("us", "eu", "apac")
 # Bulk requests are bounded by this many bytes (opensearch.max_chunk_bytes); a document over it can
@@ -293,6 +296,7 @@ class Reconfig(StrEnum):
     SETTINGS = "index settings: a refresh interval on or off"
     DEAD_LETTERS = "dead letters on or off (off: a row's own fault fails the pass)"
     INDEX_NAME = "the index renamed (t to t_renamed, or back)"
+    SIDE_TABLE = "a second table committed to, then added to or removed from the configuration"
 
 
 @dataclass
@@ -305,6 +309,7 @@ class Settings:
     refresh: bool = False
     dead_letters: bool = True
     index: str = INDEX  # the (first) index's name
+    side: bool = False  # whether the configuration lists SIDE_TABLE
 
     def common(self) -> dict[str, Any]:
         """The keys every index entry of the table gets."""

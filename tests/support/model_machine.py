@@ -224,6 +224,8 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.takeover = False  # after icecdc refused it: index_takeover in the configuration
         self.settings = Settings()  # the rest of the configuration that `reconfigure` changes
         self.left_behind: dict[str, dict[str, tuple[int, str]]] = {}  # renamed away from: as it was then
+        self.side_next = 0  # the second table's next id
+        self.side_left: tuple[Any, ...] | None = None  # the second table, when removed from the configuration
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
         self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
@@ -435,9 +437,11 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         if self.store_kind == StoreKind.DYNAMODB:
             aws_client("dynamodb", self.moto_url).delete_table(TableName=self.state_table)
             create_state_table(self.state_table, region=REGION, endpoint_url=self.moto_url)
-            return
-        for suffix in ("", "-wal", "-shm"):
-            (self.workdir / f"state.db{suffix}").unlink(missing_ok=True)
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                (self.workdir / f"state.db{suffix}").unlink(missing_ok=True)
+        if self.side_left is not None:
+            self.side_left = self.side_as_found()
 
     # -- syncs ----------------------------------------------------------------------------------
 
@@ -579,7 +583,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         identifiers = self.configured_identifiers()
         if identifiers is not None:
             entry["identifier_columns"] = identifiers
-        raw = config_dict(self.workdir, self.proxy.url, [entry], engine)
+        raw = config_dict(self.workdir, self.proxy.url, [entry, *self.side_entry()], engine)
         raw["opensearch"].update(
             bulk_chunk_size=7,
             max_chunk_bytes=MAX_CHUNK_BYTES,
@@ -637,7 +641,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             if crash in (CrashAt.COMPLETE_BEFORE, CrashAt.COMPLETE_AFTER):
                 self.sync_with_store(config, self.crashing_store(crash == CrashAt.COMPLETE_AFTER, at, fired))
             else:
-                sync(config, self.spark, [TABLE], probe=probe)
+                sync(config, self.spark, [TABLE, *(t.name for t in config.tables if t.name != TABLE)], probe=probe)
         except Exception as exc:  # noqa: BLE001 - judged by the caller
             error = exc
         finally:
@@ -780,6 +784,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
                     where = f"{when}, index {index_config.index}" if len(indexes) > 1 else when
                     self.check_index(table, identifiers, index_config, shapes[index_config.index], store, letters, where)
         self.check_left_behind(when)
+        self.check_side(when, synced=only is None)
         for name in self.foreign:
             assert self.client.indices.exists(index=name), f"{when}: icecdc deleted {name}, an index it did not make"
             assert self.client.count(index=name)["count"] == 1, f"{when}: icecdc changed {name}, an index it did not make"

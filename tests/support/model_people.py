@@ -20,14 +20,19 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from opensearchpy import helpers
+from pyiceberg.expressions import EqualTo
 
 from icecdc.catalog import identifier_columns
 from icecdc.cli import main as icecdc_main
 from icecdc.lookup import field_value
 from icecdc.model import EngineKind
+from icecdc.state import open_state_store
+from icecdc.verify import index_documents
 from tests.support.model import (
     INDEX,
     RENAMED_INDEX,
+    SIDE_INDEX,
+    SIDE_TABLE,
     TABLE,
     Caps,
     Identifiers,
@@ -48,6 +53,8 @@ if TYPE_CHECKING:
 # Another deployment's table in the same catalog, pointed at this one's index.
 OTHER_TABLE = "db.other"
 OTHER_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+# The second table of this deployment (Reconfig.SIDE_TABLE): small, written by pyiceberg.
+SIDE_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 
 # The operator's commands' figures, for `make fuzz`'s report (by command and exit code).
 OPERATOR_EXITS = (0, 1)
@@ -99,6 +106,10 @@ class PeopleRules:
         elif change == Reconfig.INDEX_NAME:
             if not self.rename_index():
                 return
+        elif change == Reconfig.SIDE_TABLE:
+            note(f"reconfigure: {self.commit_side()}")
+            settings.side = not settings.side
+            self.side_left = None if settings.side else self.side_as_found()
         else:
             settings.refresh = not settings.refresh
         STATS.steps[f"  reconfigured: {change}"] += 1
@@ -125,6 +136,59 @@ class PeopleRules:
             assert versions(self, name) == before, (
                 f"{when}: icecdc changed {name}, the index's name before the configuration renamed it"
             )
+
+    # -- a second table, listed or not ------------------------------------------------------------
+
+    def commit_side(self: PipelineMachine) -> str:
+        """Commits to the second table (made on first use): two rows appended, one updated, the
+        oldest deleted when it has more than three; what was done."""
+        catalog = self.lake.catalog
+        if not catalog.table_exists(SIDE_TABLE):
+            catalog.create_table(SIDE_TABLE, schema=SIDE_SCHEMA)
+        table = catalog.load_table(SIDE_TABLE)
+        ids = [self.side_next, self.side_next + 1]
+        self.side_next += 2
+        table.append(pa.Table.from_pylist([{"id": i, "v": f"v{i}"} for i in ids], schema=SIDE_SCHEMA))
+        live = sorted(table.scan().to_arrow()["id"].to_pylist())
+        if len(live) > 2:
+            updated = pa.Table.from_pylist([{"id": live[-3], "v": f"updated {self.side_next}"}], schema=SIDE_SCHEMA)
+            table.overwrite(updated, overwrite_filter=EqualTo("id", live[-3]))
+        if len(live) > 3:
+            table.delete(EqualTo("id", live[0]))
+        return f"{SIDE_TABLE}: appended {ids}, {len(table.scan().to_arrow())} rows"
+
+    def side_entry(self: PipelineMachine) -> list[dict[str, Any]]:
+        """The second table's entry in the configuration, when it lists it."""
+        return [{"name": SIDE_TABLE, "index": SIDE_INDEX, "identifier_columns": ["id"]}] if self.settings.side else []
+
+    def side_as_found(self: PipelineMachine) -> tuple[Any, ...]:
+        """The second table's index (documents and versions), checkpoint and pending work items."""
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        store = open_state_store(config.state)
+        try:
+            state = (store.get_checkpoint(SIDE_TABLE), sorted(i.key for i in store.pending_items(SIDE_TABLE)))
+        finally:
+            store.close()
+        return versions(self, SIDE_INDEX), *state
+
+    def check_side(self: PipelineMachine, when: str, synced: bool) -> None:
+        """A table the configuration does not list is left alone: its index, checkpoint and work
+        items as they were when it was removed. One it lists equals its index after a clean sync
+        (`synced`), its checkpoint at its current snapshot."""
+        if self.side_left is not None:
+            assert self.side_as_found() == self.side_left, f"{when}: a sync changed {SIDE_TABLE}, a table not listed"
+            return
+        if not synced or not self.settings.side:
+            return
+        table = self.lake.catalog.load_table(SIDE_TABLE)
+        expected, _ = table_documents(self.lake, table, ("id",))
+        assert index_documents(self.client, SIDE_INDEX) == expected, f"{when}: {SIDE_INDEX} != {SIDE_TABLE}"
+        checkpoint = self.side_as_found()[1]
+        current = table.current_snapshot()
+        assert checkpoint is not None and current is not None and checkpoint.snapshot_id == current.snapshot_id, (
+            f"{when}: {SIDE_TABLE}'s checkpoint {checkpoint} is not at its current snapshot"
+        )
+        STATS.steps["  a listed second table checked"] += 1
 
     def configured_identifiers(self: PipelineMachine) -> list[str] | None:
         """The identifier columns the configuration names (None: the schema's)."""
