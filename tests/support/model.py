@@ -356,6 +356,13 @@ class Operator(StrEnum):
         return self in (Operator.REPAIR_IDS, Operator.REPAIR_KEYS, Operator.REPAIR_IDS_FILE)
 
 
+class Look(StrEnum):
+    """A command that reads and writes nothing, run between steps (the CLI's, in this process)."""
+
+    CHECK = "check"
+    DRY_RUN = "sync --dry-run"
+
+
 class OperatorCrash(StrEnum):
     """Where an operator's command dies (the fault proxy, at its Nth bulk request)."""
 

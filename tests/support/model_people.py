@@ -26,7 +26,7 @@ from icecdc.catalog import identifier_columns
 from icecdc.cli import main as icecdc_main
 from icecdc.lookup import field_value
 from icecdc.model import EngineKind
-from icecdc.state import open_state_store
+from icecdc.state import index_stores, open_state_store
 from icecdc.verify import index_documents
 from tests.support.model import (
     INDEX,
@@ -38,9 +38,11 @@ from tests.support.model import (
     Identifiers,
     IndexShape,
     KnownBug,
+    Look,
     Operator,
     OperatorCrash,
     Reconfig,
+    StoreKind,
     Twin,
     identifier_names,
     partition_sources,
@@ -291,6 +293,44 @@ class PeopleRules:
                 f"icecdc {command} wrote {len(above)} documents of {index} above the checkpoint's "
                 f"version {ceiling}: {sorted(above.items())[:5]}"
             )
+
+    @rule(command=st.sampled_from(Look))
+    @step
+    def look(self: PipelineMachine, command: Look) -> None:
+        """`icecdc check` or `icecdc sync --dry-run` between steps: each exits with its documented
+        code (check: 2 when someone else's index holds the name, else 0; a dry run: 0) and changes
+        nothing: every index's documents and versions, the indices and aliases there are, the
+        state's checkpoints and pending items, and whether a state file exists at all."""
+        before = self.as_found()
+        code, text = run_icecdc([*str(command).split(), "--config", str(self.config_file())])
+        note(f"look {command}: exit {code}: {text[-300:]}")
+        STATS.steps[f"  look {command}: exit {code}"] += 1
+        assert "Traceback" not in text, text[-600:]
+        refused = self.squatter is not None and not self.takeover
+        if command == Look.CHECK:
+            assert code == (2 if refused else 0), f"icecdc check exited {code}: {text[-600:]}"
+        else:
+            assert code == 0 or refused and code == 2, f"icecdc sync --dry-run exited {code}: {text[-600:]}"
+        assert self.as_found() == before, f"icecdc {command} changed an index or the state"
+
+    def as_found(self: PipelineMachine) -> tuple[Any, ...]:
+        """Every index (documents and versions) and alias, and the state (checkpoints and
+        pending items of every table), or that there is no state file yet."""
+        indices = self.client.indices.get(index="*")
+        layout = sorted((name, sorted(body.get("aliases", {}))) for name, body in indices.items())
+        documents = {name: versions(self, name) for name in sorted(indices)}
+        if self.store_kind == StoreKind.SQLITE and not (self.workdir / "state.db").exists():
+            return layout, documents, None
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        store = open_state_store(config.state)
+        keys = [key for t in config.tables for _, key, _ in index_stores(t, store)]
+        try:
+            state = {
+                key: (store.get_checkpoint(key), sorted((i.key, str(i.status)) for i in store.pending_items(key))) for key in keys
+            }
+        finally:
+            store.close()
+        return layout, documents, state
 
     def operator_excluded(self: PipelineMachine, command: Operator) -> str:
         """Why a command is left out of this example ("" when it runs): a known bug it triggers."""
