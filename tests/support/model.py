@@ -685,7 +685,8 @@ def table_documents(
             continue
         if doc_id in several:
             continue
-        routings[doc_id] = shape.routing(row)
+        if doc_id not in routings or shape.holds(row):  # a shared key's row the shape holds routes it
+            routings[doc_id] = shape.routing(row)
         if shape.holds(row):
             documents[doc_id] = encode_document(shape.project(document))
     return documents, {i: r for i, r in routings.items() if i in documents}
