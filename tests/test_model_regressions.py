@@ -10,7 +10,10 @@ import logging
 
 import pytest
 
+from icecdc.config import parse_config
+from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
+from icecdc.processing import sync
 from tests.support.model import (
     Caps,
     CrashAt,
@@ -29,6 +32,8 @@ from tests.support.model import (
     Writers,
 )
 from tests.support.model_machine import PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
 COW = WriteMode.COPY_ON_WRITE
@@ -619,3 +624,29 @@ def test_the_last_sync_keeps_letters_the_operator_had_turned_off(machine: Pipeli
     write(state, Writer.PY_APPEND, count=2, seed=1, poison=Poison.UNMAPPABLE)
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.teardown()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 40 item 5, open: an append of a key whose document the index no longer holds "
+    "(deleted as shared, or refused) is not checked against the live rows",
+)
+@pytest.mark.parametrize("engine", [IN_PROCESS])
+def test_a_third_live_row_of_a_shared_key_is_a_dead_letter_too(pipeline: Pipeline) -> None:
+    """Found while adding `duplicate_key` to the model: two live rows of id 2 delete its document
+    and letter both rows; a third row of id 2, appended later, is written to the index (its
+    append is checked against the index, which no longer holds id 2) with no letter: the index
+    silently holds one of three live rows."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    config = parse_config(raw)
+    sync(config, pipeline.spark, ["db.orders"])
+    table.append(rows(2, status="second"))
+    sync(config, pipeline.spark, ["db.orders"])
+    assert "2" not in pipeline.documents("orders")
+    table.append(rows(2, status="third"))
+    sync(config, pipeline.spark, ["db.orders"])
+    lettered = [s.letter.document for s in DeadLetters(str(pipeline.workdir / "dead-letters")).letters("db.orders")]
+    assert "2" not in pipeline.documents("orders") and len(lettered) == 3

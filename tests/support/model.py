@@ -9,7 +9,8 @@ drops and widenings never confuse the writers.
 
 Every row carries `n`, a long never reused within an example and never changed: the key is a
 function of `n` (for every key type), so rows are picked, updated and deleted by `n` whatever the
-identifier is, and no writer ever makes two rows with one key.
+identifier is, and no writer makes two rows with one key but `ModelTable.duplicate`, which appends
+a row with the key of another (`ModelTable.twins`), as a user's mistake would.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ from tests.support.spark_sql import SparkSql, spark_catalog, write_equality_dele
 TABLE = "db.t"
 INDEX = "t"
 SECOND_INDEX = "t_more"  # a table split into two indexes (IndexShape.SPLIT) writes this one too
+RENAMED_INDEX = "t_renamed"  # the index's name after the operator renames it (Reconfig.INDEX_NAME)
+# A second table of the catalog that the configuration lists, or not (Reconfig.SIDE_TABLE).
+SIDE_TABLE = "db.side"
+SIDE_INDEX = "side"
 SPARK_TABLE = f"lake.{TABLE}"
 REGIONS = ("us", "eu", "apac")
 # Bulk requests are bounded by this many bytes (opensearch.max_chunk_bytes); a document over it can
@@ -232,17 +237,19 @@ class IndexShape(StrEnum):
     ALL = "columns n, region, code, rows whose region is not us, routed by region"
     SPLIT = "two indexes: the rows whose region is eu, and the rows and columns of ALL"
 
-    def indexes(self) -> dict[str, IndexShape]:
-        """Each index the table writes, and its shape."""
+    def indexes(self, index: str = INDEX) -> dict[str, IndexShape]:
+        """Each index the table writes, and its shape (`index`: the first index's name)."""
         if self == IndexShape.SPLIT:
-            return {INDEX: IndexShape.WHERE, SECOND_INDEX: IndexShape.ALL}
-        return {INDEX: self}
+            return {index: IndexShape.WHERE, SECOND_INDEX: IndexShape.ALL}
+        return {index: self}
 
-    def entry(self, common: dict[str, Any]) -> dict[str, Any]:
-        """The index keys of the table's entry in icecdc's configuration; `common`: what every index has."""
+    def entry(self, common: dict[str, Any], index: str = INDEX) -> dict[str, Any]:
+        """The index keys of the table's entry in icecdc's configuration; `common`: what every
+        index has; `index`: the first index's name."""
         if self == IndexShape.SPLIT:
-            return {"indexes": [{"index": name, **common, **shape.keys()} for name, shape in self.indexes().items()]}
-        return {"index": INDEX, **common, **self.keys()}
+            indexes = self.indexes(index).items()
+            return {"indexes": [{"index": name, **common, **shape.keys()} for name, shape in indexes]}
+        return {"index": index, **common, **self.keys()}
 
     def keys(self) -> dict[str, Any]:
         """The shape's keys in an index's entry."""
@@ -289,6 +296,8 @@ class Reconfig(StrEnum):
     STRINGS = "strings: text or keyword"
     SETTINGS = "index settings: a refresh interval on or off"
     DEAD_LETTERS = "dead letters on or off (off: a row's own fault fails the pass)"
+    INDEX_NAME = "the index renamed (t to t_renamed, or back)"
+    SIDE_TABLE = "a second table committed to, then added to or removed from the configuration"
 
 
 @dataclass
@@ -300,6 +309,8 @@ class Settings:
     keyword_strings: bool = False
     refresh: bool = False
     dead_letters: bool = True
+    index: str = INDEX  # the (first) index's name
+    side: bool = False  # whether the configuration lists SIDE_TABLE
 
     def common(self) -> dict[str, Any]:
         """The keys every index entry of the table gets."""
@@ -312,6 +323,14 @@ class Settings:
         if self.refresh:
             common["settings"] = {"refresh_interval": "5s"}
         return common
+
+
+class Twin(StrEnum):
+    """A row appended with the key of a live row (a later snapshot), and what happens next."""
+
+    KEEP = "both rows kept"
+    DELETE_ORIGINAL = "the original row deleted in the next commit"
+    DELETE_COPY = "the copy deleted in the next commit"
 
 
 class Operator(StrEnum):
@@ -335,6 +354,13 @@ class Operator(StrEnum):
     def names_rows(self) -> bool:
         """Whether the command names rows of the table (ids or keys) to repair."""
         return self in (Operator.REPAIR_IDS, Operator.REPAIR_KEYS, Operator.REPAIR_IDS_FILE)
+
+
+class Look(StrEnum):
+    """A command that reads and writes nothing, run between steps (the CLI's, in this process)."""
+
+    CHECK = "check"
+    DRY_RUN = "sync --dry-run"
 
 
 class OperatorCrash(StrEnum):
@@ -628,14 +654,26 @@ def table_documents(
     identifiers: tuple[str, ...],
     shape: IndexShape = IndexShape.WHOLE,
     unindexable: list[dict[str, Any]] | None = None,
+    shared: dict[str, list[dict[str, Any]]] | None = None,
 ) -> tuple[dict[str, str], dict[str, str | None]]:
     """id -> document text of every row the index's `shape` holds: what the index must hold (but
     dead letters); and id -> the routing of each. A row no `_id` can be made of (a null identifier,
-    an empty id, one over 512 bytes) is not there: it goes to `unindexable`, when given."""
+    an empty id, one over 512 bytes) is not there: it goes to `unindexable`, when given. Nor is an
+    id several rows the shape holds share: id -> those rows go to `shared`, when given."""
     mapper = DocumentMapper(table.schema(), identifiers)
     documents: dict[str, str] = {}
     routings: dict[str, str | None] = {}
-    for row in current_rows(lake, table):
+    rows = current_rows(lake, table)
+    held: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if shape.holds(row):
+            with contextlib.suppress(ValueError):
+                held.setdefault(mapper.document_id(mapper.document(row)), []).append(row)
+    several = {doc_id: copies for doc_id, copies in held.items() if doc_id and len(copies) > 1}
+    assert shared is not None or not several, f"the test made two rows with key {sorted(several)[:3]}"
+    if shared is not None:
+        shared.update(several)
+    for row in rows:
         document = mapper.document(row)
         try:
             doc_id = mapper.document_id(document)
@@ -645,8 +683,10 @@ def table_documents(
             if unindexable is not None and shape.holds(row):
                 unindexable.append(row)
             continue
-        assert doc_id not in documents and doc_id not in routings, f"the test made two rows with key {doc_id}"
-        routings[doc_id] = shape.routing(row)
+        if doc_id in several:
+            continue
+        if doc_id not in routings or shape.holds(row):  # a shared key's row the shape holds routes it
+            routings[doc_id] = shape.routing(row)
         if shape.holds(row):
             documents[doc_id] = encode_document(shape.project(document))
     return documents, {i: r for i, r in routings.items() if i in documents}
@@ -658,6 +698,13 @@ def poisoned(document: str) -> bool:
         return True
     code = json.loads(document).get("code")
     return code is not None and not str(code).lstrip("-").isdigit()
+
+
+def refused_row(row: dict[str, Any]) -> bool:
+    """Whether a row's document is refused for its own fault (`Poison.OVERSIZED`, `UNMAPPABLE`)."""
+    code = row.get("code")
+    oversized = any(isinstance(v, str) and len(v) >= OVERSIZE for v in row.values())
+    return oversized or (code is not None and not str(code).lstrip("-").isdigit())
 
 
 def pyiceberg_writes(table: Table) -> bool:
@@ -713,6 +760,7 @@ class ModelTable:
     picked: set[int] = field(default_factory=set)  # cherry-picked snapshots (picking twice would duplicate keys)
     string_columns: bool = True  # whether ADD_COLUMN may add a string column
     hostile: dict[int, Any] = field(default_factory=dict)  # row number -> the key value no `_id` is made of
+    twins: dict[int, int] = field(default_factory=dict)  # row number -> the row whose key it copies (Twin)
 
     # -- creation -------------------------------------------------------------------------------
 
@@ -761,7 +809,7 @@ class ModelTable:
         """A new image of row `n` under the current schema (pyiceberg types)."""
         self.tag += 1
         tag = self.tag
-        keys = key_values(self.key, n)
+        keys = key_values(self.key, self.twins.get(n, n))  # a copy has its original's key
         if n in self.hostile:  # a row keeps its key: the writers find rows by n, or by key
             keys[self.hostile_column] = self.hostile[n]
         row: dict[str, Any] = {}
@@ -903,6 +951,44 @@ class ModelTable:
             self._equality(table, picked, rng, poison, upsert=writer == Writer.EQ_UPSERT)
         return f"{writer} {picked}"
 
+    def duplicate(self, seed: int, then: Twin) -> str:
+        """Append a copy of a live row's key (a new row `n`, its own values) in a commit of its
+        own, then perhaps delete one of the two rows in another; what was done."""
+        table = self.lake.load()
+        rng = random.Random(seed)
+        rows = current_rows(self.lake, table)
+        # Not a row whose key was shared before, nor one whose document the index refused: the
+        # index holds no document of its key, and icecdc's check of an append asks the index
+        # (a third live row of a key goes unseen: reported on issue 40, not fixed yet).
+        shared_before = set(self.twins) | set(self.twins.values())
+        candidates = sorted(
+            int(r["n"]) for r in rows if r["n"] not in self.hostile and r["n"] not in shared_before and not refused_row(r)
+        )
+        if not candidates:
+            return "no-op: no live row to copy the key of"
+        original = rng.choice(candidates)
+        (n,) = self.new_numbers(1)
+        self.twins[n] = original
+        rows = self.images(table, [n], rng, Poison.NONE)
+        writer = self.effective(Writer.PY_APPEND, table)
+        if writer.pyiceberg:
+            table.append(self.arrow(table, rows, large_strings=True))
+        else:
+            self._spark_insert(table, rows)
+        done = f"row {n} appended with the key of row {original} ({writer})"
+        if then == Twin.KEEP:
+            return done
+        victim = original if then == Twin.DELETE_ORIGINAL else n
+        table = self.lake.load()
+        writer = self.effective(Writer.PY_DELETE, table)
+        if writer == Writer.PY_DELETE:
+            table.delete(In("n", [victim]))
+        else:
+            with self.lake.sql() as ss:
+                self._set_mode(ss, WriteMode.MERGE_ON_READ if seed % 2 else WriteMode.COPY_ON_WRITE)
+                ss.sql(f"DELETE FROM {SPARK_TABLE} WHERE n = {victim}")
+        return f"{done}, then row {victim} deleted ({writer})"
+
     def _set_mode(self, ss: SparkSql, mode: WriteMode) -> None:
         if self.mode != mode:
             modes = ", ".join(f"'write.{op}.mode'='{mode}'" for op in ("delete", "update", "merge"))
@@ -947,6 +1033,8 @@ class ModelTable:
         schema = table.schema()
         names = [f.name for f in schema.fields]
         on = " AND ".join(f"t.{c} <=> s.{c}" for c in identifier_names(self.key))  # a null key too
+        if self.twins:  # two live rows may share a key: match by n, which no two rows share
+            on = "t.n = s.n"
         with self.lake.sql() as ss:
             self._set_mode(ss, mode)
             frame = self._frame(ss, table, rows)
