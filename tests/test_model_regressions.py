@@ -628,7 +628,7 @@ def test_the_last_sync_keeps_letters_the_operator_had_turned_off(machine: Pipeli
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 40 item 5, open: an append of a key whose document the index no longer holds "
+    reason="open: an append of a key whose document the index no longer holds "
     "(deleted as shared, or refused) is not checked against the live rows",
 )
 @pytest.mark.parametrize("engine", [IN_PROCESS])

@@ -102,10 +102,7 @@ def summary_faults(source: str) -> list[str]:
     """
     faults = []
     for node in ast.walk(ast.parse(source)):
-        if (
-            not isinstance(node, DOCUMENTED)
-            or (text := ast.get_docstring(node, clean=False)) is None
-        ):
+        if not isinstance(node, DOCUMENTED) or (text := ast.get_docstring(node, clean=False)) is None:
             continue
         lines = text.splitlines()
         if not lines or not lines[0].strip() or (len(lines) > 1 and lines[1].strip()):
@@ -131,11 +128,7 @@ def test_the_summary_check_finds_a_summary_of_several_lines(source: str, faults:
 
 
 def test_docstrings_open_with_a_one_line_summary() -> None:
-    faults = [
-        f"{path.relative_to(ROOT)}:{fault}"
-        for path in library_files()
-        for fault in summary_faults(path.read_text())
-    ]
+    faults = [f"{path.relative_to(ROOT)}:{fault}" for path in library_files() for fault in summary_faults(path.read_text())]
     assert not faults, "open with one line, then a blank line and the why:\n" + "\n".join(faults)
 
 
