@@ -71,13 +71,6 @@ NOT_YET_REWORDED = {
     "icecdc/index/alias.py",
     "icecdc/planning.py",
     "icecdc/processing.py",
-    "icecdc/state/__init__.py",
-    "icecdc/state/dynamodb.py",
-    "icecdc/state/factory.py",
-    "icecdc/state/scoped.py",
-    "icecdc/state/scratch.py",
-    "icecdc/state/sqlite.py",
-    "icecdc/state/store.py",
     "icecdc/status.py",
     "icecdc/verdict.py",
 }
