@@ -29,7 +29,7 @@ from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
 from icecdc.deadletters import systemic
 from icecdc.engines import Engine, Engines, Target, Targets
-from icecdc.errors import FilesGone, LeaseLost, ProcessingError, SystemicDeadLetters
+from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
@@ -180,8 +180,8 @@ class TableRun:
             self.identifiers,
             index_uuid(client, generation) or "",
         )
-        if self.lease is not None and self.lease.lost:
-            raise LeaseLost.of(self.name)
+        if self.lease is not None:
+            self.lease.check()
         fence = self.lease.owner if self.lease else None
         self.store.complete(self.name, empty, pending, replace=True, fence=fence)
         self.reached(PassPoint.CHECKPOINTED)
@@ -199,8 +199,8 @@ class TableRun:
         started = time.monotonic()
         self.claim_index(open_client(self.opensearch), table)  # before anything is planned
         for passes in range(1, MAX_SYNC_ROUNDS + 1):
-            if self.lease is not None and self.lease.lost:
-                raise LeaseLost.of(self.name)
+            if self.lease is not None:
+                self.lease.check()
             if deadline is not None and time.monotonic() > deadline:
                 total.unfinished = True
                 break
@@ -727,9 +727,8 @@ class _Pass:
                 f"table {self.name!r}: index {destination.index!r} "
                 "was deleted or replaced during the pass"
             )
-        lease = self.run.lease
-        if lease is not None and lease.lost:
-            raise LeaseLost.of(self.name)
+        if self.run.lease is not None:
+            self.run.lease.check()
 
     def mark_applied(
         self, unread: list[WorkItem], destination: _Destination, result: BatchResult
@@ -937,8 +936,9 @@ def _catch_up_together(
     for run in runs:  # every index's name checked before anything is planned
         run.claim_index(open_client(run.opensearch), table)
     for passes in range(1, MAX_SYNC_ROUNDS + 1):
-        if any(run.lease is not None and run.lease.lost for run in runs):
-            raise LeaseLost.of(total.table)
+        for run in runs:
+            if run.lease is not None:
+                run.lease.check()
         if deadline is not None and time.monotonic() > deadline:
             total.unfinished = True
             break
