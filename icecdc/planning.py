@@ -83,9 +83,8 @@ def plan_table(
     lineage = Lineage.of(table)
     # Retired after the new items are put: a first export planned over an abandoned one must know of
     # it (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
-    pending = store.pending_items(
-        config.name
-    )  # read once: nothing below writes an item before the puts
+    # read once: nothing below writes an item before the puts
+    pending = store.pending_items(config.name)
     abandoned = [i for i in pending if lineage.abandoned(i)]
     kind, reason = resync or resync_needed(
         table, config.name, checkpoint, identifier_columns, store.pass_end(config.name)
@@ -178,9 +177,8 @@ def _over_abandoned_export(
     its items are in the store, they say so themselves.
     """
     exports = [i for i in pending if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
-    if any(
-        i.snapshot_id == base.snapshot_id for i in exports
-    ):  # planned already: as it was planned
+    # planned already: as it was planned
+    if any(i.snapshot_id == base.snapshot_id for i in exports):
         reset = any(
             i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports
         )
@@ -443,9 +441,8 @@ def _export_items(
         tuple(sorted(itertools.islice(paths, size))) for _ in range(-(-files // size))
     )
     count = max(1, -(-files // size))
-    if planned and not _same_cut(
-        table, snapshot, size, planned
-    ):  # planned by a version that cut sorted paths
+    # planned by a version that cut sorted paths
+    if planned and not _same_cut(table, snapshot, size, planned):
         groups = export_groups(
             sorted(f.file_path for f in _live_files(table, snapshot)), size, planned
         )

@@ -872,9 +872,8 @@ def sync_table(
     shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
     with ExitStack() as held:
         runs = []
-        for index_config, key, scoped in index_stores(
-            table_config, store
-        ):  # each index: its own state and lease
+        # each index: its own state and lease
+        for index_config, key, scoped in index_stores(table_config, store):
             lease = held.enter_context(
                 Lease(scoped, table_config.name, config.state.lease_seconds, wait)
             )
@@ -1069,9 +1068,8 @@ def _apply_together(
         reader = TableReader.for_table(
             table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs)
         )
-        changes, writes = engine.apply(
-            reader, tasks.changes, Targets(tuple(each))
-        )  # the table's totals, once
+        # the table's totals, once
+        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))
         results[0].changes.add(changes)
         results[0].writes.add(writes)
     for run in runs:

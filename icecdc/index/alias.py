@@ -394,9 +394,8 @@ class IndexAlias:
                 f"index {self.name!r}",
             )
             for concrete, settings in indices.items():
-                named = (
-                    f" on index {concrete!r}" if concrete != self.name else ""
-                )  # an alias names its indices
+                # an alias names its indices
+                named = f" on index {concrete!r}" if concrete != self.name else ""
                 blocks += [
                     f"{name}{named}"
                     for name in INDEX_WRITE_BLOCKS
