@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -64,8 +65,8 @@ def test_code_names_no_issue_numbers() -> None:
 
 
 # Prose in icecdc/: a docstring opens with one line that says what the thing is or does, then a
-# blank line and the rest; no line runs past ruff's line length.
-LINE_LENGTH = 100
+# blank line and the rest; no line runs past the line length icecdc/ruff.toml sets for ruff format.
+LINE_LENGTH = tomllib.loads((ROOT / "icecdc" / "ruff.toml").read_text())["line-length"]
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -81,10 +82,7 @@ def summary_faults(source: str) -> list[str]:
     """
     faults = []
     for node in ast.walk(ast.parse(source)):
-        if (
-            not isinstance(node, DOCUMENTED)
-            or (text := ast.get_docstring(node, clean=False)) is None
-        ):
+        if not isinstance(node, DOCUMENTED) or (text := ast.get_docstring(node, clean=False)) is None:
             continue
         lines = text.splitlines()
         if not lines or not lines[0].strip() or (len(lines) > 1 and lines[1].strip()):
@@ -110,11 +108,7 @@ def test_the_summary_check_finds_a_summary_of_several_lines(source: str, faults:
 
 
 def test_docstrings_open_with_a_one_line_summary() -> None:
-    faults = [
-        f"{path.relative_to(ROOT)}:{fault}"
-        for path in library_files()
-        for fault in summary_faults(path.read_text())
-    ]
+    faults = [f"{path.relative_to(ROOT)}:{fault}" for path in library_files() for fault in summary_faults(path.read_text())]
     assert not faults, "open with one line, then a blank line and the why:\n" + "\n".join(faults)
 
 
