@@ -863,10 +863,11 @@ def sync_table(
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
-    One run per table at a time: a second run waits for the lease (`run.wait`), or leaves the
-    table to the run that holds it (versioned writes make an overlap harmless anyway).
-    `run.deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished`
-    (the planner Lambda's time budget)."""
+    One run per table at a time: a second run waits for the lease when `run.wait` says so, or
+    leaves the table to the run that holds it. Versioned writes make an overlap harmless anyway.
+    No pass starts after `run.deadline`, a time.monotonic(), and the result is then `unfinished`:
+    that is the planner Lambda's time budget.
+    """
     wait, deadline = run.wait, run.deadline
     # planning and reading of this table share its manifest reads, across its indexes
     shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
