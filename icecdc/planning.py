@@ -34,7 +34,8 @@ FILES_PER_ITEM = 200
 # Files per export item, at most: an export of N files costs about N/100 state writes to plan,
 # mark and retire (see `export_group_size`).
 EXPORT_FILES_PER_ITEM = 100
-# Export items put in one call (DynamoDB batches them 50 a transaction): planning holds this many at once.
+# Export items put in one call (DynamoDB batches them 50 a transaction): planning holds this many
+# at once.
 PUT_CHUNK = 500
 # Export claims tried in one plan when the claimed snapshots keep being rolled back.
 MAX_EXPORT_CLAIMS = 10
@@ -57,12 +58,15 @@ def plan_table(
     resync: tuple[ResyncKind, str] | None = None,
     limits: BatchConfig | None = None,
 ) -> PlanResult:
-    """Write the work items that bring the index from the table's checkpoint to its current snapshot,
-    and retire pending items of commits that are no longer on the current snapshot's lineage.
+    """Write the work items that bring the index from the checkpoint to the current snapshot.
 
-    `changed`: the snapshots' entries, shared with the reading that follows in the same process.
-    `resync`: (REWRITE or RESET, why) when the processor found that the index needs rebuilding.
-    `limits`: what a pass may read, which an export item never exceeds (`export_group_size`)."""
+    It also retires pending items of commits that are no longer on the current snapshot's lineage.
+
+    `changed` holds the snapshots' entries, shared with the reading that follows in the same
+    process. `resync` is REWRITE or RESET and why, when the processor found that the index needs
+    rebuilding. `limits` is what a pass may read, which an export item never exceeds, as
+    `export_group_size` makes sure.
+    """
     checkpoint = store.get_checkpoint(config.name)
     table = current_view(table, config.name, checkpoint)
     current = table.current_snapshot()
@@ -71,16 +75,20 @@ def plan_table(
         return PlanResult(config.name, 0, 0, 0)
     if table.format_version < 2:
         raise PlanningError(
-            f"table {config.name!r} is Iceberg format v1, which has no sequence numbers to version documents by; "
+            f"table {config.name!r} is Iceberg format v1, which has no sequence numbers "
+            "to version documents by; "
             "upgrade it with the table property format-version=2"
         )
     changed = changed or ChangedEntries()
     lineage = Lineage.of(table)
-    # Retired after the new items are put: a first export planned over an abandoned one must know of it
-    # (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
-    pending = store.pending_items(config.name)  # read once: nothing below writes an item before the puts
+    # Retired after the new items are put: a first export planned over an abandoned one must know of
+    # it (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
+    # read once: nothing below writes an item before the puts
+    pending = store.pending_items(config.name)
     abandoned = [i for i in pending if lineage.abandoned(i)]
-    kind, reason = resync or resync_needed(table, config.name, checkpoint, identifier_columns, store.pass_end(config.name))
+    kind, reason = resync or resync_needed(
+        table, config.name, checkpoint, identifier_columns, store.pass_end(config.name)
+    )
     resync = (kind, reason) if kind else None
 
     exports: Iterable[WorkItem] = ()
@@ -95,7 +103,13 @@ def plan_table(
             pass  # a capped export's later passes: its items are all in the store already
         elif config.export or resync:
             if resync:
-                log.warning("%s: %s; resyncing from snapshot %d (%s)", config.name, reason, base.snapshot_id, kind)
+                log.warning(
+                    "%s: %s; resyncing from snapshot %d (%s)",
+                    config.name,
+                    reason,
+                    base.snapshot_id,
+                    kind,
+                )
             cut = limits or BatchConfig()
             exports = _export_items(table, config.name, base, kind, replacing, cut, known)
         else:
@@ -105,7 +119,9 @@ def plan_table(
 
     snapshots = snapshots_after(table, config.name, base)
     changes = [
-        item for snapshot in snapshots for item in _change_items(table, config.name, snapshot, identifier_columns, changed)
+        item
+        for snapshot in snapshots
+        for item in _change_items(table, config.name, snapshot, identifier_columns, changed)
     ]
     # The changes after the base are pending whatever became of their items before: a DONE one is
     # of a lineage since left (rolled back, then current again: a cherry-pick that fast-forwards, a
@@ -131,26 +147,41 @@ def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Tabl
         return table
     if last_sequence_number(table) >= checkpoint.sequence_number:
         return table
-    log.info("%s: loaded metadata is older than the checkpoint (sequence number %d); reloading", name, checkpoint.sequence_number)
+    log.info(
+        "%s: loaded metadata is older than the checkpoint (sequence number %d); reloading",
+        name,
+        checkpoint.sequence_number,
+    )
     table = table.refresh()
     if last_sequence_number(table) < checkpoint.sequence_number:
         raise PlanningError(
-            f"table {name!r}: the catalog's metadata (last sequence number {last_sequence_number(table)}) is "
-            f"older than the checkpoint (sequence number {checkpoint.sequence_number}); nothing planned"
+            f"table {name!r}: the catalog's metadata "
+            f"(last sequence number {last_sequence_number(table)}) is "
+            f"older than the checkpoint (sequence number {checkpoint.sequence_number}); "
+            "nothing planned"
         )
     return table
 
 
 def _over_abandoned_export(
-    pending: list[WorkItem], base: Checkpoint, abandoned: list[WorkItem], abandoned_claim: int | None
+    pending: list[WorkItem],
+    base: Checkpoint,
+    abandoned: list[WorkItem],
+    abandoned_claim: int | None,
 ) -> tuple[ResyncKind, str] | None:
-    """RESET when a first export follows one abandoned unfinished (its snapshot rolled back, or its
-    table dropped and created again): that one may have written documents this one would not
-    replace (rows the new snapshot lacks; a rolled-back snapshot's, at a higher version), so this
-    export builds a new generation. Once its items are in the store, they say so themselves."""
+    """RESET when a first export follows one abandoned unfinished.
+
+    The abandoned export's snapshot was rolled back, or its table dropped and created again. It may
+    have written documents this one would not replace: rows the new snapshot lacks, or a
+    rolled-back snapshot's rows at a higher version. So this export builds a new generation. Once
+    its items are in the store, they say so themselves.
+    """
     exports = [i for i in pending if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
-    if any(i.snapshot_id == base.snapshot_id for i in exports):  # planned already: as it was planned
-        reset = any(i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports)
+    # planned already: as it was planned
+    if any(i.snapshot_id == base.snapshot_id for i in exports):
+        reset = any(
+            i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports
+        )
         return (ResyncKind.RESET, "an export over an abandoned one goes on") if reset else None
     gone = {i.snapshot_id for i in abandoned if i.kind == ItemKind.EXPORT}
     if abandoned_claim is not None:
@@ -159,13 +190,18 @@ def _over_abandoned_export(
         return None
     return (
         ResyncKind.RESET,
-        f"an export of snapshot {sorted(gone)} was abandoned unfinished (rolled back, or the table created again)",
+        (
+            f"an export of snapshot {sorted(gone)} was abandoned unfinished "
+            "(rolled back, or the table created again)"
+        ),
     )
 
 
 def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, written: int) -> str:
-    """What a planning planned, in words whose counts the pass's "applying" line repeats: an
-    export counts as the one snapshot it exports."""
+    """What a planning planned, in words whose counts the pass's "applying" line repeats.
+
+    An export counts as the one snapshot it exports.
+    """
     if not exports and not changes:
         return "nothing new to plan"
     parts = [f"an export of snapshot {export_snapshot} ({exports} work items)"] if exports else []
@@ -175,12 +211,16 @@ def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, w
 
 
 def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) -> None:
-    """Retire pending items of commits off the current snapshot's lineage (rolled back, or left
-    behind by a moved `main`, or of the table before it was dropped), unread: applying them would
-    put rows into the index that the table no longer has, or take out rows it has."""
+    """Retire pending items of commits off the current snapshot's lineage, unread.
+
+    Such commits were rolled back, left behind by a moved `main`, or are of the table before it was
+    dropped. Applying them would put rows into the index that the table no longer has, or take out
+    rows it has.
+    """
     if abandoned:
         log.warning(
-            "%s: retiring, unread, the work items of snapshots off the current lineage (%d of them): %s",
+            "%s: retiring, unread, the work items of snapshots off the current lineage "
+            "(%d of them): %s",
             name,
             len(abandoned),
             sorted({i.snapshot_id for i in abandoned}),
@@ -188,28 +228,45 @@ def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) ->
         store.complete(name, None, abandoned)
 
 
-def _claim_export(table: Table, name: str, store: StateStore, lineage: Lineage, replacing: str) -> tuple[Checkpoint, int | None]:
-    """The snapshot to export (the current one, unless a racing planner claimed another first), and
-    the last claimed snapshot it replaces, if any.
+def _claim_export(
+    table: Table, name: str, store: StateStore, lineage: Lineage, replacing: str
+) -> tuple[Checkpoint, int | None]:
+    """The snapshot to export, and the last claimed snapshot it replaces, if any.
 
-    A claimed snapshot that has been rolled back since can never be exported; the next claim is
-    keyed after it, so that every planner agrees on the one that replaces it. (Claims are keyed by
-    the table's UUID: a table dropped and created again claims afresh.)"""
+    The snapshot to export is the current one, unless a racing planner claimed another first. A
+    claimed snapshot that has been rolled back since can never be exported; the next claim is keyed
+    after it, so that every planner agrees on the one that replaces it. Claims are keyed by the
+    table's UUID too, so a table dropped and created again claims afresh.
+    """
     current = table.current_snapshot()
     assert current is not None
-    wanted = Checkpoint(str(table.metadata.table_uuid), current.snapshot_id, sequence_number(current))
+    wanted = Checkpoint(
+        str(table.metadata.table_uuid), current.snapshot_id, sequence_number(current)
+    )
     claim_key, abandoned = replacing, None
     for _ in range(MAX_EXPORT_CLAIMS):
         base = store.claim_export(name, wanted, claim_key)
-        if base.sequence_number > lineage.known_sequence_number or lineage.position(base.snapshot_id) is not None:
+        if (
+            base.sequence_number > lineage.known_sequence_number
+            or lineage.position(base.snapshot_id) is not None
+        ):
             return base, abandoned
-        log.warning("%s: export snapshot %d was rolled back before it was applied; claiming another", name, base.snapshot_id)
+        log.warning(
+            "%s: export snapshot %d was rolled back before it was applied; claiming another",
+            name,
+            base.snapshot_id,
+        )
         claim_key, abandoned = f"{claim_key}>{base.snapshot_id}", base.snapshot_id
-    raise PlanningError(f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again")
+    raise PlanningError(
+        f"table {name!r}: {MAX_EXPORT_CLAIMS} export snapshots in a row were rolled back; try again"
+    )
 
 
 def snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]:
-    """The current snapshot's ancestors after `base`, oldest first (all of them after NO_SNAPSHOT)."""
+    """The current snapshot's ancestors after `base`, oldest first.
+
+    After NO_SNAPSHOT, that is all of them.
+    """
     by_id = {s.snapshot_id: s for s in table.snapshots()}
     chain: list[Snapshot] = []
     snapshot = table.current_snapshot()
@@ -221,7 +278,8 @@ def snapshots_after(table: Table, name: str, base: Checkpoint) -> list[Snapshot]
         snapshot = by_id.get(parent_id) if parent_id is not None else None
     if snapshot is None and not (base.snapshot_id == NO_SNAPSHOT and (first or not chain)):
         raise PlanningError(
-            f"table {name!r}: checkpoint snapshot {base.snapshot_id} is not an ancestor of the current snapshot "
+            f"table {name!r}: checkpoint snapshot {base.snapshot_id} is not an ancestor "
+            "of the current snapshot "
             "(expired, or the table was rolled back); the changes in between cannot be read"
         )
     chain.reverse()
@@ -235,9 +293,11 @@ def resync_needed(
     identifier_columns: tuple[str, ...],
     pass_end: Checkpoint | None = None,
 ) -> tuple[ResyncKind, str]:
-    """(NONE, "") when the index can follow the table commit by commit; else how to rebuild it and
-    why: `verdict.table_verdict` of the facts `table_facts` reads (`pass_end`: the end of a pass
-    the store recorded)."""
+    """How to rebuild the index and why; (NONE, "") when it can follow the table commit by commit.
+
+    It is `verdict.table_verdict` of the facts `table_facts` reads. `pass_end` is the end of a pass
+    the store recorded.
+    """
     decided = table_verdict(table_facts(table, name, checkpoint, identifier_columns, pass_end))
     return decided.fate.resync, decided.reason
 
@@ -249,8 +309,10 @@ def table_facts(
     identifier_columns: tuple[str, ...],
     pass_end: Checkpoint | None = None,
 ) -> TableFacts:
-    """What the table's metadata says about following it from `checkpoint` (`verdict.TableFacts`),
-    read once. The lineage is walked only for a checkpoint of this table."""
+    """What the table's metadata says about following it from `checkpoint`, read once.
+
+    The answer is a `verdict.TableFacts`. The lineage is walked only for a checkpoint of this table.
+    """
     uuid, schema_id = str(table.metadata.table_uuid), table.metadata.current_schema_id
     facts = TableFacts(uuid, schema_id, identifier_columns, checkpoint, pass_end)
     if checkpoint is None or checkpoint.table_uuid != uuid:
@@ -274,37 +336,53 @@ def table_facts(
 
 
 def export_group_size(limits: BatchConfig, largest: int) -> int:
-    """The files of an export item: EXPORT_FILES_PER_ITEM, or fewer where a pass may read fewer
-    (`batch.max_files`, or `batch.max_bytes` of the export's `largest` file's bytes): a capped pass,
-    which takes whole items, never reads more than its caps because of the grouping."""
+    """The files of an export item: EXPORT_FILES_PER_ITEM, or fewer where a pass may read fewer.
+
+    A pass reads fewer under `batch.max_files`, or under `batch.max_bytes` counted in the export's
+    `largest` file's bytes. So a capped pass, which takes whole items, never reads more than its
+    caps because of the grouping.
+    """
     return max(1, min(EXPORT_FILES_PER_ITEM, limits.max_files, limits.max_bytes // max(largest, 1)))
 
 
-def _planned_export(pending: list[WorkItem], base: Checkpoint, resync: ResyncKind, replacing: str) -> list[WorkItem]:
-    """The `pending` items of the export of `base`. When all are (a capped export's later passes plan
-    again), its manifests are not listed nor its items put again, which would cost every pass as
-    much as the first; when some are (a planner stopped part way), the rest are cut as they were."""
+def _planned_export(
+    pending: list[WorkItem], base: Checkpoint, resync: ResyncKind, replacing: str
+) -> list[WorkItem]:
+    """The `pending` items of the export of `base`.
+
+    When all are pending, as a capped export's later passes plan again, its manifests are not
+    listed nor its items put again, which would cost every pass as much as the first. When some
+    are, as a planner stopped part way, the rest are cut as they were.
+    """
     return [
         i
         for i in pending
         if i.kind == ItemKind.EXPORT
-        and (i.table_uuid, i.snapshot_id, i.replacing) == (base.table_uuid, base.snapshot_id, replacing)
+        and (i.table_uuid, i.snapshot_id, i.replacing)
+        == (base.table_uuid, base.snapshot_id, replacing)
         and bool(i.resync) == bool(resync)
     ]
 
 
-def export_groups(paths: Sequence[str], size: int, planned: Sequence[WorkItem] = ()) -> list[tuple[str, ...]]:
-    """The export's files (`paths`, in a fixed order) cut into items of `size` files, in order (one
-    empty item for an empty table): planning again gives the same items, so the same keys. Of the
-    size `planned` items of the same export were cut to, if any (`planned_group_size`)."""
+def export_groups(
+    paths: Sequence[str], size: int, planned: Sequence[WorkItem] = ()
+) -> list[tuple[str, ...]]:
+    """The export's files, `paths` in a fixed order, cut into items of `size` files, in order.
+
+    An empty table gets one empty item. Planning again gives the same items, so the same keys. The
+    items are of the size the `planned` items of the same export were cut to, if any, as
+    `planned_group_size` tells.
+    """
     size = planned_group_size(len(paths), size, planned)
     return [tuple(sorted(paths[i : i + size])) for i in range(0, len(paths), size)] or [()]
 
 
 def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) -> int:
-    """`size`, or the size the `planned` items of the same export (of `files` files) were cut to: a
-    planner that stopped part way may have had another `batch.max_files`, and the items must be one
-    cut of the files."""
+    """`size`, or the size the `planned` items of the same export were cut to.
+
+    The export has `files` files. A planner that stopped part way may have had another
+    `batch.max_files`, and the items must be one cut of the files.
+    """
     for item in planned:
         if item.group < item.groups - 1:  # every group but the last is full
             size = len(item.added_data_files)
@@ -316,8 +394,11 @@ def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) 
 
 
 def _live_files(table: Table, snapshot: Snapshot) -> Iterator[DataFile]:
-    """The snapshot's live data files, a manifest at a time, in the order of its manifest list and
-    of each manifest's entries: fixed for a snapshot, so every planner streams the same order."""
+    """The snapshot's live data files, a manifest at a time.
+
+    They come in the order of its manifest list and of each manifest's entries. That order is fixed
+    for a snapshot, so every planner streams the same order.
+    """
     for manifest in snapshot.manifests(table.io):
         if manifest.content == ManifestContent.DATA:
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
@@ -333,14 +414,18 @@ def _export_items(
     limits: BatchConfig | None = None,
     planned: list[WorkItem] | None = None,
 ) -> Iterator[WorkItem]:
-    """Items of up to EXPORT_FILES_PER_ITEM live data files of the export snapshot each (fewer
-    under small `limits`: `export_group_size`), cut from the files in manifest order, streamed: the
-    manifests are read twice (counting, then cutting), and no list of every file is ever held
-    (`planned`: items of it in the store already); one empty item for an empty table.
+    """Items of up to EXPORT_FILES_PER_ITEM live data files of the export snapshot each, streamed.
+
+    Under small `limits` an item holds fewer, as `export_group_size` tells. The items are cut from
+    the files in manifest order. The manifests are read twice, counting and then cutting, and no
+    list of every file is ever held. `planned` holds the items of it in the store already. An empty
+    table gets one empty item.
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
-    Every file, whatever the index's `where`: the pass prunes them by the shape it writes
-    (`processing._Pass.tasks`), which may have changed since the export was planned."""
+    Every file is in an item, whatever the index's `where`: the pass prunes them by the shape it
+    writes, in `processing._Pass.tasks`, as that shape may have changed since the export was
+    planned.
+    """
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
@@ -348,12 +433,19 @@ def _export_items(
     for data_file in _live_files(table, snapshot):
         files += 1
         largest = max(largest, data_file.file_size_in_bytes)
-    size = planned_group_size(files, export_group_size(limits or BatchConfig(), largest), planned or [])
+    size = planned_group_size(
+        files, export_group_size(limits or BatchConfig(), largest), planned or []
+    )
     paths = (data_file.file_path for data_file in _live_files(table, snapshot))
-    groups: Iterable[tuple[str, ...]] = (tuple(sorted(itertools.islice(paths, size))) for _ in range(-(-files // size)))
+    groups: Iterable[tuple[str, ...]] = (
+        tuple(sorted(itertools.islice(paths, size))) for _ in range(-(-files // size))
+    )
     count = max(1, -(-files // size))
-    if planned and not _same_cut(table, snapshot, size, planned):  # planned by a version that cut sorted paths
-        groups = export_groups(sorted(f.file_path for f in _live_files(table, snapshot)), size, planned)
+    # planned by a version that cut sorted paths
+    if planned and not _same_cut(table, snapshot, size, planned):
+        groups = export_groups(
+            sorted(f.file_path for f in _live_files(table, snapshot)), size, planned
+        )
     for i, group in enumerate(groups if files else [()]):
         yield WorkItem(
             name,
@@ -381,7 +473,11 @@ def _same_cut(table: Table, snapshot: Snapshot, size: int, planned: list[WorkIte
 
 
 def _change_items(
-    table: Table, name: str, snapshot: Snapshot, identifier_columns: tuple[str, ...], changed: ChangedEntries
+    table: Table,
+    name: str,
+    snapshot: Snapshot,
+    identifier_columns: tuple[str, ...],
+    changed: ChangedEntries,
 ) -> list[WorkItem]:
     """Items of the files a snapshot added and removed; one empty item for a compaction."""
     files: list[tuple[str, _Role]] = []
@@ -389,13 +485,19 @@ def _change_items(
         for entry in changed.of(table, snapshot):
             data_file, added = entry.data_file, entry.status == ManifestEntryStatus.ADDED
             if data_file.content == DataFileContent.DATA:
-                files.append((data_file.file_path, _Role.ADDED_DATA if added else _Role.REMOVED_DATA))
-            elif added:  # a delete file; one dropped (replaced by a newer vector, or with its data file) removes no row
+                files.append(
+                    (data_file.file_path, _Role.ADDED_DATA if added else _Role.REMOVED_DATA)
+                )
+            # a delete file; one dropped (replaced by a newer vector, or with its data file)
+            # removes no row
+            elif added:
                 files.append((data_file.file_path, _Role.ADDED_DELETES))
     if not identifier_columns and any(what != _Role.ADDED_DATA for _, what in files):
         raise PlanningError(
-            f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, but the table has no identifier "
-            "columns to find their documents by; set tables[].identifier_columns or the schema's identifier fields"
+            f"table {name!r}: snapshot {snapshot.snapshot_id} removes rows, "
+            "but the table has no identifier "
+            "columns to find their documents by; "
+            "set tables[].identifier_columns or the schema's identifier fields"
         )
     files = sorted(set(files))  # a Puffin file is listed once however many vectors it holds
     groups = [files[i : i + FILES_PER_ITEM] for i in range(0, len(files), FILES_PER_ITEM)] or [[]]

@@ -29,7 +29,7 @@ from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
 from icecdc.deadletters import systemic
 from icecdc.engines import Engine, Engines, Target, Targets
-from icecdc.errors import FilesGone, LeaseLost, ProcessingError, SystemicDeadLetters
+from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
@@ -145,19 +145,22 @@ class TableRun:
         try:
             return _process_batch(self, table, export_anew)
         except FilesGone as exc:
-            # Snapshot expiration deleted files this batch needed after it was planned: the changes in
-            # between cannot be read any more, so the index is rebuilt from the current snapshot.
+            # Snapshot expiration deleted files this batch needed after it was planned: the changes
+            # in between cannot be read any more, so the index is rebuilt from the current snapshot.
             log.warning("%s: %s; resyncing from the current snapshot", self.name, exc)
             table = table.refresh()
             self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
             return _process_batch(self, table, export_anew)
 
     def _empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
-        """A table with no snapshot: its index holds nothing. One whose index held another table's
-        documents (it was dropped and created again, empty), or whose empty index is to be rebuilt
-        (`rebuild`: deleted or replaced since, of another shape than the configuration's, or holding
-        documents no checkpoint accounts for), gets an empty generation, swapped in as a rebuild's,
-        and a NO_SNAPSHOT checkpoint; the old table's items are retired unread."""
+        """A table with no snapshot: its index holds nothing.
+
+        Some tables get an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
+        checkpoint. That is one whose index held another table's documents, as it was dropped and
+        created again empty, or one whose empty index is to be rebuilt. `rebuild` says why: the
+        index was deleted or replaced since, is of another shape than the configuration's, or holds
+        documents no checkpoint accounts for. The old table's items are retired unread.
+        """
         uuid = str(table.metadata.table_uuid)
         # a run of the old table that died, or its first export
         pending = self.store.pending_items(self.name)
@@ -170,29 +173,39 @@ class TableRun:
         alias, spec = _alias(client, self.config, table), _spec(table, self.config)
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
-            uuid, NO_SNAPSHOT, 0, table.metadata.current_schema_id, self.identifiers, index_uuid(client, generation) or ""
+            uuid,
+            NO_SNAPSHOT,
+            0,
+            table.metadata.current_schema_id,
+            self.identifiers,
+            index_uuid(client, generation) or "",
         )
-        if self.lease is not None and self.lease.lost:
-            raise LeaseLost.of(self.name)
+        if self.lease is not None:
+            self.lease.check()
         fence = self.lease.owner if self.lease else None
         self.store.complete(self.name, empty, pending, replace=True, fence=fence)
         self.reached(PassPoint.CHECKPOINTED)
         alias.finish(generation, spec, self.probe)
         return BatchResult(self.name, checkpoint=empty)
 
-    def catch_up(self, catalog: Catalog, table: Table, deadline: float | None = None) -> BatchResult:
-        """Plan and process, pass after pass, until the table is caught up with its current snapshot,
-        or `deadline` (time.monotonic()) has passed: then the result is `unfinished`."""
+    def catch_up(
+        self, catalog: Catalog, table: Table, deadline: float | None = None
+    ) -> BatchResult:
+        """Plan and process, pass after pass, until the table has caught up with its snapshot.
+
+        When the `deadline`, a time.monotonic(), has passed first, the result is `unfinished`.
+        """
         total = BatchResult(self.name)
         started = time.monotonic()
         self.claim_index(open_client(self.opensearch), table)  # before anything is planned
         for passes in range(1, MAX_SYNC_ROUNDS + 1):
-            if self.lease is not None and self.lease.lost:
-                raise LeaseLost.of(self.name)
+            if self.lease is not None:
+                self.lease.check()
             if deadline is not None and time.monotonic() > deadline:
                 total.unfinished = True
                 break
-            if passes > 1:  # each round reads the pending items once (the first: claiming the index, above)
+            # each round reads the pending items once (the first: claiming the index, above)
+            if passes > 1:
                 self.store.forget_pending()
             self.plan(table)
             self.reached(PassPoint.PLANNED)
@@ -205,8 +218,11 @@ class TableRun:
         return total
 
     def _report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
-        """Log how far the sync is (`icecdc.progress`: the CLI draws a bar from it on a terminal):
-        an export's files applied, or a backlog's snapshots, out of what is planned."""
+        """Log how far the sync is, on `icecdc.progress`.
+
+        It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
+        draws a bar from it on a terminal.
+        """
         pending = self.store.pending_items(self.name)
         exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
         files = sum(len(i.added_data_files) for i in exports)
@@ -226,14 +242,25 @@ class TableRun:
         progress_log.info(progress.line(), extra={"progress": progress})
 
     def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
-        plan_table(table, self.config, self.store, self.identifiers, self.changed, resync=resync, limits=self.limits)
+        plan_table(
+            table,
+            self.config,
+            self.store,
+            self.identifiers,
+            self.changed,
+            resync=resync,
+            limits=self.limits,
+        )
 
     def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
         return claim_index(client, self.config, self.store, table)
 
     def _say(self, decided: Verdict, resumed: bool) -> None:
-        """Log what the pass makes of its index: a reset's reason once, when it is planned; a new
-        generation's when its first pass starts it (`resumed`: a later pass of it)."""
+        """Log what the pass makes of its index.
+
+        A reset's reason is logged once, when it is planned. A new generation's reason is logged
+        when its first pass starts it; `resumed` says this is a later pass of it.
+        """
         if decided.fate == Fate.NEW_GENERATION:
             level = logging.DEBUG if resumed else logging.WARNING
             doing = "exporting the table into a new generation"
@@ -245,10 +272,12 @@ class TableRun:
             log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
 
     def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
-        """Act on the index's verdict (`_index_verdict`) before the pass: plan an export when the
-        index lost the checkpoint's documents, a rebuild when it holds another shape of the table
-        than the configuration's, and delete what a finished swap left behind, unless a rebuild is
-        under way or a first export is to build a new generation."""
+        """Act on the index's verdict from `_index_verdict` before the pass.
+
+        It plans an export when the index lost the checkpoint's documents, and a rebuild when it
+        holds another shape of the table than the configuration's. It deletes what a finished swap
+        left behind, unless a rebuild is under way or a first export is to build a new generation.
+        """
         alias, decided = self._index_verdict(table, checkpoint)
         if decided.fate.resync:
             self.plan(table, resync=(decided.fate.resync, decided.reason))
@@ -259,10 +288,12 @@ class TableRun:
     def _index_verdict(
         self, table: Table, checkpoint: Checkpoint | None
     ) -> tuple[IndexAlias, Verdict]:
-        """The index, once its name is claimed and a stopped swap made, and its verdict
-        (`verdict.pass_verdict`) from what it holds: the checkpoint's documents, or with no
-        checkpoint, documents the first export's own passes did not write
-        (`IndexAlias.unaccounted`), and the shape it was built for. Writes nothing else."""
+        """The index, once its name is claimed and a stopped swap made, and its verdict.
+
+        `verdict.pass_verdict` judges what the index holds: the checkpoint's documents, or with no
+        checkpoint, documents the first export's own passes did not write, as
+        `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
+        """
         alias = self.claim_index(open_client(self.opensearch), table)
         spec = _spec(table, self.config)
         pending = self.store.pending_items(self.name)
@@ -281,9 +312,11 @@ class TableRun:
 
 @dataclass(frozen=True)
 class PassOptions:
-    """What `process_table` may be given beyond where and what it writes: the dead-letter index
-    (`dead_letter`), the manifest entries planning read (`changed`), the run's `lease`, the
-    pass's `limits`, and a test's `probe`."""
+    """What `process_table` may be given beyond where and what it writes.
+
+    That is the dead-letter index `dead_letter`, the manifest entries planning read as `changed`,
+    the run's `lease`, the pass's `limits`, and a test's `probe`.
+    """
 
     dead_letter: str | None = None
     changed: ChangedEntries | None = None
@@ -324,9 +357,11 @@ def claim_index(
     store: StateStore,
     table: Table,
 ) -> IndexAlias:
-    """The table's index, after checking that its name holds nothing but this table's index
-    (`IndexAlias.claim`: raise IndexNotOwned, or take the name over on the user's opt-in); `store`:
-    the index's state (the uuids it names are the table's)."""
+    """The table's index, after checking that its name holds nothing but this table's index.
+
+    `IndexAlias.claim` checks it: it raises IndexNotOwned, or takes the name over on the user's
+    opt-in. `store` is the index's state, and the uuids it names are the table's.
+    """
     alias = _alias(client, config, table)
     checkpoint = store.get_checkpoint(config.name)
     known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
@@ -347,17 +382,25 @@ def _spec(table: Table, config: TableConfig) -> IndexSpec:
 
 @contextmanager
 def _manifests_of(table: str) -> Iterator[None]:
-    """Reading the batch's manifests: one deleted meanwhile (its snapshot expired) is `FilesGone`."""
+    """Reading the batch's manifests, where one deleted meanwhile is `FilesGone`.
+
+    A manifest is deleted when its snapshot expired.
+    """
     try:
         yield
     except FileNotFoundError as exc:
-        raise FilesGone(f"table {table!r}: a manifest of the batch is gone (expired?): {exc}") from None
+        raise FilesGone(
+            f"table {table!r}: a manifest of the batch is gone (expired?): {exc}"
+        ) from None
 
 
 @dataclass(frozen=True)
 class _Destination:
-    """Where a pass writes: the index (the alias, or a rebuild's generation) and its uuid ("": the
-    pass creates it), found before anything is written."""
+    """Where a pass writes, found before anything is written.
+
+    It is the index, the alias or a rebuild's generation, and its uuid. The uuid is "" when the
+    pass creates the index.
+    """
 
     index: str
     uuid: str
@@ -366,20 +409,33 @@ class _Destination:
 
 
 def _applied_mark(index_uuid: str, schema_id: int) -> str:
-    """What a capped pass records as where its items' rows are (`WorkItem.applied_to`): the index,
-    and the schema they were read with (a schema change before the export ends makes them stale)."""
+    """What a capped pass records as where its items' rows are, in `WorkItem.applied_to`.
+
+    It names the index, and the schema the rows were read with: a schema change before the export
+    ends makes them stale.
+    """
     return f"{index_uuid}@schema-{schema_id}"
 
 
 def _applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
-    """The uuids of the indexes the APPLIED ones of `items` were written to (`_applied_mark`'s first part)."""
-    return frozenset(i.applied_to.split("@", 1)[0] for i in items if i.status == ItemStatus.APPLIED and i.applied_to)
+    """The uuids of the indexes the APPLIED ones of `items` were written to.
+
+    Each is the first part of an `_applied_mark`.
+    """
+    return frozenset(
+        i.applied_to.split("@", 1)[0]
+        for i in items
+        if i.status == ItemStatus.APPLIED and i.applied_to
+    )
 
 
 def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> BatchResult:
-    """One pass: select, cap, destination, tasks, engine, prepare the destination, begin (record
-    its end), apply, complete, finish.
-    `export_anew`: a first export writes a new generation (the index holds documents it did not write)."""
+    """One pass over a batch, from its selection to its finish.
+
+    The steps are: select, cap, destination, tasks, engine, prepare the destination, begin by
+    recording its end, apply, complete, finish. With `export_anew`, a first export writes a new
+    generation, as the index holds documents it did not write.
+    """
     started = time.monotonic()
     result = BatchResult(run.name)
     batch = _select(run, table)
@@ -387,14 +443,25 @@ def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> Ba
         return result
     with _manifests_of(run.name):
         batch, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
-    step = _Pass(run, table, batch, open_client(run.opensearch), _spec(table, run.config), started, export_anew)
+    step = _Pass(
+        run,
+        table,
+        batch,
+        open_client(run.opensearch),
+        _spec(table, run.config),
+        started,
+        export_anew,
+    )
     found = step.find_destination()
     unread = step.unread(found)
     collapse_runs = step.may_collapse()
     tasks = step.tasks(unread, collapse_runs)
-    if not result.partial:  # the pass that finishes an export cut into passes finds duplicates across them all
+    # the pass that finishes an export cut into passes finds duplicates across them all
+    if not result.partial:
         read = {i.key for i in unread}
-        tasks = step.with_earlier(tasks, [i for i in batch if i.kind == ItemKind.EXPORT and i.key not in read])
+        tasks = step.with_earlier(
+            tasks, [i for i in batch if i.kind == ItemKind.EXPORT and i.key not in read]
+        )
     engine = step.engine(tasks)
     destination = step.prepare_destination(found)
     step.begin(collapse_runs)
@@ -409,7 +476,9 @@ def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> Ba
 
 def _select(run: TableRun, table: Table) -> list[WorkItem]:
     """The batch to apply; stale items are retired unread."""
-    batch, stale = select_batch(run.store.pending_items(run.name), run.store.get_checkpoint(run.name), Lineage.of(table))
+    batch, stale = select_batch(
+        run.store.pending_items(run.name), run.store.get_checkpoint(run.name), Lineage.of(table)
+    )
     if stale:
         run.store.complete(run.name, None, stale)
     return batch
@@ -425,7 +494,8 @@ class _Pass:
     client: OpenSearch
     spec: IndexSpec  # the mapping of the documents written
     started: float
-    export_anew: bool = False  # a first export into a new generation: the index holds documents no checkpoint accounts for
+    # a first export into a new generation: the index holds documents no checkpoint accounts for
+    export_anew: bool = False
 
     @property
     def name(self) -> str:
@@ -444,12 +514,14 @@ class _Pass:
         return self.run.lease.owner if self.run.lease else None
 
     def find_destination(self) -> _Destination:
-        """Where the pass will write, reading only: so that its engine is known before anything is written.
+        """Where the pass will write, reading only, so that its engine is known before any write.
 
         A reset, a first export into an index holding documents it did not write, and a rewrite the
-        current index cannot take (a type change, another shape), export into a new generation while the alias
-        keeps serving the current one; their later passes (batch caps, a rerun after a crash) resume
-        the generation their APPLIED items name. The index's ingest pipeline must exist."""
+        current index cannot take, as a type or the shape changed, export into a new generation
+        while the alias keeps serving the current one. Their later passes, under batch caps or in a
+        rerun after a crash, resume the generation their APPLIED items name. The index's ingest
+        pipeline must exist.
+        """
         alias = _alias(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
@@ -469,11 +541,17 @@ class _Pass:
         return _Destination("", "", rebuild=True, resumable=resumable)
 
     def unread(self, destination: _Destination) -> list[WorkItem]:
-        """Every item but an export's files an earlier pass applied to this very index, read with this
-        very schema: their tasks tell exactly what the pass reads (a delete file's data files
-        included), and so its engine. Rows read with an older schema are written again."""
+        """Every item but the export's files an earlier pass applied to this index with this schema.
+
+        Their tasks tell exactly what the pass reads, a delete file's data files included, and so
+        its engine. Rows read with an older schema are written again.
+        """
         applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
-        return [i for i in self.batch if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)]
+        return [
+            i
+            for i in self.batch
+            if not (i.status == ItemStatus.APPLIED and i.applied_to == applied_here)
+        ]
 
     @property
     def end(self) -> Checkpoint:
@@ -482,9 +560,12 @@ class _Pass:
         return Checkpoint(last.table_uuid, last.snapshot_id, last.sequence_number)
 
     def may_collapse(self, recorded: Checkpoint | None = None) -> bool:
-        """True when no earlier pass may have written past the checkpoint (it died or failed after
-        writing: the end it recorded, `recorded` or else the store's, is past it), so that the pass
-        may collapse runs of copy-on-write commits (`driver.pass_tasks`). Reads only."""
+        """True when no earlier pass may have written past the checkpoint.
+
+        An earlier pass may have when it died or failed after writing: the end it recorded,
+        `recorded` or else the store's, is past the checkpoint. When none may have, the pass may
+        collapse runs of copy-on-write commits in `driver.pass_tasks`. It only reads.
+        """
         recorded = recorded or self.run.store.pass_end(self.name)
         if recorded is None or recorded.table_uuid != self.end.table_uuid:
             return True
@@ -496,10 +577,13 @@ class _Pass:
         )
 
     def begin(self, collapse_runs: bool) -> None:
-        """Record the end of the batch right before the first write, after the engine is chosen and
-        the destination prepared: a pass that fails before (`SparkRequired`, a write block) leaves
-        no end, which would make a later rollback reset the index and stop runs collapsing. A pass
-        that planned to collapse stops, writing nothing, when another one recorded an end since."""
+        """Record the end of the batch right before the first write.
+
+        That is after the engine is chosen and the destination prepared. A pass that fails before,
+        with `SparkRequired` or on a write block, so leaves no end, which would make a later
+        rollback reset the index and stop runs collapsing. A pass that planned to collapse stops,
+        writing nothing, when another one recorded an end since.
+        """
         begun = self.run.store.begin_pass(self.name, self.end)
         if collapse_runs and begun is not None and not self.may_collapse(begun):
             raced = f"table {self.name!r}: another pass began meanwhile; the next pass starts over"
@@ -508,9 +592,20 @@ class _Pass:
     def tasks(self, unread: list[WorkItem], collapse_runs: bool) -> PassTasks:
         run = self.run
         if not collapse_runs and any(i.kind != ItemKind.EXPORT for i in unread):
-            log.info("%s: a pass from this checkpoint may have written its changes: read commit by commit", self.name)
+            log.info(
+                "%s: a pass from this checkpoint may have written its changes: "
+                "read commit by commit",
+                self.name,
+            )
         with _manifests_of(self.name):
-            tasks = pass_tasks(self.table, unread, run.identifiers, run.changed, run.limits.max_rewrite_bytes, collapse_runs)
+            tasks = pass_tasks(
+                self.table,
+                unread,
+                run.identifiers,
+                run.changed,
+                run.limits.max_rewrite_bytes,
+                collapse_runs,
+            )
         return replace(tasks, export=self.held_by_shape(tasks.export))
 
     def held_by_shape(self, export: list[FileTask]) -> list[FileTask]:
@@ -518,16 +613,19 @@ class _Pass:
         shape = self.run.config.shape
         if shape.where is None or not export:
             return export
-        # An export reads only the files the index's filter may hold rows of: by their column bounds,
-        # not pyiceberg's scan planning (that refuses a snapshot with equality deletes, and the reader
-        # applies every delete file itself); here, not when the export was planned: the shape may
-        # have changed in between, and the pass writes the shape it is configured with now.
+        # An export reads only the files the index's filter may hold rows of: by their column
+        # bounds, not pyiceberg's scan planning (that refuses a snapshot with equality deletes, and
+        # the reader applies every delete file itself); here, not when the export was planned: the
+        # shape may have changed in between, and the pass writes the shape it is configured with
+        # now.
         may_hold = metrics_evaluator(self.table.schema(), shape.row_filter)
         return [task for task in export if may_hold(task.data_file)]
 
     def with_earlier(self, tasks: PassTasks, applied: list[WorkItem]) -> PassTasks:
-        """`tasks`, with the files of the export's items earlier passes applied
-        (`PassTasks.earlier`)."""
+        """`tasks`, with the files of the export's items earlier passes applied.
+
+        Those files go in `PassTasks.earlier`.
+        """
         if not applied or not self.run.identifiers:
             return tasks
         with _manifests_of(self.name):
@@ -535,10 +633,15 @@ class _Pass:
         return replace(tasks, earlier=self.held_by_shape(earlier))
 
     def engine(self, tasks: PassTasks) -> Engine:
-        return self.run.engines.for_pass(self.name, WorkSize.of(file_reads([*tasks.all, *tasks.earlier])))
+        return self.run.engines.for_pass(
+            self.name, WorkSize.of(file_reads([*tasks.all, *tasks.earlier]))
+        )
 
     def prepare_destination(self, found: _Destination) -> _Destination:
-        """Check the index accepts writes and bring it up to the spec; a rebuild's generation is created or resumed."""
+        """Check the index accepts writes and bring it up to the spec.
+
+        A rebuild's generation is created or resumed here.
+        """
         alias = _alias(self.client, self.run.config, self.table)
         if found.rebuild:
             index = alias.start_rebuild(self.spec, found.resumable)
@@ -546,8 +649,12 @@ class _Pass:
             alias.ensure(self.spec)
             index = alias.name
         prepared = replace(found, index=index, uuid=index_uuid(self.client, index) or "")
-        if found.uuid and prepared.uuid != found.uuid:  # what the pass planned to skip is not in this index
-            raise ProcessingError(f"index {index!r} was deleted or replaced while the pass began; the next pass starts over")
+        # what the pass planned to skip is not in this index
+        if found.uuid and prepared.uuid != found.uuid:
+            raise ProcessingError(
+                f"index {index!r} was deleted or replaced while the pass began; "
+                "the next pass starts over"
+            )
         return prepared
 
     def target(self, destination: _Destination) -> Target:
@@ -569,9 +676,13 @@ class _Pass:
             run.config.pipeline,
         )
 
-    def apply(self, engine: Engine, tasks: PassTasks, destination: _Destination, result: BatchResult) -> None:
-        """Write an export's rows, then read the changes' files and write each key's net change,
-        into the destination (versions order the two, whichever lands first)."""
+    def apply(
+        self, engine: Engine, tasks: PassTasks, destination: _Destination, result: BatchResult
+    ) -> None:
+        """Write an export's rows, then each key's net change from the changes' files.
+
+        Both go into the destination. Versions order the two, whichever lands first.
+        """
         run = self.run
         result.engine = engine.kind
         result.snapshots = len({i.snapshot_id for i in self.batch})
@@ -579,7 +690,9 @@ class _Pass:
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         applying = "%s: applying %d snapshots, %d files%s: %s engine"
         log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
-        reader = TableReader.for_table(self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,))
+        reader = TableReader.for_table(
+            self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,)
+        )
         target = self.target(destination)
         # the pass that finishes the export settles its duplicate identifiers, among every
         # pass's rows
@@ -592,9 +705,12 @@ class _Pass:
         run.reached(PassPoint.WRITTEN)
 
     def check_letters(self, result: BatchResult) -> None:
-        """SystemicDeadLetters, before anything is completed or advanced, when the pass's dead
-        letters show a cause many rows share rather than rows' own faults (`deadletters.systemic`);
-        the documents written stay (a rerun rewrites them at their versions)."""
+        """Raise SystemicDeadLetters when the pass's dead letters show a cause many rows share.
+
+        `deadletters.systemic` tells such a cause from rows' own faults. It raises before anything
+        is completed or advanced. The documents written stay, and a rerun rewrites them at their
+        versions.
+        """
         limits, letters, rows = self.run.letter_limits, result.writes.letters, result.changes.rows
         if systemic(letters, rows, limits.max_share, limits.min_count):
             raise SystemicDeadLetters(
@@ -605,48 +721,72 @@ class _Pass:
             )
 
     def check_fences(self, destination: _Destination) -> None:
-        """Raise unless this run still holds the table's lease and writes to the index it began with."""
+        """Raise unless this run holds the table's lease and writes to the index it began with."""
         if index_uuid(self.client, destination.index) != destination.uuid:
-            raise ProcessingError(f"table {self.name!r}: index {destination.index!r} was deleted or replaced during the pass")
-        lease = self.run.lease
-        if lease is not None and lease.lost:
-            raise LeaseLost.of(self.name)
+            raise ProcessingError(
+                f"table {self.name!r}: index {destination.index!r} "
+                "was deleted or replaced during the pass"
+            )
+        if self.run.lease is not None:
+            self.run.lease.check()
 
-    def mark_applied(self, unread: list[WorkItem], destination: _Destination, result: BatchResult) -> BatchResult:
-        """Record the export's files this pass applied, where and with which schema; nothing advances."""
+    def mark_applied(
+        self, unread: list[WorkItem], destination: _Destination, result: BatchResult
+    ) -> BatchResult:
+        """Record the export's files this pass applied, where and with which schema.
+
+        Nothing advances.
+        """
         self.check_fences(destination)
         mark = _applied_mark(destination.uuid, self.schema_id)
         self.run.store.mark_applied(self.name, unread, mark, fence=self.fence)
         self.run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - self.started
-        log.info("%s: applied %d of the export's files; the next pass goes on (batch caps)", self.name, len(unread))
+        log.info(
+            "%s: applied %d of the export's files; the next pass goes on (batch caps)",
+            self.name,
+            len(unread),
+        )
         return result
 
     def complete(self, engine: Engine, destination: _Destination, result: BatchResult) -> None:
-        """Delete what a rewrite's export did not write, then complete the items with the checkpoint."""
+        """Delete what a rewrite's export did not write, then complete the items.
+
+        The items are completed with the checkpoint.
+        """
         run, last = self.run, self.batch[-1]
-        if ResyncKind.REWRITE in self.resync and not destination.rebuild:  # a new generation holds only the export
+        # a new generation holds only the export
+        if ResyncKind.REWRITE in self.resync and not destination.rebuild:
             export_version = min(i.sequence_number for i in self.batch if i.resync)
             deleted = engine.delete_older(self.target(destination), export_version)
             log.info("%s: deleted %d documents older than the resync", self.name, deleted)
             result.writes.deleted += deleted
         self.check_fences(destination)
         result.checkpoint = Checkpoint(
-            last.table_uuid, last.snapshot_id, last.sequence_number, self.schema_id, run.identifiers, destination.uuid
+            last.table_uuid,
+            last.snapshot_id,
+            last.sequence_number,
+            self.schema_id,
+            run.identifiers,
+            destination.uuid,
         )
-        run.store.complete(self.name, result.checkpoint, self.batch, replace=bool(self.resync), fence=self.fence)
+        run.store.complete(
+            self.name, result.checkpoint, self.batch, replace=bool(self.resync), fence=self.fence
+        )
         run.reached(PassPoint.CHECKPOINTED)
 
     def finish(self, destination: _Destination, result: BatchResult) -> None:
         """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
         run, last = self.run, self.batch[-1]
-        if destination.rebuild:  # after the checkpoint names the new generation: a run stopped before the swap makes it
+        # after the checkpoint names the new generation: a run stopped before the swap makes it
+        if destination.rebuild:
             alias = _alias(self.client, run.config, self.table)
             alias.finish(destination.index, self.spec, run.probe)
         keep_unapplied(self.table, run.config, last.snapshot_id)
         result.seconds = time.monotonic() - self.started
         summary_log.info(
-            "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; checkpoint %d (%.1fs)",
+            "%s: %d rows read, %d carryovers dropped, %d indexed, %d deleted, %d superseded; "
+            "checkpoint %d (%.1fs)",
             self.name,
             result.changes.rows,
             result.changes.carryovers,
@@ -687,7 +827,9 @@ def sync(
             for index_config, _, scoped in index_stores(table_config, store):
                 claim_index(client, index_config, scoped, table)
         return [
-            sync_table(config, catalog, table_config, table, identifiers[table_config.name], store, run)
+            sync_table(
+                config, catalog, table_config, table, identifiers[table_config.name], store, run
+            )
             for table_config, table in loaded
         ]
     finally:
@@ -698,9 +840,11 @@ def sync(
 
 @dataclass(frozen=True)
 class SyncRun:
-    """How `sync_table` runs: on which `engines`, whether a second run waits for the lease
-    (`wait`), the time after which no pass starts (`deadline`, time.monotonic()), and a test's
-    `probe`."""
+    """How `sync_table` runs.
+
+    `engines` says on which engines. `wait` says whether a second run waits for the lease.
+    `deadline` is the time.monotonic() after which no pass starts. `probe` is a test's.
+    """
 
     engines: Engines
     wait: bool = True
@@ -719,17 +863,21 @@ def sync_table(
 ) -> BatchResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
-    One run per table at a time: a second run waits for the lease (`run.wait`), or leaves the
-    table to the run that holds it (versioned writes make an overlap harmless anyway).
-    `run.deadline` (time.monotonic()): no pass starts after it, and the result is `unfinished`
-    (the planner Lambda's time budget)."""
+    One run per table at a time: a second run waits for the lease when `run.wait` says so, or
+    leaves the table to the run that holds it. Versioned writes make an overlap harmless anyway.
+    No pass starts after `run.deadline`, a time.monotonic(), and the result is then `unfinished`:
+    that is the planner Lambda's time budget.
+    """
     wait, deadline = run.wait, run.deadline
     # planning and reading of this table share its manifest reads, across its indexes
     shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
     with ExitStack() as held:
         runs = []
-        for index_config, key, scoped in index_stores(table_config, store):  # each index: its own state and lease
-            lease = held.enter_context(Lease(scoped, table_config.name, config.state.lease_seconds, wait))
+        # each index: its own state and lease
+        for index_config, key, scoped in index_stores(table_config, store):
+            lease = held.enter_context(
+                Lease(scoped, table_config.name, config.state.lease_seconds, wait)
+            )
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return BatchResult(table_config.name, skipped=True)
@@ -741,8 +889,10 @@ def sync_table(
 
 @dataclass(frozen=True)
 class _Shared:
-    """What the runs over a table's indexes share: the engines, the identifier columns, the
-    manifest entries read, and a test's probe."""
+    """What the runs over a table's indexes share.
+
+    They share the engines, the identifier columns, the manifest entries read, and a test's probe.
+    """
 
     engines: Engines
     identifiers: tuple[str, ...]
@@ -753,8 +903,11 @@ class _Shared:
 def _index_run(
     config: Config, shared: _Shared, index_config: TableConfig, store: StateStore, lease: Lease
 ) -> TableRun:
-    """The run over one index of a table, under its lease, with the settings `config` gives every
-    run; it reads the index's pending items once a round (`PendingOnce`)."""
+    """The run over one index of a table, under its lease.
+
+    It has the settings `config` gives every run. It reads the index's pending items once a round,
+    through `PendingOnce`.
+    """
     return TableRun(
         shared.engines,
         index_config,
@@ -773,15 +926,19 @@ def _index_run(
 def _catch_up_together(
     runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None, total: BatchResult
 ) -> BatchResult:
-    """`TableRun.catch_up` for the several indexes of one table: each round plans every index, then
-    one pass reads the changed files once for the indexes whose pending work is the same (`_in_step`)
-    and writes them all; an index that is not (its export, a rebuild) gets a pass of its own."""
+    """`TableRun.catch_up` for the several indexes of one table.
+
+    Each round plans every index. Then one pass reads the changed files once for the indexes whose
+    pending work is the same, as `_in_step` finds them, and writes them all. An index whose work
+    differs, as it has its own export or a rebuild, gets a pass of its own.
+    """
     started = time.monotonic()
     for run in runs:  # every index's name checked before anything is planned
         run.claim_index(open_client(run.opensearch), table)
     for passes in range(1, MAX_SYNC_ROUNDS + 1):
-        if any(run.lease is not None and run.lease.lost for run in runs):
-            raise LeaseLost.of(total.table)
+        for run in runs:
+            if run.lease is not None:
+                run.lease.check()
         if deadline is not None and time.monotonic() > deadline:
             total.unfinished = True
             break
@@ -803,25 +960,39 @@ def _catch_up_together(
 
 
 def _in_step(runs: list[TableRun]) -> list[TableRun]:
-    """The largest group of indexes of one table at the same checkpoint with the same pending
-    changes and no export or rebuild under way: one pass can apply them all."""
+    """The largest group of indexes of one table that one pass can apply together.
+
+    They are at the same checkpoint, with the same pending changes and no export or rebuild under
+    way.
+    """
     groups: dict[tuple[int, frozenset[str]], list[TableRun]] = {}
     for run in runs:
         checkpoint, pending = run.store.get_checkpoint(run.name), run.store.pending_items(run.name)
-        if checkpoint is None or not pending or any(i.kind == ItemKind.EXPORT or i.resync for i in pending):
+        if (
+            checkpoint is None
+            or not pending
+            or any(i.kind == ItemKind.EXPORT or i.resync for i in pending)
+        ):
             continue
-        groups.setdefault((checkpoint.snapshot_id, frozenset(i.key for i in pending)), []).append(run)
+        groups.setdefault((checkpoint.snapshot_id, frozenset(i.key for i in pending)), []).append(
+            run
+        )
     return max(groups.values(), key=len, default=[])
 
 
 def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
-    """One pass for several indexes in step: every destination found and prepared, the changed
-    files read once and every index written (`Targets`), then each index's items completed with its
-    checkpoint: no index's checkpoint advances before every index has its writes. Indexes that turn
-    out not to be in step after all (an index replaced meanwhile) are processed one by one."""
+    """One pass for several indexes in step.
+
+    Every destination is found and prepared, the changed files are read once and every index is
+    written through `Targets`. Then each index's items are completed with its checkpoint, so no
+    index's checkpoint advances before every index has its writes. Indexes that turn out not to be
+    in step after all, as an index was replaced meanwhile, are processed one by one.
+    """
     started = time.monotonic()
     view, batches = _select_together(runs, table)
-    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(i.resync for i in batches[0]):
+    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(
+        i.resync for i in batches[0]
+    ):
         return [run.process(table) for run in runs]
     if not batches[0]:  # stale items, retired
         return [BatchResult(run.name) for run in runs]
@@ -854,34 +1025,52 @@ def _select_together(runs: list[TableRun], table: Table) -> tuple[Table, list[li
     return view, batches
 
 
-def _passes_together(runs: list[TableRun], table: Table, batches: list[list[WorkItem]], started: float) -> list[_Pass]:
+def _passes_together(
+    runs: list[TableRun], table: Table, batches: list[list[WorkItem]], started: float
+) -> list[_Pass]:
     """Each index's pass over the items of the batch the first index's caps keep."""
     with _manifests_of(runs[0].name):
         capped, _ = cap_batch(batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed))
     keys = {i.key for i in capped}
     client = open_client(runs[0].opensearch)
     return [
-        _Pass(run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started)
+        _Pass(
+            run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started
+        )
         for run, b in zip(runs, batches, strict=True)
     ]
 
 
-def _apply_together(steps: list[_Pass], engine: Engine, tasks: PassTasks, destinations: list[_Destination]) -> list[BatchResult]:
+def _apply_together(
+    steps: list[_Pass], engine: Engine, tasks: PassTasks, destinations: list[_Destination]
+) -> list[BatchResult]:
     """Write every index: an export into each, the changed files read once for all (`Targets`)."""
     runs, table = [step.run for step in steps], steps[0].table
     snapshots = len({i.snapshot_id for i in steps[0].batch})
     files = len(tasks.all)
     results = [BatchResult(run.name, snapshots, files, engine=engine.kind) for run in runs]
-    log.info("%s: applying %d snapshots, %d files to %d indexes in one read", runs[0].name, snapshots, files, len(runs))
+    log.info(
+        "%s: applying %d snapshots, %d files to %d indexes in one read",
+        runs[0].name,
+        snapshots,
+        files,
+        len(runs),
+    )
     each = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
     for run, target, result in zip(runs, each, results, strict=True):
-        if tasks.export:  # not expected (indexes with an export pending are not in step): each its own export
-            reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, (run.config.shape,))
+        # not expected (indexes with an export pending are not in step): each its own export
+        if tasks.export:
+            reader = TableReader.for_table(
+                table, run.name, run.identifiers, run.dead_letter, (run.config.shape,)
+            )
             result.changes, result.writes = engine.export(reader, ExportTasks(tasks.export), target)
     if tasks.changes:
         run = runs[0]
-        reader = TableReader.for_table(table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs))
-        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))  # the table's totals, once
+        reader = TableReader.for_table(
+            table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs)
+        )
+        # the table's totals, once
+        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))
         results[0].changes.add(changes)
         results[0].writes.add(writes)
     for run in runs:

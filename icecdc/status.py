@@ -28,23 +28,32 @@ class TableStatus:
     checkpoint: Checkpoint | None
     current_snapshot_id: int | None
     pending_items: int
-    lag_snapshots: int | None  # snapshots after the checkpoint; None before the first sync or when unknowable
+    # snapshots after the checkpoint; None before the first sync or when unknowable
+    lag_snapshots: int | None
     lag_seconds: float  # age of the oldest commit not yet applied; 0 when caught up
     dead_letters: int = 0  # documents kept aside because they can never be written
     unfinished: str = ""  # what the index needs that no commit asks for (`index_work`); "": nothing
-    export_files: int = 0  # an export (or rebuild) under way: its files (0: none under way, or not asked)
+    export_files: int = (
+        0  # an export (or rebuild) under way: its files (0: none under way, or not asked)
+    )
     export_files_applied: int = 0  # of those, applied by earlier passes of a capped export
     checkpointed_at: float | None = None  # when a sync last moved the checkpoint; None: never
 
 
 def has_work(
-    table: Table, config: TableConfig, store: StateStore, identifier_columns: tuple[str, ...], index: IndexAlias | None = None
+    table: Table,
+    config: TableConfig,
+    store: StateStore,
+    identifier_columns: tuple[str, ...],
+    index: IndexAlias | None = None,
 ) -> bool:
-    """Whether a sync of the table into the index `config` names would do anything, from the
-    table's metadata, the checkpoint and the index's aliases alone: the planner Lambda's question,
-    answered in time independent of the table's size (listing an export's files and walking a
-    backlog's manifests are the Glue job's work). `index`: the table's index, whose needs no commit
-    asks for (`index_work`) are work too."""
+    """Whether a sync of the table into the index `config` names would do anything.
+
+    It answers from the table's metadata, the checkpoint and the index's aliases alone. This is the
+    planner Lambda's question, answered in time independent of the table's size: listing an
+    export's files and walking a backlog's manifests are the Glue job's work. `index` is the
+    table's index; what it needs that no commit asks for, as `index_work` tells, is work too.
+    """
     name = config.name
     if store.count_pending(name):
         return True
@@ -69,12 +78,14 @@ def index_work(
     shape: Shape,
     owner: Owner | None = None,
 ) -> str:
-    """What the index needs that no commit asks for ("": nothing), for a pass to do
-    (`verdict.index_verdict`): an index under its name that is not `owner`'s (`IndexAlias.refused`:
-    a pass refuses it, or takes it over), what a run left unfinished in it
-    (`IndexAlias.unfinished`), or, once synced, another shape of the table than the configured
-    `shape` (an operator changed it: a pass rebuilds it). Each fact is read only when those
-    before it say nothing."""
+    """What the index needs that no commit asks for, for a pass to do; "" for nothing.
+
+    `verdict.index_verdict` decides it from three facts. The first is an index under its name that
+    is not `owner`'s, which `IndexAlias.refused` tells: a pass refuses it, or takes it over. The
+    second is what a run left unfinished in it, which `IndexAlias.unfinished` tells. The third,
+    once synced, is another shape of the table than the configured `shape`: an operator changed
+    it, and a pass rebuilds it. Each fact is read only when those before it say nothing.
+    """
     known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
     facts = IndexFacts(refused=index.refused(owner, known) if owner is not None else "")
     if not facts.refused:
@@ -84,11 +95,15 @@ def index_work(
     return index_verdict(facts, synced=checkpoint is not None).reason
 
 
-def work_size(table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]) -> WorkSize | None:
-    """An estimate, from snapshot summaries alone (no manifest read), of what a sync would read
-    when nothing is pending: the current snapshot whole for an export or a resync, else what
-    every snapshot since the checkpoint added and removed. None when it cannot be told (work is
-    pending, a summary lacks the counts): the caller then assumes the work is large."""
+def work_size(
+    table: Table, name: str, store: StateStore, identifier_columns: tuple[str, ...]
+) -> WorkSize | None:
+    """An estimate of what a sync would read when nothing is pending, from snapshot summaries.
+
+    No manifest is read. For an export or a resync it is the current snapshot whole, else what
+    every snapshot since the checkpoint added and removed. It is None when it cannot be told, as
+    work is pending or a summary lacks the counts; the caller then assumes the work is large.
+    """
     current = table.current_snapshot()
     if store.count_pending(name) or current is None:
         return None
@@ -101,14 +116,19 @@ def work_size(table: Table, name: str, store: StateStore, identifier_columns: tu
 
 @dataclass(frozen=True)
 class _SummaryKeys:
-    """Snapshot summary keys (Iceberg's spec; pyiceberg and Spark write them) summed into a WorkSize."""
+    """Snapshot summary keys summed into a WorkSize.
+
+    The keys are Iceberg's spec; pyiceberg and Spark write them.
+    """
 
     files: tuple[str, ...]
     rows: tuple[str, ...]
     bytes: tuple[str, ...]
 
 
-_TOTAL = _SummaryKeys(("total-data-files", "total-delete-files"), ("total-records",), ("total-files-size",))
+_TOTAL = _SummaryKeys(
+    ("total-data-files", "total-delete-files"), ("total-records",), ("total-files-size",)
+)
 _CHANGED = _SummaryKeys(
     ("added-data-files", "deleted-data-files", "added-delete-files"),
     ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes"),
@@ -133,10 +153,13 @@ def _summed(snapshots: list[Snapshot], keys: _SummaryKeys) -> WorkSize | None:
 
 @dataclass(frozen=True)
 class StatusQuery:
-    """What `table_status` is asked beyond the lag. `progress`: how far an export under way is,
-    and when the checkpoint last moved (reads every pending item: for operators, not for the
-    planner's every sweep). `identifier_columns`: those a sync would use; given them, a rebuild
-    no commit asks for (`resync_needed`) is unfinished too."""
+    """What `table_status` is asked beyond the lag.
+
+    `progress` asks how far an export under way is, and when the checkpoint last moved. It reads
+    every pending item, so it is for operators, not for the planner's every sweep.
+    `identifier_columns` are those a sync would use; given them, a rebuild no commit asks for, as
+    `resync_needed` tells, is unfinished too.
+    """
 
     progress: bool = False
     identifier_columns: tuple[str, ...] | None = None
@@ -151,9 +174,12 @@ def table_status(
     index: IndexAlias | None = None,
     query: StatusQuery | None = None,
 ) -> TableStatus:
-    """Where the index stands against the table: checkpoint, pending work, lag, dead letters and,
-    given the `index`, what it needs that no commit asks for (`index_work`); `query`: what more
-    is asked (`StatusQuery`)."""
+    """Where the index stands against the table.
+
+    The answer holds the checkpoint, pending work, lag and dead letters. Given the `index`, it
+    holds what the index needs that no commit asks for, as `index_work` tells. `query` is what more
+    is asked, a `StatusQuery`.
+    """
     query = query or StatusQuery()
     progress, identifier_columns = query.progress, query.identifier_columns
     status = _lag(table, config, store, now)
@@ -196,10 +222,14 @@ def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> Ta
     if current is None:
         return TableStatus(config.name, checkpoint, None, pending, 0, 0.0)
     if checkpoint is None:
-        return TableStatus(config.name, None, current.snapshot_id, pending, None, now - current.timestamp_ms / 1000)
+        return TableStatus(
+            config.name, None, current.snapshot_id, pending, None, now - current.timestamp_ms / 1000
+        )
     try:
         behind = snapshots_after(table, config.name, checkpoint)
     except PlanningError:
         return TableStatus(config.name, checkpoint, current.snapshot_id, pending, None, 0.0)
     lag_seconds = max(0.0, now - behind[0].timestamp_ms / 1000) if behind else 0.0
-    return TableStatus(config.name, checkpoint, current.snapshot_id, pending, len(behind), lag_seconds)
+    return TableStatus(
+        config.name, checkpoint, current.snapshot_id, pending, len(behind), lag_seconds
+    )

@@ -121,9 +121,11 @@ def table_verdict(facts: TableFacts) -> Verdict:
 
 
 def rolled_back_end(facts: TableFacts) -> int | None:
-    """The snapshot a pass recorded as its end when it is past the checkpoint and off the current
-    lineage, though this view of the table knows its sequence number (a commit newer than the view
-    is no rollback); else None."""
+    """The end a pass recorded when a rollback left it behind; else None.
+
+    That is when the end is past the checkpoint and off the current lineage, though this view of
+    the table knows its sequence number. A commit newer than the view is no rollback.
+    """
     end, checkpoint = facts.pass_end, facts.checkpoint
     if end is None or checkpoint is None or end.table_uuid != checkpoint.table_uuid:
         return None
@@ -136,11 +138,14 @@ EVERY_COLUMN_AND_ROW = "every column and row"  # the shape of an index that reco
 
 
 def reshaped(name: str, current: str | None, recorded: str, shape: str) -> str:
-    """Why the index `name` holds another shape of the table than the configured `shape` (a
-    `Shape.fingerprint`; "" when it holds this one, or there is none: `current` None). `recorded`:
-    the shape the marker of the generation the alias names records; "" for a concrete index named
-    like the alias (made by an icecdc before generations, or by a stray write), which is taken to
-    hold every column and row: for another shape it is rebuilt into a generation."""
+    """Why the index `name` holds another shape of the table than the configured `shape`.
+
+    `shape` is a `Shape.fingerprint`. The answer is "" when the index holds this shape, or when
+    there is no index, as `current` is None. `recorded` is the shape that the marker of the
+    generation the alias names records. It is "" for a concrete index named like the alias, made
+    by an icecdc before generations or by a stray write. Such an index is taken to hold every
+    column and row, so for another shape it is rebuilt into a generation.
+    """
     if current is None or recorded == shape:
         return ""
     shapes = f"{recorded or EVERY_COLUMN_AND_ROW} → {shape or EVERY_COLUMN_AND_ROW}"
@@ -149,10 +154,13 @@ def reshaped(name: str, current: str | None, recorded: str, shape: str) -> str:
 
 @dataclass(frozen=True)
 class IndexFound:
-    """The index the alias names against the one the checkpoint records: its uuid (`found`,
-    None: none), the generations a rebuild built for the checkpoint but did not swap in
-    (`built`), and the generations the alias does not name (`leftovers`: read only when the
-    alias names the checkpoint's index)."""
+    """The index the alias names against the one the checkpoint records.
+
+    `found` is the uuid of the index the alias names, or None when it names none. `built` holds the
+    generations a rebuild built for the checkpoint but did not swap in. `leftovers` holds the
+    generations the alias does not name; they are read only when the alias names the checkpoint's
+    index.
+    """
 
     found: str | None
     built: tuple[str, ...] = ()
@@ -160,9 +168,11 @@ class IndexFound:
 
 
 def unfinished(name: str, recorded: str, index: IndexFound) -> str:
-    """Why the index `name` needs a pass though no work item is pending ("": it does not): a
-    rebuild's swap not made, the index deleted or replaced (its uuid is not the `recorded`
-    one), a generation left over."""
+    """Why the index `name` needs a pass though no work item is pending; "" when it does not.
+
+    The reasons are a rebuild's swap not made, the index deleted or replaced so that its uuid is
+    not the `recorded` one, and a generation left over.
+    """
     if index.built:
         return f"the alias {name!r} was not swapped to the rebuilt generation {index.built[0]!r}"
     if index.found != recorded:
@@ -174,8 +184,10 @@ def unfinished(name: str, recorded: str, index: IndexFound) -> str:
 
 
 def replaced(name: str, recorded: str, found: str | None) -> str:
-    """Why the checkpoint's documents (in the index of uuid `recorded`) are no longer in the index
-    `name`, whose uuid is now `found` ("": they are)."""
+    """Why the checkpoint's documents are no longer in the index `name`; "" when they are.
+
+    The checkpoint wrote them into the index of uuid `recorded`; the index's uuid is now `found`.
+    """
     if found is None:
         return f"index {name!r} was deleted"
     if found != recorded:
@@ -203,8 +215,11 @@ class IndexFacts:
 
 
 def index_verdict(facts: IndexFacts, synced: bool) -> Verdict:
-    """What the index needs that no commit asks for (`has_work`, `status`), `synced`: the table
-    has a checkpoint (before one, only a refusal or a run's leftovers count)."""
+    """What the index needs that no commit asks for, as `has_work` and `status` report it.
+
+    `synced` says the table has a checkpoint. Before one, only a refusal or a run's leftovers
+    count.
+    """
     if facts.refused:
         return Verdict(Fate.REFUSE, facts.refused)
     if facts.unfinished:
@@ -215,10 +230,13 @@ def index_verdict(facts: IndexFacts, synced: bool) -> Verdict:
 
 
 def pass_verdict(facts: IndexFacts, synced: bool) -> Verdict:
-    """What a pass makes of its index before it selects its batch: export it again when the
-    checkpoint's documents are gone (REWRITE), build a new generation for a first export when it
-    holds documents none accounts for (`synced` False), or for another shape (RESET) unless a
-    rebuild is under way already (it builds the configured shape)."""
+    """What a pass makes of its index before it selects its batch.
+
+    It exports the index again, a REWRITE, when the checkpoint's documents are gone. It builds a
+    new generation for a first export, when `synced` is False, if the index holds documents none
+    accounts for. It builds one for another shape, a RESET, unless a rebuild is under way already,
+    as that one builds the configured shape.
+    """
     if facts.replaced:
         return Verdict(Fate.REWRITE, facts.replaced)
     if not synced:
@@ -231,16 +249,21 @@ def pass_verdict(facts: IndexFacts, synced: bool) -> Verdict:
 
 
 def tidies(verdict: Verdict, rebuilding: bool) -> bool:
-    """Whether the pass deletes the generations the alias does not name: only when no rebuild is
-    under way (`rebuilding`: its items pending, once the verdict's export is planned) and no
-    first export is to build a new one."""
+    """Whether the pass deletes the generations the alias does not name.
+
+    It does only when no rebuild is under way and no first export is to build a new one.
+    `rebuilding` says a rebuild's items are pending, once the verdict's export is planned.
+    """
     return verdict.fate != Fate.NEW_GENERATION and not rebuilding
 
 
 def empty_verdict(table_uuid: str, checkpoint: Checkpoint | None, rebuild: str) -> Verdict:
-    """What becomes of the index of a table with no snapshot: it holds nothing. A NEW generation
-    when its index held another table's documents (dropped and created again, empty), or is to be
-    rebuilt (`rebuild`: why, from `pass_verdict` or, with no checkpoint, `unaccounted`)."""
+    """What becomes of the index of a table with no snapshot: it holds nothing.
+
+    It gets a NEW generation when the index held another table's documents, as the table was
+    dropped and created again empty, or when it is to be rebuilt. `rebuild` says why, from
+    `pass_verdict`, or from `unaccounted` when there is no checkpoint.
+    """
     at = (checkpoint.table_uuid, checkpoint.snapshot_id) if checkpoint is not None else None
     if at in (None, (table_uuid, NO_SNAPSHOT)) and not rebuild:
         return FOLLOW
@@ -249,10 +272,13 @@ def empty_verdict(table_uuid: str, checkpoint: Checkpoint | None, rebuild: str) 
 
 @dataclass(frozen=True)
 class DestinationFacts:
-    """What a pass knows of where it writes: the kinds of rebuild its items are (`resync`), a first
-    export into a new generation (`export_anew`), whether the index the alias names can take a
-    rewrite (`takes_rewrite`: not when a type or the shape changed), and whether a generation a
-    rebuild's earlier passes wrote can be resumed (`resumable`)."""
+    """What a pass knows of where it writes.
+
+    `resync` holds the kinds of rebuild its items are. `export_anew` says a first export goes into
+    a new generation. `takes_rewrite` says whether the index the alias names can take a rewrite,
+    which it cannot when a type or the shape changed. `resumable` says whether a generation that a
+    rebuild's earlier passes wrote can be resumed.
+    """
 
     resync: AbstractSet[ResyncKind] = frozenset()
     export_anew: bool = False
@@ -261,8 +287,11 @@ class DestinationFacts:
 
 
 def needs_generation(facts: DestinationFacts) -> bool:
-    """Whether the pass writes a generation the alias does not name yet: a reset, a first export
-    into an index holding documents it did not write, a rewrite the index cannot take."""
+    """Whether the pass writes a generation the alias does not name yet.
+
+    It does for a reset, for a first export into an index holding documents it did not write, and
+    for a rewrite the index cannot take.
+    """
     rebuild = ResyncKind.RESET in facts.resync or facts.export_anew
     return rebuild or (ResyncKind.REWRITE in facts.resync and not facts.takes_rewrite)
 

@@ -1,8 +1,9 @@
 """A table's index as icecdc keeps it: an alias over generations `<index>-<n>`, and its lifecycle.
 
-**Identity.** A checkpoint records the index's UUID (`index.uuid` in its settings). When the index is
-deleted, or deleted and created again, behind icecdc's back, the UUID no longer matches: writing the
-next changes into it would leave an index with only those documents, so the table is exported again.
+**Identity.** A checkpoint records the index's UUID (`index.uuid` in its settings). When the index
+is deleted, or deleted and created again, behind icecdc's back, the UUID no longer matches: writing
+the next changes into it would leave an index with only those documents, so the table is exported
+again.
 
 **Generations.** A generation carries icecdc's marker (the alias, the table's catalog, identifier
 and UUID in the mapping's `_meta`), so no other index is ever taken for one. A rebuild writes the
@@ -55,28 +56,44 @@ log = logging.getLogger(__name__)
 # What an index under construction runs with until its swap: no refreshes, no replicas to copy to.
 BUILD_SETTINGS: Mapping = {"refresh_interval": "-1", "number_of_replicas": 0}
 # Settings that make an index, or every index of the cluster, refuse writes.
-INDEX_WRITE_BLOCKS = ("index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete")
+INDEX_WRITE_BLOCKS = (
+    "index.blocks.write",
+    "index.blocks.read_only",
+    "index.blocks.read_only_allow_delete",
+)
 CLUSTER_WRITE_BLOCKS = ("cluster.blocks.read_only", "cluster.blocks.read_only_allow_delete")
 
 
 def generation(index: str, number: int) -> str:
-    """The name of the index's generation `number` (from 1): the concrete index the alias `index` names."""
+    """The name of the index's generation `number`, counted from 1.
+
+    It is the concrete index the alias `index` names.
+    """
     return f"{index}-{number}"
 
 
 def generation_number(index: str, concrete: str) -> int | None:
-    """`concrete`'s generation of `index`: 0 for a pre-alias index named `index` itself, None for another index."""
+    """`concrete`'s generation of `index`.
+
+    It is 0 for a pre-alias index named `index` itself, and None for another index.
+    """
     if concrete == index:
         return 0
     number = concrete.removeprefix(f"{index}-")
-    return int(number) if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0") else None
+    return (
+        int(number)
+        if concrete.startswith(f"{index}-") and number.isdigit() and not number.startswith("0")
+        else None
+    )
 
 
 @dataclass(frozen=True)
 class IndexAlias:
     """A table's index as icecdc keeps it: the alias `name` over its generations, on `client`.
-    `owner`: the table whose index it is, recorded in the generations it creates (None: only
-    the alias is recorded, and any generation of the alias is taken for the table's)."""
+
+    `owner` is the table whose index it is, recorded in the generations it creates. When it is None,
+    only the alias is recorded, and any generation of the alias is taken for the table's.
+    """
 
     client: OpenSearch
     name: str
@@ -89,23 +106,30 @@ class IndexAlias:
         return index_uuid(self.client, self.name)
 
     def current(self) -> str | None:
-        """The concrete index searches of the alias read: the alias's index, or a concrete index named
-        like the alias (made by an icecdc before generations, or auto-created by a write); None when neither exists."""
+        """The concrete index searches of the alias read; None when there is none.
+
+        It is the alias's index, or a concrete index named like the alias, made by an icecdc before
+        generations or auto-created by a write.
+        """
         try:
             found = self.client.indices.get_alias(name=self.name)
         except NotFoundError:
             found = {}
         if len(found) > 1:
             raise IndexStateError(
-                f"alias {self.name!r} names {len(found)} indices ({', '.join(sorted(found))}); icecdc writes to exactly one"
+                f"alias {self.name!r} names {len(found)} indices ({', '.join(sorted(found))}); "
+                "icecdc writes to exactly one"
             )
         if found:
             return str(next(iter(found)))
         return self.name if self.client.indices.exists(index=self.name) else None
 
     def generations(self) -> dict[str, str]:
-        """Every generation of the alias that exists, with its uuid: an index named `<name>-<n>` whose
-        marker names the alias (another index of that name pattern, another table's or a user's, is never one)."""
+        """Every generation of the alias that exists, with its uuid.
+
+        A generation is an index named `<name>-<n>` whose marker names the alias. Another index of
+        that name pattern, another table's or a user's, is never one.
+        """
         try:
             found = self.client.indices.get(index=f"{self.name}-*")
         except NotFoundError:
@@ -134,17 +158,23 @@ class IndexAlias:
         return NameHolder(list(found) != [self.name], indexes)
 
     def refused(self, owner: Owner, known: AbstractSet[str]) -> str:
-        """Why a pass refuses the index (`claim`; "": it does not), or "" with a warning when the
-        index cannot be read: for the planner's and `status`'s questions."""
+        """Why a pass refuses the index in `claim`; "" when it does not.
+
+        It is "" with a warning too when the index cannot be read. It answers the planner's and
+        `status`'s questions.
+        """
         return self._or_unknown("whose it is", lambda: self._refusal(owner, known))
 
     def _refusal(self, owner: Owner, known: AbstractSet[str]) -> str:
         return refusal(self.holder(), self.name, owner, known)
 
     def claim(self, owner: Owner, known: AbstractSet[str], takeover: bool = False) -> None:
-        """Raise IndexNotOwned when the name holds an index or alias that is not `owner`'s (its
-        marker, or `known`: the uuids the table's state names); with `takeover` (the user's
-        opt-in), free the name instead (`take_over`). Reads only, when the name is the table's."""
+        """Raise IndexNotOwned when the name holds an index or alias that is not `owner`'s.
+
+        Its marker says whose it is, or `known` does: the uuids the table's state names. With
+        `takeover`, the user's opt-in, it frees the name instead with `take_over`. It only reads
+        when the name is the table's.
+        """
         holder = self.holder()
         refused = refusal(holder, self.name, owner, known)
         if not refused:
@@ -154,9 +184,12 @@ class IndexAlias:
         self.take_over(holder, [h.name for h in foreign(holder, self.name, owner, known)])
 
     def take_over(self, holder: NameHolder, others: list[str]) -> None:
-        """Free the name for icecdc's alias: an alias is removed from the indexes it names, which
-        stay as they are; a concrete index is copied, with its mapping and settings, to
-        `<name>-preicecdc-<UTC time>`, then deleted once the copy holds every document."""
+        """Free the name for icecdc's alias.
+
+        An alias is removed from the indexes it names, which stay as they are. A concrete index is
+        copied, with its mapping and settings, to `<name>-preicecdc-<UTC time>`, then deleted once
+        the copy holds every document.
+        """
         if holder.alias:
             actions = [{"remove": {"index": h.name, "alias": self.name}} for h in holder.indexes]
             self.client.indices.update_aliases(body={"actions": actions})
@@ -177,30 +210,44 @@ class IndexAlias:
         )
 
     def leftovers(self) -> list[str]:
-        """The generations the alias does not name: a rebuild's, under way or abandoned, or the old
-        one a swap did not get to delete."""
+        """The generations the alias does not name.
+
+        They are a rebuild's, under way or abandoned, or the old one a swap did not get to delete.
+        """
         current = self.current()
         return sorted(name for name in self.generations() if name != current)
 
     def delete_leftovers(self) -> list[str]:
-        """Delete the generations the alias does not name (only when no rebuild is under way); return them."""
+        """Delete the generations the alias does not name; return them.
+
+        Call it only when no rebuild is under way.
+        """
         leftovers = self.leftovers()
         for name in leftovers:
-            log.info("index %r: deleting generation %r, which the alias does not name", self.name, name)
+            log.info(
+                "index %r: deleting generation %r, which the alias does not name", self.name, name
+            )
             self.client.indices.delete(index=name, ignore=404)
         return leftovers
 
     # -- what a run left behind --------------------------------------------------------------
 
     def unfinished(self, checkpoint: Checkpoint | None) -> str:
-        """Why the index needs a pass although no work item is pending ("" when it does not): a
-        rebuild's swap not made, the index deleted or replaced, a generation left over. An index
-        that cannot be read is reported as fine, with a warning: the next commit's pass finds it."""
-        return self._or_unknown("whether it is as the checkpoint left it", lambda: self._unfinished(checkpoint))
+        """Why the index needs a pass although no work item is pending; "" when it does not.
+
+        The reasons are a rebuild's swap not made, the index deleted or replaced, and a generation
+        left over. An index that cannot be read is reported as fine, with a warning: the next
+        commit's pass finds it.
+        """
+        return self._or_unknown(
+            "whether it is as the checkpoint left it", lambda: self._unfinished(checkpoint)
+        )
 
     def _or_unknown(self, question: str, ask: Callable[[], str]) -> str:
-        """`ask()`, or "" with a warning when the index cannot be read: for the planner's questions,
-        which the pass asks again (and fails on) when it runs."""
+        """`ask()`, or "" with a warning when the index cannot be read.
+
+        It serves the planner's questions, which the pass asks again, and fails on, when it runs.
+        """
         try:
             return ask()
         except (TransportError, SinkError) as exc:
@@ -218,14 +265,19 @@ class IndexAlias:
         return unfinished(self.name, checkpoint.index_uuid, index)
 
     def _against(self, checkpoint: Checkpoint | None) -> tuple[str | None, list[str]] | None:
-        """None when the checkpoint names no index; else (the uuid the alias names, and when that is
-        not the checkpoint's: the generations a rebuild built for the checkpoint)."""
+        """The uuid the alias names, and the generations a rebuild built for the checkpoint.
+
+        The generations are read only when the uuid is not the checkpoint's. The answer is None
+        when the checkpoint names no index.
+        """
         if checkpoint is None or not checkpoint.index_uuid:
             return None
         found = self.uuid()
         if found == checkpoint.index_uuid:
             return found, []
-        return found, [name for name, uuid in self.generations().items() if uuid == checkpoint.index_uuid]
+        return found, [
+            name for name, uuid in self.generations().items() if uuid == checkpoint.index_uuid
+        ]
 
     def replaced_since(self, checkpoint: Checkpoint | None, spec: IndexSpec) -> str:
         """Why the checkpoint's documents are no longer in the index ("" when they are).
@@ -237,18 +289,27 @@ class IndexAlias:
             return ""
         found, built = against
         if built:
-            log.warning("index %r: a rebuild stopped before its swap; swapping to generation %r now", self.name, built[0])
+            log.warning(
+                "index %r: a rebuild stopped before its swap; swapping to generation %r now",
+                self.name,
+                built[0],
+            )
             self.finish(built[0], spec)
             found = self.uuid()
         return replaced(self.name, checkpoint.index_uuid, found)
 
-    def unaccounted(self, written: AbstractSet[str] = frozenset(), *, tolerant: bool = False) -> str:
-        """Why the index holds documents no checkpoint accounts for ("" when it holds none, or is one
-        of `written`: the uuids a first export's earlier passes wrote to). Asked when the table has no
-        checkpoint: its state store was lost, or its state is kept under another key (the table moved
-        into or out of `indexes`). A first export into such an index would leave the documents of rows
-        gone since, so it builds a new generation instead. `tolerant`: an index that cannot be read
-        is reported as holding none, with a warning, as `unfinished` does (the planner's question)."""
+    def unaccounted(
+        self, written: AbstractSet[str] = frozenset(), *, tolerant: bool = False
+    ) -> str:
+        """Why the index holds documents no checkpoint accounts for.
+
+        The answer is "" when it holds none, or is one of `written`: the uuids a first export's
+        earlier passes wrote to. It is asked when the table has no checkpoint, as its state store
+        was lost, or its state is kept under another key because the table moved into or out of
+        `indexes`. A first export into such an index would leave the documents of rows gone since,
+        so it builds a new generation instead. With `tolerant`, an index that cannot be read is
+        reported as holding none, with a warning, as `unfinished` does for the planner's question.
+        """
         if tolerant:
             return self._or_unknown("whether it holds documents", lambda: self.unaccounted(written))
         uuid = self.uuid()
@@ -259,66 +320,106 @@ class IndexAlias:
         except TransportError as exc:
             log.debug("index %r: not refreshed before counting (%s)", self.name, exc)
         held = int(self.client.count(index=self.name)["count"])
-        return f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for" if held else ""
+        return (
+            f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for"
+            if held
+            else ""
+        )
 
     def shape_changed(self, shape: str) -> str:
-        """Why the index holds another shape of the table than `shape` (a `Shape.fingerprint`; ""
-        when it holds this one). A generation records its shape in icecdc's marker. A concrete index
-        named like the alias (made by an icecdc before generations, or by a stray write) records
-        none and is taken to hold every column and row: for another shape it is rebuilt into a
-        generation, as a marked generation of another shape is."""
+        """Why the index holds another shape of the table than `shape`; "" when it holds this one.
+
+        `shape` is a `Shape.fingerprint`. A generation records its shape in icecdc's marker. A
+        concrete index named like the alias, made by an icecdc before generations or by a stray
+        write, records none and is taken to hold every column and row. For another shape it is
+        rebuilt into a generation, as a marked generation of another shape is.
+        """
         current = self.current()
         recorded = self._recorded_shape(current) if current not in (None, self.name) else ""
         return reshaped(self.name, current, recorded, shape)
 
     def _recorded_shape(self, generation: str) -> str:
-        """The shape (`Shape.fingerprint`) a generation's marker records: the shape it was built for."""
-        meta = self.client.indices.get_mapping(index=generation).get(generation, {}).get("mappings", {}).get("_meta") or {}
+        """The shape a generation's marker records: the shape it was built for.
+
+        The shape is a `Shape.fingerprint`.
+        """
+        meta = (
+            self.client.indices.get_mapping(index=generation)
+            .get(generation, {})
+            .get("mappings", {})
+            .get("_meta")
+            or {}
+        )
         return meta.get(MARKER, {}).get("shape", "") if isinstance(meta.get(MARKER), dict) else ""
 
     def mapping_changed(self, spec: IndexSpec) -> bool:
-        """Whether the index the alias names maps a field otherwise than `spec` (checked again by every
-        pass of a rewrite: the current generation does not change until the swap)."""
+        """Whether the index the alias names maps a field otherwise than `spec`.
+
+        Every pass of a rewrite checks it again, as the current generation does not change until
+        the swap.
+        """
         if self.current() is None:
             return False
         conflicts = mapping_conflicts(self.client, self.name, spec)
         if conflicts:
             log.info(
-                "index %r maps %s otherwise than the schema: rebuilding it in a new generation", self.name, ", ".join(conflicts)
+                "index %r maps %s otherwise than the schema: rebuilding it in a new generation",
+                self.name,
+                ", ".join(conflicts),
             )
         return bool(conflicts)
 
     # -- writing -----------------------------------------------------------------------------
 
     def check_writable(self, index_exists: bool = True) -> None:
-        """Raise IndexStateError naming the block when the index (when it exists) or the cluster refuses writes.
+        """Raise IndexStateError naming the block when the index or the cluster refuses writes.
 
-        Settings that cannot be read (a role allowed to write but not to read them, a service without
-        the API) skip their check with a warning: the bulk answers' block errors still fail the batch."""
+        The index is checked when it exists. Settings that cannot be read, by a role allowed to
+        write but not to read them or on a service without the API, skip their check with a
+        warning: the bulk answers' block errors still fail the batch.
+        """
         blocks: list[str] = []
-        cluster = _read_settings(lambda: self.client.cluster.get_settings(flat_settings=True), "the cluster")
+        cluster = _read_settings(
+            lambda: self.client.cluster.get_settings(flat_settings=True), "the cluster"
+        )
         for scope in ("persistent", "transient"):
-            blocks += [f"{name} ({scope})" for name in CLUSTER_WRITE_BLOCKS if _is_true(cluster.get(scope, {}).get(name))]
+            blocks += [
+                f"{name} ({scope})"
+                for name in CLUSTER_WRITE_BLOCKS
+                if _is_true(cluster.get(scope, {}).get(name))
+            ]
         if index_exists:
             indices = _read_settings(
-                lambda: self.client.indices.get_settings(index=self.name, flat_settings=True), f"index {self.name!r}"
+                lambda: self.client.indices.get_settings(index=self.name, flat_settings=True),
+                f"index {self.name!r}",
             )
             for concrete, settings in indices.items():
-                named = f" on index {concrete!r}" if concrete != self.name else ""  # an alias names its indices
-                blocks += [f"{name}{named}" for name in INDEX_WRITE_BLOCKS if _is_true(settings.get("settings", {}).get(name))]
+                # an alias names its indices
+                named = f" on index {concrete!r}" if concrete != self.name else ""
+                blocks += [
+                    f"{name}{named}"
+                    for name in INDEX_WRITE_BLOCKS
+                    if _is_true(settings.get("settings", {}).get(name))
+                ]
         if blocks:
             raise IndexStateError(
-                f"OpenSearch index {self.name!r} does not accept writes: {', '.join(blocks)} is set; nothing was written "
-                "(a flood-stage disk watermark sets read_only_allow_delete: free disk space, then clear the block)"
+                f"OpenSearch index {self.name!r} does not accept writes: "
+                f"{', '.join(blocks)} is set; nothing was written "
+                "(a flood-stage disk watermark sets read_only_allow_delete: "
+                "free disk space, then clear the block)"
             )
 
     def ensure(self, spec: IndexSpec | None = None) -> None:
-        """Create the first generation from `spec` behind the alias when it names no index, so an empty
-        table still has one; when it does, add the fields of `spec` its mapping lacks (columns a schema
-        change added). Raise IndexStateError first when the index or the cluster refuses writes, or the
-        spec's index template is missing, so that nothing of the batch is written. Without `spec`:
-        OpenSearch's dynamic mapping. A concrete index named like the alias (made by an icecdc before
-        generations) is written to as it is, until a rebuild replaces it with a generation."""
+        """Create the first generation from `spec`, or add the fields of `spec` the index lacks.
+
+        The first generation goes behind the alias when it names no index, so an empty table still
+        has one. When it names one, the fields of `spec` its mapping lacks are added: columns a
+        schema change added. It raises IndexStateError first when the index or the cluster refuses
+        writes, or the spec's index template is missing, so that nothing of the batch is written.
+        Without `spec`, OpenSearch's dynamic mapping applies. A concrete index named like the alias,
+        made by an icecdc before generations, is written to as it is, until a rebuild replaces it
+        with a generation.
+        """
         current = self.current()
         self.check_writable(index_exists=current is not None)
         if current is None:
@@ -331,21 +432,29 @@ class IndexAlias:
     # -- rebuilding --------------------------------------------------------------------------
 
     def resumable(self, spec: IndexSpec, resumable: AbstractSet[str]) -> tuple[str, str] | None:
-        """(name, uuid) of the generation a rebuild resumes: one the alias does not name whose uuid is
-        in `resumable` (where the rebuild's earlier passes wrote), built for the shape of `spec`, and
-        whose mapping can take `spec` (not one a type changed meanwhile); None when the rebuild
-        starts a new one. Reads only."""
+        """(name, uuid) of the generation a rebuild resumes; None when the rebuild starts a new one.
+
+        It is one the alias does not name whose uuid is in `resumable`, where the rebuild's earlier
+        passes wrote. It was built for the shape of `spec`, and its mapping can take `spec`, so it
+        is not one a type changed meanwhile. It only reads.
+        """
         current = self.current()
         for name, uuid in self.generations().items():
             if name != current and uuid in resumable:
-                if self._recorded_shape(name) != spec.shape:  # its earlier passes wrote another shape
-                    log.warning("index %r: generation %r holds another shape; restarting the rebuild", self.name, name)
+                # its earlier passes wrote another shape
+                if self._recorded_shape(name) != spec.shape:
+                    log.warning(
+                        "index %r: generation %r holds another shape; restarting the rebuild",
+                        self.name,
+                        name,
+                    )
                     continue
                 conflicts = mapping_conflicts(self.client, name, spec)
                 if not conflicts:
                     return name, uuid
                 log.warning(
-                    "index %r: generation %r maps %s otherwise than the schema now does; restarting the rebuild",
+                    "index %r: generation %r maps %s otherwise than the schema now does; "
+                    "restarting the rebuild",
                     self.name,
                     name,
                     ", ".join(conflicts),
@@ -353,14 +462,17 @@ class IndexAlias:
         return None
 
     def start_rebuild(self, spec: IndexSpec, resumable: AbstractSet[str]) -> str:
-        """The generation a rebuild writes to while the current one keeps serving searches, after
-        checking that the cluster accepts writes: the only way to let versions go backwards.
+        """The generation a rebuild writes to while the current one keeps serving searches.
 
-        The `resumable` generation is resumed, its mapping brought up to `spec` (columns added
-        meanwhile). Otherwise every generation the alias does not name is deleted and the next one is
-        created from `spec` (the configured mapping and settings, or template, never what the old
-        index had: a reset also applies a changed configuration), with `BUILD_SETTINGS` (but for an
-        index from a template: its settings are the template's) until `finish`."""
+        It first checks that the cluster accepts writes. A rebuild is the only way to let versions
+        go backwards.
+
+        The `resumable` generation is resumed, its mapping brought up to `spec` for columns added
+        meanwhile. Otherwise every generation the alias does not name is deleted and the next one is
+        created from `spec`. That is the configured mapping and settings, or template, never what
+        the old index had, so a reset also applies a changed configuration. It has `BUILD_SETTINGS`
+        until `finish`, but for an index from a template, whose settings are the template's.
+        """
         self.check_writable(index_exists=False)
         resumed = self.resumable(spec, resumable)
         if resumed is not None:
@@ -372,17 +484,26 @@ class IndexAlias:
         name = self._create_generation(current, spec)
         if spec.template is None:
             self.client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
-        log.info("index %r: building generation %r (searches read %r until the swap)", self.name, name, current)
+        log.info(
+            "index %r: building generation %r (searches read %r until the swap)",
+            self.name,
+            name,
+            current,
+        )
         return name
 
     def finish(self, name: str, spec: IndexSpec, probe: Probe | None = None) -> None:
-        """Restore the generation `name`'s settings, point the alias at it in one atomic request, and
-        delete the generation it named. A pre-alias index named like the alias is deleted in that same
-        request (`remove_index`): searches see the old index, then the new one, never neither."""
+        """Restore the generation `name`'s settings and swap the alias to it in one atomic request.
+
+        Then it deletes the generation the alias named. A pre-alias index named like the alias is
+        deleted in the swap's own request with `remove_index`. Searches see the old index, then the
+        new one, never neither.
+        """
         if spec.template is None:
             restored = {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}
             self.client.indices.put_settings(index=name, body={"index": restored})
-        # Searches must find every document, and on every copy, from the first request after the swap.
+        # Searches must find every document, and on every copy, from the first request after the
+        # swap.
         self.client.indices.refresh(index=name)
         wait_for_copies(self.client, name)
         current = self.current()
@@ -399,10 +520,15 @@ class IndexAlias:
             self.client.indices.delete(index=current, ignore=404)
 
     def _create_generation(self, after: str | None, spec: IndexSpec) -> str:
-        """Create the first free generation numbered above `after`'s, with icecdc's marker; return its
-        name. A name taken by an index that is not a generation of the alias is skipped."""
+        """Create the first free generation numbered above `after`'s, with icecdc's marker.
+
+        The answer is its name. A name taken by an index that is not a generation of the alias is
+        skipped.
+        """
         number = (generation_number(self.name, after) or 0) + 1 if after is not None else 1
-        number = max([number, *((generation_number(self.name, g) or 0) + 1 for g in self.generations())])
+        number = max(
+            [number, *((generation_number(self.name, g) or 0) + 1 for g in self.generations())]
+        )
         while self.client.indices.exists(index=generation(self.name, number)):
             number += 1
         name = generation(self.name, number)
@@ -413,10 +539,16 @@ class IndexAlias:
         meta = marker(self.name, table_uuid, spec.shape, self.owner)
         body["mappings"] = {**(body.get("mappings") or {}), "_meta": meta}
         self.client.indices.create(index=name, body=body)
-        taken = sorted(a for found in self.client.indices.get_alias(index=name).values() for a in found.get("aliases") or {})
+        taken = sorted(
+            a
+            for found in self.client.indices.get_alias(index=name).values()
+            for a in found.get("aliases") or {}
+        )
         if taken:  # a template we did not name (a component, another pattern) gave it aliases
             self.client.indices.delete(index=name, ignore=404)
-            raise IndexStateError(TEMPLATE_ALIASES.format(template=f"matching {name!r}", aliases=", ".join(taken)))
+            raise IndexStateError(
+                TEMPLATE_ALIASES.format(template=f"matching {name!r}", aliases=", ".join(taken))
+            )
         return name
 
 
@@ -428,9 +560,12 @@ _OWN_SETTINGS = (
 
 
 def _copy_index(client: OpenSearch, source: str, target: str) -> int:
-    """Copy the index `source` to a new index `target` with its mapping and settings (`_reindex`:
-    clone needs a write block, and not every service has it); return the documents it holds.
-    Raise IndexStateError, deleting nothing, when the copy does not hold every document."""
+    """Copy the index `source` to a new index `target` with its mapping and settings.
+
+    The answer is the documents it holds. It copies with `_reindex`, as clone needs a write block
+    and not every service has it. It raises IndexStateError, deleting nothing, when the copy does
+    not hold every document.
+    """
     body = client.indices.get(index=source)[source]
     found = body.get("settings", {}).get("index") or {}
     settings = {k: v for k, v in found.items() if k not in _OWN_SETTINGS}
@@ -455,7 +590,10 @@ def _read_settings(read: Callable[[], dict[str, Any]], what: str) -> dict[str, A
         raise
     except TransportError as exc:
         log.warning(
-            "cannot read the settings of %s to check for write blocks (%s %s); writing anyway", what, exc.status_code, exc.error
+            "cannot read the settings of %s to check for write blocks (%s %s); writing anyway",
+            what,
+            exc.status_code,
+            exc.error,
         )
         return {}
 
@@ -467,7 +605,11 @@ def _is_true(value: Any) -> bool:
 def _setting(settings: Mapping, name: str) -> Any:
     """The value `settings` (nested or flat) gives the index setting `name`; None: the default."""
     nested = settings.get("index")
-    for value in (nested.get(name) if isinstance(nested, dict) else None, settings.get(f"index.{name}"), settings.get(name)):
+    for value in (
+        nested.get(name) if isinstance(nested, dict) else None,
+        settings.get(f"index.{name}"),
+        settings.get(name),
+    ):
         if value is not None:
             return value
     return None

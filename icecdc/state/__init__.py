@@ -1,6 +1,9 @@
-"""Where checkpoints and work items live: the `StateStore` contract, its SQLite (local) and
-DynamoDB (AWS, `icecdc.state.dynamodb`, imported only when configured: boto3 is optional)
-implementations, the factory and the processing lease."""
+"""Where checkpoints and work items live.
+
+The package holds the `StateStore` contract, its SQLite implementation for local runs and its
+DynamoDB one for AWS, the factory and the processing lease. `icecdc.state.dynamodb` is imported
+only when configured, as boto3 is optional.
+"""
 
 from icecdc.state.factory import open_state_store
 from icecdc.state.lease import Lease

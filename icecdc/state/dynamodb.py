@@ -13,8 +13,9 @@ Layout (partition key `pk` = the configured table name, sort key `sk`):
 Pending and done items live under different sort-key prefixes so that `pending_page` is one
 strongly consistent Query over pending records only, in sequence-number order (its cursor: the
 sort key after `pending|`), however many finished items await their TTL (a status attribute plus
-a filter would read them all; a sparse index would be eventually consistent). `put_items` writes each item's pending record only if
-neither it nor its done record exists (a Put and a ConditionCheck), up to 50 items a transaction:
+a filter would read them all; a sparse index would be eventually consistent). `put_items` writes
+each item's pending record only if neither it nor its done record exists (a Put and a
+ConditionCheck), up to 50 items a transaction:
 a transaction one item's condition cancelled (its `CancellationReasons` name the action) is sent
 again without that item, so each item stays put-if-absent on its own, and a crash between two
 transactions leaves some items written, as one transaction per item would; planning again writes
@@ -71,8 +72,9 @@ DEFAULT_DONE_TTL_SECONDS = 7 * 24 * 3600
 # actions per transaction; and at most this many bytes of requests (DynamoDB takes 4 MB).
 ITEMS_PER_TRANSACTION = 50
 TRANSACTION_BYTES = 2_000_000
-# A write that lost a race (TransactionConflict) is tried again this many times, after a random wait
-# of up to CONFLICT_BACKOFF_SECONDS * 2**attempt, at most CONFLICT_BACKOFF_CAP_SECONDS (about 6 s in all).
+# A write that lost a race (TransactionConflict) is tried again this many times, after a random
+# wait of up to CONFLICT_BACKOFF_SECONDS * 2**attempt, at most CONFLICT_BACKOFF_CAP_SECONDS
+# (about 6 s in all).
 CONFLICT_RETRIES = 8
 CONFLICT_BACKOFF_SECONDS = 0.05
 CONFLICT_BACKOFF_CAP_SECONDS = 2.0
@@ -86,7 +88,10 @@ _DONE = "done|"
 
 
 class DynamoDbStateStore(StateStore):
-    """`StateStore` on a DynamoDB table with string keys `pk` and `sk` (see `create_state_table`)."""
+    """`StateStore` on a DynamoDB table with string keys `pk` and `sk`.
+
+    `create_state_table` creates such a table.
+    """
 
     def __init__(
         self,
@@ -101,7 +106,8 @@ class DynamoDbStateStore(StateStore):
         self.done_ttl_seconds = done_ttl_seconds
         self.items_per_transaction = items_per_transaction
         self.conflict_retries = conflict_retries
-        # Standard retry mode retries throttling and transient errors with backoff; conflicts: `_write`.
+        # Standard retry mode retries throttling and transient errors with backoff;
+        # conflicts: `_write`.
         options: dict[str, Any] = {
             "region_name": region,
             "endpoint_url": endpoint_url,
@@ -127,7 +133,9 @@ class DynamoDbStateStore(StateStore):
 
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
         recorded = self.pass_end(table)
-        before = recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
+        before = (
+            recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
+        )
         if before is not None and before.sequence_number >= end.sequence_number:
             return before
         # Another pass may have recorded in between: keep the furthest end of the UUID.
@@ -144,9 +152,17 @@ class DynamoDbStateStore(StateStore):
         return self._get_base(table, _PASS_END)
 
     def _put_base_if(
-        self, table: str, sk: str, base: Checkpoint, condition: str, values: dict[str, dict[str, str]] | None = None
+        self,
+        table: str,
+        sk: str,
+        base: Checkpoint,
+        condition: str,
+        values: dict[str, dict[str, str]] | None = None,
     ) -> None:
-        """Put a checkpoint-shaped record when `condition` holds; a failed condition is not an error."""
+        """Put a checkpoint-shaped record when `condition` holds.
+
+        A failed condition is not an error.
+        """
         try:
             self._write(
                 "put_item",
@@ -171,17 +187,28 @@ class DynamoDbStateStore(StateStore):
         done = {"TableName": self.table_name, "Key": _keys(item.table, _DONE + item.key)}
         # Never a done record beside a pending one: replacing, the transaction deletes it.
         on_done = (
-            {"Delete": done} if replace_done else {"ConditionCheck": {**done, "ConditionExpression": "attribute_not_exists(pk)"}}
+            {"Delete": done}
+            if replace_done
+            else {"ConditionCheck": {**done, "ConditionExpression": "attribute_not_exists(pk)"}}
         )
         record = _pending_record(item)
-        put = {"TableName": self.table_name, "Item": record, "ConditionExpression": "attribute_not_exists(pk)"}
+        put = {
+            "TableName": self.table_name,
+            "Item": record,
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
         return [{"Put": put}, on_done]
 
-    def _write_each(self, table: str, groups: list[list[dict[str, Any]]], fence: str | None = None) -> list[bool]:
-        """Write each group of actions (one item's), all or none of it, many groups a transaction;
-        which groups were written. A group whose condition fails (the item exists, or is done) is
-        not: the transaction it cancelled is sent again without it, so an item never stops another.
-        With a `fence`, every transaction checks its owner's lease too (`LeaseLost`)."""
+    def _write_each(
+        self, table: str, groups: list[list[dict[str, Any]]], fence: str | None = None
+    ) -> list[bool]:
+        """Write each group of actions, all or none of it, many groups a transaction.
+
+        A group is one item's actions. The answer is which groups were written. A group whose
+        condition fails, as its item exists or is done, is not written: the transaction it
+        cancelled is sent again without it, so an item never stops another. With a `fence`, every
+        transaction checks its owner's lease too and raises `LeaseLost` when it is gone.
+        """
         written = [False] * len(groups)
         for chunk in _transactions(groups, self.items_per_transaction):
             while chunk:
@@ -206,8 +233,14 @@ class DynamoDbStateStore(StateStore):
                 chunk = []
         return written
 
-    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
-        request: dict[str, Any] = {**self._pending_query(table), "ProjectionExpression": "body", "Limit": limit}
+    def pending_page(
+        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+    ) -> PendingPage:
+        request: dict[str, Any] = {
+            **self._pending_query(table),
+            "ProjectionExpression": "body",
+            "Limit": limit,
+        }
         if after is not None:
             request["ExclusiveStartKey"] = _keys(table, _PENDING + after)
         page = self.client.query(**request)
@@ -232,7 +265,12 @@ class DynamoDbStateStore(StateStore):
             retire.append(
                 [
                     {"Put": {"TableName": self.table_name, "Item": record}},
-                    {"Delete": {"TableName": self.table_name, "Key": _keys(table, _pending_sk(item))}},
+                    {
+                        "Delete": {
+                            "TableName": self.table_name,
+                            "Key": _keys(table, _pending_sk(item)),
+                        }
+                    },
                 ]
             )
         for chunk in _transactions(retire, self.items_per_transaction):
@@ -255,16 +293,21 @@ class DynamoDbStateStore(StateStore):
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pending)",
             "ExpressionAttributeValues": {":pk": {"S": table}, ":pending": {"S": _PENDING}},
-            "ConsistentRead": True,  # a processor must see what the planner wrote before starting it
+            # a processor must see what the planner wrote before starting it
+            "ConsistentRead": True,
         }
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
+    def mark_applied(
+        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+    ) -> None:
         puts = [
             [
                 {
                     "Put": {
                         "TableName": self.table_name,
-                        "Item": _pending_record(replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)),
+                        "Item": _pending_record(
+                            replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
+                        ),
                         # never resurrect an item completed meanwhile: its mark alone is dropped
                         "ConditionExpression": "attribute_exists(pk)",
                     }
@@ -280,8 +323,14 @@ class DynamoDbStateStore(StateStore):
             self._write(
                 "put_item",
                 TableName=self.table_name,
-                Item={**_keys(table, _LEASE), "owner": {"S": owner}, "lease_expires_at": {"N": repr(now + seconds)}},
-                ConditionExpression="attribute_not_exists(pk) OR #owner = :owner OR lease_expires_at < :now",
+                Item={
+                    **_keys(table, _LEASE),
+                    "owner": {"S": owner},
+                    "lease_expires_at": {"N": repr(now + seconds)},
+                },
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR #owner = :owner OR lease_expires_at < :now"
+                ),
                 ExpressionAttributeNames={"#owner": "owner"},
                 ExpressionAttributeValues={":owner": {"S": owner}, ":now": {"N": repr(now)}},
             )
@@ -302,25 +351,40 @@ class DynamoDbStateStore(StateStore):
                 ExpressionAttributeValues={":owner": {"S": owner}},
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":  # expired and taken over: not ours to release
+            # expired and taken over: not ours to release
+            if _code(exc) != "ConditionalCheckFailedException":
                 raise
 
-    def _advance(self, table: str, checkpoint: Checkpoint, replace: bool, fence: str | None) -> None:
-        """Write the checkpoint unless the stored one is as far or further (of the same table
-        incarnation); with a `fence`, in one transaction with a check that its owner holds the lease."""
+    def _advance(
+        self, table: str, checkpoint: Checkpoint, replace: bool, fence: str | None
+    ) -> None:
+        """Write the checkpoint unless the stored one is as far or further.
+
+        Only a stored checkpoint of the same table incarnation counts. With a `fence`, the write
+        goes in one transaction with a check that its owner holds the lease.
+        """
         put: dict[str, Any] = {
             "TableName": self.table_name,
-            "Item": {**_keys(table, _CHECKPOINT), **_checkpoint_attributes(checkpoint), "updated_at": {"N": repr(time.time())}},
+            "Item": {
+                **_keys(table, _CHECKPOINT),
+                **_checkpoint_attributes(checkpoint),
+                "updated_at": {"N": repr(time.time())},
+            },
         }
         if not replace:
-            put["ConditionExpression"] = "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid"
+            put["ConditionExpression"] = (
+                "attribute_not_exists(pk) OR sequence_number < :seq OR table_uuid <> :uuid"
+            )
             put["ExpressionAttributeValues"] = {
                 ":seq": {"N": str(checkpoint.sequence_number)},
                 ":uuid": {"S": checkpoint.table_uuid},
             }
         actions: list[dict[str, Any]] = [{"Put": put}]
-        if replace:  # the resync's index holds nothing past its checkpoint: the pass end comes down to it
-            end_at = Checkpoint(checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number)
+        # the resync's index holds nothing past its checkpoint: the pass end comes down to it
+        if replace:
+            end_at = Checkpoint(
+                checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number
+            )
             end = {**_keys(table, _PASS_END), **_checkpoint_attributes(end_at)}
             actions.append({"Put": {"TableName": self.table_name, "Item": end}})
         if fence is not None:
@@ -329,11 +393,19 @@ class DynamoDbStateStore(StateStore):
             self._write("transact_write_items", TransactItems=actions)
         except ClientError as exc:
             reasons = _reasons(exc)
-            if _code(exc) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
+            if (
+                _code(exc) != "TransactionCanceledException"
+                or "ConditionalCheckFailed" not in reasons
+            ):
                 raise
-            if fence is not None and reasons[-1] == "ConditionalCheckFailed":  # the lease check, last
+            # the lease check, last
+            if fence is not None and reasons[-1] == "ConditionalCheckFailed":
                 raise LeaseLost.of(table) from None
-            log.info("%s: checkpoint already at or past sequence number %d", table, checkpoint.sequence_number)
+            log.info(
+                "%s: checkpoint already at or past sequence number %d",
+                table,
+                checkpoint.sequence_number,
+            )
 
     def _lease_check(self, table: str, owner: str) -> dict[str, Any]:
         """A transaction's check that `owner` holds the table's lease."""
@@ -343,12 +415,17 @@ class DynamoDbStateStore(StateStore):
                 "Key": _keys(table, _LEASE),
                 "ConditionExpression": "#owner = :owner AND lease_expires_at >= :now",
                 "ExpressionAttributeNames": {"#owner": "owner"},
-                "ExpressionAttributeValues": {":owner": {"S": owner}, ":now": {"N": repr(time.time())}},
+                "ExpressionAttributeValues": {
+                    ":owner": {"S": owner},
+                    ":now": {"N": repr(time.time())},
+                },
             }
         }
 
     def _get_base(self, table: str, sk: str) -> Checkpoint | None:
-        record = self.client.get_item(TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True).get("Item")
+        record = self.client.get_item(
+            TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True
+        ).get("Item")
         if record is None:
             return None
         return Checkpoint(
@@ -356,7 +433,9 @@ class DynamoDbStateStore(StateStore):
             int(record["snapshot_id"]["N"]),
             int(record["sequence_number"]["N"]),
             int(record["schema_id"]["N"]) if "schema_id" in record else -1,
-            tuple(json.loads(record["identifier_columns"]["S"])) if "identifier_columns" in record else (),
+            tuple(json.loads(record["identifier_columns"]["S"]))
+            if "identifier_columns" in record
+            else (),
             record["index_uuid"]["S"] if "index_uuid" in record else "",
         )
 
@@ -364,14 +443,19 @@ class DynamoDbStateStore(StateStore):
         self.client.close()
 
     def _write(self, operation: str, **request: Any) -> Any:
-        """One write request, tried again with backoff while it loses races (see the module's doc)."""
+        """One write request, tried again with backoff while it loses races.
+
+        The module's docstring says why races happen and how long the backoff waits.
+        """
         for attempt in itertools.count():
             try:
                 return getattr(self.client, operation)(**request)
             except ClientError as exc:
                 if not _lost_race(exc) or attempt >= self.conflict_retries:
                     raise
-                delay = random.uniform(0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt))
+                delay = random.uniform(
+                    0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt)
+                )
                 log.info(
                     "%s: transaction conflict; trying again in %.2f s (%d of %d)",
                     operation,
@@ -383,12 +467,20 @@ class DynamoDbStateStore(StateStore):
         raise AssertionError("unreachable")
 
 
-def create_state_table(table_name: str, region: str | None = None, endpoint_url: str | None = None) -> None:
-    """Create the table as the CDK stack does (keys, on-demand, TTL), for local DynamoDB and tests."""
+def create_state_table(
+    table_name: str, region: str | None = None, endpoint_url: str | None = None
+) -> None:
+    """Create the table as the CDK stack does, for local DynamoDB and tests.
+
+    It has the same keys, on-demand billing and TTL.
+    """
     client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
     client.create_table(
         TableName=table_name,
-        KeySchema=[{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}, {"AttributeName": SORT_KEY, "KeyType": "RANGE"}],
+        KeySchema=[
+            {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
+        ],
         AttributeDefinitions=[
             {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
             {"AttributeName": SORT_KEY, "AttributeType": "S"},
@@ -396,7 +488,10 @@ def create_state_table(table_name: str, region: str | None = None, endpoint_url:
         BillingMode="PAY_PER_REQUEST",
     )
     client.get_waiter("table_exists").wait(TableName=table_name)
-    client.update_time_to_live(TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+    client.update_time_to_live(
+        TableName=table_name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+    )
 
 
 def _keys(table: str, sk: str) -> dict[str, dict[str, str]]:
@@ -433,13 +528,19 @@ def _code(exc: ClientError) -> str:
 
 
 def _reasons(exc: ClientError) -> list[str]:
-    """The cancellation reasons of a cancelled transaction, one per action ("None" for those that were fine)."""
+    """The cancellation reasons of a cancelled transaction, one per action.
+
+    An action that was fine has the reason "None".
+    """
     return [str(r.get("Code")) for r in exc.response.get("CancellationReasons", [])]
 
 
 def _transactions(groups: list[list[dict[str, Any]]], per_transaction: int) -> list[list[int]]:
-    """The groups' indexes cut into transactions: at most `per_transaction` groups (of two actions
-    at most: DynamoDB takes 100 a transaction) and TRANSACTION_BYTES of requests each."""
+    """The groups' indexes cut into transactions.
+
+    Each transaction holds at most `per_transaction` groups and TRANSACTION_BYTES of requests. A
+    group has two actions at most, and DynamoDB takes 100 actions a transaction.
+    """
     chunks: list[list[int]] = []
     size = 0
     for i, group in enumerate(groups):
@@ -455,10 +556,14 @@ def _transactions(groups: list[list[dict[str, Any]]], per_transaction: int) -> l
 
 def _condition_failed(exc: ClientError) -> bool:
     """Whether a transaction was cancelled because a condition of one of its actions failed."""
-    return _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in _reasons(exc)
+    return _code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in _reasons(
+        exc
+    )
 
 
-def _failed_groups(chunk: list[int], groups: list[list[dict[str, Any]]], reasons: list[str]) -> set[int]:
+def _failed_groups(
+    chunk: list[int], groups: list[list[dict[str, Any]]], reasons: list[str]
+) -> set[int]:
     """The groups of a cancelled transaction (`chunk`, in its order) whose conditions failed."""
     failed, at = set(), 0
     for i in chunk:

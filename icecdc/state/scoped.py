@@ -1,6 +1,9 @@
-"""One index's state among several of one table: a `StateStore` view that keeps the checkpoint,
-work items, export claim and lease of the table under the index's own key, so that each index of
-a table (`tables[].indexes`) follows the table on its own (its own export, generations, checkpoint)."""
+"""One index's state among several of one table.
+
+A `StateStore` view keeps the checkpoint, work items, export claim and lease of the table under the
+index's own key. Each index of a table, as `tables[].indexes` lists them, so follows the table on
+its own, with its own export, generations and checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +15,26 @@ from icecdc.model import Checkpoint, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 
-def index_stores(config: TableConfig, store: StateStore) -> list[tuple[TableConfig, str, StateStore]]:
-    """Each index the table writes (`TableConfig.targets`): its configuration as a table of one
-    index, its state's key, and `store` as that index sees it (the store itself in the single-index form)."""
+def index_stores(
+    config: TableConfig, store: StateStore
+) -> list[tuple[TableConfig, str, StateStore]]:
+    """Each index the table writes, as `TableConfig.targets` lists them.
+
+    For each: its configuration as a table of one index, its state's key, and `store` as that index
+    sees it. In the single-index form that is the store itself.
+    """
     return [
-        (t.config, t.key, store if t.key == config.name else ScopedStore(store, config.name, t.key)) for t in config.targets()
+        (t.config, t.key, store if t.key == config.name else ScopedStore(store, config.name, t.key))
+        for t in config.targets()
     ]
 
 
 class ScopedStore(StateStore):
-    """`store` as one index of `table` sees it: calls about `table` go to the key `key`; the items
-    it answers name `table`, as the items the planner writes do (the store holds them under `key`)."""
+    """`store` as one index of `table` sees it.
+
+    Calls about `table` go to the key `key`. The items it answers name `table`, as the items the
+    planner writes do, though the store holds them under `key`.
+    """
 
     def __init__(self, store: StateStore, table: str, key: str) -> None:
         self._store, self._table, self._key = store, table, key
@@ -54,7 +66,9 @@ class ScopedStore(StateStore):
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         return self._store.put_items([self._in(i) for i in items], replace_done)
 
-    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+    def pending_page(
+        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+    ) -> PendingPage:
         page = self._store.pending_page(self._scoped(table), after, limit)
         return PendingPage(tuple(self._out(i) for i in page.items), page.after)
 
@@ -64,12 +78,18 @@ class ScopedStore(StateStore):
     def count_pending(self, table: str) -> int:
         return self._store.count_pending(self._scoped(table))
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
-        self._store.mark_applied(self._scoped(table), [self._in(i) for i in items], index_uuid, fence)
+    def mark_applied(
+        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+    ) -> None:
+        self._store.mark_applied(
+            self._scoped(table), [self._in(i) for i in items], index_uuid, fence
+        )
 
     def _complete(self, table: str, completion: Completion) -> None:
         items = tuple(self._in(i) for i in completion.items)
-        self._store.complete(self._scoped(table), completion.checkpoint, items, completion.replace, completion.fence)
+        self._store.complete(
+            self._scoped(table), completion.checkpoint, items, completion.replace, completion.fence
+        )
 
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
         return self._store.acquire_lease(self._scoped(table), owner, seconds)

@@ -1,5 +1,8 @@
-"""A scratch copy of a configured store, for a command that must plan without writing the
-state (`icecdc sync --dry-run`): what it writes goes to the copy, never to the store."""
+"""A scratch copy of a configured store.
+
+It serves a command that must plan without writing the state, such as `icecdc sync --dry-run`:
+what it writes goes to the copy, never to the store.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +19,11 @@ WAL = "-wal"  # SQLite's write-ahead log beside the file: commits not yet in the
 
 
 def scratch_copy(config: StateConfig, keys: Iterable[str], directory: Path) -> SqliteStateStore:
-    """A SQLite store in `directory` holding what the configured store holds: a SQLite file copied
-    (none yet: an empty store), or, of a DynamoDB store, each of `keys`' checkpoint, pass end and
-    pending items, read."""
+    """A SQLite store in `directory` holding what the configured store holds.
+
+    A SQLite store's file is copied; when there is none yet, the copy is an empty store. Of a
+    DynamoDB store, each of `keys`' checkpoint, pass end and pending items is read and written in.
+    """
     copy = directory / "state.db"
     if isinstance(config, SqliteStateConfig):
         source = Path(config.path)

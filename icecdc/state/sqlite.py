@@ -29,7 +29,8 @@ class SqliteStateStore(StateStore):
             CREATE TABLE IF NOT EXISTS checkpoints (
                 table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL,
-                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL, updated_at REAL NOT NULL,
+                schema_id INTEGER NOT NULL, identifier_columns TEXT NOT NULL,
+                updated_at REAL NOT NULL,
                 index_uuid TEXT NOT NULL DEFAULT '');
             CREATE TABLE IF NOT EXISTS export_claims (
                 table_name TEXT NOT NULL, table_uuid TEXT NOT NULL, replacing TEXT NOT NULL,
@@ -38,27 +39,40 @@ class SqliteStateStore(StateStore):
             CREATE TABLE IF NOT EXISTS pass_ends (
                 table_name TEXT PRIMARY KEY, table_uuid TEXT NOT NULL,
                 snapshot_id INTEGER NOT NULL, sequence_number INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS leases (table_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS leases (
+                table_name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL);
             CREATE TABLE IF NOT EXISTS work_items (
                 key TEXT PRIMARY KEY, table_name TEXT NOT NULL, status TEXT NOT NULL,
                 sequence_number INTEGER NOT NULL, body TEXT NOT NULL);
-            CREATE INDEX IF NOT EXISTS work_items_pending ON work_items (table_name, status, sequence_number);
+            CREATE INDEX IF NOT EXISTS work_items_pending
+                ON work_items (table_name, status, sequence_number);
             """
         )
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(checkpoints)").fetchall()}
-        if "index_uuid" not in columns:  # a state file written before the index's identity was recorded
-            self._db.execute("ALTER TABLE checkpoints ADD COLUMN index_uuid TEXT NOT NULL DEFAULT ''")
+        # a state file written before the index's identity was recorded
+        if "index_uuid" not in columns:
+            self._db.execute(
+                "ALTER TABLE checkpoints ADD COLUMN index_uuid TEXT NOT NULL DEFAULT ''"
+            )
 
     def get_checkpoint(self, table: str) -> Checkpoint | None:
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid "
+            "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, "
+            "index_uuid "
             "FROM checkpoints WHERE table_name = ?",
             (table,),
         ).fetchone()
         if row is None:
             return None
         table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, index_uuid = row
-        return Checkpoint(table_uuid, snapshot_id, sequence_number, schema_id, tuple(json.loads(identifier_columns)), index_uuid)
+        return Checkpoint(
+            table_uuid,
+            snapshot_id,
+            sequence_number,
+            schema_id,
+            tuple(json.loads(identifier_columns)),
+            index_uuid,
+        )
 
     def checkpointed_at(self, table: str) -> float | None:
         asked = "SELECT updated_at FROM checkpoints WHERE table_name = ?"
@@ -71,7 +85,8 @@ class SqliteStateStore(StateStore):
             (table, base.table_uuid, replacing, base.snapshot_id, base.sequence_number),
         )
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims WHERE table_name = ? AND table_uuid = ? AND replacing = ?",
+            "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims "
+            "WHERE table_name = ? AND table_uuid = ? AND replacing = ?",
             (table, base.table_uuid, replacing),
         ).fetchone()
         return Checkpoint(*row)
@@ -79,14 +94,17 @@ class SqliteStateStore(StateStore):
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
         with self._transaction():
             recorded = self.pass_end(table)
-            before = recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
+            before = (
+                recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
+            )
             if before is None or before.sequence_number < end.sequence_number:
                 self._record_pass_end(table, end)
         return before
 
     def pass_end(self, table: str) -> Checkpoint | None:
         row = self._db.execute(
-            "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?", (table,)
+            "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?",
+            (table,),
         ).fetchone()
         return Checkpoint(*row) if row is not None else None
 
@@ -117,7 +135,12 @@ class SqliteStateStore(StateStore):
     def _put(self, item: WorkItem, replace_done: bool) -> bool:
         values = (item.key, item.table, item.status, item.sequence_number, item.to_json())
         if not replace_done:
-            return self._db.execute("INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)", values).rowcount == 1
+            return (
+                self._db.execute(
+                    "INSERT OR IGNORE INTO work_items VALUES (?, ?, ?, ?, ?)", values
+                ).rowcount
+                == 1
+            )
         cursor = self._db.execute(
             """INSERT INTO work_items VALUES (?, ?, ?, ?, ?)
                ON CONFLICT (key) DO UPDATE SET status = excluded.status, body = excluded.body
@@ -126,15 +149,20 @@ class SqliteStateStore(StateStore):
         )
         return cursor.rowcount == 1
 
-    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+    def pending_page(
+        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+    ) -> PendingPage:
         sequence_number, key = _cursor(after) if after is not None else (-1, "")
         rows = self._db.execute(
-            "SELECT sequence_number, key, body FROM work_items WHERE table_name = ? AND status IN (?, ?) "
+            "SELECT sequence_number, key, body FROM work_items "
+            "WHERE table_name = ? AND status IN (?, ?) "
             "AND (sequence_number, key) > (?, ?) ORDER BY sequence_number, key LIMIT ?",
             (table, ItemStatus.PENDING, ItemStatus.APPLIED, sequence_number, key, limit),
         ).fetchall()
         items = tuple(WorkItem.from_json(body) for _, _, body in rows)
-        return PendingPage(items, f"{rows[-1][0]:020d}|{rows[-1][1]}" if len(rows) == limit else None)
+        return PendingPage(
+            items, f"{rows[-1][0]:020d}|{rows[-1][1]}" if len(rows) == limit else None
+        )
 
     def _complete(self, table: str, completion: Completion) -> None:
         checkpoint, fence = completion.checkpoint, completion.fence
@@ -147,7 +175,8 @@ class SqliteStateStore(StateStore):
                        ON CONFLICT (table_name) DO UPDATE SET
                          table_uuid = excluded.table_uuid, snapshot_id = excluded.snapshot_id,
                          sequence_number = excluded.sequence_number, schema_id = excluded.schema_id,
-                         identifier_columns = excluded.identifier_columns, updated_at = excluded.updated_at,
+                         identifier_columns = excluded.identifier_columns,
+                         updated_at = excluded.updated_at,
                          index_uuid = excluded.index_uuid
                        WHERE excluded.sequence_number > checkpoints.sequence_number
                           OR excluded.table_uuid != checkpoints.table_uuid OR ?""",
@@ -168,7 +197,8 @@ class SqliteStateStore(StateStore):
             for item in completion.items:
                 done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 self._db.execute(
-                    "UPDATE work_items SET status = ?, body = ? WHERE key = ?", (ItemStatus.DONE, done.to_json(), item.key)
+                    "UPDATE work_items SET status = ?, body = ? WHERE key = ?",
+                    (ItemStatus.DONE, done.to_json(), item.key),
                 )
 
     def count_pending(self, table: str) -> int:
@@ -178,7 +208,9 @@ class SqliteStateStore(StateStore):
         ).fetchone()
         return int(row[0])
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
+    def mark_applied(
+        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+    ) -> None:
         with self._transaction():
             if fence is not None and not self._holds_lease(table, fence):
                 raise LeaseLost.of(table)
@@ -190,7 +222,9 @@ class SqliteStateStore(StateStore):
                 )
 
     def _holds_lease(self, table: str, owner: str) -> bool:
-        row = self._db.execute("SELECT owner, expires_at FROM leases WHERE table_name = ?", (table,)).fetchone()
+        row = self._db.execute(
+            "SELECT owner, expires_at FROM leases WHERE table_name = ?", (table,)
+        ).fetchone()
         return row is not None and row[0] == owner and row[1] >= time.time()
 
     def _transaction(self) -> _SqliteTransaction:
@@ -201,14 +235,20 @@ class SqliteStateStore(StateStore):
 
 
 def _cursor(after: str) -> tuple[int, str]:
-    """A page's cursor (`<sequence number:020d>|<key>`, as DynamoDB's sort key ends) as its parts."""
+    """A page's cursor as its parts.
+
+    The cursor is `<sequence number:020d>|<key>`, as DynamoDB's sort key ends.
+    """
     sequence_number, key = after.split("|", 1)
     return int(sequence_number), key
 
 
 class _LockedConnection:
-    """A SQLite connection whose statements, and transactions, one thread at a time may run; a
-    file SQLite cannot use (not a database, damaged, unreadable) is a `StateError` naming it."""
+    """A SQLite connection whose statements and transactions one thread at a time may run.
+
+    A file SQLite cannot use, as it is not a database, damaged or unreadable, is a `StateError`
+    naming it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -249,8 +289,10 @@ class _LockedConnection:
 
 
 class _SqliteTransaction:
-    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on error (the connection runs in autocommit mode),
-    holding the connection's lock throughout."""
+    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on error, holding the connection's lock throughout.
+
+    The connection runs in autocommit mode, so the transaction is begun and ended here.
+    """
 
     def __init__(self, db: _LockedConnection) -> None:
         self._db = db

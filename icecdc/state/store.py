@@ -1,4 +1,6 @@
-"""The state-store contract: checkpoints and work items, what has been applied to the index and what is still to do.
+"""The state-store contract: checkpoints and work items.
+
+They say what has been applied to the index and what is still to do.
 
 `StateStore` is the contract; `SqliteStateStore` is the local implementation, DynamoDB the AWS one.
 Every implementation passes the same contract suite (tests/test_state_contract.py).
@@ -11,9 +13,11 @@ Rules every store keeps:
 - every pass records the end of its batch before it writes (the furthest is kept), so that a
   retry knows a dead pass may have written past the checkpoint (see `begin_pass`);
 - `complete` advances the checkpoint before it marks items done: a crash between the two leaves
-  items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor retires unread;
-- `complete` and `mark_applied` with a `fence` (the lease owner) record nothing unless that owner still
-  holds the table's lease, so a run that lost its lease can never move the state of the run that took it.
+  items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor
+  retires unread;
+- `complete` and `mark_applied` with a `fence` (the lease owner) record nothing unless that owner
+  still holds the table's lease, so a run that lost its lease can never move the state of the run
+  that took it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class PendingPage:
     """A page of a table's pending items, oldest first, and where the next one starts."""
 
     items: tuple[WorkItem, ...]
-    after: str | None  # the cursor of the next page (`StateStore.pending_page`); None: this is the last
+    # the cursor of the next page (`StateStore.pending_page`); None: this is the last
+    after: str | None
 
 
 @dataclass(frozen=True)
@@ -54,19 +59,27 @@ class StateStore(ABC):
 
     @abstractmethod
     def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
-        """Record `base` as the export snapshot of the table's UUID that replaces the checkpoint
-        `replacing` names (see `Checkpoint.token`; "": the first export) unless one is recorded;
-        return the recorded one."""
+        """Record `base` as the export snapshot unless one is recorded; return the recorded one.
+
+        The claim is of the table's UUID and of the checkpoint the export replaces, which
+        `replacing` names as `Checkpoint.token` does. An empty `replacing` means the first export.
+        """
 
     @abstractmethod
     def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
-        """Record that a pass may write the table's changes through `end` (only the furthest end of
-        the table's UUID is kept); return the end recorded before (None: none of this UUID)."""
+        """Record that a pass may write the table's changes through `end`.
+
+        Only the furthest end of the table's UUID is kept. The answer is the end recorded before,
+        or None when none of this UUID was.
+        """
 
     @abstractmethod
     def pass_end(self, table: str) -> Checkpoint | None:
-        """The furthest end a pass recorded (`begin_pass`), lowered to the checkpoint by a resync's
-        `complete` (its new generation, or its rewrite, holds nothing past it); None: none recorded."""
+        """The furthest end a pass recorded with `begin_pass`, or None when none was.
+
+        A resync's `complete` lowers it to the checkpoint, as its new generation or its rewrite
+        holds nothing past it.
+        """
 
     def put_item(self, item: WorkItem, replace_done: bool = False) -> bool:
         """Write the item unless its key exists; True when this call wrote it (see `put_items`)."""
@@ -86,7 +99,10 @@ class StateStore(ABC):
         was read, and the processor retires it unread when the checkpoint has it (`batching`)."""
 
     def pending_items(self, table: str) -> list[WorkItem]:
-        """The table's items not done yet (PENDING or APPLIED), oldest snapshot first: every page."""
+        """The table's items not done yet, oldest snapshot first: every page.
+
+        Those are the items PENDING or APPLIED.
+        """
         items: list[WorkItem] = []
         after: str | None = None
         while True:
@@ -97,12 +113,18 @@ class StateStore(ABC):
             after = page.after
 
     @abstractmethod
-    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
-        """At most `limit` of the table's items not done yet, in the order of `pending_items`
-        (sequence number, then key), from the cursor `after` (None: the first); an item done
-        meanwhile is skipped, and one read on an earlier page is never read again."""
+    def pending_page(
+        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+    ) -> PendingPage:
+        """At most `limit` of the table's items not done yet, from the cursor `after`.
 
-    def forget_pending(self) -> None:  # noqa: B027 - optional: only a store that keeps pending items has any to forget
+        They come in the order of `pending_items`: by sequence number, then key. An `after` of None
+        starts at the first. An item done meanwhile is skipped, and one read on an earlier page is
+        never read again.
+        """
+
+    # noqa reason: optional, as only a store that keeps pending items has any to forget
+    def forget_pending(self) -> None:  # noqa: B027
         """Read the pending items afresh on the next call (see `PendingOnce`)."""
 
     @abstractmethod
@@ -110,12 +132,17 @@ class StateStore(ABC):
         """How many items of the table are not done (without reading them)."""
 
     @abstractmethod
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
-        """Record that the items' rows are in the index `index_uuid` while their snapshot is not
-        finished (a capped pass of an export): the next pass does not read them again. An item
-        completed meanwhile is skipped, never pending again; the others are marked (batched).
+    def mark_applied(
+        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+    ) -> None:
+        """Record that the items' rows are in the index `index_uuid`, their snapshot not done.
 
-        `fence`: as for `complete`: raise `LeaseLost` and mark nothing unless its owner holds the lease."""
+        A capped pass of an export does this, so that the next pass does not read them again. An
+        item completed meanwhile is skipped, never pending again; the others are marked in batches.
+
+        `fence` works as for `complete`: raise `LeaseLost` and mark nothing unless its owner holds
+        the lease.
+        """
 
     def complete(
         self,
@@ -125,7 +152,9 @@ class StateStore(ABC):
         replace: bool = False,
         fence: str | None = None,
     ) -> None:
-        """Advance the checkpoint (never backwards, unless `replace`: a resync), then mark the items done.
+        """Advance the checkpoint, then mark the items done.
+
+        The checkpoint never moves backwards, unless `replace` says it is a resync's.
 
         `fence`: the lease owner this run holds the table's lease as; when it no longer holds it,
         raise `LeaseLost` and advance nothing."""
@@ -137,7 +166,10 @@ class StateStore(ABC):
 
     @abstractmethod
     def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
-        """Hold the table's processing lease for `seconds` (or renew it); False while another owner holds it."""
+        """Hold the table's processing lease for `seconds`, or renew it.
+
+        The answer is False while another owner holds it.
+        """
 
     @abstractmethod
     def release_lease(self, table: str, owner: str) -> None: ...
@@ -146,23 +178,27 @@ class StateStore(ABC):
         """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
         return None
 
-    def close(self) -> None:  # noqa: B027 - optional: a store without connections has nothing to release
+    # noqa reason: optional, as a store without connections has nothing to release
+    def close(self) -> None:  # noqa: B027
         """Release connections."""
 
 
 class PendingOnce(StateStore):
-    """`store` as one run over a table sees it: the pending items of a table read once, page by
-    page, and then kept in step with the run's own writes (completed ones dropped, marked ones
-    APPLIED) until `forget_pending` or a `put_items` that wrote: one read per round, not one per
-    question asked of the backlog. Items another planner writes meanwhile wait for the next read.
+    """`store` as one run over a table sees it: pending items, checkpoint and pass end read once.
 
-    The checkpoint and the pass end are read once a round too (planning, the index's claim, the
-    batch's selection and the pass all ask), with the pending items (never older than the items
-    they judge: a put that wrote drops all three), and read again after the run writes them itself
-    (`complete`, `begin_pass`): the run holds the table's lease, so no other run moves them
-    meanwhile, and its own writes stay fenced by the lease and conditional in the store.
-    `begin_pass` reads the recorded end afresh in the store, as it always did: it is what tells
-    a pass that another one began since."""
+    The pending items of a table are read once, page by page, and then kept in step with the run's
+    own writes until `forget_pending` or a `put_items` that wrote. Completed items are dropped and
+    marked ones become APPLIED. That is one read per round, not one per question asked of the
+    backlog. Items another planner writes meanwhile wait for the next read.
+
+    The checkpoint and the pass end are read once a round too, as planning, the index's claim, the
+    batch's selection and the pass all ask for them. They are read with the pending items and so
+    are never older than the items they judge: a put that wrote drops all three. They are read
+    again after the run writes them itself in `complete` or `begin_pass`. The run holds the table's
+    lease, so no other run moves them meanwhile, and its own writes stay fenced by the lease and
+    conditional in the store. `begin_pass` reads the recorded end afresh in the store, as it always
+    did: it is what tells a pass that another one began since.
+    """
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
@@ -181,32 +217,45 @@ class PendingOnce(StateStore):
             self._pending[table] = self._store.pending_items(table)
         return list(self._pending[table])
 
-    def pending_page(self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE) -> PendingPage:
+    def pending_page(
+        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+    ) -> PendingPage:
         return self._store.pending_page(table, after, limit)
 
     def count_pending(self, table: str) -> int:
-        return len(self._pending[table]) if table in self._pending else self._store.count_pending(table)
+        return (
+            len(self._pending[table])
+            if table in self._pending
+            else self._store.count_pending(table)
+        )
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         written = self._store.put_items(items, replace_done)
         if written:
-            self.forget_pending()  # what is read of the pending items afresh is compared with a checkpoint as fresh
+            # what is read of the pending items afresh is compared with a checkpoint as fresh
+            self.forget_pending()
         return written
 
-    def mark_applied(self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None) -> None:
+    def mark_applied(
+        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+    ) -> None:
         items = list(items)
         self._store.mark_applied(table, items, index_uuid, fence)
         if table in self._pending:
             keys = {i.key for i in items}
             self._pending[table] = [
-                replace(i, status=ItemStatus.APPLIED, applied_to=index_uuid) if i.key in keys else i for i in self._pending[table]
+                replace(i, status=ItemStatus.APPLIED, applied_to=index_uuid) if i.key in keys else i
+                for i in self._pending[table]
             ]
 
     def _complete(self, table: str, completion: Completion) -> None:
-        if completion.checkpoint is not None:  # what the store keeps (never backwards, a resync's pass end): read again
+        # what the store keeps (never backwards, a resync's pass end): read again
+        if completion.checkpoint is not None:
             self._checkpoints.pop(table, None)
             self._pass_ends.pop(table, None)
-        self._store.complete(table, completion.checkpoint, completion.items, completion.replace, completion.fence)
+        self._store.complete(
+            table, completion.checkpoint, completion.items, completion.replace, completion.fence
+        )
         if table in self._pending:
             keys = {i.key for i in completion.items}
             self._pending[table] = [i for i in self._pending[table] if i.key not in keys]
