@@ -6,7 +6,8 @@ wall time, state requests and peak RSS (`bench.harness.sampling.whole_command`).
 The sweep is what the planner Lambda runs for the schedule's event, which names every table:
 `icecdc.aws.planner.plan_and_start_each` (per table: the table's metadata, its lag and `has_work`, the
 index's unfinished states, the lag published to CloudWatch; moto's server stands in for Glue and
-CloudWatch); and the same per table on a pool of threads, to tell whether parallel work pays.
+CloudWatch), on its pool of `SWEEP_WORKERS` threads as the Lambda runs it, and with one worker (one
+table at a time, as the Lambda ran it before the pool).
 
     python -m bench.many_tables [--tables 500] [--scale default]   (a part of `make bench-scale`;
         results: docs/bench/scale.json, `many_tables`)
@@ -20,16 +21,16 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.scale import RESULT, SCHEMA, SIZES, SPEC, Scale, _rows, record
+from icecdc.aws.planner import SWEEP_WORKERS
 
 STACK = "bench"
-SWEEP_THREADS = 8  # the parallel sweep's pool: the catalog's, the state's and CloudWatch's calls are I/O
+SWEEP_THREADS = SWEEP_WORKERS  # the planner's pool: the catalog's, the state's and CloudWatch's calls are I/O
 PLANNER_TIMEOUT_SECONDS = 300  # infra/planner.py: PLANNER_TIMEOUT (Lambda's most: 900 s)
 PLANNER_MEMORY_MIB = 2048  # infra/planner.py: PLANNER_MEMORY_MB
 # Tables of the DynamoDB half at most: moto's transactions copy the whole state table (its server
@@ -39,11 +40,10 @@ DYNAMODB_TABLES = 100
 
 def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]:
     """The planner's sweep of every table of the config, as the Lambda runs it for the schedule's
-    event (`plan_and_start_each`), or per table on `threads` threads."""
+    event (`plan_and_start_each`), on `threads` workers."""
     import boto3
 
-    from icecdc.aws.contract import job_name
-    from icecdc.aws.planner import plan_and_start, plan_and_start_each
+    from icecdc.aws.planner import plan_and_start_each
     from icecdc.config import parse_config
     from icecdc.state import open_state_store
 
@@ -53,11 +53,7 @@ def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]
     cloudwatch = boto3.client("cloudwatch", endpoint_url=moto_url)
     store = open_state_store(config.state)
     started = time.perf_counter()
-    if threads <= 1:
-        outcomes = plan_and_start_each(config, store, names, STACK, glue, cloudwatch)
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            outcomes = list(pool.map(lambda n: plan_and_start(config, store, n, job_name(STACK, n), glue, cloudwatch), names))
+    outcomes = plan_and_start_each(config, store, names, STACK, glue, cloudwatch, workers=threads)
     seconds = time.perf_counter() - started
     store.close()
     return {
@@ -71,8 +67,8 @@ def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]
 
 def measure_many_tables(s: Scale, dynamodb_tables: int = DYNAMODB_TABLES) -> dict[str, Any]:
     """A deployment of `tables` one-file tables, synced once; then, on SQLite and on DynamoDB
-    (the first `dynamodb_tables` of them): the planner's sweep (serial, as the Lambda runs it, and
-    on threads), `icecdc status`, and `icecdc sync` with nothing to do; each figure also per table."""
+    (the first `dynamodb_tables` of them): the planner's sweep (with one worker, and on the planner's
+    pool, as the Lambda runs it), `icecdc status`, and `icecdc sync` with nothing to do; each figure also per table."""
     names = [f"db.many_{i:04d}" for i in range(s.sizes.tables)]
     started = time.perf_counter()
     for number, name in enumerate(names):
@@ -118,7 +114,7 @@ def per_table(runs: dict[str, Any], tables: int) -> dict[str, Any]:
         if "requests" in run:
             figures["requests"] = round(run["requests"]["total"] / tables, 2)
         out[name] = figures
-    sweep = runs["sweep"]
+    sweep = runs[f"sweep_{SWEEP_THREADS}_threads"]  # as the Lambda runs it
     out["sweep_fits_the_planner"] = {
         "seconds": sweep["seconds"],
         "timeout_seconds": PLANNER_TIMEOUT_SECONDS,

@@ -10,8 +10,11 @@ Imports no Spark: the Lambda package has none.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,11 @@ if TYPE_CHECKING:
     from icecdc.processing import BatchResult
 
 log = logging.getLogger(__name__)
+
+# Tables `plan_and_start_each` decides at once. Deciding is I/O: Glue's GetTable, the metadata file,
+# the state's reads, the index's aliases, CloudWatch. 8 threads halve a 500-table sweep locally
+# (docs/scale.md).
+SWEEP_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,7 @@ def apply_here(
     table: Table,
     identifiers: tuple[str, ...],
     deadline: float | None,
+    one_pass: AbstractContextManager[Any] | None = None,
 ) -> BatchResult | None:
     """Apply the table's work here when it is small enough for the in-process engine.
 
@@ -96,6 +105,9 @@ def apply_here(
     before it writes anything. The table's lease is taken without waiting. A run that holds it, a
     Glue run or another planner, goes on, and the job is started anyway to cover the commit that run
     may have finished before.
+
+    The pass runs holding `one_pass`: a sweep's threads apply one table at a time, as the Lambda's
+    memory is sized for one pass.
     """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
     from icecdc.processing import SyncRun, sync_table
@@ -119,15 +131,16 @@ def apply_here(
     if deadline is not None:
         deadline -= bulk_retry_seconds(config.opensearch)
     try:
-        result = sync_table(
-            config,
-            catalog,
-            config.table(name),
-            table,
-            identifiers,
-            store,
-            SyncRun(engines, wait=False, deadline=deadline),
-        )
+        with one_pass or nullcontext():
+            result = sync_table(
+                config,
+                catalog,
+                config.table(name),
+                table,
+                identifiers,
+                store,
+                SyncRun(engines, wait=False, deadline=deadline),
+            )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)
         return None
@@ -142,6 +155,7 @@ def plan_and_start(
     glue: Any,
     cloudwatch: Any,
     deadline: float | None = None,
+    one_pass: AbstractContextManager[Any] | None = None,
 ) -> TableOutcome:
     """Decide whether one table has work, publish its lag, and apply it here or start its job.
 
@@ -151,7 +165,7 @@ def plan_and_start(
     time for a table of ten files as for one of a million. The job, which has no 15-minute limit,
     plans and applies: it lists an export's files and walks a backlog's manifests.
 
-    No pass starts here after `deadline`, a time.monotonic().
+    No pass starts here after `deadline`, a time.monotonic(). A pass holds `one_pass` (`apply_here`).
     """
     table_config = config.table(name)
     try:
@@ -182,7 +196,7 @@ def plan_and_start(
         log.warning("%s: %s; a pass finishes it", name, status.unfinished)
     applied = None
     if applies:
-        applied = apply_here(config, catalog, store, name, table, identifiers, deadline)
+        applied = apply_here(config, catalog, store, name, table, identifiers, deadline, one_pass)
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
         log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
@@ -221,18 +235,32 @@ def plan_and_start_each(
     glue: Any,
     cloudwatch: Any,
     deadline: float | None = None,
+    workers: int = SWEEP_WORKERS,
 ) -> list[TableOutcome]:
-    """`plan_and_start` for every table on its own.
+    """`plan_and_start` for every table on its own, `workers` tables at a time.
 
     A table that fails, throttled, denied or dropped, delays no other and hides no other's outcome.
+    The outcomes are in the order of `names`; with one worker the tables are decided in that order.
+
+    Each table's decision and job run are its own thread's, and a pass applied here holds a lock:
+    one table at a time. The threads share `store` (SQLite: one connection behind a lock; DynamoDB:
+    a boto3 client) and the Glue and CloudWatch clients, boto3 clients being thread-safe. Each table
+    opens its own catalog (a Glue catalog makes its own boto3 session) and OpenSearch client.
     """
-    outcomes = []
-    for name in names:
+    one_pass = threading.Lock()
+
+    def plan(name: str) -> TableOutcome:
         try:
             job = job_name(stack_name, name)
-            outcomes.append(plan_and_start(config, store, name, job, glue, cloudwatch, deadline))
+            return plan_and_start(config, store, name, job, glue, cloudwatch, deadline, one_pass)
         except Exception as exc:  # noqa: BLE001 - this table's outcome, once the others ran
             log.exception("%s: failed", name)
-            outcomes.append(TableOutcome(name, error=f"{type(exc).__name__}: {exc}"))
+            return TableOutcome(name, error=f"{type(exc).__name__}: {exc}")
+
+    if workers <= 1:
+        outcomes = [plan(name) for name in names]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="icecdc-sweep") as pool:
+            outcomes = list(pool.map(plan, names))
     put_planning_errors(cloudwatch, [o for o in outcomes if o.error])
     return outcomes
