@@ -43,7 +43,7 @@ def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]
     event (`plan_and_start_each`), on `threads` workers."""
     import boto3
 
-    from icecdc.aws.planner import plan_and_start_each
+    from icecdc.aws.planner import Sweep, plan_and_start_each
     from icecdc.config import parse_config
     from icecdc.state import open_state_store
 
@@ -53,7 +53,7 @@ def sweep_child(config_path: str, moto_url: str, threads: int) -> dict[str, Any]
     cloudwatch = boto3.client("cloudwatch", endpoint_url=moto_url)
     store = open_state_store(config.state)
     started = time.perf_counter()
-    outcomes = plan_and_start_each(config, store, names, STACK, glue, cloudwatch, workers=threads)
+    outcomes = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, STACK, workers=threads)
     seconds = time.perf_counter() - started
     store.close()
     return {

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -42,6 +42,22 @@ log = logging.getLogger(__name__)
 # the state's reads, the index's aliases, CloudWatch. 8 threads halve a 500-table sweep locally
 # (docs/scale.md).
 SWEEP_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What every table of one planner invocation shares: the config, the stores and the clients.
+
+    `deadline` (a time.monotonic()) is when no pass starts any more; `one_pass` is held by a pass
+    applied here, so that a sweep's threads apply one table at a time.
+    """
+
+    config: Config
+    store: StateStore
+    glue: Any
+    cloudwatch: Any
+    deadline: float | None = None
+    one_pass: AbstractContextManager[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,14 +102,7 @@ def planner_deadline(context: Any) -> float | None:
 
 
 def apply_here(
-    config: Config,
-    catalog: Catalog,
-    store: StateStore,
-    name: str,
-    table: Table,
-    identifiers: tuple[str, ...],
-    deadline: float | None,
-    one_pass: AbstractContextManager[Any] | None = None,
+    sweep: Sweep, catalog: Catalog, name: str, table: Table, identifiers: tuple[str, ...]
 ) -> BatchResult | None:
     """Apply the table's work here when it is small enough for the in-process engine.
 
@@ -106,11 +115,13 @@ def apply_here(
     Glue run or another planner, goes on, and the job is started anyway to cover the commit that run
     may have finished before.
 
-    The pass runs holding `one_pass`: a sweep's threads apply one table at a time, as the Lambda's
-    memory is sized for one pass.
+    The pass runs holding the sweep's `one_pass`: its threads apply one table at a time, as the
+    Lambda's memory is sized for one pass.
     """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
     from icecdc.processing import SyncRun, sync_table
+
+    config, store, deadline = sweep.config, sweep.store, sweep.deadline
 
     engines = Engines(config.engine, spark_config=None)  # no Spark here
     stores = index_stores(config.table(name), store)
@@ -131,7 +142,7 @@ def apply_here(
     if deadline is not None:
         deadline -= bulk_retry_seconds(config.opensearch)
     try:
-        with one_pass or nullcontext():
+        with sweep.one_pass or nullcontext():
             result = sync_table(
                 config,
                 catalog,
@@ -147,16 +158,7 @@ def apply_here(
     return None if result.skipped or result.unfinished else result
 
 
-def plan_and_start(
-    config: Config,
-    store: StateStore,
-    name: str,
-    job: str,
-    glue: Any,
-    cloudwatch: Any,
-    deadline: float | None = None,
-    one_pass: AbstractContextManager[Any] | None = None,
-) -> TableOutcome:
+def plan_and_start(sweep: Sweep, name: str, job: str) -> TableOutcome:
     """Decide whether one table has work, publish its lag, and apply it here or start its job.
 
     A small batch is applied here; the table's Glue job is started for anything larger.
@@ -165,8 +167,9 @@ def plan_and_start(
     time for a table of ten files as for one of a million. The job, which has no 15-minute limit,
     plans and applies: it lists an export's files and walks a backlog's manifests.
 
-    No pass starts here after `deadline`, a time.monotonic(). A pass holds `one_pass` (`apply_here`).
+    No pass starts here after the sweep's `deadline`; a pass holds its `one_pass` (`apply_here`).
     """
+    config, store, cloudwatch = sweep.config, sweep.store, sweep.cloudwatch
     table_config = config.table(name)
     try:
         # once per table: a Glue catalog is a client to create
@@ -196,7 +199,7 @@ def plan_and_start(
         log.warning("%s: %s; a pass finishes it", name, status.unfinished)
     applied = None
     if applies:
-        applied = apply_here(config, catalog, store, name, table, identifiers, deadline, one_pass)
+        applied = apply_here(sweep, catalog, name, table, identifiers)
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
         log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
@@ -212,7 +215,9 @@ def plan_and_start(
             dead_lettered=writes.dead_lettered,
         )
     try:
-        run_id = glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})["JobRunId"]
+        run_id = sweep.glue.start_job_run(JobName=job, Arguments={f"--{ARG_TABLE}": name})[
+            "JobRunId"
+        ]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ConcurrentRunsExceededException":
             raise
@@ -228,14 +233,7 @@ def plan_and_start(
 
 
 def plan_and_start_each(
-    config: Config,
-    store: StateStore,
-    names: Iterable[str],
-    stack_name: str,
-    glue: Any,
-    cloudwatch: Any,
-    deadline: float | None = None,
-    workers: int = SWEEP_WORKERS,
+    sweep: Sweep, names: Iterable[str], stack_name: str, workers: int = SWEEP_WORKERS
 ) -> list[TableOutcome]:
     """`plan_and_start` for every table on its own, `workers` tables at a time.
 
@@ -247,12 +245,11 @@ def plan_and_start_each(
     a boto3 client) and the Glue and CloudWatch clients, boto3 clients being thread-safe. Each table
     opens its own catalog (a Glue catalog makes its own boto3 session) and OpenSearch client.
     """
-    one_pass = threading.Lock()
+    sweep = replace(sweep, one_pass=threading.Lock())
 
     def plan(name: str) -> TableOutcome:
         try:
-            job = job_name(stack_name, name)
-            return plan_and_start(config, store, name, job, glue, cloudwatch, deadline, one_pass)
+            return plan_and_start(sweep, name, job_name(stack_name, name))
         except Exception as exc:  # noqa: BLE001 - this table's outcome, once the others ran
             log.exception("%s: failed", name)
             return TableOutcome(name, error=f"{type(exc).__name__}: {exc}")
@@ -262,5 +259,5 @@ def plan_and_start_each(
     else:
         with ThreadPoolExecutor(workers, thread_name_prefix="icecdc-sweep") as pool:
             outcomes = list(pool.map(plan, names))
-    put_planning_errors(cloudwatch, [o for o in outcomes if o.error])
+    put_planning_errors(sweep.cloudwatch, [o for o in outcomes if o.error])
     return outcomes

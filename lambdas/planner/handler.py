@@ -26,7 +26,7 @@ import boto3
 from icecdc.aws.contract import PlannerEnvironment
 from icecdc.aws.deployed import read_text, runtime_config
 from icecdc.aws.events import batch_tables, event_tables, is_batch
-from icecdc.aws.planner import TableOutcome, plan_and_start_each, planner_deadline
+from icecdc.aws.planner import Sweep, TableOutcome, plan_and_start_each, planner_deadline
 from icecdc.config import Config
 from icecdc.logs import quiet_chatty_libraries
 from icecdc.state import open_state_store
@@ -84,14 +84,8 @@ def _plan(config: Config, env: PlannerEnvironment, tables: tuple[str, ...], cont
         return []
     store = open_state_store(config.state)  # the stack's DynamoDB table (runtime_config)
     try:
-        return plan_and_start_each(
-            config,
-            store,
-            tables,
-            env.stack_name,
-            boto3.client("glue"),
-            boto3.client("cloudwatch"),
-            planner_deadline(context),
-        )
+        glue, cloudwatch = boto3.client("glue"), boto3.client("cloudwatch")
+        sweep = Sweep(config, store, glue, cloudwatch, planner_deadline(context))
+        return plan_and_start_each(sweep, tables, env.stack_name)
     finally:
         store.close()

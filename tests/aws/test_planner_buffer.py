@@ -62,9 +62,9 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     planned: list[str] = []
     plan_and_start = icecdc.aws.planner.plan_and_start
 
-    def counting(config: Any, store: Any, name: str, *args: Any) -> Any:
+    def counting(sweep: Any, name: str, *args: Any) -> Any:
         planned.append(name)
-        return plan_and_start(config, store, name, *args)
+        return plan_and_start(sweep, name, *args)
 
     monkeypatch.setattr(icecdc.aws.planner, "plan_and_start", counting)
     return planned

@@ -16,7 +16,7 @@ import icecdc.aws.planner
 import icecdc.processing
 from icecdc.aws.contract import job_name
 from icecdc.aws.deployed import runtime_config
-from icecdc.aws.planner import plan_and_start_each
+from icecdc.aws.planner import Sweep, plan_and_start_each
 from icecdc.config import Config
 from icecdc.model import Checkpoint
 from icecdc.state import StateStore, open_state_store
@@ -94,9 +94,9 @@ def test_the_parallel_sweep_decides_as_the_serial_one_and_starts_the_same_runs(
     create_jobs(glue, "serial", existing)
     create_jobs(glue, "parallel", existing)
 
-    serial = plan_and_start_each(config, store, names, "serial", glue, cloudwatch, workers=1)
+    serial = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, "serial", workers=1)
     request.getfixturevalue("meeting")  # from here on, two tables' decisions must overlap
-    parallel = plan_and_start_each(config, store, names, "parallel", glue, cloudwatch, workers=4)
+    parallel = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, "parallel", workers=4)
     store.close()
 
     def seen(outcomes: list[icecdc.aws.planner.TableOutcome]) -> list[dict[str, Any]]:
@@ -138,7 +138,7 @@ def test_the_sweeps_threads_apply_one_table_at_a_time(
 
     monkeypatch.setattr(icecdc.processing, "sync_table", counted)
     glue, cloudwatch = aws_client("glue", lake.moto_url), aws_client("cloudwatch", lake.moto_url)
-    outcomes = plan_and_start_each(config, store, names, "sweep", glue, cloudwatch, workers=4)
+    outcomes = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, "sweep", workers=4)
     store.close()
 
     assert [(o.table, o.applied_snapshots, o.error) for o in outcomes] == [(n, 1, None) for n in names]
