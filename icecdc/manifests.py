@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.delete_file_index import DeleteFileIndex
 from pyiceberg.table.snapshots import Snapshot
 
-from icecdc.compat import referenced_data_file_path
+from icecdc.compat import manifest_entries, referenced_data_file_path
 from icecdc.errors import ProcessingError
 from icecdc.model import WorkItem
 
@@ -231,7 +231,8 @@ def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEnt
         # Only manifests the snapshot wrote can hold its ADDED and DELETED entries.
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+        # streamed: a rewritten manifest may list the whole table's files as EXISTING
+        for entry in manifest_entries(table.io, manifest, discard_deleted=False):
             if (
                 entry.snapshot_id == snapshot.snapshot_id
                 and entry.status != ManifestEntryStatus.EXISTING

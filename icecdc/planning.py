@@ -19,6 +19,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
+from icecdc.compat import manifest_entries
 from icecdc.config import BatchConfig, TableConfig
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
@@ -394,14 +395,14 @@ def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) 
 
 
 def _live_files(table: Table, snapshot: Snapshot) -> Iterator[DataFile]:
-    """The snapshot's live data files, a manifest at a time.
+    """The snapshot's live data files, an entry at a time.
 
     They come in the order of its manifest list and of each manifest's entries. That order is fixed
     for a snapshot, so every planner streams the same order.
     """
     for manifest in snapshot.manifests(table.io):
         if manifest.content == ManifestContent.DATA:
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            for entry in manifest_entries(table.io, manifest):  # never a whole manifest at once
                 yield entry.data_file
 
 

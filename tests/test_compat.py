@@ -8,12 +8,15 @@ import re
 from importlib.metadata import version
 from pathlib import Path
 
-from pyiceberg.expressions import visitors
+from pyiceberg import manifest
+from pyiceberg.expressions import EqualTo, visitors
 from pyiceberg.io import pyarrow as pyiceberg_pyarrow
 from pyiceberg.table import delete_file_index
 from pyiceberg.table.update import snapshot
 
 from icecdc import compat
+from tests.support.pipeline import Pipeline
+from tests.support.tables import orders, rows
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -34,6 +37,21 @@ def test_the_private_functions_still_take_what_compat_passes() -> None:
     assert parameters(pyiceberg_pyarrow._dataframe_to_data_files)[:4] == ["table_metadata", "df", "io", "write_uuid"]
     assert parameters(visitors._InclusiveMetricsEvaluator) == ["schema", "expr", "case_sensitive", "include_empty_files"]
     assert parameters(visitors._InclusiveMetricsEvaluator.eval) == ["self", "file"]
+    assert parameters(manifest._inherit_from_manifest) == ["entry", "manifest"]
+    assert manifest.DEFAULT_READ_VERSION in manifest.MANIFEST_ENTRY_SCHEMAS
+
+
+def test_streamed_manifest_entries_are_the_ones_pyiceberg_lists(pipeline: Pipeline) -> None:
+    table = orders(pipeline)
+    table.append(rows(1, 2))
+    table.append(rows(3))
+    table.delete(EqualTo("id", 3))  # a manifest with a DELETED entry
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    for listed in snapshot.manifests(table.io):
+        for discard in (True, False):
+            streamed = list(compat.manifest_entries(table.io, listed, discard_deleted=discard))
+            assert streamed == listed.fetch_manifest_entry(table.io, discard_deleted=discard)
 
 
 def test_the_overwrite_producer_still_has_the_summary_hook_the_test_commits_override() -> None:
