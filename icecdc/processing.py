@@ -28,6 +28,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
 from icecdc.deadletters import systemic
+from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
@@ -93,6 +94,11 @@ class BatchResult:
     unfinished: bool = False  # the run's deadline came before the table was caught up
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
+    def add_read(self, changes: ChangeStats, writes: SinkStats) -> None:
+        """Count what one read of the pass found and wrote."""
+        self.changes.add(changes)
+        self.writes.add(writes)
+
     def add(self, other: BatchResult) -> None:
         self.snapshots += other.snapshots
         self.files += other.files
@@ -132,27 +138,7 @@ class TableRun:
         if self.probe is not None:
             self.probe(point)
 
-    def process(self, table: Table) -> BatchResult:
-        """Apply the table's pending complete snapshots in one pass and advance its checkpoint."""
-        checkpoint = self.store.get_checkpoint(self.name)
-        table = current_view(table, self.name, checkpoint)
-        decided = self._check_index(table, checkpoint)
-        if table.current_snapshot() is None:
-            return self._empty(table, checkpoint, decided.reason)
-        # With no checkpoint, an index is rebuilt only for documents none accounts for: the first
-        # export makes a new generation.
-        export_anew = decided.fate == Fate.NEW_GENERATION
-        try:
-            return _process_batch(self, table, export_anew)
-        except FilesGone as exc:
-            # Snapshot expiration deleted files this batch needed after it was planned: the changes
-            # in between cannot be read any more, so the index is rebuilt from the current snapshot.
-            log.warning("%s: %s; resyncing from the current snapshot", self.name, exc)
-            table = table.refresh()
-            self.plan(table, resync=(ResyncKind.REWRITE, str(exc)))
-            return _process_batch(self, table, export_anew)
-
-    def _empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
+    def empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
         """A table with no snapshot: its index holds nothing.
 
         Some tables get an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
@@ -188,36 +174,7 @@ class TableRun:
         alias.finish(generation, spec, self.probe)
         return BatchResult(self.name, checkpoint=empty)
 
-    def catch_up(
-        self, catalog: Catalog, table: Table, deadline: float | None = None
-    ) -> BatchResult:
-        """Plan and process, pass after pass, until the table has caught up with its snapshot.
-
-        When the `deadline`, a time.monotonic(), has passed first, the result is `unfinished`.
-        """
-        total = BatchResult(self.name)
-        started = time.monotonic()
-        self.claim_index(open_client(self.opensearch), table)  # before anything is planned
-        for passes in range(1, MAX_SYNC_ROUNDS + 1):
-            if self.lease is not None:
-                self.lease.check()
-            if deadline is not None and time.monotonic() > deadline:
-                total.unfinished = True
-                break
-            # each round reads the pending items once (the first: claiming the index, above)
-            if passes > 1:
-                self.store.forget_pending()
-            self.plan(table)
-            self.reached(PassPoint.PLANNED)
-            batch = self.process(table)
-            total.add(batch)
-            if batch.snapshots == 0:
-                break
-            self._report(total, passes, time.monotonic() - started, batch.partial)
-            table = load_table(catalog, self.name)  # commits made while we worked
-        return total
-
-    def _report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
+    def report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
         """Log how far the sync is, on `icecdc.progress`.
 
         It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
@@ -271,7 +228,7 @@ class TableRun:
         elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
             log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
 
-    def _check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
+    def check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
         """Act on the index's verdict from `_index_verdict` before the pass.
 
         It plans an export when the index lost the checkpoint's documents, and a rebuild when it
@@ -334,7 +291,7 @@ def process_table(
     identifiers: tuple[str, ...],
     options: PassOptions | None = None,
 ) -> BatchResult:
-    """`TableRun(...).process(table)`: one pass over the table's pending work (see `TableRun`)."""
+    """`_process` with one index: one pass over the table's pending work (see `TableRun`)."""
     options = options or PassOptions()
     run = TableRun(
         engines,
@@ -348,7 +305,7 @@ def process_table(
         options.limits or BatchConfig(),
         options.probe,
     )
-    return run.process(table)
+    return _process([run], table)[0]
 
 
 def claim_index(
@@ -429,49 +386,150 @@ def _applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
     )
 
 
-def _process_batch(run: TableRun, table: Table, export_anew: bool = False) -> BatchResult:
-    """One pass over a batch, from its selection to its finish.
+def _process(runs: list[TableRun], table: Table) -> list[BatchResult]:
+    """One pass over the pending work of a table's indexes `runs`, in step when there are several.
 
-    The steps are: select, cap, destination, tasks, engine, prepare the destination, begin by
-    recording its end, apply, complete, finish. With `export_anew`, a first export writes a new
-    generation, as the index holds documents it did not write.
+    Each index is checked first. Indexes that turn out not to be in step after all, as one was
+    replaced meanwhile, are processed one by one.
+    """
+    checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
+    view = current_view(table, runs[0].name, checkpoints[0])  # in step: the same checkpoint
+    decided = [run.check_index(view, c) for run, c in zip(runs, checkpoints, strict=True)]
+    if view.current_snapshot() is None:
+        return [
+            r.empty(view, c, d.reason) for r, c, d in zip(runs, checkpoints, decided, strict=True)
+        ]
+    # With no checkpoint, an index is rebuilt only for documents none accounts for: the first
+    # export makes a new generation.
+    anew = [d.fate == Fate.NEW_GENERATION for d in decided]
+    batches = [_select(run, view) for run in runs]
+    if _apart(batches):
+        return [result for run in runs for result in _process([run], table)]
+    try:
+        return _process_batch(runs, view, batches, anew)
+    except FilesGone as exc:
+        # Snapshot expiration deleted files this batch needed after it was planned: the changes
+        # in between cannot be read any more, so the index is rebuilt from the current snapshot.
+        view = view.refresh()
+        for run in runs:
+            log.warning("%s: %s; resyncing from the current snapshot", run.name, exc)
+            run.plan(view, resync=(ResyncKind.REWRITE, str(exc)))
+        batches = [_select(run, view) for run in runs]
+        if _apart(batches):
+            return [result for run in runs for result in _process([run], view)]
+        return _process_batch(runs, view, batches, anew)
+
+
+def _apart(batches: list[list[WorkItem]]) -> bool:
+    """True when the indexes' batches cannot share one pass: their items differ, or one rebuilds."""
+    if len(batches) == 1:
+        return False
+    return len({frozenset(i.key for i in b) for b in batches}) != 1 or any(
+        i.resync for i in batches[0]
+    )
+
+
+def _process_batch(
+    runs: list[TableRun], table: Table, batches: list[list[WorkItem]], anew: list[bool]
+) -> list[BatchResult]:
+    """One pass over a batch, from its selection to its finish, for one or more indexes.
+
+    The steps are: cap, destinations, tasks, engine, prepare the destinations, begin by recording
+    their end, apply, complete, finish. No index's checkpoint advances before every index has its
+    writes. With `anew`, an index's first export writes a new generation, as the index holds
+    documents it did not write.
     """
     started = time.monotonic()
-    result = BatchResult(run.name)
-    batch = _select(run, table)
-    if not batch:
-        return result
-    with _manifests_of(run.name):
-        batch, result.partial = cap_batch(batch, run.limits, SnapshotSizes(table, run.changed))
-    step = _Pass(
-        run,
-        table,
-        batch,
-        open_client(run.opensearch),
-        _spec(table, run.config),
-        started,
-        export_anew,
-    )
-    found = step.find_destination()
-    unread = step.unread(found)
-    collapse_runs = step.may_collapse()
-    tasks = step.tasks(unread, collapse_runs)
+    results = [BatchResult(run.name) for run in runs]
+    if not batches[0]:  # stale items, retired
+        return results
+    steps, partial = _passes(runs, table, batches, anew, started)
+    for result in results:
+        result.partial = partial
+    found = [step.find_destination() for step in steps]
+    unread = [step.unread(f) for step, f in zip(steps, found, strict=True)]
+    collapse_runs = all(step.may_collapse() for step in steps)
+    tasks = steps[0].tasks(unread[0], collapse_runs)
     # the pass that finishes an export cut into passes finds duplicates across them all
-    if not result.partial:
-        read = {i.key for i in unread}
-        tasks = step.with_earlier(
-            tasks, [i for i in batch if i.kind == ItemKind.EXPORT and i.key not in read]
+    if not partial:
+        read = {i.key for i in unread[0]}
+        earlier = [i for i in steps[0].batch if i.kind == ItemKind.EXPORT and i.key not in read]
+        tasks = steps[0].with_earlier(tasks, earlier)
+    engine = steps[0].engine(tasks)
+    destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
+    for step in steps:  # every index records its pass
+        step.begin(collapse_runs)
+    _apply(steps, engine, tasks, destinations, results)
+    for step, result in zip(steps, results, strict=True):  # no index advances if one fails so
+        step.check_letters(result)
+    lanes = list(zip(steps, unread, destinations, results, strict=True))
+    if partial:  # an export goes on in the next pass; nothing is finished, nothing advances
+        return [step.mark_applied(u, destination, result) for step, u, destination, result in lanes]
+    for step, _, destination, result in lanes:
+        step.complete(engine, destination, result)
+        step.finish(destination, result)
+    return results
+
+
+def _passes(
+    runs: list[TableRun],
+    table: Table,
+    batches: list[list[WorkItem]],
+    anew: list[bool],
+    started: float,
+) -> tuple[list[_Pass], bool]:
+    """Each index's pass over the items the first index's caps keep, and whether it is partial."""
+    with _manifests_of(runs[0].name):
+        capped, partial = cap_batch(
+            batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed)
         )
-    engine = step.engine(tasks)
-    destination = step.prepare_destination(found)
-    step.begin(collapse_runs)
-    step.apply(engine, tasks, destination, result)
-    step.check_letters(result)
-    if result.partial:  # an export goes on in the next pass; nothing is finished, nothing advances
-        return step.mark_applied(unread, destination, result)
-    step.complete(engine, destination, result)
-    step.finish(destination, result)
-    return result
+    order = {item.key: n for n, item in enumerate(capped)}
+    client = open_client(runs[0].opensearch)
+    return [
+        _Pass(
+            run,
+            table,
+            sorted((i for i in batch if i.key in order), key=lambda i: order[i.key]),
+            client,
+            _spec(table, run.config),
+            started,
+            export_anew,
+        )
+        for run, batch, export_anew in zip(runs, batches, anew, strict=True)
+    ], partial
+
+
+def _apply(
+    steps: list[_Pass],
+    engine: Engine,
+    tasks: PassTasks,
+    destinations: list[_Destination],
+    results: list[BatchResult],
+) -> None:
+    """Write an export's rows into each index, then each key's net change from the changes' files.
+
+    The changes' files are read once for every index (`Targets`); the table's totals go into the
+    first index's result. Versions order the two, whichever lands first.
+    """
+    first, partial = steps[0], results[0].partial
+    for result in results:
+        result.engine = engine.kind
+        result.snapshots = len({i.snapshot_id for i in first.batch})
+        result.files = len(tasks.all)
+    first.say_applying(engine, results[0], len(steps))
+    targets = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
+    # the pass that finishes the export settles its duplicate identifiers, among every pass's rows
+    export = ExportTasks(tasks.export, None if partial else tasks.earlier)
+    for step, target, result in zip(steps, targets, results, strict=True):
+        if export.written or export.earlier:
+            reader = step.reader((step.run.config.shape,))
+            result.add_read(*engine.export(reader, export, target))
+    if tasks.changes:
+        reader = first.reader(tuple(step.run.config.shape for step in steps))
+        to = targets[0] if len(targets) == 1 else Targets(tuple(targets))
+        results[0].add_read(*engine.apply(reader, tasks.changes, to))
+    for step in steps:
+        step.run.reached(PassPoint.WRITTEN)
 
 
 def _select(run: TableRun, table: Table) -> list[WorkItem]:
@@ -527,7 +585,7 @@ class _Pass:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
         facts = DestinationFacts(frozenset(self.resync), self.export_anew)
         # a rewrite writes in place, unless the index cannot take it: a type changed, or the
-        # configuration reshaped the index meanwhile (`_check_index` plans no reset beside a resync)
+        # configuration reshaped the index meanwhile (`check_index` plans no reset beside a resync)
         if ResyncKind.REWRITE in facts.resync and not needs_generation(facts):
             changed = alias.mapping_changed(self.spec) or alias.shape_changed(self.spec.shape)
             facts = replace(facts, takes_rewrite=not changed)
@@ -676,33 +734,22 @@ class _Pass:
             run.config.pipeline,
         )
 
-    def apply(
-        self, engine: Engine, tasks: PassTasks, destination: _Destination, result: BatchResult
-    ) -> None:
-        """Write an export's rows, then each key's net change from the changes' files.
-
-        Both go into the destination. Versions order the two, whichever lands first.
-        """
-        run = self.run
-        result.engine = engine.kind
-        result.snapshots = len({i.snapshot_id for i in self.batch})
-        result.files = len(tasks.all)
+    def say_applying(self, engine: Engine, result: BatchResult, indexes: int) -> None:
+        """Log what the pass applies, and to how many indexes when it writes several."""
+        if indexes > 1:
+            applying = "%s: applying %d snapshots, %d files to %d indexes in one read"
+            log.info(applying, self.name, result.snapshots, result.files, indexes)
+            return
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         applying = "%s: applying %d snapshots, %d files%s: %s engine"
         log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
-        reader = TableReader.for_table(
-            self.table, self.name, run.identifiers, run.dead_letter, (run.config.shape,)
+
+    def reader(self, shapes: tuple[Shape, ...]) -> TableReader:
+        """The table's reader for this pass, making documents of each of `shapes`."""
+        run = self.run
+        return TableReader.for_table(
+            self.table, self.name, run.identifiers, run.dead_letter, shapes
         )
-        target = self.target(destination)
-        # the pass that finishes the export settles its duplicate identifiers, among every
-        # pass's rows
-        export = ExportTasks(tasks.export, None if result.partial else tasks.earlier)
-        done = [engine.export(reader, export, target)] if export.written or export.earlier else []
-        done += [engine.apply(reader, tasks.changes, target)] if tasks.changes else []
-        for changes, writes in done:
-            result.changes.add(changes)
-            result.writes.add(writes)
-        run.reached(PassPoint.WRITTEN)
 
     def check_letters(self, result: BatchResult) -> None:
         """Raise SystemicDeadLetters when the pass's dead letters show a cause many rows share.
@@ -882,9 +929,7 @@ def sync_table(
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return BatchResult(table_config.name, skipped=True)
             runs.append(_index_run(config, shared, index_config, scoped, lease))
-        if len(runs) == 1:
-            return runs[0].catch_up(catalog, table, deadline)
-        return _catch_up_together(runs, catalog, table, deadline, BatchResult(table_config.name))
+        return catch_up(runs, catalog, table, deadline)
 
 
 @dataclass(frozen=True)
@@ -923,15 +968,16 @@ def _index_run(
     )
 
 
-def _catch_up_together(
-    runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None, total: BatchResult
+def catch_up(
+    runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None = None
 ) -> BatchResult:
-    """`TableRun.catch_up` for the several indexes of one table.
+    """Plan and process a table's indexes, pass after pass, until they caught up with its snapshot.
 
-    Each round plans every index. Then one pass reads the changed files once for the indexes whose
-    pending work is the same, as `_in_step` finds them, and writes them all. An index whose work
-    differs, as it has its own export or a rebuild, gets a pass of its own.
+    `runs` holds one run per index; one index is the usual case. Each round plans every index, then
+    `_round` processes them. When the `deadline`, a time.monotonic(), has passed first, the result
+    is `unfinished`.
     """
+    total = BatchResult(runs[0].name)
     started = time.monotonic()
     for run in runs:  # every index's name checked before anything is planned
         run.claim_index(open_client(run.opensearch), table)
@@ -943,136 +989,52 @@ def _catch_up_together(
             total.unfinished = True
             break
         for run in runs:
+            if passes > 1:  # each round reads the pending items once
+                run.store.forget_pending()
             run.plan(table)
             run.reached(PassPoint.PLANNED)
-        together = _in_step(runs)
-        results = _process_together(together, table) if len(together) > 1 else []
-        results += [run.process(table) for run in runs if run not in together or len(together) == 1]
+        results = _round(runs, table)
         for result in results:
             total.add(result)
         if all(result.snapshots == 0 for result in results):
             break
-        runs[0]._report(total, passes, time.monotonic() - started, any(r.partial for r in results))
+        runs[0].report(total, passes, time.monotonic() - started, any(r.partial for r in results))
         table = load_table(catalog, total.table)  # commits made while we worked
-        for run in runs:  # each round reads the pending items once
-            run.store.forget_pending()
     return total
 
 
-def _in_step(runs: list[TableRun]) -> list[TableRun]:
-    """The largest group of indexes of one table that one pass can apply together.
+def _round(runs: list[TableRun], table: Table) -> list[BatchResult]:
+    """One round's passes over a table's indexes.
 
-    They are at the same checkpoint, with the same pending changes and no export or rebuild under
-    way.
+    One pass reads the changed files once for the indexes whose pending work is the same, as
+    `_in_step` finds them, and writes them all. An index whose work differs, as it has its own
+    export or a rebuild, gets a pass of its own.
     """
-    groups: dict[tuple[int, frozenset[str]], list[TableRun]] = {}
-    for run in runs:
-        checkpoint, pending = run.store.get_checkpoint(run.name), run.store.pending_items(run.name)
+    facts = [
+        (run.store.get_checkpoint(run.name), run.store.pending_items(run.name)) for run in runs
+    ]
+    together = [runs[i] for i in _in_step(facts)]
+    together = together if len(together) > 1 else []
+    results = _process(together, table) if together else []
+    return results + [
+        result for run in runs if run not in together for result in _process([run], table)
+    ]
+
+
+def _in_step(indexes: list[tuple[Checkpoint | None, list[WorkItem]]]) -> list[int]:
+    """The largest group of a table's indexes that one pass can apply together, by position.
+
+    Each index is given as its checkpoint and its pending items. The group's are at the same
+    checkpoint, with the same pending changes and no export or rebuild under way.
+    """
+    groups: dict[tuple[int, frozenset[str]], list[int]] = {}
+    for position, (checkpoint, pending) in enumerate(indexes):
         if (
             checkpoint is None
             or not pending
             or any(i.kind == ItemKind.EXPORT or i.resync for i in pending)
         ):
             continue
-        groups.setdefault((checkpoint.snapshot_id, frozenset(i.key for i in pending)), []).append(
-            run
-        )
+        key = (checkpoint.snapshot_id, frozenset(i.key for i in pending))
+        groups.setdefault(key, []).append(position)
     return max(groups.values(), key=len, default=[])
-
-
-def _process_together(runs: list[TableRun], table: Table) -> list[BatchResult]:
-    """One pass for several indexes in step.
-
-    Every destination is found and prepared, the changed files are read once and every index is
-    written through `Targets`. Then each index's items are completed with its checkpoint, so no
-    index's checkpoint advances before every index has its writes. Indexes that turn out not to be
-    in step after all, as an index was replaced meanwhile, are processed one by one.
-    """
-    started = time.monotonic()
-    view, batches = _select_together(runs, table)
-    if len({frozenset(i.key for i in batch) for batch in batches}) != 1 or any(
-        i.resync for i in batches[0]
-    ):
-        return [run.process(table) for run in runs]
-    if not batches[0]:  # stale items, retired
-        return [BatchResult(run.name) for run in runs]
-    steps = _passes_together(runs, view, batches, started)
-    found = [step.find_destination() for step in steps]
-    collapse_runs = all(step.may_collapse() for step in steps)
-    tasks = steps[0].tasks(steps[0].unread(found[0]), collapse_runs)
-    engine = steps[0].engine(tasks)
-    destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
-    for step in steps:  # every index records its pass
-        step.begin(collapse_runs)
-    results = _apply_together(steps, engine, tasks, destinations)
-    for step, result in zip(steps, results, strict=True):  # no index advances if one fails so
-        step.check_letters(result)
-    for step, destination, result in zip(steps, destinations, results, strict=True):
-        step.complete(engine, destination, result)
-        step.finish(destination, result)
-    return results
-
-
-def _select_together(runs: list[TableRun], table: Table) -> tuple[Table, list[list[WorkItem]]]:
-    """The table as of the indexes' checkpoint, and each index's batch, its index checked first."""
-    # the same snapshot for all (they are in step), each in its own index
-    checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
-    view = current_view(table, runs[0].name, checkpoints[0])
-    batches = []
-    for run, checkpoint in zip(runs, checkpoints, strict=True):
-        run._check_index(view, checkpoint)
-        batches.append(_select(run, view))
-    return view, batches
-
-
-def _passes_together(
-    runs: list[TableRun], table: Table, batches: list[list[WorkItem]], started: float
-) -> list[_Pass]:
-    """Each index's pass over the items of the batch the first index's caps keep."""
-    with _manifests_of(runs[0].name):
-        capped, _ = cap_batch(batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed))
-    keys = {i.key for i in capped}
-    client = open_client(runs[0].opensearch)
-    return [
-        _Pass(
-            run, table, [i for i in b if i.key in keys], client, _spec(table, run.config), started
-        )
-        for run, b in zip(runs, batches, strict=True)
-    ]
-
-
-def _apply_together(
-    steps: list[_Pass], engine: Engine, tasks: PassTasks, destinations: list[_Destination]
-) -> list[BatchResult]:
-    """Write every index: an export into each, the changed files read once for all (`Targets`)."""
-    runs, table = [step.run for step in steps], steps[0].table
-    snapshots = len({i.snapshot_id for i in steps[0].batch})
-    files = len(tasks.all)
-    results = [BatchResult(run.name, snapshots, files, engine=engine.kind) for run in runs]
-    log.info(
-        "%s: applying %d snapshots, %d files to %d indexes in one read",
-        runs[0].name,
-        snapshots,
-        files,
-        len(runs),
-    )
-    each = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
-    for run, target, result in zip(runs, each, results, strict=True):
-        # not expected (indexes with an export pending are not in step): each its own export
-        if tasks.export:
-            reader = TableReader.for_table(
-                table, run.name, run.identifiers, run.dead_letter, (run.config.shape,)
-            )
-            result.changes, result.writes = engine.export(reader, ExportTasks(tasks.export), target)
-    if tasks.changes:
-        run = runs[0]
-        reader = TableReader.for_table(
-            table, run.name, run.identifiers, run.dead_letter, tuple(r.config.shape for r in runs)
-        )
-        # the table's totals, once
-        changes, writes = engine.apply(reader, tasks.changes, Targets(tuple(each)))
-        results[0].changes.add(changes)
-        results[0].writes.add(writes)
-    for run in runs:
-        run.reached(PassPoint.WRITTEN)
-    return results
