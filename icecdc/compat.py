@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io import FileIO
-from pyiceberg.avro.file import AvroFile
 from pyiceberg.manifest import (
     DEFAULT_READ_VERSION,
     MANIFEST_ENTRY_SCHEMAS,
