@@ -397,4 +397,6 @@ class PeopleRules:
         if self.squatter is not None and "is not icecdc's" in text:  # someone else's index, as a sync finds it
             assert self.client.count(index=self.squatter)["count"] == 1, f"icecdc changed {self.squatter}"
             return True
-        return any(said in text for said in ("sync first", "run icecdc audit first")) or self.settings.index not in checkpoints
+        # "does not exist: sync": the index was deleted behind icecdc's back; the next sync exports
+        said = ("sync first", "run icecdc audit first", "does not exist: sync")
+        return any(s in text for s in said) or self.settings.index not in checkpoints
