@@ -7,11 +7,12 @@ Each failed before its fix (docs/guarantees.md names them) and must pass from th
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.config import parse_config
+from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
 from icecdc.processing import sync
@@ -627,6 +628,20 @@ def test_the_last_sync_keeps_letters_the_operator_had_turned_off(machine: Pipeli
     state.teardown()
 
 
+def id_two_shared(pipeline: Pipeline) -> tuple[Any, Config]:
+    """db.orders synced with two live rows of id 2: its document deleted, both rows letters."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    raw = pipeline.config_dict([{"name": "db.orders"}])
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    config = parse_config(raw)
+    sync(config, pipeline.spark, ["db.orders"])
+    table.append(rows(2, status="second"))
+    sync(config, pipeline.spark, ["db.orders"])
+    assert "2" not in pipeline.documents("orders")
+    return table, config
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="open: an append of a key whose document the index no longer holds "
@@ -638,15 +653,7 @@ def test_a_third_live_row_of_a_shared_key_is_a_dead_letter_too(pipeline: Pipelin
     and letter both rows; a third row of id 2, appended later, is written to the index (its
     append is checked against the index, which no longer holds id 2) with no letter: the index
     silently holds one of three live rows."""
-    table = orders(pipeline)
-    table.append(rows(1, 2, 3))
-    raw = pipeline.config_dict([{"name": "db.orders"}])
-    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
-    config = parse_config(raw)
-    sync(config, pipeline.spark, ["db.orders"])
-    table.append(rows(2, status="second"))
-    sync(config, pipeline.spark, ["db.orders"])
-    assert "2" not in pipeline.documents("orders")
+    table, config = id_two_shared(pipeline)
     table.append(rows(2, status="third"))
     sync(config, pipeline.spark, ["db.orders"])
     lettered = [s.letter.document for s in DeadLetters(str(pipeline.workdir / "dead-letters")).letters("db.orders")]
@@ -663,15 +670,7 @@ def test_an_update_of_one_of_two_live_rows_of_an_id_writes_no_document(pipeline:
     """Found by fuzz (2026-11-28), reduced from 14 steps to 7: rows 6 and 7 share id 6, so its
     document is deleted and both rows are letters; an update of row 6 (a delete and an append in
     one commit) is then written as id 6's document, though row 7 still holds id 6."""
-    table = orders(pipeline)
-    table.append(rows(1, 2, 3))
-    raw = pipeline.config_dict([{"name": "db.orders"}])
-    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
-    config = parse_config(raw)
-    sync(config, pipeline.spark, ["db.orders"])
-    table.append(rows(2, status="second"))
-    sync(config, pipeline.spark, ["db.orders"])
-    assert "2" not in pipeline.documents("orders")
+    table, config = id_two_shared(pipeline)
     table.overwrite(rows(2, status="second, updated"), overwrite_filter=EqualTo("status", "second"))
     sync(config, pipeline.spark, ["db.orders"])
     assert "2" not in pipeline.documents("orders")
