@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from icecdc.errors import DuplicateIdentifier
-from icecdc.model import ChangeRow, ChangeType, Write
+from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier
+from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, ChangeType, Write
 
 
 @dataclass
@@ -51,18 +52,20 @@ def net_write(
     changes: Iterable[ChangeRow],
     stats: ChangeStats,
     duplicates: list[DuplicateIdentifier] | None = None,
-    appends: dict[str, tuple[int, str]] | None = None,
+    appends: dict[str, Appended] | None = None,
 ) -> Write | None:
     """The write one key needs, or None when its changes cancel out.
 
     `duplicates` is where a snapshot with several live rows of this key is reported. That snapshot
     then changes nothing of the document, and an append while a row of the key is live deletes it,
-    as an export does. Without `duplicates`, such a snapshot raises `DuplicateIdentifier`.
+    as an export does. A later snapshot's document of the key is reported too
+    (`HeldOutIdentifier`) and not written: the key's rows stay letters until a replay. Without
+    `duplicates`, such a snapshot raises `DuplicateIdentifier`.
 
-    `appends` is where the key's first snapshot is recorded when it is an append, as id to its
-    sequence number and document. The caller then asks the index whether a row of the key was live
-    before it. Without `appends` no append is checked: a filtered or routed index sees a row that
-    moves into it as an append, and several indexes read together are not checked yet.
+    `appends` is where the key's first snapshot is recorded when it is an append (`Appended`).
+    The caller then asks the index whether a row of the key was live before it. Without
+    `appends` no append is checked: a filtered or routed index sees a row that moves into it as
+    an append, and several indexes read together are not checked yet.
     """
     # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
     # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
@@ -78,11 +81,13 @@ def net_write(
     latest: Write | None = None
     # the key's live document before the snapshot (None: none, or not known)
     live: str | None = None
-    for position, sequence_number in enumerate(sorted(by_snapshot)):
+    shared_rows: int | None = None  # the key's live rows, once a snapshot found several
+    first = _first_append(by_snapshot) if appends is not None else None
+    if appends is not None and first is not None:
+        appends[doc_id] = first  # live before? the index tells
+    for sequence_number in sorted(by_snapshot):
         inserts, deletes = by_snapshot[sequence_number]
         appended = len(inserts) == 1 and not deletes
-        if appended and position == 0 and appends is not None:
-            appends[doc_id] = (sequence_number, inserts[0])  # live before? the index tells
         try:
             # checked only where the caller checks appends: one unfiltered, unrouted index
             before = live if appended and appends is not None else None
@@ -91,13 +96,51 @@ def net_write(
             if duplicates is None:
                 raise
             duplicates.append(duplicate)
+            shared_rows = _rows_after(0 if live is None else 1, inserts, deletes)
             # an append deletes the document, as an export's duplicate does; several inserts
             # change nothing
             latest, live = Write(doc_id, sequence_number, None) if appended else latest, inserts[0]
             continue
+        if shared_rows is not None:
+            shared_rows = _rows_after(shared_rows, inserts, deletes)
+            if shared_rows > 1 and write is not None and write.document is not None:
+                # the key's rows are letters: a new row of it joins them, as in a later pass
+                assert duplicates is not None
+                duplicates.append(HeldOutIdentifier(doc_id, sequence_number, [write.document]))
+                write = Write(doc_id, sequence_number, None)
         latest = write or latest
         live = write.document if write is not None else (inserts[0] if inserts else live)
     return latest
+
+
+class Appended(NamedTuple):
+    """A key's first snapshot in a pass, an append: whether a row was live before, the index tells.
+
+    `rows_at_end` counts the key's live rows after the pass, had one been live before it.
+    """
+
+    sequence_number: int
+    document: str
+    rows_at_end: int
+
+
+def _first_append(by_snapshot: dict[int, tuple[list[str], list[str]]]) -> Appended | None:
+    """The key's first snapshot when it is an append, counting its rows as if one was live."""
+    order = sorted(by_snapshot)
+    inserts, deletes = by_snapshot[order[0]]
+    if len(inserts) != 1 or deletes:
+        return None
+    rows = 1
+    for sequence_number in order:
+        rows = _rows_after(rows, *by_snapshot[sequence_number])
+    return Appended(order[0], inserts[0], rows)
+
+
+def _rows_after(rows: int, inserts: list[str], deletes: list[str]) -> int:
+    """A key's live rows after a snapshot: a delete by key takes every earlier row of the key."""
+    if any(d == NO_IMAGE or d.startswith(ROUTED_KEY) for d in deletes):
+        return len(inserts)
+    return max(rows + len(inserts) - len(deletes), 0)
 
 
 def _snapshot_write(

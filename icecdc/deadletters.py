@@ -40,6 +40,8 @@ _NAME = re.compile(
     r"(?:-r(?P<revision>\d+))?-n(?P<count>\d+)\.jsonl$"
 )
 _STAMP = "%Y%m%dT%H%M%S"
+# The cause of the letters of rows that share an identifier (`engines.target.Target.duplicates`).
+SHARED_ID_CAUSE = "several live rows share an identifier"
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,20 @@ class DeadLetters:
     def open_keys(self, table: str) -> set[str]:
         """The keys (`DeadLetter.key`) of the table's letters not dealt with; reads their files."""
         return {stored.letter.key for stored in self.letters(table)} if self.count(table) else set()
+
+    def shared_ids(self, table: str) -> frozenset[str]:
+        """The ids of the table's open letters for rows that share an identifier.
+
+        The index holds no document of these ids until a replay finds one live row of each.
+        Reads the letter files only when the table has open letters.
+        """
+        if not self.count(table):
+            return frozenset()
+        return frozenset(
+            s.letter.doc_id
+            for s in self.letters(table)
+            if s.letter.doc_id is not None and s.letter.cause.startswith(SHARED_ID_CAUSE)
+        )
 
     def count(self, table: str) -> int:
         """The table's letters not dealt with, from the files' names alone."""

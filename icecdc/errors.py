@@ -55,11 +55,7 @@ class DuplicateIdentifier(ProcessingError):
     def __init__(
         self, doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...] = ()
     ) -> None:
-        where = f" (in {' and '.join(files)})" if files else ""
-        super().__init__(
-            f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number "
-            f"{sequence_number}{where}"
-        )
+        super().__init__(self.describe(doc_id, sequence_number, documents, files))
         self.doc_id = doc_id
         self.sequence_number = sequence_number
         self.documents = documents
@@ -67,6 +63,35 @@ class DuplicateIdentifier(ProcessingError):
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable with its fields, as Spark ships errors
         return (type(self), (self.doc_id, self.sequence_number, self.documents, self.files))
+
+    @staticmethod
+    def describe(
+        doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...]
+    ) -> str:
+        """The error's line: how many rows share the id, at which sequence number, where."""
+        where = f" (in {' and '.join(files)})" if files else ""
+        return (
+            f"{len(documents)} live rows share the identifier {doc_id!r} at sequence number "
+            f"{sequence_number}{where}"
+        )
+
+
+class HeldOutIdentifier(DuplicateIdentifier):
+    """A new row of an id whose rows are dead letters for sharing it: it joins them.
+
+    The index holds no document of such an id until `icecdc dead-letters replay` finds one
+    live row of it. Until then the pass cannot tell whether the other rows still live.
+    """
+
+    @staticmethod
+    def describe(
+        doc_id: str, sequence_number: int, documents: list[str], files: tuple[str, ...]
+    ) -> str:
+        return (
+            f"rows with open dead letters share the identifier {doc_id!r}: its row at sequence "
+            f"number {sequence_number} waits with them until `icecdc dead-letters replay` finds "
+            "one live row"
+        )
 
 
 class SystemicDeadLetters(ProcessingError):

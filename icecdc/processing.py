@@ -27,7 +27,7 @@ from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
-from icecdc.deadletters import systemic
+from icecdc.deadletters import DeadLetters, systemic
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
@@ -732,6 +732,7 @@ class _Pass:
             run.identifiers,
             run.config.shape,
             run.config.pipeline,
+            DeadLetters(run.dead_letter).shared_ids(self.name) if run.dead_letter else frozenset(),
         )
 
     def say_applying(self, engine: Engine, result: BatchResult, indexes: int) -> None:

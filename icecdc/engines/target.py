@@ -13,11 +13,11 @@ from itertools import islice
 
 from opensearchpy import OpenSearch
 
-from icecdc.changelog import ChangeStats, net_write
+from icecdc.changelog import Appended, ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
-from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally
+from icecdc.deadletters import SHARED_ID_CAUSE, DeadLetter, DeadLetters, LetterTally
 from icecdc.documents import Shape, encode_document
-from icecdc.errors import DuplicateIdentifier, ProcessingError
+from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
@@ -41,6 +41,8 @@ class Target:
     identifier_columns: tuple[str, ...]
     shape: Shape = Shape()  # the index's: its routing column
     pipeline: str | None = None  # the ingest pipeline of its index writes
+    # ids whose rows are open dead letters for sharing them (`DeadLetters.shared_ids`)
+    held_out: frozenset[str] = frozenset()
 
     def writes(
         self,
@@ -48,7 +50,7 @@ class Target:
         changes: Iterable[ChangeRow],
         stats: ChangeStats,
         duplicates: list[DuplicateIdentifier],
-        appends: dict[str, tuple[int, str]] | None = None,
+        appends: dict[str, Appended] | None = None,
     ) -> Iterator[Write]:
         """The key's net write, and, when routed, deletes under the other routing values it had.
 
@@ -122,8 +124,7 @@ class Target:
         location, the error stops the batch.
         """
         columns = ", ".join(self.identifier_columns)
-        cause = f"several live rows share an identifier; the identifier columns ({columns}) must be"
-        cause += " unique"
+        cause = f"{SHARED_ID_CAUSE}; the identifier columns ({columns}) must be unique"
         reasons = [
             (d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}")
             for d in found
@@ -186,7 +187,7 @@ def write_keyed_changes(
             and target.shape.routing is None
             and target.shape.where is None
         )
-        appends: dict[str, tuple[int, str]] | None = {} if checked else None
+        appends: dict[str, Appended] | None = {} if checked else None
         one_target = target
         writes = (
             w
@@ -229,39 +230,60 @@ def _each_index(
 def _unless_held(
     target: Target,
     writes: Iterable[Write],
-    appends: dict[str, tuple[int, str]],
+    appends: dict[str, Appended],
     duplicates: list[DuplicateIdentifier],
 ) -> Iterator[Write]:
     """The writes, but for a key appended while the index holds its document at a lower version.
 
     Such a key's first change in the pass is an append (`net_write`'s `appends`). A row
-    of it was live before, so the append is a second live row. Its document is deleted at
-    the append's version, unless a later snapshot of the pass changed the key again,
-    whose write stands. Both rows are `duplicates`; without a dead-letter location, the
-    error is raised before the block is written.
+    of it was live before, so the append is a second live row. Both rows are `duplicates`.
+    Unless the pass left one row of the key (`Appended.rows_at_end`), whose write stands, the
+    key's document is deleted at the pass's last version of it; a later snapshot's document
+    of it is reported (`HeldOutIdentifier`), not written: the key's rows stay letters until a
+    replay. Without a dead-letter location, the error is raised before the block is written.
 
-    One `_mget` goes per APPEND_LOOKUP writes that hold an append, and answers the versions and the
-    few documents found. A pass of updates and deletes asks nothing.
+    A document of a held-out id (`Target.held_out`) the index does not hold is not written
+    either: its rows are dead letters for sharing it, and the new row joins them
+    (`HeldOutIdentifier`).
+
+    One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
+    the versions and the few documents found. A pass of updates and deletes asks nothing.
     """
     client, writes = open_client(target.opensearch), iter(writes)
     while block := list(islice(writes, APPEND_LOOKUP)):
-        asked = [w.doc_id for w in block if w.doc_id in appends]
+        asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(target, w)]
         held = _held(client, target.index, asked) if asked else {}
         found: list[DuplicateIdentifier] = []
         for position, write in enumerate(block):
             appended = appends.pop(write.doc_id, None)
             document = held.get(write.doc_id)
-            # a version at or above the append's: this very change, written by a pass that died
-            if appended is None or document is None or document[0] >= appended[0]:
-                continue
-            found.append(DuplicateIdentifier(write.doc_id, appended[0], [document[1], appended[1]]))
-            if write.version == appended[0]:
+            if document is None and _held_out(target, write):
+                assert write.document is not None
+                found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))
                 block[position] = Write(write.doc_id, write.version, None)
+            # a version at or above the append's: this very change, written by a pass that died
+            if appended is None or document is None or document[0] >= appended.sequence_number:
+                continue
+            found.append(
+                DuplicateIdentifier(
+                    write.doc_id, appended.sequence_number, [document[1], appended.document]
+                )
+            )
+            if write.document is None or appended.rows_at_end <= 1:
+                continue  # a delete, or the pass left one row of the key: its write stands
+            if write.version != appended.sequence_number:
+                found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))
+            block[position] = Write(write.doc_id, write.version, None)
         if found and target.dead_letter is None:
             # raises before the block is written: the next pass finds them again
             target.duplicates(found)
         duplicates += found
         yield from block
+
+
+def _held_out(target: Target, write: Write) -> bool:
+    """Whether the write indexes a document of an id whose rows are letters for sharing it."""
+    return write.document is not None and write.doc_id in target.held_out
 
 
 def _held(client: OpenSearch, index: str, ids: list[str]) -> dict[str, tuple[int, str]]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from icecdc.changelog import ChangeStats, net_write
+from icecdc.changelog import Appended, ChangeStats, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.documents import Shape
 from icecdc.engines.target import Target
-from icecdc.errors import DuplicateIdentifier, ProcessingError
+from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ChangeRow, ChangeType, VersionType, Write, key_image
 from icecdc.reading.reader import _cancel_equal_rows
 
@@ -86,7 +86,8 @@ def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document()
     changes = [ChangeRow(5, ChangeType.INSERT, OLD), ChangeRow(6, ChangeType.INSERT, NEW)]
     assert net_write("1", changes, ChangeStats(), duplicates, appends) == Write("1", 6, None)
     assert [(d.sequence_number, d.documents) for d in duplicates] == [(6, [OLD, NEW])]
-    assert appends == {"1": (5, OLD)}  # the first snapshot's append: whether it is live before, the index tells
+    # the first snapshot's append: whether a row was live before, the index tells; had one been, 3 live now
+    assert appends == {"1": Appended(5, OLD, 3)}
     with pytest.raises(DuplicateIdentifier, match="2 live rows share the identifier '1' at sequence number 6"):
         net_write("1", changes, ChangeStats(), None, {})
     assert net_write("1", changes, ChangeStats()) == Write("1", 6, NEW)  # appends unchecked: a filtered view
@@ -107,6 +108,42 @@ def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document()
         ChangeRow(6, ChangeType.INSERT, NEWER),
     ]
     assert net_write("1", updated, ChangeStats(), appends := {}) == Write("1", 6, NEWER) and appends == {}
+
+
+def test_an_update_of_one_of_two_live_rows_of_a_key_is_held_out_with_them() -> None:
+    """Two live rows of a key, then one of them updated in a later snapshot of the pass: two rows
+    still live, so the update is a letter beside them and no document is written."""
+    found: list[DuplicateIdentifier] = []
+    changes = [(5, ChangeType.INSERT, OLD), (6, ChangeType.INSERT, NEW)]
+    changes += [(7, ChangeType.DELETE, NEW), (7, ChangeType.INSERT, NEWER)]
+    assert net_write("1", [ChangeRow(*c) for c in changes], ChangeStats(), found, {}) == Write("1", 7, None)
+    assert [(type(d), d.sequence_number, d.documents) for d in found] == [
+        (DuplicateIdentifier, 6, [OLD, NEW]),
+        (HeldOutIdentifier, 7, [NEWER]),
+    ]
+    assert "rows with open dead letters share the identifier '1'" in str(found[1])
+    # an equality delete of the key takes both rows: the insert after it is the one live row
+    found.clear()
+    changes += [(8, ChangeType.DELETE, NO_IMAGE), (9, ChangeType.INSERT, NEW)]
+    assert net_write("1", [ChangeRow(*c) for c in changes], ChangeStats(), found, {}) == Write("1", 9, NEW)
+    assert len(found) == 2
+
+
+def test_the_rows_an_append_leaves_had_a_row_been_live_before_it() -> None:
+    """`Appended.rows_at_end`: the index holds the key's row; the pass appends a copy, then either
+    updates the copy (two rows live) or deletes the row the index holds (one live)."""
+    held = '{"id":1,"s":"held"}'
+    for later, rows in (
+        (
+            [(6, ChangeType.DELETE, OLD), (6, ChangeType.INSERT, NEWER)],
+            2,
+        ),
+        ([(6, ChangeType.DELETE, held)], 1),
+        ([(6, ChangeType.DELETE, NO_IMAGE), (6, ChangeType.INSERT, NEW)], 1),
+    ):
+        appends: dict[str, Appended] = {}
+        net_write("1", [ChangeRow(*c) for c in [(5, ChangeType.INSERT, OLD), *later]], ChangeStats(), [], appends)
+        assert appends == {"1": Appended(5, OLD, rows)}, later
 
 
 def test_equal_rows_cancel_pairwise_in_arrow() -> None:
