@@ -12,7 +12,7 @@ from bench.harness.tables import Mutator, create_table
 from bench.profiles import profile_executor_path
 from icecdc.config import Config
 from icecdc.index import IndexAlias
-from icecdc.processing import BatchResult
+from icecdc.sync import BatchResult
 
 
 def compare(bench: Bench) -> dict[str, Any]:

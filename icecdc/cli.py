@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
-    from icecdc.processing import BatchResult
+    from icecdc.sync import BatchResult
 
 
 def entry() -> None:
@@ -528,7 +528,7 @@ def _dry_run(args: argparse.Namespace, config: Config) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.output import dumps, sync_json
-    from icecdc.processing import sync
+    from icecdc.sync import sync
 
     config = load_config(args.config)
     if args.table:

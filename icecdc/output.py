@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from icecdc.audit import AuditReport, RepairReport
-from icecdc.processing import BatchResult
 from icecdc.status import TableStatus
+from icecdc.sync import BatchResult
 from icecdc.verify import IndexDiff
 
 

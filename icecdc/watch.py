@@ -29,7 +29,7 @@ from icecdc.config import Config
 from icecdc.engines import Engines
 from icecdc.errors import ConfigError
 from icecdc.model import PassPoint
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import BatchResult, sync
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetter, DeadLetters, Selection
 from icecdc.errors import OperationError
 from icecdc.model import EngineKind
-from icecdc.processing import BatchResult, sync
 from icecdc.replay import replay_table
+from icecdc.sync import BatchResult, sync
 from icecdc.testing.commits import update
 from tests.support.aws import aws_client
 from tests.support.cli import icecdc

@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
     # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, unwritten
-    {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
+    {"icecdc.sync", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
     # what the entries call (aws/: contract, events, planner, metrics, ...); watch: sync --watch
     {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config", "icecdc.watch"},

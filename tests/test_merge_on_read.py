@@ -10,7 +10,7 @@ import pytest
 from pyiceberg.manifest import DataFileContent, FileFormat
 
 from icecdc.documents import DocumentMapper, encode_document
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import BatchResult, sync
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql, write_equality_deletes
 

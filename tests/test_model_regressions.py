@@ -15,7 +15,7 @@ from pyiceberg.expressions import EqualTo
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.model import (
     Caps,
     CrashAt,

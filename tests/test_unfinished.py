@@ -20,9 +20,9 @@ from icecdc.errors import IndexNotOwned, LeaseLost, ProcessingError, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
-from icecdc.processing import sync
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.status import has_work, table_status
+from icecdc.sync import sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at

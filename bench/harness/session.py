@@ -17,9 +17,9 @@ from bench.scales import Scale
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, sync
 from icecdc.reading.tasks import Task, files_read_by
 from icecdc.state import open_state_store
+from icecdc.sync import BatchResult, sync
 from icecdc.verify import index_documents, table_documents
 
 

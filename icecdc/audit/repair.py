@@ -36,9 +36,9 @@ from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, sync
 from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
+from icecdc.sync import BatchResult, sync
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger(SUMMARY_LOGGER)

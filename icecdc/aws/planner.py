@@ -34,7 +34,7 @@ from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
-    from icecdc.processing import BatchResult
+    from icecdc.sync import BatchResult
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def apply_here(
     Lambda's memory is sized for one pass.
     """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
-    from icecdc.processing import SyncRun, sync_table
+    from icecdc.sync import SyncRun, sync_table
 
     config, store, deadline = sweep.config, sweep.store, sweep.deadline
 

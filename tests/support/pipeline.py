@@ -18,8 +18,8 @@ from icecdc.engines import Engines
 from icecdc.model import Checkpoint, EngineKind, Probe
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, PassOptions, process_table, sync
 from icecdc.state import Lease, SqliteStateStore
+from icecdc.sync import BatchResult, PassOptions, process_table, sync
 from icecdc.verify import diff_index, index_documents
 
 # Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from icecdc.config import Config, parse_config
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import BatchResult, sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 
