@@ -6,6 +6,9 @@ its engine from what they read (`icecdc.engines`: Spark, or in-process for small
 the indexes, applies the tasks (read the files once, bring every change of a key together, write
 each key's net change to every index, versioned), completes the items with the checkpoint, and
 finishes a rebuild. The checkpoint advances only after every write of the pass succeeded.
+
+A pass plans nothing: the run (`icecdc.sync.run`) checks each index, plans its work, selects
+its batch and hands the batches over; `tests/test_layers.py` keeps `icecdc.planning` out.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from icecdc.deadletters import systemic
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
-from icecdc.index import IndexAlias, IndexSpec, check_pipeline, index_uuid
+from icecdc.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
@@ -38,37 +41,28 @@ from icecdc.model import (
     ItemStatus,
     PassPoint,
     Probe,
-    Progress,
     ResyncKind,
     VersionType,
     WorkItem,
     WorkSize,
 )
 from icecdc.opensearch import open_client
-from icecdc.planning import plan_table
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
 from icecdc.state import Lease, StateStore
-from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, claim_index, spec_of
+from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
 from icecdc.verdict import (
     Copy,
     DestinationFacts,
-    Fate,
-    IndexFacts,
-    Verdict,
     copy_to_write,
     empty_verdict,
     needs_generation,
-    pass_verdict,
-    tidies,
 )
 
 log = logging.getLogger(__name__)
-# One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
-progress_log = logging.getLogger("icecdc.progress")
 summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI prints its own
 
 
@@ -167,98 +161,6 @@ class TableRun:
         self.reached(PassPoint.CHECKPOINTED)
         alias.finish(generation, spec, self.probe)
         return BatchResult(self.name, checkpoint=empty)
-
-    def report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
-        """Log how far the sync is, on `icecdc.progress`.
-
-        It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
-        draws a bar from it on a terminal.
-        """
-        pending = self.store.pending_items(self.name)
-        exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
-        files = sum(len(i.added_data_files) for i in exports)
-        applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
-        backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
-        progress = Progress(
-            self.name,
-            passes,
-            total.files,
-            total.changes.rows,
-            seconds,
-            files,
-            applied,
-            total.snapshots,
-            backlog,
-        )
-        progress_log.info(progress.line(), extra={"progress": progress})
-
-    def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
-        plan_table(
-            table,
-            self.config,
-            self.store,
-            self.identifiers,
-            self.changed,
-            resync=resync,
-            limits=self.limits,
-        )
-
-    def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
-        return claim_index(client, self.config, self.store, table)
-
-    def _say(self, decided: Verdict, resumed: bool) -> None:
-        """Log what the pass makes of its index.
-
-        A reset's reason is logged once, when it is planned. A new generation's reason is logged
-        when its first pass starts it; `resumed` says this is a later pass of it.
-        """
-        if decided.fate == Fate.NEW_GENERATION:
-            level = logging.DEBUG if resumed else logging.WARNING
-            doing = "exporting the table into a new generation"
-            log.log(level, "%s: %s; %s", self.name, decided.reason, doing)
-        elif decided.fate == Fate.REWRITE:
-            # planning warns once, when it plans the export (every later pass of it finds the same)
-            log.debug("%s: %s; exporting the table again", self.name, decided.reason)
-        elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
-            log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
-
-    def check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
-        """Act on the index's verdict from `_index_verdict` before the pass.
-
-        It plans an export when the index lost the checkpoint's documents, and a rebuild when it
-        holds another shape of the table than the configuration's. It deletes what a finished swap
-        left behind, unless a rebuild is under way or a first export is to build a new generation.
-        """
-        alias, decided = self._index_verdict(table, checkpoint)
-        if decided.fate.resync:
-            self.plan(table, resync=(decided.fate.resync, decided.reason))
-        if tidies(decided, any(i.resync for i in self.store.pending_items(self.name))):
-            alias.delete_leftovers()
-        return decided
-
-    def _index_verdict(
-        self, table: Table, checkpoint: Checkpoint | None
-    ) -> tuple[IndexAlias, Verdict]:
-        """The index, once its name is claimed and a stopped swap made, and its verdict.
-
-        `verdict.pass_verdict` judges what the index holds: the checkpoint's documents, or with no
-        checkpoint, documents the first export's own passes did not write, as
-        `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
-        """
-        alias = self.claim_index(open_client(self.opensearch), table)
-        spec = spec_of(table, self.config)
-        pending = self.store.pending_items(self.name)
-        # a stopped swap is made first
-        facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
-        facts = replace(facts, rebuilding=any(i.resync for i in pending))
-        written = applied_indexes(pending)
-        if not facts.replaced and checkpoint is None:
-            facts = replace(facts, unaccounted=alias.unaccounted(written))
-        elif not facts.replaced and not facts.rebuilding:
-            facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
-        decided = pass_verdict(facts, synced=checkpoint is not None)
-        self._say(decided, bool(written))
-        return alias, decided
 
 
 @contextmanager

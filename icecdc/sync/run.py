@@ -1,9 +1,9 @@
 """The run: a table's indexes synced, pass after pass, until caught up with its snapshot.
 
 This is the Glue job's work, the planner Lambda's for small batches, and `icecdc sync`'s second
-step. The run holds each index's lease, plans each round (`icecdc.planning`), selects each
-index's batch, stops at its deadline, logs its progress, and hands each pass
-(`icecdc.sync.passes`) its batches.
+step. The run holds each index's lease, plans each round (`icecdc.planning`), acts on each
+index's verdict before a pass, as planning a resync, selects each index's batch, stops at its
+deadline, logs its progress, and hands each pass (`icecdc.sync.passes`) its batches.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyiceberg.catalog import Catalog
@@ -23,16 +23,28 @@ from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
 from icecdc.engines import Engines
 from icecdc.errors import FilesGone
+from icecdc.index import IndexAlias
 from icecdc.manifests import ChangedEntries
-from icecdc.model import Checkpoint, ItemKind, PassPoint, Probe, ResyncKind, WorkItem
+from icecdc.model import (
+    Checkpoint,
+    ItemKind,
+    ItemStatus,
+    PassPoint,
+    Probe,
+    Progress,
+    ResyncKind,
+    WorkItem,
+)
 from icecdc.opensearch import check_reachable, open_client
-from icecdc.planning import current_view
+from icecdc.planning import current_view, plan_table
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
-from icecdc.sync.indexes import claim_index
+from icecdc.sync.indexes import applied_indexes, claim_index, spec_of
 from icecdc.sync.passes import BatchResult, TableRun, process_batch
-from icecdc.verdict import Fate
+from icecdc.verdict import Fate, IndexFacts, Verdict, pass_verdict, tidies
 
 log = logging.getLogger(__name__)
+# One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
+progress_log = logging.getLogger("icecdc.progress")
 
 # Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
 MAX_SYNC_ROUNDS = 100
@@ -87,7 +99,7 @@ def _process(runs: list[TableRun], table: Table) -> list[BatchResult]:
     """
     checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
     view = current_view(table, runs[0].name, checkpoints[0])  # in step: the same checkpoint
-    decided = [run.check_index(view, c) for run, c in zip(runs, checkpoints, strict=True)]
+    decided = [_check_index(run, view, c) for run, c in zip(runs, checkpoints, strict=True)]
     if view.current_snapshot() is None:
         return [
             r.empty(view, c, d.reason) for r, c, d in zip(runs, checkpoints, decided, strict=True)
@@ -106,7 +118,7 @@ def _process(runs: list[TableRun], table: Table) -> list[BatchResult]:
         view = view.refresh()
         for run in runs:
             log.warning("%s: %s; resyncing from the current snapshot", run.name, exc)
-            run.plan(view, resync=(ResyncKind.REWRITE, str(exc)))
+            _plan(run, view, resync=(ResyncKind.REWRITE, str(exc)))
         batches = [_select(run, view) for run in runs]
         if _apart(batches):
             return [result for run in runs for result in _process([run], view)]
@@ -130,6 +142,76 @@ def _select(run: TableRun, table: Table) -> list[WorkItem]:
     if stale:
         run.store.complete(run.name, None, stale)
     return batch
+
+
+def _check_index(run: TableRun, table: Table, checkpoint: Checkpoint | None) -> Verdict:
+    """Act on the index's verdict from `_index_verdict` before the pass.
+
+    It plans an export when the index lost the checkpoint's documents, and a rebuild when it
+    holds another shape of the table than the configuration's. It deletes what a finished swap
+    left behind, unless a rebuild is under way or a first export is to build a new generation.
+    """
+    alias, decided = _index_verdict(run, table, checkpoint)
+    if decided.fate.resync:
+        _plan(run, table, resync=(decided.fate.resync, decided.reason))
+    if tidies(decided, any(i.resync for i in run.store.pending_items(run.name))):
+        alias.delete_leftovers()
+    return decided
+
+
+def _index_verdict(
+    run: TableRun, table: Table, checkpoint: Checkpoint | None
+) -> tuple[IndexAlias, Verdict]:
+    """The index, once its name is claimed and a stopped swap made, and its verdict.
+
+    `verdict.pass_verdict` judges what the index holds: the checkpoint's documents, or with no
+    checkpoint, documents the first export's own passes did not write, as
+    `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
+    """
+    alias = claim_index(open_client(run.opensearch), run.config, run.store, table)
+    spec = spec_of(table, run.config)
+    pending = run.store.pending_items(run.name)
+    # a stopped swap is made first
+    facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
+    facts = replace(facts, rebuilding=any(i.resync for i in pending))
+    written = applied_indexes(pending)
+    if not facts.replaced and checkpoint is None:
+        facts = replace(facts, unaccounted=alias.unaccounted(written))
+    elif not facts.replaced and not facts.rebuilding:
+        facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
+    decided = pass_verdict(facts, synced=checkpoint is not None)
+    _say(run, decided, bool(written))
+    return alias, decided
+
+
+def _say(run: TableRun, decided: Verdict, resumed: bool) -> None:
+    """Log what the pass makes of its index.
+
+    A reset's reason is logged once, when it is planned. A new generation's reason is logged
+    when its first pass starts it; `resumed` says this is a later pass of it.
+    """
+    if decided.fate == Fate.NEW_GENERATION:
+        level = logging.DEBUG if resumed else logging.WARNING
+        doing = "exporting the table into a new generation"
+        log.log(level, "%s: %s; %s", run.name, decided.reason, doing)
+    elif decided.fate == Fate.REWRITE:
+        # planning warns once, when it plans the export (every later pass of it finds the same)
+        log.debug("%s: %s; exporting the table again", run.name, decided.reason)
+    elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
+        log.warning("%s: %s; rebuilding the index", run.name, decided.reason)
+
+
+def _plan(run: TableRun, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
+    """Plan one index's work items: the table's new commits, or with `resync` an export."""
+    plan_table(
+        table,
+        run.config,
+        run.store,
+        run.identifiers,
+        run.changed,
+        resync=resync,
+        limits=run.limits,
+    )
 
 
 def sync(
@@ -267,7 +349,7 @@ def catch_up(
     total = BatchResult(runs[0].name)
     started = time.monotonic()
     for run in runs:  # every index's name checked before anything is planned
-        run.claim_index(open_client(run.opensearch), table)
+        claim_index(open_client(run.opensearch), run.config, run.store, table)
     for passes in range(1, MAX_SYNC_ROUNDS + 1):
         for run in runs:
             if run.lease is not None:
@@ -278,16 +360,43 @@ def catch_up(
         for run in runs:
             if passes > 1:  # each round reads the pending items once
                 run.store.forget_pending()
-            run.plan(table)
+            _plan(run, table)
             run.reached(PassPoint.PLANNED)
         results = _round(runs, table)
         for result in results:
             total.add(result)
         if all(result.snapshots == 0 for result in results):
             break
-        runs[0].report(total, passes, time.monotonic() - started, any(r.partial for r in results))
+        _report(runs[0], total, passes, time.monotonic() - started, any(r.partial for r in results))
         table = load_table(catalog, total.table)  # commits made while we worked
     return total
+
+
+def _report(
+    run: TableRun, total: BatchResult, passes: int, seconds: float, inside_export: bool
+) -> None:
+    """Log how far the sync is, on `icecdc.progress`.
+
+    It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
+    draws a bar from it on a terminal.
+    """
+    pending = run.store.pending_items(run.name)
+    exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
+    files = sum(len(i.added_data_files) for i in exports)
+    applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
+    backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
+    progress = Progress(
+        run.name,
+        passes,
+        total.files,
+        total.changes.rows,
+        seconds,
+        files,
+        applied,
+        total.snapshots,
+        backlog,
+    )
+    progress_log.info(progress.line(), extra={"progress": progress})
 
 
 def _round(runs: list[TableRun], table: Table) -> list[BatchResult]:
