@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
-    from icecdc.sync import BatchResult
+    from icecdc.sync import SyncResult
 
 
 def entry() -> None:
@@ -555,7 +555,7 @@ def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_results(results: list[BatchResult]) -> None:
+def _print_results(results: list[SyncResult]) -> None:
     from icecdc.output import sync_line
 
     for r in results:

@@ -15,7 +15,7 @@ from icecdc.config import parse_config
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import IndexStateError, PlanningError
 from icecdc.model import EngineKind
-from icecdc.sync import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 from icecdc.verify import index_documents
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import ENGINES, Pipeline
@@ -51,7 +51,7 @@ def config(of: Pipeline, /, **index: Any) -> Any:
     return of.config({"name": TABLE, "index": "wide", "identifier_columns": ["id"], **index})
 
 
-def synced(pipeline: Pipeline, cfg: Any) -> BatchResult:
+def synced(pipeline: Pipeline, cfg: Any) -> SyncResult:
     result = pipeline.sync(cfg, TABLE)
     assert result.engine in (None, pipeline.engine)
     return result

@@ -34,7 +34,7 @@ from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
-    from icecdc.sync import BatchResult
+    from icecdc.sync import SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def planner_deadline(context: Any) -> float | None:
 
 def apply_here(
     sweep: Sweep, catalog: Catalog, name: str, table: Table, identifiers: tuple[str, ...]
-) -> BatchResult | None:
+) -> SyncResult | None:
     """Apply the table's work here when it is small enough for the in-process engine.
 
     It returns None when the work is not small enough, or not all of it was applied, and the Glue

@@ -5,7 +5,15 @@
 know of an index: its claim, the spec a pass writes, where a capped pass wrote.
 """
 
-from icecdc.sync.passes import BatchResult
-from icecdc.sync.run import PassOptions, SyncRun, process_table, sync, sync_table
+from icecdc.sync.passes import PassResult
+from icecdc.sync.run import PassOptions, SyncResult, SyncRun, process_table, sync, sync_table
 
-__all__ = ["BatchResult", "PassOptions", "SyncRun", "process_table", "sync", "sync_table"]
+__all__ = [
+    "PassOptions",
+    "PassResult",
+    "SyncResult",
+    "SyncRun",
+    "process_table",
+    "sync",
+    "sync_table",
+]

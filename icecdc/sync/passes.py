@@ -67,7 +67,7 @@ summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI pri
 
 
 @dataclass
-class BatchResult:
+class PassResult:
     """What one pass over a table's pending items did."""
 
     table: str
@@ -77,24 +77,13 @@ class BatchResult:
     writes: SinkStats = field(default_factory=SinkStats)
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
-    engine: EngineKind | None = None  # where the last pass ran
-    skipped: bool = False  # another run held the table's lease
-    unfinished: bool = False  # the run's deadline came before the table was caught up
+    engine: EngineKind | None = None  # where the pass ran
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
     def add_read(self, changes: ChangeStats, writes: SinkStats) -> None:
         """Count what one read of the pass found and wrote."""
         self.changes.add(changes)
         self.writes.add(writes)
-
-    def add(self, other: BatchResult) -> None:
-        self.snapshots += other.snapshots
-        self.files += other.files
-        self.changes.add(other.changes)
-        self.writes.add(other.writes)
-        self.checkpoint = other.checkpoint or self.checkpoint
-        self.engine = other.engine or self.engine
-        self.seconds += other.seconds
 
 
 @dataclass(frozen=True)
@@ -126,7 +115,7 @@ class TableRun:
         if self.probe is not None:
             self.probe(point)
 
-    def empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
+    def empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> PassResult:
         """A table with no snapshot: its index holds nothing.
 
         Some tables get an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
@@ -140,7 +129,7 @@ class TableRun:
         pending = self.store.pending_items(self.name)
         decided = empty_verdict(uuid, checkpoint, rebuild)
         if not pending and decided.follows:
-            return BatchResult(self.name)
+            return PassResult(self.name)
         reason = decided.reason or "created again, empty"  # pending items of a table caught up
         log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, reason)
         client = open_client(self.opensearch)
@@ -160,7 +149,7 @@ class TableRun:
         self.store.complete(self.name, empty, pending, replace=True, fence=fence)
         self.reached(PassPoint.CHECKPOINTED)
         alias.finish(generation, spec, self.probe)
-        return BatchResult(self.name, checkpoint=empty)
+        return PassResult(self.name, checkpoint=empty)
 
 
 @contextmanager
@@ -193,7 +182,7 @@ class _Destination:
 
 def process_batch(
     runs: list[TableRun], table: Table, batches: list[list[WorkItem]], anew: list[bool]
-) -> list[BatchResult]:
+) -> list[PassResult]:
     """One pass over a batch, from its selection to its finish, for one or more indexes.
 
     The steps are: cap, destinations, tasks, engine, prepare the destinations, begin by recording
@@ -202,7 +191,7 @@ def process_batch(
     documents it did not write.
     """
     started = time.monotonic()
-    results = [BatchResult(run.name) for run in runs]
+    results = [PassResult(run.name) for run in runs]
     if not batches[0]:  # stale items, retired
         return results
     steps, partial = _passes(runs, table, batches, anew, started)
@@ -266,7 +255,7 @@ def _apply(
     engine: Engine,
     tasks: PassTasks,
     destinations: list[_Destination],
-    results: list[BatchResult],
+    results: list[PassResult],
 ) -> None:
     """Write an export's rows into each index, then each key's net change from the changes' files.
 
@@ -486,7 +475,7 @@ class _Pass:
             run.config.pipeline,
         )
 
-    def say_applying(self, engine: Engine, result: BatchResult, indexes: int) -> None:
+    def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:
         """Log what the pass applies, and to how many indexes when it writes several."""
         if indexes > 1:
             applying = "%s: applying %d snapshots, %d files to %d indexes in one read"
@@ -503,7 +492,7 @@ class _Pass:
             self.table, self.name, run.identifiers, run.dead_letter, shapes
         )
 
-    def check_letters(self, result: BatchResult) -> None:
+    def check_letters(self, result: PassResult) -> None:
         """Raise SystemicDeadLetters when the pass's dead letters show a cause many rows share.
 
         `deadletters.systemic` tells such a cause from rows' own faults. It raises before anything
@@ -530,8 +519,8 @@ class _Pass:
             self.run.lease.check()
 
     def mark_applied(
-        self, unread: list[WorkItem], destination: _Destination, result: BatchResult
-    ) -> BatchResult:
+        self, unread: list[WorkItem], destination: _Destination, result: PassResult
+    ) -> PassResult:
         """Record the export's files this pass applied, where and with which schema.
 
         Nothing advances.
@@ -548,7 +537,7 @@ class _Pass:
         )
         return result
 
-    def complete(self, engine: Engine, destination: _Destination, result: BatchResult) -> None:
+    def complete(self, engine: Engine, destination: _Destination, result: PassResult) -> None:
         """Delete what a rewrite's export did not write, then complete the items.
 
         The items are completed with the checkpoint.
@@ -574,7 +563,7 @@ class _Pass:
         )
         run.reached(PassPoint.CHECKPOINTED)
 
-    def finish(self, destination: _Destination, result: BatchResult) -> None:
+    def finish(self, destination: _Destination, result: PassResult) -> None:
         """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
         run, last = self.run, self.batch[-1]
         # after the checkpoint names the new generation: a run stopped before the swap makes it

@@ -39,7 +39,7 @@ from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import current_view, plan_table
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
 from icecdc.sync.indexes import applied_indexes, claim_index, spec_of
-from icecdc.sync.passes import BatchResult, TableRun, process_batch
+from icecdc.sync.passes import PassResult, TableRun, process_batch
 from icecdc.verdict import Fate, IndexFacts, Verdict, pass_verdict, tidies
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,24 @@ progress_log = logging.getLogger("icecdc.progress")
 
 # Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
 MAX_SYNC_ROUNDS = 100
+
+
+@dataclass
+class SyncResult(PassResult):
+    """What a table's sync did: its passes summed, and how the run ended."""
+
+    skipped: bool = False  # another run held the table's lease
+    unfinished: bool = False  # the run's deadline came before the table was caught up
+
+    def add(self, other: PassResult) -> None:
+        """Count one more pass: its checkpoint and engine are the sync's latest."""
+        self.snapshots += other.snapshots
+        self.files += other.files
+        self.changes.add(other.changes)
+        self.writes.add(other.writes)
+        self.checkpoint = other.checkpoint or self.checkpoint
+        self.engine = other.engine or self.engine
+        self.seconds += other.seconds
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,7 @@ def process_table(
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
     options: PassOptions | None = None,
-) -> BatchResult:
+) -> PassResult:
     """`_process` with one index: one pass over the table's pending work (see `TableRun`)."""
     options = options or PassOptions()
     run = TableRun(
@@ -91,7 +109,7 @@ def process_table(
     return _process([run], table)[0]
 
 
-def _process(runs: list[TableRun], table: Table) -> list[BatchResult]:
+def _process(runs: list[TableRun], table: Table) -> list[PassResult]:
     """One pass over the pending work of a table's indexes `runs`, in step when there are several.
 
     Each index is checked first. Indexes that turn out not to be in step after all, as one was
@@ -220,7 +238,7 @@ def sync(
     table_names: Iterable[str] | None = None,
     probe: Probe | None = None,
     engines: Engines | None = None,
-) -> list[BatchResult]:
+) -> list[SyncResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
@@ -276,7 +294,7 @@ def sync_table(
     identifiers: tuple[str, ...],
     store: StateStore,
     run: SyncRun,
-) -> BatchResult:
+) -> SyncResult:
     """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
 
     One run per table at a time: a second run waits for the lease when `run.wait` says so, or
@@ -296,7 +314,7 @@ def sync_table(
             )
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
-                return BatchResult(table_config.name, skipped=True)
+                return SyncResult(table_config.name, skipped=True)
             runs.append(_index_run(config, shared, index_config, scoped, lease))
         return catch_up(runs, catalog, table, deadline)
 
@@ -339,14 +357,14 @@ def _index_run(
 
 def catch_up(
     runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None = None
-) -> BatchResult:
+) -> SyncResult:
     """Plan and process a table's indexes, pass after pass, until they caught up with its snapshot.
 
     `runs` holds one run per index; one index is the usual case. Each round plans every index, then
     `_round` processes them. When the `deadline`, a time.monotonic(), has passed first, the result
     is `unfinished`.
     """
-    total = BatchResult(runs[0].name)
+    total = SyncResult(runs[0].name)
     started = time.monotonic()
     for run in runs:  # every index's name checked before anything is planned
         claim_index(open_client(run.opensearch), run.config, run.store, table)
@@ -373,7 +391,7 @@ def catch_up(
 
 
 def _report(
-    run: TableRun, total: BatchResult, passes: int, seconds: float, inside_export: bool
+    run: TableRun, total: SyncResult, passes: int, seconds: float, inside_export: bool
 ) -> None:
     """Log how far the sync is, on `icecdc.progress`.
 
@@ -399,7 +417,7 @@ def _report(
     progress_log.info(progress.line(), extra={"progress": progress})
 
 
-def _round(runs: list[TableRun], table: Table) -> list[BatchResult]:
+def _round(runs: list[TableRun], table: Table) -> list[PassResult]:
     """One round's passes over a table's indexes.
 
     One pass reads the changed files once for the indexes whose pending work is the same, as
