@@ -790,8 +790,8 @@ def _verify(args: argparse.Namespace) -> int:
         stored = dead_letters.letters(table_config.name) if dead_letters else []
         letters = [(s.letter.doc_id, s.letter.document) for s in stored]
         # every index the table writes, as its shape holds the table
-        for target in table_config.targets():
-            index = target.config
+        for configured in table_config.each_index():
+            index = configured.config
             pipeline = index.pipeline is not None
             diff = diff_index(
                 table, identifiers, client, index.index, index.shape, pipeline, letters

@@ -258,7 +258,7 @@ def test_a_table_split_into_indexes_by_region(pipeline: Pipeline, spark_sql: Spa
     # value (osmem keeps one document per id, and refuses that delete as superseded)
     assert (result.writes.indexed, result.writes.deleted + result.writes.superseded) == (5, 4)
     assert pipeline.store().get_checkpoint(TABLE) is None  # each index keeps its own state
-    keys = [t.key for t in cfg.table(TABLE).targets()]
+    keys = [t.key for t in cfg.table(TABLE).each_index()]
     assert len({pipeline.store().get_checkpoint(k).snapshot_id for k in keys}) == 1
 
 

@@ -123,7 +123,7 @@ def test_an_index_name_derived_from_the_table_name_is_said_to_be_derived() -> No
     named = parse_config({**raw, "tables": [{"name": "db.Customers", "index": "customers"}]})
     assert named.table("db.Customers").index == "customers"
     several = {"name": "db.Customers", "indexes": [{"index": "a"}, {"index": "b"}]}
-    targets = parse_config({**raw, "tables": [several]}).table("db.Customers").targets()
+    targets = parse_config({**raw, "tables": [several]}).table("db.Customers").each_index()
     assert [t.key for t in targets] == ["db.Customers#a", "db.Customers#b"]  # was refused too
 
 

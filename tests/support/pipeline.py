@@ -104,7 +104,7 @@ class Pipeline:
     def assert_index_equals_table(self, config: Config, name: str) -> None:
         """Every index the table writes equals the table as its shape holds it (columns, rows, routing)."""
         table = self.catalog.load_table(name)
-        for target in config.table(name).targets():
+        for target in config.table(name).each_index():
             index = target.config
             identifiers = identifier_columns(table, index)
             diff = diff_index(table, identifiers, self.client, index.index, index.shape, index.pipeline is not None)
