@@ -34,8 +34,8 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 from bench.harness.environment import REPO, WORK, machine
 from bench.harness.sampling import whole_command
 from icecdc.config import parse_config
-from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
+from icecdc.sync import sync
 
 RESULTS = REPO / "docs" / "bench" / "audit.json"
 REPAIR_RESULTS = REPO / "docs" / "bench" / "repair.json"

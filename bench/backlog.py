@@ -152,8 +152,8 @@ def phase(workdir: Path, url: str, what: str) -> dict[str, Any]:
     """Plan or sync the table in this process: seconds and peak RSS."""
     from icecdc.catalog import identifier_columns
     from icecdc.planning import plan_table
-    from icecdc.processing import sync
     from icecdc.state import SqliteStateStore
+    from icecdc.sync import sync
 
     settings = config(workdir, url)
     table = catalog(workdir).load_table(NAME)

@@ -28,7 +28,7 @@ from osmem_server import OsmemServer
 from pyiceberg.catalog.sql import SqlCatalog
 
 from icecdc.config import Config, parse_config
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.tables import ARROW, SCHEMA
 
 FILES = 10
@@ -75,7 +75,7 @@ def _without_append_lookup() -> Iterator[None]:
 
 @contextmanager
 def _without_reread() -> Iterator[None]:
-    with mock.patch("icecdc.processing._Pass.with_earlier", lambda self, tasks, applied: tasks):
+    with mock.patch("icecdc.sync.passes._Pass.with_earlier", lambda self, tasks, applied: tasks):
         yield
 
 

@@ -18,10 +18,10 @@ from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config
 from icecdc.index import IndexAlias
 from icecdc.model import Change, ChangeRow
-from icecdc.processing import sync
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.sink import write_documents
+from icecdc.sync import sync
 
 
 def profile_executor_path(bench: Bench, config: Config) -> dict[str, Any]:

@@ -9,7 +9,7 @@ results: docs/bench/scale.json).
   requests, its address space capped (`bench/harness/moto_server.py`). On moto, requests are
   counted and never timed.
 - Every measured sync is a process of its own (`python -m bench.scale run ...`), calling
-  `icecdc.processing.sync` with a probe: the pass points (`PassPoint`) and the log line that
+  `icecdc.sync.sync` with a probe: the pass points (`PassPoint`) and the log line that
   starts a pass's writes cut it into phases, each with its wall time, its state requests and the
   peak RSS of every process (the sync's own tree sampled inside; the servers from here).
   Planning alone is a sync stopped at its first `PassPoint.PLANNED`. Only whole commands and
@@ -211,7 +211,7 @@ def run_child(config_path: str, table: str, plan_only: bool, counter: str | None
     """One sync of `table` under the config, cut into phases at its events."""
     from icecdc.config import parse_config
     from icecdc.model import PassPoint
-    from icecdc.processing import sync
+    from icecdc.sync import sync
 
     config = parse_config(json.loads(Path(config_path).read_text()))
     spark = None

@@ -32,8 +32,8 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icecdc.config import parse_config
-from icecdc.processing import sync
 from icecdc.state.dynamodb import create_state_table
+from icecdc.sync import sync
 
 NAME = "db.wide"
 REGION = "us-east-1"

@@ -12,7 +12,7 @@ from bench.harness.tables import Mutator, create_table
 from bench.profiles import profile_executor_path
 from icecdc.config import Config
 from icecdc.index import IndexAlias
-from icecdc.processing import BatchResult
+from icecdc.sync import SyncResult
 
 
 def compare(bench: Bench) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def _compare_round(bench: Bench, config: Config, name: str, start: int, end: int
             peer.sync(bench.spark, name, "peer", bench.opensearch_url, start, end)
         return measure
 
-    def run_icecdc() -> tuple[Measure, BatchResult]:
+    def run_icecdc() -> tuple[Measure, SyncResult]:
         return bench.sync(config)
 
     if icecdc_first:

@@ -369,7 +369,7 @@ def startup(c: Commands) -> dict[str, Any]:
     }
 
 
-SYNC_IMPORTS = "import icecdc.processing, icecdc.engines.in_process, icecdc.cli"  # what `icecdc sync` imports in-process
+SYNC_IMPORTS = "import icecdc.sync, icecdc.engines.in_process, icecdc.cli"  # what `icecdc sync` imports in-process
 
 
 def _import_costs(top: int = 8) -> dict[str, float]:

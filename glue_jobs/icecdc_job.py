@@ -1,4 +1,4 @@
-"""Glue 5.1 job: arguments → `icecdc.processing.sync` for the one table the job was started for.
+"""Glue 5.1 job: arguments → `icecdc.sync.sync` for the one table the job was started for.
 
 Thin on purpose: the same `sync` as `icecdc sync` (plan, then process until caught up), so a run
 started by the planner also picks up commits made while it works. The icecdc package arrives
@@ -40,7 +40,7 @@ from icecdc.aws.deployed import read_text, runtime_config
 from icecdc.aws.job import AuditOutcome, scheduled_audit
 from icecdc.aws.metrics import put_run_metrics
 from icecdc.logs import quiet_chatty_libraries
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import BatchResult, sync
 
 log = logging.getLogger("icecdc.glue_job")
 

@@ -115,12 +115,12 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
                 f"table {config.name!r}: identifier column {name!r} has type "
                 f"{field.field_type}; it must be a primitive type"
             )
-    for target in config.targets():
+    for configured in config.each_index():
         try:
-            target.config.shape.check(schema)
+            configured.config.shape.check(schema)
         except ValueError as exc:
             raise PlanningError(
-                f"table {config.name!r}, index {target.config.index!r}: {exc}"
+                f"table {config.name!r}, index {configured.config.index!r}: {exc}"
             ) from None
     return tuple(names)
 

@@ -79,7 +79,7 @@ def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
     A copy of the state is read, as reading a SQLite file must not create it. The uuids a checkpoint
     names are the table's, whatever their marker.
     """
-    keys = [target.key for table in config.tables for target in table.targets()]
+    keys = [configured.key for table in config.tables for configured in table.each_index()]
     state = config.state
     where = state.path if isinstance(state, SqliteStateConfig) else f"DynamoDB table {state.table}"
     with tempfile.TemporaryDirectory(prefix="icecdc-check-") as scratch:
@@ -177,15 +177,15 @@ def _indexes(
 ) -> list[Check]:
     """Each index of the table: its pipeline exists, and its name is free or the table's."""
     checks: list[Check] = []
-    for target in loaded.config.targets():
-        index = target.config.index
+    for configured in loaded.config.each_index():
+        index = configured.config.index
         if client is None:
             checks.append(skipped(INDEX, "OpenSearch did not answer", subject=index))
             continue
-        if target.config.pipeline is not None:
-            checks.append(_pipeline(client, target.config.pipeline, index))
-        uuids = known.get(target.key, set())
-        checks.append(_ownership(client, url, target.config, loaded.table, uuids))
+        if configured.config.pipeline is not None:
+            checks.append(_pipeline(client, configured.config.pipeline, index))
+        uuids = known.get(configured.key, set())
+        checks.append(_ownership(client, url, configured.config, loaded.table, uuids))
     return checks
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
-    from icecdc.processing import BatchResult
+    from icecdc.sync import SyncResult
 
 
 def entry() -> None:
@@ -528,7 +528,7 @@ def _dry_run(args: argparse.Namespace, config: Config) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from icecdc.config import load_config
     from icecdc.output import dumps, sync_json
-    from icecdc.processing import sync
+    from icecdc.sync import sync
 
     config = load_config(args.config)
     if args.table:
@@ -555,7 +555,7 @@ def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_results(results: list[BatchResult]) -> None:
+def _print_results(results: list[SyncResult]) -> None:
     from icecdc.output import sync_line
 
     for r in results:
@@ -790,8 +790,8 @@ def _verify(args: argparse.Namespace) -> int:
         stored = dead_letters.letters(table_config.name) if dead_letters else []
         letters = [(s.letter.doc_id, s.letter.document) for s in stored]
         # every index the table writes, as its shape holds the table
-        for target in table_config.targets():
-            index = target.config
+        for configured in table_config.each_index():
+            index = configured.config
             pipeline = index.pipeline is not None
             diff = diff_index(
                 table, identifiers, client, index.index, index.shape, pipeline, letters

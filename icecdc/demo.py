@@ -30,7 +30,7 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType, Time
 from icecdc.catalog import open_catalog
 from icecdc.config import Config, parse_config
 from icecdc.opensearch import open_client
-from icecdc.processing import sync
+from icecdc.sync import sync
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents
 

@@ -101,7 +101,7 @@ def dry_run(config: Config, table_names: Iterable[str] | None = None) -> list[In
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
     engines = Engines(config.engine, spark_config=None)  # only its rule: no Spark is started
-    keys = [target.key for t in selected for target in t.targets()]
+    keys = [configured.key for t in selected for configured in t.each_index()]
     with tempfile.TemporaryDirectory(prefix="icecdc-dry-run-") as scratch_dir:
         store = scratch_copy(config.state, keys, Path(scratch_dir))
         try:

@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from icecdc.audit import AuditReport, RepairReport
-from icecdc.processing import BatchResult
 from icecdc.status import TableStatus
+from icecdc.sync import SyncResult
 from icecdc.verify import IndexDiff
 
 
@@ -29,7 +29,7 @@ def dumps(document: object) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False)
 
 
-def sync_json(results: list[BatchResult], started: float, finished: float) -> dict[str, Any]:
+def sync_json(results: list[SyncResult], started: float, finished: float) -> dict[str, Any]:
     """A sync's (or a watch round's) document: when it ran, and what each table's passes did."""
     return {
         "started_at": iso(started),
@@ -38,7 +38,7 @@ def sync_json(results: list[BatchResult], started: float, finished: float) -> di
     }
 
 
-def _result_json(r: BatchResult) -> dict[str, Any]:
+def _result_json(r: SyncResult) -> dict[str, Any]:
     checkpoint = r.checkpoint
     return {
         "table": r.table,
@@ -59,7 +59,7 @@ def _result_json(r: BatchResult) -> dict[str, Any]:
     }
 
 
-def sync_line(r: BatchResult) -> str:
+def sync_line(r: SyncResult) -> str:
     """A table's line after a sync: what it read and wrote, and where its checkpoint is."""
     checkpoint = r.checkpoint.snapshot_id if r.checkpoint else "unchanged"
     return (

@@ -424,7 +424,7 @@ def _export_items(
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
     Every file is in an item, whatever the index's `where`: the pass prunes them by the shape it
-    writes, in `processing._Pass.tasks`, as that shape may have changed since the export was
+    writes, in `sync.passes._Pass.tasks`, as that shape may have changed since the export was
     planned.
     """
     snapshot = table.snapshot_by_id(base.snapshot_id)

@@ -29,7 +29,7 @@ from icecdc.config import Config
 from icecdc.engines import Engines
 from icecdc.errors import ConfigError
 from icecdc.model import PassPoint
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Round:
     number: int
     started: float  # time.time() at its start and its end
     finished: float
-    results: tuple[BatchResult, ...] = ()
+    results: tuple[SyncResult, ...] = ()
     error: Exception | None = None
 
     @property

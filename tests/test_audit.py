@@ -27,8 +27,8 @@ from icecdc.errors import OperationError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.planning import plan_table
-from icecdc.processing import sync
 from icecdc.state import Lease
+from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline

@@ -11,7 +11,7 @@ import pytest
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import run_sql
 

@@ -263,4 +263,4 @@ def test_the_index_shaping_examples_of_the_docs_parse() -> None:
     assert len(examples) == 3
     for example in examples:
         config = parse_config({**base(), **yaml.safe_load(example)})
-        assert all(target.config.index for table in config.tables for target in table.targets())
+        assert all(configured.config.index for table in config.tables for configured in table.each_index())

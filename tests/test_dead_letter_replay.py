@@ -18,8 +18,8 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetter, DeadLetters, Selection
 from icecdc.errors import OperationError
 from icecdc.model import EngineKind
-from icecdc.processing import BatchResult, sync
 from icecdc.replay import replay_table
+from icecdc.sync import SyncResult, sync
 from icecdc.testing.commits import update
 from tests.support.aws import aws_client
 from tests.support.cli import icecdc
@@ -257,6 +257,6 @@ def test_letters_in_s3(moto_url: str, monkeypatch: pytest.MonkeyPatch, unique: s
     assert len(keys) == 1 and keys[0].startswith(f"dead-letter/{NAME}/") and keys[0].endswith("-r1-n1.jsonl")
 
 
-def _sync(config: Config) -> list[BatchResult]:
+def _sync(config: Config) -> list[SyncResult]:
     """A sync that leaves dead letters: Pipeline.sync would find the index unequal, on purpose."""
     return sync(config, table_names=[NAME])

@@ -18,10 +18,10 @@ from icecdc.errors import SparkRequired
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import EngineChoice, EngineKind, WorkSize
 from icecdc.planning import plan_table
-from icecdc.processing import SyncRun, sync, sync_table
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import file_reads, files_read_by
 from icecdc.status import work_size
+from icecdc.sync import SyncRun, sync, sync_table
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.spark_sql import SparkSql

@@ -15,8 +15,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.model import Write
-from icecdc.processing import sync
 from icecdc.sink import Refusal, write_documents
+from icecdc.sync import sync
 from tests.support.pipeline import ENGINES, Pipeline
 
 NAME = "db.keyed"

@@ -19,8 +19,8 @@ from icecdc.config import Config
 from icecdc.errors import IcecdcError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
-from icecdc.processing import sync
 from icecdc.status import has_work
+from icecdc.sync import sync
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, rows
 

@@ -18,7 +18,7 @@ from icecdc.engines import in_process
 from icecdc.engines.workers import lambda_vcpus, run_parallel, usable_cores
 from icecdc.errors import ProcessingError
 from icecdc.model import EngineKind
-from icecdc.processing import sync
+from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows

@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
     # verify: reads as a sync does what pyiceberg cannot scan; dryrun: a sync's plan, unwritten
-    {"icecdc.processing", "icecdc.verify", "icecdc.dryrun"},
+    {"icecdc.sync", "icecdc.verify", "icecdc.dryrun"},
     {"icecdc.audit", "icecdc.replay"},  # operators' commands: drift audit and repair, dead-letter replay
     # what the entries call (aws/: contract, events, planner, metrics, ...); watch: sync --watch
     {"icecdc.aws", "icecdc.demo", "icecdc.devserver", "icecdc.init_config", "icecdc.watch"},
@@ -96,6 +96,32 @@ def test_every_import_points_down_or_stays_in_its_package() -> None:
             if not same_package and target != "icecdc" and layer_of(target) >= layer_of(module):
                 upward.append(f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})")
     assert upward == []
+
+
+# The pass reads, shuffles and writes the batches the run hands it; the run checks each index and
+# plans. A pass that planned would decide a resync in the middle of a write.
+THE_PASS = ("icecdc.sync.passes", "icecdc.sync.indexes")
+
+
+def source_of(module: str) -> Path | None:
+    """The file of an icecdc module or package, None for a name that is neither."""
+    path = PACKAGE.parent / module.replace(".", "/")
+    found = [p for p in (path / "__init__.py", path.with_suffix(".py")) if p.is_file()]
+    return found[0] if found else None
+
+
+def test_the_pass_does_not_import_planning() -> None:
+    """Neither directly nor through a module it imports (its package's `__init__` aside)."""
+    reached: dict[str, Path] = {}
+    todo = list(THE_PASS)
+    while todo:
+        module = todo.pop()
+        path = source_of(module)
+        if module not in reached and path is not None:
+            reached[module] = path
+            todo += imports_of(path)
+    assert set(THE_PASS) <= set(reached)  # what this test reads is there
+    assert sorted(m for m, path in reached.items() if "icecdc.planning" in imports_of(path)) == []
 
 
 # Pure: what they decide is computed from their arguments, never asked of OpenSearch.

@@ -19,7 +19,7 @@ from pyiceberg.types import DecimalType, DoubleType, LongType, NestedField, Stru
 
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError, SinkError
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.all_types import DERIVED, ROW, SCHEMA
 from tests.support.pipeline import Pipeline, config_dict
 from tests.support.tables import orders, rows

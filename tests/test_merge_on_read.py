@@ -10,7 +10,7 @@ import pytest
 from pyiceberg.manifest import DataFileContent, FileFormat
 
 from icecdc.documents import DocumentMapper, encode_document
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql, write_equality_deletes
 
@@ -34,7 +34,7 @@ def insert(ss: SparkSql, *rows: tuple[int, str, str]) -> None:
     ss.sql(f"INSERT INTO {ss.name(TABLE)} VALUES {values}")
 
 
-def synced(pipeline: Pipeline, ss: SparkSql) -> BatchResult:
+def synced(pipeline: Pipeline, ss: SparkSql) -> SyncResult:
     config = pipeline.config({"name": TABLE, "index": "t", "identifier_columns": ["id"]})
     (result,) = sync(config, pipeline.spark, [TABLE])
     assert result.engine in (None, pipeline.engine)  # None: nothing to apply

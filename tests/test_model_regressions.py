@@ -15,8 +15,8 @@ from pyiceberg.expressions import And, EqualTo, NotEqualTo
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
-from icecdc.processing import sync
 from icecdc.replay import replay_table
+from icecdc.sync import sync
 from tests.support.model import (
     Caps,
     CrashAt,

@@ -15,9 +15,9 @@ from icecdc.config import Config
 from icecdc.engines import Engines
 from icecdc.errors import IndexNotOwned, LeaseLost
 from icecdc.planning import plan_table
-from icecdc.processing import PassOptions, process_table
 from icecdc.protection import protected_snapshots
 from icecdc.state import Lease
+from icecdc.sync import PassOptions, process_table
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import run_sql

@@ -18,8 +18,8 @@ from icecdc.audit import RepairScope, audit, repair
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.model import EngineKind
-from icecdc.processing import sync
 from icecdc.replay import replay_table
+from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline

@@ -20,9 +20,9 @@ from icecdc.config import Config, parse_config
 from icecdc.errors import IndexNotOwned
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
-from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
 from icecdc.status import has_work, table_status
+from icecdc.sync import sync
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, orders, rows

@@ -17,7 +17,7 @@ from icecdc.errors import IndexStateError, SparkRequired
 from icecdc.index import IndexAlias
 from icecdc.model import EngineChoice, EngineKind
 from icecdc.planning import plan_table
-from icecdc.processing import process_table, sync
+from icecdc.sync import process_table, sync
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 

@@ -20,9 +20,9 @@ from icecdc.errors import ConfigError, PlanningError, SinkError
 from icecdc.manifests import ChangedEntries
 from icecdc.model import ItemKind, WorkItem
 from icecdc.planning import export_groups, plan_table
-from icecdc.processing import sync
 from icecdc.state import SqliteStateStore
 from icecdc.status import table_status
+from icecdc.sync import sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, orders, rows

@@ -16,10 +16,10 @@ from icecdc.engines import Engines
 from icecdc.errors import ProcessingError, SinkError
 from icecdc.model import Checkpoint, PassPoint, WorkItem, Write
 from icecdc.planning import plan_table
-from icecdc.processing import process_table, sync
 from icecdc.sink import SinkStats, write_documents
 from icecdc.state import SqliteStateStore
 from icecdc.status import table_status
+from icecdc.sync import process_table, sync
 from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at

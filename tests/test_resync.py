@@ -12,7 +12,7 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType, StringType
 
 from icecdc.model import ResyncKind, WorkItem
-from icecdc.processing import sync
+from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import orders, rows

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.pipeline import Pipeline
 from tests.support.tables import ARROW, orders, rows
 

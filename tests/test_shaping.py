@@ -15,7 +15,7 @@ from icecdc.config import parse_config
 from icecdc.documents import DocumentMapper, encode_document
 from icecdc.errors import IndexStateError, PlanningError
 from icecdc.model import EngineKind
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 from icecdc.verify import index_documents
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import ENGINES, Pipeline
@@ -51,7 +51,7 @@ def config(of: Pipeline, /, **index: Any) -> Any:
     return of.config({"name": TABLE, "index": "wide", "identifier_columns": ["id"], **index})
 
 
-def synced(pipeline: Pipeline, cfg: Any) -> BatchResult:
+def synced(pipeline: Pipeline, cfg: Any) -> SyncResult:
     result = pipeline.sync(cfg, TABLE)
     assert result.engine in (None, pipeline.engine)
     return result
@@ -250,7 +250,7 @@ def test_a_table_split_into_indexes_by_region(pipeline: Pipeline, spark_sql: Spa
     spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET region = 'eu' WHERE id < 3")  # leave us, enter eu
     spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET status = 'paid' WHERE id IN (5, 15)")  # one in each; 15 moves routing
     spark_sql.sql(f"UPDATE {spark_sql.name(TABLE)} SET amount = 0 WHERE id = 6")  # a column wide-us does not hold
-    with caplog.at_level(logging.INFO, logger="icecdc.processing"):
+    with caplog.at_level(logging.INFO, logger="icecdc.sync"):
         result = synced(pipeline, cfg)
     # one read for both indexes of the collapsed run: the file before it and the file after it
     assert "applying 3 snapshots, 2 files to 2 indexes in one read" in caplog.text
@@ -258,7 +258,7 @@ def test_a_table_split_into_indexes_by_region(pipeline: Pipeline, spark_sql: Spa
     # value (osmem keeps one document per id, and refuses that delete as superseded)
     assert (result.writes.indexed, result.writes.deleted + result.writes.superseded) == (5, 4)
     assert pipeline.store().get_checkpoint(TABLE) is None  # each index keeps its own state
-    keys = [t.key for t in cfg.table(TABLE).targets()]
+    keys = [t.key for t in cfg.table(TABLE).each_index()]
     assert len({pipeline.store().get_checkpoint(k).snapshot_id for k in keys}) == 1
 
 

@@ -9,9 +9,9 @@ from pyiceberg.expressions import AlwaysTrue, EqualTo, In
 from pyiceberg.table import Table
 
 from icecdc.planning import plan_table
-from icecdc.processing import sync
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.tasks import files_read_by
+from icecdc.sync import sync
 from icecdc.testing.commits import compact, update
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, orders, rows

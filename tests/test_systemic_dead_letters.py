@@ -20,7 +20,7 @@ from icecdc.config import parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
 from icecdc.model import EngineKind
-from icecdc.processing import sync
+from icecdc.sync import sync
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 

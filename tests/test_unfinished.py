@@ -20,9 +20,9 @@ from icecdc.errors import IndexNotOwned, LeaseLost, ProcessingError, SinkError
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
-from icecdc.processing import sync
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.status import has_work, table_status
+from icecdc.sync import sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at
@@ -220,7 +220,7 @@ def test_a_table_moved_into_indexes_keeping_its_index_drops_the_rows_gone_since(
     pipeline.sync(pipeline.config({"name": NAME}), NAME)
     table.delete("id = 2")
     moved = pipeline.config({"name": NAME, "index": None, "indexes": [{"index": INDEX}]})
-    assert moved.table(NAME).targets()[0].key == f"{NAME}#{INDEX}"  # the index's state is kept under another key
+    assert moved.table(NAME).each_index()[0].key == f"{NAME}#{INDEX}"  # the index's state is kept under another key
 
     pipeline.sync(moved, NAME)  # index == table: no document of row 2
     assert aliased(pipeline) == ["orders-2"] and sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]

@@ -18,8 +18,8 @@ from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
 from icecdc.model import EngineKind
-from icecdc.processing import sync
 from icecdc.replay import replay_table
+from icecdc.sync import sync
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql
 from tests.support.tables import BY_REGION, SCHEMA, orders, rows

@@ -54,7 +54,7 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     logged = info_lines(export.stderr)
     planned = f"planned an export of snapshot {snapshot} (1 work items), 1 new"
     assert f"icecdc.planning: {NAME}: {planned}" in logged
-    assert f"icecdc.processing: {NAME}: applying 1 snapshots, 3 files: in_process engine" in logged
+    assert f"icecdc.sync.passes: {NAME}: applying 1 snapshots, 3 files: in_process engine" in logged
     summary = f"{NAME}: 1 snapshots (in_process engine), 3 files, 9 rows read"
     assert export.stdout.startswith(summary)
 
@@ -64,7 +64,7 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     logged = info_lines(changes.stderr)
     planned = "planned 2 snapshots of changes (2 work items), 2 new"
     assert f"icecdc.planning: {NAME}: {planned}" in logged
-    assert f"icecdc.processing: {NAME}: applying 2 snapshots, 2 files: in_process engine" in logged
+    assert f"icecdc.sync.passes: {NAME}: applying 2 snapshots, 2 files: in_process engine" in logged
     assert changes.stdout.startswith(f"{NAME}: 2 snapshots (in_process engine), 2 files, ")
     said = "\n".join(logged)
     assert "this pass reads" not in said and "rows read" not in said  # said once, on stdout
@@ -123,7 +123,7 @@ def test_an_index_name_derived_from_the_table_name_is_said_to_be_derived() -> No
     named = parse_config({**raw, "tables": [{"name": "db.Customers", "index": "customers"}]})
     assert named.table("db.Customers").index == "customers"
     several = {"name": "db.Customers", "indexes": [{"index": "a"}, {"index": "b"}]}
-    targets = parse_config({**raw, "tables": [several]}).table("db.Customers").targets()
+    targets = parse_config({**raw, "tables": [several]}).table("db.Customers").each_index()
     assert [t.key for t in targets] == ["db.Customers#a", "db.Customers#b"]  # was refused too
 
 
@@ -176,7 +176,7 @@ def test_a_log_line_clears_the_progress_bar_first(capsys: pytest.CaptureFixture[
     try:
         shown = Progress(NAME, 1, 2, 300, 1.0, export_files=4, export_files_applied=2)
         progress.info(shown.line(), extra={"progress": shown})
-        logging.getLogger("icecdc.processing").warning("a warning during the pass")
+        logging.getLogger("icecdc.sync.passes").warning("a warning during the pass")
         bar.clear()  # the command's end: nothing drawn, nothing cleared
     finally:
         root.removeHandler(handler)

@@ -58,7 +58,7 @@ def main() -> None:
     from bench.harness.environment import start_spark
     from bench.harness.session import counters
     from icecdc.config import parse_config
-    from icecdc.processing import sync
+    from icecdc.sync import sync
 
     config_path, table = sys.argv[1], sys.argv[2]
     spark_conf = dict(setting.split("=", 1) for setting in sys.argv[3:])

@@ -17,9 +17,9 @@ from bench.scales import Scale
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, sync
 from icecdc.reading.tasks import Task, files_read_by
 from icecdc.state import open_state_store
+from icecdc.sync import SyncResult, sync
 from icecdc.verify import index_documents, table_documents
 
 
@@ -45,7 +45,7 @@ class Bench:
     def config(self, table: str, index: str, export: bool = True) -> Config:
         return icecdc_config(self.workdir, self.opensearch_url, table, index, state=index, export=export)
 
-    def sync(self, config: Config) -> tuple[Measure, BatchResult]:
+    def sync(self, config: Config) -> tuple[Measure, SyncResult]:
         with measured(self.sampler) as measure:
             (result,) = sync(config, self.spark, [config.tables[0].name])
         return measure, result
@@ -93,7 +93,7 @@ def measure_fields(measure: Measure) -> dict[str, Any]:
     }
 
 
-def counters(result: BatchResult) -> dict[str, Any]:
+def counters(result: SyncResult) -> dict[str, Any]:
     """What a sync read and wrote, as results hold it."""
     return {
         "snapshots": result.snapshots,

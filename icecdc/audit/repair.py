@@ -36,9 +36,9 @@ from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, sync
 from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
+from icecdc.sync import SyncResult, sync
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger(SUMMARY_LOGGER)
@@ -283,7 +283,7 @@ def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
         store.close()
 
 
-def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> BatchResult:
+def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> SyncResult:
     """Rebuild the table's index without downtime.
 
     A RESET resync is planned under the lease, then a sync applies it. The resync is an export of

@@ -1,7 +1,7 @@
 """What a run of a table's Glue job does besides a sync.
 
 That is the scheduled audit, `JobMode.AUDIT`, and with `JobMode.AUDIT_AND_REPAIR` the repair of
-what it found. The sync itself is `icecdc.processing.sync`, called by glue_jobs/icecdc_job.py.
+what it found. The sync itself is `icecdc.sync.sync`, called by glue_jobs/icecdc_job.py.
 """
 
 from __future__ import annotations

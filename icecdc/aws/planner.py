@@ -34,7 +34,7 @@ from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
 
 if TYPE_CHECKING:
-    from icecdc.processing import BatchResult
+    from icecdc.sync import SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def planner_deadline(context: Any) -> float | None:
 
 def apply_here(
     sweep: Sweep, catalog: Catalog, name: str, table: Table, identifiers: tuple[str, ...]
-) -> BatchResult | None:
+) -> SyncResult | None:
     """Apply the table's work here when it is small enough for the in-process engine.
 
     It returns None when the work is not small enough, or not all of it was applied, and the Glue
@@ -119,7 +119,7 @@ def apply_here(
     Lambda's memory is sized for one pass.
     """
     from icecdc.engines import Engines  # the in-process engine: pyarrow, loaded only when applying
-    from icecdc.processing import SyncRun, sync_table
+    from icecdc.sync import SyncRun, sync_table
 
     config, store, deadline = sweep.config, sweep.store, sweep.deadline
 

@@ -352,20 +352,20 @@ class TableConfig(IndexConfig):
         """
         return self.indexes is None and self.shape == Shape() and self.pipeline is None
 
-    def targets(self) -> tuple[IndexTarget, ...]:
+    def each_index(self) -> tuple[ConfiguredIndex, ...]:
         """Each index the table writes, as a table of that one index, with the key of its state.
 
         The key is the table's name in the single-index form, `<table>#<index>` under `indexes`.
         """
         if self.indexes is None:
-            return (IndexTarget(self, self.name),)
+            return (ConfiguredIndex(self, self.name),)
         table = {
             k: v
             for k, v in self.as_mapping().items()
             if k not in IndexConfig.model_fields and k != "indexes"
         }
         return tuple(
-            IndexTarget(
+            ConfiguredIndex(
                 validated(TableConfig, {**table, **index.as_mapping()}),
                 f"{self.name}#{index.index}",
             )
@@ -386,7 +386,7 @@ class TableConfig(IndexConfig):
 
 
 @dataclass(frozen=True)
-class IndexTarget:
+class ConfiguredIndex:
     """One index of a table: its configuration in the single-index form, and its state's key."""
 
     config: TableConfig
@@ -491,9 +491,9 @@ class Config(Section):
         # Two tables writing one index would overwrite and delete each other's documents (and a
         # resync of one would wipe the other), so each index belongs to exactly one table.
         written = [
-            (position, target.config)
+            (position, configured.config)
             for position, table in enumerate(self.tables)
-            for target in table.targets()
+            for configured in table.each_index()
         ]
         owners: dict[str, int] = {}
         for position, table in written:
@@ -521,7 +521,9 @@ class Config(Section):
     @property
     def index_names(self) -> tuple[str, ...]:
         """Every index the tables write (each of a table's `indexes`), in the order configured."""
-        return tuple(target.config.index for table in self.tables for target in table.targets())
+        return tuple(
+            configured.config.index for table in self.tables for configured in table.each_index()
+        )
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:

@@ -94,7 +94,7 @@ def check_state_table(ctx: Context) -> Iterator[Check]:
         return
     store = ctx.state_store
     # each index's state (icecdc.state.scoped)
-    keys = [target.key for t in ctx.config.tables for target in t.targets()]
+    keys = [configured.key for t in ctx.config.tables for configured in t.each_index()]
     checkpoints = sum(store.get_checkpoint(key) is not None for key in keys)
     pending = sum(store.count_pending(key) for key in keys)
     yield passed(

@@ -25,7 +25,7 @@ def index_stores(
     """
     return [
         (t.config, t.key, store if t.key == config.name else ScopedStore(store, config.name, t.key))
-        for t in config.targets()
+        for t in config.each_index()
     ]
 
 

@@ -42,7 +42,7 @@ def test_the_lambda_and_glue_bundles_ship_the_library_without_the_demo_and_the_t
     lambda_files = {p.relative_to(bundles.lambda_code).as_posix() for p in bundles.lambda_code.rglob("*.py")}
     glue_files = set(zipfile.ZipFile(bundles.glue_library).namelist())
     for shipped in (lambda_files, glue_files):
-        assert {"icecdc/processing.py", "icecdc/model.py", "icecdc/state/dynamodb.py"} <= shipped
+        assert {"icecdc/sync/passes.py", "icecdc/model.py", "icecdc/state/dynamodb.py"} <= shipped
         assert not {f for f in shipped if f.startswith("icecdc/testing/") or f == "icecdc/demo.py"}
     # what Glue installs: the lock itself as the zip's requirements (the placeholder has no wheels)
     assert bundles.glue_wheels.name == glue_wheels_name(GLUE.lock)

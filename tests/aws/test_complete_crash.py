@@ -16,8 +16,8 @@ from icecdc.config import BatchConfig, Config, parse_config
 from icecdc.engines import Engines
 from icecdc.model import ResyncKind
 from icecdc.planning import plan_table
-from icecdc.processing import process_table
 from icecdc.state.dynamodb import DynamoDbStateStore
+from icecdc.sync import process_table
 from tests.support.aws import REGION
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows

@@ -42,8 +42,8 @@ from icecdc.doctor.stack import (
     named_resources,
     state_table_name,
 )
-from icecdc.processing import sync
 from icecdc.state.dynamodb import create_state_table
+from icecdc.sync import sync
 from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.cdk import ADMIN, config_dict
 from tests.support.custom_resources import PROPERTIES, FakeSecurityApi, access

@@ -13,7 +13,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 import icecdc.aws.planner
-import icecdc.processing
+import icecdc.sync
 from icecdc.aws.contract import job_name
 from icecdc.aws.deployed import runtime_config
 from icecdc.aws.planner import Sweep, plan_and_start_each
@@ -124,7 +124,7 @@ def test_the_sweeps_threads_apply_one_table_at_a_time(
         lake.create_table(name).append(rows(number, number + 10, number + 20))
     config, store = deployed(lake, state_table, url, names)
     in_flight, most, lock = [0], [0], threading.Lock()
-    sync_table = icecdc.processing.sync_table
+    sync_table = icecdc.sync.sync_table
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with lock:
@@ -136,7 +136,7 @@ def test_the_sweeps_threads_apply_one_table_at_a_time(
             with lock:
                 in_flight[0] -= 1
 
-    monkeypatch.setattr(icecdc.processing, "sync_table", counted)
+    monkeypatch.setattr(icecdc.sync, "sync_table", counted)
     glue, cloudwatch = aws_client("glue", lake.moto_url), aws_client("cloudwatch", lake.moto_url)
     outcomes = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, "sweep", workers=4)
     store.close()

@@ -13,7 +13,7 @@ from opensearchpy import OpenSearch
 from icecdc.aws.planner import bulk_retry_seconds
 from icecdc.config import OpenSearchConfig, load_config
 from icecdc.model import PassPoint
-from icecdc.processing import sync
+from icecdc.sync import sync
 from icecdc.verify import diff_index
 from tests.support.aws import Lake, rows
 from tests.support.planner import SCHEDULE_EVENT, Deployment

@@ -50,10 +50,10 @@ from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, S
 from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
 from icecdc.planning import plan_table, resync_needed
-from icecdc.processing import PassOptions, SyncRun, process_table, sync, sync_table
 from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
 from icecdc.state.dynamodb import DynamoDbStateStore, create_state_table
 from icecdc.status import has_work, table_status
+from icecdc.sync import PassOptions, SyncRun, process_table, sync, sync_table
 from icecdc.verify import index_documents
 from tests.support.aws import REGION, aws_client
 from tests.support.faults import FaultProxy, _Rule
@@ -660,7 +660,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         return CrashingSqliteStore(self.workdir / "state.db").arm(after, at, fired)
 
     def sync_with_store(self, config: Config, store: StateStore) -> None:
-        """`icecdc.processing.sync` of the table, with this store (a test's wrapper of the real one)."""
+        """`icecdc.sync.sync` of the table, with this store (a test's wrapper of the real one)."""
         catalog = open_catalog(config.catalog)
         table_config = config.table(TABLE)
         table = load_table(catalog, TABLE)

@@ -18,8 +18,8 @@ from icecdc.engines import Engines
 from icecdc.model import Checkpoint, EngineKind, Probe
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.processing import BatchResult, PassOptions, process_table, sync
 from icecdc.state import Lease, SqliteStateStore
+from icecdc.sync import PassOptions, PassResult, SyncResult, process_table, sync
 from icecdc.verify import diff_index, index_documents
 
 # Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.
@@ -78,13 +78,13 @@ class Pipeline:
         assert end is not None
         self.store().begin_pass(name, Checkpoint(str(table.metadata.table_uuid), end.snapshot_id, end.sequence_number))
 
-    def sync(self, config: Config, name: str) -> BatchResult:
+    def sync(self, config: Config, name: str) -> SyncResult:
         """Sync one table and assert the invariant."""
         (result,) = sync(config, self.spark, [name])
         self.assert_index_equals_table(config, name)
         return result
 
-    def one_pass(self, config: Config, name: str, lease: Lease | None = None, probe: Probe | None = None) -> BatchResult:
+    def one_pass(self, config: Config, name: str, lease: Lease | None = None, probe: Probe | None = None) -> PassResult:
         """Plan, then one pass only: what a run that stops (times out, crashes) after one pass leaves
         behind. `lease`: the run's, `probe`: called at each of the pass's points."""
         table = self.catalog.load_table(name)
@@ -104,7 +104,7 @@ class Pipeline:
     def assert_index_equals_table(self, config: Config, name: str) -> None:
         """Every index the table writes equals the table as its shape holds it (columns, rows, routing)."""
         table = self.catalog.load_table(name)
-        for target in config.table(name).targets():
+        for target in config.table(name).each_index():
             index = target.config
             identifiers = identifier_columns(table, index)
             diff = diff_index(table, identifiers, self.client, index.index, index.shape, index.pipeline is not None)

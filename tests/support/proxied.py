@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from icecdc.config import Config, parse_config
-from icecdc.processing import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 
@@ -27,7 +27,7 @@ def proxied(pipeline: Pipeline, proxy: FaultProxy, **settings: Any) -> Config:
     return parse_config(proxied_raw(pipeline, proxy, **settings))
 
 
-def run(pipeline: Pipeline, config: Config) -> BatchResult:
+def run(pipeline: Pipeline, config: Config) -> SyncResult:
     (result,) = sync(config, pipeline.spark, ["db.orders"])
     return result
 

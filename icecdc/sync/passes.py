@@ -1,37 +1,36 @@
-"""Processing: apply a table's pending work items to OpenSearch, one pass at a time.
+"""One pass over a table's pending work, for 1..N of its indexes: read, shuffle, write.
 
-This is the Glue job's work, the planner Lambda's for small batches, and `icecdc sync`'s second
-step. A pass selects and caps the batch (`icecdc.batching`), finds where it writes (the alias, or a
-rebuild's generation: `icecdc.index`), resolves the items to file tasks (metadata only), picks its
-engine from what they read (`icecdc.engines`: Spark, or in-process for small passes), prepares
-the index, applies the tasks (read the files, bring every change of a key together, write each
-key's net change, versioned), completes the items with the checkpoint, and finishes a rebuild.
-The checkpoint advances only after every write of the pass succeeded.
+A pass caps the batch it is given (`icecdc.batching`), finds where each index writes (the alias, or
+a rebuild's generation: `icecdc.index`), resolves the items to file tasks (metadata only), picks
+its engine from what they read (`icecdc.engines`: Spark, or in-process for small passes), prepares
+the indexes, applies the tasks (read the files once, bring every change of a key together, write
+each key's net change to every index, versioned), completes the items with the checkpoint, and
+finishes a rebuild. The checkpoint advances only after every write of the pass succeeded.
+
+A pass plans nothing: the run (`icecdc.sync.run`) checks each index, plans its work, selects
+its batch and hands the batches over; `tests/test_layers.py` keeps `icecdc.planning` out.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from opensearchpy import OpenSearch
-from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icecdc.batching import cap_batch, select_batch
-from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
+from icecdc.batching import cap_batch
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
-from icecdc.config import BatchConfig, Config, DeadLetterConfig, OpenSearchConfig, TableConfig
+from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters, systemic
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
-from icecdc.index import IndexAlias, IndexSpec, Owner, check_pipeline, index_spec, index_uuid
+from icecdc.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
@@ -42,44 +41,33 @@ from icecdc.model import (
     ItemStatus,
     PassPoint,
     Probe,
-    Progress,
     ResyncKind,
     VersionType,
     WorkItem,
     WorkSize,
 )
-from icecdc.opensearch import check_reachable, open_client
-from icecdc.planning import current_view, plan_table
+from icecdc.opensearch import open_client
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
-from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
+from icecdc.state import Lease, StateStore
+from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
 from icecdc.verdict import (
     Copy,
     DestinationFacts,
-    Fate,
-    IndexFacts,
-    Verdict,
     copy_to_write,
     empty_verdict,
     needs_generation,
-    pass_verdict,
-    tidies,
 )
 
 log = logging.getLogger(__name__)
-# One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
-progress_log = logging.getLogger("icecdc.progress")
 summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI prints its own
-
-# Rounds of plan-then-process in one sync before giving up on catching a table that keeps moving.
-MAX_SYNC_ROUNDS = 100
 
 
 @dataclass
-class BatchResult:
+class PassResult:
     """What one pass over a table's pending items did."""
 
     table: str
@@ -89,24 +77,13 @@ class BatchResult:
     writes: SinkStats = field(default_factory=SinkStats)
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
-    engine: EngineKind | None = None  # where the last pass ran
-    skipped: bool = False  # another run held the table's lease
-    unfinished: bool = False  # the run's deadline came before the table was caught up
+    engine: EngineKind | None = None  # where the pass ran
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
     def add_read(self, changes: ChangeStats, writes: SinkStats) -> None:
         """Count what one read of the pass found and wrote."""
         self.changes.add(changes)
         self.writes.add(writes)
-
-    def add(self, other: BatchResult) -> None:
-        self.snapshots += other.snapshots
-        self.files += other.files
-        self.changes.add(other.changes)
-        self.writes.add(other.writes)
-        self.checkpoint = other.checkpoint or self.checkpoint
-        self.engine = other.engine or self.engine
-        self.seconds += other.seconds
 
 
 @dataclass(frozen=True)
@@ -138,7 +115,7 @@ class TableRun:
         if self.probe is not None:
             self.probe(point)
 
-    def empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> BatchResult:
+    def empty(self, table: Table, checkpoint: Checkpoint | None, rebuild: str) -> PassResult:
         """A table with no snapshot: its index holds nothing.
 
         Some tables get an empty generation, swapped in as a rebuild's, and a NO_SNAPSHOT
@@ -152,11 +129,11 @@ class TableRun:
         pending = self.store.pending_items(self.name)
         decided = empty_verdict(uuid, checkpoint, rebuild)
         if not pending and decided.follows:
-            return BatchResult(self.name)
+            return PassResult(self.name)
         reason = decided.reason or "created again, empty"  # pending items of a table caught up
         log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, reason)
         client = open_client(self.opensearch)
-        alias, spec = _alias(client, self.config, table), _spec(table, self.config)
+        alias, spec = alias_of(client, self.config, table), spec_of(table, self.config)
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
             uuid,
@@ -172,169 +149,7 @@ class TableRun:
         self.store.complete(self.name, empty, pending, replace=True, fence=fence)
         self.reached(PassPoint.CHECKPOINTED)
         alias.finish(generation, spec, self.probe)
-        return BatchResult(self.name, checkpoint=empty)
-
-    def report(self, total: BatchResult, passes: int, seconds: float, inside_export: bool) -> None:
-        """Log how far the sync is, on `icecdc.progress`.
-
-        It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
-        draws a bar from it on a terminal.
-        """
-        pending = self.store.pending_items(self.name)
-        exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
-        files = sum(len(i.added_data_files) for i in exports)
-        applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
-        backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
-        progress = Progress(
-            self.name,
-            passes,
-            total.files,
-            total.changes.rows,
-            seconds,
-            files,
-            applied,
-            total.snapshots,
-            backlog,
-        )
-        progress_log.info(progress.line(), extra={"progress": progress})
-
-    def plan(self, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
-        plan_table(
-            table,
-            self.config,
-            self.store,
-            self.identifiers,
-            self.changed,
-            resync=resync,
-            limits=self.limits,
-        )
-
-    def claim_index(self, client: OpenSearch, table: Table) -> IndexAlias:
-        return claim_index(client, self.config, self.store, table)
-
-    def _say(self, decided: Verdict, resumed: bool) -> None:
-        """Log what the pass makes of its index.
-
-        A reset's reason is logged once, when it is planned. A new generation's reason is logged
-        when its first pass starts it; `resumed` says this is a later pass of it.
-        """
-        if decided.fate == Fate.NEW_GENERATION:
-            level = logging.DEBUG if resumed else logging.WARNING
-            doing = "exporting the table into a new generation"
-            log.log(level, "%s: %s; %s", self.name, decided.reason, doing)
-        elif decided.fate == Fate.REWRITE:
-            # planning warns once, when it plans the export (every later pass of it finds the same)
-            log.debug("%s: %s; exporting the table again", self.name, decided.reason)
-        elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
-            log.warning("%s: %s; rebuilding the index", self.name, decided.reason)
-
-    def check_index(self, table: Table, checkpoint: Checkpoint | None) -> Verdict:
-        """Act on the index's verdict from `_index_verdict` before the pass.
-
-        It plans an export when the index lost the checkpoint's documents, and a rebuild when it
-        holds another shape of the table than the configuration's. It deletes what a finished swap
-        left behind, unless a rebuild is under way or a first export is to build a new generation.
-        """
-        alias, decided = self._index_verdict(table, checkpoint)
-        if decided.fate.resync:
-            self.plan(table, resync=(decided.fate.resync, decided.reason))
-        if tidies(decided, any(i.resync for i in self.store.pending_items(self.name))):
-            alias.delete_leftovers()
-        return decided
-
-    def _index_verdict(
-        self, table: Table, checkpoint: Checkpoint | None
-    ) -> tuple[IndexAlias, Verdict]:
-        """The index, once its name is claimed and a stopped swap made, and its verdict.
-
-        `verdict.pass_verdict` judges what the index holds: the checkpoint's documents, or with no
-        checkpoint, documents the first export's own passes did not write, as
-        `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
-        """
-        alias = self.claim_index(open_client(self.opensearch), table)
-        spec = _spec(table, self.config)
-        pending = self.store.pending_items(self.name)
-        # a stopped swap is made first
-        facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
-        facts = replace(facts, rebuilding=any(i.resync for i in pending))
-        written = _applied_indexes(pending)
-        if not facts.replaced and checkpoint is None:
-            facts = replace(facts, unaccounted=alias.unaccounted(written))
-        elif not facts.replaced and not facts.rebuilding:
-            facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
-        decided = pass_verdict(facts, synced=checkpoint is not None)
-        self._say(decided, bool(written))
-        return alias, decided
-
-
-@dataclass(frozen=True)
-class PassOptions:
-    """What `process_table` may be given beyond where and what it writes.
-
-    That is the dead-letter index `dead_letter`, the manifest entries planning read as `changed`,
-    the run's `lease`, the pass's `limits`, and a test's `probe`.
-    """
-
-    dead_letter: str | None = None
-    changed: ChangedEntries | None = None
-    lease: Lease | None = None
-    limits: BatchConfig | None = None
-    probe: Probe | None = None
-
-
-def process_table(
-    engines: Engines,
-    table: Table,
-    config: TableConfig,
-    store: StateStore,
-    opensearch: OpenSearchConfig,
-    identifiers: tuple[str, ...],
-    options: PassOptions | None = None,
-) -> BatchResult:
-    """`_process` with one index: one pass over the table's pending work (see `TableRun`)."""
-    options = options or PassOptions()
-    run = TableRun(
-        engines,
-        config,
-        PendingOnce(store),
-        opensearch,
-        identifiers,
-        options.dead_letter,
-        options.changed or ChangedEntries(),
-        options.lease,
-        options.limits or BatchConfig(),
-        options.probe,
-    )
-    return _process([run], table)[0]
-
-
-def claim_index(
-    client: OpenSearch,
-    config: TableConfig,
-    store: StateStore,
-    table: Table,
-) -> IndexAlias:
-    """The table's index, after checking that its name holds nothing but this table's index.
-
-    `IndexAlias.claim` checks it: it raises IndexNotOwned, or takes the name over on the user's
-    opt-in. `store` is the index's state, and the uuids it names are the table's.
-    """
-    alias = _alias(client, config, table)
-    checkpoint = store.get_checkpoint(config.name)
-    known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
-    known |= _applied_indexes(store.pending_items(config.name))
-    alias.claim(Owner.of(table), known, config.index_takeover)
-    return alias
-
-
-def _alias(client: OpenSearch, config: TableConfig, table: Table) -> IndexAlias:
-    """The table's index as icecdc keeps it, its generations marked with the table as owner."""
-    return IndexAlias(client, config.index, Owner.of(table))
-
-
-def _spec(table: Table, config: TableConfig) -> IndexSpec:
-    """The index of the documents a pass writes: the mapping of the table's current schema."""
-    return index_spec(table.schema(), config, str(table.metadata.table_uuid))
+        return PassResult(self.name, checkpoint=empty)
 
 
 @contextmanager
@@ -365,73 +180,9 @@ class _Destination:
     resumable: frozenset[str] = frozenset()  # a rebuild's: the uuids its earlier passes wrote to
 
 
-def _applied_mark(index_uuid: str, schema_id: int) -> str:
-    """What a capped pass records as where its items' rows are, in `WorkItem.applied_to`.
-
-    It names the index, and the schema the rows were read with: a schema change before the export
-    ends makes them stale.
-    """
-    return f"{index_uuid}@schema-{schema_id}"
-
-
-def _applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
-    """The uuids of the indexes the APPLIED ones of `items` were written to.
-
-    Each is the first part of an `_applied_mark`.
-    """
-    return frozenset(
-        i.applied_to.split("@", 1)[0]
-        for i in items
-        if i.status == ItemStatus.APPLIED and i.applied_to
-    )
-
-
-def _process(runs: list[TableRun], table: Table) -> list[BatchResult]:
-    """One pass over the pending work of a table's indexes `runs`, in step when there are several.
-
-    Each index is checked first. Indexes that turn out not to be in step after all, as one was
-    replaced meanwhile, are processed one by one.
-    """
-    checkpoints = [run.store.get_checkpoint(run.name) for run in runs]
-    view = current_view(table, runs[0].name, checkpoints[0])  # in step: the same checkpoint
-    decided = [run.check_index(view, c) for run, c in zip(runs, checkpoints, strict=True)]
-    if view.current_snapshot() is None:
-        return [
-            r.empty(view, c, d.reason) for r, c, d in zip(runs, checkpoints, decided, strict=True)
-        ]
-    # With no checkpoint, an index is rebuilt only for documents none accounts for: the first
-    # export makes a new generation.
-    anew = [d.fate == Fate.NEW_GENERATION for d in decided]
-    batches = [_select(run, view) for run in runs]
-    if _apart(batches):
-        return [result for run in runs for result in _process([run], table)]
-    try:
-        return _process_batch(runs, view, batches, anew)
-    except FilesGone as exc:
-        # Snapshot expiration deleted files this batch needed after it was planned: the changes
-        # in between cannot be read any more, so the index is rebuilt from the current snapshot.
-        view = view.refresh()
-        for run in runs:
-            log.warning("%s: %s; resyncing from the current snapshot", run.name, exc)
-            run.plan(view, resync=(ResyncKind.REWRITE, str(exc)))
-        batches = [_select(run, view) for run in runs]
-        if _apart(batches):
-            return [result for run in runs for result in _process([run], view)]
-        return _process_batch(runs, view, batches, anew)
-
-
-def _apart(batches: list[list[WorkItem]]) -> bool:
-    """True when the indexes' batches cannot share one pass: their items differ, or one rebuilds."""
-    if len(batches) == 1:
-        return False
-    return len({frozenset(i.key for i in b) for b in batches}) != 1 or any(
-        i.resync for i in batches[0]
-    )
-
-
-def _process_batch(
+def process_batch(
     runs: list[TableRun], table: Table, batches: list[list[WorkItem]], anew: list[bool]
-) -> list[BatchResult]:
+) -> list[PassResult]:
     """One pass over a batch, from its selection to its finish, for one or more indexes.
 
     The steps are: cap, destinations, tasks, engine, prepare the destinations, begin by recording
@@ -440,7 +191,7 @@ def _process_batch(
     documents it did not write.
     """
     started = time.monotonic()
-    results = [BatchResult(run.name) for run in runs]
+    results = [PassResult(run.name) for run in runs]
     if not batches[0]:  # stale items, retired
         return results
     steps, partial = _passes(runs, table, batches, anew, started)
@@ -491,7 +242,7 @@ def _passes(
             table,
             sorted((i for i in batch if i.key in order), key=lambda i: order[i.key]),
             client,
-            _spec(table, run.config),
+            spec_of(table, run.config),
             started,
             export_anew,
         )
@@ -504,7 +255,7 @@ def _apply(
     engine: Engine,
     tasks: PassTasks,
     destinations: list[_Destination],
-    results: list[BatchResult],
+    results: list[PassResult],
 ) -> None:
     """Write an export's rows into each index, then each key's net change from the changes' files.
 
@@ -530,16 +281,6 @@ def _apply(
         results[0].add_read(*engine.apply(reader, tasks.changes, to))
     for step in steps:
         step.run.reached(PassPoint.WRITTEN)
-
-
-def _select(run: TableRun, table: Table) -> list[WorkItem]:
-    """The batch to apply; stale items are retired unread."""
-    batch, stale = select_batch(
-        run.store.pending_items(run.name), run.store.get_checkpoint(run.name), Lineage.of(table)
-    )
-    if stale:
-        run.store.complete(run.name, None, stale)
-    return batch
 
 
 @dataclass(frozen=True)
@@ -580,7 +321,7 @@ class _Pass:
         rerun after a crash, resume the generation their APPLIED items name. The index's ingest
         pipeline must exist.
         """
-        alias = _alias(self.client, self.run.config, self.table)
+        alias = alias_of(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
         facts = DestinationFacts(frozenset(self.resync), self.export_anew)
@@ -591,7 +332,7 @@ class _Pass:
             facts = replace(facts, takes_rewrite=not changed)
         if not needs_generation(facts):
             return _Destination(alias.name, alias.uuid() or "", rebuild=False)
-        resumable = _applied_indexes(self.batch)
+        resumable = applied_indexes(self.batch)
         resumed = alias.resumable(self.spec, resumable)
         facts = replace(facts, resumable=resumed is not None)
         if copy_to_write(facts) == Copy.RESUME and resumed is not None:
@@ -604,7 +345,7 @@ class _Pass:
         Their tasks tell exactly what the pass reads, a delete file's data files included, and so
         its engine. Rows read with an older schema are written again.
         """
-        applied_here = _applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
+        applied_here = applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
         return [
             i
             for i in self.batch
@@ -700,7 +441,7 @@ class _Pass:
 
         A rebuild's generation is created or resumed here.
         """
-        alias = _alias(self.client, self.run.config, self.table)
+        alias = alias_of(self.client, self.run.config, self.table)
         if found.rebuild:
             index = alias.start_rebuild(self.spec, found.resumable)
         else:
@@ -735,7 +476,7 @@ class _Pass:
             DeadLetters(run.dead_letter).shared_ids(self.name) if run.dead_letter else frozenset(),
         )
 
-    def say_applying(self, engine: Engine, result: BatchResult, indexes: int) -> None:
+    def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:
         """Log what the pass applies, and to how many indexes when it writes several."""
         if indexes > 1:
             applying = "%s: applying %d snapshots, %d files to %d indexes in one read"
@@ -752,7 +493,7 @@ class _Pass:
             self.table, self.name, run.identifiers, run.dead_letter, shapes
         )
 
-    def check_letters(self, result: BatchResult) -> None:
+    def check_letters(self, result: PassResult) -> None:
         """Raise SystemicDeadLetters when the pass's dead letters show a cause many rows share.
 
         `deadletters.systemic` tells such a cause from rows' own faults. It raises before anything
@@ -779,14 +520,14 @@ class _Pass:
             self.run.lease.check()
 
     def mark_applied(
-        self, unread: list[WorkItem], destination: _Destination, result: BatchResult
-    ) -> BatchResult:
+        self, unread: list[WorkItem], destination: _Destination, result: PassResult
+    ) -> PassResult:
         """Record the export's files this pass applied, where and with which schema.
 
         Nothing advances.
         """
         self.check_fences(destination)
-        mark = _applied_mark(destination.uuid, self.schema_id)
+        mark = applied_mark(destination.uuid, self.schema_id)
         self.run.store.mark_applied(self.name, unread, mark, fence=self.fence)
         self.run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - self.started
@@ -797,7 +538,7 @@ class _Pass:
         )
         return result
 
-    def complete(self, engine: Engine, destination: _Destination, result: BatchResult) -> None:
+    def complete(self, engine: Engine, destination: _Destination, result: PassResult) -> None:
         """Delete what a rewrite's export did not write, then complete the items.
 
         The items are completed with the checkpoint.
@@ -823,12 +564,12 @@ class _Pass:
         )
         run.reached(PassPoint.CHECKPOINTED)
 
-    def finish(self, destination: _Destination, result: BatchResult) -> None:
+    def finish(self, destination: _Destination, result: PassResult) -> None:
         """Swap a rebuild's generation in, keep the unapplied snapshots, and report."""
         run, last = self.run, self.batch[-1]
         # after the checkpoint names the new generation: a run stopped before the swap makes it
         if destination.rebuild:
-            alias = _alias(self.client, run.config, self.table)
+            alias = alias_of(self.client, run.config, self.table)
             alias.finish(destination.index, self.spec, run.probe)
         keep_unapplied(self.table, run.config, last.snapshot_id)
         result.seconds = time.monotonic() - self.started
@@ -844,198 +585,3 @@ class _Pass:
             last.snapshot_id,
             result.seconds,
         )
-
-
-def sync(
-    config: Config,
-    spark: Any = None,
-    table_names: Iterable[str] | None = None,
-    probe: Probe | None = None,
-    engines: Engines | None = None,
-) -> list[BatchResult]:
-    """Plan and process every selected table until it is caught up with its current snapshot.
-
-    `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
-    starts a session from the configuration, stopped when the sync ends. `probe`: see
-    `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
-    them)."""
-    selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
-    catalog = open_catalog(config.catalog)
-    # Load every table and check its identifier columns before anything is written.
-    loaded = [(t, load_table(catalog, t.name)) for t in selected]
-    identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
-    client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url)
-    store = open_state_store(config.state)
-    own = engines is None
-    engines = Engines(config.engine, config.spark, spark) if engines is None else engines
-    run = SyncRun(engines, probe=probe)
-    try:
-        for table_config, table in loaded:  # every index's name, before any table is written
-            for index_config, _, scoped in index_stores(table_config, store):
-                claim_index(client, index_config, scoped, table)
-        return [
-            sync_table(
-                config, catalog, table_config, table, identifiers[table_config.name], store, run
-            )
-            for table_config, table in loaded
-        ]
-    finally:
-        store.close()
-        if own:
-            engines.close()
-
-
-@dataclass(frozen=True)
-class SyncRun:
-    """How `sync_table` runs.
-
-    `engines` says on which engines. `wait` says whether a second run waits for the lease.
-    `deadline` is the time.monotonic() after which no pass starts. `probe` is a test's.
-    """
-
-    engines: Engines
-    wait: bool = True
-    deadline: float | None = None
-    probe: Probe | None = None
-
-
-def sync_table(
-    config: Config,
-    catalog: Catalog,
-    table_config: TableConfig,
-    table: Table,
-    identifiers: tuple[str, ...],
-    store: StateStore,
-    run: SyncRun,
-) -> BatchResult:
-    """Plan and process one table, pass after pass, until it is caught up with its current snapshot.
-
-    One run per table at a time: a second run waits for the lease when `run.wait` says so, or
-    leaves the table to the run that holds it. Versioned writes make an overlap harmless anyway.
-    No pass starts after `run.deadline`, a time.monotonic(), and the result is then `unfinished`:
-    that is the planner Lambda's time budget.
-    """
-    wait, deadline = run.wait, run.deadline
-    # planning and reading of this table share its manifest reads, across its indexes
-    shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
-    with ExitStack() as held:
-        runs = []
-        # each index: its own state and lease
-        for index_config, key, scoped in index_stores(table_config, store):
-            lease = held.enter_context(
-                Lease(scoped, table_config.name, config.state.lease_seconds, wait)
-            )
-            if not lease.held:
-                log.warning("%s: another run is syncing this table; leaving it to that run", key)
-                return BatchResult(table_config.name, skipped=True)
-            runs.append(_index_run(config, shared, index_config, scoped, lease))
-        return catch_up(runs, catalog, table, deadline)
-
-
-@dataclass(frozen=True)
-class _Shared:
-    """What the runs over a table's indexes share.
-
-    They share the engines, the identifier columns, the manifest entries read, and a test's probe.
-    """
-
-    engines: Engines
-    identifiers: tuple[str, ...]
-    changed: ChangedEntries
-    probe: Probe | None
-
-
-def _index_run(
-    config: Config, shared: _Shared, index_config: TableConfig, store: StateStore, lease: Lease
-) -> TableRun:
-    """The run over one index of a table, under its lease.
-
-    It has the settings `config` gives every run. It reads the index's pending items once a round,
-    through `PendingOnce`.
-    """
-    return TableRun(
-        shared.engines,
-        index_config,
-        PendingOnce(store),
-        config.opensearch,
-        shared.identifiers,
-        config.dead_letter,
-        shared.changed,
-        lease,
-        config.batch,
-        shared.probe,
-        config.dead_letter_section,
-    )
-
-
-def catch_up(
-    runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None = None
-) -> BatchResult:
-    """Plan and process a table's indexes, pass after pass, until they caught up with its snapshot.
-
-    `runs` holds one run per index; one index is the usual case. Each round plans every index, then
-    `_round` processes them. When the `deadline`, a time.monotonic(), has passed first, the result
-    is `unfinished`.
-    """
-    total = BatchResult(runs[0].name)
-    started = time.monotonic()
-    for run in runs:  # every index's name checked before anything is planned
-        run.claim_index(open_client(run.opensearch), table)
-    for passes in range(1, MAX_SYNC_ROUNDS + 1):
-        for run in runs:
-            if run.lease is not None:
-                run.lease.check()
-        if deadline is not None and time.monotonic() > deadline:
-            total.unfinished = True
-            break
-        for run in runs:
-            if passes > 1:  # each round reads the pending items once
-                run.store.forget_pending()
-            run.plan(table)
-            run.reached(PassPoint.PLANNED)
-        results = _round(runs, table)
-        for result in results:
-            total.add(result)
-        if all(result.snapshots == 0 for result in results):
-            break
-        runs[0].report(total, passes, time.monotonic() - started, any(r.partial for r in results))
-        table = load_table(catalog, total.table)  # commits made while we worked
-    return total
-
-
-def _round(runs: list[TableRun], table: Table) -> list[BatchResult]:
-    """One round's passes over a table's indexes.
-
-    One pass reads the changed files once for the indexes whose pending work is the same, as
-    `_in_step` finds them, and writes them all. An index whose work differs, as it has its own
-    export or a rebuild, gets a pass of its own.
-    """
-    facts = [
-        (run.store.get_checkpoint(run.name), run.store.pending_items(run.name)) for run in runs
-    ]
-    together = [runs[i] for i in _in_step(facts)]
-    together = together if len(together) > 1 else []
-    results = _process(together, table) if together else []
-    return results + [
-        result for run in runs if run not in together for result in _process([run], table)
-    ]
-
-
-def _in_step(indexes: list[tuple[Checkpoint | None, list[WorkItem]]]) -> list[int]:
-    """The largest group of a table's indexes that one pass can apply together, by position.
-
-    Each index is given as its checkpoint and its pending items. The group's are at the same
-    checkpoint, with the same pending changes and no export or rebuild under way.
-    """
-    groups: dict[tuple[int, frozenset[str]], list[int]] = {}
-    for position, (checkpoint, pending) in enumerate(indexes):
-        if (
-            checkpoint is None
-            or not pending
-            or any(i.kind == ItemKind.EXPORT or i.resync for i in pending)
-        ):
-            continue
-        key = (checkpoint.snapshot_id, frozenset(i.key for i in pending))
-        groups.setdefault(key, []).append(position)
-    return max(groups.values(), key=len, default=[])

@@ -1,0 +1,68 @@
+"""A table's index as a sync finds it: claimed, the spec a pass writes, where a pass wrote.
+
+`claim_index` checks that an index's name holds nothing but this table's index before anything is
+written. A capped pass records in `WorkItem.applied_to` where its items' rows are
+(`applied_mark`); `applied_indexes` reads those marks back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opensearchpy import OpenSearch
+from pyiceberg.table import Table
+
+from icecdc.config import TableConfig
+from icecdc.index import IndexAlias, IndexSpec, Owner, index_spec
+from icecdc.model import ItemStatus, WorkItem
+from icecdc.state import StateStore
+
+
+def claim_index(
+    client: OpenSearch,
+    config: TableConfig,
+    store: StateStore,
+    table: Table,
+) -> IndexAlias:
+    """The table's index, after checking that its name holds nothing but this table's index.
+
+    `IndexAlias.claim` checks it: it raises IndexNotOwned, or takes the name over on the user's
+    opt-in. `store` is the index's state, and the uuids it names are the table's.
+    """
+    alias = alias_of(client, config, table)
+    checkpoint = store.get_checkpoint(config.name)
+    known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
+    known |= applied_indexes(store.pending_items(config.name))
+    alias.claim(Owner.of(table), known, config.index_takeover)
+    return alias
+
+
+def alias_of(client: OpenSearch, config: TableConfig, table: Table) -> IndexAlias:
+    """The table's index as icecdc keeps it, its generations marked with the table as owner."""
+    return IndexAlias(client, config.index, Owner.of(table))
+
+
+def spec_of(table: Table, config: TableConfig) -> IndexSpec:
+    """The index of the documents a pass writes: the mapping of the table's current schema."""
+    return index_spec(table.schema(), config, str(table.metadata.table_uuid))
+
+
+def applied_mark(index_uuid: str, schema_id: int) -> str:
+    """What a capped pass records as where its items' rows are, in `WorkItem.applied_to`.
+
+    It names the index, and the schema the rows were read with: a schema change before the export
+    ends makes them stale.
+    """
+    return f"{index_uuid}@schema-{schema_id}"
+
+
+def applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
+    """The uuids of the indexes the APPLIED ones of `items` were written to.
+
+    Each is the first part of an `applied_mark`.
+    """
+    return frozenset(
+        i.applied_to.split("@", 1)[0]
+        for i in items
+        if i.status == ItemStatus.APPLIED and i.applied_to
+    )
