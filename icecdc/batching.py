@@ -137,11 +137,15 @@ def _cap_export(
     applied = [i for i in items if i.status == ItemStatus.APPLIED]
     taken: list[WorkItem] = []
     for item in (i for i in items if i.status != ItemStatus.APPLIED):
+        files = len(item.added_data_files)
+        # a pass full by its files asks no bytes of the next item: no manifest beyond its own
+        if not tally.empty and not tally.fits(files, 0):
+            return taken + applied, True
         size = sizes.export_bytes(item)
-        if not tally.empty and not tally.fits(len(item.added_data_files), size):
+        if not tally.empty and not tally.fits(files, size):
             return taken + applied, True
         taken.append(item)
-        tally.add(len(item.added_data_files), size)
+        tally.add(files, size)
     return taken + applied, False
 
 

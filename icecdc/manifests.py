@@ -6,7 +6,8 @@ reading resolves them to tasks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 
 from pyiceberg.manifest import (
     DataFile,
@@ -40,14 +41,39 @@ class SnapshotFiles:
         self._equality: list[ManifestEntry] = []
         self._manifests: list[ManifestFile] | None = None  # the manifest list, read once
         self._read: list[ManifestFile] = []
+        self._located: dict[str, ManifestEntry] = {}  # export items' files (`locate`)
 
     def own_entries(self) -> list[ManifestEntry]:
         """The entries this snapshot ADDED or DELETED (only in manifests it wrote)."""
         assert self._snapshot is not None
         return self._changed.of(self._table, self._snapshot)
 
+    def locate(self, items: Sequence[WorkItem]) -> None:
+        """Find the live entries of export items' files in the manifests that hold them alone.
+
+        An export's items are cut from the snapshot's live files in manifest order
+        (`planning._export_items`), so an item's group and the manifests' file counts tell which
+        manifests hold its files: a pass of a capped export reads those, not every manifest of the
+        table. Where a count is missing or the files are not there (items cut otherwise, as from
+        sorted paths), every manifest is read. `data_entry` then answers from what was found.
+        """
+        wanted = {p for item in items for p in item.added_data_files} - self._located.keys()
+        if not wanted or self._data is not None:
+            return
+        spans = self._data_spans()
+        found: dict[str, ManifestEntry] = {}
+        for manifest in _holding(spans, items) if spans else []:
+            self._read.append(manifest)
+            live = self._changed.live(self._table, manifest)
+            found.update((p, live[p]) for p in wanted & live.keys())
+        if len(found) < len(wanted):  # not cut in manifest order: look everywhere
+            found = {p: e for p in wanted if (e := self._live_data().get(p)) is not None}
+        self._located.update(found)
+
     def data_entry(self, path: str, table_name: str) -> ManifestEntry:
-        entry = self._live_data().get(path)
+        entry = self._located.get(path)
+        if entry is None:
+            entry = self._live_data().get(path)
         if entry is None:
             raise ProcessingError(
                 f"table {table_name!r}: data file {path} is not live in snapshot "
@@ -123,12 +149,32 @@ class SnapshotFiles:
     def _snapshot_id(self) -> int | None:
         return self._snapshot.snapshot_id if self._snapshot else None
 
-    def _entries(self, content: ManifestContent) -> Iterator[ManifestEntry]:
+    def _manifest_list(self) -> list[ManifestFile]:
         if self._snapshot is None:
-            return
+            return []
         if self._manifests is None:  # pyiceberg reads the manifest list again on every call
             self._manifests = self._snapshot.manifests(self._table.io)
-        for manifest in self._manifests:
+        return self._manifests
+
+    def _data_spans(self) -> list[tuple[ManifestFile, int, int]] | None:
+        """Each data manifest with the positions of its live files in the snapshot's manifest order.
+
+        None when a manifest does not count its files.
+        """
+        spans: list[tuple[ManifestFile, int, int]] = []
+        start = 0
+        for manifest in self._manifest_list():
+            if manifest.content != ManifestContent.DATA:
+                continue
+            added, existing = manifest.added_files_count, manifest.existing_files_count
+            if added is None or existing is None:
+                return None
+            spans.append((manifest, start, start + added + existing))
+            start += added + existing
+        return spans
+
+    def _entries(self, content: ManifestContent) -> Iterator[ManifestEntry]:
+        for manifest in self._manifest_list():
             if manifest.content == content:
                 self._read.append(manifest)
                 yield from manifest.fetch_manifest_entry(self._table.io, discard_deleted=True)
@@ -168,15 +214,60 @@ def _same_partition(a: DataFile, b: DataFile) -> bool:
     return a.spec_id == b.spec_id and a.partition == b.partition
 
 
+def _holding(
+    spans: list[tuple[ManifestFile, int, int]], items: Sequence[WorkItem]
+) -> list[ManifestFile]:
+    """The manifests whose live files are at the positions of the export items' files.
+
+    An item of group g holds the files from g times the size of a full group on, in manifest
+    order (`planning.export_groups`); the last group holds what the full ones leave.
+    """
+    files = spans[-1][2] if spans else 0
+    held: dict[str, ManifestFile] = {}
+    for item in items:
+        count = len(item.added_data_files)
+        if item.group < item.groups - 1:
+            size = count
+        else:
+            size = (files - count) // (item.groups - 1) if item.groups > 1 else 0
+        first = item.group * size
+        for manifest, start, end in spans:
+            if start < first + count and first < end:
+                held.setdefault(manifest.manifest_path, manifest)
+    return list(held.values())
+
+
+# Live entries of the manifests an export's passes read lately, held for the next lookups
+# (`ChangedEntries.live`): at least one manifest, else at most this many entries (~2.7 KB each).
+HELD_ENTRIES = 50_000
+
+
 class ChangedEntries:
     """The manifest entries each snapshot ADDED or DELETED, read from its manifests once.
 
     Planning lists them as work items and reading resolves the items against them; in one process
     (a local sync) both share an instance and each manifest is read once. Snapshots never change,
-    so the entries cannot go stale; they are metadata, a few hundred bytes a file."""
+    so the entries cannot go stale; they are metadata, a few hundred bytes a file.
+
+    It also holds the live entries of the manifests read last for an export's items (`live`), so
+    that a pass caps its batch and makes its tasks from one read of them.
+    """
 
     def __init__(self) -> None:
         self._by_snapshot: dict[int, list[ManifestEntry]] = {}
+        self._live: OrderedDict[str, dict[str, ManifestEntry]] = OrderedDict()
+
+    def live(self, table: Table, manifest: ManifestFile) -> dict[str, ManifestEntry]:
+        """A manifest's live entries by path, streamed once and held while few (HELD_ENTRIES)."""
+        path = manifest.manifest_path
+        if path in self._live:
+            self._live.move_to_end(path)
+            return self._live[path]
+        entries = {e.data_file.file_path: e for e in manifest_entries(table.io, manifest)}
+        self._live[path] = entries
+        while len(self._live) > 1 and sum(map(len, self._live.values())) > HELD_ENTRIES:
+            self._live.popitem(last=False)
+        return entries
 
     def of(self, table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
         if snapshot.snapshot_id not in self._by_snapshot:
@@ -207,6 +298,7 @@ class SnapshotSizes:
                 self._table, self._snapshots.get(item.snapshot_id), self._changed
             )
         live = self._live[item.snapshot_id]
+        live.locate([item])
         return sum(
             live.data_entry(p, item.table).data_file.file_size_in_bytes
             for p in item.added_data_files

@@ -82,6 +82,41 @@ def test_a_capped_export_plans_its_files_once(pipeline: Pipeline, resync: bool) 
     assert pipeline.store().pending_items(NAME) == []
 
 
+def test_each_pass_of_a_capped_export_reads_the_manifests_of_its_own_files_once(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass's metadata is the pass's, not the table's: it caps its batch and makes its tasks from
+    the manifests holding its files, each read once (six one-file appends: six manifests; passes
+    of two files). The pass that finishes the export reads the earlier passes' too, once each,
+    for the duplicate identifiers among them all. Before, every pass read all six manifests twice."""
+    table = orders(pipeline)
+    for i in range(6):
+        table.append(rows(i))  # one file and one manifest each
+    config = capped(pipeline, max_files=2)
+    table = pipeline.catalog.load_table(NAME)
+    plan_table(table, config.table(NAME), pipeline.store(), ("id",), limits=config.batch)
+    read: list[str] = []
+    io_class = type(table.io)
+    new_input = io_class.new_input
+
+    def counted(io: Any, location: str) -> Any:
+        if location.endswith(".avro") and "/snap-" not in location:  # a manifest, not a list
+            read.append(location)
+        return new_input(io, location)
+
+    monkeypatch.setattr(io_class, "new_input", counted)
+    passes: list[list[str]] = []
+    for _ in range(3):
+        read.clear()
+        result = pipeline.one_pass(config, NAME)  # plans nothing: the export's items are pending
+        passes.append(list(read))
+    assert not result.partial
+    assert [len(p) for p in passes] == [2, 2, 6]
+    assert all(len(set(p)) == len(p) for p in passes)  # each manifest once a pass
+    assert set(passes[2]) == set(passes[0]) | set(passes[1]) | set(passes[2])
+    pipeline.assert_index_equals_table(config, NAME)
+
+
 def test_a_backlog_is_applied_in_capped_passes_each_ending_in_a_checkpoint(pipeline: Pipeline) -> None:
     table = orders(pipeline)
     table.append(rows(0))

@@ -6,11 +6,14 @@ naming it); the index never silently keeps one of them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import And, EqualTo
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table import FileScanTask
 
 from icecdc.audit import audit
 from icecdc.audit.report import Drift, DriftKind
@@ -123,6 +126,38 @@ def test_an_export_capped_at_one_file_a_pass_finds_what_an_uncapped_one_finds(
         "7",
         "7",
     ]
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_the_last_pass_reads_again_the_keys_of_only_the_files_no_pass_of_its_run_wrote(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six files, two a pass; the first pass ran in a run of its own (it stopped), the others in
+    one sync. The pass that finishes the export has the keys its run's earlier pass wrote: it reads
+    again the keys of the first pass's two files alone, and the two rows of id 0 (in files of the
+    first and of a later pass) as candidates. Each file is read once, those three twice: 8 reads,
+    not 10 (the later pass's files again). Id 0 is found as an uncapped export finds it."""
+    table = orders(pipeline)
+    for i in range(6):
+        table.append(rows(i, 0, status="again") if i == 3 else rows(i))  # id 0 in files 0, 3
+    config = config_of(pipeline, max_files=2)
+    first = pipeline.one_pass(config, NAME)
+    assert first.partial
+    read: list[str] = []
+    to_record_batches = ArrowScan.to_record_batches
+
+    def counted(scan: ArrowScan, tasks: Iterable[FileScanTask]) -> Any:
+        tasks = list(tasks)
+        read.extend(t.file.file_path for t in tasks)
+        return to_record_batches(scan, tasks)
+
+    monkeypatch.setattr(ArrowScan, "to_record_batches", counted)
+    (result,) = sync(config, pipeline.spark, [NAME])
+    assert len(read) == 8, sorted(read)
+    assert len(set(read)) == 6  # every file read
+    assert result.writes.dead_lettered == 2
+    assert sorted(pipeline.documents("orders")) == ["1", "2", "3", "4", "5"]
+    assert [doc_id for doc_id, _ in letters(pipeline)] == ["0", "0"]
 
 
 @pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])

@@ -11,6 +11,7 @@ from typing import Any
 
 from icecdc.config import EngineConfig, SparkConfig
 from icecdc.engines.base import Engine
+from icecdc.engines.export import CarriedKeys
 from icecdc.engines.in_process import InProcessEngine
 from icecdc.engines.target import Target, Targets
 from icecdc.engines.workers import usable_cores
@@ -34,6 +35,8 @@ class Engines:
     spark_config: SparkConfig | None = field(default_factory=SparkConfig)
     spark: Any = None
     _started: bool = field(default=False, init=False)
+    # the compact keys a capped export's in-process passes in this run wrote, for its last pass
+    _carried: CarriedKeys = field(default_factory=CarriedKeys, init=False)
 
     def kind_for(self, size: WorkSize) -> EngineKind:
         """The engine of a pass that reads `size`."""
@@ -58,7 +61,8 @@ class Engines:
         log.debug(reads, table, size.files, size.rows, size.bytes, kind)
         if kind == EngineKind.IN_PROCESS:
             cores = usable_cores()  # more processes than cores would only hold more memory
-            return InProcessEngine(min(self.config.in_process_workers or cores, cores))
+            workers = min(self.config.in_process_workers or cores, cores)
+            return InProcessEngine(workers, self._carried)
         return self._spark_engine(table)
 
     def _spark_engine(self, table: str) -> Engine:

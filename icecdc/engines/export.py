@@ -12,7 +12,8 @@ stops the batch. Its key's document, which the export had written, is deleted fr
 index under each routing value its rows had.
 
 An export cut into passes by the `batch` caps defers this to the pass that finishes it. That pass
-reads the compact keys of the files the earlier passes wrote again, writing nothing (`export_keys`).
+reads the compact keys of the files the earlier passes wrote again, writing nothing (`export_keys`),
+but for the files whose keys passes in this process kept (`CarriedKeys`, the in-process engine's).
 A capped export finds the duplicates an uncapped one finds, once.
 
 An export writes one index, as its shape has it. The reader's documents hold the shape's columns,
@@ -48,6 +49,9 @@ KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", 
 KEY_BYTES: int = sum(f.type.bit_width for f in KEY_SCHEMA) // 8
 # Rows written per call of the sink, their keys then handed on: a task holds this many keys at most.
 BLOCK_ROWS = 20_000
+# Rows whose compact keys an export's passes in one process keep for the pass that finishes it
+# (`CarriedKeys`), ~20 bytes each; the keys of the files beyond are read again.
+CARRIED_ROWS = 4_000_000
 # Bytes of compact keys one bucket of the key shuffle holds at most (KEY_BYTES a row): a task that
 # looks for keys seen twice holds its bucket's keys, so the buckets grow in number with the rows.
 KEYS_PER_BUCKET_BYTES = 64 * 2**20
@@ -223,20 +227,96 @@ def settle_duplicates(
     return stats
 
 
+# A file's place among the files an export's earlier passes wrote: the export (table, index,
+# snapshot) and the file's path. Another index, generation or export snapshot holds other rows.
+FileScope = tuple[str, str, int, str]
+
+
+@dataclass
+class CarriedKeys:
+    """The compact keys of the files an export's earlier passes in this process wrote.
+
+    The pass that finishes the export takes them (`take`), so that it reads the keys of only the
+    files no pass here kept (an earlier run's, or beyond CARRIED_ROWS) again, not of the whole
+    export. Each file's keys are its rows' whole, as its task wrote them; a file written again
+    (its pass failed after writing) is kept anew, once.
+    """
+
+    limit: int = CARRIED_ROWS
+    _keys: list[pa.Table] = field(default_factory=list)  # key, file, position
+    _files: dict[FileScope, int] = field(default_factory=dict)  # the file numbers in `_keys`
+    _numbered: int = 0
+    rows: int = 0
+
+    def keep(self, target: Target, written: list[FileTask], keys: list[pa.Table]) -> None:
+        """Keep the keys (`KEY_SCHEMA`) of a pass's written tasks, while under the limit."""
+        count = sum(k.num_rows for k in keys)
+        if not written or self.rows + count > self.limit:
+            return
+        first, self._numbered = self._numbered, self._numbered + len(written)
+        for number, task in enumerate(written):
+            self._files[_scope(target, task)] = first + number
+        for part in keys:
+            files = pc.add(part["task"], pa.scalar(first, pa.int32()))
+            self._keys.append(pa.table([part["key"], files, part["position"]], KEPT_SCHEMA))
+        self.rows += count
+
+    def take(
+        self, target: Target, numbered: list[tuple[int, FileTask]]
+    ) -> tuple[pa.Table, list[tuple[int, FileTask]]]:
+        """The keys (`KEY_SCHEMA`) of the numbered tasks this holds, and the tasks it does not.
+
+        What this held of the target's export is let go.
+        """
+        number_of = {self._files.get(_scope(target, task)): n for n, task in numbered}
+        number_of.pop(None, None)
+        table = pa.concat_tables(self._keys) if self._keys else KEPT_SCHEMA.empty_table()
+        kept = [number_of.get(f) for f in range(self._numbered)]
+        task = pc.take(pa.array(kept, pa.int32()), table["file"])
+        keys = pa.table([table["key"], task, table["position"]], KEY_SCHEMA).filter(
+            pc.is_valid(task)
+        )
+        rest = [(n, t) for n, t in numbered if _scope(target, t) not in self._files]
+        self._release(target)
+        return keys, rest
+
+    def _release(self, target: Target) -> None:
+        gone = {f for s, f in self._files.items() if s[:2] == (target.table, target.index)}
+        if not gone:
+            return
+        self._files = {s: f for s, f in self._files.items() if f not in gone}
+        held = pa.array(sorted(self._files.values()), pa.int32())
+        self._keys = [k.filter(pc.is_in(k["file"], value_set=held)) for k in self._keys]
+        self.rows = sum(k.num_rows for k in self._keys)
+
+
+KEPT_SCHEMA = pa.schema([("key", pa.int64()), ("file", pa.int32()), ("position", pa.int64())])
+
+
+def _scope(target: Target, task: FileTask) -> FileScope:
+    return (target.table, target.index, task.snapshot_id, task.data_file.file_path)
+
+
 def settle_in_one_place(
-    reader: TableReader, target: Target, tasks: ExportTasks, keys: list[pa.Table]
+    reader: TableReader,
+    target: Target,
+    tasks: ExportTasks,
+    keys: list[pa.Table],
+    carried: CarriedKeys | None = None,
 ) -> SinkStats:
     """Settle an export's duplicate identifiers in this process: the in-process engine's shuffle.
 
-    `keys` are the compact keys of the written rows; the earlier passes' are read again.
+    `keys` are the compact keys of the written rows; the earlier passes' are those `carried` holds
+    of them, and the others' are read again.
     """
     every = tasks.every
+    earlier = numbered_after(tasks)
+    if carried is not None:
+        kept, earlier = carried.take(target, earlier)
+        keys = [*keys, kept]
     found = candidates(
         pa.concat_tables(
-            [
-                *keys,
-                pa.Table.from_batches(list(export_keys(reader, numbered_after(tasks))), KEY_SCHEMA),
-            ]
+            [*keys, pa.Table.from_batches(list(export_keys(reader, earlier)), KEY_SCHEMA)]
         )
     )
     positions: dict[int, list[int]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
@@ -19,7 +19,13 @@ import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
 from icecdc.deadletters import LetterTally
-from icecdc.engines.export import KEY_SCHEMA, ExportTally, export_rows, settle_in_one_place
+from icecdc.engines.export import (
+    KEY_SCHEMA,
+    CarriedKeys,
+    ExportTally,
+    export_rows,
+    settle_in_one_place,
+)
 from icecdc.engines.progress import Done, PassMeter
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
@@ -53,6 +59,8 @@ class Tally:
 @dataclass(frozen=True)
 class InProcessEngine:
     workers: int = 1  # processes that read at once (`EngineConfig.in_process_workers`)
+    # the keys an export's passes in this run wrote, for the pass that finishes it (`Engines`')
+    carried: CarriedKeys = field(default_factory=CarriedKeys)
 
     @property
     def kind(self) -> EngineKind:
@@ -99,7 +107,10 @@ class InProcessEngine:
             batches.append(keys)
             tally.add(part_tally)
         if reader.identifier_columns and tasks.earlier is not None:
-            tally.writes.add(settle_in_one_place(reader, target, tasks, batches))
+            settled = settle_in_one_place(reader, target, tasks, batches, self.carried)
+            tally.writes.add(settled)
+        elif reader.identifier_columns:  # a pass inside the export: its keys for the last one
+            self.carried.keep(target, written, batches)
         return tally.changes, tally.writes
 
     def delete_older(self, target: Target, version: int) -> int:

@@ -191,6 +191,7 @@ def _collapse(run: list[tuple[Snapshot, list[FileTask]]]) -> list[Task]:
 
 def _export_tasks(snapshot: Snapshot, items: list[WorkItem], files: SnapshotFiles) -> list[Task]:
     tasks: list[Task] = []
+    files.locate(items)
     for path in sorted({p for item in items for p in item.added_data_files}):
         entry = files.data_entry(path, items[0].table)
         tasks.append(
