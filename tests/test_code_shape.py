@@ -42,6 +42,27 @@ def test_no_function_takes_more_than_seven_parameters() -> None:
     assert not shorter, f"{sorted(shorter)} got shorter: take them off LONG_SIGNATURES_LEFT"
 
 
+MAX_PASS_LINES = 40
+
+
+def test_no_function_of_a_sync_is_over_forty_lines() -> None:
+    """Every function of `icecdc/sync/` (the run and the pass) fits in 40 lines, its docstring aside."""
+    long = {}
+    for module, tree in sources():
+        if not module.startswith("sync/"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = node.body[0]
+                documented = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                start = first.end_lineno + 1 if documented and len(node.body) > 1 else first.lineno
+                assert node.end_lineno is not None and first.end_lineno is not None
+                if node.end_lineno - start + 1 > MAX_PASS_LINES:
+                    long[f"{module}:{node.name}"] = node.end_lineno - start + 1
+    assert {m for m, _ in sources() if m.startswith("sync/")} >= {"sync/run.py", "sync/passes.py"}
+    assert long == {}
+
+
 def test_a_lost_lease_is_checked_in_one_place() -> None:
     """`Lease.check()` raises `LeaseLost`; only the lease itself reads `lost`."""
     reading = {
