@@ -40,7 +40,7 @@ from icecdc.aws.deployed import read_text, runtime_config
 from icecdc.aws.job import AuditOutcome, scheduled_audit
 from icecdc.aws.metrics import put_run_metrics
 from icecdc.logs import quiet_chatty_libraries
-from icecdc.sync import BatchResult, sync
+from icecdc.sync import SyncResult, sync
 
 log = logging.getLogger("icecdc.glue_job")
 
@@ -48,7 +48,7 @@ REQUIRED = [ARG_CONFIG, ARG_TABLE, ARG_STATE_TABLE, ARG_REGION, ARG_DEAD_LETTER]
 OPTIONAL = [ARG_OPENSEARCH_URL, ARG_MODE]
 
 
-def main(argv: list[str], spark: Any = None) -> list[BatchResult] | AuditOutcome:
+def main(argv: list[str], spark: Any = None) -> list[SyncResult] | AuditOutcome:
     """Run the job; `spark` lets a local run reuse a session (on Glue, the first pass that needs
     Spark gets Glue's session from the builder; small passes run in-process)."""
     # getResolvedOptions fails on a listed option that is absent, so optional ones are listed only when given.

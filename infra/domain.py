@@ -53,7 +53,7 @@ def writer_role(config: Config) -> dict[str, Any]:
     (GET /, cluster settings for write blocks, templates, scroll; the ingest pipelines an index
     writes through, which a sync checks exist)."""
     patterns = sorted({pattern for index in config.index_names for pattern in (index, f"{index}-*")})
-    pipelines = any(target.config.pipeline for table in config.tables for target in table.targets())
+    pipelines = any(configured.config.pipeline for table in config.tables for configured in table.each_index())
     return {
         "description": "icecdc: the Glue jobs write the configured indexes, their generations and aliases",
         "cluster_permissions": [
