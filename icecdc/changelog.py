@@ -67,17 +67,7 @@ def net_write(
     `appends` no append is checked: a filtered or routed index sees a row that moves into it as
     an append, and several indexes read together are not checked yet.
     """
-    # Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per
-    # snapshot (a carryover or an update), which `_simple_write` settles without Counters.
-    by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
-    rows = 0
-    for sequence_number, change, document in changes:
-        rows += 1
-        snapshot = by_snapshot.get(sequence_number)
-        if snapshot is None:
-            snapshot = by_snapshot[sequence_number] = ([], [])
-        snapshot[0 if change == ChangeType.INSERT else 1].append(document)
-    stats.rows += rows
+    by_snapshot = _by_snapshot(changes, stats)
     latest: Write | None = None
     # the key's live document before the snapshot (None: none, or not known)
     live: str | None = None
@@ -130,10 +120,39 @@ def _first_append(by_snapshot: dict[int, tuple[list[str], list[str]]]) -> Append
     inserts, deletes = by_snapshot[order[0]]
     if len(inserts) != 1 or deletes:
         return None
-    rows = 1
-    for sequence_number in order:
+    return Appended(order[0], inserts[0], _count_rows(1, by_snapshot))
+
+
+def live_rows(before: int, changes: Iterable[ChangeRow]) -> int:
+    """A key's live rows after its changes, `before` rows of it live before them."""
+    return _count_rows(before, _by_snapshot(changes, ChangeStats()))
+
+
+def _by_snapshot(
+    changes: Iterable[ChangeRow], stats: ChangeStats
+) -> dict[int, tuple[list[str], list[str]]]:
+    """A key's changes as each snapshot's inserted and deleted documents, counted in `stats`.
+
+    Plain lists per snapshot: nearly every key has at most one DELETE and one INSERT per snapshot
+    (a carryover or an update), which `_simple_write` settles without Counters.
+    """
+    by_snapshot: dict[int, tuple[list[str], list[str]]] = {}
+    rows = 0
+    for sequence_number, change, document in changes:
+        rows += 1
+        snapshot = by_snapshot.get(sequence_number)
+        if snapshot is None:
+            snapshot = by_snapshot[sequence_number] = ([], [])
+        snapshot[0 if change == ChangeType.INSERT else 1].append(document)
+    stats.rows += rows
+    return by_snapshot
+
+
+def _count_rows(rows: int, by_snapshot: dict[int, tuple[list[str], list[str]]]) -> int:
+    """A key's live rows after its snapshots, `rows` live before them."""
+    for sequence_number in sorted(by_snapshot):
         rows = _rows_after(rows, *by_snapshot[sequence_number])
-    return Appended(order[0], inserts[0], rows)
+    return rows
 
 
 def _rows_after(rows: int, inserts: list[str], deletes: list[str]) -> int:

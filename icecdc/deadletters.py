@@ -235,19 +235,22 @@ class DeadLetters:
         """The keys (`DeadLetter.key`) of the table's letters not dealt with; reads their files."""
         return {stored.letter.key for stored in self.letters(table)} if self.count(table) else set()
 
-    def shared_ids(self, table: str) -> frozenset[str]:
-        """The ids of the table's open letters for rows that share an identifier.
+    def shared_rows(self, table: str) -> dict[str, int]:
+        """The ids of the table's open letters for rows that share an identifier, and their rows.
 
-        The index holds no document of these ids until a replay finds one live row of each.
-        Reads the letter files only when the table has open letters.
+        The index holds no document of these ids until a replay finds one live row of each. An id's
+        count is of the rows its letters name: at least its live rows, as every live row of it has
+        a letter, and more where a row lettered was deleted or changed since. Reads the letter
+        files only when the table has open letters.
         """
         if not self.count(table):
-            return frozenset()
-        return frozenset(
-            s.letter.doc_id
-            for s in self.letters(table)
-            if s.letter.doc_id is not None and s.letter.cause.startswith(SHARED_ID_CAUSE)
-        )
+            return {}
+        rows: dict[str, set[str | None]] = {}
+        for stored in self.letters(table):
+            letter = stored.letter
+            if letter.doc_id is not None and letter.cause.startswith(SHARED_ID_CAUSE):
+                rows.setdefault(letter.doc_id, set()).add(letter.document)
+        return {doc_id: len(documents) for doc_id, documents in rows.items()}
 
     def count(self, table: str) -> int:
         """The table's letters not dealt with, from the files' names alone."""

@@ -7,13 +7,13 @@ in-process it runs in the calling process.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from itertools import islice
 
 from opensearchpy import OpenSearch
 
-from icecdc.changelog import Appended, ChangeStats, net_write
+from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import SHARED_ID_CAUSE, DeadLetter, DeadLetters, LetterTally
 from icecdc.documents import Shape, encode_document
@@ -25,6 +25,15 @@ from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_cause, write_docum
 
 # Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
 APPEND_LOOKUP = 1000
+
+
+@dataclass
+class AppendChecks:
+    """What a pass asks its index about, gathered while it makes each key's write."""
+
+    appends: dict[str, Appended] = field(default_factory=dict)  # keys whose first change appends
+    # held-out keys (`Target.held_out`) the pass leaves several live rows of
+    shared: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,9 @@ class Target:
     identifier_columns: tuple[str, ...]
     shape: Shape = Shape()  # the index's: its routing column
     pipeline: str | None = None  # the ingest pipeline of its index writes
-    # ids whose rows are open dead letters for sharing them (`DeadLetters.shared_ids`)
-    held_out: frozenset[str] = frozenset()
+    # ids whose rows are open dead letters for sharing them, to the rows those name
+    # (`DeadLetters.shared_rows`)
+    held_out: Mapping[str, int] = field(default_factory=dict)
 
     def writes(
         self,
@@ -50,7 +60,7 @@ class Target:
         changes: Iterable[ChangeRow],
         stats: ChangeStats,
         duplicates: list[DuplicateIdentifier],
-        appends: dict[str, Appended] | None = None,
+        checks: AppendChecks | None = None,
     ) -> Iterator[Write]:
         """The key's net write, and, when routed, deletes under the other routing values it had.
 
@@ -65,8 +75,16 @@ class Target:
         would leave a tombstone of that version that refuses the index. With EXTERNAL_GTE an
         equal version passes, so the deletes come first: the index passes their tombstone, and
         they never take the document just indexed.
+
+        `checks` gathers what the index is asked about: the key's first append, and whether a
+        held-out key keeps several live rows.
         """
         if self.shape.routing is None:
+            if checks is not None and doc_id in self.held_out:
+                changes = list(changes)
+                if live_rows(self.held_out[doc_id], changes) > 1:
+                    checks.shared.add(doc_id)
+            appends = None if checks is None else checks.appends
             write = net_write(doc_id, changes, stats, duplicates, appends)
             if write is not None:
                 yield write
@@ -187,15 +205,15 @@ def write_keyed_changes(
             and target.shape.routing is None
             and target.shape.where is None
         )
-        appends: dict[str, Appended] | None = {} if checked else None
+        checks = AppendChecks() if checked else None
         one_target = target
         writes = (
             w
             for doc_id, changes in keyed_changes
-            for w in one_target.writes(doc_id, changes, change_stats, duplicates, appends)
+            for w in one_target.writes(doc_id, changes, change_stats, duplicates, checks)
         )
-        if appends is not None:
-            writes = _unless_held(target, writes, appends, duplicates)
+        if checks is not None:
+            writes = _unless_held(target, writes, checks, duplicates)
         pipelines: tuple[tuple[str, str], ...] = ()
     else:
         writes = _each_index(target, keyed_changes, change_stats, duplicates)
@@ -230,7 +248,7 @@ def _each_index(
 def _unless_held(
     target: Target,
     writes: Iterable[Write],
-    appends: dict[str, Appended],
+    checks: AppendChecks,
     duplicates: list[DuplicateIdentifier],
 ) -> Iterator[Write]:
     """The writes, but for a key appended while the index holds its document at a lower version.
@@ -242,22 +260,23 @@ def _unless_held(
     of it is reported (`HeldOutIdentifier`), not written: the key's rows stay letters until a
     replay. Without a dead-letter location, the error is raised before the block is written.
 
-    A document of a held-out id (`Target.held_out`) the index does not hold is not written
-    either: its rows are dead letters for sharing it, and the new row joins them
-    (`HeldOutIdentifier`).
+    A document of a held-out id (`Target.held_out`) the index does not hold, when the pass
+    leaves several rows of it (`AppendChecks.shared`), is not written either: its rows are dead
+    letters for sharing it, and the new row joins them (`HeldOutIdentifier`).
 
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
     the versions and the few documents found. A pass of updates and deletes asks nothing.
     """
     client, writes = open_client(target.opensearch), iter(writes)
     while block := list(islice(writes, APPEND_LOOKUP)):
-        asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(target, w)]
+        appends = checks.appends
+        asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(checks, w)]
         held = _held(client, target.index, asked) if asked else {}
         found: list[DuplicateIdentifier] = []
         for position, write in enumerate(block):
             appended = appends.pop(write.doc_id, None)
             document = held.get(write.doc_id)
-            if document is None and _held_out(target, write):
+            if document is None and _held_out(checks, write):
                 assert write.document is not None
                 found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))
                 block[position] = Write(write.doc_id, write.version, None)
@@ -281,9 +300,9 @@ def _unless_held(
         yield from block
 
 
-def _held_out(target: Target, write: Write) -> bool:
-    """Whether the write indexes a document of an id whose rows are letters for sharing it."""
-    return write.document is not None and write.doc_id in target.held_out
+def _held_out(checks: AppendChecks, write: Write) -> bool:
+    """Whether the write indexes a document of an id several lettered rows still share."""
+    return write.document is not None and write.doc_id in checks.shared
 
 
 def _held(client: OpenSearch, index: str, ids: list[str]) -> dict[str, tuple[int, str]]:

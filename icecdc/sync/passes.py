@@ -473,7 +473,7 @@ class _Pass:
             run.identifiers,
             run.config.shape,
             run.config.pipeline,
-            DeadLetters(run.dead_letter).shared_ids(self.name) if run.dead_letter else frozenset(),
+            DeadLetters(run.dead_letter).shared_rows(self.name) if run.dead_letter else {},
         )
 
     def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:

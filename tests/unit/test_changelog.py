@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from icecdc.changelog import Appended, ChangeStats, net_write
+from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.documents import Shape
 from icecdc.engines.target import Target
@@ -144,6 +144,15 @@ def test_the_rows_an_append_leaves_had_a_row_been_live_before_it() -> None:
         appends: dict[str, Appended] = {}
         net_write("1", [ChangeRow(*c) for c in [(5, ChangeType.INSERT, OLD), *later]], ChangeStats(), [], appends)
         assert appends == {"1": Appended(5, OLD, rows)}, later
+
+
+def test_the_live_rows_a_held_out_key_is_left_with() -> None:
+    """A key whose two rows are letters: deleting one and updating the other leaves one row (its
+    write stands); updating one leaves two; an equality delete leaves the rows inserted with it."""
+    one_deleted_one_updated = [(5, ChangeType.DELETE, NEW), (6, ChangeType.DELETE, OLD), (6, ChangeType.INSERT, NEWER)]
+    assert live_rows(2, [ChangeRow(*c) for c in one_deleted_one_updated]) == 1
+    assert live_rows(2, [ChangeRow(6, ChangeType.DELETE, OLD), ChangeRow(6, ChangeType.INSERT, NEWER)]) == 2
+    assert live_rows(2, [ChangeRow(6, ChangeType.DELETE, NO_IMAGE), ChangeRow(6, ChangeType.INSERT, NEWER)]) == 1
 
 
 def test_equal_rows_cancel_pairwise_in_arrow() -> None:
