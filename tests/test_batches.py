@@ -25,13 +25,15 @@ from pyiceberg.types import ListType, LongType, NestedField, StringType
 from icecdc.batching import select_batch
 from icecdc.catalog import Lineage
 from icecdc.config import Config, parse_config
+from icecdc.engines import Engines
 from icecdc.engines.pyspark_compat import partition_as_sent
 from icecdc.engines.spark import compressed, decompressed
-from icecdc.model import Checkpoint, ItemKind, ItemStatus, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, WorkItem
 from icecdc.planning import plan_table
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import DealtRewrite, RewriteTask, files_read_by
+from icecdc.sync import PassOptions, process_table
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, orders, range_tasks, rows
@@ -82,6 +84,21 @@ def test_a_capped_export_plans_its_files_once(pipeline: Pipeline, resync: bool) 
     assert pipeline.store().pending_items(NAME) == []
 
 
+def manifests_read(table: Table, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The manifests the table's file IO opens from now on, as they are opened (a list, cleared)."""
+    read: list[str] = []
+    io_class = type(table.io)
+    new_input = io_class.new_input
+
+    def counted(io: Any, location: str) -> Any:
+        if location.endswith(".avro") and "/snap-" not in location:  # a manifest, not a list
+            read.append(location)
+        return new_input(io, location)
+
+    monkeypatch.setattr(io_class, "new_input", counted)
+    return read
+
+
 def test_each_pass_of_a_capped_export_reads_the_manifests_of_its_own_files_once(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,16 +112,7 @@ def test_each_pass_of_a_capped_export_reads_the_manifests_of_its_own_files_once(
     config = capped(pipeline, max_files=2)
     table = pipeline.catalog.load_table(NAME)
     plan_table(table, config.table(NAME), pipeline.store(), ("id",), limits=config.batch)
-    read: list[str] = []
-    io_class = type(table.io)
-    new_input = io_class.new_input
-
-    def counted(io: Any, location: str) -> Any:
-        if location.endswith(".avro") and "/snap-" not in location:  # a manifest, not a list
-            read.append(location)
-        return new_input(io, location)
-
-    monkeypatch.setattr(io_class, "new_input", counted)
+    read = manifests_read(table, monkeypatch)
     passes: list[list[str]] = []
     for _ in range(3):
         read.clear()
@@ -114,6 +122,37 @@ def test_each_pass_of_a_capped_export_reads_the_manifests_of_its_own_files_once(
     assert [len(p) for p in passes] == [2, 2, 6]
     assert all(len(set(p)) == len(p) for p in passes)  # each manifest once a pass
     assert set(passes[2]) == set(passes[0]) | set(passes[1]) | set(passes[2])
+    pipeline.assert_index_equals_table(config, NAME)
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_the_last_pass_of_a_capped_export_in_one_run_reads_only_its_own_manifests(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The passes of one run keep the compact keys they wrote, so the pass that finishes the export
+    makes no task of the earlier passes' files (no duplicate among them to read again): it reads
+    the manifests of its own files alone (six one-file appends, passes of two files). Before, it
+    read all six, to make a task of every file of the export."""
+    table = orders(pipeline)
+    for i in range(6):
+        table.append(rows(i))  # one file and one manifest each
+    config = capped(pipeline, max_files=2)
+    table = pipeline.catalog.load_table(NAME)
+    store = pipeline.store()
+    plan_table(table, config.table(NAME), store, ("id",), limits=config.batch)
+    read = manifests_read(table, monkeypatch)
+    engines = Engines(config.engine, spark=pipeline.spark)  # one run's: its passes share it
+    passes: list[int] = []
+    for _ in range(3):
+        read.clear()
+        table = pipeline.catalog.load_table(NAME)
+        options = PassOptions(limits=config.batch)
+        result = process_table(
+            engines, table, config.table(NAME), store, config.opensearch, ("id",), options
+        )
+        passes.append(len(read))
+    assert not result.partial
+    assert passes == [2, 2, 2]
     pipeline.assert_index_equals_table(config, NAME)
 
 

@@ -38,6 +38,10 @@ class Engines:
     # the compact keys a capped export's in-process passes in this run wrote, for its last pass
     _carried: CarriedKeys = field(default_factory=CarriedKeys, init=False)
 
+    def carried(self, table: str, index: str) -> frozenset[tuple[int, str]]:
+        """The export files (snapshot, path) of the index whose keys this run's passes kept."""
+        return self._carried.held(table, index)
+
     def kind_for(self, size: WorkSize) -> EngineKind:
         """The engine of a pass that reads `size`."""
         if self.config.use != EngineChoice.AUTO:

@@ -261,14 +261,24 @@ class CarriedKeys:
             self._keys.append(pa.table([part["key"], files, part["position"]], KEPT_SCHEMA))
         self.rows += count
 
+    def held(self, table: str, index: str) -> frozenset[tuple[int, str]]:
+        """The files (snapshot, path) of the table's index whose keys this holds."""
+        return frozenset((s[2], s[3]) for s in self._files if s[:2] == (table, index))
+
     def take(
-        self, target: Target, numbered: list[tuple[int, FileTask]]
+        self,
+        target: Target,
+        numbered: list[tuple[int, FileTask]],
+        untasked: dict[tuple[int, str], int] | None = None,
     ) -> tuple[pa.Table, list[tuple[int, FileTask]]]:
         """The keys (`KEY_SCHEMA`) of the numbered tasks this holds, and the tasks it does not.
 
+        `untasked` numbers held files (snapshot, path) no task was made for: their keys come too.
         What this held of the target's export is let go.
         """
         number_of = {self._files.get(_scope(target, task)): n for n, task in numbered}
+        for (snapshot, path), n in (untasked or {}).items():
+            number_of[self._files.get((target.table, target.index, snapshot, path))] = n
         number_of.pop(None, None)
         table = pa.concat_tables(self._keys) if self._keys else KEPT_SCHEMA.empty_table()
         kept = [number_of.get(f) for f in range(self._numbered)]
@@ -311,8 +321,10 @@ def settle_in_one_place(
     """
     every = tasks.every
     earlier = numbered_after(tasks)
+    # the carried files no task was made for, numbered after every task
+    untasked = {scope: len(every) + n for n, scope in enumerate(sorted(tasks.carried))}
     if carried is not None:
-        kept, earlier = carried.take(target, earlier)
+        kept, earlier = carried.take(target, earlier, untasked)
         keys = [*keys, kept]
     found = candidates(
         pa.concat_tables(
@@ -324,7 +336,23 @@ def settle_in_one_place(
         found["task"].to_pylist(), found["position"].to_pylist(), strict=True
     ):
         positions.setdefault(number, []).append(position)
+    task_of = dict(enumerate(every)) | _untasked_tasks(tasks, untasked, set(positions))
     rows_by_id: dict[str, list[tuple[int, str, str]]] = {}
-    for doc_id, row in candidate_rows(reader, [(n, every[n], p) for n, p in positions.items()]):
+    for doc_id, row in candidate_rows(reader, [(n, task_of[n], p) for n, p in positions.items()]):
         rows_by_id.setdefault(doc_id, []).append(row)
     return settle_duplicates(target, rows_by_id.items())
+
+
+def _untasked_tasks(
+    tasks: ExportTasks, untasked: dict[tuple[int, str], int], numbers: set[int]
+) -> dict[int, FileTask]:
+    """The tasks of the untasked files holding candidates, by their numbers; made only for them."""
+    wanted = {scope for scope, n in untasked.items() if n in numbers}
+    if not wanted:
+        return {}
+    if tasks.resolve is None:
+        raise ProcessingError("an export's carried files hold candidates, but no task is made")
+    made = {(t.snapshot_id, t.data_file.file_path): t for t in tasks.resolve(wanted)}
+    if set(made) != wanted:
+        raise ProcessingError(f"an export's files are gone: {sorted(wanted - set(made))}")
+    return {untasked[scope]: task for scope, task in made.items()}

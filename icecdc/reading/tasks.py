@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,10 +115,14 @@ class ExportTasks:
 
     `earlier` holds the files earlier passes of the export wrote, read again for their keys only. It
     is None in a pass that ends inside the export: the pass that finishes it settles them all.
+    `carried`: the earlier files (snapshot, path) whose keys this run's passes kept, so their tasks
+    were not made; `resolve` makes the tasks of those of them that hold candidates.
     """
 
     written: list[FileTask]
     earlier: list[FileTask] | None = field(default_factory=list)
+    carried: frozenset[tuple[int, str]] = frozenset()
+    resolve: Callable[[set[tuple[int, str]]], list[FileTask]] | None = None
 
     @property
     def every(self) -> list[FileTask]:
@@ -142,6 +146,8 @@ class PassTasks:
     export: list[FileTask]
     changes: list[Task]
     earlier: list[FileTask] = field(default_factory=list)
+    # earlier files (snapshot, path) whose keys this run's passes kept: no task is made for them
+    carried: frozenset[tuple[int, str]] = frozenset()
 
     @property
     def all(self) -> list[Task]:

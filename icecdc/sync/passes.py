@@ -205,8 +205,17 @@ def process_batch(
     if not partial:
         read = {i.key for i in unread[0]}
         earlier = [i for i in steps[0].batch if i.kind == ItemKind.EXPORT and i.key not in read]
-        tasks = steps[0].with_earlier(tasks, earlier)
+        # the files every index's earlier passes in this run kept the keys of get no task
+        held = frozenset.intersection(
+            *(
+                step.run.engines.carried(step.name, f.index)
+                for step, f in zip(steps, found, strict=True)
+            )
+        )
+        tasks = steps[0].with_earlier(tasks, earlier, held)
     engine = steps[0].engine(tasks)
+    if tasks.carried and engine.kind != EngineKind.IN_PROCESS:  # an engine that keeps no keys
+        tasks = steps[0].with_earlier(replace(tasks, carried=frozenset()), earlier, frozenset())
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
     for step in steps:  # every index records its pass
         step.begin(collapse_runs)
@@ -270,7 +279,11 @@ def _apply(
     first.say_applying(engine, results[0], len(steps))
     targets = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
     # the pass that finishes the export settles its duplicate identifiers, among every pass's rows
-    export = ExportTasks(tasks.export, None if partial else tasks.earlier)
+    export = (
+        ExportTasks(tasks.export, None)
+        if partial
+        else ExportTasks(tasks.export, tasks.earlier, tasks.carried, first.carried_tasks)
+    )
     for step, target, result in zip(steps, targets, results, strict=True):
         if export.written or export.earlier:
             reader = step.reader((step.run.config.shape,))
@@ -420,16 +433,38 @@ class _Pass:
         may_hold = metrics_evaluator(self.table.schema(), shape.row_filter)
         return [task for task in export if may_hold(task.data_file)]
 
-    def with_earlier(self, tasks: PassTasks, applied: list[WorkItem]) -> PassTasks:
+    def with_earlier(
+        self, tasks: PassTasks, applied: list[WorkItem], held: frozenset[tuple[int, str]]
+    ) -> PassTasks:
         """`tasks`, with the files of the export's items earlier passes applied.
 
-        Those files go in `PassTasks.earlier`.
+        Those files go in `PassTasks.earlier`, but for the items whose every file is `held` (their
+        keys kept by this run's passes): those go in `PassTasks.carried`, with no task made.
         """
         if not applied or not self.run.identifiers:
             return tasks
+        carried = [
+            i for i in applied if all((i.snapshot_id, p) in held for p in i.added_data_files)
+        ]
+        rest = [i for i in applied if i not in carried]
+        files = frozenset((i.snapshot_id, p) for i in carried for p in i.added_data_files)
+        if not rest:
+            return replace(tasks, carried=files)
         with _manifests_of(self.name):
-            earlier = pass_tasks(self.table, applied, self.run.identifiers, self.run.changed).export
-        return replace(tasks, earlier=self.held_by_shape(earlier))
+            earlier = pass_tasks(self.table, rest, self.run.identifiers, self.run.changed).export
+        return replace(tasks, earlier=self.held_by_shape(earlier), carried=files)
+
+    def carried_tasks(self, files: set[tuple[int, str]]) -> list[FileTask]:
+        """The export tasks of the earlier passes' `files` (snapshot, path) no task was made for."""
+        items = [
+            i
+            for i in self.batch
+            if i.kind == ItemKind.EXPORT
+            and any((i.snapshot_id, p) in files for p in i.added_data_files)
+        ]
+        with _manifests_of(self.name):
+            made = pass_tasks(self.table, items, self.run.identifiers, self.run.changed).export
+        return [t for t in made if (t.snapshot_id, t.data_file.file_path) in files]
 
     def engine(self, tasks: PassTasks) -> Engine:
         return self.run.engines.for_pass(
