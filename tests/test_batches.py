@@ -147,9 +147,7 @@ def test_the_last_pass_of_a_capped_export_in_one_run_reads_only_its_own_manifest
         read.clear()
         table = pipeline.catalog.load_table(NAME)
         options = PassOptions(limits=config.batch)
-        result = process_table(
-            engines, table, config.table(NAME), store, config.opensearch, ("id",), options
-        )
+        result = process_table(engines, table, config.table(NAME), store, config.opensearch, ("id",), options)
         passes.append(len(read))
     assert not result.partial
     assert passes == [2, 2, 2]
