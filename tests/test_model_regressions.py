@@ -30,6 +30,7 @@ from tests.support.model import (
     Reconfig,
     StoreKind,
     TableOp,
+    Twin,
     WriteMode,
     Writer,
     Writers,
@@ -692,4 +693,19 @@ def test_a_repair_naming_a_row_written_after_the_checkpoint_finds_it_in_neither(
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     write(state, Writer.PY_APPEND, count=2, seed=1)
     state.operate_icecdc(command=Operator.REPAIR_IDS, crash=OperatorCrash.NONE, at=0)
+    state.teardown()
+
+
+def test_the_last_sync_lets_through_many_letters_it_turned_on(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-28), the shape of a 41-step sequence: with dead letters off, keys copied
+    again and again fail every pass; the final sync turns letters on, and the rows sharing keys are
+    over `max_share` of the pass, a systemic failure (nothing advances). The operator then lets
+    them through, as after any systemic failure, and the index converges."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.reconfigure(change=Reconfig.DEAD_LETTERS, identifiers=Identifiers.AS_CREATED)
+    for seed in range(1, 10):
+        state.duplicate_key(seed=seed, then=Twin.KEEP)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.teardown()
