@@ -176,8 +176,11 @@ def test_ctrl_c_is_130_resumed(local: Pipeline, fault_proxy: FaultProxy, engine:
     run = subprocess.CompletedProcess(command, sync.returncode, out, err)
     assert run.returncode == 130, err
     said = "icecdc: interrupted: nothing is lost, the next sync resumes where this one stopped"
-    if engine == "spark":  # Spark's JVM writes its own lines to stderr (its start, the task killed)
-        assert "Traceback" not in err and err.strip().splitlines()[-1] == said, err
+    if engine == "spark":
+        # Spark's JVM writes its own lines to stderr (its start, the task killed), and under load
+        # some after ours as it dies (its Python worker's crash): our line, with no traceback before
+        lines = err.strip().splitlines()
+        assert said in lines and not any("Traceback" in line for line in lines[: lines.index(said)]), err
     else:
         assert one_line(run) == said
 
