@@ -660,7 +660,8 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         return CrashingSqliteStore(self.workdir / "state.db").arm(after, at, fired)
 
     def sync_with_store(self, config: Config, store: StateStore) -> None:
-        """`icecdc.sync.sync` of the table, with this store (a test's wrapper of the real one)."""
+        """`icecdc.sync.sync` of the table, with this store (a test's wrapper of the real one); then
+        of the other tables listed."""
         catalog = open_catalog(config.catalog)
         table_config = config.table(TABLE)
         table = load_table(catalog, TABLE)
@@ -671,6 +672,9 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         finally:
             store.close()
             engines.close()
+        others = [t.name for t in config.tables if t.name != TABLE]
+        if others:  # the tables listed beside it, as a sync of the configuration syncs them
+            sync(config, self.spark, others)
 
     def judge(self, error: Exception | None, fired: list[str], crash: CrashAt | None) -> None:
         """A sync may fail only where a crash was injected, or on a write block set on purpose."""

@@ -185,7 +185,10 @@ class PeopleRules:
             return
         table = self.lake.catalog.load_table(SIDE_TABLE)
         expected, _ = table_documents(self.lake, table, ("id",))
-        assert index_documents(self.client, SIDE_INDEX) == expected, f"{when}: {SIDE_INDEX} != {SIDE_TABLE}"
+        actual = index_documents(self.client, SIDE_INDEX)
+        assert actual == expected, (
+            f"{when}: {SIDE_INDEX} != {SIDE_TABLE}: index {sorted(actual)[:5]}, table {sorted(expected)[:5]}"
+        )
         checkpoint = self.side_as_found()[1]
         current = table.current_snapshot()
         assert checkpoint is not None and current is not None and checkpoint.snapshot_id == current.snapshot_id, (
