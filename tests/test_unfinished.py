@@ -245,6 +245,27 @@ def test_a_capped_export_after_the_state_was_lost_serves_the_old_index_until_its
     assert aliased(pipeline) == ["orders-2"] and sorted(IndexAlias(pipeline.client, INDEX).generations()) == ["orders-2"]
 
 
+def test_an_export_after_a_lost_state_into_an_index_emptied_by_deletes_writes_rows_rolled_back(
+    pipeline: Pipeline,
+) -> None:
+    """Found by the model: the index holds no document, but its deletes' versions would refuse the
+    export's writes of the rows a rollback brought back; the export builds a new generation."""
+    table = orders(pipeline)
+    table.append(rows(1, 2))
+    appended = table.refresh().current_snapshot().snapshot_id
+    config = pipeline.config({"name": NAME})
+    pipeline.sync(config, NAME)
+    table.delete("id >= 1")
+    pipeline.sync(config, NAME)
+    assert pipeline.documents(INDEX) == {}
+    table.manage_snapshots().rollback_to_snapshot(appended).commit()
+    lose_state(pipeline)
+
+    pipeline.sync(config, NAME)
+    pipeline.assert_index_equals_table(config, NAME)
+    assert sorted(pipeline.documents(INDEX)) == ["1", "2"]
+
+
 def test_an_empty_table_whose_index_holds_documents_no_checkpoint_accounts_for_is_work(pipeline: Pipeline) -> None:
     orders(pipeline).append(rows(1, 2))
     config = pipeline.config({"name": NAME})

@@ -301,10 +301,12 @@ class IndexAlias:
     def unaccounted(
         self, written: AbstractSet[str] = frozenset(), *, tolerant: bool = False
     ) -> str:
-        """Why the index holds documents no checkpoint accounts for.
+        """Why the index holds writes no checkpoint accounts for.
 
-        The answer is "" when it holds none, or is one of `written`: the uuids a first export's
-        earlier passes wrote to. It is asked when the table has no checkpoint, as its state store
+        The answer is "" when there is no index, or it is one of `written`: the uuids a first
+        export's earlier passes wrote to. An empty index counts too: OpenSearch keeps a deleted
+        document's version, and refuses an export's write of the row at an older one (a rollback
+        brings such rows back). It is asked when the table has no checkpoint, as its state store
         was lost, or its state is kept under another key because the table moved into or out of
         `indexes`. A first export into such an index would leave the documents of rows gone since,
         so it builds a new generation instead. With `tolerant`, an index that cannot be read is
@@ -320,11 +322,10 @@ class IndexAlias:
         except TransportError as exc:
             log.debug("index %r: not refreshed before counting (%s)", self.name, exc)
         held = int(self.client.count(index=self.name)["count"])
-        return (
-            f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for"
-            if held
-            else ""
-        )
+        if held:
+            return f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for"
+        # its deletes' versions outlive the documents and would refuse the export's older rows
+        return f"index {self.name!r} may hold deletes no checkpoint of the table accounts for"
 
     def shape_changed(self, shape: str) -> str:
         """Why the index holds another shape of the table than `shape`; "" when it holds this one.
