@@ -77,7 +77,7 @@ def assert_fails_systemically(pipeline: Pipeline, path: Path, count: int, reason
     assert synced.returncode == 2, synced.stderr
     assert "Traceback" not in synced.stderr
     (line,) = [line for line in synced.stderr.splitlines() if line.startswith("icecdc: error:")]  # logs beside it
-    assert line.startswith(f"icecdc: error: table '{NAME}': {count} of the pass's {ROWS} rows were dead-lettered"), line
+    assert line.startswith(f"icecdc: error: table '{NAME}': {count} dead letters from the pass's {ROWS} rows"), line
     assert f"{count} {reason} (e.g. " in line and sample in line, line
     assert pipeline.store().get_checkpoint(NAME) is None
     status = json.loads(icecdc("status", "--config", str(path), "--json").stdout)
@@ -149,7 +149,7 @@ def test_one_bad_row_among_many_is_a_letter_and_the_bound_is_configurable(
     checkpoint = pipeline.store().get_checkpoint(NAME)
     with pytest.raises(
         ProcessingError,
-        match=r"1 of the pass's 20 rows were dead-lettered.*: 1 identifier column 'id' is null",
+        match=r"1 dead letters from the pass's 20 rows.*: 1 identifier column 'id' is null",
     ):
         sync(strict, None, [NAME])
     assert pipeline.store().get_checkpoint(NAME) == checkpoint
@@ -165,7 +165,7 @@ def test_a_change_pass_of_rows_without_ids_fails_until_let_through(pipeline: Pip
     table.append(people(30, 40, null_ids=40))
     with pytest.raises(
         ProcessingError,
-        match=r"40 of the pass's 40 rows were dead-lettered.*: 40 identifier column 'id' is null",
+        match=r"40 dead letters from the pass's 40 rows.*: 40 identifier column 'id' is null",
     ):
         sync(cfg, None, [NAME])
     assert pipeline.store().get_checkpoint(NAME) == first.checkpoint

@@ -538,8 +538,8 @@ class _Pass:
         limits, letters, rows = self.run.letter_limits, result.writes.letters, result.changes.rows
         if systemic(letters, rows, limits.max_share, limits.min_count):
             raise SystemicDeadLetters(
-                f"table {self.name!r}: {letters.total} of the pass's {rows} rows were "
-                f"dead-lettered, over dead_letter.max_share ({limits.max_share:g}) — a cause "
+                f"table {self.name!r}: {letters.total} dead letters from the pass's {rows} rows, "
+                f"over dead_letter.max_share ({limits.max_share:g}) — a cause "
                 f"they share, not their own faults; nothing advanced: "
                 f"{letters.summary(samples=True, causes=3)}"
             )
