@@ -27,8 +27,11 @@ def _secret_password(arn: str) -> str:
     from botocore.exceptions import ClientError
 
     region = arn.split(":")[3] if arn.startswith("arn:") and arn.count(":") >= 6 else None
+    # a session of its own: the planner's sweep opens clients in threads, and the default session
+    # boto3.client shares is not safe to use from several at once
+    client = boto3.session.Session().client("secretsmanager", region_name=region)
     try:
-        value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)
+        value = client.get_secret_value(SecretId=arn)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         raise ConfigError(
