@@ -410,7 +410,8 @@ def measure_exports(s: Scale) -> dict[str, Any]:
         run["data_plane_ms_per_file"] = round(1000 * data / run["files"], 3) if run["files"] else None
         out[label] = run
         print(f"bench.scale: {label}: {run['seconds']:.1f} s, {run['files_per_second']} files/s")
-    out["commit_to_search"] = commit_to_search(s, client, next_id + 1)
+    if s.sizes.real:  # on the largest real table, as its in-process export left it
+        out["commit_to_search"] = commit_to_search(s, client, next_id + 1)
     return out
 
 
@@ -468,7 +469,9 @@ def main() -> None:
     for size in ("real", "metadata", "rows_per_file", "passes", "dynamodb_files", "spark_files", "tables"):
         option = "--" + size.replace("_", "-")
         if size == "real":
-            parser.add_argument(option, type=lambda v: tuple(int(n) for n in v.split(",")), help="files, comma separated")
+            parser.add_argument(
+                option, type=lambda v: tuple(int(n) for n in v.split(",") if n), help="files, comma separated ('': none)"
+            )
         else:
             parser.add_argument(option, type=int, help="over the scale's (0: none, where it is a part's size)")
     args = parser.parse_args()
@@ -487,7 +490,8 @@ def record(scale: str, sizes: Sizes, only: list[str], output: Path | None = None
     # the parts of earlier runs of this scale stay beside this run's (`--only`), the figures over all
     previous = json.loads(output.read_text()) if output.exists() else {}
     merged = {**previous.get(scale, {}), **results}
-    merged["tables"] = {**previous.get(scale, {}).get("tables", {}), **results["tables"]}
+    for part in ("tables", "export"):  # and within them, the tables and exports of earlier runs stay
+        merged[part] = {**previous.get(scale, {}).get(part, {}), **results.get(part, {})}
     merged["figures"] = figures(merged, sizes.metadata)
     previous[scale] = merged
     output.write_text(json.dumps(previous, indent=1) + "\n")
