@@ -231,11 +231,15 @@ class DeadLetters:
             self._storage.put(f"{table}/{stem}-n{len(batch)}.jsonl", _body(batch))
         return sum(len(batch) for batch in by_table.values())
 
-    def open_keys(self, table: str) -> set[str]:
+    def open_keys(self, table_name: str) -> set[str]:
         """The keys (`DeadLetter.key`) of the table's letters not dealt with; reads their files."""
-        return {stored.letter.key for stored in self.letters(table)} if self.count(table) else set()
+        return (
+            {stored.letter.key for stored in self.letters(table_name)}
+            if self.count(table_name)
+            else set()
+        )
 
-    def shared_rows(self, table: str) -> dict[str, int]:
+    def shared_rows(self, table_name: str) -> dict[str, int]:
         """The ids of the table's open letters for rows that share an identifier, and their rows.
 
         The index holds no document of these ids until a replay finds one live row of each. An id's
@@ -243,26 +247,26 @@ class DeadLetters:
         a letter, and more where a row lettered was deleted or changed since. Reads the letter
         files only when the table has open letters.
         """
-        if not self.count(table):
+        if not self.count(table_name):
             return {}
         rows: dict[str, set[str | None]] = {}
-        for stored in self.letters(table):
+        for stored in self.letters(table_name):
             letter = stored.letter
             if letter.doc_id is not None and letter.cause.startswith(SHARED_ID_CAUSE):
                 rows.setdefault(letter.doc_id, set()).add(letter.document)
         return {doc_id: len(documents) for doc_id, documents in rows.items()}
 
-    def count(self, table: str) -> int:
+    def count(self, table_name: str) -> int:
         """The table's letters not dealt with, from the files' names alone."""
-        return sum(f.count for f in self._files(table))
+        return sum(f.count for f in self._files(table_name))
 
-    def read(self, table: str) -> list[dict[str, Any]]:
+    def read(self, table_name: str) -> list[dict[str, Any]]:
         """Every dead letter of a table not dealt with, as JSON objects, for operators and tests."""
-        return [asdict(stored.letter) for stored in self.letters(table)]
+        return [asdict(stored.letter) for stored in self.letters(table_name)]
 
-    def letters(self, table: str, include_replayed: bool = False) -> list[StoredLetter]:
+    def letters(self, table_name: str, include_replayed: bool = False) -> list[StoredLetter]:
         """The table's letters, oldest file first; those dealt with only when `include_replayed`."""
-        found = [stored for f in self._files(table) for stored in self._read_file(f)]
+        found = [stored for f in self._files(table_name) for stored in self._read_file(f)]
         return [s for s in found if include_replayed or s.letter.replayed_at is None]
 
     def get(self, letter_ids: Iterable[str]) -> list[StoredLetter]:
@@ -326,10 +330,10 @@ class DeadLetters:
         self.update(s for s in marked if s.letter.replayed_at == now)
         return marked
 
-    def _files(self, table: str) -> list[_File]:
+    def _files(self, table_name: str) -> list[_File]:
         """The highest revision of each of the table's letter files, oldest first."""
         revisions: dict[str, list[tuple[int, int, str, re.Match[str]]]] = {}
-        for name in self._storage.names(table):
+        for name in self._storage.names(table_name):
             match = _NAME.match(name.rpartition("/")[2])
             if match:
                 stem = f"{match['stamp']}{match['utc']}-{match['key']}"
@@ -344,7 +348,7 @@ class DeadLetters:
             written_at = float(calendar.timegm(moment) if match["utc"] else time.mktime(moment))
             files.append(
                 _File(
-                    table,
+                    table_name,
                     stem,
                     revision,
                     count,

@@ -38,9 +38,9 @@ class LeaseLost(ProcessingError):
     """
 
     @classmethod
-    def of(cls, table: str) -> LeaseLost:
+    def of(cls, table_name: str) -> LeaseLost:
         return cls(
-            f"table {table!r}: this run's processing lease ran out or another run took it; "
+            f"table {table_name!r}: this run's processing lease ran out or another run took it; "
             "this run stops and advances nothing"
         )
 

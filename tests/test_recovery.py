@@ -29,10 +29,12 @@ from tests.support.tables import orders, rows
 class CrashBeforeCheckpoint(SqliteStateStore):
     """The real store, with the process dying where the checkpoint would be written."""
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any) -> None:
+    def complete(
+        self, table_name: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any
+    ) -> None:
         if checkpoint is not None:
             raise Crash("killed after the writes, before the checkpoint")
-        super().complete(table, checkpoint, items, *args, **kwargs)
+        super().complete(table_name, checkpoint, items, *args, **kwargs)
 
 
 def test_crash_after_the_writes_and_before_the_checkpoint_converges(pipeline: Pipeline) -> None:

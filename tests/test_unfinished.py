@@ -373,11 +373,11 @@ class _RenewalFails(SqliteStateStore):
 
     acquisitions = 0
 
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
         self.acquisitions += 1
         if self.acquisitions > 1:
             raise ConnectionError("the state store is unreachable")
-        return super().acquire_lease(table, owner, seconds)
+        return super().acquire_lease(table_name, owner, seconds)
 
 
 def test_a_lease_renewal_that_raises_marks_the_lease_lost(tmp_path: Path) -> None:

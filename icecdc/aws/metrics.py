@@ -20,29 +20,31 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def put_run_metrics(cloudwatch: Any, table: str, dead_lettered: int, rows: int, files: int) -> None:
+def put_run_metrics(
+    cloudwatch: Any, table_name: str, dead_lettered: int, rows: int, files: int
+) -> None:
     """Publish what a run did to the table: `DeadLetters`, `RowsApplied` and `FilesRead`.
 
     The stack alarms on any dead letter. `RowsApplied` counts the change rows read and applied.
     Zeros are published too, so that a quiet table shows as such.
     """
     metrics = [
-        _metric("DeadLetters", table, dead_lettered),
-        _metric("RowsApplied", table, rows),
-        _metric("FilesRead", table, files),
+        _metric("DeadLetters", table_name, dead_lettered),
+        _metric("RowsApplied", table_name, rows),
+        _metric("FilesRead", table_name, files),
     ]
     cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=metrics)
 
 
-def put_drift(cloudwatch: Any, table: str, drift: int) -> None:
+def put_drift(cloudwatch: Any, table_name: str, drift: int) -> None:
     """Publish `Drift`: the documents an audit of the table found that no dead letter explains."""
-    metrics = [_metric("Drift", table, drift)]
+    metrics = [_metric("Drift", table_name, drift)]
     cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=metrics)
 
 
 def put_lag(
     cloudwatch: Any,
-    table: str,
+    table_name: str,
     pending: int,
     lag_snapshots: int | None,
     lag_seconds: float,
@@ -52,11 +54,11 @@ def put_lag(
     The metrics are `PendingItems`, `LagSeconds` and, when known, `LagSnapshots`.
     """
     metrics = [
-        _metric("PendingItems", table, pending),
-        _metric("LagSeconds", table, lag_seconds, "Seconds"),
+        _metric("PendingItems", table_name, pending),
+        _metric("LagSeconds", table_name, lag_seconds, "Seconds"),
     ]
     if lag_snapshots is not None:
-        metrics.append(_metric("LagSnapshots", table, lag_snapshots))
+        metrics.append(_metric("LagSnapshots", table_name, lag_snapshots))
     cloudwatch.put_metric_data(Namespace=METRIC_NAMESPACE, MetricData=metrics)
 
 
@@ -77,7 +79,7 @@ def put_planning_errors(cloudwatch: Any, failed: Sequence[TableOutcome]) -> None
         log.exception("could not publish PlanningErrors for %s", tables)
 
 
-def _metric(name: str, table: str, value: float, unit: str = "Count") -> dict[str, Any]:
+def _metric(name: str, table_name: str, value: float, unit: str = "Count") -> dict[str, Any]:
     """One metric datum of the table: under the dimension `Table`."""
-    dimensions = [{"Name": "Table", "Value": table}]
+    dimensions = [{"Name": "Table", "Value": table_name}]
     return {"MetricName": name, "Dimensions": dimensions, "Value": value, "Unit": unit}

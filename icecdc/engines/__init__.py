@@ -38,9 +38,9 @@ class Engines:
     # the compact keys a capped export's in-process passes in this run wrote, for its last pass
     _carried: CarriedKeys = field(default_factory=CarriedKeys, init=False)
 
-    def carried(self, table: str, index: str) -> frozenset[tuple[int, str]]:
+    def carried(self, table_name: str, index: str) -> frozenset[tuple[int, str]]:
         """The export files (snapshot, path) of the index whose keys this run's passes kept."""
-        return self._carried.held(table, index)
+        return self._carried.held(table_name, index)
 
     def kind_for(self, size: WorkSize) -> EngineKind:
         """The engine of a pass that reads `size`."""
@@ -54,7 +54,7 @@ class Engines:
         )
         return EngineKind.IN_PROCESS if small else EngineKind.SPARK
 
-    def for_pass(self, table: str, size: WorkSize) -> Engine:
+    def for_pass(self, table_name: str, size: WorkSize) -> Engine:
         """The engine for a pass, or `SparkRequired` where a pass needs Spark and this run has none.
 
         It raises before anything is written.
@@ -62,20 +62,20 @@ class Engines:
         kind = self.kind_for(size)
         # debug: the pass's "applying" line names the engine, and counts files as its progress does
         reads = "%s: this pass reads %d files, %d rows, %d bytes: %s engine"
-        log.debug(reads, table, size.files, size.rows, size.bytes, kind)
+        log.debug(reads, table_name, size.files, size.rows, size.bytes, kind)
         if kind == EngineKind.IN_PROCESS:
             cores = usable_cores()  # more processes than cores would only hold more memory
             workers = min(self.config.in_process_workers or cores, cores)
             return InProcessEngine(workers, self._carried)
-        return self._spark_engine(table)
+        return self._spark_engine(table_name)
 
-    def _spark_engine(self, table: str) -> Engine:
+    def _spark_engine(self, table_name: str) -> Engine:
         from icecdc.engines.spark import SparkEngine, spark_session  # pyspark only where Spark runs
 
         if self.spark is None:
             if self.spark_config is None:
                 raise SparkRequired(
-                    f"table {table!r}: this pass is too large to apply without Spark"
+                    f"table {table_name!r}: this pass is too large to apply without Spark"
                 )
             self.spark, self._started = spark_session(self.spark_config), True
         return SparkEngine(self.spark)

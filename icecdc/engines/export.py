@@ -261,9 +261,9 @@ class CarriedKeys:
             self._keys.append(pa.table([part["key"], files, part["position"]], KEPT_SCHEMA))
         self.rows += count
 
-    def held(self, table: str, index: str) -> frozenset[tuple[int, str]]:
+    def held(self, table_name: str, index: str) -> frozenset[tuple[int, str]]:
         """The files (snapshot, path) of the table's index whose keys this holds."""
-        return frozenset((s[2], s[3]) for s in self._files if s[:2] == (table, index))
+        return frozenset((s[2], s[3]) for s in self._files if s[:2] == (table_name, index))
 
     def take(
         self,

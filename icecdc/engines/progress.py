@@ -58,12 +58,12 @@ class PassMeter:
 
     def __init__(
         self,
-        table: str,
+        table_name: str,
         stage: PassStage,
         tasks: Iterable[Task | tuple[int, Task]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.table, self.stage, self.clock = table, stage, clock
+        self.table, self.stage, self.clock = table_name, stage, clock
         self.total, self.done = Done.of(tasks), Done()
         self.started = clock()
         self._logged = self._drawn = self.started

@@ -95,14 +95,14 @@ class DynamoDbStateStore(StateStore):
 
     def __init__(
         self,
-        table_name: str,
+        state_table: str,
         region: str | None = None,
         endpoint_url: str | None = None,
         done_ttl_seconds: int = DEFAULT_DONE_TTL_SECONDS,
         items_per_transaction: int = ITEMS_PER_TRANSACTION,
         conflict_retries: int = CONFLICT_RETRIES,
     ) -> None:
-        self.table_name = table_name
+        self.state_table = state_table
         self.done_ttl_seconds = done_ttl_seconds
         self.items_per_transaction = items_per_transaction
         self.conflict_retries = conflict_retries
@@ -115,24 +115,24 @@ class DynamoDbStateStore(StateStore):
         }
         self.client = boto3.client("dynamodb", **options)
 
-    def get_checkpoint(self, table: str) -> Checkpoint | None:
-        return self._get_base(table, _CHECKPOINT)
+    def get_checkpoint(self, table_name: str) -> Checkpoint | None:
+        return self._get_base(table_name, _CHECKPOINT)
 
-    def checkpointed_at(self, table: str) -> float | None:
-        key = _keys(table, _CHECKPOINT)
-        asked = {"TableName": self.table_name, "Key": key, "ProjectionExpression": "updated_at"}
+    def checkpointed_at(self, table_name: str) -> float | None:
+        key = _keys(table_name, _CHECKPOINT)
+        asked = {"TableName": self.state_table, "Key": key, "ProjectionExpression": "updated_at"}
         record = self.client.get_item(**asked).get("Item")
         return float(record["updated_at"]["N"]) if record and "updated_at" in record else None
 
-    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+    def claim_export(self, table_name: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         sk = f"{_EXPORT}{base.table_uuid}|{replacing}"
-        self._put_base_if(table, sk, base, "attribute_not_exists(pk)")
-        recorded = self._get_base(table, sk)
+        self._put_base_if(table_name, sk, base, "attribute_not_exists(pk)")
+        recorded = self._get_base(table_name, sk)
         assert recorded is not None  # written above, or by the planner that won the race
         return recorded
 
-    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
-        recorded = self.pass_end(table)
+    def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
+        recorded = self.pass_end(table_name)
         before = (
             recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
         )
@@ -140,7 +140,7 @@ class DynamoDbStateStore(StateStore):
             return before
         # Another pass may have recorded in between: keep the furthest end of the UUID.
         self._put_base_if(
-            table,
+            table_name,
             _PASS_END,
             end,
             "attribute_not_exists(pk) OR table_uuid <> :uuid OR sequence_number < :seq",
@@ -148,12 +148,12 @@ class DynamoDbStateStore(StateStore):
         )
         return before
 
-    def pass_end(self, table: str) -> Checkpoint | None:
-        return self._get_base(table, _PASS_END)
+    def pass_end(self, table_name: str) -> Checkpoint | None:
+        return self._get_base(table_name, _PASS_END)
 
     def _put_base_if(
         self,
-        table: str,
+        table_name: str,
         sk: str,
         base: Checkpoint,
         condition: str,
@@ -166,8 +166,8 @@ class DynamoDbStateStore(StateStore):
         try:
             self._write(
                 "put_item",
-                TableName=self.table_name,
-                Item={**_keys(table, sk), **_checkpoint_attributes(base)},
+                TableName=self.state_table,
+                Item={**_keys(table_name, sk), **_checkpoint_attributes(base)},
                 ConditionExpression=condition,
                 **({"ExpressionAttributeValues": values} if values else {}),
             )
@@ -184,7 +184,7 @@ class DynamoDbStateStore(StateStore):
 
     def _put_actions(self, item: WorkItem, replace_done: bool) -> list[dict[str, Any]]:
         """An item's put-if-absent: its pending record unless it or its done record exists."""
-        done = {"TableName": self.table_name, "Key": _keys(item.table, _DONE + item.key)}
+        done = {"TableName": self.state_table, "Key": _keys(item.table, _DONE + item.key)}
         # Never a done record beside a pending one: replacing, the transaction deletes it.
         on_done = (
             {"Delete": done}
@@ -193,14 +193,14 @@ class DynamoDbStateStore(StateStore):
         )
         record = _pending_record(item)
         put = {
-            "TableName": self.table_name,
+            "TableName": self.state_table,
             "Item": record,
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         return [{"Put": put}, on_done]
 
     def _write_each(
-        self, table: str, groups: list[list[dict[str, Any]]], fence: str | None = None
+        self, table_name: str, groups: list[list[dict[str, Any]]], fence: str | None = None
     ) -> list[bool]:
         """Write each group of actions, all or none of it, many groups a transaction.
 
@@ -214,7 +214,7 @@ class DynamoDbStateStore(StateStore):
             while chunk:
                 actions = [action for i in chunk for action in groups[i]]
                 if fence is not None:
-                    actions.append(self._lease_check(table, fence))  # last: the last reason
+                    actions.append(self._lease_check(table_name, fence))  # last: the last reason
                 try:
                     self._write("transact_write_items", TransactItems=actions)
                 except ClientError as exc:
@@ -222,7 +222,7 @@ class DynamoDbStateStore(StateStore):
                     if not _condition_failed(exc):
                         raise
                     if fence is not None and reasons[-1] == "ConditionalCheckFailed":
-                        raise LeaseLost.of(table) from None
+                        raise LeaseLost.of(table_name) from None
                     failed = _failed_groups(chunk, groups, reasons)
                     if not failed:  # reasons that name no action: never loop
                         raise
@@ -234,29 +234,29 @@ class DynamoDbStateStore(StateStore):
         return written
 
     def pending_page(
-        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+        self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
     ) -> PendingPage:
         request: dict[str, Any] = {
-            **self._pending_query(table),
+            **self._pending_query(table_name),
             "ProjectionExpression": "body",
             "Limit": limit,
         }
         if after is not None:
-            request["ExclusiveStartKey"] = _keys(table, _PENDING + after)
+            request["ExclusiveStartKey"] = _keys(table_name, _PENDING + after)
         page = self.client.query(**request)
         items = tuple(WorkItem.from_json(record["body"]["S"]) for record in page["Items"])
         last = page.get("LastEvaluatedKey")
         return PendingPage(items, last[SORT_KEY]["S"].removeprefix(_PENDING) if last else None)
 
-    def _complete(self, table: str, completion: Completion) -> None:
+    def _complete(self, table_name: str, completion: Completion) -> None:
         if completion.checkpoint is not None:
-            self._advance(table, completion.checkpoint, completion.replace, completion.fence)
+            self._advance(table_name, completion.checkpoint, completion.replace, completion.fence)
         expires_at = int(time.time()) + self.done_ttl_seconds
         retire: list[list[dict[str, Any]]] = []
         for item in completion.items:
             done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
             record = {
-                **_keys(table, _DONE + item.key),
+                **_keys(table_name, _DONE + item.key),
                 "status": {"S": ItemStatus.DONE},
                 "sequence_number": {"N": str(item.sequence_number)},
                 "body": {"S": done.to_json()},
@@ -264,11 +264,11 @@ class DynamoDbStateStore(StateStore):
             }
             retire.append(
                 [
-                    {"Put": {"TableName": self.table_name, "Item": record}},
+                    {"Put": {"TableName": self.state_table, "Item": record}},
                     {
                         "Delete": {
-                            "TableName": self.table_name,
-                            "Key": _keys(table, _pending_sk(item)),
+                            "TableName": self.state_table,
+                            "Key": _keys(table_name, _pending_sk(item)),
                         }
                     },
                 ]
@@ -277,9 +277,9 @@ class DynamoDbStateStore(StateStore):
             actions = [action for i in chunk for action in retire[i]]
             self._write("transact_write_items", TransactItems=actions)
 
-    def count_pending(self, table: str) -> int:
+    def count_pending(self, table_name: str) -> int:
         # Select=COUNT reads no item into the answer; a page still covers at most 1 MB of records.
-        request: dict[str, Any] = {**self._pending_query(table), "Select": "COUNT"}
+        request: dict[str, Any] = {**self._pending_query(table_name), "Select": "COUNT"}
         count = 0
         while True:
             page = self.client.query(**request)
@@ -288,23 +288,23 @@ class DynamoDbStateStore(StateStore):
                 return count
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _pending_query(self, table: str) -> dict[str, Any]:
+    def _pending_query(self, table_name: str) -> dict[str, Any]:
         return {
-            "TableName": self.table_name,
+            "TableName": self.state_table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :pending)",
-            "ExpressionAttributeValues": {":pk": {"S": table}, ":pending": {"S": _PENDING}},
+            "ExpressionAttributeValues": {":pk": {"S": table_name}, ":pending": {"S": _PENDING}},
             # a processor must see what the planner wrote before starting it
             "ConsistentRead": True,
         }
 
     def mark_applied(
-        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
     ) -> None:
         puts = [
             [
                 {
                     "Put": {
-                        "TableName": self.table_name,
+                        "TableName": self.state_table,
                         "Item": _pending_record(
                             replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
                         ),
@@ -315,16 +315,16 @@ class DynamoDbStateStore(StateStore):
             ]
             for item in items
         ]
-        self._write_each(table, puts, fence)
+        self._write_each(table_name, puts, fence)
 
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
         now = time.time()
         try:
             self._write(
                 "put_item",
-                TableName=self.table_name,
+                TableName=self.state_table,
                 Item={
-                    **_keys(table, _LEASE),
+                    **_keys(table_name, _LEASE),
                     "owner": {"S": owner},
                     "lease_expires_at": {"N": repr(now + seconds)},
                 },
@@ -340,12 +340,12 @@ class DynamoDbStateStore(StateStore):
             return False
         return True
 
-    def release_lease(self, table: str, owner: str) -> None:
+    def release_lease(self, table_name: str, owner: str) -> None:
         try:
             self._write(
                 "delete_item",
-                TableName=self.table_name,
-                Key=_keys(table, _LEASE),
+                TableName=self.state_table,
+                Key=_keys(table_name, _LEASE),
                 ConditionExpression="#owner = :owner",
                 ExpressionAttributeNames={"#owner": "owner"},
                 ExpressionAttributeValues={":owner": {"S": owner}},
@@ -356,7 +356,7 @@ class DynamoDbStateStore(StateStore):
                 raise
 
     def _advance(
-        self, table: str, checkpoint: Checkpoint, replace: bool, fence: str | None
+        self, table_name: str, checkpoint: Checkpoint, replace: bool, fence: str | None
     ) -> None:
         """Write the checkpoint unless the stored one is as far or further.
 
@@ -364,9 +364,9 @@ class DynamoDbStateStore(StateStore):
         goes in one transaction with a check that its owner holds the lease.
         """
         put: dict[str, Any] = {
-            "TableName": self.table_name,
+            "TableName": self.state_table,
             "Item": {
-                **_keys(table, _CHECKPOINT),
+                **_keys(table_name, _CHECKPOINT),
                 **_checkpoint_attributes(checkpoint),
                 "updated_at": {"N": repr(time.time())},
             },
@@ -385,10 +385,10 @@ class DynamoDbStateStore(StateStore):
             end_at = Checkpoint(
                 checkpoint.table_uuid, checkpoint.snapshot_id, checkpoint.sequence_number
             )
-            end = {**_keys(table, _PASS_END), **_checkpoint_attributes(end_at)}
-            actions.append({"Put": {"TableName": self.table_name, "Item": end}})
+            end = {**_keys(table_name, _PASS_END), **_checkpoint_attributes(end_at)}
+            actions.append({"Put": {"TableName": self.state_table, "Item": end}})
         if fence is not None:
-            actions.append(self._lease_check(table, fence))
+            actions.append(self._lease_check(table_name, fence))
         try:
             self._write("transact_write_items", TransactItems=actions)
         except ClientError as exc:
@@ -400,19 +400,19 @@ class DynamoDbStateStore(StateStore):
                 raise
             # the lease check, last
             if fence is not None and reasons[-1] == "ConditionalCheckFailed":
-                raise LeaseLost.of(table) from None
+                raise LeaseLost.of(table_name) from None
             log.info(
                 "%s: checkpoint already at or past sequence number %d",
-                table,
+                table_name,
                 checkpoint.sequence_number,
             )
 
-    def _lease_check(self, table: str, owner: str) -> dict[str, Any]:
+    def _lease_check(self, table_name: str, owner: str) -> dict[str, Any]:
         """A transaction's check that `owner` holds the table's lease."""
         return {
             "ConditionCheck": {
-                "TableName": self.table_name,
-                "Key": _keys(table, _LEASE),
+                "TableName": self.state_table,
+                "Key": _keys(table_name, _LEASE),
                 "ConditionExpression": "#owner = :owner AND lease_expires_at >= :now",
                 "ExpressionAttributeNames": {"#owner": "owner"},
                 "ExpressionAttributeValues": {
@@ -422,9 +422,9 @@ class DynamoDbStateStore(StateStore):
             }
         }
 
-    def _get_base(self, table: str, sk: str) -> Checkpoint | None:
+    def _get_base(self, table_name: str, sk: str) -> Checkpoint | None:
         record = self.client.get_item(
-            TableName=self.table_name, Key=_keys(table, sk), ConsistentRead=True
+            TableName=self.state_table, Key=_keys(table_name, sk), ConsistentRead=True
         ).get("Item")
         if record is None:
             return None
@@ -468,7 +468,7 @@ class DynamoDbStateStore(StateStore):
 
 
 def create_state_table(
-    table_name: str, region: str | None = None, endpoint_url: str | None = None
+    state_table: str, region: str | None = None, endpoint_url: str | None = None
 ) -> None:
     """Create the table as the CDK stack does, for local DynamoDB and tests.
 
@@ -476,7 +476,7 @@ def create_state_table(
     """
     client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url)
     client.create_table(
-        TableName=table_name,
+        TableName=state_table,
         KeySchema=[
             {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
             {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
@@ -487,15 +487,15 @@ def create_state_table(
         ],
         BillingMode="PAY_PER_REQUEST",
     )
-    client.get_waiter("table_exists").wait(TableName=table_name)
+    client.get_waiter("table_exists").wait(TableName=state_table)
     client.update_time_to_live(
-        TableName=table_name,
+        TableName=state_table,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
     )
 
 
-def _keys(table: str, sk: str) -> dict[str, dict[str, str]]:
-    return {PARTITION_KEY: {"S": table}, SORT_KEY: {"S": sk}}
+def _keys(table_name: str, sk: str) -> dict[str, dict[str, str]]:
+    return {PARTITION_KEY: {"S": table_name}, SORT_KEY: {"S": sk}}
 
 
 def _pending_record(item: WorkItem) -> dict[str, dict[str, str]]:

@@ -15,7 +15,7 @@ def open_state_store(config: StateConfig) -> StateStore:
         from icecdc.state.dynamodb import DynamoDbStateStore  # boto3 is an optional dependency
 
         return DynamoDbStateStore(
-            table_name=config.table,
+            state_table=config.table,
             region=config.region,
             endpoint_url=config.endpoint_url,
             done_ttl_seconds=config.done_ttl_days * SECONDS_PER_DAY,

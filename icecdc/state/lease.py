@@ -25,10 +25,12 @@ class Lease:
     renewal failed, and the run should stop, as `check` says: it can no longer advance anything.
     """
 
-    def __init__(self, store: StateStore, table: str, seconds: float, wait: bool = True) -> None:
+    def __init__(
+        self, store: StateStore, table_name: str, seconds: float, wait: bool = True
+    ) -> None:
         self._store = store
         self._wait = wait  # False: take the lease if it is free, else leave the table at once
-        self._table = table
+        self._table = table_name
         self._seconds = seconds
         self.owner = uuid.uuid4().hex
         self._stop = threading.Event()

@@ -30,17 +30,17 @@ def index_stores(
 
 
 class ScopedStore(StateStore):
-    """`store` as one index of `table` sees it.
+    """`store` as one index of the table `table_name` sees it.
 
-    Calls about `table` go to the key `key`. The items it answers name `table`, as the items the
-    planner writes do, though the store holds them under `key`.
+    Calls about `table_name` go to the key `key`. The items it answers name `table_name`, as the
+    items the planner writes do, though the store holds them under `key`.
     """
 
-    def __init__(self, store: StateStore, table: str, key: str) -> None:
-        self._store, self._table, self._key = store, table, key
+    def __init__(self, store: StateStore, table_name: str, key: str) -> None:
+        self._store, self._table, self._key = store, table_name, key
 
-    def _scoped(self, table: str) -> str:
-        return self._key if table == self._table else table
+    def _scoped(self, table_name: str) -> str:
+        return self._key if table_name == self._table else table_name
 
     def _in(self, item: WorkItem) -> WorkItem:
         return replace(item, table=self._key) if item.table == self._table else item
@@ -48,51 +48,55 @@ class ScopedStore(StateStore):
     def _out(self, item: WorkItem) -> WorkItem:
         return replace(item, table=self._table) if item.table == self._key else item
 
-    def get_checkpoint(self, table: str) -> Checkpoint | None:
-        return self._store.get_checkpoint(self._scoped(table))
+    def get_checkpoint(self, table_name: str) -> Checkpoint | None:
+        return self._store.get_checkpoint(self._scoped(table_name))
 
-    def checkpointed_at(self, table: str) -> float | None:
-        return self._store.checkpointed_at(self._scoped(table))
+    def checkpointed_at(self, table_name: str) -> float | None:
+        return self._store.checkpointed_at(self._scoped(table_name))
 
-    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
-        return self._store.claim_export(self._scoped(table), base, replacing)
+    def claim_export(self, table_name: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        return self._store.claim_export(self._scoped(table_name), base, replacing)
 
-    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
-        return self._store.begin_pass(self._scoped(table), end)
+    def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
+        return self._store.begin_pass(self._scoped(table_name), end)
 
-    def pass_end(self, table: str) -> Checkpoint | None:
-        return self._store.pass_end(self._scoped(table))
+    def pass_end(self, table_name: str) -> Checkpoint | None:
+        return self._store.pass_end(self._scoped(table_name))
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         return self._store.put_items([self._in(i) for i in items], replace_done)
 
     def pending_page(
-        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+        self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
     ) -> PendingPage:
-        page = self._store.pending_page(self._scoped(table), after, limit)
+        page = self._store.pending_page(self._scoped(table_name), after, limit)
         return PendingPage(tuple(self._out(i) for i in page.items), page.after)
 
     def forget_pending(self) -> None:
         self._store.forget_pending()
 
-    def count_pending(self, table: str) -> int:
-        return self._store.count_pending(self._scoped(table))
+    def count_pending(self, table_name: str) -> int:
+        return self._store.count_pending(self._scoped(table_name))
 
     def mark_applied(
-        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
     ) -> None:
         self._store.mark_applied(
-            self._scoped(table), [self._in(i) for i in items], index_uuid, fence
+            self._scoped(table_name), [self._in(i) for i in items], index_uuid, fence
         )
 
-    def _complete(self, table: str, completion: Completion) -> None:
+    def _complete(self, table_name: str, completion: Completion) -> None:
         items = tuple(self._in(i) for i in completion.items)
         self._store.complete(
-            self._scoped(table), completion.checkpoint, items, completion.replace, completion.fence
+            self._scoped(table_name),
+            completion.checkpoint,
+            items,
+            completion.replace,
+            completion.fence,
         )
 
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
-        return self._store.acquire_lease(self._scoped(table), owner, seconds)
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
+        return self._store.acquire_lease(self._scoped(table_name), owner, seconds)
 
-    def release_lease(self, table: str, owner: str) -> None:
-        self._store.release_lease(self._scoped(table), owner)
+    def release_lease(self, table_name: str, owner: str) -> None:
+        self._store.release_lease(self._scoped(table_name), owner)

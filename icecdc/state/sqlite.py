@@ -55,12 +55,12 @@ class SqliteStateStore(StateStore):
                 "ALTER TABLE checkpoints ADD COLUMN index_uuid TEXT NOT NULL DEFAULT ''"
             )
 
-    def get_checkpoint(self, table: str) -> Checkpoint | None:
+    def get_checkpoint(self, table_name: str) -> Checkpoint | None:
         row = self._db.execute(
             "SELECT table_uuid, snapshot_id, sequence_number, schema_id, identifier_columns, "
             "index_uuid "
             "FROM checkpoints WHERE table_name = ?",
-            (table,),
+            (table_name,),
         ).fetchone()
         if row is None:
             return None
@@ -74,59 +74,61 @@ class SqliteStateStore(StateStore):
             index_uuid,
         )
 
-    def checkpointed_at(self, table: str) -> float | None:
+    def checkpointed_at(self, table_name: str) -> float | None:
         asked = "SELECT updated_at FROM checkpoints WHERE table_name = ?"
-        row = self._db.execute(asked, (table,)).fetchone()
+        row = self._db.execute(asked, (table_name,)).fetchone()
         return None if row is None else float(row[0])
 
-    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+    def claim_export(self, table_name: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         self._db.execute(
             "INSERT OR IGNORE INTO export_claims VALUES (?, ?, ?, ?, ?)",
-            (table, base.table_uuid, replacing, base.snapshot_id, base.sequence_number),
+            (table_name, base.table_uuid, replacing, base.snapshot_id, base.sequence_number),
         )
         row = self._db.execute(
             "SELECT table_uuid, snapshot_id, sequence_number FROM export_claims "
             "WHERE table_name = ? AND table_uuid = ? AND replacing = ?",
-            (table, base.table_uuid, replacing),
+            (table_name, base.table_uuid, replacing),
         ).fetchone()
         return Checkpoint(*row)
 
-    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+    def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
         with self._transaction():
-            recorded = self.pass_end(table)
+            recorded = self.pass_end(table_name)
             before = (
                 recorded if recorded is not None and recorded.table_uuid == end.table_uuid else None
             )
             if before is None or before.sequence_number < end.sequence_number:
-                self._record_pass_end(table, end)
+                self._record_pass_end(table_name, end)
         return before
 
-    def pass_end(self, table: str) -> Checkpoint | None:
+    def pass_end(self, table_name: str) -> Checkpoint | None:
         row = self._db.execute(
             "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?",
-            (table,),
+            (table_name,),
         ).fetchone()
         return Checkpoint(*row) if row is not None else None
 
-    def _record_pass_end(self, table: str, end: Checkpoint) -> None:
+    def _record_pass_end(self, table_name: str, end: Checkpoint) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO pass_ends VALUES (?, ?, ?, ?)",
-            (table, end.table_uuid, end.snapshot_id, end.sequence_number),
+            (table_name, end.table_uuid, end.snapshot_id, end.sequence_number),
         )
 
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
         now = time.time()
         with self._transaction():
             cursor = self._db.execute(
                 """INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (table_name) DO UPDATE
                    SET owner = excluded.owner, expires_at = excluded.expires_at
                    WHERE leases.owner = excluded.owner OR leases.expires_at < ?""",
-                (table, owner, now + seconds, now),
+                (table_name, owner, now + seconds, now),
             )
             return cursor.rowcount == 1
 
-    def release_lease(self, table: str, owner: str) -> None:
-        self._db.execute("DELETE FROM leases WHERE table_name = ? AND owner = ?", (table, owner))
+    def release_lease(self, table_name: str, owner: str) -> None:
+        self._db.execute(
+            "DELETE FROM leases WHERE table_name = ? AND owner = ?", (table_name, owner)
+        )
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
         with self._transaction():  # one commit for all, not one per item
@@ -150,26 +152,26 @@ class SqliteStateStore(StateStore):
         return cursor.rowcount == 1
 
     def pending_page(
-        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+        self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
     ) -> PendingPage:
         sequence_number, key = _cursor(after) if after is not None else (-1, "")
         rows = self._db.execute(
             "SELECT sequence_number, key, body FROM work_items "
             "WHERE table_name = ? AND status IN (?, ?) "
             "AND (sequence_number, key) > (?, ?) ORDER BY sequence_number, key LIMIT ?",
-            (table, ItemStatus.PENDING, ItemStatus.APPLIED, sequence_number, key, limit),
+            (table_name, ItemStatus.PENDING, ItemStatus.APPLIED, sequence_number, key, limit),
         ).fetchall()
         items = tuple(WorkItem.from_json(body) for _, _, body in rows)
         return PendingPage(
             items, f"{rows[-1][0]:020d}|{rows[-1][1]}" if len(rows) == limit else None
         )
 
-    def _complete(self, table: str, completion: Completion) -> None:
+    def _complete(self, table_name: str, completion: Completion) -> None:
         checkpoint, fence = completion.checkpoint, completion.fence
         with self._transaction():
             if checkpoint is not None:
-                if fence is not None and not self._holds_lease(table, fence):
-                    raise LeaseLost.of(table)
+                if fence is not None and not self._holds_lease(table_name, fence):
+                    raise LeaseLost.of(table_name)
                 self._db.execute(
                     """INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (table_name) DO UPDATE SET
@@ -181,7 +183,7 @@ class SqliteStateStore(StateStore):
                        WHERE excluded.sequence_number > checkpoints.sequence_number
                           OR excluded.table_uuid != checkpoints.table_uuid OR ?""",
                     (
-                        table,
+                        table_name,
                         checkpoint.table_uuid,
                         checkpoint.snapshot_id,
                         checkpoint.sequence_number,
@@ -193,7 +195,7 @@ class SqliteStateStore(StateStore):
                     ),
                 )
                 if completion.replace:  # the resync's index holds nothing past its checkpoint
-                    self._record_pass_end(table, checkpoint)
+                    self._record_pass_end(table_name, checkpoint)
             for item in completion.items:
                 done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
                 self._db.execute(
@@ -201,19 +203,19 @@ class SqliteStateStore(StateStore):
                     (ItemStatus.DONE, done.to_json(), item.key),
                 )
 
-    def count_pending(self, table: str) -> int:
+    def count_pending(self, table_name: str) -> int:
         row = self._db.execute(
             "SELECT COUNT(*) FROM work_items WHERE table_name = ? AND status IN (?, ?)",
-            (table, ItemStatus.PENDING, ItemStatus.APPLIED),
+            (table_name, ItemStatus.PENDING, ItemStatus.APPLIED),
         ).fetchone()
         return int(row[0])
 
     def mark_applied(
-        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
     ) -> None:
         with self._transaction():
-            if fence is not None and not self._holds_lease(table, fence):
-                raise LeaseLost.of(table)
+            if fence is not None and not self._holds_lease(table_name, fence):
+                raise LeaseLost.of(table_name)
             for item in items:
                 applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
                 self._db.execute(
@@ -221,9 +223,9 @@ class SqliteStateStore(StateStore):
                     (ItemStatus.APPLIED, applied.to_json(), item.key, ItemStatus.DONE),
                 )
 
-    def _holds_lease(self, table: str, owner: str) -> bool:
+    def _holds_lease(self, table_name: str, owner: str) -> bool:
         row = self._db.execute(
-            "SELECT owner, expires_at FROM leases WHERE table_name = ?", (table,)
+            "SELECT owner, expires_at FROM leases WHERE table_name = ?", (table_name,)
         ).fetchone()
         return row is not None and row[0] == owner and row[1] >= time.time()
 

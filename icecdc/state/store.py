@@ -55,10 +55,10 @@ class StateStore(ABC):
     """Checkpoints, export claims and work items of every configured table."""
 
     @abstractmethod
-    def get_checkpoint(self, table: str) -> Checkpoint | None: ...
+    def get_checkpoint(self, table_name: str) -> Checkpoint | None: ...
 
     @abstractmethod
-    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+    def claim_export(self, table_name: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
         """Record `base` as the export snapshot unless one is recorded; return the recorded one.
 
         The claim is of the table's UUID and of the checkpoint the export replaces, which
@@ -66,7 +66,7 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
+    def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
         """Record that a pass may write the table's changes through `end`.
 
         Only the furthest end of the table's UUID is kept. The answer is the end recorded before,
@@ -74,7 +74,7 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    def pass_end(self, table: str) -> Checkpoint | None:
+    def pass_end(self, table_name: str) -> Checkpoint | None:
         """The furthest end a pass recorded with `begin_pass`, or None when none was.
 
         A resync's `complete` lowers it to the checkpoint, as its new generation or its rewrite
@@ -98,7 +98,7 @@ class StateStore(ABC):
         snapshot rolled back, then current again) or of a pass that finished since the checkpoint
         was read, and the processor retires it unread when the checkpoint has it (`batching`)."""
 
-    def pending_items(self, table: str) -> list[WorkItem]:
+    def pending_items(self, table_name: str) -> list[WorkItem]:
         """The table's items not done yet, oldest snapshot first: every page.
 
         Those are the items PENDING or APPLIED.
@@ -106,7 +106,7 @@ class StateStore(ABC):
         items: list[WorkItem] = []
         after: str | None = None
         while True:
-            page = self.pending_page(table, after)
+            page = self.pending_page(table_name, after)
             items += page.items
             if page.after is None:
                 return items
@@ -114,7 +114,7 @@ class StateStore(ABC):
 
     @abstractmethod
     def pending_page(
-        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+        self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
     ) -> PendingPage:
         """At most `limit` of the table's items not done yet, from the cursor `after`.
 
@@ -128,12 +128,12 @@ class StateStore(ABC):
         """Read the pending items afresh on the next call (see `PendingOnce`)."""
 
     @abstractmethod
-    def count_pending(self, table: str) -> int:
+    def count_pending(self, table_name: str) -> int:
         """How many items of the table are not done (without reading them)."""
 
     @abstractmethod
     def mark_applied(
-        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
     ) -> None:
         """Record that the items' rows are in the index `index_uuid`, their snapshot not done.
 
@@ -146,7 +146,7 @@ class StateStore(ABC):
 
     def complete(
         self,
-        table: str,
+        table_name: str,
         checkpoint: Checkpoint | None,
         items: Iterable[WorkItem],
         replace: bool = False,
@@ -158,23 +158,23 @@ class StateStore(ABC):
 
         `fence`: the lease owner this run holds the table's lease as; when it no longer holds it,
         raise `LeaseLost` and advance nothing."""
-        self._complete(table, Completion(checkpoint, tuple(items), replace, fence))
+        self._complete(table_name, Completion(checkpoint, tuple(items), replace, fence))
 
     @abstractmethod
-    def _complete(self, table: str, completion: Completion) -> None:
+    def _complete(self, table_name: str, completion: Completion) -> None:
         """`complete`, as the store does it."""
 
     @abstractmethod
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
         """Hold the table's processing lease for `seconds`, or renew it.
 
         The answer is False while another owner holds it.
         """
 
     @abstractmethod
-    def release_lease(self, table: str, owner: str) -> None: ...
+    def release_lease(self, table_name: str, owner: str) -> None: ...
 
-    def checkpointed_at(self, table: str) -> float | None:
+    def checkpointed_at(self, table_name: str) -> float | None:
         """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
         return None
 
@@ -212,21 +212,21 @@ class PendingOnce(StateStore):
         self._pass_ends.clear()
         self._store.forget_pending()
 
-    def pending_items(self, table: str) -> list[WorkItem]:
-        if table not in self._pending:
-            self._pending[table] = self._store.pending_items(table)
-        return list(self._pending[table])
+    def pending_items(self, table_name: str) -> list[WorkItem]:
+        if table_name not in self._pending:
+            self._pending[table_name] = self._store.pending_items(table_name)
+        return list(self._pending[table_name])
 
     def pending_page(
-        self, table: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
+        self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
     ) -> PendingPage:
-        return self._store.pending_page(table, after, limit)
+        return self._store.pending_page(table_name, after, limit)
 
-    def count_pending(self, table: str) -> int:
+    def count_pending(self, table_name: str) -> int:
         return (
-            len(self._pending[table])
-            if table in self._pending
-            else self._store.count_pending(table)
+            len(self._pending[table_name])
+            if table_name in self._pending
+            else self._store.count_pending(table_name)
         )
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
@@ -237,54 +237,58 @@ class PendingOnce(StateStore):
         return written
 
     def mark_applied(
-        self, table: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
     ) -> None:
         items = list(items)
-        self._store.mark_applied(table, items, index_uuid, fence)
-        if table in self._pending:
+        self._store.mark_applied(table_name, items, index_uuid, fence)
+        if table_name in self._pending:
             keys = {i.key for i in items}
-            self._pending[table] = [
+            self._pending[table_name] = [
                 replace(i, status=ItemStatus.APPLIED, applied_to=index_uuid) if i.key in keys else i
-                for i in self._pending[table]
+                for i in self._pending[table_name]
             ]
 
-    def _complete(self, table: str, completion: Completion) -> None:
+    def _complete(self, table_name: str, completion: Completion) -> None:
         # what the store keeps (never backwards, a resync's pass end): read again
         if completion.checkpoint is not None:
-            self._checkpoints.pop(table, None)
-            self._pass_ends.pop(table, None)
+            self._checkpoints.pop(table_name, None)
+            self._pass_ends.pop(table_name, None)
         self._store.complete(
-            table, completion.checkpoint, completion.items, completion.replace, completion.fence
+            table_name,
+            completion.checkpoint,
+            completion.items,
+            completion.replace,
+            completion.fence,
         )
-        if table in self._pending:
+        if table_name in self._pending:
             keys = {i.key for i in completion.items}
-            self._pending[table] = [i for i in self._pending[table] if i.key not in keys]
+            self._pending[table_name] = [i for i in self._pending[table_name] if i.key not in keys]
 
-    def get_checkpoint(self, table: str) -> Checkpoint | None:
-        if table not in self._checkpoints:
-            self._checkpoints[table] = self._store.get_checkpoint(table)
-        return self._checkpoints[table]
+    def get_checkpoint(self, table_name: str) -> Checkpoint | None:
+        if table_name not in self._checkpoints:
+            self._checkpoints[table_name] = self._store.get_checkpoint(table_name)
+        return self._checkpoints[table_name]
 
-    def checkpointed_at(self, table: str) -> float | None:
-        return self._store.checkpointed_at(table)
+    def checkpointed_at(self, table_name: str) -> float | None:
+        return self._store.checkpointed_at(table_name)
 
-    def claim_export(self, table: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
-        return self._store.claim_export(table, base, replacing)
+    def claim_export(self, table_name: str, base: Checkpoint, replacing: str = "") -> Checkpoint:
+        return self._store.claim_export(table_name, base, replacing)
 
-    def begin_pass(self, table: str, end: Checkpoint) -> Checkpoint | None:
-        self._pass_ends.pop(table, None)
-        return self._store.begin_pass(table, end)
+    def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
+        self._pass_ends.pop(table_name, None)
+        return self._store.begin_pass(table_name, end)
 
-    def pass_end(self, table: str) -> Checkpoint | None:
-        if table not in self._pass_ends:
-            self._pass_ends[table] = self._store.pass_end(table)
-        return self._pass_ends[table]
+    def pass_end(self, table_name: str) -> Checkpoint | None:
+        if table_name not in self._pass_ends:
+            self._pass_ends[table_name] = self._store.pass_end(table_name)
+        return self._pass_ends[table_name]
 
-    def acquire_lease(self, table: str, owner: str, seconds: float) -> bool:
-        return self._store.acquire_lease(table, owner, seconds)
+    def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
+        return self._store.acquire_lease(table_name, owner, seconds)
 
-    def release_lease(self, table: str, owner: str) -> None:
-        self._store.release_lease(table, owner)
+    def release_lease(self, table_name: str, owner: str) -> None:
+        self._store.release_lease(table_name, owner)
 
     def close(self) -> None:
         self._store.close()

@@ -156,13 +156,15 @@ class CrashInComplete(StateStore):
         self.after, self.at, self.fired = after, at, fired
         return self
 
-    def complete(self, table: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any) -> None:
+    def complete(
+        self, table_name: str, checkpoint: Checkpoint | None, items: Iterable[WorkItem], *args: Any, **kwargs: Any
+    ) -> None:
         self.calls += 1
         crash = self.calls == self.at + 1
         if crash and not self.after:
             self.fired.append("complete (before)")
             raise InjectedCrash("killed in complete, before the store wrote")
-        super().complete(table, checkpoint, items, *args, **kwargs)
+        super().complete(table_name, checkpoint, items, *args, **kwargs)
         if crash:
             self.fired.append("complete (after)")
             raise InjectedCrash("killed in complete, after the store wrote")
