@@ -751,7 +751,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, object] | None:
+def _last_audit(config: Config, findings: str | None, table_name: str) -> dict[str, object] | None:
     """When the table was last audited and what it found; None when it never was.
 
     Also None when audits are kept nowhere known.
@@ -759,7 +759,7 @@ def _last_audit(config: Config, findings: str | None, table: str) -> dict[str, o
     from icecdc.audit.findings import findings_location, load_findings
 
     try:
-        report = load_findings(findings_location(config, findings), table)
+        report = load_findings(findings_location(config, findings), table_name)
     except IcecdcError:
         return None
     from icecdc.output import iso

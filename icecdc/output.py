@@ -71,11 +71,11 @@ def sync_line(r: SyncResult) -> str:
     )
 
 
-def verify_json(table: str, index: str, diff: IndexDiff) -> dict[str, Any]:
+def verify_json(table_name: str, index: str, diff: IndexDiff) -> dict[str, Any]:
     """One index's comparison with its table: equal or not, each difference counted and listed."""
     kinds = ("missing", "unexpected", "different", "misrouted", "copies", "dead_lettered")
     return {
-        "table": table,
+        "table": table_name,
         "index": index,
         "equal": not diff,
         "summary": diff.summary(),

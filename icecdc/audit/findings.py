@@ -33,11 +33,11 @@ def save_findings(location: str, report: AuditReport) -> None:
     Location(location).put(f"{report.table}.json", report.to_json())
 
 
-def load_findings(location: str, table: str) -> AuditReport:
+def load_findings(location: str, table_name: str) -> AuditReport:
     """The table's last audit; OperationError when there is none at the location."""
-    text = Location(location).get(f"{table}.json")
+    text = Location(location).get(f"{table_name}.json")
     if text is None:
         raise OperationError(
-            f"no audit of table {table!r} is kept at {location}: run icecdc audit first"
+            f"no audit of table {table_name!r} is kept at {location}: run icecdc audit first"
         )
     return AuditReport.from_json(text)

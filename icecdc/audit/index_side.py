@@ -80,11 +80,11 @@ class IndexSide:
         self.requests += 1
         return request(**arguments)
 
-    def check_exists(self, table: str) -> None:
+    def check_exists(self, table_name: str) -> None:
         # an alias, or an index of that name
         if not self._call(self.client.indices.exists, index=self.index):
             raise OperationError(
-                f"index {self.index!r} of table {table!r} does not exist: "
+                f"index {self.index!r} of table {table_name!r} does not exist: "
                 "sync (the table is exported again)"
             )
 

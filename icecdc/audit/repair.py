@@ -241,8 +241,8 @@ def _writes(
 class _Refused:
     """Documents OpenSearch refuses for their own fault: dead letters, as a sync keeps them."""
 
-    def __init__(self, table: str, checkpoint: Checkpoint, location: str | None) -> None:
-        self.table, self.checkpoint, self.location = table, checkpoint, location
+    def __init__(self, table_name: str, checkpoint: Checkpoint, location: str | None) -> None:
+        self.table, self.checkpoint, self.location = table_name, checkpoint, location
 
     def __call__(self, refused: list[Refusal]) -> None:
         assert self.location is not None

@@ -54,9 +54,9 @@ def audits_location(dead_letter: str) -> str:
     return f"{dead_letter.rstrip('/')}/{AUDITS_FOLDER}"
 
 
-def job_name(stack_name: str, table: str) -> str:
+def job_name(stack_name: str, table_name: str) -> str:
     """The Glue job of one table: one job per table, so that no table's run blocks another's."""
-    return f"{stack_name}-{table}"
+    return f"{stack_name}-{table_name}"
 
 
 @dataclass(frozen=True)

@@ -132,11 +132,13 @@ def check_jobs(ctx: Context) -> Iterator[Check]:
         yield last_run(ctx.stack_name, table.name, job, runs)
 
 
-def last_run(stack: str, table: str, job: str, runs: list[dict[str, Any]]) -> Check:
+def last_run(stack: str, table_name: str, job: str, runs: list[dict[str, Any]]) -> Check:
     """The job's last run, as Glue's GetJobRuns lists them: a failed one, with its error, fails."""
     if not runs:
         return passed(
-            "glue job", f"{job}: no run yet (the planner applies small work itself)", subject=table
+            "glue job",
+            f"{job}: no run yet (the planner applies small work itself)",
+            subject=table_name,
         )
     run = max(runs, key=lambda r: r.get("StartedOn") or datetime.min.replace(tzinfo=UTC))
     state, started = run.get("JobRunState", "?"), run.get("StartedOn")
@@ -148,9 +150,9 @@ def last_run(stack: str, table: str, job: str, runs: list[dict[str, Any]]) -> Ch
             "read the run's error log; the next sweep starts the job again",
             f"aws logs tail /aws-glue/jobs/{stack}/error --log-stream-name-prefix "
             f"{run.get('Id', '')} --since 1d",
-            subject=table,
+            subject=table_name,
         )
-    return passed("glue job", f"{job}: the last run{when} is {state}", subject=table)
+    return passed("glue job", f"{job}: the last run{when} is {state}", subject=table_name)
 
 
 def check_planner(ctx: Context) -> Iterator[Check]:

@@ -76,12 +76,12 @@ class AccountSettings:
         )
 
 
-def glue_event(account: str, region: str, table: str) -> dict[str, Any]:
-    """What EventBridge delivers for a commit of `table` through the Glue Data Catalog.
+def glue_event(account: str, region: str, table_name: str) -> dict[str, Any]:
+    """What EventBridge delivers for a commit of `table_name` through the Glue Data Catalog.
 
     Glue names the database and the table as it stores them, in lower case.
     """
-    database, _, name = glue_name(table).partition(".")
+    database, _, name = glue_name(table_name).partition(".")
     return {
         "version": "0",
         "id": "00000000-0000-0000-0000-000000000000",

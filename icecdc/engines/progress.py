@@ -63,7 +63,7 @@ class PassMeter:
         tasks: Iterable[Task | tuple[int, Task]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.table, self.stage, self.clock = table_name, stage, clock
+        self.table_name, self.stage, self.clock = table_name, stage, clock
         self.total, self.done = Done.of(tasks), Done()
         self.started = clock()
         self._logged = self._drawn = self.started
@@ -115,7 +115,9 @@ class PassMeter:
             while not stop.wait(self.POLL_SECONDS):
                 self.at(done())
 
-        thread = threading.Thread(target=poll, name=f"icecdc progress of {self.table}", daemon=True)
+        thread = threading.Thread(
+            target=poll, name=f"icecdc progress of {self.table_name}", daemon=True
+        )
         thread.start()
         try:
             yield
@@ -128,7 +130,7 @@ class PassMeter:
         self._drawn = self.clock()
         done, total = self.done, self.total
         progress = PassProgress(
-            self.table,
+            self.table_name,
             self.stage,
             done.files,
             total.files,

@@ -322,10 +322,9 @@ class IndexAlias:
         except TransportError as exc:
             log.debug("index %r: not refreshed before counting (%s)", self.name, exc)
         held = int(self.client.count(index=self.name)["count"])
-        if held:
-            return f"index {self.name!r} holds {held} documents no checkpoint of the table accounts for"
-        # its deletes' versions outlive the documents and would refuse the export's older rows
-        return f"index {self.name!r} may hold deletes no checkpoint of the table accounts for"
+        # with none, its deletes' versions outlive the documents and would refuse older rows
+        what = f"holds {held} documents" if held else "may hold deletes"
+        return f"index {self.name!r} {what} no checkpoint of the table accounts for"
 
     def shape_changed(self, shape: str) -> str:
         """Why the index holds another shape of the table than `shape`; "" when it holds this one.

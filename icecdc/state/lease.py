@@ -30,7 +30,7 @@ class Lease:
     ) -> None:
         self._store = store
         self._wait = wait  # False: take the lease if it is free, else leave the table at once
-        self._table = table_name
+        self._table_name = table_name
         self._seconds = seconds
         self.owner = uuid.uuid4().hex
         self._stop = threading.Event()
@@ -41,14 +41,14 @@ class Lease:
     def __enter__(self) -> Self:
         deadline = time.monotonic() + (self._seconds if self._wait else 0.0)
         while (
-            not (held := self._store.acquire_lease(self._table, self.owner, self._seconds))
+            not (held := self._store.acquire_lease(self._table_name, self.owner, self._seconds))
             and time.monotonic() < deadline
         ):
             time.sleep(min(1.0, self._seconds / 10))
         self.held = held
         if held:
             self._renewer = threading.Thread(
-                target=self._renew, name=f"lease-{self._table}", daemon=True
+                target=self._renew, name=f"lease-{self._table_name}", daemon=True
             )
             self._renewer.start()
         return self
@@ -56,24 +56,24 @@ class Lease:
     def check(self) -> None:
         """Raise `LeaseLost` once the lease is lost: another run may write the table by then."""
         if self.lost:
-            raise LeaseLost.of(self._table)
+            raise LeaseLost.of(self._table_name)
 
     def _renew(self) -> None:
         while not self._stop.wait(self._seconds / 3):
             try:
-                renewed = self._store.acquire_lease(self._table, self.owner, self._seconds)
+                renewed = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
             except Exception:  # noqa: BLE001
                 # any failure to renew: the lease may run out unseen, so it counts as lost
                 log.warning(
                     "%s: renewing the processing lease failed; this run stops",
-                    self._table,
+                    self._table_name,
                     exc_info=True,
                 )
                 renewed = False
             if not renewed:
                 log.warning(
                     "%s: the processing lease ran out or another run took it; this run stops",
-                    self._table,
+                    self._table_name,
                 )
                 self.lost = True
                 return
@@ -83,4 +83,4 @@ class Lease:
         if self._renewer is not None:
             self._renewer.join()
         if self.held:
-            self._store.release_lease(self._table, self.owner)
+            self._store.release_lease(self._table_name, self.owner)

@@ -37,16 +37,16 @@ class ScopedStore(StateStore):
     """
 
     def __init__(self, store: StateStore, table_name: str, key: str) -> None:
-        self._store, self._table, self._key = store, table_name, key
+        self._store, self._table_name, self._key = store, table_name, key
 
     def _scoped(self, table_name: str) -> str:
-        return self._key if table_name == self._table else table_name
+        return self._key if table_name == self._table_name else table_name
 
     def _in(self, item: WorkItem) -> WorkItem:
-        return replace(item, table=self._key) if item.table == self._table else item
+        return replace(item, table=self._key) if item.table == self._table_name else item
 
     def _out(self, item: WorkItem) -> WorkItem:
-        return replace(item, table=self._table) if item.table == self._key else item
+        return replace(item, table=self._table_name) if item.table == self._key else item
 
     def get_checkpoint(self, table_name: str) -> Checkpoint | None:
         return self._store.get_checkpoint(self._scoped(table_name))

@@ -153,7 +153,7 @@ class TableRun:
 
 
 @contextmanager
-def _manifests_of(table: str) -> Iterator[None]:
+def _manifests_of(table_name: str) -> Iterator[None]:
     """Reading the batch's manifests, where one deleted meanwhile is `FilesGone`.
 
     A manifest is deleted when its snapshot expired.
@@ -162,7 +162,7 @@ def _manifests_of(table: str) -> Iterator[None]:
         yield
     except FileNotFoundError as exc:
         raise FilesGone(
-            f"table {table!r}: a manifest of the batch is gone (expired?): {exc}"
+            f"table {table_name!r}: a manifest of the batch is gone (expired?): {exc}"
         ) from None
 
 
