@@ -83,7 +83,8 @@ def replay_table(
                 raise OperationError(
                     f"table {name!r}: another run holds its lease; replay when it has finished"
                 )
-            checkpoint = _settled_checkpoint(store, name, IndexAlias(client, table_config.index))
+            alias = IndexAlias(client, table_config.index)
+            checkpoint = _settled_checkpoint(store, name, alias, table_config.shape.fingerprint)
             report = ReplayReport(name, checkpoint.sequence_number, len(letters))
             # Without identifier columns an id names a file position, not a row: nothing to look up.
             report.not_replayable = [
@@ -138,17 +139,18 @@ def replay_table(
     return report
 
 
-def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias) -> Checkpoint:
+def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias, shape: str) -> Checkpoint:
     """The checkpoint to replay at.
 
-    It raises OperationError when there is none or the index is not as it left it.
+    It raises OperationError when there is none, or the index is not as it left it or of another
+    `shape` than the configured one.
     """
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
         raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
-    unfinished = alias.unfinished(checkpoint)
-    if unfinished:
-        raise OperationError(f"table {name!r}: {unfinished}; sync first")
+    unsettled = alias.unsettled(checkpoint, shape)
+    if unsettled:
+        raise OperationError(f"table {name!r}: {unsettled}; sync first")
     return checkpoint
 
 

@@ -768,3 +768,27 @@ def test_a_lost_state_with_a_second_table_listed_after_a_rollback(machine: Pipel
     state.lose_state()
     state.sync(caps=Caps.TINY_REWRITE, engine=EngineKind.SPARK)
     state.teardown()
+
+
+def test_a_repair_after_the_shape_changed_says_sync_first(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-28, round 27): an index of some columns, the configuration changed to
+    whole rows, and `repair --key` before a sync wrote whole rows into the old shape's strict
+    mapping (exit 2 as OpenSearch's fault); it now says the index holds another shape: sync first."""
+    state = machine
+    create(state, KeyType.LONG, Writers.BOTH, shape=IndexShape.COLUMNS, store=StoreKind.SQLITE, identifiers_in_schema=False)
+    write(state, Writer.PY_APPEND)
+    state.second_deployment()
+    state.sync_while_the_table_moves(
+        at=0,
+        before=None,
+        caps=Caps.NONE,
+        change=Writer.PY_APPEND,
+        engine=IN_PROCESS,
+        point=PassPoint.PLANNED,
+        seed=0,
+        spark=False,
+    )
+    state.second_deployment()
+    state.reshape(shape=IndexShape.WHOLE)
+    state.operate_icecdc(at=0, command=Operator.REPAIR_KEYS, crash=OperatorCrash.NONE)
+    state.teardown()

@@ -204,3 +204,32 @@ def delete(pipeline: Pipeline, index: str, doc_id: str) -> None:
     version = pipeline.store().get_checkpoint(f"db.{index}").sequence_number
     options = {"version": version, "version_type": "external_gte", "refresh": True}
     pipeline.client.delete(index=index, id=doc_id, **options)
+
+
+def test_repair_and_replay_after_the_shape_changed_say_sync_first_and_write_nothing(local: Pipeline) -> None:
+    """Found by fuzz (2026-11-28): the index was built of some columns, the configuration changed to
+    whole rows, and `repair --key` before a sync wrote whole rows into the old shape's strict mapping,
+    failing as OpenSearch's fault. The next sync rebuilds the index: both commands now say so."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("w", pa.string())])
+    rows = [{"id": i, "v": f"v{i}", "w": f"w{i}"} for i in (1, 2)]
+    local.catalog.create_table("db.shaped", schema=schema).append(pa.Table.from_pylist(rows, schema=schema))
+    table = {"name": "db.shaped", "index": "shaped", "identifier_columns": ["id"]}
+    raw = local.config_dict([{**table, "columns": ["id", "v"]}])
+    raw["dead_letter"] = {"path": str(local.workdir / "dead-letters")}
+    path = local.workdir / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert icecdc("sync", "--config", str(path)).returncode == 0
+    raw["tables"] = [table]  # whole rows from now on
+    path.write_text(yaml.safe_dump(raw))
+    before = local.versions("shaped")
+
+    for command in (("repair", "--table", "db.shaped", "--id", "1"), ("dead-letters", "replay", "--table", "db.shaped")):
+        done = icecdc(*command, "--config", str(path))
+        assert done.returncode == 2, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert "holds another shape of the table" in line and line.endswith("sync first"), line
+    assert local.versions("shaped") == before
+
+    assert icecdc("sync", "--config", str(path)).returncode == 0
+    local.assert_index_equals_table(parse_config(raw), "db.shaped")
+    assert icecdc("repair", "--config", str(path), "--table", "db.shaped", "--id", "1").returncode == 0

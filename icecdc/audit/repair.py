@@ -27,7 +27,7 @@ from icecdc.audit.audit import TableAndIndex
 from icecdc.audit.index_side import ColumnField, Hit, IndexSide
 from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, OpenSearchConfig
+from icecdc.config import Config, OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import OperationError
 from icecdc.index import IndexAlias
@@ -70,7 +70,7 @@ def repair_table(
             raise OperationError(
                 f"table {name!r}: another run holds its lease; repair when it has finished"
             )
-        checkpoint = _settled_checkpoint(store, table, name, client, config.index)
+        checkpoint = _settled_checkpoint(store, table, config, client)
         rows = TableRows(table, name, identifiers, checkpoint.snapshot_id, dead_letter)
         side = IndexSide(client, config.index)
         report = RepairReport(name, config.index, scope, checkpoint.sequence_number)
@@ -141,12 +141,13 @@ def _note_what_is_left(
 
 
 def _settled_checkpoint(
-    store: StateStore, table: Table, name: str, client: OpenSearch, index: str
+    store: StateStore, table: Table, config: TableConfig, client: OpenSearch
 ) -> Checkpoint:
     """The checkpoint, when the index is exactly as it left it.
 
-    That is: no work pending, nothing unfinished.
+    That is: no work pending, nothing unfinished, the configured shape.
     """
+    name = config.name
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
         raise OperationError(
@@ -163,9 +164,9 @@ def _settled_checkpoint(
             "(a pass in progress may have written versions above the checkpoint's, "
             "which a repair would take for another writer's)"
         )
-    unfinished = IndexAlias(client, index).unfinished(checkpoint)
-    if unfinished:
-        raise OperationError(f"table {name!r}: {unfinished}; sync first")
+    unsettled = IndexAlias(client, config.index).unsettled(checkpoint, config.shape.fingerprint)
+    if unsettled:
+        raise OperationError(f"table {name!r}: {unsettled}; sync first")
     return checkpoint
 
 
