@@ -30,6 +30,7 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
+from icecdc.documents import Shape
 from icecdc.errors import OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.logs import SUMMARY_LOGGER
@@ -38,6 +39,7 @@ from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import IDS_PER_REQUEST, open_client
 from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
+from icecdc.status import index_work
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger(SUMMARY_LOGGER)
@@ -84,7 +86,7 @@ def replay_table(
                     f"table {name!r}: another run holds its lease; replay when it has finished"
                 )
             alias = IndexAlias(client, table_config.index)
-            checkpoint = _settled_checkpoint(store, name, alias, table_config.shape.fingerprint)
+            checkpoint = _settled_checkpoint(store, name, alias, table_config.shape)
             report = ReplayReport(name, checkpoint.sequence_number, len(letters))
             # Without identifier columns an id names a file position, not a row: nothing to look up.
             report.not_replayable = [
@@ -139,7 +141,9 @@ def replay_table(
     return report
 
 
-def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias, shape: str) -> Checkpoint:
+def _settled_checkpoint(
+    store: StateStore, name: str, alias: IndexAlias, shape: Shape
+) -> Checkpoint:
     """The checkpoint to replay at.
 
     It raises OperationError when there is none, or the index is not as it left it or of another
@@ -148,9 +152,9 @@ def _settled_checkpoint(store: StateStore, name: str, alias: IndexAlias, shape: 
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
         raise OperationError(f"table {name!r} has never been synced: nothing to replay into")
-    unsettled = alias.unsettled(checkpoint, shape)
-    if unsettled:
-        raise OperationError(f"table {name!r}: {unsettled}; sync first")
+    index_needs = index_work(alias, checkpoint, shape)  # a run's leftovers, another shape
+    if index_needs:
+        raise OperationError(f"table {name!r}: {index_needs}; sync first")
     return checkpoint
 
 

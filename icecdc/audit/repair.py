@@ -38,6 +38,7 @@ from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.sink import BulkMode, Refusal, fenced, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
+from icecdc.status import index_work
 from icecdc.sync import SyncResult, sync
 
 log = logging.getLogger(__name__)
@@ -164,9 +165,10 @@ def _settled_checkpoint(
             "(a pass in progress may have written versions above the checkpoint's, "
             "which a repair would take for another writer's)"
         )
-    unsettled = IndexAlias(client, config.index).unsettled(checkpoint, config.shape.fingerprint)
-    if unsettled:
-        raise OperationError(f"table {name!r}: {unsettled}; sync first")
+    # what a pass must do first (a run's leftovers, another shape), as status reports it
+    index_needs = index_work(IndexAlias(client, config.index), checkpoint, config.shape)
+    if index_needs:
+        raise OperationError(f"table {name!r}: {index_needs}; sync first")
     return checkpoint
 
 

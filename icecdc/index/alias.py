@@ -243,15 +243,6 @@ class IndexAlias:
             "whether it is as the checkpoint left it", lambda: self._unfinished(checkpoint)
         )
 
-    def unsettled(self, checkpoint: Checkpoint, shape: str) -> str:
-        """What a sync must do before an operator's command writes; "" for nothing.
-
-        That is what a run left (`unfinished`), or another shape than the configured `shape` (a
-        `Shape.fingerprint`): the next pass rebuilds it, and documents of the new shape would be
-        refused by the old one's mapping, or mix two shapes in one index.
-        """
-        return self.unfinished(checkpoint) or self.shape_changed(shape)
-
     def _or_unknown(self, question: str, ask: Callable[[], str]) -> str:
         """`ask()`, or "" with a warning when the index cannot be read.
 
