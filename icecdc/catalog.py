@@ -16,7 +16,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import NestedField, PrimitiveType
 
-from icecdc.config import CatalogConfig, TableConfig
+from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
 from icecdc.model import WorkItem
 
@@ -88,12 +88,13 @@ def load_table(catalog: Catalog, name: str) -> Table:
         ) from None
 
 
-def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
+def identifier_columns(table: Table, config: TableConfig | TableIndexConfig) -> tuple[str, ...]:
     """The configured identifier columns, else the schema's identifier fields; () when neither.
 
     Every column must be a primitive field of the current schema: the document `_id` is made
-    from their values. The shape (columns, `where`, routing) of every index the table writes is
-    checked against the same schema here, before anything is read or written.
+    from their values. The shape (columns, `where`, routing) of every index the table writes, or
+    of the one index given, is checked against the same schema here, before anything is read or
+    written.
     """
     schema = table.schema()
     names = config.identifier_columns
@@ -115,13 +116,14 @@ def identifier_columns(table: Table, config: TableConfig) -> tuple[str, ...]:
                 f"table {config.name!r}: identifier column {name!r} has type "
                 f"{field.field_type}; it must be a primitive type"
             )
-    for configured in config.each_index():
+    indexes = (
+        [c.config for c in config.each_index()] if isinstance(config, TableConfig) else [config]
+    )
+    for index in indexes:
         try:
-            configured.config.shape.check(schema)
+            index.shape.check(schema)
         except ValueError as exc:
-            raise PlanningError(
-                f"table {config.name!r}, index {configured.config.index!r}: {exc}"
-            ) from None
+            raise PlanningError(f"table {config.name!r}, index {index.index!r}: {exc}") from None
     return tuple(names)
 
 

@@ -23,7 +23,7 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, missing_sqlite_file, open_catalog
 from icecdc.checklist import Check, failed, passed, skipped, warned
-from icecdc.config import Config, SqliteStateConfig, TableConfig, load_config
+from icecdc.config import Config, SqliteStateConfig, TableConfig, TableIndexConfig, load_config
 from icecdc.errors import IcecdcError
 from icecdc.index import IndexAlias, Owner, check_pipeline
 from icecdc.index.ownership import refusal
@@ -201,7 +201,7 @@ def _pipeline(client: OpenSearch, pipeline: str, index: str) -> Check:
 def _ownership(
     client: OpenSearch,
     url: str,
-    config: TableConfig,
+    config: TableIndexConfig,
     table: Table,
     known: set[str],
 ) -> Check:

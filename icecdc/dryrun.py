@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 
 from icecdc.batching import cap_batch, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
-from icecdc.config import Config, TableConfig
+from icecdc.config import Config, TableIndexConfig
 from icecdc.engines import Engines
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, WorkItem, WorkSize
@@ -125,7 +125,7 @@ def dry_run(config: Config, table_names: Iterable[str] | None = None) -> list[In
 def _index_plan(
     config: Config,
     engines: Engines,
-    index_config: TableConfig,
+    index_config: TableIndexConfig,
     key: str,
     store: StateStore,
     table: Table,

@@ -37,7 +37,7 @@ from pyiceberg.types import BinaryType, BooleanType, FixedType, IntegerType, Lon
 
 from icecdc.catalog import sequence_number
 from icecdc.compat import metrics_evaluator, read_position_deletes, referenced_data_file_path
-from icecdc.config import TableConfig
+from icecdc.config import TableConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import OperationError
@@ -69,8 +69,8 @@ class ReadCost:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-def whole_rows_only(config: TableConfig, command: str) -> TableConfig:
-    """`config`, or OperationError when its index is shaped or the table writes several indexes.
+def whole_rows_only(config: TableConfig, command: str) -> TableIndexConfig:
+    """The table's one index, or OperationError when it is shaped or the table writes several.
 
     An index is shaped by columns, where, routing or a pipeline. `command` compares
     the index with whole rows of the table, or writes them, which would find or write
@@ -84,7 +84,7 @@ def whole_rows_only(config: TableConfig, command: str) -> TableConfig:
             "indexes yet; "
             "use icecdc verify, or icecdc repair --rebuild"
         )
-    return config
+    return config.each_index()[0].config
 
 
 class TableRows:

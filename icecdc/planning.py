@@ -20,7 +20,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.compat import manifest_entries
-from icecdc.config import BatchConfig, TableConfig
+from icecdc.config import BatchConfig, TableIndexConfig
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
@@ -52,7 +52,7 @@ class PlanResult:
 
 def plan_table(
     table: Table,
-    config: TableConfig,
+    config: TableIndexConfig,
     store: StateStore,
     identifier_columns: tuple[str, ...],
     changed: ChangedEntries | None = None,

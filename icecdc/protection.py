@@ -26,7 +26,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
-from icecdc.config import TableConfig
+from icecdc.config import TableIndexConfig
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,9 @@ def protect(table: Table, index: str, snapshot_ids: Iterable[int]) -> None:
         return
 
 
-def keep_unapplied(table: Table, config: TableConfig, checkpoint_snapshot_id: int | None) -> None:
+def keep_unapplied(
+    table: Table, config: TableIndexConfig, checkpoint_snapshot_id: int | None
+) -> None:
     """Tag the checkpoint snapshot and every snapshot after it on the current lineage.
 
     That is when the table's config asks for it; else any tags an earlier run left are dropped.

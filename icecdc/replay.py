@@ -28,7 +28,7 @@ from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, TableConfig
+from icecdc.config import Config, TableIndexConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter
 from icecdc.documents import Shape
 from icecdc.errors import OperationError
@@ -158,7 +158,7 @@ def _settled_checkpoint(
     return checkpoint
 
 
-def _ensure_configured(client: OpenSearch, table: Table, config: TableConfig) -> list[str]:
+def _ensure_configured(client: OpenSearch, table: Table, config: TableIndexConfig) -> list[str]:
     """Put the fields a fixed configuration adds into the index's mapping.
 
     It returns notes on the fields it cannot change.

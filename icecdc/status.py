@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
-from icecdc.config import TableConfig
+from icecdc.config import TableIndexConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
@@ -42,7 +42,7 @@ class TableStatus:
 
 def has_work(
     table: Table,
-    config: TableConfig,
+    config: TableIndexConfig,
     store: StateStore,
     identifier_columns: tuple[str, ...],
     index: IndexAlias | None = None,
@@ -167,7 +167,7 @@ class StatusQuery:
 
 def table_status(
     table: Table,
-    config: TableConfig,
+    config: TableIndexConfig,
     store: StateStore,
     now: float,
     dead_letters: DeadLetters | None = None,
@@ -215,7 +215,7 @@ def _resync_reason(
     return f"{reason}; the index is to be rebuilt ({kind})" if kind else ""
 
 
-def _lag(table: Table, config: TableConfig, store: StateStore, now: float) -> TableStatus:
+def _lag(table: Table, config: TableIndexConfig, store: StateStore, now: float) -> TableStatus:
     checkpoint = store.get_checkpoint(config.name)
     current = table.current_snapshot()
     pending = store.count_pending(config.name)

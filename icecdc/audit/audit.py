@@ -52,7 +52,7 @@ from icecdc.audit.report import (
     PartitionCount,
     describe_partition,
 )
-from icecdc.config import TableConfig
+from icecdc.config import TableIndexConfig
 from icecdc.deadletters import DeadLetters
 from icecdc.documents import converter_for
 from icecdc.errors import OperationError, ProcessingError
@@ -91,7 +91,7 @@ class TableAndIndex:
     """A configured table and its index, opened: what an audit or a repair compares."""
 
     table: Table
-    config: TableConfig
+    config: TableIndexConfig
     identifiers: tuple[str, ...]  # the table's identifier columns (`catalog.identifier_columns`)
     store: StateStore
     client: OpenSearch
@@ -214,7 +214,7 @@ def _checkpoint(store: StateStore, name: str) -> Checkpoint:
     return checkpoint
 
 
-def _resync_pending(table: Table, config: TableConfig, checkpoint: Checkpoint) -> AuditReport:
+def _resync_pending(table: Table, config: TableIndexConfig, checkpoint: Checkpoint) -> AuditReport:
     """The report on a table dropped and created again since its checkpoint.
 
     There is nothing to compare until the next sync rebuilds its index as a new generation, which is

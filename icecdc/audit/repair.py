@@ -27,7 +27,7 @@ from icecdc.audit.audit import TableAndIndex
 from icecdc.audit.index_side import ColumnField, Hit, IndexSide
 from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, OpenSearchConfig, TableConfig
+from icecdc.config import Config, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.errors import OperationError
 from icecdc.index import IndexAlias
@@ -142,7 +142,7 @@ def _note_what_is_left(
 
 
 def _settled_checkpoint(
-    store: StateStore, table: Table, config: TableConfig, client: OpenSearch
+    store: StateStore, table: Table, config: TableIndexConfig, client: OpenSearch
 ) -> Checkpoint:
     """The checkpoint, when the index is exactly as it left it.
 

@@ -19,6 +19,8 @@ from icecdc.config.runtime import (
     StateConfig,
     StringMapping,
     TableConfig,
+    TableIndexConfig,
+    TableKeys,
     load_config,
     parse_config,
 )
@@ -40,6 +42,8 @@ __all__ = [
     "StringMapping",
     "SubnetConfig",
     "TableConfig",
+    "TableIndexConfig",
+    "TableKeys",
     "VpcConfig",
     "load_config",
     "parse_config",

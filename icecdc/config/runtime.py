@@ -273,21 +273,50 @@ def _index_name_like(name: str) -> str:
     return cleaned or "my-index"
 
 
-class TableConfig(IndexConfig):
-    """A table and the index it writes, or, under `indexes`, the several indexes it writes.
-
-    The single index takes the keys of `IndexConfig` here; under `indexes`,
-    each index has its own (see `targets`).
-    """
+class TableKeys(Section):
+    """The keys of a table itself, apart from the index or indexes it writes."""
 
     name: Text  # "<namespace>.<table>" as the catalog knows it
-    index: Text  # default: the name's last part
     # None: the schema's identifier fields
     identifier_columns: tuple[Text, ...] | None = Field(None, strict=False)
     export: bool = True
     # Keep Iceberg tags on the checkpoint snapshot and every snapshot not yet applied, so that
     # snapshot expiration keeps what icecdc still has to read (see icecdc.protection).
     protect_checkpoint: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, name: str) -> str:
+        if "." not in name:
+            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
+        return name
+
+    @field_validator("identifier_columns")
+    @classmethod
+    def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return _column_names(columns)
+
+
+class TableIndexConfig(IndexConfig, TableKeys):
+    """One index of a table: the table's keys and that index's own, what a pass writes by.
+
+    `TableConfig.each_index` builds one per index the table writes.
+    """
+
+    @property
+    def whole_rows(self) -> bool:
+        """The index holds whole rows: no columns, where, routing or pipeline shape it."""
+        return self.shape == Shape() and self.pipeline is None
+
+
+class TableConfig(IndexConfig, TableKeys):
+    """A table and the index it writes, or, under `indexes`, the several indexes it writes.
+
+    The single index takes the keys of `IndexConfig` here; under `indexes`,
+    each index has its own (see `each_index`).
+    """
+
+    index: Text  # default: the name's last part
     indexes: tuple[IndexConfig, ...] | None = Field(None, strict=False)
 
     @model_validator(mode="before")
@@ -353,43 +382,28 @@ class TableConfig(IndexConfig):
         return self.indexes is None and self.shape == Shape() and self.pipeline is None
 
     def each_index(self) -> tuple[ConfiguredIndex, ...]:
-        """Each index the table writes, as a table of that one index, with the key of its state.
+        """Each index the table writes, as the table's keys and that index's, with its state's key.
 
         The key is the table's name in the single-index form, `<table>#<index>` under `indexes`.
         """
+        table = {k: v for k, v in self.as_mapping().items() if k in TableKeys.model_fields}
         if self.indexes is None:
-            return (ConfiguredIndex(self, self.name),)
-        table = {
-            k: v
-            for k, v in self.as_mapping().items()
-            if k not in IndexConfig.model_fields and k != "indexes"
-        }
+            own = {k: v for k, v in self.as_mapping().items() if k in IndexConfig.model_fields}
+            return (ConfiguredIndex(validated(TableIndexConfig, {**table, **own}), self.name),)
         return tuple(
             ConfiguredIndex(
-                validated(TableConfig, {**table, **index.as_mapping()}),
+                validated(TableIndexConfig, {**table, **index.as_mapping()}),
                 f"{self.name}#{index.index}",
             )
             for index in self.indexes
         )
 
-    @field_validator("name")
-    @classmethod
-    def _qualified(cls, name: str) -> str:
-        if "." not in name:
-            raise ValueError(f"{AT} must be '<namespace>.<table>', got {name!r}")
-        return name
-
-    @field_validator("identifier_columns")
-    @classmethod
-    def _distinct_columns(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return _column_names(columns)
-
 
 @dataclass(frozen=True)
 class ConfiguredIndex:
-    """One index of a table: its configuration in the single-index form, and its state's key."""
+    """One index of a table: its configuration, and its state's key."""
 
-    config: TableConfig
+    config: TableIndexConfig
     key: str
 
 

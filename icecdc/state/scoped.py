@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from icecdc.config import TableConfig
+from icecdc.config import TableConfig, TableIndexConfig
 from icecdc.model import Checkpoint, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 
 def index_stores(
     config: TableConfig, store: StateStore
-) -> list[tuple[TableConfig, str, StateStore]]:
-    """Each index the table writes, as `TableConfig.targets` lists them.
+) -> list[tuple[TableIndexConfig, str, StateStore]]:
+    """Each index the table writes, as `TableConfig.each_index` lists them.
 
-    For each: its configuration as a table of one index, its state's key, and `store` as that index
+    For each: its configuration, its state's key, and `store` as that index
     sees it. In the single-index form that is the store itself.
     """
     return [

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
-from icecdc.config import TableConfig
+from icecdc.config import TableIndexConfig
 from icecdc.index import IndexAlias, IndexSpec, Owner, index_spec
 from icecdc.model import ItemStatus, WorkItem
 from icecdc.state import StateStore
@@ -20,7 +20,7 @@ from icecdc.state import StateStore
 
 def claim_index(
     client: OpenSearch,
-    config: TableConfig,
+    config: TableIndexConfig,
     store: StateStore,
     table: Table,
 ) -> IndexAlias:
@@ -37,12 +37,12 @@ def claim_index(
     return alias
 
 
-def alias_of(client: OpenSearch, config: TableConfig, table: Table) -> IndexAlias:
+def alias_of(client: OpenSearch, config: TableIndexConfig, table: Table) -> IndexAlias:
     """The table's index as icecdc keeps it, its generations marked with the table as owner."""
     return IndexAlias(client, config.index, Owner.of(table))
 
 
-def spec_of(table: Table, config: TableConfig) -> IndexSpec:
+def spec_of(table: Table, config: TableIndexConfig) -> IndexSpec:
     """The index of the documents a pass writes: the mapping of the table's current schema."""
     return index_spec(table.schema(), config, str(table.metadata.table_uuid))
 

@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 from icecdc.batching import cap_batch
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
-from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableConfig
+from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
@@ -96,7 +96,7 @@ class TableRun:
     `letter_limits`: the share of a pass's rows its dead letters may be before the pass fails."""
 
     engines: Engines
-    config: TableConfig
+    config: TableIndexConfig
     store: StateStore
     opensearch: OpenSearchConfig
     identifiers: tuple[str, ...]

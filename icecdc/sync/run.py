@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 
 from icecdc.batching import select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
-from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig
+from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
 from icecdc.engines import Engines
 from icecdc.errors import FilesGone
 from icecdc.index import IndexAlias
@@ -86,7 +86,7 @@ class PassOptions:
 def process_table(
     engines: Engines,
     table: Table,
-    config: TableConfig,
+    config: TableIndexConfig,
     store: StateStore,
     opensearch: OpenSearchConfig,
     identifiers: tuple[str, ...],
@@ -333,7 +333,7 @@ class _Shared:
 
 
 def _index_run(
-    config: Config, shared: _Shared, index_config: TableConfig, store: StateStore, lease: Lease
+    config: Config, shared: _Shared, index_config: TableIndexConfig, store: StateStore, lease: Lease
 ) -> TableRun:
     """The run over one index of a table, under its lease.
 

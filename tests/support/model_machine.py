@@ -43,7 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from opensearchpy import OpenSearch
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, TableConfig, parse_config
+from icecdc.config import Config, TableConfig, TableIndexConfig, parse_config
 from icecdc.deadletters import DeadLetters
 from icecdc.engines import Engines
 from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, SinkError, SystemicDeadLetters
@@ -735,7 +735,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             return any(i.status == ItemStatus.APPLIED for _, _, store in indexes for i in store.pending_items(TABLE))
 
     @contextlib.contextmanager
-    def stores(self, config: Config | None = None) -> Iterator[list[tuple[TableConfig, str, StateStore]]]:
+    def stores(self, config: Config | None = None) -> Iterator[list[tuple[TableIndexConfig, str, StateStore]]]:
         """Each index the table writes (under `config`, else the shape's), its state's key, and the
         state store as that index sees it (`icecdc.state.index_stores`)."""
         config = config or self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
@@ -766,7 +766,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             return
         self.check(config, f"has_work is false after {'a crash ' + str(crash) if crash else 'a partial run'}", idle)
 
-    def why_work(self, table: Any, identifiers: tuple[str, ...], store: StateStore, index_config: TableConfig) -> str:
+    def why_work(self, table: Any, identifiers: tuple[str, ...], store: StateStore, index_config: TableIndexConfig) -> str:
         """Each of `has_work`'s reasons, for a failure's message."""
         checkpoint = store.get_checkpoint(TABLE)
         current = table.current_snapshot()
@@ -802,7 +802,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self,
         table: Any,
         identifiers: tuple[str, ...],
-        index_config: TableConfig,
+        index_config: TableIndexConfig,
         shape: IndexShape,
         store: StateStore,
         letters: list[dict[str, Any]],
