@@ -56,12 +56,29 @@ settings.register_profile(
 MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"moto_url"}}
 
 
+# The longest files, longest first (`--durations` of `make test`: minutes each). `make test` deals
+# whole files to its workers in the order collected; started last, one of these would leave a worker
+# running it alone for minutes. A file missing here only costs time.
+LONGEST_FILES = (
+    "test_scale.py",
+    "test_model.py",
+    "test_merge_on_read.py",
+    "test_crash.py",
+    "test_sync.py",
+    "test_cli_failures.py",
+    "test_model_regressions.py",
+    "test_bench_harness.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in MARKER_FIXTURES.items():
             if used & fixtures:
                 item.add_marker(marker)
+    first = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: in-file order kept
 
 
 @pytest.fixture(autouse=True)

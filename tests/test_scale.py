@@ -2,7 +2,7 @@
 memory does not grow with the data (rows are never collected on the driver).
 
 The suite exports 200,000 rows (about 2 minutes). Ten times as many, 2 million rows:
-`ICECDC_SCALE_ROWS=2000000 make test PYTEST_ARGS="-s tests/test_scale.py"` passed in 19 min 49 s
+`ICECDC_SCALE_ROWS=2000000 make test TEST_WORKERS=0 PYTEST_ARGS="-s tests/test_scale.py"` passed in 19 min 49 s
 on 2 cores (2026-11-21): the driver's peak RSS did not grow during the export, and osmem, the
 embedded test server that holds every document in memory, peaked at 12.9 GB. osmem indexes about
 2,000-4,500 documents a second here, which sets the length."""
