@@ -21,10 +21,11 @@ demo: $(DEMO_STAMP) java
 	$(BIN)/icecdc demo
 
 # `make test` and `make test-fast` run on every core (pytest-xdist): each worker takes whole files,
-# so that a module's fixtures are made once; TEST_WORKERS=0 runs them in this process.
+# so that a module's fixtures are made once, in the order collected (xdist would start the files of
+# most tests first: the two longest hold one test each); TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= auto
 test: $(STAMP) java iceberg-jars
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The model-based test (tests/test_model.py) for FUZZ_MINUTES (default 30) with random seeds, round
 # after round: each failure is printed as the minimal sequence Hypothesis shrank it to (and kept in
@@ -38,7 +39,7 @@ fuzz: $(STAMP) java iceberg-jars
 # FAST_MARKERS selects another tier: .ci/run adds osmem's tests on Python 3.12 and 3.13.
 FAST_MARKERS ?= not spark and not opensearch and not aws and not slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 # Guardrails CI runs before the tests: ruff (lint and format) and mypy, strict on icecdc/.
 lint: $(LINT_STAMP)

@@ -57,8 +57,8 @@ MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"
 
 
 # The longest files, longest first (`--durations` of `make test`: minutes each). `make test` deals
-# whole files to its workers in the order collected; started last, one of these would leave a worker
-# running it alone for minutes. A file missing here only costs time.
+# whole files to its workers in the order collected (--no-loadscope-reorder); started last, one of
+# these would leave a worker running it alone for minutes. A file missing here only costs time.
 LONGEST_FILES = (
     "test_scale.py",
     "test_model.py",
