@@ -232,13 +232,15 @@ def index_verdict(facts: IndexFacts, synced: bool) -> Verdict:
 def pass_verdict(facts: IndexFacts, synced: bool) -> Verdict:
     """What a pass makes of its index before it selects its batch.
 
-    It exports the index again, a REWRITE, when the checkpoint's documents are gone. It builds a
-    new generation for a first export, when `synced` is False, if the index holds documents none
-    accounts for. It builds one for another shape, a RESET, unless a rebuild is under way already,
-    as that one builds the configured shape.
+    It exports the table into a new generation, a RESET, when the checkpoint's documents are gone:
+    the index under the name may hold any ids at any versions, such as one this table wrote under
+    other identifier columns before it was renamed away and back, which a rewrite would keep. It
+    builds a new generation for a first export, when `synced` is False, if the index holds documents
+    none accounts for. It builds one for another shape, a RESET, unless a rebuild is under way
+    already, as that one builds the configured shape.
     """
     if facts.replaced:
-        return Verdict(Fate.REWRITE, facts.replaced)
+        return Verdict(Fate.RESET, facts.replaced, Copy.NEW)
     if not synced:
         if facts.unaccounted:
             return Verdict(Fate.NEW_GENERATION, facts.unaccounted, Copy.NEW)

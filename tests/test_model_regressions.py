@@ -792,3 +792,60 @@ def test_a_repair_after_the_shape_changed_says_sync_first(machine: PipelineMachi
     state.reshape(shape=IndexShape.WHOLE)
     state.operate_icecdc(at=0, command=Operator.REPAIR_KEYS, crash=OperatorCrash.NONE)
     state.teardown()
+
+
+def test_an_index_renamed_back_to_a_name_it_wrote_under_other_identifier_columns(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-28, round 2): the index renamed away and back, with identifier columns
+    changed between, left the document of an old id in the index renamed back to."""
+    state = machine
+    create(
+        state,
+        KeyType.LONG,
+        Writers.BOTH,
+        partitioned=True,
+        rows=1,
+        large_strings=True,
+        shape=IndexShape.WHOLE,
+        store=StoreKind.SQLITE,
+        identifiers_in_schema=False,
+    )
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.N)
+    state.one_pass(caps=Caps.NONE, engine=SPARK)
+    state.reconfigure(change=Reconfig.IDENTIFIERS, identifiers=Identifiers.AS_CREATED)
+    state.reconfigure(change=Reconfig.SIDE_TABLE, identifiers=Identifiers.KEY_AND_N)
+    state.operate(op=TableOp.PARTITION_BY_REGION, seed=11646, spark=True)
+    state.operate(op=TableOp.WIDEN_INT, seed=17732, spark=True)
+    state.operate(op=TableOp.ADD_COLUMN, seed=744, spark=True)
+    state.one_pass(caps=Caps.TWO_FILES, engine=SPARK)
+    state.reconfigure(change=Reconfig.IDENTIFIERS, identifiers=Identifiers.N)
+    state.operate(op=TableOp.UPGRADE_TO_V3, seed=2720, spark=False)
+    state.operate(op=TableOp.DROP_COLUMN, seed=7964, spark=False)
+    state.one_pass(caps=Caps.ONE_FILE, engine=SPARK)
+    state.reconfigure(change=Reconfig.IDENTIFIERS, identifiers=Identifiers.KEY_AND_N)
+    state.reconfigure(change=Reconfig.SIDE_TABLE, identifiers=Identifiers.AS_CREATED)
+    state.one_pass(caps=Caps.ONE_FILE, engine=SPARK)
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.AS_CREATED)
+    state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
+    state.operate(op=TableOp.RENAME_COLUMN, seed=221, spark=True)
+    state.one_pass(caps=Caps.NONE, engine=SPARK)
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.KEY_AND_N)
+    state.operate(op=TableOp.WIDEN_FLOAT, seed=3600, spark=True)
+    state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
+    state.one_pass(caps=Caps.ALL_TINY, engine=IN_PROCESS)
+    state.operate(op=TableOp.UNPARTITION, seed=20650, spark=True)
+    state.operate(op=TableOp.DROP_COLUMN, seed=102, spark=False)
+    state.one_pass(caps=Caps.TINY_REWRITE, engine=SPARK)
+    state.operate(op=TableOp.DROP_COLUMN, seed=462, spark=True)
+    state.one_pass(caps=Caps.ALL_TINY, engine=SPARK)
+    state.operate(op=TableOp.UPGRADE_TO_V3, seed=354, spark=True)
+    state.reconfigure(change=Reconfig.IDENTIFIERS, identifiers=Identifiers.N)
+    state.reconfigure(change=Reconfig.DEAD_LETTERS, identifiers=Identifiers.AS_CREATED)
+    state.one_pass(caps=Caps.ONE_FILE, engine=SPARK)
+    state.one_pass(caps=Caps.TINY_REWRITE, engine=IN_PROCESS)
+    state.one_pass(caps=Caps.TINY_REWRITE, engine=SPARK)
+    state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
+    state.operate(op=TableOp.ADD_COLUMN, seed=618, spark=True)
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.N)
+    state.teardown()

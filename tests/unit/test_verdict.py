@@ -152,9 +152,9 @@ UNACCOUNTED = "index 'orders' holds 3 documents no checkpoint of the table accou
         pytest.param(
             IndexFacts(replaced=REPLACED, reshaped=RESHAPED),
             True,
-            Verdict(Fate.REWRITE, REPLACED),
+            Verdict(Fate.RESET, REPLACED, Copy.NEW),
             False,
-            id="index deleted or replaced: exported again (ed1c9d3)",
+            id="index deleted or replaced: exported into a new generation (ed1c9d3, fuzz 2026-11-28)",
         ),
         pytest.param(
             IndexFacts(unaccounted=UNACCOUNTED),
