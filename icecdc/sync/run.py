@@ -212,10 +212,7 @@ def _say(run: TableRun, decided: Verdict, resumed: bool) -> None:
         level = logging.DEBUG if resumed else logging.WARNING
         doing = "exporting the table into a new generation"
         log.log(level, "%s: %s; %s", run.name, decided.reason, doing)
-    elif decided.fate == Fate.REWRITE:
-        # planning warns once, when it plans the export (every later pass of it finds the same)
-        log.debug("%s: %s; exporting the table again", run.name, decided.reason)
-    elif decided.fate == Fate.RESET:  # the configuration changed: a generation of the new shape
+    elif decided.fate == Fate.RESET:  # another shape, or the index deleted or replaced
         log.warning("%s: %s; rebuilding the index", run.name, decided.reason)
 
 
