@@ -77,7 +77,7 @@ def net_write(
         appends[doc_id] = first  # live before? the index tells
     for sequence_number in sorted(by_snapshot):
         inserts, deletes = by_snapshot[sequence_number]
-        appended = len(inserts) == 1 and not deletes
+        appended = _adds_one_row(inserts, deletes)
         try:
             # checked only where the caller checks appends: one unfiltered, unrouted index
             before = live if appended and appends is not None else None
@@ -86,7 +86,7 @@ def net_write(
             if duplicates is None:
                 raise
             duplicates.append(duplicate)
-            shared_rows = _rows_after(0 if live is None else 1, inserts, deletes)
+            shared_rows = _rows_after(1 if live is not None or deletes else 0, inserts, deletes)
             # an append deletes the document, as an export's duplicate does; several inserts
             # change nothing
             latest, live = Write(doc_id, sequence_number, None) if appended else latest, inserts[0]
@@ -155,6 +155,21 @@ def _count_rows(rows: int, by_snapshot: dict[int, tuple[list[str], list[str]]]) 
     return rows
 
 
+def _adds_one_row(inserts: list[str], deletes: list[str]) -> bool:
+    """Whether a snapshot's changes of a key, carryovers aside, are one INSERT and no DELETE.
+
+    A run of copy-on-write commits collapsed into one change (`icecdc.reading.driver`) may carry a
+    live row of the key over and append another: that is an append too.
+    """
+    if len(inserts) == 1 and not deletes:
+        return True
+    if len(inserts) != len(deletes) + 1:
+        return False
+    net = SnapshotChanges(Counter(deletes), Counter(inserts))
+    remove_carryovers(net)
+    return not net.deletes
+
+
 def _rows_after(rows: int, inserts: list[str], deletes: list[str]) -> int:
     """A key's live rows after a snapshot: a delete by key takes every earlier row of the key."""
     if any(d == NO_IMAGE or d.startswith(ROUTED_KEY) for d in deletes):
@@ -175,12 +190,23 @@ def _snapshot_write(
     `live` is the document of the key's row live before an append.
     """
     if live is not None:
-        raise DuplicateIdentifier(doc_id, sequence_number, [live, inserts[0]])
+        raise DuplicateIdentifier(doc_id, sequence_number, [live, _appended(inserts, deletes)])
     if len(inserts) <= 1 and len(deletes) <= 1:
         return _simple_write(doc_id, sequence_number, inserts, deletes, stats)
     general = SnapshotChanges(Counter(deletes), Counter(inserts))
+    carried = general.deletes & general.inserts
     stats.carryovers += remove_carryovers(general)
+    if carried and general.inserts and not general.deletes:
+        # a row carried over, and another appended: two live rows
+        raise DuplicateIdentifier(
+            doc_id, sequence_number, [*carried.elements(), *general.inserts.elements()]
+        )
     return merge_update(doc_id, sequence_number, general)
+
+
+def _appended(inserts: list[str], deletes: list[str]) -> str:
+    """The row an append adds (`_adds_one_row`): the insert no delete carries over."""
+    return next(iter(Counter(inserts) - Counter(deletes)))
 
 
 def _simple_write(

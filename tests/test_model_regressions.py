@@ -849,3 +849,29 @@ def test_an_index_renamed_back_to_a_name_it_wrote_under_other_identifier_columns
     state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
     state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.N)
     state.teardown()
+
+
+def test_a_copy_appended_after_a_rewrite_of_its_keys_file_in_one_run_of_commits(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-28, round 7; shrunk by hand, dropping the steps that wrote nothing):
+    a copy-on-write delete rewrote the file of key 6, a copy of key 6 was appended, and a
+    merge-on-read delete took the original, all read in one pass. The first two collapsed into one
+    change whose carryover of key 6 hid the append, so the copy was written as an update with no
+    letter, and the delete then left the live copy with no document and nothing naming it."""
+    state = machine
+    create(state, KeyType.LONG, Writers.SPARK, shape=IndexShape.COLUMNS, identifiers_in_schema=False, store=StoreKind.SQLITE)
+    state.sync_while_the_table_moves(at=0, before=Writer.PY_UPDATE, caps=Caps.ONE_FILE, change=Writer.EQ_UPSERT, engine=SPARK, point=PassPoint.SWAPPED, seed=28786, spark=True)
+    state.duplicate_key(seed=68, then=Twin.KEEP)
+    state.sync_while_the_table_moves(at=1, before=Writer.PY_DELETE, caps=Caps.ONE_BYTE, change=Writer.SPARK_MERGE, engine=SPARK, point=PassPoint.MARKED_APPLIED, seed=850, spark=False)
+    state.write(count=3, large_strings=False, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=434, writer=Writer.PY_REPLACE_ALL)
+    state.write(count=3, large_strings=True, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=1568, writer=Writer.SPARK_INSERT)
+    state.duplicate_key(seed=2864, then=Twin.KEEP)
+    state.sync_while_the_table_moves(at=0, before=Writer.PY_UPSERT, caps=Caps.TINY_REWRITE, change=Writer.SPARK_DELETE, engine=IN_PROCESS, point=PassPoint.CHECKPOINTED, seed=330, spark=False)
+    state.duplicate_key(seed=0, then=Twin.DELETE_COPY)
+    state.sync_while_the_table_moves(at=0, before=None, caps=Caps.NONE, change=Writer.PY_REPLACE_ALL, engine=IN_PROCESS, point=PassPoint.WRITTEN, seed=413, spark=True)
+    state.sync_while_the_table_moves(at=0, before=Writer.PY_REPLACE_ALL, caps=Caps.ONE_FILE, change=Writer.PY_UPDATE, engine=IN_PROCESS, point=PassPoint.PLANNED, seed=4120, spark=False)
+    state.sync_while_the_table_moves(at=1, before=Writer.PY_UPSERT, caps=Caps.NONE, change=Writer.PY_UPDATE, engine=IN_PROCESS, point=PassPoint.SWAPPED, seed=472, spark=False)
+    state.sync(caps=Caps.NONE, engine=IN_PROCESS)
+    state.write(count=2, large_strings=True, mode=WriteMode.COPY_ON_WRITE, poison=Poison.EMPTY_ID, seed=2215, writer=Writer.PY_DELETE)
+    state.duplicate_key(seed=8191, then=Twin.DELETE_ORIGINAL)
+    state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
+    state.teardown()

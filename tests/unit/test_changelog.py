@@ -110,6 +110,27 @@ def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document()
     assert net_write("1", updated, ChangeStats(), appends := {}) == Write("1", 6, NEWER) and appends == {}
 
 
+def test_a_row_carried_over_beside_an_appended_copy_is_a_second_live_row() -> None:
+    """A run of copy-on-write commits collapsed into one change: one rewrote the file of the key's
+    row (a DELETE and an INSERT of it, a carryover), another appended a copy. Two rows live: no
+    update of the one into the other."""
+    carried = [(5, ChangeType.DELETE, OLD), (5, ChangeType.INSERT, OLD), (5, ChangeType.INSERT, NEW)]
+    found: list[DuplicateIdentifier] = []
+    assert net_write("1", [ChangeRow(*c) for c in carried], ChangeStats(), found, {}) == Write("1", 5, None)
+    assert [(d.sequence_number, sorted(d.documents)) for d in found] == [(5, sorted([OLD, NEW]))]
+    # a later snapshot's delete of the carried row leaves the copy, still a letter until a replay
+    after = [*carried, (6, ChangeType.DELETE, OLD)]
+    found.clear()
+    assert net_write("1", [ChangeRow(*c) for c in after], ChangeStats(), found, {}) == Write("1", 6, None)
+    assert len(found) == 1
+    # an earlier snapshot of the pass left a row live: the carried-over append names the copy
+    earlier = [(4, ChangeType.INSERT, NEWER), (5, ChangeType.DELETE, NEWER), (5, ChangeType.INSERT, NEWER)]
+    found.clear()
+    changes = [ChangeRow(*c) for c in [*earlier, (5, ChangeType.INSERT, NEW)]]
+    assert net_write("1", changes, ChangeStats(), found, {}) == Write("1", 5, None)
+    assert [d.documents for d in found] == [[NEWER, NEW]]
+
+
 def test_an_update_of_one_of_two_live_rows_of_a_key_is_held_out_with_them() -> None:
     """Two live rows of a key, then one of them updated in a later snapshot of the pass: two rows
     still live, so the update is a letter beside them and no document is written."""
