@@ -83,7 +83,7 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
                 signature = failure_signature(failure)
                 seen[signature] = seen.get(signature, 0) + 1
                 text = f"=== round {rounds}: {signature}\n" + "".join(traceback.format_tb(failure.__traceback__)[-4:])
-                text += "".join(traceback.format_exception_only(failure)) + "\n"
+                text += "".join(traceback.format_exception_only(failure)) + "\n" + what_led_to(failure)
                 print(text)
                 with failures_file.open("a") as out:
                     out.write(text)
@@ -94,6 +94,21 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
         (REPORT / "fuzz-summary.txt").write_text(summary)  # after every round: an interrupted run keeps its figures
     print(summary)
     assert not seen, f"{len(seen)} distinct failures; see {failures_file}"
+
+
+def what_led_to(exc: BaseException) -> str:
+    """The exceptions a failure was raised from or while handling, each with its last frames.
+
+    Hypothesis reports a step that failed on one run and not on another as inconsistent data
+    generation (`FlakyStrategyDefinition`); the step's own error is then only in this chain.
+    """
+    text = ""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        frames = "".join(traceback.format_tb(cause.__traceback__)[-6:])
+        text += f"--- raised from or while handling:\n{frames}" + "".join(traceback.format_exception_only(cause))
+        cause = cause.__cause__ or cause.__context__
+    return text + ("\n" if text else "")
 
 
 def failure_signature(exc: BaseException) -> str:

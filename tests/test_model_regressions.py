@@ -859,19 +859,79 @@ def test_a_copy_appended_after_a_rewrite_of_its_keys_file_in_one_run_of_commits(
     letter, and the delete then left the live copy with no document and nothing naming it."""
     state = machine
     create(state, KeyType.LONG, Writers.SPARK, shape=IndexShape.COLUMNS, identifiers_in_schema=False, store=StoreKind.SQLITE)
-    state.sync_while_the_table_moves(at=0, before=Writer.PY_UPDATE, caps=Caps.ONE_FILE, change=Writer.EQ_UPSERT, engine=SPARK, point=PassPoint.SWAPPED, seed=28786, spark=True)
+    state.sync_while_the_table_moves(
+        at=0,
+        before=Writer.PY_UPDATE,
+        caps=Caps.ONE_FILE,
+        change=Writer.EQ_UPSERT,
+        engine=SPARK,
+        point=PassPoint.SWAPPED,
+        seed=28786,
+        spark=True,
+    )
     state.duplicate_key(seed=68, then=Twin.KEEP)
-    state.sync_while_the_table_moves(at=1, before=Writer.PY_DELETE, caps=Caps.ONE_BYTE, change=Writer.SPARK_MERGE, engine=SPARK, point=PassPoint.MARKED_APPLIED, seed=850, spark=False)
-    state.write(count=3, large_strings=False, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=434, writer=Writer.PY_REPLACE_ALL)
-    state.write(count=3, large_strings=True, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=1568, writer=Writer.SPARK_INSERT)
+    state.sync_while_the_table_moves(
+        at=1,
+        before=Writer.PY_DELETE,
+        caps=Caps.ONE_BYTE,
+        change=Writer.SPARK_MERGE,
+        engine=SPARK,
+        point=PassPoint.MARKED_APPLIED,
+        seed=850,
+        spark=False,
+    )
+    state.write(
+        count=3, large_strings=False, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=434, writer=Writer.PY_REPLACE_ALL
+    )
+    state.write(
+        count=3, large_strings=True, mode=WriteMode.MERGE_ON_READ, poison=Poison.NONE, seed=1568, writer=Writer.SPARK_INSERT
+    )
     state.duplicate_key(seed=2864, then=Twin.KEEP)
-    state.sync_while_the_table_moves(at=0, before=Writer.PY_UPSERT, caps=Caps.TINY_REWRITE, change=Writer.SPARK_DELETE, engine=IN_PROCESS, point=PassPoint.CHECKPOINTED, seed=330, spark=False)
+    state.sync_while_the_table_moves(
+        at=0,
+        before=Writer.PY_UPSERT,
+        caps=Caps.TINY_REWRITE,
+        change=Writer.SPARK_DELETE,
+        engine=IN_PROCESS,
+        point=PassPoint.CHECKPOINTED,
+        seed=330,
+        spark=False,
+    )
     state.duplicate_key(seed=0, then=Twin.DELETE_COPY)
-    state.sync_while_the_table_moves(at=0, before=None, caps=Caps.NONE, change=Writer.PY_REPLACE_ALL, engine=IN_PROCESS, point=PassPoint.WRITTEN, seed=413, spark=True)
-    state.sync_while_the_table_moves(at=0, before=Writer.PY_REPLACE_ALL, caps=Caps.ONE_FILE, change=Writer.PY_UPDATE, engine=IN_PROCESS, point=PassPoint.PLANNED, seed=4120, spark=False)
-    state.sync_while_the_table_moves(at=1, before=Writer.PY_UPSERT, caps=Caps.NONE, change=Writer.PY_UPDATE, engine=IN_PROCESS, point=PassPoint.SWAPPED, seed=472, spark=False)
+    state.sync_while_the_table_moves(
+        at=0,
+        before=None,
+        caps=Caps.NONE,
+        change=Writer.PY_REPLACE_ALL,
+        engine=IN_PROCESS,
+        point=PassPoint.WRITTEN,
+        seed=413,
+        spark=True,
+    )
+    state.sync_while_the_table_moves(
+        at=0,
+        before=Writer.PY_REPLACE_ALL,
+        caps=Caps.ONE_FILE,
+        change=Writer.PY_UPDATE,
+        engine=IN_PROCESS,
+        point=PassPoint.PLANNED,
+        seed=4120,
+        spark=False,
+    )
+    state.sync_while_the_table_moves(
+        at=1,
+        before=Writer.PY_UPSERT,
+        caps=Caps.NONE,
+        change=Writer.PY_UPDATE,
+        engine=IN_PROCESS,
+        point=PassPoint.SWAPPED,
+        seed=472,
+        spark=False,
+    )
     state.sync(caps=Caps.NONE, engine=IN_PROCESS)
-    state.write(count=2, large_strings=True, mode=WriteMode.COPY_ON_WRITE, poison=Poison.EMPTY_ID, seed=2215, writer=Writer.PY_DELETE)
+    state.write(
+        count=2, large_strings=True, mode=WriteMode.COPY_ON_WRITE, poison=Poison.EMPTY_ID, seed=2215, writer=Writer.PY_DELETE
+    )
     state.duplicate_key(seed=8191, then=Twin.DELETE_ORIGINAL)
     state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
     state.teardown()

@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -216,10 +217,16 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         assert resources is not None, "use the model_machine fixture"
         self.spark = resources.spark
         self.workdir = Path(resources.tmp.mktemp("model"))
-        self.clone = resources.osmem.clone()
-        self.proxy = FaultProxy(self.clone.url).start()
+        try:
+            self.clone = resources.osmem.clone()
+            self.proxy = FaultProxy(self.clone.url).start()
+            self.lake = Lake(self.workdir, self.spark)
+        except Exception:
+            # Hypothesis may report an example that failed here on one run only as inconsistent
+            # data generation, without this error: print it where `make fuzz` logs
+            print(f"the machine's setup failed:\n{traceback.format_exc()}", flush=True)
+            raise
         self.client = OpenSearch(hosts=[self.clone.url], timeout=60)  # direct: checks never pass the faults
-        self.lake = Lake(self.workdir, self.spark)
         self.model: ModelTable | None = None
         self.foreign: list[str] = []  # indices named like generations that icecdc did not make
         self.blocked = False
