@@ -9,10 +9,12 @@ Iceberg's RemoveCarryoverIterator and ComputeUpdateIterator, run per snapshot an
    an insert or an update, also when a partition column moved the row to another file.
 3. Net change: across snapshots the latest one that changed the key wins.
 
-An INSERT without a DELETE of its key in its snapshot is an append. While a row of the key is live,
-it is a second live row of one identifier (`DuplicateIdentifier`). Within a pass the key's earlier
-snapshots tell whether it is live. Before its first one only the index can tell, so that snapshot's
-append is handed to the caller in `appends`, to look the key up there.
+An INSERT without a DELETE of its key in its snapshot, carryovers aside, is an append. (A run of
+copy-on-write commits read as one change may carry a row of the key over beside it: two live rows
+in that one snapshot.) While a row of the key is live, an append is a second live row of one
+identifier (`DuplicateIdentifier`). Within a pass the key's earlier snapshots tell whether it is
+live. Before its first one only the index can tell, so that snapshot's append is handed to the
+caller in `appends`, to look the key up there.
 
 Documents are compared as their canonical JSON text, exactly: two rows whose documents are equal
 write the same document, so dropping the pair can never leave the index wrong.
