@@ -6,8 +6,11 @@ reading resolves them to tasks.
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from types import TracebackType
 
 from pyiceberg.manifest import (
     DataFile,
@@ -315,6 +318,75 @@ class SnapshotSizes:
             if snapshot
             else 0
         )
+
+
+# Paths a `LiveFiles` spills in one write: its memory is one such chunk.
+SPILL_CHUNK = 1_000
+
+
+class LiveFiles:
+    """A snapshot's live data files listed from its manifests once: count, largest, paths.
+
+    Planning an export needs the count and the largest file's size before it can cut the paths
+    into items. The paths wait in a temporary file, in chunks, so the manifests are read once and
+    no list of every file is held (10^6 files: ~120 MB of paths on disk, one chunk in memory).
+    They come in the order of the manifest list and of each manifest's entries. That order is fixed
+    for a snapshot, so every planner lists the same order.
+    """
+
+    def __init__(self, table: Table, snapshot: Snapshot) -> None:
+        self.files = 0
+        self.largest = 0  # bytes
+        # held open, closed by `close`; it has no name, so the system frees it with the object
+        self._spill = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            self._list(table, snapshot)
+        except BaseException:
+            self._spill.close()
+            raise
+
+    def paths(self) -> Iterator[str]:
+        """Every path, in manifest order; each call reads from the start on its own."""
+        offset = 0
+        while True:
+            self._spill.seek(offset)
+            line = self._spill.readline()
+            if not line:
+                return
+            offset += len(line)
+            yield from json.loads(line)
+
+    def close(self) -> None:
+        self._spill.close()
+
+    def __enter__(self) -> LiveFiles:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _list(self, table: Table, snapshot: Snapshot) -> None:
+        chunk: list[str] = []
+        for manifest in snapshot.manifests(table.io):
+            if manifest.content != ManifestContent.DATA:
+                continue
+            for entry in manifest_entries(table.io, manifest):  # never a whole manifest at once
+                self.files += 1
+                self.largest = max(self.largest, entry.data_file.file_size_in_bytes)
+                chunk.append(entry.data_file.file_path)
+                if len(chunk) == SPILL_CHUNK:
+                    self._write(chunk)
+                    chunk = []
+        self._write(chunk)
+
+    def _write(self, chunk: list[str]) -> None:
+        if chunk:  # JSON escapes any newline a path holds: a chunk is one line
+            self._spill.write(json.dumps(chunk).encode() + b"\n")
 
 
 def entries_changed_by(table: Table, snapshot: Snapshot) -> Iterator[ManifestEntry]:

@@ -9,8 +9,9 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, NamedTuple
 
 
@@ -293,8 +294,9 @@ class WorkItem:
     applied_to: str = ""
     created_at: float = field(default_factory=time.time)
 
-    @property
+    @cached_property  # a hash of up to 200 paths, asked for at every step of a pass
     def key(self) -> str:
+        """The deterministic key of its table, snapshot and files (`put_items` puts if absent)."""
         if self.kind == ItemKind.EXPORT:
             # the sorted paths of the item's files (a one-file item: its path, as when an item
             # held one file); an empty table's export is one item with none
@@ -306,7 +308,8 @@ class WorkItem:
         return f"{self.table}|{self.snapshot_id}|{sha256(chr(10).join(paths))}"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        # one level: `asdict` would copy every path of the item's tuples on the way
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> WorkItem:

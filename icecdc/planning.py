@@ -14,15 +14,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.catalog import Lineage, last_sequence_number, sequence_number
-from icecdc.compat import manifest_entries
 from icecdc.config import BatchConfig, TableIndexConfig
 from icecdc.errors import PlanningError
-from icecdc.manifests import ChangedEntries
+from icecdc.manifests import ChangedEntries, LiveFiles
 from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
@@ -394,18 +393,6 @@ def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) 
     return max(size, 1)
 
 
-def _live_files(table: Table, snapshot: Snapshot) -> Iterator[DataFile]:
-    """The snapshot's live data files, an entry at a time.
-
-    They come in the order of its manifest list and of each manifest's entries. That order is fixed
-    for a snapshot, so every planner streams the same order.
-    """
-    for manifest in snapshot.manifests(table.io):
-        if manifest.content == ManifestContent.DATA:
-            for entry in manifest_entries(table.io, manifest):  # never a whole manifest at once
-                yield entry.data_file
-
-
 def _export_items(
     table: Table,
     name: str,
@@ -418,9 +405,9 @@ def _export_items(
     """Items of up to EXPORT_FILES_PER_ITEM live data files of the export snapshot each, streamed.
 
     Under small `limits` an item holds fewer, as `export_group_size` tells. The items are cut from
-    the files in manifest order. The manifests are read twice, counting and then cutting, and no
-    list of every file is ever held. `planned` holds the items of it in the store already. An empty
-    table gets one empty item.
+    the files in manifest order. The manifests are read once, and no list of every file is ever
+    held (`LiveFiles`). `planned` holds the items of it in the store already. An empty table gets
+    one empty item.
 
     Delete files in force are applied when the files are read, so the export equals a table scan.
     Every file is in an item, whatever the index's `where`: the pass prunes them by the shape it
@@ -430,42 +417,37 @@ def _export_items(
     snapshot = table.snapshot_by_id(base.snapshot_id)
     if snapshot is None:
         raise PlanningError(f"table {name!r}: export snapshot {base.snapshot_id} no longer exists")
-    files = largest = 0
-    for data_file in _live_files(table, snapshot):
-        files += 1
-        largest = max(largest, data_file.file_size_in_bytes)
-    size = planned_group_size(
-        files, export_group_size(limits or BatchConfig(), largest), planned or []
-    )
-    paths = (data_file.file_path for data_file in _live_files(table, snapshot))
-    groups: Iterable[tuple[str, ...]] = (
-        tuple(sorted(itertools.islice(paths, size))) for _ in range(-(-files // size))
-    )
-    count = max(1, -(-files // size))
-    # planned by a version that cut sorted paths
-    if planned and not _same_cut(table, snapshot, size, planned):
-        groups = export_groups(
-            sorted(f.file_path for f in _live_files(table, snapshot)), size, planned
+    with LiveFiles(table, snapshot) as live:
+        size = planned_group_size(
+            live.files, export_group_size(limits or BatchConfig(), live.largest), planned or []
         )
-    for i, group in enumerate(groups if files else [()]):
-        yield WorkItem(
-            name,
-            base.table_uuid,
-            ItemKind.EXPORT,
-            base.snapshot_id,
-            base.sequence_number,
-            i,
-            count,
-            added_data_files=group,
-            resync=resync,
-            replacing=replacing,
+        count = max(1, -(-live.files // size))
+        paths = live.paths()
+        groups: Iterable[tuple[str, ...]] = (
+            tuple(sorted(itertools.islice(paths, size))) for _ in range(count)
         )
+        # planned by a version that cut sorted paths
+        if planned and not _same_cut(live, size, planned):
+            groups = export_groups(sorted(live.paths()), size, planned)
+        for i, group in enumerate(groups):
+            yield WorkItem(
+                name,
+                base.table_uuid,
+                ItemKind.EXPORT,
+                base.snapshot_id,
+                base.sequence_number,
+                i,
+                count,
+                added_data_files=group,
+                resync=resync,
+                replacing=replacing,
+            )
 
 
-def _same_cut(table: Table, snapshot: Snapshot, size: int, planned: list[WorkItem]) -> bool:
+def _same_cut(live: LiveFiles, size: int, planned: list[WorkItem]) -> bool:
     """Whether the `planned` items of the export are groups of its files cut in manifest order."""
     by_group = {i.group: tuple(sorted(i.added_data_files)) for i in planned}
-    paths = (data_file.file_path for data_file in _live_files(table, snapshot))
+    paths = live.paths()
     for group in range(max(by_group) + 1):
         files = tuple(sorted(itertools.islice(paths, size)))
         if group in by_group and by_group[group] != files:

@@ -36,7 +36,7 @@ from icecdc.reading.tasks import DealtRewrite, RewriteTask, files_read_by
 from icecdc.sync import PassOptions, process_table
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
-from tests.support.tables import SCHEMA, orders, range_tasks, rows
+from tests.support.tables import SCHEMA, manifests_read, orders, range_tasks, rows
 
 NAME = "db.orders"
 
@@ -82,21 +82,6 @@ def test_a_capped_export_plans_its_files_once(pipeline: Pipeline, resync: bool) 
     assert again.items == 0
     pipeline.sync(config, NAME)  # index == table
     assert pipeline.store().pending_items(NAME) == []
-
-
-def manifests_read(table: Table, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The manifests the table's file IO opens from now on, as they are opened (a list, cleared)."""
-    read: list[str] = []
-    io_class = type(table.io)
-    new_input = io_class.new_input
-
-    def counted(io: Any, location: str) -> Any:
-        if location.endswith(".avro") and "/snap-" not in location:  # a manifest, not a list
-            read.append(location)
-        return new_input(io, location)
-
-    monkeypatch.setattr(io_class, "new_input", counted)
-    return read
 
 
 def test_each_pass_of_a_capped_export_reads_the_manifests_of_its_own_files_once(

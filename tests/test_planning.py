@@ -14,10 +14,11 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
 from bench.plan_memory import register_files
+from icecdc import manifests
 from icecdc.catalog import identifier_columns
 from icecdc.config import BatchConfig, parse_config
 from icecdc.errors import ConfigError, PlanningError, SinkError
-from icecdc.manifests import ChangedEntries
+from icecdc.manifests import ChangedEntries, LiveFiles
 from icecdc.model import ItemKind, WorkItem
 from icecdc.planning import export_groups, plan_table
 from icecdc.state import SqliteStateStore
@@ -25,7 +26,7 @@ from icecdc.status import table_status
 from icecdc.sync import sync
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
-from tests.support.tables import SCHEMA, orders, rows
+from tests.support.tables import SCHEMA, manifests_read, orders, rows
 
 
 def assert_nothing_written(pipeline: Pipeline, name: str, index: str) -> None:
@@ -83,7 +84,7 @@ def test_an_export_a_planner_began_cut_by_sorted_paths_goes_on_with_that_cut(pip
     """Items an earlier version planned (cut from sorted paths) before it stopped part way: the
     rest are cut as they were, so that the items are one cut of the files."""
     table = orders(pipeline)
-    for i in range(5):
+    for i in range(8):
         table.append(rows(i))
     config = pipeline.config({"name": "db.orders"}).table("db.orders")
     snapshot = table.current_snapshot()
@@ -92,10 +93,53 @@ def test_an_export_a_planner_began_cut_by_sorted_paths_goes_on_with_that_cut(pip
         replace(i, table_uuid=str(table.metadata.table_uuid))
         for i in plan_items(export_groups(sorted(manifest_order(table)), 2), snapshot.snapshot_id, snapshot.sequence_number)
     ]
+    # an item the manifest-order cut would not make (the paths are random: a first item of both
+    # cuts can be the same, and the planner could not tell them apart by it)
+    in_manifest_order = export_groups(manifest_order(table), 2)
     store = pipeline.store()
-    store.put_items(old[:1])
+    store.put_items([next(i for i in old if i.added_data_files != in_manifest_order[i.group])])
     plan_table(table, config, store, ("id",), limits=BatchConfig(max_files=2))
     assert cut_of(store.pending_items("db.orders")) == cut_of(old)
+
+
+def test_planning_an_export_reads_each_manifest_once(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting the files and cutting them into items share one read of the manifests, for a first
+    planner and for one that goes on with a cut begun under another `max_files`. Before, a first
+    planner read every manifest twice, and one going on three times."""
+    table = orders(pipeline)
+    for i in range(5):
+        table.append(rows(i))  # one file and one manifest each
+    table = pipeline.catalog.load_table("db.orders")
+    config = pipeline.config({"name": "db.orders"}).table("db.orders")
+    read = manifests_read(table, monkeypatch)
+    store = pipeline.store()
+    plan_table(table, config, store, ("id",), limits=BatchConfig(max_files=2))
+    assert sorted(read) == sorted(set(read)) and len(read) == 5
+    items = store.pending_items("db.orders")
+    stopped = SqliteStateStore(pipeline.workdir / "stopped.db")
+    stopped.put_items([i for i in items if i.group == 1])  # a planner died after its first write
+    read.clear()
+    plan_table(table, config, stopped, ("id",), limits=BatchConfig(max_files=3))
+    assert sorted(read) == sorted(set(read)) and len(read) == 5
+    assert cut_of(stopped.pending_items("db.orders")) == cut_of(items)
+
+
+def test_the_listed_paths_of_an_export_are_its_files_in_manifest_order_whatever_they_hold(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LiveFiles` spills the paths in chunks and reads them back: a newline or a quote in a path,
+    a chunk boundary, and two readers at once change nothing."""
+    monkeypatch.setattr(manifests, "SPILL_CHUNK", 2)
+    table = orders(pipeline, partitioned=False)
+    register_files(table, 5, 2, pipeline.workdir.as_uri() + '/odd\nname "quoted"')
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    with LiveFiles(table, snapshot) as live:
+        first, second = live.paths(), live.paths()
+        interleaved = [p for pair in zip(first, second, strict=True) for p in pair]
+        assert (live.files, live.largest) == (5, 1000)
+    assert interleaved[::2] == interleaved[1::2] == manifest_order(table)
+    assert all("\nname" in p for p in interleaved)
 
 
 def manifest_order(table: Table) -> list[str]:

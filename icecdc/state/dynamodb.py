@@ -50,7 +50,7 @@ import logging
 import random
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -254,7 +254,7 @@ class DynamoDbStateStore(StateStore):
         expires_at = int(time.time()) + self.done_ttl_seconds
         retire: list[list[dict[str, Any]]] = []
         for item in completion.items:
-            done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
+            done = replace(item, status=ItemStatus.DONE)
             record = {
                 **_keys(table_name, _DONE + item.key),
                 "status": {"S": ItemStatus.DONE},

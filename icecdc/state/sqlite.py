@@ -8,7 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from icecdc.errors import LeaseLost, StateError
@@ -197,7 +197,7 @@ class SqliteStateStore(StateStore):
                 if completion.replace:  # the resync's index holds nothing past its checkpoint
                     self._record_pass_end(table_name, checkpoint)
             for item in completion.items:
-                done = WorkItem(**{**asdict(item), "status": ItemStatus.DONE})
+                done = replace(item, status=ItemStatus.DONE)
                 self._db.execute(
                     "UPDATE work_items SET status = ?, body = ? WHERE key = ?",
                     (ItemStatus.DONE, done.to_json(), item.key),

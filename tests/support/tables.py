@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
+import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -41,3 +44,18 @@ def orders(pipeline: Pipeline, partitioned: bool = True) -> Table:
 def range_tasks(tasks: list[Task]) -> list[Task]:
     """The tasks with a dealt rewrite as the range tasks it stands for: how a rewrite was cut is the same."""
     return [r for t in tasks for r in (t.range_tasks() if isinstance(t, DealtRewrite) else [t])]
+
+
+def manifests_read(table: Table, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The manifests the table's file IO opens from now on, as they are opened (a list, cleared)."""
+    read: list[str] = []
+    io_class = type(table.io)
+    new_input = io_class.new_input
+
+    def counted(io: Any, location: str) -> Any:
+        if location.endswith(".avro") and "/snap-" not in location:  # a manifest, not a list
+            read.append(location)
+        return new_input(io, location)
+
+    monkeypatch.setattr(io_class, "new_input", counted)
+    return read
