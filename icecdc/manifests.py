@@ -375,7 +375,8 @@ class LiveFiles:
         for manifest in snapshot.manifests(table.io):
             if manifest.content != ManifestContent.DATA:
                 continue
-            for entry in manifest_entries(table.io, manifest):  # never a whole manifest at once
+            # never a whole manifest at once; paths and sizes need no inherited sequence numbers
+            for entry in manifest_entries(table.io, manifest, inherit=False):
                 self.files += 1
                 self.largest = max(self.largest, entry.data_file.file_size_in_bytes)
                 chunk.append(entry.data_file.file_path)
