@@ -443,10 +443,11 @@ class _Pass:
         """
         if not applied or not self.run.identifiers:
             return tasks
-        carried = [
-            i for i in applied if all((i.snapshot_id, p) in held for p in i.added_data_files)
-        ]
-        rest = [i for i in applied if i not in carried]
+        kept = {
+            i.key for i in applied if all((i.snapshot_id, p) in held for p in i.added_data_files)
+        }
+        carried = [i for i in applied if i.key in kept]
+        rest = [i for i in applied if i.key not in kept]  # by key: a list would compare each pair
         files = frozenset((i.snapshot_id, p) for i in carried for p in i.added_data_files)
         if not rest:
             return replace(tasks, carried=files)
