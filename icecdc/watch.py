@@ -6,10 +6,11 @@ round's error is reported and the next round goes on, but a configuration error,
 would meet again, ends the watch.
 
 Stopping: a signal while the watch waits ends it at once. A signal while a round runs lets the pass
-under way finish, so its checkpoint moves, and starts no other; items planned and not applied stay
-pending for the next run. A second signal abandons the pass under way as a crash would: nothing of
-it is recorded, and leaving the table's `with Lease` block releases its lease, so the next run
-resumes at once. A process killed outright leaves its lease to expire instead.
+under way finish, so its checkpoint moves, and starts no other; the round reports what its passes
+did, and items planned and not applied stay pending for the next run. A second signal abandons the
+pass under way as a crash would: nothing of it is recorded, and leaving the table's `with Lease`
+block releases its lease, so the next run resumes at once. A process killed outright leaves its
+lease to expire instead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from types import FrameType
 from icecdc.config import Config
 from icecdc.engines import Engines
 from icecdc.errors import ConfigError
-from icecdc.model import PassPoint
 from icecdc.sync import SyncResult, sync
 
 log = logging.getLogger(__name__)
@@ -102,10 +102,9 @@ class Watcher:
         if self._in_round:
             log.info("%s: stopping after the pass under way (again: at once)", self.stop)
 
-    def probe(self, point: PassPoint) -> None:
-        """At each point of a pass: a new pass is planned, so none starts once a stop is asked."""
-        if point == PassPoint.PLANNED and self.stop is not None:
-            raise Abandoned
+    def stopped(self) -> bool:
+        """Whether a stop was asked: asked between passes, so none starts after it."""
+        return self.stop is not None
 
     def wait(self, seconds: float) -> None:
         self._woken.wait(max(0.0, seconds))
@@ -167,7 +166,7 @@ def _round(config: Config, names: Names, number: int, watcher: Watcher, engines:
     started = time.time()
     with watcher.round():
         try:
-            results = sync(config, table_names=names, probe=watcher.probe, engines=engines)
+            results = sync(config, table_names=names, engines=engines, stopped=watcher.stopped)
         except Abandoned:
             return None
         except ConfigError:

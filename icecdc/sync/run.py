@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -55,7 +55,7 @@ class SyncResult(PassResult):
     """What a table's sync did: its passes summed, and how the run ended."""
 
     skipped: bool = False  # another run held the table's lease
-    unfinished: bool = False  # the run's deadline came before the table was caught up
+    unfinished: bool = False  # a deadline or a stop came before the table was caught up
 
     def add(self, other: PassResult) -> None:
         """Count one more pass: its checkpoint and engine are the sync's latest."""
@@ -235,13 +235,14 @@ def sync(
     table_names: Iterable[str] | None = None,
     probe: Probe | None = None,
     engines: Engines | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> list[SyncResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
     starts a session from the configuration, stopped when the sync ends. `probe`: see
     `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
-    them)."""
+    them). `stopped`: see `SyncRun`."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
@@ -252,7 +253,7 @@ def sync(
     store = open_state_store(config.state)
     own = engines is None
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
-    run = SyncRun(engines, probe=probe)
+    run = SyncRun(engines, probe=probe, stopped=stopped)
     try:
         for table_config, table in loaded:  # every index's name, before any table is written
             for index_config, _, scoped in index_stores(table_config, store):
@@ -274,13 +275,21 @@ class SyncRun:
     """How `sync_table` runs.
 
     `engines` says on which engines. `wait` says whether a second run waits for the lease.
-    `deadline` is the time.monotonic() after which no pass starts. `probe` is a test's.
+    `deadline` is the time.monotonic() after which no pass starts. `stopped` is asked before
+    each round of passes, and True ends the run as a deadline would: a watch's stop, which lets
+    the passes done be reported. `probe` is a test's.
     """
 
     engines: Engines
     wait: bool = True
     deadline: float | None = None
     probe: Probe | None = None
+    stopped: Callable[[], bool] | None = None
+
+    def over(self) -> bool:
+        """Whether no pass may start: the deadline has passed, or a stop was asked."""
+        late = self.deadline is not None and time.monotonic() > self.deadline
+        return late or (self.stopped is not None and self.stopped())
 
 
 def sync_table(
@@ -296,10 +305,9 @@ def sync_table(
 
     One run per table at a time: a second run waits for the lease when `run.wait` says so, or
     leaves the table to the run that holds it. Versioned writes make an overlap harmless anyway.
-    No pass starts after `run.deadline`, a time.monotonic(), and the result is then `unfinished`:
-    that is the planner Lambda's time budget.
+    No pass starts once the run is `over`: its deadline (the planner Lambda's time budget) has
+    passed, or a watch was stopped. The result is then `unfinished`.
     """
-    wait, deadline = run.wait, run.deadline
     # planning and reading of this table share its manifest reads, across its indexes
     shared = _Shared(run.engines, identifiers, ChangedEntries(), run.probe)
     with ExitStack() as held:
@@ -307,13 +315,13 @@ def sync_table(
         # each index: its own state and lease
         for index_config, key, scoped in index_stores(table_config, store):
             lease = held.enter_context(
-                Lease(scoped, table_config.name, config.state.lease_seconds, wait)
+                Lease(scoped, table_config.name, config.state.lease_seconds, run.wait)
             )
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return SyncResult(table_config.name, skipped=True)
             runs.append(_index_run(config, shared, index_config, scoped, lease))
-        return catch_up(runs, catalog, table, deadline)
+        return catch_up(runs, catalog, table, run.over)
 
 
 @dataclass(frozen=True)
@@ -353,13 +361,13 @@ def _index_run(
 
 
 def catch_up(
-    runs: list[TableRun], catalog: Catalog, table: Table, deadline: float | None = None
+    runs: list[TableRun], catalog: Catalog, table: Table, over: Callable[[], bool]
 ) -> SyncResult:
     """Plan and process a table's indexes, pass after pass, until they caught up with its snapshot.
 
     `runs` holds one run per index; one index is the usual case. Each round plans every index, then
-    `_round` processes them. When the `deadline`, a time.monotonic(), has passed first, the result
-    is `unfinished`.
+    `_round` processes them. When the run is `over` first (see `SyncRun`), the result is
+    `unfinished`.
     """
     total = SyncResult(runs[0].name)
     started = time.monotonic()
@@ -369,7 +377,7 @@ def catch_up(
         for run in runs:
             if run.lease is not None:
                 run.lease.check()
-        if deadline is not None and time.monotonic() > deadline:
+        if over():
             total.unfinished = True
             break
         for run in runs:
