@@ -291,6 +291,8 @@ def _pair_rewrites(tasks: list[Task], budget: int, keys: list[RangeKey]) -> list
     own task, so memory stays bounded whatever the key. The unchanged rows cancel after the shuffle,
     exactly as well (`changelog.remove_carryovers`), at the price of shuffling them.
     """
+    if not any(isinstance(t, FileTask) and t.change == ChangeType.DELETE for t in tasks):
+        return tasks  # nothing removed whole, as in an export or an append: nothing to pair
     by_partition: dict[tuple[int, str], list[FileTask]] = {}
     others: list[Task] = []
     for task in tasks:
