@@ -59,15 +59,17 @@ def net_write(
     """The write one key needs, or None when its changes cancel out.
 
     `duplicates` is where a snapshot with several live rows of this key is reported. That snapshot
-    then changes nothing of the document, and an append while a row of the key is live deletes it,
-    as an export does. A later snapshot's document of the key is reported too
-    (`HeldOutIdentifier`) and not written: the key's rows stay letters until a replay. Without
-    `duplicates`, such a snapshot raises `DuplicateIdentifier`.
+    then deletes the document, as an export does, whatever made the rows several: inserts alone,
+    an append while a row of the key is live, or an update beside an append. A later snapshot's
+    document of the key is reported too (`HeldOutIdentifier`) and not written: the key's rows
+    stay letters until a replay. Without `duplicates`, such a snapshot raises
+    `DuplicateIdentifier`.
 
-    `appends` is where the key's first snapshot is recorded when it is an append (`Appended`).
-    The caller then asks the index whether a row of the key was live before it. Without
-    `appends` no append is checked: a filtered or routed index sees a row that moves into it as
-    an append, and several indexes read together are not checked yet.
+    `appends` is where the key's first snapshot is recorded when it only appends (`Appended`).
+    The caller then asks the index whether a row of the key was live before it, and reports the
+    rows that share the key then. Without `appends` no append is checked: a filtered or routed
+    index sees a row that moves into it as an append, and several indexes read together are not
+    checked yet.
     """
     by_snapshot = _by_snapshot(changes, stats)
     latest: Write | None = None
@@ -87,11 +89,12 @@ def net_write(
         except DuplicateIdentifier as duplicate:
             if duplicates is None:
                 raise
-            duplicates.append(duplicate)
+            if first is None or sequence_number != first.sequence_number:
+                duplicates.append(duplicate)  # else the caller reports it, as it asks the index
             shared_rows = _rows_after(1 if live is not None or deletes else 0, inserts, deletes)
-            # an append deletes the document, as an export's duplicate does; several inserts
-            # change nothing
-            latest, live = Write(doc_id, sequence_number, None) if appended else latest, inserts[0]
+            # the document is deleted, as an export's duplicate is: the key may have had one
+            # (a row live before, an update beside an append) and no row of it may stand for it
+            latest, live = Write(doc_id, sequence_number, None), inserts[0]
             continue
         if shared_rows is not None:
             shared_rows = _rows_after(shared_rows, inserts, deletes)
@@ -108,21 +111,24 @@ def net_write(
 class Appended(NamedTuple):
     """A key's first snapshot in a pass, an append: whether a row was live before, the index tells.
 
-    `rows_at_end` counts the key's live rows after the pass, had one been live before it.
+    `documents` are the rows appended: several when a run of copy-on-write commits collapsed into
+    one change appends copies of a key, which the caller then reports as sharing it, with the row
+    the index holds if one was live before. `rows_at_end` counts the key's live rows after the
+    pass, had one been live before it.
     """
 
     sequence_number: int
-    document: str
+    documents: tuple[str, ...]
     rows_at_end: int
 
 
 def _first_append(by_snapshot: dict[int, tuple[list[str], list[str]]]) -> Appended | None:
-    """The key's first snapshot when it is an append, counting its rows as if one was live."""
+    """The key's first snapshot when it only appends, counting its rows as if one was live."""
     order = sorted(by_snapshot)
     inserts, deletes = by_snapshot[order[0]]
-    if len(inserts) != 1 or deletes:
+    if not inserts or deletes:
         return None
-    return Appended(order[0], inserts[0], _count_rows(1, by_snapshot))
+    return Appended(order[0], tuple(inserts), _count_rows(1, by_snapshot))
 
 
 def live_rows(before: int, changes: Iterable[ChangeRow]) -> int:

@@ -935,3 +935,29 @@ def test_a_copy_appended_after_a_rewrite_of_its_keys_file_in_one_run_of_commits(
     state.duplicate_key(seed=8191, then=Twin.DELETE_ORIGINAL)
     state.one_pass(caps=Caps.SMALL_REWRITE, engine=SPARK)
     state.teardown()
+
+
+def test_a_merge_of_a_key_beside_an_append_of_its_copy_deletes_the_document(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-29), shrunk from 41 steps: a copy of key 0 appended, then a Spark
+    copy-on-write MERGE that updates row 0. The two commits collapse into one change of the key (a
+    delete, two inserts): two live rows, both dead letters, and the old row's document was left in
+    the index as if one row still stood for the key."""
+    state = machine
+    create(state, KeyType.LONG, Writers.BOTH, partitioned=True, rows=1, store=StoreKind.SQLITE)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.duplicate_key(seed=274, then=Twin.KEEP)
+    write(state, Writer.SPARK_MERGE, count=1, seed=1, mode=COW)
+    state.teardown()
+
+
+def test_two_copies_of_a_key_appended_in_one_collapsed_run_are_letters_with_its_row(machine: PipelineMachine) -> None:
+    """Found while fixing the one above: two appends of copies of key 0, collapsed into one change
+    of two inserts. The index held row 0's document and kept it, and row 0 had no dead letter;
+    now the index is asked, as for one append, and the three rows are letters."""
+    state = machine
+    create(state, KeyType.LONG, Writers.PYICEBERG, rows=1, store=StoreKind.SQLITE)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.duplicate_key(seed=1, then=Twin.KEEP)
+    state.duplicate_key(seed=2, then=Twin.KEEP)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.teardown()

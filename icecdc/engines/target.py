@@ -218,6 +218,8 @@ def write_keyed_changes(
     else:
         writes = _each_index(target, keyed_changes, change_stats, duplicates)
         pipelines = tuple((t.index, t.pipeline) for t in target.each if t.pipeline is not None)
+    if one.dead_letter is None:
+        writes = _unless_shared(one, writes, duplicates)
     sink_stats = write_documents(
         open_client(one.opensearch),
         one.opensearch,
@@ -229,6 +231,23 @@ def write_keyed_changes(
     if duplicates:
         sink_stats.lettered(one.duplicates(duplicates))
     return change_stats, sink_stats
+
+
+def _unless_shared(
+    target: Target, writes: Iterator[Write], duplicates: list[DuplicateIdentifier]
+) -> Iterator[Write]:
+    """The writes, until a key is found shared by several live rows: then the pass fails.
+
+    Without a dead-letter location such a key fails the pass (`Target.duplicates` raises). It
+    raises before the key's write is sent, or any write still unsent: a failed pass must not
+    delete the key's document, which tells the next pass that a row of it was live before.
+    """
+    for write in writes:
+        if duplicates:
+            target.duplicates(duplicates)
+        yield write
+    if duplicates:
+        target.duplicates(duplicates)
 
 
 def _each_index(
@@ -254,7 +273,8 @@ def _unless_held(
     """The writes, but for a key appended while the index holds its document at a lower version.
 
     Such a key's first change in the pass is an append (`net_write`'s `appends`). A row
-    of it was live before, so the append is a second live row. Both rows are `duplicates`.
+    of it was live before, so the append is a second live row. Both rows are `duplicates`, as
+    are several rows one change appends (copies of a key in a collapsed run), held or not.
     Unless the pass left one row of the key (`Appended.rows_at_end`), whose write stands, the
     key's document is deleted at the pass's last version of it; a later snapshot's document
     of it is reported (`HeldOutIdentifier`), not written: the key's rows stay letters until a
@@ -280,15 +300,16 @@ def _unless_held(
                 assert write.document is not None
                 found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))
                 block[position] = Write(write.doc_id, write.version, None)
-            # a version at or above the append's: this very change, written by a pass that died
-            if appended is None or document is None or document[0] >= appended.sequence_number:
+            if appended is None:
                 continue
-            found.append(
-                DuplicateIdentifier(
-                    write.doc_id, appended.sequence_number, [document[1], appended.document]
-                )
+            # a version at or above the append's: this very change, written by a pass that died
+            before = document is not None and document[0] < appended.sequence_number
+            rows = ([document[1]] if document is not None and before else []) + list(
+                appended.documents
             )
-            if write.document is None or appended.rows_at_end <= 1:
+            if len(rows) > 1:
+                found.append(DuplicateIdentifier(write.doc_id, appended.sequence_number, rows))
+            if not before or write.document is None or appended.rows_at_end <= 1:
                 continue  # a delete, or the pass left one row of the key: its write stands
             if write.version != appended.sequence_number:
                 found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))

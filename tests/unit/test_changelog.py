@@ -78,6 +78,32 @@ def test_a_snapshot_with_two_live_rows_for_one_key_is_reported_and_the_next_snap
     assert [(d.doc_id, d.sequence_number, sorted(d.documents)) for d in duplicates] == [("1", 5, sorted([OLD, NEW]))]
 
 
+def test_an_update_beside_an_append_of_its_key_deletes_the_document() -> None:
+    """A run of copy-on-write commits collapsed into one change: an append of a copy of a key, then
+    a MERGE that rewrote the key's row. Two rows are live: the document the index holds of the
+    key is deleted, not left as the old row (found by the fuzzer)."""
+    duplicates: list[DuplicateIdentifier] = []
+    changes = [
+        ChangeRow(5, ChangeType.DELETE, OLD),
+        ChangeRow(5, ChangeType.INSERT, NEW),
+        ChangeRow(5, ChangeType.INSERT, NEWER),
+    ]
+    assert net_write("1", changes, ChangeStats(), duplicates, {}) == Write("1", 5, None)
+    assert [(d.sequence_number, sorted(d.documents)) for d in duplicates] == [(5, sorted([NEW, NEWER]))]
+
+
+def test_several_appends_of_a_key_in_one_change_are_left_to_the_caller_that_asks_the_index() -> None:
+    """Copies of a key appended in a collapsed run: its document is deleted, and the rows are
+    reported by the caller, with the row the index holds if one was live before."""
+    duplicates: list[DuplicateIdentifier] = []
+    appends: dict[str, Appended] = {}
+    changes = [ChangeRow(5, ChangeType.INSERT, OLD), ChangeRow(5, ChangeType.INSERT, NEW)]
+    assert net_write("1", changes, ChangeStats(), duplicates, appends) == Write("1", 5, None)
+    assert duplicates == [] and appends == {"1": Appended(5, (OLD, NEW), 3)}
+    assert net_write("1", changes, ChangeStats(), duplicates) == Write("1", 5, None)
+    assert [d.documents for d in duplicates] == [[OLD, NEW]]  # no index asked: reported here
+
+
 def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document() -> None:
     """An INSERT without a DELETE of its key in its snapshot, while an earlier snapshot left a row
     of the key live: reported, and its document deleted (as an export deletes a duplicate's)."""
@@ -87,7 +113,7 @@ def test_an_append_of_a_live_key_is_a_second_live_row_and_deletes_its_document()
     assert net_write("1", changes, ChangeStats(), duplicates, appends) == Write("1", 6, None)
     assert [(d.sequence_number, d.documents) for d in duplicates] == [(6, [OLD, NEW])]
     # the first snapshot's append: whether a row was live before, the index tells; had one been, 3 live now
-    assert appends == {"1": Appended(5, OLD, 3)}
+    assert appends == {"1": Appended(5, (OLD,), 3)}
     with pytest.raises(DuplicateIdentifier, match="2 live rows share the identifier '1' at sequence number 6"):
         net_write("1", changes, ChangeStats(), None, {})
     assert net_write("1", changes, ChangeStats()) == Write("1", 6, NEW)  # appends unchecked: a filtered view
@@ -164,7 +190,7 @@ def test_the_rows_an_append_leaves_had_a_row_been_live_before_it() -> None:
     ):
         appends: dict[str, Appended] = {}
         net_write("1", [ChangeRow(*c) for c in [(5, ChangeType.INSERT, OLD), *later]], ChangeStats(), [], appends)
-        assert appends == {"1": Appended(5, OLD, rows)}, later
+        assert appends == {"1": Appended(5, (OLD,), rows)}, later
 
 
 def test_the_live_rows_a_held_out_key_is_left_with() -> None:
