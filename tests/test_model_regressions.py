@@ -961,3 +961,23 @@ def test_two_copies_of_a_key_appended_in_one_collapsed_run_are_letters_with_its_
     state.duplicate_key(seed=2, then=Twin.KEEP)
     state.sync(engine=IN_PROCESS, caps=Caps.NONE)
     state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="open: a rebuild resumed across an identifier change (docs/testing.md)")
+def test_a_rebuild_that_died_then_the_identifier_columns_changed(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-29, round 3), shrunk from 18 steps to 10: a capped rebuild into a new
+    generation (the index renamed) dies after its first pass, then the identifier columns change
+    from `k` to `n`. The next sync resumes that generation and skips the files its first pass
+    applied under `k` ids, so rows 5 and 7 have no document under their `n` ids."""
+    state = machine
+    create(state, KeyType.LONG, Writers.BOTH, rows=5, large_strings=True, store=StoreKind.SQLITE)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.duplicate_key(seed=4236, then=Twin.KEEP)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.AS_CREATED)
+    write(state, Writer.SPARK_MERGE, count=1, seed=9108, large_strings=True, mode=WriteMode.MERGE_ON_READ)
+    state.duplicate_key(seed=885, then=Twin.KEEP)
+    state.crashing_sync(at=1, caps=Caps.TWO_FILES, crash=CrashAt.COMPLETE_AFTER, engine=IN_PROCESS)
+    state.reconfigure(change=Reconfig.IDENTIFIERS, identifiers=Identifiers.N)
+    state.sync(engine=IN_PROCESS, caps=Caps.TWO_FILES)
+    state.teardown()
