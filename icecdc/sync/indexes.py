@@ -7,6 +7,7 @@ written. A capped pass records in `WorkItem.applied_to` where its items' rows ar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from opensearchpy import OpenSearch
@@ -14,7 +15,7 @@ from pyiceberg.table import Table
 
 from icecdc.config import TableIndexConfig
 from icecdc.index import IndexAlias, IndexSpec, Owner, index_spec
-from icecdc.model import ItemStatus, WorkItem
+from icecdc.model import ItemStatus, WorkItem, sha256
 from icecdc.state import StateStore
 
 
@@ -47,22 +48,34 @@ def spec_of(table: Table, config: TableIndexConfig) -> IndexSpec:
     return index_spec(table.schema(), config, str(table.metadata.table_uuid))
 
 
-def applied_mark(index_uuid: str, schema_id: int) -> str:
+def applied_mark(index_uuid: str, schema_id: int, identifiers: tuple[str, ...]) -> str:
     """What a capped pass records as where its items' rows are, in `WorkItem.applied_to`.
 
-    It names the index, and the schema the rows were read with: a schema change before the export
-    ends makes them stale.
+    It names the index, the schema the rows were read with, as a schema change before the export
+    ends makes them stale, and the identifier columns their ids were made of (`_ids`).
     """
-    return f"{index_uuid}@schema-{schema_id}"
+    return f"{index_uuid}@schema-{schema_id}@{_ids(identifiers)}"
 
 
-def applied_indexes(items: Iterable[WorkItem]) -> frozenset[str]:
+def applied_indexes(
+    items: Iterable[WorkItem], identifiers: tuple[str, ...] | None = None
+) -> frozenset[str]:
     """The uuids of the indexes the APPLIED ones of `items` were written to.
 
-    Each is the first part of an `applied_mark`.
+    Each is the first part of an `applied_mark`. With `identifiers`, only indexes whose rows have
+    ids of these columns count: a rebuild does not resume, nor a first export go on in, an index
+    holding ids of other columns. A mark older than the identifiers it records counts.
     """
+    ids = None if identifiers is None else _ids(identifiers)
     return frozenset(
         i.applied_to.split("@", 1)[0]
         for i in items
-        if i.status == ItemStatus.APPLIED and i.applied_to
+        if i.status == ItemStatus.APPLIED
+        and i.applied_to
+        and (ids is None or i.applied_to.count("@") < 2 or i.applied_to.endswith(f"@{ids}"))
     )
+
+
+def _ids(identifiers: tuple[str, ...]) -> str:
+    """The identifier columns as an applied mark records them: a digest of their names."""
+    return f"ids-{sha256(json.dumps(identifiers))[:16]}"

@@ -345,7 +345,7 @@ class _Pass:
             facts = replace(facts, takes_rewrite=not changed)
         if not needs_generation(facts):
             return _Destination(alias.name, alias.uuid() or "", rebuild=False)
-        resumable = applied_indexes(self.batch)
+        resumable = applied_indexes(self.batch, self.run.identifiers)
         resumed = alias.resumable(self.spec, resumable)
         facts = replace(facts, resumable=resumed is not None)
         if copy_to_write(facts) == Copy.RESUME and resumed is not None:
@@ -356,9 +356,11 @@ class _Pass:
         """Every item but the export's files an earlier pass applied to this index with this schema.
 
         Their tasks tell exactly what the pass reads, a delete file's data files included, and so
-        its engine. Rows read with an older schema are written again.
+        its engine. Rows read with an older schema, or given ids of other columns, are written
+        again.
         """
-        applied_here = applied_mark(destination.uuid, self.schema_id) if destination.uuid else None
+        uuid, identifiers = destination.uuid, self.run.identifiers
+        applied_here = applied_mark(uuid, self.schema_id, identifiers) if uuid else None
         return [
             i
             for i in self.batch
@@ -563,7 +565,7 @@ class _Pass:
         Nothing advances.
         """
         self.check_fences(destination)
-        mark = applied_mark(destination.uuid, self.schema_id)
+        mark = applied_mark(destination.uuid, self.schema_id, self.run.identifiers)
         self.run.store.mark_applied(self.name, unread, mark, fence=self.fence)
         self.run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - self.started

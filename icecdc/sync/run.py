@@ -192,7 +192,7 @@ def _index_verdict(
     # a stopped swap is made first
     facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
     facts = replace(facts, rebuilding=any(i.resync for i in pending))
-    written = applied_indexes(pending)
+    written = applied_indexes(pending, run.identifiers)
     if not facts.replaced and checkpoint is None:
         facts = replace(facts, unaccounted=alias.unaccounted(written))
     elif not facts.replaced and not facts.rebuilding:
