@@ -364,6 +364,24 @@ def test_a_run_reads_pending_items_once_and_follows_its_own_writes(make_store: C
     assert run.pending_items("db.t") == store.pending_items("db.t") and len(run.pending_items("db.t")) == 3
 
 
+def test_a_run_keeps_its_pending_items_while_its_puts_find_every_item_kept(make_store: Callable[[], StateStore]) -> None:
+    """`PendingOnce` across a capped export's rounds: planning puts the same items again each round.
+    While they are all kept and none is written, nothing is read again; a put of an item another
+    planner put meanwhile (written by neither this put nor kept) reads the items afresh."""
+    store, planner = make_store(), make_store()
+    first, second, third, fourth = (change_item(s, s, (f"f{s}",)) for s in (1, 2, 3, 4))
+    store.put_items([first, second])
+    run = PendingOnce(store)
+    assert run.pending_items("db.t") == [first, second]
+    planner.put_items([fourth])  # of a commit this run has not planned yet
+    assert run.put_items([first, second], replace_done=True) == 0
+    assert run.put_items([]) == 0
+    assert run.pending_items("db.t") == [first, second]  # kept: no read
+    planner.put_items([third])
+    assert run.put_items([first, second, third], replace_done=True) == 0  # the planner's, not kept
+    assert [i.key for i in run.pending_items("db.t")] == [i.key for i in (first, second, third, fourth)]
+
+
 def test_a_run_reads_the_checkpoint_and_pass_end_once_a_round_and_again_after_its_own_writes(
     make_store: Callable[[], StateStore],
 ) -> None:

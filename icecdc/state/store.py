@@ -187,9 +187,10 @@ class PendingOnce(StateStore):
     """`store` as one run over a table sees it: pending items, checkpoint and pass end read once.
 
     The pending items of a table are read once, page by page, and then kept in step with the run's
-    own writes until `forget_pending` or a `put_items` that wrote. Completed items are dropped and
-    marked ones become APPLIED. That is one read per round, not one per question asked of the
-    backlog. Items another planner writes meanwhile wait for the next read.
+    own writes until `forget_pending`, or a `put_items` that wrote or was given an item not kept:
+    another planner put it. Completed items are dropped and marked ones become APPLIED. That is one
+    read while the run plans nothing new, not one per question asked of the backlog, nor one per
+    pass of a capped export. Items another planner writes meanwhile wait for the next read.
 
     The checkpoint and the pass end are read once a round too, as planning, the index's claim, the
     batch's selection and the pass all ask for them. They are read with the pending items and so
@@ -230,11 +231,18 @@ class PendingOnce(StateStore):
         )
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
+        items = list(items)
         written = self._store.put_items(items, replace_done)
-        if written:
-            # what is read of the pending items afresh is compared with a checkpoint as fresh
+        if written or not self._holds(items):
+            # Another planner put what is not kept here. What is read of the pending items afresh
+            # is compared with a checkpoint as fresh.
             self.forget_pending()
         return written
+
+    def _holds(self, items: list[WorkItem]) -> bool:
+        """Whether every one of `items` is among the pending items kept."""
+        keys = {i.key for table in {i.table for i in items} for i in self._pending.get(table, ())}
+        return all(i.key in keys for i in items)
 
     def mark_applied(
         self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None

@@ -367,7 +367,8 @@ def catch_up(
 
     `runs` holds one run per index; one index is the usual case. Each round plans every index, then
     `_round` processes them. When the run is `over` first (see `SyncRun`), the result is
-    `unfinished`.
+    `unfinished`. The pending items are read afresh in a round when the table changed since the
+    last: the passes of a capped export read them once (`PendingOnce`).
     """
     total = SyncResult(runs[0].name)
     started = time.monotonic()
@@ -381,8 +382,6 @@ def catch_up(
             total.unfinished = True
             break
         for run in runs:
-            if passes > 1:  # each round reads the pending items once
-                run.store.forget_pending()
             _plan(run, table)
             run.reached(PassPoint.PLANNED)
         results = _round(runs, table)
@@ -391,8 +390,21 @@ def catch_up(
         if all(result.snapshots == 0 for result in results):
             break
         _report(runs[0], total, passes, time.monotonic() - started, any(r.partial for r in results))
-        table = load_table(catalog, total.table)  # commits made while we worked
+        table = _reloaded(runs, catalog, table, total.table)
     return total
+
+
+def _reloaded(runs: list[TableRun], catalog: Catalog, table: Table, name: str) -> Table:
+    """The table `name` as it is now, with commits made while the round worked.
+
+    When it changed, the runs read their pending items afresh: another planner may have put items
+    of its new commits.
+    """
+    now = load_table(catalog, name)
+    if now.metadata_location != table.metadata_location:
+        for run in runs:
+            run.store.forget_pending()
+    return now
 
 
 def _report(
