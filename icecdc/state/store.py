@@ -192,13 +192,13 @@ class PendingOnce(StateStore):
     read while the run plans nothing new, not one per question asked of the backlog, nor one per
     pass of a capped export. Items another planner writes meanwhile wait for the next read.
 
-    The checkpoint and the pass end are read once a round too, as planning, the index's claim, the
-    batch's selection and the pass all ask for them. They are read with the pending items and so
-    are never older than the items they judge: a put that wrote drops all three. They are read
-    again after the run writes them itself in `complete` or `begin_pass`. The run holds the table's
-    lease, so no other run moves them meanwhile, and its own writes stay fenced by the lease and
-    conditional in the store. `begin_pass` reads the recorded end afresh in the store, as it always
-    did: it is what tells a pass that another one began since.
+    The checkpoint and the pass end are read once too, as planning, the index's claim, the
+    batch's selection and the pass all ask for them. They are kept and dropped with the pending
+    items, so are never older than the items they judge: a put that drops the items drops all
+    three. They are read again after the run writes them itself in `complete` or `begin_pass`.
+    The run holds the table's lease, so no other run moves them meanwhile, and its own writes stay
+    fenced by the lease and conditional in the store. `begin_pass` reads the recorded end afresh
+    in the store, as it always did: it is what tells a pass that another one began since.
     """
 
     def __init__(self, store: StateStore) -> None:
