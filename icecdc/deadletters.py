@@ -12,7 +12,7 @@ letters an operator dealt with otherwise. A file is never changed in place: its 
 `…-r<revision>-n<count>.jsonl` with the count of letters not dealt with, is written, then the older
 ones are deleted. Readers take the highest revision, so a crash in between counts nothing twice.
 
-There is one open letter per row and reason (`DeadLetter.key`). A row read again
+There is one open letter per row and cause (`DeadLetter.key`). A row read again
 whose letter is still open is not lettered again; a copy-on-write rewrite of its
 file, a replay or a repair may read it again.
 """
@@ -44,6 +44,11 @@ _STAMP = "%Y%m%dT%H%M%S"
 SHARED_ID_CAUSE = "several live rows share an identifier"
 
 
+def shared_id_cause(columns: Iterable[str]) -> str:
+    """The cause of the letters of rows that share an identifier of these columns."""
+    return f"{SHARED_ID_CAUSE}; the identifier columns ({', '.join(columns)}) must be unique"
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     table: str
@@ -72,14 +77,16 @@ class DeadLetter:
 
     @property
     def key(self) -> str:
-        """Which row and reason the letter is of.
+        """Which row and cause the letter is of.
 
         A document OpenSearch refused is known by its id; a row that never became a document (a null
         identifier, a key two rows share) by its id, if any, and its values: a rewrite moves it to
-        another file and position, not to other values. The reason counts without what a rewrite
-        changes (paths, snapshot and sequence numbers)."""
+        another file and position, not to other values. The reason counts by its cause, which
+        names no file: a change and an export word the reason of one row otherwise. A letter
+        without a cause counts by its reason without what a rewrite changes (paths, snapshot and
+        sequence numbers)."""
         row = [self.doc_id] if self.status is not None else [self.doc_id, self.document]
-        identity = [self.table, row, _cause(self.reason)]
+        identity = [self.table, row, self.cause or _cause(self.reason)]
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
 
 
@@ -214,7 +221,7 @@ class DeadLetters:
     def write(self, letters: Iterable[DeadLetter]) -> int:
         """Store the letters, one file per table, and return how many were stored.
 
-        A letter is not stored when its row and reason
+        A letter is not stored when its row and cause
         (`DeadLetter.key`) have an open letter already.
         """
         by_table: dict[str, dict[str, DeadLetter]] = {}

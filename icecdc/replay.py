@@ -29,7 +29,7 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
-from icecdc.deadletters import DeadLetters, Selection, StoredLetter
+from icecdc.deadletters import DeadLetters, Selection, StoredLetter, shared_id_cause
 from icecdc.documents import Shape
 from icecdc.errors import OperationError
 from icecdc.index import IndexAlias, index_spec, mapping_conflicts
@@ -37,7 +37,7 @@ from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
 from icecdc.opensearch import IDS_PER_REQUEST, open_client
-from icecdc.sink import BulkMode, Refusal, fenced, write_documents
+from icecdc.sink import BulkMode, Refusal, fenced, refusal_cause, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 from icecdc.status import index_work
 
@@ -74,7 +74,8 @@ def replay_table(
     """
     table_config = whole_rows_only(config.table(name), "replay")
     dead_letters = DeadLetters(location)
-    letters = [s for s in dead_letters.letters(name) if selection is None or selection(s)]
+    open_letters = dead_letters.letters(name)
+    letters = [s for s in open_letters if selection is None or selection(s)]
     table = load_table(open_catalog(config.catalog), name)
     identifiers = identifier_columns(table, table_config)
     client = open_client(config.opensearch)
@@ -126,7 +127,11 @@ def replay_table(
                     "the tombstone of a later delete; "
                     "their letters are marked replayed, as the delete's own sync applies it"
                 )
-            dead_letters.update(_outcomes(report, by_id, writes, refusals, shared, newer))
+            found = _Found(writes, refusals, shared, newer, shared_id_cause(identifiers))
+            updated = _outcomes(report, by_id, found)
+            taken = {s.letter_id for s in by_id}
+            held = [s for s in open_letters if s.letter_id not in taken]
+            dead_letters.update(_merged(report, updated, held))
     finally:
         store.close()
     summary_log.info(
@@ -210,42 +215,55 @@ def _newer(client: OpenSearch, index: str, ids: list[str], version: int) -> dict
     return newer
 
 
+@dataclass(frozen=True)
+class _Found:
+    """What a replay found of its letters' rows, and did with them."""
+
+    writes: list[Write]
+    refusals: dict[str, Refusal]  # id → its write refused again
+    shared: dict[str, int]  # ids live rows share → how many rows
+    newer: dict[str, int]  # ids whose document is a later change's → its version
+    shared_cause: str  # the cause of a letter of an id rows share
+
+
 def _outcomes(
-    report: ReplayReport,
-    letters: list[StoredLetter],
-    writes: list[Write],
-    refusals: dict[str, Refusal],
-    shared: dict[str, int],
-    newer: dict[str, int],
+    report: ReplayReport, letters: list[StoredLetter], found: _Found
 ) -> list[StoredLetter]:
     """The letters as the replay leaves them: replayed, or kept with why they failed again."""
     now = time.time()
-    written = {w.doc_id: w for w in writes}
+    written = {w.doc_id: w for w in found.writes}
     updated = []
     for stored in letters:
         letter, doc_id = stored.letter, stored.letter.doc_id
         assert doc_id is not None
-        if doc_id in refusals:
-            write, status, reason = refusals[doc_id]
+        if doc_id in found.refusals:
+            write, status, reason = found.refusals[doc_id]
             letter = replace(
                 letter,
                 status=status,
                 reason=reason,
+                cause=refusal_cause(status, reason),
                 document=write.document,
                 attempts=letter.attempts + 1,
             )
             report.still_refused[stored.letter_id] = reason
-        elif doc_id in shared:
+        elif doc_id in found.shared:
             reason = (
-                f"{shared[doc_id]} live rows share the identifier {doc_id!r}: "
+                f"{found.shared[doc_id]} live rows share the identifier {doc_id!r}: "
                 "the identifier columns must be unique"
             )
-            letter = replace(letter, status=None, reason=reason, attempts=letter.attempts + 1)
+            letter = replace(
+                letter,
+                status=None,
+                reason=reason,
+                cause=found.shared_cause,
+                attempts=letter.attempts + 1,
+            )
             report.still_refused[stored.letter_id] = reason
-        elif doc_id in newer:
+        elif doc_id in found.newer:
             outcome = (
                 "superseded: the index holds a later change's document "
-                f"(version {newer[doc_id]}), left as it is"
+                f"(version {found.newer[doc_id]}), left as it is"
             )
             letter = replace(letter, replayed_at=now, outcome=outcome)
             report.replayed += 1
@@ -259,3 +277,27 @@ def _outcomes(
             report.replayed += 1
         updated.append(replace(stored, letter=letter))
     return updated
+
+
+def _merged(
+    report: ReplayReport, updated: list[StoredLetter], held: list[StoredLetter]
+) -> list[StoredLetter]:
+    """The updated letters, each still open one of a row and cause held by another merged into it.
+
+    Refused again, two letters of one row can end with one cause, such as a row lettered for its
+    shared id by a change and again by an export: the first, or an open letter the replay did not
+    take (`held`), stays open; the others are marked replayed, naming it.
+    """
+    holders = {s.letter.key: s.letter_id for s in held}
+    merged = []
+    for stored in updated:
+        letter = stored.letter
+        open_ = letter.replayed_at is None
+        holder = holders.setdefault(letter.key, stored.letter_id) if open_ else stored.letter_id
+        if holder != stored.letter_id:
+            outcome = f"merged into {holder}: the same row and cause"
+            letter = replace(letter, replayed_at=time.time(), outcome=outcome)
+            report.still_refused.pop(stored.letter_id, None)
+            report.replayed += 1
+        merged.append(replace(stored, letter=letter))
+    return merged

@@ -36,7 +36,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
-from icecdc.deadletters import LetterTally, letter_sample
+from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
 from icecdc.errors import SinkError
 from icecdc.model import VersionType, Write, ordered_routings
@@ -157,6 +157,21 @@ def refusal_cause(status: int, reason: str) -> str:
     error_type = reason.split(":", 1)[0] if ":" in reason else reason
     field_named = re.search(r"field \[([^\]]+)\]", reason)
     return f"{status} {error_type}" + (f", field [{field_named[1]}]" if field_named else "")
+
+
+def refusal_letter(table: str, snapshot_id: int | None, refusal: Refusal) -> DeadLetter:
+    """The dead letter of a document OpenSearch refused for its own fault, with its cause."""
+    write, status, reason = refusal
+    return DeadLetter(
+        table,
+        snapshot_id,
+        write.version,
+        write.doc_id,
+        status,
+        reason,
+        write.document,
+        cause=refusal_cause(status, reason),
+    )
 
 
 def delete_older(

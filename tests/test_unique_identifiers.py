@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import asdict, replace
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.errors import ProcessingError
 from icecdc.model import EngineKind
 from icecdc.replay import replay_table
+from icecdc.storage import Location
 from icecdc.sync import sync
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql
@@ -72,6 +74,58 @@ def test_a_key_appended_again_then_one_copy_deleted_is_a_dead_letter_not_a_silen
     replayed = replay_table(config, NAME, config.dead_letter)
     assert (replayed.replayed, replayed.still_refused) == (2, {})
     pipeline.assert_index_equals_table(config, NAME)
+
+
+def two_rows_of_id_2_lettered(pipeline: Pipeline) -> Config:
+    """An export of ids 1–3, then a change pass that letters both live rows of id 2."""
+    table = orders(pipeline)
+    table.append(rows(1, 2, 3))
+    config = config_of(pipeline)
+    pipeline.sync(config, NAME)
+    table.append(rows(2, status="again"))
+    sync(config, pipeline.spark, [NAME])
+    return config
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_row_lettered_for_its_shared_id_is_not_lettered_again_by_an_export(pipeline: Pipeline) -> None:
+    """Found by fuzz (2026-11-29): a change pass and an export word one row's letter otherwise (the
+    export's names the files), and a letter's key was of its reason: the export after a lost index
+    lettered both rows of id 2 again, and a replay gave all four letters one reason, leaving two
+    open letters of each row."""
+    config = two_rows_of_id_2_lettered(pipeline)
+    lettered = letters(pipeline)
+    assert [doc_id for doc_id, _ in lettered] == ["2", "2"]
+
+    pipeline.client.indices.delete(index="orders-1")  # lost: the next sync exports again
+    sync(config, pipeline.spark, [NAME])
+    assert letters(pipeline) == lettered
+    assert config.dead_letter is not None
+    replayed = replay_table(config, NAME, config.dead_letter)
+    assert len(replayed.still_refused) == 2
+    assert letters(pipeline) == lettered
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_a_replay_merges_two_open_letters_that_end_with_one_row_and_cause(pipeline: Pipeline) -> None:
+    """Letters written before a letter's key was of its cause can hold one row twice, worded by a
+    change and by an export: refused again, both end with one reason, and the replay keeps the
+    older open and marks the other replayed, naming it."""
+    config = two_rows_of_id_2_lettered(pipeline)
+    assert config.dead_letter is not None
+    dead_letters = DeadLetters(config.dead_letter)
+    first, second = dead_letters.letters(NAME)
+    worded = replace(first.letter, reason=f"{first.letter.reason} (in a.parquet and b.parquet)")
+    Location(config.dead_letter).put(f"{NAME}/20260101T000000Z-{'0' * 12}-n1.jsonl", json.dumps(asdict(worded)) + "\n")
+    assert len(dead_letters.letters(NAME)) == 3  # as the version before wrote them
+
+    replayed = replay_table(config, NAME, config.dead_letter)
+    assert (len(replayed.still_refused), replayed.replayed) == (2, 1)
+    assert sorted(s.letter.document for s in dead_letters.letters(NAME)) == sorted(
+        [first.letter.document, second.letter.document]
+    )
+    (merged,) = [s.letter for s in dead_letters.letters(NAME, include_replayed=True) if s.letter.replayed_at]
+    assert merged.outcome.startswith("merged into ") and merged.document == first.letter.document
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -36,7 +36,7 @@ from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
 from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.sink import BulkMode, Refusal, fenced, write_documents
+from icecdc.sink import BulkMode, Refusal, fenced, refusal_letter, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 from icecdc.status import index_work
 from icecdc.sync import SyncResult, sync
@@ -250,16 +250,7 @@ class _Refused:
     def __call__(self, refused: list[Refusal]) -> None:
         assert self.location is not None
         DeadLetters(self.location).write(
-            DeadLetter(
-                self.table,
-                self.checkpoint.snapshot_id,
-                w.version,
-                w.doc_id,
-                status,
-                reason,
-                w.document,
-            )
-            for w, status, reason in refused
+            refusal_letter(self.table, self.checkpoint.snapshot_id, refusal) for refusal in refused
         )
 
 

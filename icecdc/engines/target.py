@@ -15,13 +15,13 @@ from opensearchpy import OpenSearch
 
 from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
-from icecdc.deadletters import SHARED_ID_CAUSE, DeadLetter, DeadLetters, LetterTally
+from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally, shared_id_cause
 from icecdc.documents import Shape, encode_document
 from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
 from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
-from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_cause, write_documents
+from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_letter, write_documents
 
 # Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
 APPEND_LOOKUP = 1000
@@ -122,17 +122,8 @@ class Target:
     def dead_letters(self, refused: list[Refusal]) -> None:
         assert self.dead_letter is not None
         DeadLetters(self.dead_letter).write(
-            DeadLetter(
-                self.table,
-                self.snapshot_ids.get(w.version),
-                w.version,
-                w.doc_id,
-                status,
-                reason,
-                w.document,
-                cause=refusal_cause(status, reason),
-            )
-            for w, status, reason in refused
+            refusal_letter(self.table, self.snapshot_ids.get(refusal[0].version), refusal)
+            for refusal in refused
         )
 
     def duplicates(self, found: list[DuplicateIdentifier]) -> LetterTally:
@@ -142,7 +133,7 @@ class Target:
         location, the error stops the batch.
         """
         columns = ", ".join(self.identifier_columns)
-        cause = f"{SHARED_ID_CAUSE}; the identifier columns ({columns}) must be unique"
+        cause = shared_id_cause(self.identifier_columns)
         reasons = [
             (d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}")
             for d in found
