@@ -2,13 +2,14 @@
 
 `claim_index` checks that an index's name holds nothing but this table's index before anything is
 written. A capped pass records in `WorkItem.applied_to` where its items' rows are
-(`applied_mark`); `applied_indexes` reads those marks back.
+(`AppliedMark`); `applied_indexes` reads those marks back.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
@@ -48,13 +49,39 @@ def spec_of(table: Table, config: TableIndexConfig) -> IndexSpec:
     return index_spec(table.schema(), config, str(table.metadata.table_uuid))
 
 
-def applied_mark(index_uuid: str, schema_id: int, identifiers: tuple[str, ...]) -> str:
-    """What a capped pass records as where its items' rows are, in `WorkItem.applied_to`.
+@dataclass(frozen=True)
+class AppliedMark:
+    """Where a capped pass wrote its items' rows, as `WorkItem.applied_to` records it.
 
-    It names the index, the schema the rows were read with, as a schema change before the export
-    ends makes them stale, and the identifier columns their ids were made of (`_ids`).
+    `<index uuid>@schema-<id>@ids-<digest>`: the index, the schema the rows were read with (a
+    schema change before the export ends makes them stale), and a digest of the identifier columns
+    their ids were made of. Marks written before hold fewer parts; a part not recorded is "".
     """
-    return f"{index_uuid}@schema-{schema_id}@{_ids(identifiers)}"
+
+    index_uuid: str
+    schema: str = ""  # `schema-<id>`
+    identifiers: str = ""  # `ids-<digest>` (`_ids`)
+
+    @classmethod
+    def of(cls, index_uuid: str, schema_id: int, identifiers: tuple[str, ...]) -> AppliedMark:
+        return cls(index_uuid, f"schema-{schema_id}", _ids(identifiers))
+
+    @classmethod
+    def parse(cls, text: str) -> AppliedMark:
+        index_uuid, schema, identifiers, *_ = (*text.split("@"), "", "")
+        return cls(index_uuid, schema, identifiers)
+
+    def __str__(self) -> str:
+        return "@".join(part for part in (self.index_uuid, self.schema, self.identifiers) if part)
+
+    def has_ids_of(self, identifiers: tuple[str, ...]) -> bool:
+        """Whether its rows have ids of these columns; a mark that records none counts for any."""
+        return not self.identifiers or self.identifiers == _ids(identifiers)
+
+
+def applied_mark(index_uuid: str, schema_id: int, identifiers: tuple[str, ...]) -> str:
+    """What a capped pass records in `WorkItem.applied_to` (an `AppliedMark`)."""
+    return str(AppliedMark.of(index_uuid, schema_id, identifiers))
 
 
 def applied_indexes(
@@ -62,17 +89,16 @@ def applied_indexes(
 ) -> frozenset[str]:
     """The uuids of the indexes the APPLIED ones of `items` were written to.
 
-    Each is the first part of an `applied_mark`. With `identifiers`, only indexes whose rows have
-    ids of these columns count: a rebuild does not resume, nor a first export go on in, an index
-    holding ids of other columns. A mark older than the identifiers it records counts.
+    With `identifiers`, only indexes whose rows have ids of these columns count: a rebuild does not
+    resume, nor a first export go on in, an index holding ids of other columns.
     """
-    ids = None if identifiers is None else _ids(identifiers)
-    return frozenset(
-        i.applied_to.split("@", 1)[0]
+    marks = [
+        AppliedMark.parse(i.applied_to)
         for i in items
-        if i.status == ItemStatus.APPLIED
-        and i.applied_to
-        and (ids is None or i.applied_to.count("@") < 2 or i.applied_to.endswith(f"@{ids}"))
+        if i.status == ItemStatus.APPLIED and i.applied_to
+    ]
+    return frozenset(
+        m.index_uuid for m in marks if identifiers is None or m.has_ids_of(identifiers)
     )
 
 

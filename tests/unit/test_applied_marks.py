@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icecdc.model import ItemKind, ItemStatus, WorkItem
-from icecdc.sync.indexes import applied_indexes, applied_mark
+from icecdc.sync.indexes import AppliedMark, applied_indexes, applied_mark
 
 
 def applied(mark: str, path: str) -> WorkItem:
@@ -29,3 +29,12 @@ def test_an_index_written_with_ids_of_other_columns_is_not_one_to_go_on_in() -> 
 def test_a_mark_that_records_no_identifier_columns_counts_for_any() -> None:
     older = [applied("old@schema-0", "a")]  # as passes marked items before they recorded them
     assert applied_indexes(older, ("n",)) == {"old"}
+
+
+def test_a_mark_reads_back_as_written_and_marks_written_before_read_with_the_parts_they_hold() -> None:
+    mark = AppliedMark.of("u", 3, ("k", "n"))
+    assert AppliedMark.parse(str(mark)) == mark and str(mark) == applied_mark("u", 3, ("k", "n"))
+    assert AppliedMark.parse("u@schema-3") == AppliedMark("u", "schema-3")
+    assert AppliedMark.parse("u") == AppliedMark("u") and str(AppliedMark("u")) == "u"
+    assert mark.has_ids_of(("k", "n")) and not mark.has_ids_of(("n", "k"))
+    assert AppliedMark("u", "schema-3").has_ids_of(("n",))
