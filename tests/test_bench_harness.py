@@ -124,3 +124,11 @@ def test_the_many_tables_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
         assert many[label]["sweep"]["with_work"] == many[label]["sweep_8_threads"]["with_work"] == []
         assert many[label]["per_table"]["sweep_fits_the_planner"]["fits"]
     assert many["many-ddb"]["sweep"]["requests"]["total"] == many["many-ddb"]["sweep_8_threads"]["requests"]["total"] > 0
+
+
+def test_the_pending_memory_bench_reads_back_every_file_it_put() -> None:
+    """`bench.pending_memory` at 250 files: three export items, every file read back, memory held."""
+    from bench.pending_memory import measure
+
+    found = measure(250)
+    assert (found["files"], found["items"]) == (250, 3) and found["bytes_per_file"] > 115
