@@ -46,7 +46,12 @@ SHARED_ID_CAUSE = "several live rows share an identifier"
 
 def shared_id_cause(columns: Iterable[str]) -> str:
     """The cause of the letters of rows that share an identifier of these columns."""
-    return f"{SHARED_ID_CAUSE}; the identifier columns ({', '.join(columns)}) must be unique"
+    return f"{SHARED_ID_CAUSE}; {unique_columns_rule(columns)}"
+
+
+def unique_columns_rule(columns: Iterable[str]) -> str:
+    """What rows that share an identifier of these columns break, as a reason's last clause."""
+    return f"the identifier columns ({', '.join(columns)}) must be unique"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,13 @@ from opensearchpy import OpenSearch
 
 from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
-from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally, shared_id_cause
+from icecdc.deadletters import (
+    DeadLetter,
+    DeadLetters,
+    LetterTally,
+    shared_id_cause,
+    unique_columns_rule,
+)
 from icecdc.documents import Shape, encode_document
 from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
@@ -132,15 +138,11 @@ class Target:
         Dead letters are counted by cause. Without a dead-letter
         location, the error stops the batch.
         """
-        columns = ", ".join(self.identifier_columns)
         cause = shared_id_cause(self.identifier_columns)
+        rule, snapshots = unique_columns_rule(self.identifier_columns), self.snapshot_ids
         reasons = [
-            (d, f"table {self.table!r}, snapshot {self.snapshot_ids.get(d.sequence_number)}: {d}")
+            (d, f"table {self.table!r}, snapshot {snapshots.get(d.sequence_number)}: {d}; {rule}")
             for d in found
-        ]
-        reasons = [
-            (d, f"{reason}; the identifier columns ({columns}) must be unique")
-            for d, reason in reasons
         ]
         if self.dead_letter is None:
             raise ProcessingError(
