@@ -12,11 +12,29 @@ from typing import Protocol
 
 from icecdc.catalog import Lineage
 from icecdc.config import BatchConfig
-from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ItemStatus, WorkItem, by_snapshot
+from icecdc.model import (
+    NO_SNAPSHOT,
+    Checkpoint,
+    ItemHead,
+    ItemKind,
+    ItemStatus,
+    WorkItem,
+    by_snapshot,
+)
 
 
 class BatchSizes(Protocol):
     """The bytes of the files of a batch's snapshots."""
+
+    def has_snapshot(self, snapshot_id: int) -> bool: ...
+
+    def export_bytes(self, item: ItemHead) -> int: ...
+
+    def change_bytes(self, snapshot_id: int) -> int: ...
+
+
+class ItemSizes(Protocol):
+    """The bytes of the files of items and snapshots (`icecdc.manifests.SnapshotSizes`)."""
 
     def has_snapshot(self, snapshot_id: int) -> bool: ...
 
@@ -25,9 +43,32 @@ class BatchSizes(Protocol):
     def change_bytes(self, snapshot_id: int) -> int: ...
 
 
+class Bodies(Protocol):
+    """The files of an item whose head a pass holds (`icecdc.state.ItemBodies`)."""
+
+    def one(self, head: ItemHead) -> WorkItem: ...
+
+
+@dataclass(frozen=True)
+class HeadSizes:
+    """`BatchSizes` of heads: an export item's bytes are of its body, fetched when asked for."""
+
+    sizes: ItemSizes
+    bodies: Bodies
+
+    def has_snapshot(self, snapshot_id: int) -> bool:
+        return self.sizes.has_snapshot(snapshot_id)
+
+    def export_bytes(self, item: ItemHead) -> int:
+        return self.sizes.export_bytes(self.bodies.one(item))
+
+    def change_bytes(self, snapshot_id: int) -> int:
+        return self.sizes.change_bytes(snapshot_id)
+
+
 def select_batch(
-    items: list[WorkItem], checkpoint: Checkpoint | None, lineage: Lineage
-) -> tuple[list[WorkItem], list[WorkItem]]:
+    items: list[ItemHead], checkpoint: Checkpoint | None, lineage: Lineage
+) -> tuple[list[ItemHead], list[ItemHead]]:
     """Split pending items into the batch to apply now and the stale items to retire unread.
 
     An item is stale when the checkpoint supersedes it: it was applied, or replaced by a resync, by
@@ -43,7 +84,7 @@ def select_batch(
     )  # a resync that replaces the checkpoint is pending
     stale = [i for i in items if lineage.abandoned(i) or _superseded(i, checkpoint, rebuilding)]
     retired = {i.key for i in stale}
-    by_position: dict[int, list[WorkItem]] = {}
+    by_position: dict[int, list[ItemHead]] = {}
     for item in items:
         position = lineage.position(item.snapshot_id)
         if position is not None and item.key not in retired:
@@ -73,7 +114,7 @@ def select_batch(
         if position < start
         for i in snapshot_items
     ]
-    batch: list[WorkItem] = []
+    batch: list[ItemHead] = []
     for position in range(start, len(lineage.snapshot_ids)):
         snapshot_items = sorted(by_position.get(position, []), key=lambda i: i.group)
         if not snapshot_items or len({i.group for i in snapshot_items}) != snapshot_items[0].groups:
@@ -82,7 +123,7 @@ def select_batch(
     return batch, stale
 
 
-def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:
+def _superseded(item: ItemHead, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:
     """Whether the checkpoint says the item's changes are in the index already.
 
     Not for a change while a resync that replaces the checkpoint is pending (`rebuilding`). The
@@ -97,15 +138,15 @@ def _superseded(item: WorkItem, checkpoint: Checkpoint | None, rebuilding: bool)
 
 
 def cap_batch(
-    batch: list[WorkItem], limits: BatchConfig, sizes: BatchSizes
-) -> tuple[list[WorkItem], bool]:
+    batch: list[ItemHead], limits: BatchConfig, sizes: BatchSizes
+) -> tuple[list[ItemHead], bool]:
     """The part of the batch one pass applies, and whether it ends inside an export.
 
     Whole snapshots, oldest first, while their files and bytes fit the caps (at least one). An
     export, always the first snapshot of its batch, is cut item by item (each of at most
     `batch.max_files` files, `planning.export_group_size`): the pass ends inside it, and its
     APPLIED items are kept so the pass that reads its last files can finish it."""
-    taken: list[WorkItem] = []
+    taken: list[ItemHead] = []
     tally = _Tally(limits)
     for snapshot_id, items in by_snapshot(batch).items():
         if items[0].kind == ItemKind.EXPORT and sizes.has_snapshot(snapshot_id):
@@ -114,10 +155,7 @@ def cap_batch(
             if inside:
                 return taken, True
             continue
-        files = sum(
-            len(i.added_data_files) + len(i.removed_data_files) + len(i.added_delete_files)
-            for i in items
-        )
+        files = sum(i.file_count for i in items)
         size = sizes.change_bytes(snapshot_id) if files else 0
         if taken and not tally.fits(files, size):
             return taken, False
@@ -127,17 +165,17 @@ def cap_batch(
 
 
 def _cap_export(
-    items: list[WorkItem], tally: _Tally, sizes: BatchSizes
-) -> tuple[list[WorkItem], bool]:
+    items: list[ItemHead], tally: _Tally, sizes: BatchSizes
+) -> tuple[list[ItemHead], bool]:
     """The export's items a pass takes, and whether the pass ends inside the export.
 
     It takes the export's files not applied yet while they fit, at least one, and its APPLIED items,
     which tell later passes it has begun.
     """
     applied = [i for i in items if i.status == ItemStatus.APPLIED]
-    taken: list[WorkItem] = []
+    taken: list[ItemHead] = []
     for item in (i for i in items if i.status != ItemStatus.APPLIED):
-        files = len(item.added_data_files)
+        files = item.file_count
         # a pass full by its files asks no bytes of the next item: no manifest beyond its own
         if not tally.empty and not tally.fits(files, 0):
             return taken + applied, True

@@ -18,7 +18,7 @@ from pyiceberg.types import NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
-from icecdc.model import WorkItem
+from icecdc.model import AnyItem
 
 
 def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
@@ -183,7 +183,7 @@ class Lineage:
         """
         return self._positions.get(snapshot_id)
 
-    def abandoned(self, item: WorkItem) -> bool:
+    def abandoned(self, item: AnyItem) -> bool:
         """Whether the item must never be applied.
 
         That is the item of a table dropped since, with another UUID. It is also an item whose

@@ -18,16 +18,16 @@ from pathlib import Path
 
 from pyiceberg.table import Table
 
-from icecdc.batching import cap_batch, select_batch
+from icecdc.batching import HeadSizes, cap_batch, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
 from icecdc.engines import Engines
 from icecdc.manifests import ChangedEntries, SnapshotSizes
-from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, WorkItem, WorkSize
+from icecdc.model import Checkpoint, EngineKind, ItemHead, ItemKind, ItemStatus, WorkSize
 from icecdc.planning import plan_table
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.tasks import file_reads
-from icecdc.state import StateStore, index_stores
+from icecdc.state import ItemBodies, StateStore, index_stores
 from icecdc.state.scratch import scratch_copy
 
 # Passes simulated per index at most: each takes at least one item, so a plan ends well before.
@@ -161,19 +161,23 @@ def _passes(
     """
     lineage = Lineage.of(table)
     for _ in range(MAX_PASSES):
-        batch, stale = select_batch(store.pending_items(name), store.get_checkpoint(name), lineage)
+        batch, stale = select_batch(store.pending_heads(name), store.get_checkpoint(name), lineage)
         if stale:
             store.complete(name, None, stale)
         if not batch:
             return
-        batch, partial = cap_batch(batch, config.batch, SnapshotSizes(table, changed))
+        bodies = ItemBodies(store, name, batch, config.batch.max_files)
+        sizes = HeadSizes(SnapshotSizes(table, changed), bodies)
+        batch, partial = cap_batch(batch, config.batch, sizes)
         unread = [i for i in batch if i.status != ItemStatus.APPLIED]
-        tasks = pass_tasks(table, unread, identifiers, changed, config.batch.max_rewrite_bytes)
+        tasks = pass_tasks(
+            table, bodies.of(unread), identifiers, changed, config.batch.max_rewrite_bytes
+        )
         reads = file_reads(tasks.all)
         earlier = [i for i in batch if i.kind == ItemKind.EXPORT and i.status == ItemStatus.APPLIED]
         # the export's last pass reads the keys of the files its earlier passes wrote
         if not partial and earlier and identifiers:
-            reads += file_reads(pass_tasks(table, earlier, identifiers, changed).export)
+            reads += file_reads(pass_tasks(table, bodies.of(earlier), identifiers, changed).export)
         size = WorkSize.of(reads)
         resync = ", ".join(sorted({str(i.resync) for i in batch if i.resync}))
         export = any(i.kind == ItemKind.EXPORT for i in batch)
@@ -186,7 +190,7 @@ def _passes(
             store.complete(name, _end(batch, table, identifiers), batch, replace=bool(resync))
 
 
-def _end(batch: list[WorkItem], table: Table, identifiers: tuple[str, ...]) -> Checkpoint:
+def _end(batch: list[ItemHead], table: Table, identifiers: tuple[str, ...]) -> Checkpoint:
     """The checkpoint a pass over `batch` would leave."""
     last = max(batch, key=lambda i: i.sequence_number)
     schema_id = int(table.metadata.current_schema_id)

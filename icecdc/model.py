@@ -9,10 +9,10 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 
 class ChangeType(StrEnum):
@@ -307,6 +307,32 @@ class WorkItem:
         paths = sorted(self.added_data_files + self.removed_data_files + self.added_delete_files)
         return f"{self.table}|{self.snapshot_id}|{sha256(chr(10).join(paths))}"
 
+    @property
+    def file_count(self) -> int:
+        """How many files the item lists, of every role."""
+        return (
+            len(self.added_data_files) + len(self.removed_data_files) + len(self.added_delete_files)
+        )
+
+    @property
+    def head(self) -> ItemHead:
+        """The item without its files."""
+        return ItemHead(
+            self.key,
+            self.table,
+            self.table_uuid,
+            self.kind,
+            self.snapshot_id,
+            self.sequence_number,
+            self.group,
+            self.groups,
+            self.file_count,
+            self.resync,
+            self.replacing,
+            self.status,
+            self.applied_to,
+        )
+
     def to_json(self) -> str:
         # one level: `asdict` would copy every path of the item's tuples on the way
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
@@ -327,9 +353,48 @@ class WorkItem:
         )
 
 
-def by_snapshot(items: Iterable[WorkItem]) -> dict[int, list[WorkItem]]:
+@dataclass(frozen=True)
+class ItemHead:
+    """A work item without its files: what the decisions over a table's backlog read.
+
+    A table's pending items are read as heads (`StateStore.pending_heads`), a few hundred bytes
+    each however many files they list; a pass fetches the files of the items it reads
+    (`StateStore.bodies`). It has no file lists, so no decision can take a head for an item that
+    lists none: `file_count` says how many it has.
+    """
+
+    key: str
+    table: str
+    table_uuid: str
+    kind: ItemKind
+    snapshot_id: int
+    sequence_number: int
+    group: int
+    groups: int
+    file_count: int
+    resync: ResyncKind = ResyncKind.NONE
+    replacing: str = ""
+    status: ItemStatus = ItemStatus.PENDING
+    applied_to: str = ""
+
+    @property
+    def head(self) -> ItemHead:
+        """Itself, as `WorkItem.head` is, for what takes either."""
+        return self
+
+    def in_table(self, table: str) -> ItemHead:
+        """The head of this item named for `table`, as `WorkItem.key` would key it there."""
+        return replace(self, table=table, key=table + self.key.removeprefix(self.table))
+
+
+# An item, or its head: what the state stores mark and complete, by key.
+AnyItem = WorkItem | ItemHead
+_Item = TypeVar("_Item", WorkItem, ItemHead)
+
+
+def by_snapshot(items: Iterable[_Item]) -> dict[int, list[_Item]]:
     """The items grouped by snapshot, snapshots and items in the order given."""
-    grouped: dict[int, list[WorkItem]] = {}
+    grouped: dict[int, list[_Item]] = {}
     for item in items:
         grouped.setdefault(item.snapshot_id, []).append(item)
     return grouped
@@ -388,7 +453,7 @@ class Checkpoint:
         """
         return self.identifier_columns if self.schema_id >= 0 else None
 
-    def supersedes(self, item: WorkItem) -> bool:
+    def supersedes(self, item: AnyItem) -> bool:
         """True when the item's changes are in the index as of this checkpoint: retire it unread.
 
         It was applied by a run that crashed before marking it done, or replaced by a resync.

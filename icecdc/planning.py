@@ -22,7 +22,7 @@ from icecdc.catalog import Lineage, last_sequence_number, sequence_number
 from icecdc.config import BatchConfig, TableIndexConfig
 from icecdc.errors import PlanningError
 from icecdc.manifests import ChangedEntries, LiveFiles
-from icecdc.model import NO_SNAPSHOT, Checkpoint, ItemKind, ResyncKind, WorkItem
+from icecdc.model import NO_SNAPSHOT, AnyItem, Checkpoint, ItemHead, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
 from icecdc.verdict import TableFacts, table_verdict
@@ -84,7 +84,7 @@ def plan_table(
     # Retired after the new items are put: a first export planned over an abandoned one must know of
     # it (`_over_abandoned_export`) until its own items are in the store, wherever a run stops.
     # read once: nothing below writes an item before the puts
-    pending = store.pending_items(config.name)
+    pending = store.pending_heads(config.name)
     abandoned = [i for i in pending if lineage.abandoned(i)]
     kind, reason = resync or resync_needed(
         table, config.name, checkpoint, identifier_columns, store.pass_end(config.name)
@@ -111,7 +111,9 @@ def plan_table(
                     kind,
                 )
             cut = limits or BatchConfig()
-            exports = _export_items(table, config.name, base, kind, replacing, cut, known)
+            # a planner that stopped part way: the new items are cut as its were (`_same_cut`)
+            earlier = store.bodies(config.name, known)
+            exports = _export_items(table, config.name, base, kind, replacing, cut, earlier)
         else:
             store.complete(config.name, base, [])
     else:
@@ -164,9 +166,9 @@ def current_view(table: Table, name: str, checkpoint: Checkpoint | None) -> Tabl
 
 
 def _over_abandoned_export(
-    pending: list[WorkItem],
+    pending: list[ItemHead],
     base: Checkpoint,
-    abandoned: list[WorkItem],
+    abandoned: list[ItemHead],
     abandoned_claim: int | None,
 ) -> tuple[ResyncKind, str] | None:
     """RESET when a first export follows one abandoned unfinished.
@@ -210,7 +212,7 @@ def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, w
     return f"planned {' and '.join(parts)}, {written} new"
 
 
-def retire_abandoned(store: StateStore, name: str, abandoned: list[WorkItem]) -> None:
+def retire_abandoned(store: StateStore, name: str, abandoned: list[ItemHead]) -> None:
     """Retire pending items of commits off the current snapshot's lineage, unread.
 
     Such commits were rolled back, left behind by a moved `main`, or are of the table before it was
@@ -346,8 +348,8 @@ def export_group_size(limits: BatchConfig, largest: int) -> int:
 
 
 def _planned_export(
-    pending: list[WorkItem], base: Checkpoint, resync: ResyncKind, replacing: str
-) -> list[WorkItem]:
+    pending: list[ItemHead], base: Checkpoint, resync: ResyncKind, replacing: str
+) -> list[ItemHead]:
     """The `pending` items of the export of `base`.
 
     When all are pending, as a capped export's later passes plan again, its manifests are not
@@ -377,7 +379,7 @@ def export_groups(
     return [tuple(sorted(paths[i : i + size])) for i in range(0, len(paths), size)] or [()]
 
 
-def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) -> int:
+def planned_group_size(files: int, size: int, planned: Sequence[AnyItem] = ()) -> int:
     """`size`, or the size the `planned` items of the same export were cut to.
 
     The export has `files` files. A planner that stopped part way may have had another
@@ -385,10 +387,10 @@ def planned_group_size(files: int, size: int, planned: Sequence[WorkItem] = ()) 
     """
     for item in planned:
         if item.group < item.groups - 1:  # every group but the last is full
-            size = len(item.added_data_files)
+            size = item.file_count
             break
         if item.groups > 1:  # the last group holds what the full ones before it leave
-            size = (files - len(item.added_data_files)) // (item.groups - 1)
+            size = (files - item.file_count) // (item.groups - 1)
             break
     return max(size, 1)
 

@@ -186,9 +186,9 @@ def table_status(
     if progress:
         status = replace(status, checkpointed_at=store.checkpointed_at(config.name))
     if progress and status.pending_items:
-        exports = [i for i in store.pending_items(config.name) if i.kind == ItemKind.EXPORT]
-        files = sum(len(i.added_data_files) for i in exports)
-        applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
+        exports = [i for i in store.pending_heads(config.name) if i.kind == ItemKind.EXPORT]
+        files = sum(i.file_count for i in exports)
+        applied = sum(i.file_count for i in exports if i.status == ItemStatus.APPLIED)
         status = replace(status, export_files=files, export_files_applied=applied)
     if dead_letters:
         status = replace(status, dead_letters=dead_letters.count(config.name))

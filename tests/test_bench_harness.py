@@ -126,9 +126,12 @@ def test_the_many_tables_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert many["many-ddb"]["sweep"]["requests"]["total"] == many["many-ddb"]["sweep_8_threads"]["requests"]["total"] > 0
 
 
-def test_the_pending_memory_bench_reads_back_every_file_it_put() -> None:
-    """`bench.pending_memory` at 250 files: three export items, every file read back, memory held."""
+def test_the_pending_memory_bench_reads_back_every_file_it_put_and_heads_hold_less() -> None:
+    """`bench.pending_memory` at 2,500 files: 25 export items, every file read back, and counted
+    by the heads; the heads hold less than the whole items, a pass's bodies less than all."""
     from bench.pending_memory import measure
 
-    found = measure(250)
-    assert (found["files"], found["items"]) == (250, 3) and found["bytes_per_file"] > 115
+    found = measure(2500, pass_files=200)
+    assert (found["files"], found["items"], found["head_files"]) == (2500, 25, 2500)
+    assert found["whole"]["bytes_per_file"] > 115
+    assert found["heads"]["held_bytes"] < found["one_pass_bodies"]["held_bytes"] < found["whole"]["held_bytes"]

@@ -11,7 +11,7 @@ import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType, StringType
 
-from icecdc.model import ResyncKind, WorkItem
+from icecdc.model import ItemKind, ResyncKind, WorkItem
 from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
@@ -45,9 +45,8 @@ def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline:
 def _done_export_items(pipeline: Pipeline) -> list[WorkItem]:
     """Every export item the test's SQLite store holds (read from its table: the contract has no listing of done items)."""
     db = pipeline.store()._db
-    return [
-        WorkItem.from_json(body) for (body,) in db.execute("SELECT body FROM work_items").fetchall() if '"kind": "export"' in body
-    ]
+    items = [WorkItem.from_json(body) for (body,) in db.execute("SELECT body FROM work_items").fetchall()]
+    return [i for i in items if i.kind == ItemKind.EXPORT]
 
 
 def test_dropped_and_recreated_table_resets_the_index(pipeline: Pipeline) -> None:

@@ -4,6 +4,7 @@ store (planners and processors are separate processes with their own clients).""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -303,6 +304,48 @@ def test_a_batched_mark_applied_skips_only_the_items_completed_meanwhile(store: 
     assert {i.applied_to for i in store.pending_items("db.t")} == {"index-2"} and store.count_pending("db.t") == 117
 
 
+def export_item(group: int, groups: int, files: int = 100) -> WorkItem:
+    paths = tuple(f"s3://lake/t/data/part-{group:05d}-{n:03d}.parquet" for n in range(files))
+    return WorkItem("db.t", UUID, ItemKind.EXPORT, 7, 3, group, groups, added_data_files=paths)
+
+
+def test_pending_heads_are_the_pending_items_without_their_files(store: StateStore) -> None:
+    """A head says what an item is (kind, snapshot, group, status, mark) and how many files it lists,
+    read a page at a time; its files are fetched by `bodies`, in the order asked, as the store has
+    them: marks included, files as planned, done items left out. More items than a request takes
+    (DynamoDB 100 keys, SQLite 500)."""
+    items = [export_item(g, 620, files=3) for g in range(620)]
+    store.put_items([*items, change_item(9, 9, ("a", "b"))])
+    heads = store.pending_heads("db.t")
+    assert heads == [i.head for i in store.pending_items("db.t")]
+    assert [h.file_count for h in heads] == [3] * 620 + [2] and heads[-1].kind == ItemKind.CHANGE
+    store.mark_applied("db.t", heads[:150], "index-uuid")
+    store.complete("db.t", None, heads[10:20])
+    asked = list(reversed(heads))
+    bodies = store.bodies("db.t", asked)
+    assert [b.key for b in bodies] == [h.key for h in asked if h not in heads[10:20]]
+    by_key = {i.key: i for i in items}
+    assert all(b.added_data_files == by_key[b.key].added_data_files for b in bodies[1:])
+    marked = {b.key for b in bodies if (b.status, b.applied_to) == (ItemStatus.APPLIED, "index-uuid")}
+    assert marked == {h.key for h in heads[:150]} - {h.key for h in heads[10:20]}
+    assert store.pending_heads("db.t") == [b.head for b in reversed(bodies)]
+    assert store.count_pending("db.t") == 611
+
+
+def test_marking_and_completing_by_head_keep_the_item_files(store: StateStore) -> None:
+    """`mark_applied` and `complete` take heads as they take items: by key. The item keeps its
+    files; a done one is never pending again, and a planner's put of it again is a no-op."""
+    item = export_item(0, 1, files=2)
+    store.put_items([item])
+    (head,) = store.pending_heads("db.t")
+    store.mark_applied("db.t", [head], "index-uuid")
+    (marked,) = store.pending_items("db.t")
+    assert marked == dataclasses.replace(item, status=ItemStatus.APPLIED, applied_to="index-uuid")
+    store.complete("db.t", None, [head])
+    assert store.pending_heads("db.t") == [] and store.bodies("db.t", [head]) == []
+    assert store.put_item(item) is False
+
+
 def read_pages(store: StateStore, limit: int, between: Callable[[], None] = lambda: None) -> list[list[WorkItem]]:
     """Every page of db.t's pending items, `limit` a page, calling `between` after each page."""
     pages, after = [], None
@@ -344,24 +387,24 @@ def test_paging_skips_items_done_meanwhile_and_never_reads_one_twice(store: Stat
 
 
 def test_a_run_reads_pending_items_once_and_follows_its_own_writes(make_store: Callable[[], StateStore]) -> None:
-    """`PendingOnce`: one read, kept in step with what the run writes; another planner's items wait
-    for the next read (`forget_pending`), as they would for the next round."""
+    """`PendingOnce`: one read of the heads, kept in step with what the run writes; another
+    planner's items wait for the next read (`forget_pending`), as they would for the next round."""
     store, planner = make_store(), make_store()
     first, second, third = (change_item(s, s, (f"f{s}",)) for s in (1, 2, 3))
     store.put_items([first, second])
     run = PendingOnce(store)
-    assert run.pending_items("db.t") == [first, second]
+    assert run.pending_heads("db.t") == [first.head, second.head]
     planner.put_items([third])
-    assert run.pending_items("db.t") == [first, second] and run.count_pending("db.t") == 2  # read once
-    run.mark_applied("db.t", [second], "index-uuid")
-    run.complete("db.t", None, [first])
-    assert run.pending_items("db.t") == store.pending_items("db.t")[:1]  # its own writes, as the store has them
+    assert run.pending_heads("db.t") == [first.head, second.head] and run.count_pending("db.t") == 2
+    run.mark_applied("db.t", [second.head], "index-uuid")
+    run.complete("db.t", None, [first.head])
+    assert run.pending_heads("db.t") == store.pending_heads("db.t")[:1]  # as the store has them
     run.forget_pending()
-    assert run.pending_items("db.t") == store.pending_items("db.t")
-    assert [i.key for i in run.pending_items("db.t")] == [second.key, third.key]
+    assert run.pending_heads("db.t") == store.pending_heads("db.t")
+    assert [i.key for i in run.pending_heads("db.t")] == [second.key, third.key]
     fourth = change_item(4, 4, ("f4",))
     assert run.put_items([fourth]) == 1  # a put that wrote: read again
-    assert run.pending_items("db.t") == store.pending_items("db.t") and len(run.pending_items("db.t")) == 3
+    assert run.pending_heads("db.t") == store.pending_heads("db.t") and len(run.pending_heads("db.t")) == 3
 
 
 def test_a_run_keeps_its_pending_items_while_its_puts_find_every_item_kept(make_store: Callable[[], StateStore]) -> None:
@@ -372,14 +415,33 @@ def test_a_run_keeps_its_pending_items_while_its_puts_find_every_item_kept(make_
     first, second, third, fourth = (change_item(s, s, (f"f{s}",)) for s in (1, 2, 3, 4))
     store.put_items([first, second])
     run = PendingOnce(store)
-    assert run.pending_items("db.t") == [first, second]
+    assert run.pending_heads("db.t") == [first.head, second.head]
     planner.put_items([fourth])  # of a commit this run has not planned yet
     assert run.put_items([first, second], replace_done=True) == 0
     assert run.put_items([]) == 0
-    assert run.pending_items("db.t") == [first, second]  # kept: no read
+    assert run.pending_heads("db.t") == [first.head, second.head]  # kept: no read
     planner.put_items([third])
     assert run.put_items([first, second, third], replace_done=True) == 0  # the planner's, not kept
-    assert [i.key for i in run.pending_items("db.t")] == [i.key for i in (first, second, third, fourth)]
+    assert [i.key for i in run.pending_heads("db.t")] == [i.key for i in (first, second, third, fourth)]
+
+
+@pytest.mark.parametrize("files", [2, 6000], ids=["kept", "fetched"])
+def test_a_run_answers_bodies_as_the_store_has_them_whether_it_kept_them_or_not(
+    make_store: Callable[[], StateStore], files: int
+) -> None:
+    """`PendingOnce.bodies`: a backlog of at most `KEPT_BODY_FILES` files keeps its items' files
+    from its read, answered with the marks of the run's own writes; a larger one asks the store.
+    Either way the answer is the store's, done items left out."""
+    store = make_store()
+    items = [export_item(g, 3, files) for g in range(3)]
+    store.put_items(items)
+    run = PendingOnce(store)
+    heads = run.pending_heads("db.t")
+    run.mark_applied("db.t", heads[:1], "index-uuid")
+    run.complete("db.t", None, heads[2:])
+    for asked in (heads[:2], heads, heads[1::-1]):
+        assert run.bodies("db.t", asked) == store.bodies("db.t", asked)
+    assert [b.applied_to for b in run.bodies("db.t", heads[:2])] == ["index-uuid", ""]
 
 
 def test_a_run_reads_the_checkpoint_and_pass_end_once_a_round_and_again_after_its_own_writes(

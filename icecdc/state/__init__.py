@@ -5,6 +5,7 @@ DynamoDB one for AWS, the factory and the processing lease. `icecdc.state.dynamo
 only when configured, as boto3 is optional.
 """
 
+from icecdc.state.bodies import ItemBodies
 from icecdc.state.factory import open_state_store
 from icecdc.state.lease import Lease
 from icecdc.state.scoped import ScopedStore, index_stores
@@ -12,6 +13,7 @@ from icecdc.state.sqlite import SqliteStateStore
 from icecdc.state.store import PendingOnce, PendingPage, StateStore
 
 __all__ = [
+    "ItemBodies",
     "Lease",
     "PendingOnce",
     "PendingPage",

@@ -25,14 +25,19 @@ unread (see `icecdc.state`). The planner's changes after its checkpoint replace 
 (`replace_done`: the snapshot came back on the lineage) in the same transaction that writes the
 pending one.
 
-`mark_applied` batches its conditional Puts the same way (an item completed meanwhile is dropped
-from its transaction, never resurrected), each transaction with the lease check when fenced.
+`mark_applied` batches its conditional Updates the same way (an item completed meanwhile is
+dropped from its transaction, never resurrected), each transaction with the lease check when
+fenced. It sets the record's `status` and `applied_to` beside its body, which keeps the item's
+files as planned, so that it marks by key, from a head (`ItemHead`); a record is read as its body
+with those two. `bodies` fetches the records of heads with BatchGetItem, 100 keys a request,
+strongly consistent.
 
 `complete` writes the checkpoint first (in one transaction with a check of the lease, when
-fenced), then retires the items in transactions that each write an item's done record and delete
-its pending record together. A crash between any two writes leaves pending items that the new
-checkpoint supersedes (`Checkpoint.supersedes`), and the next pass retires them unread; an item is
-never half done (a done record beside its pending one, or neither).
+fenced), then retires the items in transactions that each write an item's done record (its key,
+status and expiry: nothing reads its files again) and delete its pending record together. A crash
+between any two writes leaves pending items that the new checkpoint supersedes
+(`Checkpoint.supersedes`), and the next pass retires them unread; an item is never half done (a
+done record beside its pending one, or neither).
 
 Every write is retried when it lost a race on an item, not a condition: a transaction cancelled
 with a `TransactionConflict` reason (another transaction or write touched one of its items), or a
@@ -49,7 +54,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -58,7 +63,7 @@ from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
 from icecdc.errors import LeaseLost
-from icecdc.model import Checkpoint, ItemStatus, WorkItem
+from icecdc.model import AnyItem, Checkpoint, ItemHead, ItemStatus, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,14 @@ TRANSACTION_BYTES = 2_000_000
 CONFLICT_RETRIES = 8
 CONFLICT_BACKOFF_SECONDS = 0.05
 CONFLICT_BACKOFF_CAP_SECONDS = 2.0
+
+# Keys a `bodies` request asks for: DynamoDB's most for BatchGetItem.
+KEYS_PER_BATCH_GET = 100
+# What a work item is read from: its body, and the status and mark `mark_applied` sets beside it.
+_ITEM_PROJECTION: dict[str, Any] = {
+    "ProjectionExpression": "body, #status, applied_to",
+    "ExpressionAttributeNames": {"#status": "status"},
+}
 
 _CHECKPOINT = "checkpoint"
 _LEASE = "lease"
@@ -238,28 +251,47 @@ class DynamoDbStateStore(StateStore):
     ) -> PendingPage:
         request: dict[str, Any] = {
             **self._pending_query(table_name),
-            "ProjectionExpression": "body",
+            **_ITEM_PROJECTION,
             "Limit": limit,
         }
         if after is not None:
             request["ExclusiveStartKey"] = _keys(table_name, _PENDING + after)
         page = self.client.query(**request)
-        items = tuple(WorkItem.from_json(record["body"]["S"]) for record in page["Items"])
+        items = tuple(_item(record) for record in page["Items"])
         last = page.get("LastEvaluatedKey")
         return PendingPage(items, last[SORT_KEY]["S"].removeprefix(_PENDING) if last else None)
+
+    def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
+        found: dict[str, WorkItem] = {}
+        for start in range(0, len(heads), KEYS_PER_BATCH_GET):
+            keys = [
+                _keys(table_name, _pending_sk(h)) for h in heads[start : start + KEYS_PER_BATCH_GET]
+            ]
+            asked = {self.state_table: {"Keys": keys, "ConsistentRead": True, **_ITEM_PROJECTION}}
+            for attempt in itertools.count():
+                answer = self.client.batch_get_item(RequestItems=asked)
+                records = answer["Responses"].get(self.state_table, [])
+                found |= {(item := _item(record)).key: item for record in records}
+                asked = answer.get("UnprocessedKeys") or {}
+                if not asked:
+                    break
+                time.sleep(
+                    random.uniform(
+                        0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt)
+                    )
+                )
+        return [found[h.key] for h in heads if h.key in found]
 
     def _complete(self, table_name: str, completion: Completion) -> None:
         if completion.checkpoint is not None:
             self._advance(table_name, completion.checkpoint, completion.replace, completion.fence)
         expires_at = int(time.time()) + self.done_ttl_seconds
         retire: list[list[dict[str, Any]]] = []
-        for item in completion.items:
-            done = replace(item, status=ItemStatus.DONE)
+        for item in completion.items:  # by key: a done record tells a planner the item exists
             record = {
                 **_keys(table_name, _DONE + item.key),
                 "status": {"S": ItemStatus.DONE},
                 "sequence_number": {"N": str(item.sequence_number)},
-                "body": {"S": done.to_json()},
                 TTL_ATTRIBUTE: {"N": str(expires_at)},
             }
             retire.append(
@@ -298,24 +330,29 @@ class DynamoDbStateStore(StateStore):
         }
 
     def mark_applied(
-        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[AnyItem], index_uuid: str, fence: str | None = None
     ) -> None:
-        puts = [
+        marks = [
             [
                 {
-                    "Put": {
+                    "Update": {
                         "TableName": self.state_table,
-                        "Item": _pending_record(
-                            replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
-                        ),
+                        "Key": _keys(table_name, _pending_sk(item)),
+                        # the record's own status and mark: the body keeps the files as planned
+                        "UpdateExpression": "SET #status = :applied, applied_to = :to",
                         # never resurrect an item completed meanwhile: its mark alone is dropped
                         "ConditionExpression": "attribute_exists(pk)",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":applied": {"S": ItemStatus.APPLIED},
+                            ":to": {"S": index_uuid},
+                        },
                     }
                 }
             ]
             for item in items
         ]
-        self._write_each(table_name, puts, fence)
+        self._write_each(table_name, marks, fence)
 
     def acquire_lease(self, table_name: str, owner: str, seconds: float) -> bool:
         now = time.time()
@@ -507,7 +544,21 @@ def _pending_record(item: WorkItem) -> dict[str, dict[str, str]]:
     }
 
 
-def _pending_sk(item: WorkItem) -> str:
+def _item(record: dict[str, Any]) -> WorkItem:
+    """The work item of a pending record: its body, with the record's status and mark.
+
+    `mark_applied` sets those on the record, not in the body (a record written before holds them in
+    both, alike).
+    """
+    item = WorkItem.from_json(record["body"]["S"])
+    status = ItemStatus(record["status"]["S"])
+    applied_to = record["applied_to"]["S"] if "applied_to" in record else item.applied_to
+    if (status, applied_to) == (item.status, item.applied_to):
+        return item
+    return replace(item, status=status, applied_to=applied_to)
+
+
+def _pending_sk(item: AnyItem) -> str:
     # Zero-padded so that the sort key orders by sequence number (a long has at most 19 digits).
     return f"{_PENDING}{item.sequence_number:020d}|{item.key}"
 

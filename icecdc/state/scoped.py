@@ -7,11 +7,11 @@ its own, with its own export, generations and checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from icecdc.config import TableConfig, TableIndexConfig
-from icecdc.model import Checkpoint, WorkItem
+from icecdc.model import AnyItem, Checkpoint, ItemHead, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 
@@ -42,8 +42,14 @@ class ScopedStore(StateStore):
     def _scoped(self, table_name: str) -> str:
         return self._key if table_name == self._table_name else table_name
 
-    def _in(self, item: WorkItem) -> WorkItem:
+    def _in(self, item: AnyItem) -> AnyItem:
+        return self._in_head(item) if isinstance(item, ItemHead) else self._in_item(item)
+
+    def _in_item(self, item: WorkItem) -> WorkItem:
         return replace(item, table=self._key) if item.table == self._table_name else item
+
+    def _in_head(self, head: ItemHead) -> ItemHead:
+        return head.in_table(self._key) if head.table == self._table_name else head
 
     def _out(self, item: WorkItem) -> WorkItem:
         return replace(item, table=self._table_name) if item.table == self._key else item
@@ -64,7 +70,11 @@ class ScopedStore(StateStore):
         return self._store.pass_end(self._scoped(table_name))
 
     def put_items(self, items: Iterable[WorkItem], replace_done: bool = False) -> int:
-        return self._store.put_items([self._in(i) for i in items], replace_done)
+        return self._store.put_items([self._in_item(i) for i in items], replace_done)
+
+    def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
+        inner = [self._in_head(h) for h in heads]
+        return [self._out(i) for i in self._store.bodies(self._scoped(table_name), inner)]
 
     def pending_page(
         self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
@@ -79,7 +89,7 @@ class ScopedStore(StateStore):
         return self._store.count_pending(self._scoped(table_name))
 
     def mark_applied(
-        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[AnyItem], index_uuid: str, fence: str | None = None
     ) -> None:
         self._store.mark_applied(
             self._scoped(table_name), [self._in(i) for i in items], index_uuid, fence

@@ -44,7 +44,12 @@ def scratch_copy(config: StateConfig, keys: Iterable[str], directory: Path) -> S
             end = store.pass_end(key)
             if end is not None:
                 scratch.begin_pass(key, end)
-            scratch.put_items(store.pending_items(key))
+            after: str | None = None
+            while True:  # a page at a time: no table's every item is held at once
+                page = store.pending_page(key, after)
+                scratch.put_items(page.items)
+                if (after := page.after) is None:
+                    break
     finally:
         store.close()
     return scratch

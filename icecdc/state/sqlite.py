@@ -7,13 +7,15 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from icecdc.errors import LeaseLost, StateError
-from icecdc.model import Checkpoint, ItemStatus, WorkItem
+from icecdc.model import AnyItem, Checkpoint, ItemHead, ItemStatus, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
+
+# Keys a `bodies` statement asks for: well within SQLite's 32,766 parameters.
+_KEYS_PER_SELECT = 500
 
 
 class SqliteStateStore(StateStore):
@@ -196,11 +198,11 @@ class SqliteStateStore(StateStore):
                 )
                 if completion.replace:  # the resync's index holds nothing past its checkpoint
                     self._record_pass_end(table_name, checkpoint)
-            for item in completion.items:
-                done = replace(item, status=ItemStatus.DONE)
+            for item in completion.items:  # by key: the body keeps its files, its status is set
                 self._db.execute(
-                    "UPDATE work_items SET status = ?, body = ? WHERE key = ?",
-                    (ItemStatus.DONE, done.to_json(), item.key),
+                    "UPDATE work_items SET status = ?1, body = json_set(body, '$.status', ?1) "
+                    "WHERE key = ?2",
+                    (ItemStatus.DONE, item.key),
                 )
 
     def count_pending(self, table_name: str) -> int:
@@ -211,17 +213,30 @@ class SqliteStateStore(StateStore):
         return int(row[0])
 
     def mark_applied(
-        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[AnyItem], index_uuid: str, fence: str | None = None
     ) -> None:
         with self._transaction():
             if fence is not None and not self._holds_lease(table_name, fence):
                 raise LeaseLost.of(table_name)
             for item in items:
-                applied = replace(item, status=ItemStatus.APPLIED, applied_to=index_uuid)
                 self._db.execute(
-                    "UPDATE work_items SET status = ?, body = ? WHERE key = ? AND status != ?",
-                    (ItemStatus.APPLIED, applied.to_json(), item.key, ItemStatus.DONE),
+                    "UPDATE work_items SET status = ?1, "
+                    "body = json_set(body, '$.status', ?1, '$.applied_to', ?2) "
+                    "WHERE key = ?3 AND status != ?4",
+                    (ItemStatus.APPLIED, index_uuid, item.key, ItemStatus.DONE),
                 )
+
+    def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
+        found: dict[str, WorkItem] = {}
+        for start in range(0, len(heads), _KEYS_PER_SELECT):
+            keys = [h.key for h in heads[start : start + _KEYS_PER_SELECT]]
+            rows = self._db.execute(
+                f"SELECT key, body FROM work_items WHERE status IN (?, ?) "
+                f"AND key IN ({', '.join('?' * len(keys))})",
+                (ItemStatus.PENDING, ItemStatus.APPLIED, *keys),
+            ).fetchall()
+            found |= {key: WorkItem.from_json(body) for key, body in rows}
+        return [found[h.key] for h in heads if h.key in found]
 
     def _holds_lease(self, table_name: str, owner: str) -> bool:
         row = self._db.execute(

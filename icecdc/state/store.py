@@ -15,6 +15,9 @@ Rules every store keeps:
 - `complete` advances the checkpoint before it marks items done: a crash between the two leaves
   items the new checkpoint has superseded (see `Checkpoint.supersedes`), which the processor
   retires unread;
+- a table's pending items are read as heads (`pending_heads`: no files), a page at a time; a
+  pass fetches the files of the items it takes (`bodies`). `complete` and `mark_applied` act by
+  key, so take heads as they take items;
 - `complete` and `mark_applied` with a `fence` (the lease owner) record nothing unless that owner
   still holds the table's lease, so a run that lost its lease can never move the state of the run
   that took it.
@@ -23,10 +26,10 @@ Rules every store keeps:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from icecdc.model import Checkpoint, ItemStatus, WorkItem
+from icecdc.model import AnyItem, Checkpoint, ItemHead, ItemStatus, WorkItem
 
 # Pending items a page holds at most (a DynamoDB page holds at most 1 MB of them, too).
 PENDING_PAGE_SIZE = 1000
@@ -46,7 +49,7 @@ class Completion:
     """What `StateStore.complete` is asked to record."""
 
     checkpoint: Checkpoint | None
-    items: tuple[WorkItem, ...]
+    items: tuple[AnyItem, ...]  # marked done by key: a head is enough
     replace: bool
     fence: str | None
 
@@ -112,6 +115,28 @@ class StateStore(ABC):
                 return items
             after = page.after
 
+    def pending_heads(self, table_name: str) -> list[ItemHead]:
+        """The heads of the table's items not done yet, in the order of `pending_items`.
+
+        Read page by page: only one page's files are held at a time.
+        """
+        heads: list[ItemHead] = []
+        after: str | None = None
+        while True:
+            page = self.pending_page(table_name, after)
+            heads += (i.head for i in page.items)
+            if page.after is None:
+                return heads
+            after = page.after
+
+    @abstractmethod
+    def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
+        """The items of these heads, with their files, in the order of `heads`.
+
+        Read in batches (DynamoDB: 100 keys a request). An item done since its head was read is
+        left out.
+        """
+
     @abstractmethod
     def pending_page(
         self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
@@ -133,7 +158,7 @@ class StateStore(ABC):
 
     @abstractmethod
     def mark_applied(
-        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[AnyItem], index_uuid: str, fence: str | None = None
     ) -> None:
         """Record that the items' rows are in the index `index_uuid`, their snapshot not done.
 
@@ -148,7 +173,7 @@ class StateStore(ABC):
         self,
         table_name: str,
         checkpoint: Checkpoint | None,
-        items: Iterable[WorkItem],
+        items: Iterable[AnyItem],
         replace: bool = False,
         fence: str | None = None,
     ) -> None:
@@ -183,14 +208,24 @@ class StateStore(ABC):
         """Release connections."""
 
 
-class PendingOnce(StateStore):
-    """`store` as one run over a table sees it: pending items, checkpoint and pass end read once.
+# A backlog listing at most this many files in all keeps its items' files from its read (a pass's
+# default `batch.max_files`, ~1.7 MiB of S3 paths); a larger one has a pass fetch those it takes.
+KEPT_BODY_FILES = 10_000
 
-    The pending items of a table are read once, page by page, and then kept in step with the run's
-    own writes until `forget_pending`, or a `put_items` that wrote or was given an item not kept:
-    another planner put it. Completed items are dropped and marked ones become APPLIED. That is one
-    read while the run plans nothing new, not one per question asked of the backlog, nor one per
-    pass of a capped export. Items another planner writes meanwhile wait for the next read.
+
+class PendingOnce(StateStore):
+    """`store` as one run over a table sees it: pending heads, checkpoint and pass end read once.
+
+    The heads of a table's pending items are read once, page by page (`pending_heads`: no page's
+    files are kept), and then kept in step with the run's own writes until `forget_pending`, or a
+    `put_items` that wrote or was given an item not kept: another planner put it. Completed items
+    are dropped and marked ones become APPLIED. That is one read while the run plans nothing new,
+    not one per question asked of the backlog, nor one per pass of a capped export. Items another
+    planner writes meanwhile wait for the next read. A pass fetches the files of the items it
+    takes (`bodies`, through `ItemBodies`); a backlog of at most `KEPT_BODY_FILES` files keeps
+    them from its read instead, so that a small commit's pass asks nothing more of the store. An
+    item's files never change (its key is their hash): a kept body is answered with the status and
+    mark of its kept head.
 
     The checkpoint and the pass end are read once too, as planning, the index's claim, the
     batch's selection and the pass all ask for them. They are kept and dropped with the pending
@@ -203,20 +238,49 @@ class PendingOnce(StateStore):
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
-        self._pending: dict[str, list[WorkItem]] = {}
+        self._pending: dict[str, list[ItemHead]] = {}
+        self._bodies: dict[str, dict[str, WorkItem]] = {}  # of a small backlog, by key
         self._checkpoints: dict[str, Checkpoint | None] = {}
         self._pass_ends: dict[str, Checkpoint | None] = {}
 
     def forget_pending(self) -> None:
         self._pending.clear()
+        self._bodies.clear()
         self._checkpoints.clear()
         self._pass_ends.clear()
         self._store.forget_pending()
 
-    def pending_items(self, table_name: str) -> list[WorkItem]:
+    def pending_heads(self, table_name: str) -> list[ItemHead]:
         if table_name not in self._pending:
-            self._pending[table_name] = self._store.pending_items(table_name)
+            self._read(table_name)
         return list(self._pending[table_name])
+
+    def _read(self, table_name: str) -> None:
+        """Read the table's pending heads, page by page, and their bodies while they are few."""
+        heads: list[ItemHead] = []
+        bodies: dict[str, WorkItem] | None = {}
+        files, after = 0, None
+        while True:
+            page = self._store.pending_page(table_name, after)
+            heads += (i.head for i in page.items)
+            files += sum(i.file_count for i in page.items)
+            bodies = {**bodies, **{i.key: i for i in page.items}} if bodies is not None else None
+            bodies = bodies if files <= KEPT_BODY_FILES else None
+            if (after := page.after) is None:
+                break
+        self._pending[table_name] = heads
+        if bodies is not None:
+            self._bodies[table_name] = bodies
+
+    def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
+        kept, pending = self._bodies.get(table_name, {}), self._pending.get(table_name, [])
+        current = {h.key: h for h in pending} if kept else {}
+        if not all(h.key in kept and h.key in current for h in heads):
+            return self._store.bodies(table_name, heads)
+        return [
+            replace(kept[h.key], status=current[h.key].status, applied_to=current[h.key].applied_to)
+            for h in heads
+        ]
 
     def pending_page(
         self, table_name: str, after: str | None = None, limit: int = PENDING_PAGE_SIZE
@@ -245,7 +309,7 @@ class PendingOnce(StateStore):
         return all(i.key in keys for i in items)
 
     def mark_applied(
-        self, table_name: str, items: Iterable[WorkItem], index_uuid: str, fence: str | None = None
+        self, table_name: str, items: Iterable[AnyItem], index_uuid: str, fence: str | None = None
     ) -> None:
         items = list(items)
         self._store.mark_applied(table_name, items, index_uuid, fence)

@@ -16,7 +16,7 @@ from pyiceberg.table import Table
 
 from icecdc.config import TableIndexConfig
 from icecdc.index import IndexAlias, IndexSpec, Owner, index_spec
-from icecdc.model import ItemStatus, WorkItem, sha256
+from icecdc.model import ItemHead, ItemStatus, sha256
 from icecdc.state import StateStore
 
 
@@ -34,7 +34,7 @@ def claim_index(
     alias = alias_of(client, config, table)
     checkpoint = store.get_checkpoint(config.name)
     known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
-    known |= applied_indexes(store.pending_items(config.name))
+    known |= applied_indexes(store.pending_heads(config.name))
     alias.claim(Owner.of(table), known, config.index_takeover)
     return alias
 
@@ -85,7 +85,7 @@ def applied_mark(index_uuid: str, schema_id: int, identifiers: tuple[str, ...]) 
 
 
 def applied_indexes(
-    items: Iterable[WorkItem], identifiers: tuple[str, ...] | None = None
+    items: Iterable[ItemHead], identifiers: tuple[str, ...] | None = None
 ) -> frozenset[str]:
     """The uuids of the indexes the APPLIED ones of `items` were written to.
 

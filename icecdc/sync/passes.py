@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
-from icecdc.batching import cap_batch
+from icecdc.batching import HeadSizes, cap_batch
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
@@ -37,13 +37,13 @@ from icecdc.model import (
     NO_SNAPSHOT,
     Checkpoint,
     EngineKind,
+    ItemHead,
     ItemKind,
     ItemStatus,
     PassPoint,
     Probe,
     ResyncKind,
     VersionType,
-    WorkItem,
     WorkSize,
 )
 from icecdc.opensearch import open_client
@@ -52,7 +52,7 @@ from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
 from icecdc.sink import SinkStats
-from icecdc.state import Lease, StateStore
+from icecdc.state import ItemBodies, Lease, StateStore
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
 from icecdc.verdict import (
     Copy,
@@ -126,7 +126,7 @@ class TableRun:
         """
         uuid = str(table.metadata.table_uuid)
         # a run of the old table that died, or its first export
-        pending = self.store.pending_items(self.name)
+        pending = self.store.pending_heads(self.name)
         decided = empty_verdict(uuid, checkpoint, rebuild)
         if not pending and decided.follows:
             return PassResult(self.name)
@@ -181,7 +181,7 @@ class _Destination:
 
 
 def process_batch(
-    runs: list[TableRun], table: Table, batches: list[list[WorkItem]], anew: list[bool]
+    runs: list[TableRun], table: Table, batches: list[list[ItemHead]], anew: list[bool]
 ) -> list[PassResult]:
     """One pass over a batch, from its selection to its finish, for one or more indexes.
 
@@ -234,15 +234,19 @@ def process_batch(
 def _passes(
     runs: list[TableRun],
     table: Table,
-    batches: list[list[WorkItem]],
+    batches: list[list[ItemHead]],
     anew: list[bool],
     started: float,
 ) -> tuple[list[_Pass], bool]:
-    """Each index's pass over the items the first index's caps keep, and whether it is partial."""
+    """Each index's pass over the items the first index's caps keep, and whether it is partial.
+
+    The indexes' items are the same (`run._apart`): their files are fetched once, from the first
+    index's store (`ItemBodies`), as the caps and the pass ask for them.
+    """
+    bodies = ItemBodies(runs[0].store, runs[0].name, batches[0], runs[0].limits.max_files)
     with _manifests_of(runs[0].name):
-        capped, partial = cap_batch(
-            batches[0], runs[0].limits, SnapshotSizes(table, runs[0].changed)
-        )
+        sizes = HeadSizes(SnapshotSizes(table, runs[0].changed), bodies)
+        capped, partial = cap_batch(batches[0], runs[0].limits, sizes)
     order = {item.key: n for n, item in enumerate(capped)}
     client = open_client(runs[0].opensearch)
     return [
@@ -253,6 +257,7 @@ def _passes(
             client,
             spec_of(table, run.config),
             started,
+            bodies,
             export_anew,
         )
         for run, batch, export_anew in zip(runs, batches, anew, strict=True)
@@ -302,10 +307,11 @@ class _Pass:
 
     run: TableRun
     table: Table
-    batch: list[WorkItem]
+    batch: list[ItemHead]
     client: OpenSearch
     spec: IndexSpec  # the mapping of the documents written
     started: float
+    bodies: ItemBodies  # the files of the batch's items, fetched as they are asked for
     # a first export into a new generation: the index holds documents no checkpoint accounts for
     export_anew: bool = False
 
@@ -352,7 +358,7 @@ class _Pass:
             return _Destination(*resumed, rebuild=True, resumable=resumable)
         return _Destination("", "", rebuild=True, resumable=resumable)
 
-    def unread(self, destination: _Destination) -> list[WorkItem]:
+    def unread(self, destination: _Destination) -> list[ItemHead]:
         """Every item but the export's files an earlier pass applied to this index with this schema.
 
         Their tasks tell exactly what the pass reads, a delete file's data files included, and so
@@ -403,7 +409,7 @@ class _Pass:
             raced = f"table {self.name!r}: another pass began meanwhile; the next pass starts over"
             raise ProcessingError(raced)
 
-    def tasks(self, unread: list[WorkItem], collapse_runs: bool) -> PassTasks:
+    def tasks(self, unread: list[ItemHead], collapse_runs: bool) -> PassTasks:
         run = self.run
         if not collapse_runs and any(i.kind != ItemKind.EXPORT for i in unread):
             log.info(
@@ -414,7 +420,7 @@ class _Pass:
         with _manifests_of(self.name):
             tasks = pass_tasks(
                 self.table,
-                unread,
+                self.bodies.of(unread),
                 run.identifiers,
                 run.changed,
                 run.limits.max_rewrite_bytes,
@@ -436,15 +442,16 @@ class _Pass:
         return [task for task in export if may_hold(task.data_file)]
 
     def with_earlier(
-        self, tasks: PassTasks, applied: list[WorkItem], held: frozenset[tuple[int, str]]
+        self, tasks: PassTasks, earlier: list[ItemHead], held: frozenset[tuple[int, str]]
     ) -> PassTasks:
         """`tasks`, with the files of the export's items earlier passes applied.
 
         Those files go in `PassTasks.earlier`, but for the items whose every file is `held` (their
         keys kept by this run's passes): those go in `PassTasks.carried`, with no task made.
         """
-        if not applied or not self.run.identifiers:
+        if not earlier or not self.run.identifiers:
             return tasks
+        applied = self.bodies.of(earlier)
         kept = {
             i.key for i in applied if all((i.snapshot_id, p) in held for p in i.added_data_files)
         }
@@ -454,17 +461,13 @@ class _Pass:
         if not rest:
             return replace(tasks, carried=files)
         with _manifests_of(self.name):
-            earlier = pass_tasks(self.table, rest, self.run.identifiers, self.run.changed).export
-        return replace(tasks, earlier=self.held_by_shape(earlier), carried=files)
+            reads = pass_tasks(self.table, rest, self.run.identifiers, self.run.changed).export
+        return replace(tasks, earlier=self.held_by_shape(reads), carried=files)
 
     def carried_tasks(self, files: set[tuple[int, str]]) -> list[FileTask]:
         """The export tasks of the earlier passes' `files` (snapshot, path) no task was made for."""
-        items = [
-            i
-            for i in self.batch
-            if i.kind == ItemKind.EXPORT
-            and any((i.snapshot_id, p) in files for p in i.added_data_files)
-        ]
+        exports = self.bodies.of(i for i in self.batch if i.kind == ItemKind.EXPORT)
+        items = [i for i in exports if any((i.snapshot_id, p) in files for p in i.added_data_files)]
         with _manifests_of(self.name):
             made = pass_tasks(self.table, items, self.run.identifiers, self.run.changed).export
         return [t for t in made if (t.snapshot_id, t.data_file.file_path) in files]
@@ -558,7 +561,7 @@ class _Pass:
             self.run.lease.check()
 
     def mark_applied(
-        self, unread: list[WorkItem], destination: _Destination, result: PassResult
+        self, unread: list[ItemHead], destination: _Destination, result: PassResult
     ) -> PassResult:
         """Record the export's files this pass applied, where and with which schema.
 

@@ -27,13 +27,13 @@ from icecdc.index import IndexAlias
 from icecdc.manifests import ChangedEntries
 from icecdc.model import (
     Checkpoint,
+    ItemHead,
     ItemKind,
     ItemStatus,
     PassPoint,
     Probe,
     Progress,
     ResyncKind,
-    WorkItem,
 )
 from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import current_view, plan_table
@@ -143,7 +143,7 @@ def _process(runs: list[TableRun], table: Table) -> list[PassResult]:
         return process_batch(runs, view, batches, anew)
 
 
-def _apart(batches: list[list[WorkItem]]) -> bool:
+def _apart(batches: list[list[ItemHead]]) -> bool:
     """True when the indexes' batches cannot share one pass: their items differ, or one rebuilds."""
     if len(batches) == 1:
         return False
@@ -152,10 +152,10 @@ def _apart(batches: list[list[WorkItem]]) -> bool:
     )
 
 
-def _select(run: TableRun, table: Table) -> list[WorkItem]:
+def _select(run: TableRun, table: Table) -> list[ItemHead]:
     """The batch to apply; stale items are retired unread."""
     batch, stale = select_batch(
-        run.store.pending_items(run.name), run.store.get_checkpoint(run.name), Lineage.of(table)
+        run.store.pending_heads(run.name), run.store.get_checkpoint(run.name), Lineage.of(table)
     )
     if stale:
         run.store.complete(run.name, None, stale)
@@ -172,7 +172,7 @@ def _check_index(run: TableRun, table: Table, checkpoint: Checkpoint | None) -> 
     alias, decided = _index_verdict(run, table, checkpoint)
     if decided.fate.resync:
         _plan(run, table, resync=(decided.fate.resync, decided.reason))
-    if tidies(decided, any(i.resync for i in run.store.pending_items(run.name))):
+    if tidies(decided, any(i.resync for i in run.store.pending_heads(run.name))):
         alias.delete_leftovers()
     return decided
 
@@ -188,7 +188,7 @@ def _index_verdict(
     """
     alias = claim_index(open_client(run.opensearch), run.config, run.store, table)
     spec = spec_of(table, run.config)
-    pending = run.store.pending_items(run.name)
+    pending = run.store.pending_heads(run.name)
     # a stopped swap is made first
     facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
     facts = replace(facts, rebuilding=any(i.resync for i in pending))
@@ -415,10 +415,10 @@ def _report(
     It logs an export's files applied, or a backlog's snapshots, out of what is planned. The CLI
     draws a bar from it on a terminal.
     """
-    pending = run.store.pending_items(run.name)
+    pending = run.store.pending_heads(run.name)
     exports = [i for i in pending if i.kind == ItemKind.EXPORT] if inside_export else []
-    files = sum(len(i.added_data_files) for i in exports)
-    applied = sum(len(i.added_data_files) for i in exports if i.status == ItemStatus.APPLIED)
+    files = sum(i.file_count for i in exports)
+    applied = sum(i.file_count for i in exports if i.status == ItemStatus.APPLIED)
     backlog = len({i.snapshot_id for i in pending if i.kind == ItemKind.CHANGE})
     progress = Progress(
         run.name,
@@ -442,7 +442,7 @@ def _round(runs: list[TableRun], table: Table) -> list[PassResult]:
     export or a rebuild, gets a pass of its own.
     """
     facts = [
-        (run.store.get_checkpoint(run.name), run.store.pending_items(run.name)) for run in runs
+        (run.store.get_checkpoint(run.name), run.store.pending_heads(run.name)) for run in runs
     ]
     together = [runs[i] for i in _in_step(facts)]
     together = together if len(together) > 1 else []
@@ -452,7 +452,7 @@ def _round(runs: list[TableRun], table: Table) -> list[PassResult]:
     ]
 
 
-def _in_step(indexes: list[tuple[Checkpoint | None, list[WorkItem]]]) -> list[int]:
+def _in_step(indexes: list[tuple[Checkpoint | None, list[ItemHead]]]) -> list[int]:
     """The largest group of a table's indexes that one pass can apply together, by position.
 
     Each index is given as its checkpoint and its pending items. The group's are at the same
