@@ -24,6 +24,7 @@ from tests.support.model import (
     IndexEvent,
     IndexShape,
     KeyType,
+    Look,
     Operator,
     OperatorCrash,
     Poison,
@@ -1041,4 +1042,34 @@ def test_a_shared_key_lettered_by_a_change_and_by_an_export_has_one_open_letter(
         seed=17383,
         spark=False,
     )
+    state.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="open: a first export's items and a repair's reset of one snapshot in one pass")
+def test_a_first_export_and_a_repairs_reset_of_one_snapshot_are_not_read_as_twin_rows(machine: PipelineMachine) -> None:
+    """Found by fuzz (2026-11-29, round 15 of the hour on pending heads), shrunk to 8 steps; it fails
+    on the code before that change too. A first export dies mid-way (no checkpoint), then a
+    `repair --rebuild` plans a reset export of the same snapshot and dies before its swap. The
+    next capped sync takes both exports' items in one batch: the reset's last pass reads the first
+    export's applied file as an earlier pass's, finds every key twice in the same file, deletes
+    the documents and letters the rows as sharing their ids."""
+    state = machine
+    state.create(
+        key=KeyType.LONG,
+        partitioned=False,
+        version=2,
+        rows=3,
+        identifiers_in_schema=True,
+        writers=Writers.BOTH,
+        store=StoreKind.SQLITE,
+        large_strings=True,
+        shape=IndexShape.ROUTED,
+    )
+    state.reconfigure(change=Reconfig.MAPPING, identifiers=Identifiers.N)
+    state.crashing_sync(at=0, caps=Caps.ONE_BYTE, crash=CrashAt.BULK_APPLIED, engine=IN_PROCESS)
+    state.crashing_sync(at=0, caps=Caps.ONE_FILE, crash=CrashAt.COMPLETE_BEFORE, engine=SPARK)
+    state.operate_icecdc(at=0, command=Operator.REPAIR_REBUILD, crash=OperatorCrash.BULK_UNSENT)
+    state.look(command=Look.CHECK)
+    state.look(command=Look.DRY_RUN)
+    state.crashing_sync(at=1, caps=Caps.ONE_FILE, crash=CrashAt.MARKED_APPLIED, engine=IN_PROCESS)
     state.teardown()
