@@ -96,10 +96,9 @@ def select_batch(
     ]
     if exports:
         start = max(exports)
-        # the export snapshot's own change items, planned before the
-        # resync was: the export covers them
-        stale += [i for i in by_position[start] if i.kind != ItemKind.EXPORT]
-        by_position[start] = [i for i in by_position[start] if i.kind == ItemKind.EXPORT]
+        kept = _one_export(by_position[start])
+        stale += [i for i in by_position[start] if i not in kept]
+        by_position[start] = kept
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
     elif checkpoint is not None and checkpoint.snapshot_id == NO_SNAPSHOT:
@@ -121,6 +120,19 @@ def select_batch(
             break
         batch += snapshot_items
     return batch, stale
+
+
+def _one_export(items: list[ItemHead]) -> list[ItemHead]:
+    """The items of the one export a batch applies, of the snapshot's `items`.
+
+    That is a resync's, when one replaces a first export of the same snapshot not finished (as
+    `repair --rebuild` plans over it): the resync rebuilds from nothing, and reading the first's
+    files too would read every row twice. The snapshot's change items, planned before the export
+    was, are stale: the export covers them.
+    """
+    exports = [i for i in items if i.kind == ItemKind.EXPORT]
+    resynced = [i for i in exports if i.resync]
+    return resynced or exports
 
 
 def _superseded(item: ItemHead, checkpoint: Checkpoint | None, rebuilding: bool) -> bool:

@@ -1045,14 +1045,14 @@ def test_a_shared_key_lettered_by_a_change_and_by_an_export_has_one_open_letter(
     state.teardown()
 
 
-@pytest.mark.xfail(strict=True, reason="open: a first export's items and a repair's reset of one snapshot in one pass")
 def test_a_first_export_and_a_repairs_reset_of_one_snapshot_are_not_read_as_twin_rows(machine: PipelineMachine) -> None:
-    """Found by fuzz (2026-11-29, round 15 of the hour on pending heads), shrunk to 8 steps; it fails
+    """Found by fuzz (2026-11-29, round 15 of the hour on pending heads), shrunk to 8 steps; it failed
     on the code before that change too. A first export dies mid-way (no checkpoint), then a
     `repair --rebuild` plans a reset export of the same snapshot and dies before its swap. The
-    next capped sync takes both exports' items in one batch: the reset's last pass reads the first
-    export's applied file as an earlier pass's, finds every key twice in the same file, deletes
-    the documents and letters the rows as sharing their ids."""
+    next capped sync took both exports' items in one batch: the reset's last pass read the first
+    export's applied file as an earlier pass's, found every key twice in the same file, deleted
+    the documents and lettered the rows as sharing their ids. A batch now applies one export of
+    a snapshot, the resync's (`batching._one_export`)."""
     state = machine
     state.create(
         key=KeyType.LONG,

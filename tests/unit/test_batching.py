@@ -198,3 +198,14 @@ def test_a_snapshot_that_changes_no_file_is_not_sized() -> None:
     sizes = Sizes()
     capped, _ = cap_batch([item("c3"), empty], BatchConfig(max_files=1, max_bytes=10), sizes)
     assert (names(capped), sizes.asked) == ("c3 c4", [3])
+
+
+def test_a_reset_over_a_first_export_not_finished_is_the_one_export_a_batch_applies() -> None:
+    """`repair --rebuild` before any checkpoint plans a reset of the export's snapshot beside the
+    first export's items, one of them applied: the batch applies the reset alone (reading both
+    would read every row twice) and retires the first export's items."""
+    first = [replace(item("e3.0"), status=ItemStatus.APPLIED, applied_to="t-2"), item("e3.1")]
+    reset = [item("e3.0", resync=ResyncKind.RESET), item("e3.1", resync=ResyncKind.RESET)]
+    taken, retired = select_batch([*first, *reset, item("c4")], None, LINEAGE)
+    assert [i.key for i in taken] == [reset[0].key, reset[1].key, item("c4").key]
+    assert sorted(i.key for i in retired) == sorted(i.key for i in first)
