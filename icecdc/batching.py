@@ -96,9 +96,9 @@ def select_batch(
     ]
     if exports:
         start = max(exports)
-        kept = _one_export(by_position[start])
-        stale += [i for i in by_position[start] if i not in kept]
-        by_position[start] = kept
+        found, by_position[start] = by_position[start], _one_export(by_position[start])
+        kept = {i.key for i in by_position[start]}  # by key: a list would compare each pair
+        stale += [i for i in found if i.key not in kept]
     elif checkpoint is not None and (at := lineage.position(checkpoint.snapshot_id)) is not None:
         start = at + 1
     elif checkpoint is not None and checkpoint.snapshot_id == NO_SNAPSHOT:
