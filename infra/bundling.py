@@ -188,7 +188,7 @@ def build_bundles(root: Path, config_path: Path, placeholder: bool = False) -> B
     out = root / ".build"
     compiler = BytecodeCompiler.none() if placeholder else BytecodeCompiler.found()  # one lookup, one warning
     return Bundles(
-        lambda_code=lambda_code(root, out / "planner-code", config_path, compiler),
+        lambda_code=lambda_code(root, out, config_path, compiler),
         lambda_layer=_placeholder_layer(out) if placeholder else lambda_layer(out, compiler=compiler),
         glue_script=root / "glue_jobs" / "icecdc_job.py",
         glue_library=_library_zip(root, out / "glue" / "icecdc.zip"),
@@ -255,8 +255,8 @@ def lambda_layer(
     layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():
         return layer
-    staging = out / f"{layer.name}.partial"
-    shutil.rmtree(staging, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{layer.name}.", dir=out))  # one per build: builds may race
     _pip("install", LAMBDA, lock, ["--no-deps", "--target", str(staging / "python")], pip_options)
     for cache in (staging / "python").rglob("__pycache__"):
         shutil.rmtree(cache)  # compiled by pip's interpreter, not the runtime's
@@ -265,7 +265,7 @@ def lambda_layer(
     compiler.compile(staging / "python", LAMBDA_LAYER_PATH)
     record = {"installed": installed, "removed": removed, "remaining": tree_size(staging / "python")}
     trimmed_record(layer).write_text(json.dumps(record, indent=1) + "\n")
-    staging.rename(layer)  # the cache holds only complete layers
+    _publish(staging, layer)  # the cache holds only complete layers
     return layer
 
 
@@ -332,16 +332,54 @@ def _placeholder_layer(out: Path) -> Path:
 NOT_SHIPPED = ("demo.py", "testing")
 
 
-def lambda_code(root: Path, target: Path, config_path: Path, compiler: BytecodeCompiler | None = None) -> Path:
-    """The planner's code: handler, icecdc and the configuration, with their bytecode for the runtime
-    (`compiler`, else the one `BytecodeCompiler.found()` finds)."""
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    shutil.copy2(root / "lambdas" / "planner" / "handler.py", target / "handler.py")
-    shutil.copytree(root / "icecdc", target / "icecdc", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *NOT_SHIPPED))
-    shutil.copy2(config_path, target / "icecdc.yaml")
-    (compiler or BytecodeCompiler.found()).compile(target, LAMBDA_CODE_PATH)
+def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeCompiler | None = None) -> Path:
+    """The planner's code under `out`: handler, icecdc and the configuration, with their bytecode
+    for the runtime (`compiler`, else the one `BytecodeCompiler.found()` finds).
+
+    Built once per content (the sources, the configuration and the bytecode's magic number name the
+    directory) and published by one rename, so a synth never changes a tree that another synth, in
+    this process or another, is copying into its cloud assembly."""
+    compiler = compiler or BytecodeCompiler.found()
+    handler = root / "lambdas" / "planner" / "handler.py"
+    sources = [handler, *_shipped_modules(root)]
+    digest = hashlib.sha256(config_path.read_bytes() + compiler.magic.encode())
+    for path in sources:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    target = out / f"planner-code-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return target
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out))
+    for path in sources:
+        name = "handler.py" if path == handler else path.relative_to(root).as_posix()
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, staging / name)
+    shutil.copy2(config_path, staging / "icecdc.yaml")
+    compiler.compile(staging, LAMBDA_CODE_PATH)
+    _publish(staging, target)
     return target
+
+
+def _shipped_modules(root: Path) -> list[Path]:
+    """The files of the icecdc package that the planner ships, in a stable order."""
+    return [
+        path
+        for path in sorted((root / "icecdc").rglob("*"))
+        if path.is_file()
+        and path.suffix != ".pyc"
+        and not any(part in (*NOT_SHIPPED, "__pycache__") for part in path.relative_to(root / "icecdc").parts)
+    ]
+
+
+def _publish(staging: Path, target: Path) -> None:
+    """Rename a complete `staging` tree to `target`; if another build published it first, drop ours."""
+    staging.chmod(0o755)  # mkdtemp's is 0o700
+    try:
+        staging.rename(target)
+    except OSError:
+        if not target.is_dir():
+            raise
+        shutil.rmtree(staging)
 
 
 # Where Lambda puts a function's code and its layer's python/ directory.
@@ -404,12 +442,18 @@ def runtime_interpreter(python: str = LAMBDA_PYTHON) -> str | None:
 
 
 def _library_zip(root: Path, target: Path) -> Path:
+    """The icecdc package as a zip, written beside `target` and renamed over it (synths may race)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+    with (
+        tempfile.NamedTemporaryFile(dir=target.parent, prefix=f"{target.name}.", delete=False) as file,
+        zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
         for path in sorted((root / "icecdc").rglob("*.py")):
             if any(part in NOT_SHIPPED for part in path.relative_to(root / "icecdc").parts):
                 continue
             _add(archive, str(path.relative_to(root)), path.read_bytes())
+    Path(file.name).chmod(0o644)  # NamedTemporaryFile's is 0o600
+    Path(file.name).replace(target)
     return target
 
 
@@ -433,7 +477,7 @@ def main() -> None:
     config = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "infra" / "example-config.yaml"
     out = root / ".build"
     out.mkdir(exist_ok=True)
-    code = lambda_code(root, out / "planner-code", config)
+    code = lambda_code(root, out, config)
     layer = lambda_layer(out)
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         untrimmed = lambda_layer(Path(tmp), trim=())

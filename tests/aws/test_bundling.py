@@ -22,6 +22,7 @@ from infra.bundling import (
     LAMBDA,
     LAMBDA_BOTOCORE_SERVICES,
     LAMBDA_PYTHON,
+    BytecodeCompiler,
     Platform,
     build_bundles,
     glue_wheels,
@@ -73,6 +74,21 @@ def test_the_planner_code_ships_the_same_bytecode_every_synth(tmp_path: Path, co
     assert sources and not missing, missing
     assert b"/var/task/icecdc/model.py" in first[f"icecdc/__pycache__/model.{tag}.pyc"]  # tracebacks name the deployed path
     assert str(ROOT).encode() not in b"".join(first.values())  # no path of the build machine
+
+
+def test_a_synth_never_rewrites_planner_code_another_synth_may_be_copying(tmp_path: Path, config: Path) -> None:
+    """Synths run side by side (pytest's workers, two terminals): the same sources find their tree
+    published and leave it be; changed ones get a tree of their own. A CI run once failed when one
+    synth rebuilt the code in place while CDK copied it into another's cloud assembly."""
+    out, compiler = tmp_path / "out", BytecodeCompiler.none()
+    first = lambda_code(ROOT, out, config, compiler)
+    inodes = {path: path.stat().st_ino for path in first.rglob("*")}
+    assert lambda_code(ROOT, out, config, compiler) == first
+    config.write_text("tables: []\n# changed\n")
+    second = lambda_code(ROOT, out, config, compiler)
+    assert second != first and (second / "icecdc.yaml").read_text().endswith("# changed\n")
+    assert {path: path.stat().st_ino for path in first.rglob("*")} == inodes
+    assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])  # no staging left
 
 
 def test_without_the_runtimes_python_synth_warns_and_ships_the_sources(
