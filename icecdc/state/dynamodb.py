@@ -275,11 +275,7 @@ class DynamoDbStateStore(StateStore):
                 asked = answer.get("UnprocessedKeys") or {}
                 if not asked:
                     break
-                time.sleep(
-                    random.uniform(
-                        0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt)
-                    )
-                )
+                time.sleep(_backoff(attempt))
         return [found[h.key] for h in heads if h.key in found]
 
     def _complete(self, table_name: str, completion: Completion) -> None:
@@ -490,9 +486,7 @@ class DynamoDbStateStore(StateStore):
             except ClientError as exc:
                 if not _lost_race(exc) or attempt >= self.conflict_retries:
                     raise
-                delay = random.uniform(
-                    0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt)
-                )
+                delay = _backoff(attempt)
                 log.info(
                     "%s: transaction conflict; trying again in %.2f s (%d of %d)",
                     operation,
@@ -528,6 +522,13 @@ def create_state_table(
     client.update_time_to_live(
         TableName=state_table,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+    )
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before try `attempt + 1`: full jitter under an exponential cap."""
+    return random.uniform(
+        0, min(CONFLICT_BACKOFF_CAP_SECONDS, CONFLICT_BACKOFF_SECONDS * 2**attempt)
     )
 
 

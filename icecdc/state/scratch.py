@@ -44,12 +44,8 @@ def scratch_copy(config: StateConfig, keys: Iterable[str], directory: Path) -> S
             end = store.pass_end(key)
             if end is not None:
                 scratch.begin_pass(key, end)
-            after: str | None = None
-            while True:  # a page at a time: no table's every item is held at once
-                page = store.pending_page(key, after)
-                scratch.put_items(page.items)
-                if (after := page.after) is None:
-                    break
+            for page in store.pages(key):  # no table's every item is held at once
+                scratch.put_items(page)
     finally:
         store.close()
     return scratch

@@ -26,7 +26,7 @@ Rules every store keeps:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from icecdc.model import AnyItem, Checkpoint, ItemHead, ItemStatus, WorkItem
@@ -106,28 +106,23 @@ class StateStore(ABC):
 
         Those are the items PENDING or APPLIED.
         """
-        items: list[WorkItem] = []
-        after: str | None = None
-        while True:
-            page = self.pending_page(table_name, after)
-            items += page.items
-            if page.after is None:
-                return items
-            after = page.after
+        return [item for page in self.pages(table_name) for item in page]
 
     def pending_heads(self, table_name: str) -> list[ItemHead]:
         """The heads of the table's items not done yet, in the order of `pending_items`.
 
         Read page by page: only one page's files are held at a time.
         """
-        heads: list[ItemHead] = []
+        return [item.head for page in self.pages(table_name) for item in page]
+
+    def pages(self, table_name: str) -> Iterator[tuple[WorkItem, ...]]:
+        """The table's items not done yet, a page at a time, in the order of `pending_items`."""
         after: str | None = None
         while True:
             page = self.pending_page(table_name, after)
-            heads += (i.head for i in page.items)
-            if page.after is None:
-                return heads
-            after = page.after
+            yield page.items
+            if (after := page.after) is None:
+                return
 
     @abstractmethod
     def bodies(self, table_name: str, heads: Sequence[ItemHead]) -> list[WorkItem]:
@@ -259,15 +254,14 @@ class PendingOnce(StateStore):
         """Read the table's pending heads, page by page, and their bodies while they are few."""
         heads: list[ItemHead] = []
         bodies: dict[str, WorkItem] | None = {}
-        files, after = 0, None
-        while True:
-            page = self._store.pending_page(table_name, after)
-            heads += (i.head for i in page.items)
-            files += sum(i.file_count for i in page.items)
-            bodies = {**bodies, **{i.key: i for i in page.items}} if bodies is not None else None
-            bodies = bodies if files <= KEPT_BODY_FILES else None
-            if (after := page.after) is None:
-                break
+        files = 0
+        for page in self._store.pages(table_name):
+            heads += (i.head for i in page)
+            files += sum(i.file_count for i in page)
+            if bodies is not None and files <= KEPT_BODY_FILES:
+                bodies.update((i.key, i) for i in page)
+            else:
+                bodies = None
         self._pending[table_name] = heads
         if bodies is not None:
             self._bodies[table_name] = bodies
