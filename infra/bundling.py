@@ -25,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -347,6 +349,7 @@ def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeComp
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     target = out / f"planner-code-{digest.hexdigest()[:16]}"
     if target.is_dir():
+        os.utime(target)  # in use: `_prune_unused` keeps it
         return target
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out))
@@ -357,7 +360,21 @@ def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeComp
     shutil.copy2(config_path, staging / "icecdc.yaml")
     compiler.compile(staging, LAMBDA_CODE_PATH)
     _publish(staging, target)
+    _prune_unused(out, "planner-code-")
     return target
+
+
+# A tree of planner code no synth has used for this long is removed by the next build of another:
+# each test's configuration is its own (~1 MB a tree, 30 trees a `make test`), and a synth copies
+# the tree it finds within seconds of finding it.
+UNUSED_SECONDS = 86_400
+
+
+def _prune_unused(out: Path, prefix: str) -> None:
+    """Remove the trees named `prefix*` under `out` that no build has used for UNUSED_SECONDS."""
+    for path in out.glob(f"{prefix}*"):
+        if path.is_dir() and time.time() - path.stat().st_mtime > UNUSED_SECONDS:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _shipped_modules(root: Path) -> list[Path]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -89,6 +91,20 @@ def test_a_synth_never_rewrites_planner_code_another_synth_may_be_copying(tmp_pa
     assert second != first and (second / "icecdc.yaml").read_text().endswith("# changed\n")
     assert {path: path.stat().st_ino for path in first.rglob("*")} == inodes
     assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])  # no staging left
+
+
+def test_a_build_removes_planner_code_no_synth_used_for_a_day(tmp_path: Path, config: Path) -> None:
+    """Each configuration gets a tree (each test's is its own): a build removes the trees unused
+    for `UNUSED_SECONDS`, and a synth that finds its tree marks it used."""
+    out, compiler = tmp_path / "out", BytecodeCompiler.none()
+    long_ago = time.time() - bundling.UNUSED_SECONDS - 60
+    first = lambda_code(ROOT, out, config, compiler)
+    os.utime(first, (long_ago, long_ago))
+    assert lambda_code(ROOT, out, config, compiler) == first and first.stat().st_mtime > long_ago + 60
+    os.utime(first, (long_ago, long_ago))
+    config.write_text("tables: []\n# another\n")
+    second = lambda_code(ROOT, out, config, compiler)
+    assert [p.name for p in out.iterdir()] == [second.name]
 
 
 def test_without_the_runtimes_python_synth_warns_and_ships_the_sources(
