@@ -32,7 +32,8 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -257,17 +258,15 @@ def lambda_layer(
     layer = out / f"planner-layer-{key}"
     if (layer / "python").is_dir():
         return layer
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{layer.name}.", dir=out))  # one per build: builds may race
-    _pip("install", LAMBDA, lock, ["--no-deps", "--target", str(staging / "python")], pip_options)
-    for cache in (staging / "python").rglob("__pycache__"):
-        shutil.rmtree(cache)  # compiled by pip's interpreter, not the runtime's
-    installed = tree_size(staging / "python")
-    removed = {rule.pattern: _remove(staging / "python", rule) for rule in trim}
-    compiler.compile(staging / "python", LAMBDA_LAYER_PATH)
-    record = {"installed": installed, "removed": removed, "remaining": tree_size(staging / "python")}
-    trimmed_record(layer).write_text(json.dumps(record, indent=1) + "\n")
-    _publish(staging, layer)  # the cache holds only complete layers
+    with _staged(layer) as staging:  # the cache holds only complete layers
+        _pip("install", LAMBDA, lock, ["--no-deps", "--target", str(staging / "python")], pip_options)
+        for cache in (staging / "python").rglob("__pycache__"):
+            shutil.rmtree(cache)  # compiled by pip's interpreter, not the runtime's
+        installed = tree_size(staging / "python")
+        removed = {rule.pattern: _remove(staging / "python", rule) for rule in trim}
+        compiler.compile(staging / "python", LAMBDA_LAYER_PATH)
+        record = {"installed": installed, "removed": removed, "remaining": tree_size(staging / "python")}
+        trimmed_record(layer).write_text(json.dumps(record, indent=1) + "\n")
     return layer
 
 
@@ -351,15 +350,13 @@ def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeComp
     if target.is_dir():
         os.utime(target)  # in use: `_prune_unused` keeps it
         return target
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=out))
-    for path in sources:
-        name = "handler.py" if path == handler else path.relative_to(root).as_posix()
-        (staging / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, staging / name)
-    shutil.copy2(config_path, staging / "icecdc.yaml")
-    compiler.compile(staging, LAMBDA_CODE_PATH)
-    _publish(staging, target)
+    with _staged(target) as staging:
+        for path in sources:
+            name = "handler.py" if path == handler else path.relative_to(root).as_posix()
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, staging / name)
+        shutil.copy2(config_path, staging / "icecdc.yaml")
+        compiler.compile(staging, LAMBDA_CODE_PATH)
     _prune_unused(out, "planner-code-")
     return target
 
@@ -388,15 +385,23 @@ def _shipped_modules(root: Path) -> list[Path]:
     ]
 
 
-def _publish(staging: Path, target: Path) -> None:
-    """Rename a complete `staging` tree to `target`; if another build published it first, drop ours."""
-    staging.chmod(0o755)  # mkdtemp's is 0o700
+@contextmanager
+def _staged(target: Path) -> Iterator[Path]:
+    """A private directory beside `target`, renamed to `target` when the block ends, removed if it
+    fails. Builds may race: if another published `target` first, ours is dropped."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
     try:
+        yield staging
+        staging.chmod(0o755)  # mkdtemp's is 0o700
         staging.rename(target)
     except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
         if not target.is_dir():
             raise
-        shutil.rmtree(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 # Where Lambda puts a function's code and its layer's python/ directory.

@@ -205,6 +205,8 @@ def test_synth_takes_exactly_the_locked_files_and_refuses_any_other(tmp_path: Pa
     unhashed.write_text("icecdc-probe==1.0\n")
     with pytest.raises(SystemExit, match="Hashes are required in --require-hashes mode"):
         lambda_layer(tmp_path / "out", unhashed, offline)
+    staged = [p.name for p in (tmp_path / "out").iterdir() if p.is_dir() and "." in p.name]
+    assert not staged, staged  # a refused build leaves no staging directory behind
 
 
 def test_the_zip_of_wheels_is_what_glue_5_installs_and_installs_offline_as_glue_does(tmp_path: Path) -> None:
