@@ -346,7 +346,7 @@ def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeComp
     digest = hashlib.sha256(config_path.read_bytes() + compiler.magic.encode())
     for path in sources:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    target = out / f"planner-code-{digest.hexdigest()[:16]}"
+    target = out / f"{PLANNER_CODE}{digest.hexdigest()[:16]}"
     if target.is_dir():
         os.utime(target)  # in use: `_prune_unused` keeps it
         return target
@@ -357,25 +357,27 @@ def lambda_code(root: Path, out: Path, config_path: Path, compiler: BytecodeComp
             shutil.copy2(path, staging / name)
         shutil.copy2(config_path, staging / "icecdc.yaml")
         compiler.compile(staging, LAMBDA_CODE_PATH)
-    _prune_unused(out, "planner-code-")
+    _prune_unused(out)
     return target
 
 
+# The planner's code is built in `out/<PLANNER_CODE><digest of its content>`.
+PLANNER_CODE = "planner-code-"
 # A tree of planner code no synth has used for this long is removed by the next build of another:
 # each test's configuration is its own (~1 MB a tree, 30 trees a `make test`), and a synth copies
 # the tree it finds within seconds of finding it.
 UNUSED_SECONDS = 86_400
 
 
-def _prune_unused(out: Path, prefix: str) -> None:
-    """Remove the trees named `prefix*` under `out` that no build has used for UNUSED_SECONDS."""
-    for path in out.glob(f"{prefix}*"):
+def _prune_unused(out: Path) -> None:
+    """Remove the planner's code trees under `out` that no build has used for UNUSED_SECONDS."""
+    for path in out.glob(f"{PLANNER_CODE}*"):
         if path.is_dir() and time.time() - path.stat().st_mtime > UNUSED_SECONDS:
             shutil.rmtree(path, ignore_errors=True)
 
 
 def _shipped_modules(root: Path) -> list[Path]:
-    """The files of the icecdc package that the planner ships, in a stable order."""
+    """The files of the icecdc package that the bundles ship, in a stable order."""
     return [
         path
         for path in sorted((root / "icecdc").rglob("*"))
@@ -393,15 +395,16 @@ def _staged(target: Path) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
     try:
         yield staging
-        staging.chmod(0o755)  # mkdtemp's is 0o700
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    staging.chmod(0o755)  # mkdtemp's is 0o700
+    try:
         staging.rename(target)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         if not target.is_dir():
             raise
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 # Where Lambda puts a function's code and its layer's python/ directory.
@@ -470,10 +473,9 @@ def _library_zip(root: Path, target: Path) -> Path:
         tempfile.NamedTemporaryFile(dir=target.parent, prefix=f"{target.name}.", delete=False) as file,
         zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as archive,
     ):
-        for path in sorted((root / "icecdc").rglob("*.py")):
-            if any(part in NOT_SHIPPED for part in path.relative_to(root / "icecdc").parts):
-                continue
-            _add(archive, str(path.relative_to(root)), path.read_bytes())
+        for path in _shipped_modules(root):
+            if path.suffix == ".py":
+                _add(archive, str(path.relative_to(root)), path.read_bytes())
     Path(file.name).chmod(0o644)  # NamedTemporaryFile's is 0o600
     Path(file.name).replace(target)
     return target
