@@ -39,6 +39,7 @@ from icecdc.aws.contract import (
 from icecdc.aws.deployed import read_text, runtime_config
 from icecdc.aws.job import AuditOutcome, scheduled_audit
 from icecdc.aws.metrics import put_run_metrics
+from icecdc.errors import access_denied
 from icecdc.logs import quiet_chatty_libraries
 from icecdc.sync import SyncResult, sync
 
@@ -87,7 +88,22 @@ def main(argv: list[str], spark: Any = None) -> list[SyncResult] | AuditOutcome:
     return results
 
 
+def run(argv: list[str], spark: Any = None) -> int:
+    """`main`, and the exit code: 2 with one line for a request the job's role may not make."""
+    try:
+        main(argv, spark)
+    except Exception as exc:
+        denied = access_denied(exc)
+        if denied is None:
+            raise  # a failure of its own: Glue keeps its traceback
+        log.error("%s", denied)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_chatty_libraries()
-    main(sys.argv)
+    code = run(sys.argv)
+    if code:
+        sys.exit(code)

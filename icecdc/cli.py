@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from icecdc.errors import IcecdcError
+from icecdc.errors import IcecdcError, access_denied
 from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
 from icecdc.model import PassProgress, Progress
 
@@ -190,6 +190,9 @@ def _failure(exc: Exception, args: argparse.Namespace) -> str | None:
     That is icecdc's own message, OpenSearch's refusal with its URL, the extra that installs a
     missing module, or a file the system refused.
     """
+    denied = access_denied(exc)  # an AWS request the caller's IAM refused: its action and resource
+    if denied is not None:
+        return denied
     if isinstance(exc, IcecdcError):
         return str(exc)
     module = exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class IcecdcError(Exception):
     """Base of every error icecdc raises deliberately."""
@@ -129,3 +131,57 @@ class IndexNotOwned(IndexStateError):
 
     It is a user's, another table's or another deployment's. Nothing was written, nothing advanced.
     """
+
+
+# What AWS answers a request the caller's IAM policies do not allow, by protocol: the JSON and
+# query protocols' code, S3's, and pyarrow's S3 filesystem's wording of S3's.
+_DENIED_CODES = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
+_DENIED_WORDS = ("ACCESS_DENIED", "AccessDenied")
+
+
+def access_denied(exc: BaseException) -> str | None:
+    """One line for an AWS request IAM refused, anywhere in `exc`'s chain; None for anything else.
+
+    AWS's message names the role, the action and the resource ("User: arn:aws:sts::…:assumed-role/
+    <role>/… is not authorized to perform: s3:ListBucket on resource: …"); the line keeps it whole
+    and says where the rights are granted. Duck-typed (botocore's `response`, pyarrow's OSError), so
+    that this bottom module needs neither library.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        error = getattr(current, "response", {}).get("Error", {}) if hasattr(current, "response") else {}
+        if isinstance(error, dict) and error.get("Code") in _DENIED_CODES:
+            operation = getattr(current, "operation_name", "a request")
+            return _denied_line(operation, str(error.get("Message") or current))
+        if isinstance(current, OSError) and any(w in str(current) for w in _DENIED_WORDS):
+            return _denied_line(_s3_request(str(current)), str(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+# pyarrow's S3 filesystem names S3's operation, the key and the bucket; IAM names the action
+_PYARROW_S3 = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'.*during (?P<operation>\w+) operation")
+_S3_ACTIONS = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket", "CreateMultipartUpload": "PutObject"}
+
+
+def _s3_request(message: str) -> str:
+    """'s3:<action> on <ARN> (<operation>)' from pyarrow's wording (a HEAD's 403 has no body)."""
+    found = _PYARROW_S3.search(message)
+    if found is None:
+        return "an S3 request"
+    operation = found["operation"]
+    action = _S3_ACTIONS.get(operation, operation)
+    arn = f"arn:aws:s3:::{found['bucket']}" + ("" if action == "ListBucket" else f"/{found['key']}")
+    # S3 answers 403 for a missing key to a caller that may not list the bucket
+    hint = f"; or the key is gone and s3:ListBucket on arn:aws:s3:::{found['bucket']} is not granted"
+    return f"s3:{action} on {arn} ({operation}{hint if action == 'GetObject' else ''})"
+
+
+def _denied_line(operation: str, message: str) -> str:
+    flat = " ".join(message.split())[:500]
+    return (
+        f"AWS refused {operation}: {flat} (the stack grants its roles' rights: see docs/deploy.md,"
+        " \"The roles' AWS rights\")"
+    )

@@ -183,7 +183,13 @@ def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
     allow(
         role,
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{_s3(role)}{b}/*" for b in aws.warehouse_buckets]),
-        wildcards="the tables' metadata and data files: object keys are not known at synth time (read only, no listing)",
+        wildcards="the tables' metadata and data files: object keys are not known at synth time (read only)",
+    )
+    # Listing, too: without it S3 answers 403, not 404, for a key that is gone, and an expired
+    # file would read as a denied one; pyarrow's S3 also lists a key before it writes it.
+    allow(
+        role,
+        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[f"{_s3(role)}{b}" for b in aws.warehouse_buckets]),
     )
     allow_keys(role, aws.warehouse_kms_key_arns, "s3", ["kms:Decrypt"])
 

@@ -30,11 +30,12 @@ from infra.common import allow, custom_resource, keep_logical_id, log_group, sup
 from infra.network import Network
 
 ON_INDEXES = "HTTP paths under the one domain (indexes, _bulk, _aliases): fine-grained access control narrows them"
-ES_WRITE_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"]
-# The jobs' requests that are not confined to an index's path: GET / and cluster settings, alias
-# lookups, POST _bulk, _aliases and scroll pages. PUT and DELETE go to the configured indexes only.
-ES_CLUSTER_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"]
-ES_INDEX_ACTIONS = ["es:ESHttpPut", "es:ESHttpDelete"]
+# The writers' rights on a domain: reads anywhere (GET / and cluster settings, alias lookups);
+# PUT, POST and DELETE on the configured indexes' paths; POST on the few cluster APIs icecdc calls
+# (_bulk, the _aliases swap, _mget, scroll pages), DELETE of a scroll.
+ES_READ_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead"]
+ES_INDEX_ACTIONS = ["es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"]
+ES_WRITE_APIS = ["_bulk", "_aliases", "_mget", "_search/scroll"]
 # The security plugin's REST API, all the provisioner calls.
 ES_SECURITY_ACTIONS = ["es:ESHttpGet", "es:ESHttpPut", "es:ESHttpDelete"]
 # How long a created domain waits after its log groups' resource policy is created (see Search._domain):
@@ -129,22 +130,19 @@ class Search(Construct):
         self.writers.append(role)
         aws = self.config.aws
         assert aws is not None
-        if self.domain is None:
-            if aws.opensearch_domain_arn:  # an existing domain: its own access control maps the roles
-                allow(
-                    role,
-                    iam.PolicyStatement(actions=ES_WRITE_ACTIONS, resources=[f"{aws.opensearch_domain_arn}/*"]),
-                    wildcards=ON_INDEXES,
-                )
+        # an existing domain's own access control maps the roles; its ARN scopes their IAM rights
+        domain_arn = self.domain.domain_arn if self.domain is not None else aws.opensearch_domain_arn
+        if domain_arn is None:
             return
-        domain_arn = self.domain.domain_arn
-        allow(role, iam.PolicyStatement(actions=ES_CLUSTER_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
+        allow(role, iam.PolicyStatement(actions=ES_READ_ACTIONS, resources=[f"{domain_arn}/*"]), wildcards=ON_INDEXES)
         index_paths = sorted({f"{domain_arn}/{p}" for i in self.config.index_names for p in (i, f"{i}/*", f"{i}-*")})
         allow(
             role,
             iam.PolicyStatement(actions=ES_INDEX_ACTIONS, resources=index_paths),
             wildcards="the configured indexes' paths: their generations <index>-<n> and sub-resources (_mapping, _settings, _alias)",
         )
+        # the cluster's write APIs icecdc calls, and only those: documents, the alias swap, a scan
+        allow(role, iam.PolicyStatement(actions=["es:ESHttpPost"], resources=[f"{domain_arn}/{a}" for a in ES_WRITE_APIS]))
         allow(  # helpers.scan clears its scroll when a resync's cleanup is done
             role, iam.PolicyStatement(actions=["es:ESHttpDelete"], resources=[f"{domain_arn}/_search/scroll"])
         )

@@ -241,5 +241,4 @@ class Planner(Construct):
         if search.url is None:  # a created domain is SigV4 only
             allow_password_secret(role, config)
         state.allow_dead_letters(role)
-        allow(role, iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[state.data_key.key_arn]))
         return dataclasses.replace(environment, dead_letter=state.dead_letter_url, opensearch_url=search.url)

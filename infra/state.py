@@ -41,13 +41,33 @@ class State(Construct):
         self.dead_letter_url = self.dead_letters.s3_url_for_object(aws.dead_letter_prefix)
 
     def allow_dead_letters(self, role: iam.IRole) -> None:
-        """`role` may put dead letters: new objects under the prefix, nothing else of the bucket."""
+        """`role` may keep dead letters: put new ones under the prefix, list the prefix and read
+        them back (a pass counts a table's open letters and reads those of shared ids; the scheduled
+        audit keeps its findings there), and decrypt them; nothing else of the bucket."""
         allow(
             role,
             iam.PolicyStatement(
-                actions=["s3:PutObject"], resources=[self.dead_letters.arn_for_objects(f"{self.dead_letter_prefix}*")]
+                actions=["s3:PutObject", "s3:GetObject"],
+                resources=[self.dead_letters.arn_for_objects(f"{self.dead_letter_prefix}*")],
             ),
-            wildcards="dead letters are new objects under the dead-letter prefix, named per run",
+            wildcards="dead letters are objects under the dead-letter prefix, named per run",
+        )
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.dead_letters.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{self.dead_letter_prefix}*"]}},
+            ),
+        )
+        # the bucket's default encryption is the data key: reading needs Decrypt, writing GenerateDataKey
+        allow(
+            role,
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[self.data_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}},
+            ),
         )
 
     def _data_key(self) -> kms.Key:

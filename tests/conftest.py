@@ -53,7 +53,7 @@ settings.register_profile(
 
 # Markers from what a test uses, so that `make test-fast` (-m "not spark and not opensearch and
 # not aws and not slow") never starts a JVM, an osmem or a moto server.
-MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"moto_url"}}
+MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"moto_url", "moto_server"}}
 
 
 # The longest files, longest first (`--durations` of `make test`: minutes each). `make test` deals

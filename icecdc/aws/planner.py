@@ -26,7 +26,7 @@ from icecdc.aws.contract import ARG_TABLE, PASS_RESERVE_SECONDS, job_name
 from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig
-from icecdc.errors import IcecdcError, SparkRequired
+from icecdc.errors import IcecdcError, SparkRequired, access_denied
 from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, WorkSize
 from icecdc.opensearch import open_client
@@ -251,6 +251,10 @@ def plan_and_start_each(
         try:
             return plan_and_start(sweep, name, job_name(stack_name, name))
         except Exception as exc:  # noqa: BLE001 - this table's outcome, once the others ran
+            denied = access_denied(exc)
+            if denied is not None:  # the role's rights: one line, no traceback
+                log.error("%s: %s", name, denied)
+                return TableOutcome(name, error=denied)
             log.exception("%s: failed", name)
             return TableOutcome(name, error=f"{type(exc).__name__}: {exc}")
 

@@ -46,6 +46,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.iam import Refusal, Request
+
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_CONNECTIONS = 64
 LOG_ENTRIES = 10_000
@@ -199,6 +201,8 @@ class FaultProxy:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.pipelines = IngestPipelines()
+        # IAM in front of the server (tests/support/iam.py): a request the guard refuses gets 403
+        self.guard: Callable[[Request], Refusal | None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -426,6 +430,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         if body is None:
             return
+        if proxy.guard is not None:
+            refusal = proxy.guard(Request.of(method, self.path, dict(self.headers.items()), body))
+            if refusal is not None:
+                proxy._finished(Seen(time.monotonic(), method, path, "refused by IAM"))
+                self._send_json(403, {"Message": f"{refusal}: no identity-based policy allows it"})
+                return
         acting, item_rules = proxy._received_request(method, path)
         fail = next((r for r in acting if r.kind == "fail"), None)
         drop = next((r for r in acting if r.kind == "drop"), None)

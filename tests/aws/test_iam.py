@@ -1,0 +1,298 @@
+"""The bundle as deployed, under its own IAM: each configuration the docs offer is synthesized, its
+resources made in moto under the template's names, and the planner handler and the Glue job's
+entry run as the template's roles against moto, osmem and real Iceberg tables in moto's S3 behind
+the Glue catalog. Every request either role signs (boto3, pyiceberg's Glue and S3 calls, s3fs,
+opensearch-py's SigV4) is authorized against that role's statements (tests/support/iam.py); one
+they do not allow is refused as AWS refuses it, and fails the test naming role, action and
+resource. After every pass the index equals the table.
+
+The (role, action, resource) triples exercised are checked against docs/deploy.md's table of the
+roles' rights at the end of this module, and written to .build/iam/exercised.tsv.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+from pyiceberg.expressions import EqualTo
+
+from icecdc.verify import diff_index
+from tests.support.aws import REGION, Lake, aws_client, rows
+from tests.support.deployed import Deployed, Shape
+from tests.support.faults import BulkItem, FaultProxy
+from tests.support.iam import Enforcer, exercised_rows
+from tests.support.planner import handler_module, table_event
+
+ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("awsglue", reason="awsglue 5.1 requires Python 3.11, as Glue 5.1")
+
+DOMAIN = "arn:aws:es:us-east-1:123456789012:domain/search"
+KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+SIGNED = {"aws_region": REGION}
+
+EXISTING = Shape("existing domain, SigV4, planner applies", {"opensearch_domain_arn": DOMAIN}, SIGNED, {})
+BASIC_AUTH = Shape(
+    "existing domain, basic auth from Secrets Manager, the job only",
+    {"opensearch_domain_arn": DOMAIN, "planner_applies": False, "password_secret_kms_key_arn": KEY},
+    {"username": "icecdc"},  # password_secret_arn: the secret the test creates
+    {},
+)
+CREATED = Shape(
+    "a domain the stack creates",
+    {"create_domain": True, "domain_admin_arn": "arn:aws:iam::123456789012:role/SearchAdmins"},
+    {},
+    {},
+)
+GUARDED = Shape(
+    "the expiry guard, warehouse under a customer-managed key",
+    {"opensearch_domain_arn": DOMAIN, "warehouse_kms_key_arns": [KEY]},
+    SIGNED,
+    {"protect_checkpoint": True},
+)
+
+
+def load_job() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("icecdc_job_iam", ROOT / "glue_jobs" / "icecdc_job.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+job = load_job()
+
+
+@pytest.fixture(scope="module")
+def exercised() -> Iterator[set[tuple[str, str, str]]]:
+    """What the module's tests exercised, for the docs check at its end."""
+    triples: set[tuple[str, str, str]] = set()
+    yield triples
+    out = ROOT / ".build" / "iam"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "exercised.tsv").write_text("\n".join(exercised_rows(triples)) + "\n")
+
+
+@pytest.fixture
+def enforced(iam_enforcer: Enforcer, exercised: set[tuple[str, str, str]]) -> Iterator[Enforcer]:
+    yield iam_enforcer
+    exercised.update(iam_enforcer.exercised)
+    iam_enforcer.exercised.clear()
+
+
+@pytest.fixture
+def lake(moto_url: str, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
+    bucket = f"lake-{unique}"
+    aws_client("s3", moto_url).create_bucket(Bucket=bucket)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    return Lake(moto_url, bucket, tmp_path, f"shop_{unique}")
+
+
+def deploy(shape: Shape, lake: Lake, search: FaultProxy, enforcer: Enforcer, monkeypatch: pytest.MonkeyPatch) -> Deployed:
+    table = lake.create_table(f"{lake.database}.orders")
+    table.append(rows(1, 2, 3))
+    table.append(rows(4, region="eu"))
+    return Deployed(shape, lake, search, enforcer, monkeypatch)
+
+
+def buffered(*events: dict[str, Any]) -> dict[str, Any]:
+    """The events as Lambda's SQS event source hands them to the planner (the stack's buffer)."""
+    return {"Records": [{"messageId": str(i), "body": json.dumps(e), "eventSource": "aws:sqs"} for i, e in enumerate(events)]}
+
+
+def commit_event(deployed: Deployed) -> dict[str, Any]:
+    return buffered(table_event(deployed.lake.database, "orders"))
+
+
+def assert_index_equals_table(deployed: Deployed, search: FaultProxy) -> None:
+    deployed.enforcer.assert_no_refusals()
+    table = deployed.lake.catalog().load_table(deployed.table)
+    diff = diff_index(table, ("id",), OpenSearch(hosts=[search.url]), "orders")
+    assert not diff, diff.summary()
+
+
+def test_an_existing_domain_signed_with_sigv4_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First export and a commit by the planner, a copy-on-write commit and a dead letter by the
+    job, then the scheduled audit with its repair: all under the roles' statements."""
+    deployed = deploy(EXISTING, lake, fault_proxy, enforced, monkeypatch)
+    assert deployed.planner(commit_event(deployed), handler_module.handler) == {"batchItemFailures": []}
+    assert_index_equals_table(deployed, fault_proxy)
+
+    table = lake.catalog().load_table(deployed.table)
+    table.delete(EqualTo("id", 2))  # copy-on-write: the file rewritten without the row
+    table.append(rows(5, 6, region="eu"))
+    fault_proxy.reject_documents(lambda item: item.id == "6")  # a document refused for its own sake
+    [result] = deployed.job(job.main)
+    assert result.writes.dead_lettered == 1
+    fault_proxy.clear()
+    letters = aws_client("s3", lake.moto_url).list_objects_v2(Bucket=deployed.dead_letter_bucket, Prefix="dead-letter/")
+    assert letters["KeyCount"] >= 1
+    table = lake.catalog().load_table(deployed.table)
+    table.delete(EqualTo("id", 6))  # the lettered row goes: the index holds what the table holds
+    deployed.job(job.main)
+    assert_index_equals_table(deployed, fault_proxy)
+    # drift (a document lost at icecdc's own version): the scheduled audit finds and repairs it
+    client = OpenSearch(hosts=[fault_proxy.url])
+    version = client.get(index="orders", id="3")["_version"]
+    client.delete(index="orders", id="3", version=version, version_type="external_gte", refresh=True)
+    repaired = deployed.job(job.main, "--icecdc_mode", "audit-and-repair")
+    assert (repaired.drift, repaired.repaired) >= (1, 1)
+    assert_index_equals_table(deployed, fault_proxy)
+
+
+def test_basic_auth_from_secrets_manager_and_the_job_started_by_the_planner(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = aws_client("secretsmanager", lake.moto_url).create_secret(Name=f"search-{lake.bucket}", SecretString="s3cret")
+    shape = Shape(BASIC_AUTH.label, BASIC_AUTH.aws, {**BASIC_AUTH.opensearch, "password_secret_arn": secret["ARN"]}, {})
+    deployed = deploy(shape, lake, fault_proxy, enforced, monkeypatch)
+    assert deployed.planner(commit_event(deployed), handler_module.handler) == {"batchItemFailures": []}
+    runs = aws_client("glue", lake.moto_url).get_job_runs(JobName=f"{deployed.stack}-{deployed.table}")["JobRuns"]
+    assert len(runs) == 1  # the planner started the table's job, and applied nothing itself
+    [exported] = deployed.job(job.main)
+    assert exported.writes.indexed == 4
+    assert_index_equals_table(deployed, fault_proxy)
+
+
+def test_a_domain_the_stack_creates(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed = deploy(CREATED, lake, fault_proxy, enforced, monkeypatch)
+    assert deployed.planner(commit_event(deployed), handler_module.handler) == {"batchItemFailures": []}
+    assert_index_equals_table(deployed, fault_proxy)
+    table = lake.catalog().load_table(deployed.table)
+    table.append(rows(9))
+    deployed.job(job.main)
+    assert_index_equals_table(deployed, fault_proxy)
+
+
+def test_the_expiry_guard_and_files_gone_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard tags the table's metadata (glue:UpdateTable, metadata files under the warehouse's
+    key); a commit's data file expired before the job reads it is found gone (S3 answers 404 only
+    to a role that may list the bucket) and the table is read anew."""
+    deployed = deploy(GUARDED, lake, fault_proxy, enforced, monkeypatch)
+    [exported] = deployed.job(job.main)
+    assert exported.writes.indexed == 4
+    table = lake.catalog().load_table(deployed.table)
+    assert any(name.startswith("icecdc") for name in table.metadata.refs)
+    assert_index_equals_table(deployed, fault_proxy)
+
+    table.append(rows(11, 12))
+    deployed.planner(commit_event(deployed), handler_module.handler)  # plans the commit, applies it
+    expire_a_commit(deployed)
+    deployed.job(job.main)  # the commit's file is gone (404, as the role may list): read anew
+    assert_index_equals_table(deployed, fault_proxy)
+
+
+def test_files_gone_for_a_role_that_may_not_list_are_a_refusal_not_an_expiry(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without s3:ListBucket, S3 answers 403 for the missing file: icecdc cannot tell it from a
+    right withheld, so the pass fails in one line that says both, and nothing advances."""
+    deployed = deploy(EXISTING, lake, fault_proxy, enforced, monkeypatch)
+    deployed.job(job.main)
+    synced = deployed.checkpoint()
+    policy = deployed.roles["job"]
+    unlisted = tuple(s for s in policy.statements if s.actions != ("s3:ListBucket",) or "dl-" in s.resources[0])
+    enforced.act_as(deployed.access_key("job"), type(policy)(policy.role, unlisted))
+    expire_a_commit(deployed)
+    with caplog.at_level(logging.ERROR, logger="icecdc.glue_job"):
+        assert deployed.job(job.run) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.name == "icecdc.glue_job" and r.levelno >= logging.ERROR]
+    assert "s3:GetObject on arn:aws:s3:::" in line and "s3:ListBucket" in line and "\n" not in line, line
+    assert deployed.checkpoint() == synced
+    enforced.refusals.clear()
+
+
+def expire_a_commit(deployed: Deployed) -> None:
+    """The table overwritten, and a file the overwrite removed deleted from S3 before the job
+    reads it (for the rows it deleted), as an expiry of the snapshots that held it does."""
+    table = deployed.lake.catalog().load_table(deployed.table)
+    removed = sorted(data_files(table))[0]
+    table.overwrite(rows(1, 3, 4, 5))
+    bucket, _, key = removed.removeprefix("s3://").partition("/")
+    aws_client("s3", deployed.lake.moto_url).delete_object(Bucket=bucket, Key=key)
+
+
+def data_files(table: Any) -> set[str]:
+    return {task.file.file_path for task in table.scan().plan_files()}
+
+
+def test_a_refused_request_is_one_line_naming_the_action_and_resource(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A right the role lacks (here the warehouse bucket left out of the stack) fails the pass in
+    one line naming the action and the resource, and nothing advances."""
+    deployed = deploy(EXISTING, lake, fault_proxy, enforced, monkeypatch)
+    policy = deployed.roles["job"]
+    stripped = type(policy)(policy.role, tuple(s for s in policy.statements if not any("lake-" in r for r in s.resources)))
+    enforced.act_as(deployed.access_key("job"), stripped)
+    with caplog.at_level(logging.ERROR, logger="icecdc.glue_job"):
+        assert deployed.job(job.run) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.name == "icecdc.glue_job" and r.levelno >= logging.ERROR]
+    assert line.startswith(f"AWS refused s3:GetObject on arn:aws:s3:::{lake.bucket}/warehouse/"), line
+    assert "\n" not in line and not any(r.exc_info for r in caplog.records if r.name == "icecdc.glue_job")
+    assert deployed.checkpoint() is None  # nothing advanced
+    enforced.refusals.clear()
+
+
+def test_the_docs_table_of_the_roles_rights_matches_what_the_harness_exercised(
+    exercised: set[tuple[str, str, str]],
+) -> None:
+    """docs/deploy.md lists each role's actions and what they act on; every (role, action, kind of
+    resource) the harness exercised is listed there, and every row listed was exercised."""
+    assert exercised, "run with the harness's tests above"
+    documented = _documented_rights(ROOT / "docs" / "deploy.md")
+    seen = {(role, action, resource_kind(resource)) for role, action, resource in exercised}
+    assert seen - documented == set(), "exercised, not in docs/deploy.md"
+    assert documented - seen == set(), "in docs/deploy.md, never exercised"
+
+
+def _documented_rights(path: Path) -> set[tuple[str, str, str]]:
+    text = path.read_text()
+    section = text.split("### The roles' AWS rights", 1)[1].split("\n#", 1)[0]
+    rights = set()
+    for line in section.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] in ("planner", "job", "both"):
+            roles = ("planner", "job") if cells[0] == "both" else (cells[0],)
+            for action in re.split(r",\s*", cells[1]):
+                rights.update((role, action.strip("` "), cells[2]) for role in roles)
+    return rights
+
+
+def resource_kind(resource: str) -> str:
+    """What docs/deploy.md calls a resource: the kind of thing, not its name."""
+    kinds = [
+        (r"^arn:aws:dynamodb:.*:table/[^/]+-state$", "the state table"),
+        (r"^arn:aws:glue:.*:catalog$", "the Data Catalog"),
+        (r"^arn:aws:glue:.*:database/", "the tables' databases"),
+        (r"^arn:aws:glue:.*:table/", "the configured tables"),
+        (r"^arn:aws:glue:.*:job/", "the tables' jobs"),
+        (r"^arn:aws:s3:::dl-[^/]+$", "the dead-letter bucket"),
+        (r"^arn:aws:s3:::dl-[^/]+/", "dead letters"),
+        (r"^arn:aws:s3:::lake-[^/]+$", "the warehouse buckets"),
+        (r"^arn:aws:s3:::lake-[^/]+/.*/metadata/", "the tables' metadata files"),
+        (r"^arn:aws:s3:::lake-[^/]+/", "the warehouse's objects"),
+        (r"^arn:aws:s3:::cdk-[^/]+/", "the job's assets"),
+        (r"^arn:aws:kms:.*:key/1234abcd", "the configured keys"),
+        (r"^arn:aws:kms:", "the stack's data key"),
+        (r"^arn:aws:secretsmanager:", "the password secret"),
+        (r"^arn:aws:es:.*:domain/[^/]+/orders(-[0-9*]+)?(/.*)?$", "the configured indexes"),
+        (r"^arn:aws:es:.*:domain/[^/]+/?$", "the domain's root"),
+        (r"^arn:aws:es:.*:domain/[^/]+/_", "the domain's APIs"),
+        (r"^\*$", "*"),
+    ]
+    return next((kind for pattern, kind in kinds if re.search(pattern, resource)), resource)
