@@ -151,7 +151,11 @@ def access_denied(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        error = getattr(current, "response", {}).get("Error", {}) if hasattr(current, "response") else {}
+        error = (
+            getattr(current, "response", {}).get("Error", {})
+            if hasattr(current, "response")
+            else {}
+        )
         if isinstance(error, dict) and error.get("Code") in _DENIED_CODES:
             operation = getattr(current, "operation_name", "a request")
             return _denied_line(operation, str(error.get("Message") or current))
@@ -162,8 +166,14 @@ def access_denied(exc: BaseException) -> str | None:
 
 
 # pyarrow's S3 filesystem names S3's operation, the key and the bucket; IAM names the action
-_PYARROW_S3 = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'.*during (?P<operation>\w+) operation")
-_S3_ACTIONS = {"HeadObject": "GetObject", "ListObjectsV2": "ListBucket", "CreateMultipartUpload": "PutObject"}
+_PYARROW_S3 = re.compile(
+    r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'.*during (?P<operation>\w+) operation"
+)
+_S3_ACTIONS = {
+    "HeadObject": "GetObject",
+    "ListObjectsV2": "ListBucket",
+    "CreateMultipartUpload": "PutObject",
+}
 
 
 def _s3_request(message: str) -> str:
@@ -175,7 +185,9 @@ def _s3_request(message: str) -> str:
     action = _S3_ACTIONS.get(operation, operation)
     arn = f"arn:aws:s3:::{found['bucket']}" + ("" if action == "ListBucket" else f"/{found['key']}")
     # S3 answers 403 for a missing key to a caller that may not list the bucket
-    hint = f"; or the key is gone and s3:ListBucket on arn:aws:s3:::{found['bucket']} is not granted"
+    hint = (
+        f"; or the key is gone and s3:ListBucket on arn:aws:s3:::{found['bucket']} is not granted"
+    )
     return f"s3:{action} on {arn} ({operation}{hint if action == 'GetObject' else ''})"
 
 
@@ -183,5 +195,5 @@ def _denied_line(operation: str, message: str) -> str:
     flat = " ".join(message.split())[:500]
     return (
         f"AWS refused {operation}: {flat} (the stack grants its roles' rights: see docs/deploy.md,"
-        " \"The roles' AWS rights\")"
+        ' "The roles\' AWS rights")'
     )

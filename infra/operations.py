@@ -3,7 +3,7 @@ lag and dead letters, and the lag dashboard."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import CfnResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
@@ -41,6 +41,7 @@ class Operations(Construct):
             ),
             targets=[targets.SnsTopic(self.topic)],
         )
+        only_from(self.topic, job_failed.rule_arn)
         cloudwatch.Alarm(
             self,
             "PlannerErrors",
@@ -190,3 +191,20 @@ def _each_table(metric: str, names: list[str], statistic: str = "Maximum") -> li
         )
         for n in names
     ]
+
+
+def only_from(topic: sns.Topic, rule_arn: str) -> None:
+    """EventBridge may publish to `topic` for `rule_arn` of this account only (the confused-deputy
+    conditions): the SnsTopic target grants `events.amazonaws.com` without them."""
+    policy = topic.node.find_child("Policy")
+    assert isinstance(policy, sns.TopicPolicy)
+    statements = Stack.of(topic).resolve(policy.document.to_json())["Statement"]
+    events_principal = {"Service": "events.amazonaws.com"}
+    [index] = [i for i, s in enumerate(statements) if s.get("Principal") == events_principal]
+    resource = policy.node.default_child
+    assert isinstance(resource, CfnResource)
+    conditions = {
+        "ArnEquals": {"aws:SourceArn": rule_arn},
+        "StringEquals": {"aws:SourceAccount": Stack.of(topic).account},
+    }
+    resource.add_property_override(f"PolicyDocument.Statement.{index}.Condition", conditions)

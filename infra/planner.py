@@ -30,6 +30,7 @@ from icecdc.aws.contract import (
     GLUE_EVENT_TYPE,
     METRIC_NAMESPACE,
     PlannerEnvironment,
+    planner_log_group,
 )
 from icecdc.config import Config
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
@@ -106,7 +107,8 @@ class Planner(Construct):
         assert config.aws is not None
         aws = config.aws
         applies = aws.planner_applies
-        self.log_group = log_group(self, "Logs", aws)
+        name = planner_log_group(aws.stack_name)
+        self.log_group = log_group(self, "Logs", aws, name=name, key=state.data_key)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="icecdc planner")
         allow(
             role,

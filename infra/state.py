@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from icecdc.aws.contract import planner_log_group
 from icecdc.config.deploy import AwsConfig
 from icecdc.state.dynamodb import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from infra.common import allow, glue_log_groups, keep_logical_id, suppress
@@ -34,6 +35,7 @@ class State(Construct):
             removal_policy=RemovalPolicy.RETAIN,  # checkpoints outlive the stack: a redeploy resumes
         )
         keep_logical_id(self.table, "State1C20CC9A")
+        self.stack_name = aws.stack_name
         self.data_key = self._data_key()
         self.access_logs, self.dead_letters = self._buckets(aws)
         self.dead_letter_prefix = aws.dead_letter_prefix
@@ -81,13 +83,20 @@ class State(Construct):
             description="icecdc dead letters and Glue output",
         )
         keep_logical_id(key, "DataKey17AFBB84")
-        # CloudWatch Logs encrypts the Glue jobs' log groups with it (Glue's security configuration)
+        # CloudWatch Logs encrypts the Glue jobs' log groups with it (Glue's security configuration),
+        # and the planner's (its errors may quote sample documents)
+        planner_logs = Stack.of(self).format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=planner_log_group(self.stack_name),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
                 principals=[iam.ServicePrincipal(f"logs.{Stack.of(self).region}.amazonaws.com")],
                 resources=["*"],
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": glue_log_groups(self)}},
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": [glue_log_groups(self), planner_logs]}},
             )
         )
         return key

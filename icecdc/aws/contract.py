@@ -54,6 +54,12 @@ def audits_location(dead_letter: str) -> str:
     return f"{dead_letter.rstrip('/')}/{AUDITS_FOLDER}"
 
 
+def planner_log_group(stack_name: str) -> str:
+    """The planner's log group: named, so that the data key's policy can name it (its errors
+    quote sample documents, so it is encrypted like the jobs' logs)."""
+    return f"/icecdc/{stack_name}/planner"
+
+
 def job_name(stack_name: str, table_name: str) -> str:
     """The Glue job of one table: one job per table, so that no table's run blocks another's."""
     return f"{stack_name}-{table_name}"

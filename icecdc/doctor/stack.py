@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from icecdc.aws.contract import job_name
+from icecdc.aws.contract import job_name, planner_log_group
 from icecdc.config import Config
 
 GLUE_VERSION = "5.1"  # infra.jobs.GLUE_VERSION
@@ -42,8 +42,10 @@ def state_table_name(stack: str) -> str:
 
 
 def log_group_names(stack: str) -> list[str]:
-    """infra.jobs.Jobs: the jobs' log groups (Glue's `--custom-logGroup-prefix`)."""
-    return [f"/aws-glue/jobs/{stack}/{kind}" for kind in ("output", "error")]
+    """infra.jobs.Jobs: the jobs' log groups (Glue's `--custom-logGroup-prefix`); the planner's."""
+    return [f"/aws-glue/jobs/{stack}/{kind}" for kind in ("output", "error")] + [
+        planner_log_group(stack)
+    ]
 
 
 class Kind(StrEnum):

@@ -28,7 +28,7 @@ from pyiceberg.expressions import EqualTo
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.deployed import Deployed, Shape
-from tests.support.faults import BulkItem, FaultProxy
+from tests.support.faults import FaultProxy
 from tests.support.iam import Enforcer, exercised_rows
 from tests.support.planner import handler_module, table_event
 

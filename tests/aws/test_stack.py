@@ -129,7 +129,7 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
     assert "table/shop/orders" in text and "table/crm/accounts" in text and "glue:UpdateTable" not in text
     start = [s for s in found if s["Action"] == "glue:StartJobRun"]
     assert len(start) == 1 and len(start[0]["Resource"]) == len(TABLES)
-    # S3: objects of the warehouse bucket only, no listing, no writes there
+    # S3: objects of the warehouse bucket (and listing it: a gone key is a 404), no writes there
     assert ":s3:::lake-bucket/*" in text
     writes = [s for s in found if "s3:PutObject" in as_list(s["Action"])]
     # the jobs and the planner write dead letters only; the publisher of the jobs'
@@ -140,12 +140,45 @@ def test_iam_lists_actions_and_scopes_resources(variant: str, request: pytest.Fi
     assert len(writes) == 2 and all("dead-letter/*" in str(w["Resource"]) for w in writes)  # the job's, the planner's
 
 
-def test_existing_domain_is_written_with_sigv4_rights_on_that_domain_only(existing_endpoint) -> None:
-    template, _ = existing_endpoint
+@pytest.mark.parametrize("variant", ["existing_endpoint", "created_domain"])
+def test_a_domain_is_written_with_sigv4_rights_on_the_configured_indexes_only(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    """Reads anywhere on the domain; PUT, POST and DELETE on the configured indexes' paths and the
+    few cluster APIs icecdc calls, never on every path of the domain (existing or created)."""
+    template, _ = request.getfixturevalue(variant)
     es = [s for s in statements(template) if any(a.startswith("es:") for a in as_list(s["Action"]))]
-    # the jobs' role and the planner's, which applies small batches itself
-    assert len(es) == 2 and all(s["Resource"] == "arn:aws:es:us-east-1:123456789012:domain/search/*" for s in es)
-    template.resource_count_is("AWS::OpenSearchService::Domain", 0)
+    for statement in es:
+        actions = set(as_list(statement["Action"]))
+        for resource in as_list(statement["Resource"]):
+            path = json.dumps(resource).rsplit("domain", 1)[-1]
+            if path.endswith('/*"') and path.count("/") <= 2:  # every path of the domain
+                assert actions <= {"es:ESHttpGet", "es:ESHttpHead"}, statement
+            provisioner = "_plugins/_security" in path
+            if actions & {"es:ESHttpPut", "es:ESHttpDelete"} and "_search/scroll" not in path and not provisioner:
+                assert any(f"/{index}" in path for index in ("orders", "customers", "accounts")), statement
+    if variant == "existing_endpoint":
+        template.resource_count_is("AWS::OpenSearchService::Domain", 0)
+        assert all("domain/search/" in json.dumps(s["Resource"]) for s in es)
+
+
+def test_alarms_publish_only_for_the_rule_and_the_planner_logs_are_encrypted(existing_endpoint) -> None:
+    """EventBridge publishes to the alarm topic for its rule of this account only; the planner's
+    log group (its systemic-failure errors quote sample documents) is under the data key."""
+    template, _ = existing_endpoint
+    [policy] = template.find_resources("AWS::SNS::TopicPolicy").values()
+    [publish] = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Principal") == {"Service": "events.amazonaws.com"}
+    ]
+    assert set(publish["Condition"]) == {"ArnEquals", "StringEquals"}
+    assert "aws:SourceArn" in publish["Condition"]["ArnEquals"]
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    groups = template.find_resources("AWS::Logs::LogGroup")
+    [planner] = [g for i, g in groups.items() if i.startswith("PlannerLogs")]
+    assert planner["Properties"]["KmsKeyId"] == {"Fn::GetAtt": ["DataKey17AFBB84", "Arn"]}
+    assert planner["Properties"]["LogGroupName"] == "/icecdc/cdc/planner"
 
 
 def test_created_domain_is_encrypted_https_fine_grained_and_given_to_the_job(created_domain) -> None:
@@ -267,7 +300,8 @@ def test_the_planner_applies_small_batches_with_the_jobs_rights_memory_and_time(
     assert properties["Timeout"] >= 2 * PASS_RESERVE_SECONDS
     assert actions(found, "dynamodb:") == set(DYNAMODB_ACTIONS)  # it plans and checkpoints, as the job does
     assert actions(found, "es:") == {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPut", "es:ESHttpPost", "es:ESHttpDelete"}
-    assert actions(found, "kms:") == {"kms:GenerateDataKey"}  # dead letters are SSE-KMS under the data key
+    # dead letters are SSE-KMS under the data key: written, and read back (a pass reads open letters)
+    assert actions(found, "kms:") == {"kms:Decrypt", "kms:GenerateDataKey"}
     variables = properties["Environment"]["Variables"]
     assert "ICECDC_DEAD_LETTER" in variables and "ICECDC_OPENSEARCH_URL" not in variables  # the configured endpoint
     assert "VpcConfig" not in properties

@@ -41,9 +41,7 @@ class Shape:
 class Deployed:
     """One synthesized stack, deployed into moto: `planner(event)` and `job(*args)` run as its roles."""
 
-    def __init__(
-        self, shape: Shape, lake: Lake, search: FaultProxy, enforcer: Enforcer, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def __init__(self, shape: Shape, lake: Lake, search: FaultProxy, enforcer: Enforcer, monkeypatch: pytest.MonkeyPatch) -> None:
         self.lake, self.search, self.enforcer, self.monkeypatch = lake, search, enforcer, monkeypatch
         self.stack = f"c{lake.database.rsplit('_', 1)[-1]}"
         self.table = f"{lake.database}.orders"
@@ -131,8 +129,9 @@ class Deployed:
 
     def planner_environment(self) -> dict[str, str]:
         function = next(
-            r["Properties"] for i, r in self.template["Resources"].items() if i.startswith("PlannerFunction")
-            and r["Type"] == "AWS::Lambda::Function"
+            r["Properties"]
+            for i, r in self.template["Resources"].items()
+            if i.startswith("PlannerFunction") and r["Type"] == "AWS::Lambda::Function"
         )
         variables = {k: self.resolve(v) for k, v in function["Environment"]["Variables"].items()}
         variables["ICECDC_CONFIG"] = str(self.config_path)  # the YAML bundled beside the handler
@@ -152,7 +151,8 @@ class Deployed:
 
     def job_argv(self, *extra: str) -> list[str]:
         job = next(
-            r["Properties"] for r in self.template["Resources"].values()
+            r["Properties"]
+            for r in self.template["Resources"].values()
             if r["Type"] == "AWS::Glue::Job" and r["Properties"]["DefaultArguments"]["--icecdc_table"] == self.table
         )
         arguments = {k: self.resolve(v) for k, v in job["DefaultArguments"].items() if k.startswith("--icecdc_")}

@@ -132,7 +132,7 @@ def _statement(raw: Mapping[str, Any], resolve: Resolver) -> Statement:
         effect=raw["Effect"],
         actions=listed(raw.get("Action", raw.get("NotAction"))),
         resources=listed(raw.get("Resource", raw.get("NotResource"))),
-        conditions={op: {k: v for k, v in keys.items()} for op, keys in raw.get("Condition", {}).items()},
+        conditions={op: dict(keys) for op, keys in raw.get("Condition", {}).items()},
         not_actions="NotAction" in raw,
         not_resources="NotResource" in raw,
     )

@@ -62,7 +62,6 @@ class IamEnforcement:
         start_response(f"{status} Forbidden", [*answer_headers, ("Content-Length", str(len(answer)))])
         return [answer]
 
-
     def _answer(self, environ: dict[str, Any], start_response: Callable[..., Any], hidden: Refusal) -> Iterable[bytes]:
         """moto's answer, but a 404 turned into S3's 403: a caller that may not list the bucket
         is not told that a key does not exist."""
