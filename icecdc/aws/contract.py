@@ -55,8 +55,10 @@ def audits_location(dead_letter: str) -> str:
 
 
 def planner_log_group(stack_name: str) -> str:
-    """The planner's log group: named, so that the data key's policy can name it (its errors
-    quote sample documents, so it is encrypted like the jobs' logs)."""
+    """The planner's log group, named so that the data key's policy can name it.
+
+    Its errors may quote sample documents, so it is encrypted like the jobs' logs.
+    """
     return f"/icecdc/{stack_name}/planner"
 
 

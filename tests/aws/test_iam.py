@@ -25,6 +25,7 @@ import pytest
 from opensearchpy import OpenSearch
 from pyiceberg.expressions import EqualTo
 
+from icecdc.errors import SystemicDeadLetters
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.deployed import Deployed, Shape
@@ -174,6 +175,29 @@ def test_a_domain_the_stack_creates(
     table.append(rows(9))
     deployed.job(job.main)
     assert_index_equals_table(deployed, fault_proxy)
+    # the table dropped and created again under its name: a reset into a new generation, the
+    # alias swapped to it, the old generation deleted
+    lake.catalog().drop_table(deployed.table)
+    lake.create_table(deployed.table).append(rows(21, 22))
+    assert deployed.planner(commit_event(deployed), handler_module.handler) == {"batchItemFailures": []}
+    client = OpenSearch(hosts=[fault_proxy.url])
+    assert list(client.indices.get_alias(name="orders")) == ["orders-2"]
+    assert not client.indices.exists(index="orders-1")
+    assert_index_equals_table(deployed, fault_proxy)
+
+
+def test_a_systemic_failure_fails_the_pass_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mapping every row contradicts: the pass fails, nothing advances, no letter is kept as the
+    rows' own fault, and the roles were refused nothing on the way."""
+    lake.create_table(f"{lake.database}.orders").append(rows(*range(100, 160)))
+    shape = Shape("a contradicting mapping", EXISTING.aws, SIGNED, {"mappings": {"properties": {"region": {"type": "integer"}}}})
+    deployed = Deployed(shape, lake, fault_proxy, enforced, monkeypatch)
+    with pytest.raises(SystemicDeadLetters):
+        deployed.job(job.main)
+    assert deployed.checkpoint() is None
+    enforced.assert_no_refusals()
 
 
 def test_the_expiry_guard_and_files_gone_under_the_roles(
