@@ -264,3 +264,39 @@ def test_the_index_shaping_examples_of_the_docs_parse() -> None:
     for example in examples:
         config = parse_config({**base(), **yaml.safe_load(example)})
         assert all(configured.config.index for table in config.tables for configured in table.each_index())
+
+
+SECRET = 987654321
+
+
+@pytest.mark.parametrize("value", [SECRET, [SECRET, "x"], {"k": SECRET}, float(SECRET), {"password": SECRET}])
+@pytest.mark.parametrize(
+    "place",
+    [
+        lambda c, v: c["opensearch"].update(username="u", password=v),
+        lambda c, v: c["catalog"].update({"s3.secret-access-key": v}),
+        lambda c, v: c["catalog"].update(token=v),
+        lambda c, v: c["spark"]["conf"].update({"spark.hadoop.fs.s3a.secret.key": v}),
+        lambda c, v: c.update(opensearch=[{"url": "http://x", "password": v}]),  # a mapping within
+    ],
+)
+def test_no_secret_value_is_quoted_whatever_its_yaml_type(place, value) -> None:
+    config = base()
+    place(config, value)
+    try:
+        parse_config(config)
+    except ConfigError as refused:
+        assert str(SECRET) not in str(refused) and str(float(SECRET)) not in str(refused), refused
+        assert "\n" not in str(refused)
+
+
+def test_a_yaml_syntax_error_is_one_line_without_the_line_it_is_on(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('opensearch:\n  url: http://x\n  password: hunter2: x\n')
+    with pytest.raises(ConfigError, match=r"not valid YAML: line 3, column 20: mapping values") as refused:
+        load_config(bad)
+    assert "hunter2" not in str(refused.value) and "\n" not in str(refused.value)
+    bad.write_text('opensearch:\n  password: "hunter2\n')
+    with pytest.raises(ConfigError, match="while scanning a quoted scalar; found unexpected end") as refused:
+        load_config(bad)
+    assert "hunter2" not in str(refused.value)

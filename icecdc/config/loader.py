@@ -9,6 +9,8 @@ bool never from a number, nor the reverse. An explicit ``null`` means the defaul
 from __future__ import annotations
 
 import re
+import reprlib
+from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
@@ -36,14 +38,69 @@ def _not_blank(value: str) -> str:
     return value
 
 
+# The keys whose values are secrets (opensearch.password, a catalog's s3.secret-access-key or
+# token, a Spark setting's fs.s3a.secret.key): no error quotes them. A key ending in _arn
+# names a secret and holds none.
+_SECRET_KEY = re.compile(r"password|secret|token|credential|private.?key|account.?key", re.I)
+
+
+def is_secret(key: object) -> bool:
+    """Whether the key `key` holds a secret, which no message may quote."""
+    return (
+        isinstance(key, str)
+        and _SECRET_KEY.search(key) is not None
+        and not key.lower().endswith(("_arn", "-arn", ".arn"))
+    )
+
+
+class _Quoting(reprlib.Repr):
+    """A bounded repr: a few items of a few levels (a YAML alias bomb quotes no gigabytes).
+
+    The value of a secret key within is not shown.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxtuple = 3, 4, 4, 4
+        self.maxstring = self.maxother = 60
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [
+            f"{self.repr1(key, level - 1)}: "
+            + ("<secret>" if is_secret(key) else self.repr1(value, level - 1))
+            for key, value in islice(x.items(), self.maxdict)
+        ]
+        return "{" + ", ".join(pieces + (["..."] if len(x) > self.maxdict else [])) + "}"
+
+
+# What a message quotes of a value, at most.
+QUOTE_CHARS = 80
+
+
+def quoted(value: Any) -> str:
+    """`value` as an error quotes it: its repr, bounded in length and in work, secrets hidden."""
+    text = _Quoting().repr(value)
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+
+
+def _kind(value: Any) -> str:
+    """What a value is, named without quoting it: "an int", "a list"."""
+    name = {dict: "mapping", list: "list", tuple: "list"}.get(type(value), type(value).__name__)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def _scalar_text(value: Any) -> Any:
     """A catalog property or Spark setting as the string its consumer expects.
 
     YAML `true` becomes "true".
     """
     if isinstance(value, dict | list):
-        # Pydantic reports ValueErrors.
-        raise ValueError(f"{AT} must be a scalar setting, got {value!r}")  # noqa: TRY004
+        # Pydantic reports ValueErrors. The value is not quoted: the setting may be a secret.
+        raise ValueError(f"{AT} must be a scalar setting, got {_kind(value)}")  # noqa: TRY004
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -91,7 +148,21 @@ def read_yaml(path: str | Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from None
+        problem = _yaml_problem(exc)
+        raise ConfigError(f"configuration file {path} is not valid YAML: {problem}") from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's error on one line, where it is and what: without the file's line it quotes.
+
+    That line may hold a secret.
+    """
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    mark = error.problem_mark or error.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    what = "; ".join(part for part in (error.context, error.problem) if part)
+    return where + what
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -112,18 +183,18 @@ _PROBLEMS = {
     "extra_forbidden": "unknown key {path}",
     "missing": "{path} is required",
     "union_tag_invalid": "{path}.{discriminator} must be {expected_tags}, got {tag!r}",
-    "literal_error": "{path} must be {expected}, got {input!r}",
-    "greater_than": "{path} must be above {gt:g}, got {input!r}",
-    "greater_than_equal": "{path} must be at least {ge:g}, got {input!r}",
-    "bool_type": "{path} must be bool, got {input!r}",
-    "string_type": "{path} must be str, got {input!r}",
-    "int_type": "{path} must be int, got {input!r}",
-    "float_type": "{path} must be int or float, got {input!r}",
-    "list_type": "{path} must be list, got {input!r}",
-    "tuple_type": "{path} must be list, got {input!r}",
-    "dict_type": "{path} must be a mapping, got {input!r}",
-    "model_type": "{path} must be a mapping, got {input!r}",
-    "model_attributes_type": "{path} must be a mapping, got {input!r}",
+    "literal_error": "{path} must be {expected}, got {input}",
+    "greater_than": "{path} must be above {gt:g}, got {input}",
+    "greater_than_equal": "{path} must be at least {ge:g}, got {input}",
+    "bool_type": "{path} must be bool, got {input}",
+    "string_type": "{path} must be str, got {input}",
+    "int_type": "{path} must be int, got {input}",
+    "float_type": "{path} must be int or float, got {input}",
+    "list_type": "{path} must be list, got {input}",
+    "tuple_type": "{path} must be list, got {input}",
+    "dict_type": "{path} must be a mapping, got {input}",
+    "model_type": "{path} must be a mapping, got {input}",
+    "model_attributes_type": "{path} must be a mapping, got {input}",
 }
 
 
@@ -140,10 +211,20 @@ def _path(loc: tuple[int | str, ...], unions: set[str]) -> str:
     return path
 
 
+def _shown(value: Any, secret: bool) -> str:
+    """`value` as a message quotes it; a secret's only by its kind."""
+    return f"{_kind(value)} (not shown: a secret)" if secret else quoted(value)
+
+
 def _message(error: ErrorDetails, unions: set[str]) -> str:
     path, ctx = _path(error["loc"], unions) or "the configuration", error.get("ctx", {})
+    secret = any(is_secret(part) for part in error["loc"])
     if error["type"] == "value_error":
-        return str(ctx["error"]).replace(AT, path)
+        message = str(ctx["error"]).replace(AT, path)
+        value = error["input"]
+        if secret and (repr(value) in message or (str(value) and str(value) in message)):
+            return f"{path} is not valid; its value, a secret, is not shown"
+        return message
     # pydantic quotes them: "'type'", "'sqlite', 'dynamodb'"
     if error["type"] == "union_tag_invalid":
         ctx = {
@@ -155,5 +236,5 @@ def _message(error: ErrorDetails, unions: set[str]) -> str:
             ),
         }
     return _PROBLEMS.get(error["type"], "{path}: {msg}").format(
-        path=path, input=error["input"], msg=error["msg"], **ctx
+        path=path, input=_shown(error["input"], secret), msg=error["msg"], **ctx
     )
