@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,45 @@ def test_a_yaml_syntax_error_is_one_line_without_the_line_it_is_on(tmp_path: Pat
     with pytest.raises(ConfigError, match="while scanning a quoted scalar; found unexpected end") as refused:
         load_config(bad)
     assert "hunter2" not in str(refused.value)
+
+
+def laughs(levels: int, at: str) -> str:
+    """A "billion laughs" configuration: 9**levels strings from a few hundred bytes, at `at`."""
+    lines = ["  x0: &x0 [" + ", ".join(['"lol"'] * 9) + "]"]
+    lines += [f"  x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    bomb = f"*x{levels - 1}"
+    tables = bomb if at == "tables" else "[{name: db.t}]"
+    name = bomb if at == "name" else "lake"
+    return (
+        "spark:\n  conf:\n" + "\n".join(lines).replace("  x", "    x") + "\n"
+        f"catalog: {{name: {name}}}\nstate: {{path: /tmp/s.db}}\nopensearch: {{url: 'http://x'}}\n"
+        f"tables: {tables}\n"
+    )
+
+
+@pytest.mark.parametrize(("levels", "at", "longest"), [(9, "name", 300), (9, "tables", 300), (5, "name", 300), (5, "tables", 700)])
+def test_a_yaml_alias_bomb_is_one_short_line_in_bounded_memory(tmp_path: Path, levels: int, at: str, longest: int) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(laughs(levels, at))
+    assert path.stat().st_size < 1000
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    message = str(refused.value)
+    assert time.monotonic() - started < 2  # 9 levels: 387 million strings, were it expanded
+    assert len(message) < longest and "\n" not in message, message
+    if levels == 9:
+        assert "aliases expand it to more than 200,000 values" in message
+
+
+def test_an_alias_holding_itself_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").write_text("a: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="line 1: an alias refers to a node that holds it"):
+        load_config(tmp_path / "loop.yaml")
+
+
+def test_an_error_lists_a_few_problems_and_counts_the_rest() -> None:
+    config = base()
+    config["tables"] = [{"name": f"db.t{n}", "export": n} for n in range(10)]
+    with pytest.raises(ConfigError, match=r"tables\[2\].export must be bool, got 2; and 7 more problems$"):
+        parse_config(config)

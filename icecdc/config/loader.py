@@ -144,12 +144,71 @@ def read_yaml(path: str | Path) -> Any:
     """The parsed YAML of a configuration file; ConfigError when it is missing or not YAML."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(f"configuration file {path} does not exist") from None
+    return parse_yaml(text, f"configuration file {path}")
+
+
+# The nodes a configuration may have once its aliases are expanded: a file of a thousand tables
+# has some tens of thousands. A "billion laughs" file of 9 levels would expand to 387 million.
+MAX_EXPANDED_NODES = 200_000
+
+
+def parse_yaml(text: str, source: str = "the configuration") -> Any:
+    """`text` parsed as YAML (as `yaml.safe_load`); ConfigError naming `source` when it is not.
+
+    Its aliases are counted before any value is built: a document that would expand to more
+    than `MAX_EXPANDED_NODES` nodes, or whose alias holds itself, is refused.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
-        problem = _yaml_problem(exc)
-        raise ConfigError(f"configuration file {path} is not valid YAML: {problem}") from None
+        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}") from None
+    except _TooLarge as exc:
+        raise ConfigError(f"{source} is refused: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source} is refused: it nests too deeply") from None
+    finally:
+        loader.dispose()
+
+
+class _TooLarge(Exception):
+    """The document's aliases expand too far, or an alias holds itself."""
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], within: set[int]) -> int:
+    """The nodes `node` stands for once every alias in it is expanded; _TooLarge past the bound.
+
+    `sizes` holds each node counted (an alias is the node it names: counted once), `within` the
+    nodes being counted.
+    """
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in within:
+        mark = node.start_mark
+        raise _TooLarge(f"line {mark.line + 1}: an alias refers to a node that holds it")
+    within.add(id(node))
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    size = 1
+    for child in children:
+        size += _expanded_size(child, sizes, within)
+        if size > MAX_EXPANDED_NODES:
+            raise _TooLarge(
+                f"its aliases expand it to more than {MAX_EXPANDED_NODES:,} values "
+                "(a YAML alias bomb?)"
+            )
+    within.discard(id(node))
+    sizes[id(node)] = size
+    return size
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -174,7 +233,22 @@ def validated(model: type[_M], raw: Any) -> _M:
         return model.model_validate(raw)
     except ValidationError as exc:
         unions = {name for name, field in model.model_fields.items() if field.discriminator}
-        raise ConfigError("; ".join(_message(e, unions) for e in exc.errors())) from None
+        problems = [_message(e, unions) for e in exc.errors()[: MAX_PROBLEMS + 1]]
+        raise ConfigError(_listed(problems, exc.error_count())) from None
+
+
+# The problems an error lists, and the characters of each: the longest a validator words is
+# under 400 (a value it quotes is cut at `QUOTE_CHARS`).
+MAX_PROBLEMS = 3
+PROBLEM_CHARS = 500
+
+
+def _listed(problems: list[str], count: int) -> str:
+    """The first problems, each cut to `PROBLEM_CHARS`, on one line, saying how many more."""
+    shown = [p if len(p) <= PROBLEM_CHARS else p[: PROBLEM_CHARS - 1] + "…" for p in problems]
+    more = count - MAX_PROBLEMS
+    tail = [f"and {more} more problem{'s' if more > 1 else ''}"] if more > 0 else []
+    return "; ".join(shown[:MAX_PROBLEMS] + tail).replace("\n", " ")
 
 
 # pydantic's errors as the file's reader reads them, filled from the error's path, input and ctx

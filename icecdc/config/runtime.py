@@ -17,7 +17,7 @@ from pyiceberg.expressions.parser import parse
 from pyparsing import ParseException
 
 from icecdc.config.deploy import AwsConfig
-from icecdc.config.loader import AT, Section, Setting, Text, read_yaml, validated
+from icecdc.config.loader import AT, Section, Setting, Text, quoted, read_yaml, validated
 from icecdc.documents import Shape
 from icecdc.errors import ConfigError
 from icecdc.model import EngineChoice, StateStoreType
@@ -92,7 +92,7 @@ class OpenSearchConfig(Section):
     @classmethod
     def _http(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{AT} must start with http:// or https://, got {url!r}")
+            raise ValueError(f"{AT} must start with http:// or https://, got {quoted(url)}")
         if "@" in urlsplit(url).netloc:  # the URL is not quoted back: it holds a secret
             raise ValueError(
                 f"{AT} must not carry credentials (user:password@host): they would reach "
@@ -232,7 +232,7 @@ class IndexConfig(Section):
             parse(where)
         # whether its columns exist is checked against the schema, when the table is loaded
         except ParseException as exc:
-            raise ValueError(f"{AT} {where!r} is not an Iceberg expression: {exc}") from None
+            raise ValueError(f"{AT} {quoted(where)} is not an Iceberg expression: {exc}") from None
         return where
 
     @field_validator("mappings")
@@ -241,7 +241,8 @@ class IndexConfig(Section):
         properties = (mappings or {}).get("properties", {})
         if not isinstance(properties, dict):
             raise ValueError(
-                f"{AT}.properties must be a mapping of field names to fields, got {properties!r}"
+                f"{AT}.properties must be a mapping of field names to fields, "
+                f"got {quoted(properties)}"
             )
         _check_fields(properties, f"{AT}.properties")
         return mappings
@@ -411,7 +412,7 @@ def _column_names(columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
     if columns is not None and not columns:
         raise ValueError(f"{AT} must be a non-empty list of column names, got []")
     if columns is not None and len(set(columns)) != len(columns):
-        raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
+        raise ValueError(f"{AT} lists a column twice: {quoted(list(columns))}")
     return columns
 
 
@@ -420,12 +421,13 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
     for name, field in properties.items():
         if not isinstance(field, dict):
             raise ValueError(
-                f"{at}.{name} must be a mapping of the field's parameters, got {field!r}"
+                f"{at}.{name} must be a mapping of the field's parameters, got {quoted(field)}"
             )
         inner = field.get("properties", {})
         if not isinstance(inner, dict):
             raise ValueError(
-                f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}"
+                f"{at}.{name}.properties must be a mapping of field names to fields, "
+                f"got {quoted(inner)}"
             )
         _check_fields(inner, f"{at}.{name}.properties")
 
