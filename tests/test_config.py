@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import time
 from pathlib import Path
 
@@ -343,3 +344,38 @@ def test_an_error_lists_a_few_problems_and_counts_the_rest() -> None:
     config["tables"] = [{"name": f"db.t{n}", "export": n} for n in range(10)]
     with pytest.raises(ConfigError, match=r"tables\[2\].export must be bool, got 2; and 7 more problems$"):
         parse_config(config)
+
+
+@pytest.mark.parametrize(
+    ("index", "rule"),
+    [
+        (".", "an index may not be named '.' or '..'"),
+        ("..", "an index may not be named '.' or '..'"),
+        ("a" * 231, "it is 231 bytes, over 230: OpenSearch allows 255, and icecdc appends up to 25"),
+        ("é" * 116, "it is 232 bytes, over 230"),  # bytes, not characters
+        ("Orders", "it must be lower case"),
+        *((f"{c}orders", "it must not start with _, - or +") for c in "_-+"),
+        *((f"or{c}ders", rf"it must hold no space nor any of .* \(it holds {'space' if c == ' ' else re.escape(c)}\)") for c in ' \\/*?"<>|,#:'),
+    ],
+)
+def test_an_index_name_opensearch_refuses_is_refused_naming_the_rule(index: str, rule: str) -> None:
+    config = base()
+    config["tables"][0]["index"] = index
+    with pytest.raises(ConfigError, match=r"tables\[0\].index .* is not a valid OpenSearch index name: " + rule):
+        parse_config(config)
+    config["tables"][0] = {"name": "db.orders", "indexes": [{"index": index}]}
+    with pytest.raises(ConfigError, match=r"tables\[0\].indexes\[0\].index .* is not a valid OpenSearch index name"):
+        parse_config(config)
+
+
+def test_the_longest_index_name_leaves_room_for_the_names_icecdc_makes() -> None:
+    from icecdc.config.runtime import INDEX_SUFFIX_BYTES, MAX_INDEX_NAME_BYTES
+    from icecdc.index.alias import generation
+    from icecdc.index.ownership import KEPT_SUFFIX
+
+    config = base()
+    config["tables"][0]["index"] = name = "a" * MAX_INDEX_NAME_BYTES
+    assert parse_config(config).tables[0].index == name
+    kept = f"{name}{KEPT_SUFFIX}20261201120000"
+    assert len(kept) <= 255 and len(generation(name, 10**12)) <= 255
+    assert len(kept) - len(name) == INDEX_SUFFIX_BYTES

@@ -215,9 +215,11 @@ class IndexConfig(Section):
     @field_validator("index")
     @classmethod
     def _valid_index_name(cls, index: str) -> str:
-        forbidden = any(c in index for c in _INDEX_NAME_FORBIDS)
-        if index != index.lower() or index.startswith(("_", "-", "+")) or forbidden:
-            raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
+        problem = index_name_problem(index)
+        if problem is not None:
+            raise ValueError(
+                f"{AT} {quoted(index)} is not a valid OpenSearch index name: {problem}"
+            )
         return index
 
     @field_validator("columns", "exclude_columns")
@@ -264,14 +266,46 @@ class IndexConfig(Section):
         return self
 
 
-# What an OpenSearch index name may not hold (nor start with _, - or +, nor have upper case).
+# What an OpenSearch index name may not hold (nor start with _, - or +, nor have upper case, nor
+# be . or ..): OpenSearch's rules for the name of an index it creates.
 _INDEX_NAME_FORBIDS = ' "*\\<|,>/?#:'
+# The bytes icecdc appends to an index's name: a generation is `<index>-<n>`, a concrete index taken
+# over is kept as `<index>-preicecdc-<UTC time>` (14 digits), 25 bytes.
+INDEX_SUFFIX_BYTES = 25
+# OpenSearch's limit of an index name is 255 bytes: the names icecdc makes stay within it.
+MAX_INDEX_NAME_BYTES = 255 - INDEX_SUFFIX_BYTES
+
+
+def index_name_problem(name: str) -> str | None:
+    """The rule of OpenSearch's index names that `name` breaks (suffixes icecdc adds counted).
+
+    None when it breaks none.
+    """
+    forbidden = sorted({c for c in name if c in _INDEX_NAME_FORBIDS})
+    size = len(name.encode())
+    if name in (".", ".."):
+        return "an index may not be named '.' or '..'"
+    if name != name.lower():
+        return "it must be lower case"
+    if name.startswith(("_", "-", "+")):
+        return "it must not start with _, - or +"
+    if forbidden:
+        shown = " ".join("space" if c == " " else c for c in forbidden)
+        return f"it must hold no space nor any of {_INDEX_NAME_FORBIDS.strip()} (it holds {shown})"
+    if size > MAX_INDEX_NAME_BYTES:
+        return (
+            f"it is {size} bytes, over {MAX_INDEX_NAME_BYTES}: OpenSearch allows 255, and icecdc "
+            f"appends up to {INDEX_SUFFIX_BYTES} ('-<generation>', or '-preicecdc-<time>' on a "
+            "takeover)"
+        )
+    return None
 
 
 def _index_name_like(name: str) -> str:
     """A valid index name close to `name`: lower case, each forbidden character an underscore."""
     cleaned = "".join("_" if c in _INDEX_NAME_FORBIDS else c for c in name.lower()).lstrip("_-+")
-    return cleaned or "my-index"
+    cleaned = cleaned.encode()[:MAX_INDEX_NAME_BYTES].decode(errors="ignore")
+    return cleaned if cleaned.strip(".") else "my-index"
 
 
 class TableKeys(Section):
@@ -331,16 +365,14 @@ class TableConfig(IndexConfig, TableKeys):
             derived = data["name"].split(".")[-1]
             if data.get("indexes") is not None:  # unused: each entry of indexes names its index
                 return {**data, "index": _index_name_like(derived)}
-            try:
-                IndexConfig._valid_index_name(derived)
-            except ValueError:  # say where the name came from: the user never wrote it
+            problem = index_name_problem(derived)
+            if problem is not None:  # say where the name came from: the user never wrote it
                 raise ValueError(
-                    f"{AT}: the index name {derived!r}, derived from the table name "
-                    f"{data['name']!r}, is not a valid OpenSearch index name (lower case, "
-                    f"no spaces nor any of {_INDEX_NAME_FORBIDS.strip()}): name the index with the "
-                    "table's `index` key, "
+                    f"{AT}: the index name {quoted(derived)}, derived from the table name "
+                    f"{quoted(data['name'])}, is not a valid OpenSearch index name ({problem}): "
+                    "name the index with the table's `index` key, "
                     f"e.g. index: {_index_name_like(derived)}"
-                ) from None
+                )
             return {**data, "index": derived}
         return data
 
