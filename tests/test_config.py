@@ -379,3 +379,19 @@ def test_the_longest_index_name_leaves_room_for_the_names_icecdc_makes() -> None
     kept = f"{name}{KEPT_SUFFIX}20261201120000"
     assert len(kept) <= 255 and len(generation(name, 10**12)) <= 255
     assert len(kept) - len(name) == INDEX_SUFFIX_BYTES
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.update(engine={"use": "sprak"}), "engine.use must be 'auto', 'spark' or 'in_process', got 'sprak'"),
+        (lambda c: c["state"].update(type="redis"), "state.type must be 'sqlite' or 'dynamodb', got 'redis'"),
+    ],
+)
+def test_a_choice_is_worded_by_its_plain_values(edit, message: str) -> None:
+    """Reproduced: `engine.use must be <EngineChoice.AUTO: 'auto'>, ...`."""
+    config = base()
+    edit(config)
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert str(refused.value) == message

@@ -290,6 +290,9 @@ def _shown(value: Any, secret: bool) -> str:
     return f"{_kind(value)} (not shown: a secret)" if secret else quoted(value)
 
 
+_ENUM_MEMBER = re.compile(r"<\w+\.\w+: ('[^']*')>")
+
+
 def _message(error: ErrorDetails, unions: set[str]) -> str:
     path, ctx = _path(error["loc"], unions) or "the configuration", error.get("ctx", {})
     secret = any(is_secret(part) for part in error["loc"])
@@ -299,16 +302,16 @@ def _message(error: ErrorDetails, unions: set[str]) -> str:
         if secret and (repr(value) in message or (str(value) and str(value) in message)):
             return f"{path} is not valid; its value, a secret, is not shown"
         return message
+    # Enum members print as "<EngineChoice.AUTO: 'auto'>": each as the file would say it, 'auto'.
+    ctx = {k: _ENUM_MEMBER.sub(r"\1", v) if isinstance(v, str) else v for k, v in ctx.items()}
     # pydantic quotes them: "'type'", "'sqlite', 'dynamodb'"
     if error["type"] == "union_tag_invalid":
         ctx = {
             **ctx,
             "discriminator": ctx["discriminator"].strip("'"),
-            # enum tags print as "<StateStoreType.SQLITE: 'sqlite'>": keep what the file would say
-            "expected_tags": re.sub(r"<\w+\.\w+: ('[^']*')>", r"\1", ctx["expected_tags"]).replace(
-                ", ", " or "
-            ),
+            "expected_tags": ctx["expected_tags"].replace(", ", " or "),
         }
+    msg = _ENUM_MEMBER.sub(r"\1", error["msg"])
     return _PROBLEMS.get(error["type"], "{path}: {msg}").format(
-        path=path, input=_shown(error["input"], secret), msg=error["msg"], **ctx
+        path=path, input=_shown(error["input"], secret), msg=msg, **ctx
     )
