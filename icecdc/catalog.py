@@ -14,7 +14,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType
+from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
@@ -88,6 +88,16 @@ def load_table(catalog: Catalog, name: str) -> Table:
         ) from None
 
 
+def can_identify(field_type: IcebergType) -> bool:
+    """Whether a column of this type can be an identifier column: a primitive, not a float.
+
+    Iceberg allows no float or double identifier field.
+    """
+    return isinstance(field_type, PrimitiveType) and not isinstance(
+        field_type, FloatType | DoubleType
+    )
+
+
 def identifier_columns(table: Table, config: TableConfig | TableIndexConfig) -> tuple[str, ...]:
     """The configured identifier columns, else the schema's identifier fields; () when neither.
 
@@ -116,7 +126,7 @@ def identifier_columns(table: Table, config: TableConfig | TableIndexConfig) -> 
                 f"table {config.name!r}: identifier column {name!r} has type "
                 f"{field.field_type}; it must be a primitive type"
             )
-        if isinstance(field.field_type, FloatType | DoubleType):
+        if not can_identify(field.field_type):
             # NaN equals no value, -0.0 and 0.0 are one number, and JSON has no NaN or infinity
             raise PlanningError(
                 f"table {config.name!r}: identifier column {name!r} has type "
