@@ -419,8 +419,7 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "demo", help="an embedded catalog, OpenSearch and a few commits, synced"
     )
     where = (
-        "the demo's directory, emptied first: its catalog, tables and state "
-        "(default .icecdc-demo)"
+        "the demo's directory, emptied first: its catalog, tables and state (default .icecdc-demo)"
     )
     demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"), help=where)
 

@@ -294,7 +294,7 @@ def test_no_secret_value_is_quoted_whatever_its_yaml_type(place, value) -> None:
 
 def test_a_yaml_syntax_error_is_one_line_without_the_line_it_is_on(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text('opensearch:\n  url: http://x\n  password: hunter2: x\n')
+    bad.write_text("opensearch:\n  url: http://x\n  password: hunter2: x\n")
     with pytest.raises(ConfigError, match=r"not valid YAML: line 3, column 20: mapping values") as refused:
         load_config(bad)
     assert "hunter2" not in str(refused.value) and "\n" not in str(refused.value)
@@ -318,7 +318,9 @@ def laughs(levels: int, at: str) -> str:
     )
 
 
-@pytest.mark.parametrize(("levels", "at", "longest"), [(9, "name", 300), (9, "tables", 300), (5, "name", 300), (5, "tables", 700)])
+@pytest.mark.parametrize(
+    ("levels", "at", "longest"), [(9, "name", 300), (9, "tables", 300), (5, "name", 300), (5, "tables", 700)]
+)
 def test_a_yaml_alias_bomb_is_one_short_line_in_bounded_memory(tmp_path: Path, levels: int, at: str, longest: int) -> None:
     path = tmp_path / "bomb.yaml"
     path.write_text(laughs(levels, at))
@@ -355,7 +357,10 @@ def test_an_error_lists_a_few_problems_and_counts_the_rest() -> None:
         ("é" * 116, "it is 232 bytes, over 230"),  # bytes, not characters
         ("Orders", "it must be lower case"),
         *((f"{c}orders", "it must not start with _, - or +") for c in "_-+"),
-        *((f"or{c}ders", rf"it must hold no space nor any of .* \(it holds {'space' if c == ' ' else re.escape(c)}\)") for c in ' \\/*?"<>|,#:'),
+        *(
+            (f"or{c}ders", rf"it must hold no space nor any of .* \(it holds {'space' if c == ' ' else re.escape(c)}\)")
+            for c in ' \\/*?"<>|,#:'
+        ),
     ],
 )
 def test_an_index_name_opensearch_refuses_is_refused_naming_the_rule(index: str, rule: str) -> None:

@@ -108,7 +108,9 @@ def test_a_float_or_double_identifier_is_refused_before_anything_is_read(
         NestedField(2, "n", LongType(), required=False),
     )
     table = local.catalog.create_table(NAME, schema=schema)
-    arrow = pa.schema([pa.field("score", pa.float32() if isinstance(kind, FloatType) else pa.float64(), False), pa.field("n", pa.int64())])
+    arrow = pa.schema(
+        [pa.field("score", pa.float32() if isinstance(kind, FloatType) else pa.float64(), False), pa.field("n", pa.int64())]
+    )
     scores = [1.5, math.nan, math.inf, -math.inf]
     table.append(pa.Table.from_pylist([{"score": s, "n": i} for i, s in enumerate(scores)], schema=arrow))
     raw = local.config_dict([{"name": NAME, "index": "keyed", "identifier_columns": ["score"]}])

@@ -211,6 +211,8 @@ def test_every_command_has_a_description_and_every_argument_a_help_text() -> Non
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 continue
-            assert action.help and action.help != argparse.SUPPRESS, f"{name} {'/'.join(action.option_strings) or action.dest} has no help"
+            assert action.help and action.help != argparse.SUPPRESS, (
+                f"{name} {'/'.join(action.option_strings) or action.dest} has no help"
+            )
     described = icecdc("repair", "--help")
     assert described.returncode == 0 and "Rewrite a drifted scope of a table's index" in described.stdout.split("options:")[0]

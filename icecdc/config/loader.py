@@ -89,7 +89,8 @@ def quoted(value: Any) -> str:
 
 def _kind(value: Any) -> str:
     """What a value is, named without quoting it: "an int", "a list"."""
-    name = {dict: "mapping", list: "list", tuple: "list"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "mapping", list: "list", tuple: "list"}
+    name = names.get(type(value), type(value).__name__)
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
