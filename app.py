@@ -9,6 +9,7 @@ checks only, not deployable).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -17,6 +18,7 @@ from aws_cdk import App, Aspects, Environment
 from cdk_nag import AwsSolutionsChecks
 
 from icecdc.config import load_config
+from icecdc.errors import IcecdcError
 from infra.bundling import build_bundles
 from infra.stack import EXAMPLE_CONFIG, IcecdcStack, check_not_example
 
@@ -47,7 +49,17 @@ def build(app: App) -> IcecdcStack:
     return stack
 
 
-if __name__ == "__main__":
+def main() -> int:
+    """Synthesize; a bad configuration is one line on stderr and exit 2, as the CLI's errors."""
     cdk_app = App()
-    build(cdk_app)
+    try:
+        build(cdk_app)
+    except IcecdcError as exc:
+        print(f"icecdc synth: {exc}", file=sys.stderr)
+        return 2
     cdk_app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

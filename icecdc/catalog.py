@@ -14,7 +14,7 @@ from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.types import NestedField, PrimitiveType
+from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
 from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
@@ -88,13 +88,23 @@ def load_table(catalog: Catalog, name: str) -> Table:
         ) from None
 
 
+def can_identify(field_type: IcebergType) -> bool:
+    """Whether a column of this type can be an identifier column: a primitive, not a float.
+
+    Iceberg allows no float or double identifier field.
+    """
+    return isinstance(field_type, PrimitiveType) and not isinstance(
+        field_type, FloatType | DoubleType
+    )
+
+
 def identifier_columns(table: Table, config: TableConfig | TableIndexConfig) -> tuple[str, ...]:
     """The configured identifier columns, else the schema's identifier fields; () when neither.
 
-    Every column must be a primitive field of the current schema: the document `_id` is made
-    from their values. The shape (columns, `where`, routing) of every index the table writes, or
-    of the one index given, is checked against the same schema here, before anything is read or
-    written.
+    Every column must be a primitive field of the current schema, not a float or double (which
+    Iceberg does not allow as identifier fields): the document `_id` is made from their values.
+    The shape (columns, `where`, routing) of every index the table writes, or of the one index
+    given, is checked against the same schema here, before anything is read or written.
     """
     schema = table.schema()
     names = config.identifier_columns
@@ -115,6 +125,13 @@ def identifier_columns(table: Table, config: TableConfig | TableIndexConfig) -> 
             raise PlanningError(
                 f"table {config.name!r}: identifier column {name!r} has type "
                 f"{field.field_type}; it must be a primitive type"
+            )
+        if not can_identify(field.field_type):
+            # NaN equals no value, -0.0 and 0.0 are one number, and JSON has no NaN or infinity
+            raise PlanningError(
+                f"table {config.name!r}: identifier column {name!r} has type "
+                f"{field.field_type}; Iceberg does not allow float or double identifier fields "
+                "(NaN and rounding give no stable identity): choose another column"
             )
     indexes = (
         [c.config for c in config.each_index()] if isinstance(config, TableConfig) else [config]

@@ -237,7 +237,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_first_hour(commands)
     _add_output_options(parser, defaults=True)
     _config_by_default(parser)
+    _described(parser)
     return parser
+
+
+def _described(parser: argparse.ArgumentParser) -> None:
+    """Each subcommand's --help opens with what it does: its line in its parent's list."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if sub.description is None and listed.get(name):
+                    text = str(listed[name])
+                    sub.description = text[:1].upper() + text[1:] + "."
+                _described(sub)
 
 
 def _version() -> str:
@@ -329,7 +342,7 @@ def _add_audit_repair(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "repair", help="rewrite a drifted scope of a table's index, or rebuild it"
     )
     repair.add_argument("--config", required=True, type=Path)
-    repair.add_argument("--table", required=True)
+    repair.add_argument("--table", required=True, help="the table whose index is repaired")
     scope = repair.add_mutually_exclusive_group()
     scope.add_argument(
         "--partition",
@@ -400,7 +413,7 @@ def _add_dead_letters(commands: argparse._SubParsersAction[argparse.ArgumentPars
         if command == "mark-replayed":
             sub.add_argument("--note", required=True, help="what was done about them")
         if command in ("list", "replay"):
-            sub.add_argument("--json", action="store_true")
+            sub.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
 
 def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -408,7 +421,10 @@ def _add_demo_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParse
     demo = commands.add_parser(
         "demo", help="an embedded catalog, OpenSearch and a few commits, synced"
     )
-    demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"))
+    where = (
+        "the demo's directory, emptied first: its catalog, tables and state (default .icecdc-demo)"
+    )
+    demo.add_argument("--dir", type=Path, default=Path(".icecdc-demo"), help=where)
 
     doctor = commands.add_parser(
         "doctor",
@@ -434,7 +450,8 @@ def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser
     uri = "the catalog's URI: sqlite:///<path> for a SQL catalog on SQLite, a REST catalog's URL"
     init.add_argument("--catalog-uri", help=uri)
     init.add_argument("--warehouse", help="where the catalog puts new tables' files")
-    init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql")
+    kind = "the catalog's kind: sql (SQLite or another database), glue or rest (default sql)"
+    init.add_argument("--catalog-type", choices=["sql", "glue", "rest"], default="sql", help=kind)
     table = "<namespace>.<table> (repeatable)"
     init.add_argument("--table", action="append", required=True, help=table)
     url = "OpenSearch's URL (default: the dev server's)"
@@ -462,7 +479,7 @@ def _config_by_default(parser: argparse.ArgumentParser) -> None:
                 for option in sub._actions:
                     if option.dest == "config":
                         option.required = False
-                        known = f"{option.help}; " if option.help else ""
+                        known = f"{option.help}; " if option.help else "the configuration file; "
                         option.help = f"{known}default: $ICECDC_CONFIG, else ./icecdc.yaml"
                 _config_by_default(sub)
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
-from icecdc.catalog import load_table, missing_sqlite_file, open_catalog
+from icecdc.catalog import can_identify, load_table, missing_sqlite_file, open_catalog
 from icecdc.config import CatalogConfig, parse_config
 from icecdc.errors import IcecdcError, OperationError
 
@@ -58,6 +59,9 @@ class TableFacts:
     identifiers: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     unread: str = ""
+    # The column the placeholder of identifier_columns names: the likeliest to be a row's
+    # identity, of those that can be one (`identity_candidate`); None when none can.
+    candidate: str | None = None
 
 
 def catalog_section(request: InitRequest) -> dict[str, str]:
@@ -98,7 +102,22 @@ def table_facts(name: str, table: Table) -> TableFacts:
     names = schema.identifier_field_names()
     identifiers = sorted(names, key=lambda n: schema.find_field(n).field_id)
     columns = tuple(f"{f.name} ({f.field_type})" for f in schema.fields)
-    return TableFacts(name, tuple(identifiers), columns)
+    return TableFacts(name, tuple(identifiers), columns, candidate=identity_candidate(schema))
+
+
+def identity_candidate(schema: Schema) -> str | None:
+    """The top-level column likeliest to be a row's identity, of those that can be one.
+
+    An identifier column is primitive and not a float or double (icecdc.catalog). Likeliest:
+    `id`, then a name ending in `id`, then a required column, then the first; None when no
+    column can be one.
+    """
+    usable = [field for field in schema.fields if can_identify(field.field_type)]
+    ranked = sorted(
+        usable,
+        key=lambda f: (f.name.lower() != "id", not f.name.lower().endswith("id"), not f.required),
+    )
+    return ranked[0].name if ranked else None
 
 
 def render(request: InitRequest, facts: list[TableFacts]) -> str:
@@ -171,7 +190,7 @@ def _table_lines(fact: TableFacts) -> list[str]:
     if fact.unread:
         lines += [
             f"    # Not read from the table: {fact.unread}.",
-            "    # identifier_columns: [id]",
+            "    # identifier_columns: [<column>]",
         ]
     elif fact.identifiers:
         lines += [
@@ -182,7 +201,9 @@ def _table_lines(fact: TableFacts) -> list[str]:
         lines += [
             "    # The table's schema names no identifier fields: name a row's identity columns:",
             f"    # columns: {', '.join(fact.columns)}",
-            "    # identifier_columns: [id]",
+            f"    # identifier_columns: [{fact.candidate}]"
+            if fact.candidate is not None
+            else "    # (none can be one: each is a float, double, struct, list or map)",
         ]
     return lines
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,137 @@ def test_the_index_shaping_examples_of_the_docs_parse() -> None:
     for example in examples:
         config = parse_config({**base(), **yaml.safe_load(example)})
         assert all(configured.config.index for table in config.tables for configured in table.each_index())
+
+
+SECRET = 987654321
+
+
+@pytest.mark.parametrize("value", [SECRET, [SECRET, "x"], {"k": SECRET}, float(SECRET), {"password": SECRET}])
+@pytest.mark.parametrize(
+    "place",
+    [
+        lambda c, v: c["opensearch"].update(username="u", password=v),
+        lambda c, v: c["catalog"].update({"s3.secret-access-key": v}),
+        lambda c, v: c["catalog"].update(token=v),
+        lambda c, v: c["spark"]["conf"].update({"spark.hadoop.fs.s3a.secret.key": v}),
+        lambda c, v: c.update(opensearch=[{"url": "http://x", "password": v}]),  # a mapping within
+    ],
+)
+def test_no_secret_value_is_quoted_whatever_its_yaml_type(place, value) -> None:
+    config = base()
+    place(config, value)
+    try:
+        parse_config(config)
+    except ConfigError as refused:
+        assert str(SECRET) not in str(refused) and str(float(SECRET)) not in str(refused), refused
+        assert "\n" not in str(refused)
+
+
+def test_a_yaml_syntax_error_is_one_line_without_the_line_it_is_on(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("opensearch:\n  url: http://x\n  password: hunter2: x\n")
+    with pytest.raises(ConfigError, match=r"not valid YAML: line 3, column 20: mapping values") as refused:
+        load_config(bad)
+    assert "hunter2" not in str(refused.value) and "\n" not in str(refused.value)
+    bad.write_text('opensearch:\n  password: "hunter2\n')
+    with pytest.raises(ConfigError, match="while scanning a quoted scalar; found unexpected end") as refused:
+        load_config(bad)
+    assert "hunter2" not in str(refused.value)
+
+
+def laughs(levels: int, at: str) -> str:
+    """A "billion laughs" configuration: 9**levels strings from a few hundred bytes, at `at`."""
+    lines = ["  x0: &x0 [" + ", ".join(['"lol"'] * 9) + "]"]
+    lines += [f"  x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    bomb = f"*x{levels - 1}"
+    tables = bomb if at == "tables" else "[{name: db.t}]"
+    name = bomb if at == "name" else "lake"
+    return (
+        "spark:\n  conf:\n" + "\n".join(lines).replace("  x", "    x") + "\n"
+        f"catalog: {{name: {name}}}\nstate: {{path: /tmp/s.db}}\nopensearch: {{url: 'http://x'}}\n"
+        f"tables: {tables}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("levels", "at", "longest"), [(9, "name", 300), (9, "tables", 300), (5, "name", 300), (5, "tables", 700)]
+)
+def test_a_yaml_alias_bomb_is_one_short_line_in_bounded_memory(tmp_path: Path, levels: int, at: str, longest: int) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(laughs(levels, at))
+    assert path.stat().st_size < 1000
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    message = str(refused.value)
+    assert time.monotonic() - started < 2  # 9 levels: 387 million strings, were it expanded
+    assert len(message) < longest and "\n" not in message, message
+    if levels == 9:
+        assert "aliases expand it to more than 200,000 values" in message
+
+
+def test_an_alias_holding_itself_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").write_text("a: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="line 1: an alias refers to a node that holds it"):
+        load_config(tmp_path / "loop.yaml")
+
+
+def test_an_error_lists_a_few_problems_and_counts_the_rest() -> None:
+    config = base()
+    config["tables"] = [{"name": f"db.t{n}", "export": n} for n in range(10)]
+    with pytest.raises(ConfigError, match=r"tables\[2\].export must be bool, got 2; and 7 more problems$"):
+        parse_config(config)
+
+
+@pytest.mark.parametrize(
+    ("index", "rule"),
+    [
+        (".", "an index may not be named '.' or '..'"),
+        ("..", "an index may not be named '.' or '..'"),
+        ("a" * 231, "it is 231 bytes, over 230: OpenSearch allows 255, and icecdc appends up to 25"),
+        ("é" * 116, "it is 232 bytes, over 230"),  # bytes, not characters
+        ("Orders", "it must be lower case"),
+        *((f"{c}orders", "it must not start with _, - or +") for c in "_-+"),
+        *(
+            (f"or{c}ders", rf"it must hold no space nor any of .* \(it holds {'space' if c == ' ' else re.escape(c)}\)")
+            for c in ' \\/*?"<>|,#:'
+        ),
+    ],
+)
+def test_an_index_name_opensearch_refuses_is_refused_naming_the_rule(index: str, rule: str) -> None:
+    config = base()
+    config["tables"][0]["index"] = index
+    with pytest.raises(ConfigError, match=r"tables\[0\].index .* is not a valid OpenSearch index name: " + rule):
+        parse_config(config)
+    config["tables"][0] = {"name": "db.orders", "indexes": [{"index": index}]}
+    with pytest.raises(ConfigError, match=r"tables\[0\].indexes\[0\].index .* is not a valid OpenSearch index name"):
+        parse_config(config)
+
+
+def test_the_longest_index_name_leaves_room_for_the_names_icecdc_makes() -> None:
+    from icecdc.config.runtime import INDEX_SUFFIX_BYTES, MAX_INDEX_NAME_BYTES
+    from icecdc.index.alias import generation
+    from icecdc.index.ownership import KEPT_SUFFIX
+
+    config = base()
+    config["tables"][0]["index"] = name = "a" * MAX_INDEX_NAME_BYTES
+    assert parse_config(config).tables[0].index == name
+    kept = f"{name}{KEPT_SUFFIX}20261201120000"
+    assert len(kept) <= 255 and len(generation(name, 10**12)) <= 255
+    assert len(kept) - len(name) == INDEX_SUFFIX_BYTES
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.update(engine={"use": "sprak"}), "engine.use must be 'auto', 'spark' or 'in_process', got 'sprak'"),
+        (lambda c: c["state"].update(type="redis"), "state.type must be 'sqlite' or 'dynamodb', got 'redis'"),
+    ],
+)
+def test_a_choice_is_worded_by_its_plain_values(edit, message: str) -> None:
+    """Reproduced: `engine.use must be <EngineChoice.AUTO: 'auto'>, ...`."""
+    config = base()
+    edit(config)
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert str(refused.value) == message

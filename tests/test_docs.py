@@ -4,6 +4,7 @@ the file exists and, for a link into a Markdown page, so does the heading its an
 from __future__ import annotations
 
 import re
+import tomllib
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -92,3 +93,27 @@ def test_the_configuration_reference_parses() -> None:
     assert examples, "docs/configuration.md has no yaml example"
     for example in examples:
         assert parse_config(yaml.safe_load(example)).tables
+
+
+# The steps of a first hour on one's own table, as both pages give them.
+FIRST_HOUR = ("pip install", "icecdc dev-server", "icecdc init", "icecdc check", "icecdc sync", "icecdc status", "icecdc verify")
+
+
+def shell_commands(page: Path) -> list[str]:
+    """The commands of the page's sh blocks, a line each (comments and continuations left off)."""
+    blocks = [t.content for t in tokens(page) if t.type == "fence" and t.info.strip() == "sh"]
+    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    return [part.strip() for line in lines for part in line.split("&&") if part.strip()]
+
+
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "getting-started.md"], ids=["README.md", "getting-started.md"])
+def test_the_first_hour_installs_from_the_clone_and_takes_the_same_steps(page: Path) -> None:
+    """Reproduced: `pip install 'icecdc[local]'` finds no distribution (icecdc is not published),
+    and the README and getting-started gave the steps in different orders."""
+    commands = shell_commands(page)
+    installs = [c for c in commands if c.startswith("pip install")]
+    assert installs == ["pip install -e '.[local]' -c infra/locks/tested.txt"], installs
+    assert (ROOT / "infra" / "locks" / "tested.txt").exists()
+    assert "local" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    steps = [next(s for s in FIRST_HOUR if c.startswith(s)) for c in commands if c.startswith(FIRST_HOUR)]
+    assert list(dict.fromkeys(steps)) == list(FIRST_HOUR), steps

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+from pyiceberg.schema import Schema
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icecdc.config import load_config
 from icecdc.model import EngineKind
@@ -232,7 +234,7 @@ def test_init_refuses_to_overwrite_and_writes_a_placeholder_for_an_unread_catalo
     assert not (tmp_path / "typo.db").exists()
     missing = f"the catalog database {tmp_path / 'typo.db'} does not exist"
     assert f"# Not read from the table: {missing}." in text
-    assert "    # identifier_columns: [id]" in text
+    assert "    # identifier_columns: [<column>]" in text
     config = load_config(tmp_path / "icecdc.yaml")
     assert [t.index for t in config.tables] == ["orders", "customers"]
     assert config.opensearch.url == "http://127.0.0.1:9200"  # the dev server's
@@ -288,3 +290,23 @@ def test_dev_server_answers_http_until_stopped(stop: signal.Signals) -> None:
     assert "dev server stopped" in out
     with pytest.raises(OSError):
         urllib.request.urlopen(url.group(1), timeout=5)
+
+
+def test_init_names_a_column_the_table_has_as_the_identifier_placeholder(local: Pipeline) -> None:
+    """Reproduced: `# identifier_columns: [id]` for a table with no `id` column. The placeholder
+    names the table's likeliest identity column; for a table with none that can be one, says so."""
+    local.catalog.create_table(
+        "db.orders",
+        schema=Schema(
+            NestedField(1, "amount", DoubleType(), required=True),
+            NestedField(2, "note", StringType(), required=False),
+            NestedField(3, "order_id", LongType(), required=True),
+        ),
+    )
+    local.catalog.create_table("db.scores", schema=Schema(NestedField(1, "score", DoubleType(), required=False)))
+    made = init(local, "--table", "db.scores")
+    assert made.returncode == 0, made.stderr
+    text = (local.workdir / "icecdc.yaml").read_text()
+    assert "    # identifier_columns: [order_id]" in text and "[id]" not in text
+    assert "    # (none can be one: each is a float, double, struct, list or map)" in text
+    assert [t.name for t in load_config(local.workdir / "icecdc.yaml").tables] == ["db.orders", "db.scores"]

@@ -5,18 +5,23 @@ fails its whole bulk request, and the table would stop at that snapshot for good
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
+import yaml
 from pyiceberg.expressions import In
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.types import DoubleType, FloatType, LongType, NestedField, StringType
 
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
-from icecdc.model import Write
+from icecdc.model import EngineKind, Write
 from icecdc.sink import Refusal, write_documents
 from icecdc.sync import sync
+from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline
 
 NAME = "db.keyed"
@@ -88,3 +93,39 @@ def test_the_sink_never_sends_an_id_opensearch_refuses(pipeline: Pipeline) -> No
     assert sorted(w.doc_id for w, _, _ in refused) == ["", LONG]
     assert all(status == 400 and "over OpenSearch's 512 bytes" in reason for _, status, reason in refused)
     assert list(pipeline.documents("plain")) == ["a"]
+
+
+@pytest.mark.parametrize("kind", [FloatType(), DoubleType()])
+def test_a_float_or_double_identifier_is_refused_before_anything_is_read(
+    tmp_path: Path, osmem_clone: Any, kind: FloatType | DoubleType
+) -> None:
+    """Reproduced: NaN and ±inf identifiers were dead-lettered as "identifier column is null"; a
+    double identifier column was accepted, though Iceberg allows none as an identifier field (a
+    schema's own identifier fields cannot be one: pyiceberg refuses such a schema)."""
+    local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+    schema = Schema(
+        NestedField(1, "score", kind, required=True),
+        NestedField(2, "n", LongType(), required=False),
+    )
+    table = local.catalog.create_table(NAME, schema=schema)
+    arrow = pa.schema(
+        [pa.field("score", pa.float32() if isinstance(kind, FloatType) else pa.float64(), False), pa.field("n", pa.int64())]
+    )
+    scores = [1.5, math.nan, math.inf, -math.inf]
+    table.append(pa.Table.from_pylist([{"score": s, "n": i} for i, s in enumerate(scores)], schema=arrow))
+    raw = local.config_dict([{"name": NAME, "index": "keyed", "identifier_columns": ["score"]}])
+    raw["dead_letter"] = {"path": str(tmp_path / "dead-letters")}
+    path = tmp_path / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    reason = (
+        f"table '{NAME}': identifier column 'score' has type {kind}; Iceberg does not allow float or double "
+        "identifier fields (NaN and rounding give no stable identity): choose another column"
+    )
+    checked = icecdc("check", "--config", str(path))
+    assert checked.returncode == 2 and reason in checked.stdout + checked.stderr, checked.stdout + checked.stderr
+    synced = icecdc("sync", "--config", str(path))
+    assert synced.returncode == 2 and "Traceback" not in synced.stderr
+    assert synced.stderr.strip().splitlines()[-1].endswith(reason), synced.stderr
+    assert "is null" not in synced.stdout + synced.stderr
+    assert local.store().get_checkpoint(NAME) is None and local.store().pending_items(NAME) == []
+    assert not local.client.indices.exists(index="keyed") and not (tmp_path / "dead-letters").exists()

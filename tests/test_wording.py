@@ -5,15 +5,18 @@ refused, not created; a mapping conflict pointing to a command that exists."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from icecdc.cli import _parser
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from icecdc.index import IndexSpec
@@ -117,7 +120,7 @@ def test_an_index_name_derived_from_the_table_name_is_said_to_be_derived() -> No
         parse_config({**raw, "tables": [{"name": "db.Customers"}]})
     assert str(refused.value) == (
         "tables[0]: the index name 'Customers', derived from the table name 'db.Customers', is not "
-        'a valid OpenSearch index name (lower case, no spaces nor any of "*\\<|,>/?#:): name the '
+        "a valid OpenSearch index name (it must be lower case): name the "
         "index with the table's `index` key, e.g. index: customers"
     )
     named = parse_config({**raw, "tables": [{"name": "db.Customers", "index": "customers"}]})
@@ -186,3 +189,30 @@ def test_a_log_line_clears_the_progress_bar_first(capsys: pytest.CaptureFixture[
     drawn = err.split("\x1b[K")[0]
     assert drawn.startswith(f"\r{NAME}: pass 1, [") and "2/4 files" in drawn
     assert err == drawn + "\x1b[K" + "\r\x1b[K" + "WARNING a warning during the pass\n"
+
+
+def every_command(parser: argparse.ArgumentParser, name: str = "icecdc") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Each command's parser, by its command line, the subcommands' within theirs."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from every_command(sub, f"{name} {command}")
+
+
+def test_every_command_has_a_description_and_every_argument_a_help_text() -> None:
+    """Reproduced: the subcommands' --help had no description line; `repair --table`, `demo --dir`,
+    `init --catalog-type` and `dead-letters list --json` had no help text."""
+    commands = dict(every_command(_parser()))
+    assert {"icecdc repair", "icecdc dead-letters list", "icecdc demo", "icecdc init"} <= set(commands)
+    for name, parser in commands.items():
+        assert parser.description, f"{name} --help has no description"
+        assert " ".join(parser.description.split()) in " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help and action.help != argparse.SUPPRESS, (
+                f"{name} {'/'.join(action.option_strings) or action.dest} has no help"
+            )
+    described = icecdc("repair", "--help")
+    assert described.returncode == 0 and "Rewrite a drifted scope of a table's index" in described.stdout.split("options:")[0]

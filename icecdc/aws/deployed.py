@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-import yaml
 
-from icecdc.config import Config, parse_config
+from icecdc.config import Config, parse_config, parse_yaml
 from icecdc.model import StateStoreType
 
 
@@ -40,7 +39,7 @@ def runtime_config(
     on the driver. When the stack created the OpenSearch domain, it sets its endpoint, signed with
     SigV4.
     """
-    config = parse_config(yaml.safe_load(text))
+    config = parse_config(parse_yaml(text))
     kept = config.state.model_dump(include={"lease_seconds", "done_ttl_days"})
     changes: dict[str, Any] = {
         "state": {**kept, "type": StateStoreType.DYNAMODB, "table": state_table, "region": region},

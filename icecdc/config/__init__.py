@@ -5,6 +5,7 @@ and `icecdc doctor` read. `loader` reads a file and words its errors.
 """
 
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig, SubnetConfig, VpcConfig
+from icecdc.config.loader import parse_yaml
 from icecdc.config.runtime import (
     BatchConfig,
     CatalogConfig,
@@ -47,4 +48,5 @@ __all__ = [
     "VpcConfig",
     "load_config",
     "parse_config",
+    "parse_yaml",
 ]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from icecdc.config.loader import AT, Section, Text
+from icecdc.config.loader import AT, Section, Text, quoted
 
 # The retention periods CloudWatch Logs accepts, in days (aws.log_retention_days).
 LOG_RETENTION_DAYS = (
@@ -66,7 +66,7 @@ class VpcConfig(Section):
     def _one_per_zone(cls, subnets: tuple[SubnetConfig, ...]) -> tuple[SubnetConfig, ...]:
         zones = [s.availability_zone for s in subnets]
         if len(set(zones)) != len(zones):
-            raise ValueError(f"{AT} must be in different availability zones, got {zones}")
+            raise ValueError(f"{AT} must be in different availability zones, got {quoted(zones)}")
         return subnets
 
     @model_validator(mode="after")
@@ -164,7 +164,7 @@ class AwsConfig(Section):
     def _bucket_names(cls, buckets: tuple[str, ...]) -> tuple[str, ...]:
         if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
             raise ValueError(
-                f"{AT} must list bucket names (no paths, no wildcards), got {list(buckets)!r}"
+                f"{AT} must list bucket names (no paths, no wildcards), got {quoted(list(buckets))}"
             )
         return buckets
 

@@ -17,7 +17,7 @@ from pyiceberg.expressions.parser import parse
 from pyparsing import ParseException
 
 from icecdc.config.deploy import AwsConfig
-from icecdc.config.loader import AT, Section, Setting, Text, read_yaml, validated
+from icecdc.config.loader import AT, Section, Setting, Text, quoted, read_yaml, validated
 from icecdc.documents import Shape
 from icecdc.errors import ConfigError
 from icecdc.model import EngineChoice, StateStoreType
@@ -92,7 +92,7 @@ class OpenSearchConfig(Section):
     @classmethod
     def _http(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{AT} must start with http:// or https://, got {url!r}")
+            raise ValueError(f"{AT} must start with http:// or https://, got {quoted(url)}")
         if "@" in urlsplit(url).netloc:  # the URL is not quoted back: it holds a secret
             raise ValueError(
                 f"{AT} must not carry credentials (user:password@host): they would reach "
@@ -215,9 +215,11 @@ class IndexConfig(Section):
     @field_validator("index")
     @classmethod
     def _valid_index_name(cls, index: str) -> str:
-        forbidden = any(c in index for c in _INDEX_NAME_FORBIDS)
-        if index != index.lower() or index.startswith(("_", "-", "+")) or forbidden:
-            raise ValueError(f"{AT} {index!r} is not a valid OpenSearch index name")
+        problem = index_name_problem(index)
+        if problem is not None:
+            raise ValueError(
+                f"{AT} {quoted(index)} is not a valid OpenSearch index name: {problem}"
+            )
         return index
 
     @field_validator("columns", "exclude_columns")
@@ -232,7 +234,7 @@ class IndexConfig(Section):
             parse(where)
         # whether its columns exist is checked against the schema, when the table is loaded
         except ParseException as exc:
-            raise ValueError(f"{AT} {where!r} is not an Iceberg expression: {exc}") from None
+            raise ValueError(f"{AT} {quoted(where)} is not an Iceberg expression: {exc}") from None
         return where
 
     @field_validator("mappings")
@@ -241,7 +243,8 @@ class IndexConfig(Section):
         properties = (mappings or {}).get("properties", {})
         if not isinstance(properties, dict):
             raise ValueError(
-                f"{AT}.properties must be a mapping of field names to fields, got {properties!r}"
+                f"{AT}.properties must be a mapping of field names to fields, "
+                f"got {quoted(properties)}"
             )
         _check_fields(properties, f"{AT}.properties")
         return mappings
@@ -263,14 +266,46 @@ class IndexConfig(Section):
         return self
 
 
-# What an OpenSearch index name may not hold (nor start with _, - or +, nor have upper case).
+# What an OpenSearch index name may not hold (nor start with _, - or +, nor have upper case, nor
+# be . or ..): OpenSearch's rules for the name of an index it creates.
 _INDEX_NAME_FORBIDS = ' "*\\<|,>/?#:'
+# The bytes icecdc appends to an index's name: a generation is `<index>-<n>`, a concrete index taken
+# over is kept as `<index>-preicecdc-<UTC time>` (14 digits), 25 bytes.
+INDEX_SUFFIX_BYTES = 25
+# OpenSearch's limit of an index name is 255 bytes: the names icecdc makes stay within it.
+MAX_INDEX_NAME_BYTES = 255 - INDEX_SUFFIX_BYTES
+
+
+def index_name_problem(name: str) -> str | None:
+    """The rule of OpenSearch's index names that `name` breaks (suffixes icecdc adds counted).
+
+    None when it breaks none.
+    """
+    forbidden = sorted({c for c in name if c in _INDEX_NAME_FORBIDS})
+    size = len(name.encode())
+    if name in (".", ".."):
+        return "an index may not be named '.' or '..'"
+    if name != name.lower():
+        return "it must be lower case"
+    if name.startswith(("_", "-", "+")):
+        return "it must not start with _, - or +"
+    if forbidden:
+        shown = " ".join("space" if c == " " else c for c in forbidden)
+        return f"it must hold no space nor any of {_INDEX_NAME_FORBIDS.strip()} (it holds {shown})"
+    if size > MAX_INDEX_NAME_BYTES:
+        return (
+            f"it is {size} bytes, over {MAX_INDEX_NAME_BYTES}: OpenSearch allows 255, and icecdc "
+            f"appends up to {INDEX_SUFFIX_BYTES} ('-<generation>', or '-preicecdc-<time>' on a "
+            "takeover)"
+        )
+    return None
 
 
 def _index_name_like(name: str) -> str:
     """A valid index name close to `name`: lower case, each forbidden character an underscore."""
     cleaned = "".join("_" if c in _INDEX_NAME_FORBIDS else c for c in name.lower()).lstrip("_-+")
-    return cleaned or "my-index"
+    cleaned = cleaned.encode()[:MAX_INDEX_NAME_BYTES].decode(errors="ignore")
+    return cleaned if cleaned.strip(".") else "my-index"
 
 
 class TableKeys(Section):
@@ -330,16 +365,14 @@ class TableConfig(IndexConfig, TableKeys):
             derived = data["name"].split(".")[-1]
             if data.get("indexes") is not None:  # unused: each entry of indexes names its index
                 return {**data, "index": _index_name_like(derived)}
-            try:
-                IndexConfig._valid_index_name(derived)
-            except ValueError:  # say where the name came from: the user never wrote it
+            problem = index_name_problem(derived)
+            if problem is not None:  # say where the name came from: the user never wrote it
                 raise ValueError(
-                    f"{AT}: the index name {derived!r}, derived from the table name "
-                    f"{data['name']!r}, is not a valid OpenSearch index name (lower case, "
-                    f"no spaces nor any of {_INDEX_NAME_FORBIDS.strip()}): name the index with the "
-                    "table's `index` key, "
+                    f"{AT}: the index name {quoted(derived)}, derived from the table name "
+                    f"{quoted(data['name'])}, is not a valid OpenSearch index name ({problem}): "
+                    "name the index with the table's `index` key, "
                     f"e.g. index: {_index_name_like(derived)}"
-                ) from None
+                )
             return {**data, "index": derived}
         return data
 
@@ -411,7 +444,7 @@ def _column_names(columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
     if columns is not None and not columns:
         raise ValueError(f"{AT} must be a non-empty list of column names, got []")
     if columns is not None and len(set(columns)) != len(columns):
-        raise ValueError(f"{AT} lists a column twice: {list(columns)!r}")
+        raise ValueError(f"{AT} lists a column twice: {quoted(list(columns))}")
     return columns
 
 
@@ -420,12 +453,13 @@ def _check_fields(properties: dict[str, Any], at: str) -> None:
     for name, field in properties.items():
         if not isinstance(field, dict):
             raise ValueError(
-                f"{at}.{name} must be a mapping of the field's parameters, got {field!r}"
+                f"{at}.{name} must be a mapping of the field's parameters, got {quoted(field)}"
             )
         inner = field.get("properties", {})
         if not isinstance(inner, dict):
             raise ValueError(
-                f"{at}.{name}.properties must be a mapping of field names to fields, got {inner!r}"
+                f"{at}.{name}.properties must be a mapping of field names to fields, "
+                f"got {quoted(inner)}"
             )
         _check_fields(inner, f"{at}.{name}.properties")
 

@@ -469,7 +469,7 @@ def _identifiers(table: Table, config: TableConfig, position: int) -> Check:
             "identifier columns",
             str(exc),
             f"correct tables[{position}].identifier_columns (columns of the current schema, "
-            "primitive types)",
+            "primitive types, not float or double)",
             subject=config.name,
         )
     if not columns:

@@ -5,6 +5,9 @@ but for asset hashes)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from icecdc.config import parse_config
 from infra.jobs import DYNAMODB_ACTIONS
 from infra.planner import PLANNER_MEMORY_MB, PLANNER_MEMORY_MB_STARTING_JOBS
 from infra.stack import check_deployable
-from tests.support.cdk import ADMIN, TABLES, VPC, config_dict, synth
+from tests.support.cdk import ADMIN, ROOT, TABLES, VPC, config_dict, synth
 from tests.support.planner import table_event
 
 
@@ -542,3 +545,26 @@ def test_each_tables_job_audits_its_index_on_a_schedule_and_drift_is_alarmed(exi
     off, _ = synth(tmp_path / "off", {"audit_schedule": None})
     off.resource_count_is("AWS::Glue::Trigger", 0)
     off.resource_properties_count_is("AWS::CloudWatch::Alarm", {"MetricName": "Drift"}, 0)
+
+
+def test_synth_of_a_bad_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Reproduced: `make synth` with `aws.glue_max_worker` (a typo) showed a 15-line traceback. The
+    Makefile's command, `python app.py`, run as make runs it."""
+    raw = config_dict({"glue_max_worker": 3})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    context = {"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CDK_OUTDIR": str(tmp_path / "cdk.out")}
+    run = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**env, "CDK_CONTEXT_JSON": json.dumps(context)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    lines = [line for line in run.stderr.splitlines() if not line.startswith("b'!!")]  # jsii's node banner
+    assert lines == ["icecdc synth: unknown key aws.glue_max_worker"], run.stderr
+    assert not list((tmp_path / "cdk.out").glob("*"))  # no template, no manifest
