@@ -17,6 +17,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
+from icecdc.aws.catalogs import AwsCatalog, CatalogKind, Grant, Where
 from icecdc.catalog import glue_name
 from icecdc.config import Config, TableConfig
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig
@@ -176,8 +177,30 @@ def glue_table_arns(scope: Construct, tables: Iterable[tuple[str, str]]) -> list
     return sorted(set(resources))
 
 
+def aws_catalog(config: Config) -> AwsCatalog:
+    """The configured catalog as the bundle reads it (icecdc.aws.catalogs: its kind decides)."""
+    protected = [t.name for t in config.tables if t.protect_checkpoint]
+    return AwsCatalog.of(config.catalog.properties, [t.name for t in config.tables], protected)
+
+
+def where(scope: IConstruct) -> Where:
+    stack = Stack.of(scope)
+    return Where(stack.partition, stack.region, stack.account)
+
+
+def allow_grants(role: iam.IRole, grants: Sequence[Grant]) -> None:
+    for grant in grants:
+        conditions = {k: dict(v) for k, v in grant.conditions.items()} if grant.conditions else None
+        statement = iam.PolicyStatement(actions=list(grant.actions), resources=list(grant.resources), conditions=conditions)
+        allow(role, statement, wildcards=grant.wildcards)
+
+
 def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
     """The configured tables' catalog entries (read only) and the objects of the warehouse buckets."""
+    catalog = aws_catalog(config)
+    if catalog.kind != CatalogKind.GLUE:  # the table's rights carry its data's (S3 Tables, Lake Formation)
+        allow_grants(role, catalog.read_grants(where(role)))
+        return
     aws = _aws(config)
     allow(role, iam.PolicyStatement(actions=GLUE_READ_ACTIONS, resources=glue_table_arns(role, table_parts(config))))
     allow(
@@ -197,6 +220,10 @@ def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
 def tag_protected_tables(role: iam.IRole, config: Config) -> None:
     """`protect_checkpoint` tables: icecdc commits tags to their metadata (icecdc.protection), so the
     role may update those tables, and write metadata files (never data) in the warehouse."""
+    catalog = aws_catalog(config)
+    if catalog.kind != CatalogKind.GLUE:
+        allow_grants(role, catalog.guard_grants(where(role)))
+        return
     protected = table_parts(config, protected_only=True)
     if not protected:
         return

@@ -26,8 +26,6 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from icecdc.aws.contract import (
-    GLUE_EVENT_SOURCE,
-    GLUE_EVENT_TYPE,
     METRIC_NAMESPACE,
     PlannerEnvironment,
     planner_log_group,
@@ -38,6 +36,7 @@ from infra.common import (
     allow,
     allow_metrics,
     allow_password_secret,
+    aws_catalog,
     cdk_orders_after_its_policy,
     log_group,
     read_catalog_and_warehouse,
@@ -211,20 +210,17 @@ class Planner(Construct):
             "runs it on CPython 3.13; move both together (infra.bundling.LAMBDA_PYTHON)",
         )
 
-        databases = sorted({database for database, _ in table_parts(config)})
-        tables = sorted({table for _, table in table_parts(config)})
-        events.Rule(
-            self,
-            "TableChanged",
-            description="an Iceberg commit through the Glue Data Catalog (UpdateTable) of a configured table",
-            event_pattern=events.EventPattern(
-                source=[GLUE_EVENT_SOURCE],
-                detail_type=[GLUE_EVENT_TYPE],
-                # a database × table cross product may match more than configured: the planner ignores those
-                detail={"databaseName": databases, "tableName": tables, "typeOfChange": ["UpdateTable"]},
-            ),
-            targets=[targets.SqsQueue(self.buffer, retry_attempts=2, max_event_age=Duration.hours(1))],
-        )
+        # the events that announce a commit, as the catalog's kind has them (hints: the sweep stays)
+        for n, pattern in enumerate(aws_catalog(config).commit_events(table_parts(config))):
+            events.Rule(
+                self,
+                "TableChanged" if n == 0 else f"TableChanged{n}",
+                description=pattern.description,
+                event_pattern=events.EventPattern(
+                    source=list(pattern.source), detail_type=list(pattern.detail_type), detail=dict(pattern.detail)
+                ),
+                targets=[targets.SqsQueue(self.buffer, retry_attempts=2, max_event_age=Duration.hours(1))],
+            )
         events.Rule(
             self,
             "Sweep",

@@ -27,6 +27,7 @@ from icecdc.config import Config
 from icecdc.engines.workers import lambda_vcpus
 from icecdc.model import EngineChoice
 from infra.bundling import Bundles
+from infra.common import aws_catalog
 from infra.domain import Search
 from infra.jobs import Jobs
 from infra.network import Network
@@ -100,10 +101,12 @@ def check_deployable(config: Config) -> None:
     """What the stack needs of the configuration beyond what the file's own validation checks."""
     if config.aws is None:
         raise SystemExit("the configuration has no `aws:` section: the stack needs at least aws.warehouse_buckets")
-    if config.catalog.properties.get("type") != "glue":
-        raise SystemExit(
-            f"the stack plans from the Glue Data Catalog: catalog.type must be 'glue', not {config.catalog.properties.get('type')!r}"
-        )
+    catalog = aws_catalog(config)
+    problem = catalog.problem()
+    if problem is not None:
+        raise SystemExit(problem)
+    if catalog.needs_warehouse_buckets() and not config.aws.warehouse_buckets:
+        raise SystemExit("aws.warehouse_buckets must list the buckets of the tables' files (the Glue Data Catalog)")
     glue_names = [glue_name(t.name) for t in config.tables]
     same = sorted({t.name for t in config.tables if glue_names.count(glue_name(t.name)) > 1})
     if same:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from icecdc.aws.catalogs import S3TABLES_EVENT_SOURCE, s3tables_event_table
 from icecdc.aws.contract import (
     GLUE_EVENT_SOURCE,
     GLUE_EVENT_TYPE,
@@ -43,6 +44,8 @@ def event_tables(event: Any, config: Config) -> EventTables:
     source, kind = event.get("source"), event.get("detail-type")
     if source == SCHEDULE_EVENT_SOURCE and kind == SCHEDULE_EVENT_TYPE:
         return EventTables(tuple(t.name for t in config.tables))
+    if source == S3TABLES_EVENT_SOURCE:
+        return _s3tables_tables(event, config)
     if source != GLUE_EVENT_SOURCE or kind != GLUE_EVENT_TYPE:
         unexpected = f"unexpected source {source!r} / detail-type {kind!r}"
         return EventTables((), f"malformed event: {unexpected}")
@@ -61,6 +64,20 @@ def event_tables(event: Any, config: Config) -> EventTables:
     if glue_name(name) not in configured:
         return EventTables((), f"table {name} is not configured")
     return EventTables((configured[glue_name(name)],))
+
+
+def _s3tables_tables(event: dict[str, Any], config: Config) -> EventTables:
+    """An S3 Tables commit CloudTrail recorded names its table by bucket, namespace and name."""
+    warehouse = config.catalog.properties.get("warehouse", "")
+    name = s3tables_event_table(event, warehouse)
+    if name is None:
+        return EventTables(
+            (), f"not a commit to a table of {warehouse!r}: {event.get('detail-type')!r}"
+        )
+    configured = {t.name for t in config.tables}
+    if name not in configured:
+        return EventTables((), f"table {name} is not configured")
+    return EventTables((name,))
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,9 @@ def _key_arn(key: str) -> None:
 class AwsConfig(Section):
     """What the CDK stack needs beyond the pipeline settings: section `aws:`, read at synth time."""
 
-    # The buckets holding the tables' metadata and data: the only ones the roles read.
-    warehouse_buckets: tuple[str, ...] = Field(strict=False)
+    # The buckets holding the tables' metadata and data: the only ones the roles read. Required
+    # for the Glue Data Catalog; S3 Tables and Glue's REST endpoint grant the data with the table.
+    warehouse_buckets: tuple[str, ...] = Field((), strict=False)
     # Customer-managed KMS keys the warehouse buckets' objects are encrypted with
     # (SSE-KMS): the roles that read them get kms:Decrypt on these keys, through S3 only.
     # Default: none (SSE-S3, or AWS-managed keys).
@@ -162,7 +163,7 @@ class AwsConfig(Section):
     @field_validator("warehouse_buckets")
     @classmethod
     def _bucket_names(cls, buckets: tuple[str, ...]) -> tuple[str, ...]:
-        if not buckets or not all(b and "/" not in b and "*" not in b for b in buckets):
+        if not all(b and "/" not in b and "*" not in b for b in buckets):
             raise ValueError(
                 f"{AT} must list bucket names (no paths, no wildcards), got {quoted(list(buckets))}"
             )

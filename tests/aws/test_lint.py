@@ -4,21 +4,15 @@ so does any warning not fixed or suppressed on its resource with the reason (`in
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Template
-from cfnlint.api import ManualArgs, lint
 
 from tests.support.cdk import ADMIN, ROUTED_VPC, synth
-
-
-def findings(template: Template) -> list[str]:
-    matches = lint(json.dumps(template.to_json()), config=ManualArgs(regions=["us-east-1"]))
-    return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
+from tests.support.cdk import lint_findings as findings
 
 
 def test_the_default_configuration_lints_clean(tmp_path: Path) -> None:

@@ -264,7 +264,7 @@ def test_the_stack_refuses_a_catalog_other_than_glue(tmp_path: Path) -> None:
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(SystemExit, match="catalog.type must be 'glue'"):
+    with pytest.raises(SystemExit, match="catalog.type must be 'glue' or 'rest', not 'sql'"):
         build(App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "out")))
 
 

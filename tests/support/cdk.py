@@ -3,6 +3,7 @@ bundles: no pip run; the template is the same but for asset hashes)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,13 @@ ROUTED_VPC = {**VPC, "subnets": [{**s, "route_table_id": f"rtb-0123456789abcdef{
 
 
 def config_dict(
-    aws: dict[str, Any] | None = None, opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
+    aws: dict[str, Any] | None = None,
+    opensearch: dict[str, Any] | None = None,
+    tables: list[dict[str, Any]] | None = None,
+    catalog: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
-        "catalog": {"name": "lake", "type": "glue"},
+        "catalog": catalog or {"name": "lake", "type": "glue"},
         "state": {"type": "sqlite", "path": "/tmp/unused.db"},
         "opensearch": opensearch or {"url": "https://search-x.us-east-1.es.amazonaws.com", "aws_region": "us-east-1"},
         "tables": tables or [{"name": t} for t in TABLES],
@@ -74,12 +78,24 @@ class Parts:
 
 
 def synth(
-    tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None, tables: list[dict[str, Any]] | None = None
+    tmp_path: Path,
+    aws: dict[str, Any],
+    opensearch: dict[str, Any] | None = None,
+    tables: list[dict[str, Any]] | None = None,
+    catalog: dict[str, Any] | None = None,
 ) -> tuple[Template, Annotations]:
     """The whole stack as `app.py` builds it (cdk-nag included)."""
     from app import build
 
-    path = write_config(tmp_path, config_dict(aws, opensearch, tables))
+    path = write_config(tmp_path, config_dict(aws, opensearch, tables, catalog))
     app = App(context={"icecdc:config": str(path), "icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "cdk.out"))
     stack = build(app)
     return Template.from_stack(stack), Annotations.from_stack(stack)
+
+
+def lint_findings(template: Template) -> list[str]:
+    """cfn-lint's findings on a synthesized template, one line each."""
+    from cfnlint.api import ManualArgs, lint
+
+    matches = lint(json.dumps(template.to_json()), config=ManualArgs(regions=["us-east-1"]))
+    return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]

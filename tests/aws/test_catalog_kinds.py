@@ -1,0 +1,173 @@
+"""The stack for each Iceberg catalog AWS offers (icecdc.aws.catalogs): S3 Tables through its
+REST endpoint, Glue's REST endpoint with a federated catalog, and the Glue Data Catalog. Each
+synthesizes clean (cdk-nag, cfn-lint) with read-only rights on what is configured, and S3 Tables'
+commits, as CloudTrail records them, reach the planner's buffer and name the configured table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from icecdc.aws.catalogs import s3tables_event_table
+from tests.support.cdk import lint_findings as findings
+from tests.support.cdk import synth
+
+BUCKET = "arn:aws:s3tables:us-east-1:123456789012:bucket/lakehouse"
+S3TABLES = {
+    "name": "lake",
+    "type": "rest",
+    "uri": "https://s3tables.us-east-1.amazonaws.com/iceberg",
+    "warehouse": BUCKET,
+    "rest.sigv4-enabled": "true",
+    "rest.signing-name": "s3tables",
+    "rest.signing-region": "us-east-1",
+}
+GLUE_REST = {
+    "name": "lake",
+    "type": "rest",
+    "uri": "https://glue.us-east-1.amazonaws.com/iceberg",
+    "warehouse": "123456789012:s3tablescatalog/lakehouse",
+    "rest.sigv4-enabled": "true",
+    "rest.signing-name": "glue",
+    "rest.signing-region": "us-east-1",
+}
+NAG = Match.string_like_regexp("AwsSolutions-.*")
+NO_BUCKETS = {"warehouse_buckets": [], "opensearch_domain_arn": "arn:aws:es:us-east-1:123456789012:domain/search"}
+
+# what CloudTrail delivers to EventBridge for a commit to an S3 Tables table (management events)
+S3TABLES_COMMIT = {
+    "version": "0",
+    "id": "6f1d2c3b-0000-0000-0000-000000000000",
+    "detail-type": "AWS API Call via CloudTrail",
+    "source": "aws.s3tables",
+    "account": "123456789012",
+    "time": "2026-12-01T12:00:00Z",
+    "region": "us-east-1",
+    "resources": [],
+    "detail": {
+        "eventVersion": "1.09",
+        "eventSource": "s3tables.amazonaws.com",
+        "eventName": "UpdateTableMetadataLocation",
+        "awsRegion": "us-east-1",
+        "requestParameters": {
+            "tableBucketARN": BUCKET,
+            "namespace": "shop",
+            "name": "orders",
+            "versionToken": "AAAAAAAAAAAAAAAA",
+            "metadataLocation": "s3://e1a7-table-s3/metadata/00002-abc.metadata.json",
+        },
+        "responseElements": None,
+        "eventType": "AwsApiCall",
+        "managementEvent": True,
+        "eventCategory": "Management",
+    },
+}
+
+
+def role_statements(template: Any, prefix: str) -> list[dict[str, Any]]:
+    policies = template.find_resources("AWS::IAM::Policy")
+    return [s for i, p in policies.items() if i.startswith(prefix) for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def actions_of(statements: list[dict[str, Any]], service: str) -> set[str]:
+    found = set()
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        found |= {a for a in actions if a.startswith(service)}
+    return found
+
+
+@pytest.fixture(scope="module")
+def s3tables(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tables = [{"name": "shop.orders"}, {"name": "shop.customers", "protect_checkpoint": True}]
+    return synth(tmp_path_factory.mktemp("s3tables"), NO_BUCKETS, tables=tables, catalog=S3TABLES)
+
+
+def test_s3_tables_reads_the_table_bucket_only_and_writes_for_the_guard(s3tables: Any) -> None:
+    template, annotations = s3tables
+    assert annotations.find_error("*", NAG) == [] and findings(template) == []
+    for role in ("JobRole", "PlannerRole"):
+        statements = role_statements(template, role)
+        assert actions_of(statements, "s3tables:") == {
+            "s3tables:GetTableBucket",
+            "s3tables:GetNamespace",
+            "s3tables:ListNamespaces",
+            "s3tables:ListTables",
+            "s3tables:GetTable",
+            "s3tables:GetTableMetadataLocation",
+            "s3tables:GetTableData",
+            # the expiry guard of shop.customers, and only of it
+            "s3tables:UpdateTableMetadataLocation",
+            "s3tables:PutTableData",
+        }
+        text = json.dumps([s for s in statements if "s3tables" in json.dumps(s)])
+        assert "bucket/lakehouse" in text and '"s3:GetObject"' not in text
+        [guard] = [s for s in statements if "s3tables:PutTableData" in s["Action"]]
+        assert guard["Condition"]["StringEquals"]["s3tables:tableName"] == ["customers"]
+        assert not any("glue:GetTable" in json.dumps(s["Action"]) for s in statements)
+
+
+def test_s3_tables_commits_recorded_by_cloudtrail_reach_the_buffer(s3tables: Any) -> None:
+    template, _ = s3tables
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.s3tables"],
+                "detail-type": ["AWS API Call via CloudTrail"],
+                "detail": {
+                    "eventSource": ["s3tables.amazonaws.com"],
+                    "eventName": ["UpdateTableMetadataLocation"],
+                    "requestParameters": {"tableBucketARN": [BUCKET]},
+                },
+            }
+        },
+    )
+    assert s3tables_event_table(S3TABLES_COMMIT, BUCKET) == "shop.orders"
+    other = {**S3TABLES_COMMIT, "detail": {**S3TABLES_COMMIT["detail"], "requestParameters": {"tableBucketARN": "x"}}}
+    assert s3tables_event_table(other, BUCKET) is None
+
+
+def test_glue_rest_reads_the_federated_catalog_and_lake_formation(tmp_path: Path) -> None:
+    template, annotations = synth(tmp_path, NO_BUCKETS, tables=[{"name": "shop.orders"}], catalog=GLUE_REST)
+    assert annotations.find_error("*", NAG) == [] and findings(template) == []
+    statements = role_statements(template, "JobRole")
+    assert actions_of(statements, "glue:") == {"glue:GetCatalog", "glue:GetDatabase", "glue:GetTable", "glue:GetTables"}
+    assert actions_of(statements, "lakeformation:") == {"lakeformation:GetDataAccess"}
+    text = json.dumps(statements)
+    assert "catalog/s3tablescatalog/lakehouse" in text and "table/s3tablescatalog/lakehouse/shop/orders" in text
+    assert "glue:UpdateTable" not in text
+    # no rule for commits (whether federated tables announce them is undocumented): the sweep plans
+    patterns = [json.dumps(r["Properties"].get("EventPattern")) for r in template.find_resources("AWS::Events::Rule").values()]
+    assert not any("Table State Change" in p or "s3tables" in p for p in patterns)
+
+
+def test_a_glue_catalog_still_needs_its_warehouse_buckets(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="aws.warehouse_buckets must list"):
+        synth(tmp_path, {"warehouse_buckets": []})
+
+
+def test_the_planner_plans_the_table_an_s3_tables_commit_names(tmp_path: Path) -> None:
+    """The event as EventBridge delivers it from CloudTrail → the configured table, once; a
+    table of another bucket, or not configured, is ignored with its reason."""
+    from icecdc.aws.events import event_tables
+    from icecdc.config import parse_config
+
+    raw = {
+        "catalog": S3TABLES,
+        "state": {"type": "sqlite", "path": str(tmp_path / "state.db")},
+        "opensearch": {"url": "http://127.0.0.1:9200"},
+        "tables": [{"name": "shop.orders"}, {"name": "shop.customers"}],
+    }
+    config = parse_config(raw)
+    assert event_tables(S3TABLES_COMMIT, config).tables == ("shop.orders",)
+    unconfigured = json.loads(json.dumps(S3TABLES_COMMIT))
+    unconfigured["detail"]["requestParameters"]["name"] = "returns"
+    assert event_tables(unconfigured, config).ignored == "table shop.returns is not configured"
+    elsewhere = json.loads(json.dumps(S3TABLES_COMMIT))
+    elsewhere["detail"]["requestParameters"]["tableBucketARN"] = BUCKET.replace("lakehouse", "other")
+    assert event_tables(elsewhere, config).tables == ()
