@@ -4,11 +4,13 @@ counted; and `icecdc sync` exporting a table read through it."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import requests
 import yaml
@@ -114,6 +116,10 @@ def test_a_table_lives_through_the_stand_in_with_no_auth(serve: Serve, sql_catal
     renamed = rest(server)
     renamed.rename_table("db.orders", "db.renamed")
     assert sql_catalog.list_tables("db") == [("db", "renamed")]
+    renamed.create_namespace(("db", "a/b"))  # a namespace of two parts, one with a slash
+    renamed.create_table(("db", "a/b", "t"), schema=SCHEMA)
+    assert renamed.list_namespaces("db") == [("db", "a/b")]
+    assert renamed.list_tables(("db", "a/b")) == [("db", "a/b", "t")]
 
 
 @pytest.mark.parametrize("signing_name", ["s3tables", "glue"])
@@ -245,8 +251,9 @@ def test_outside_the_surface_everything_is_refused_with_the_spec_s_error_model(s
 def test_icecdc_sync_exports_a_table_read_through_the_rest_catalog(
     tmp_path: Path, osmem_clone: Any, serve: Serve, aws_credentials: None
 ) -> None:
-    """`icecdc sync` with `catalog: {type: rest, ...}` and SigV4 exports the table, and after a
-    commit through the REST catalog (an append and a copy-on-write delete) the index equals it."""
+    """`icecdc sync` with `catalog: {type: rest, ...}` and SigV4 exports the table, and after each
+    commit through the REST catalog (an append, a copy-on-write delete, a schema change) the index
+    equals it."""
     local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
     server = serve(auth=Auth.SIGV4, signing_name="s3tables")
     catalog = rest(server, **sigv4("s3tables"))
@@ -274,5 +281,11 @@ def test_icecdc_sync_exports_a_table_read_through_the_rest_catalog(
     through_rest.delete("id = 2")  # copy-on-write: the file holding id 2 is rewritten
     synced()
     assert sorted(local.documents("orders")) == ["1", "3", "4", "5"]
+    with through_rest.update_schema() as update:  # a schema change, committed through REST
+        update.add_column("note", StringType())
+    noted = rows(6).append_column("note", pa.array(["new column"]))
+    catalog.load_table("db.orders").append(noted)
+    synced()
+    assert json.loads(local.documents("orders")["6"])["note"] == "new column"
     # A sync with nothing new: the catalog's config once, the table loaded once.
     assert synced() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}

@@ -305,8 +305,9 @@ class RestCatalogServer:
     # -- the routes under the prefix, one handler each (PREFIXED_ROUTES) ---------------------
 
     def _list_namespaces(self, call: Call) -> Answer:
-        parent = tuple(call.query["parent"][0].split(NAMESPACE_SEPARATOR)) if "parent" in call.query else ()
-        return 200, ListNamespaceResponse(namespaces=self.catalog.list_namespaces(parent))
+        parent = call.query.get("parent", [""])[0]  # its parts quoted, as in a path
+        parent_parts = tuple(unquote(p) for p in parent.split(NAMESPACE_SEPARATOR)) if parent else ()
+        return 200, ListNamespaceResponse(namespaces=self.catalog.list_namespaces(parent_parts))
 
     def _create_namespace(self, call: Call) -> Answer:
         request = NamespaceResponse.model_validate(call.json())
