@@ -43,7 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from pyiceberg.catalog.rest import (
     CreateTableRequest,
     ListNamespaceResponse,
@@ -74,8 +74,7 @@ REFUSALS: dict[type[Exception], tuple[int, str]] = {
     TableAlreadyExistsError: (409, "AlreadyExistsException"),
     NamespaceNotEmptyError: (409, "NamespaceNotEmptyException"),
     CommitFailedException: (409, "CommitFailedException"),
-    ValidationError: (400, "BadRequestException"),
-    ValueError: (400, "BadRequestException"),  # json's decode errors among them
+    ValueError: (400, "BadRequestException"),  # pydantic's validation and json's decode errors
     KeyError: (400, "BadRequestException"),  # a body without a field the route needs
 }
 NAMESPACE_SEPARATOR = "\x1f"  # pyiceberg's default: the parts of a namespace in one path segment
@@ -121,10 +120,11 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Call:
-    """One request as a handler sees it: the route's captured segments, query and body."""
+    """One request as a handler sees it: the route's captured segments, query, headers, body."""
 
     params: dict[str, str]
     query: dict[str, list[str]]
+    headers: dict[str, str]  # names lower-case
     body: bytes
 
     def namespace(self) -> tuple[str, ...]:
@@ -218,13 +218,13 @@ class RestCatalogServer:
         route, handler, params = self._route(method, parts.path)
         with self._lock:
             self._counts[route] += 1
+        call = Call(params, parse_qs(parts.query), headers, body)
         try:
-            if route == TOKEN_ROUTE:
-                return self._token(headers, body)
             if route == NO_ROUTE:
                 raise Refused(400, "BadRequestException", f"no route for {method} {parts.path}")
+            if route == TOKEN_ROUTE:
+                return self._token(call)
             self._authenticate(method, parts.path, headers)
-            call = Call(params, parse_qs(parts.query), body)
             if route == CONFIG_ROUTE:
                 return self._config(call)
             with self._lock:  # one catalog operation at a time, as a database transaction would
@@ -280,10 +280,10 @@ class RestCatalogServer:
         if refusal is not None:
             raise Refused(403, "ForbiddenException", refusal)
 
-    def _token(self, headers: dict[str, str], body: bytes) -> Answer:
+    def _token(self, call: Call) -> Answer:
         """OAuth2's client credentials grant; its errors in OAuth's own shape (RFC 6749 5.2)."""
-        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
-        basic = headers.get("authorization", "")
+        form = {k: v[0] for k, v in parse_qs(call.body.decode()).items()}
+        basic = call.headers.get("authorization", "")
         if basic.startswith("Basic "):  # pyiceberg's OAuth2AuthManager sends the client this way
             form["client_id"], _, form["client_secret"] = base64.b64decode(basic[6:]).decode().partition(":")
         if form.get("grant_type") != "client_credentials":
