@@ -190,6 +190,8 @@ def test_oauth2_tokens_expire_and_pyiceberg_fetches_a_new_one(serve: Serve, sql_
     sql_catalog.create_table("db.orders", schema=SCHEMA)
     server = serve(auth=Auth.OAUTH2)
     catalog = rest(server, **oauth2(server))
+    # pyiceberg opens the catalog with a token for its config request and another for the rest
+    assert server.counts() == {TOKEN_ROUTE: 2, CONFIG_ROUTE: 1}
     catalog.load_table("db.orders")
     server.reset_counts()
     server.expire_tokens()
