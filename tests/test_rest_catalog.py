@@ -1,0 +1,293 @@
+"""The REST catalog stand-in (tests/support/rest_catalog.py) as pyiceberg's RestCatalog sees it:
+a table's life through it, SigV4's signing name and OAuth2's client credentials checked, requests
+counted; and `icecdc sync` exporting a table read through it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import requests
+import yaml
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    BadRequestError,
+    ForbiddenError,
+    NoSuchTableError,
+    OAuthError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.types import StringType
+
+from icecdc.model import EngineKind
+from icecdc.verify import diff_index
+from tests.support.cli import icecdc
+from tests.support.pipeline import Pipeline, config_dict
+from tests.support.rest_catalog import CONFIG_ROUTE, TOKEN_ROUTE, Auth, RestCatalogServer
+from tests.support.tables import BY_REGION, SCHEMA, orders, rows
+
+# S3 Tables' warehouse is its table bucket's ARN; the stand-in's prefix is it, URL-encoded.
+BUCKET_ARN = "arn:aws:s3tables:us-east-1:123456789012:bucket/lake"
+LOAD_ROUTE = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+COMMIT_ROUTE = "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+ACCESS_KEY = "AKIDRESTSTANDIN"
+
+Serve = Callable[..., RestCatalogServer]
+
+
+@pytest.fixture
+def sql_catalog(tmp_path: Path) -> SqlCatalog:
+    """The catalog behind the stand-in: pyiceberg's SQL catalog, SQLite and a local warehouse."""
+    return SqlCatalog("lake", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=(tmp_path / "warehouse").as_uri())
+
+
+@pytest.fixture
+def serve(sql_catalog: SqlCatalog) -> Iterator[Serve]:
+    """Starts stand-ins over `sql_catalog` (keyword arguments: RestCatalogServer's); stopped after."""
+    started: list[RestCatalogServer] = []
+
+    def start(**options: Any) -> RestCatalogServer:
+        started.append(RestCatalogServer(sql_catalog, **{"warehouse": BUCKET_ARN, **options}).start())
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake AWS credentials for pyiceberg's SigV4 signing; no config file is read."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": "fake-secret",
+        "AWS_SESSION_TOKEN": "fake-token",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def rest(server: RestCatalogServer, **properties: str) -> Catalog:
+    return load_catalog("rest", type="rest", uri=server.url, warehouse=server.warehouse, **properties)
+
+
+def sigv4(signing_name: str, region: str = "us-east-1") -> dict[str, str]:
+    return {"rest.sigv4-enabled": "true", "rest.signing-name": signing_name, "rest.signing-region": region}
+
+
+def oauth2(server: RestCatalogServer, secret: str = "secret") -> dict[str, str]:
+    return {"credential": f"icecdc:{secret}", "oauth2-server-uri": f"{server.url}/v1/oauth/tokens"}
+
+
+def a_table_lives_through(catalog: Catalog, sql_catalog: SqlCatalog) -> None:
+    """Create a namespace and a table, append, change the schema, drop it and create it again,
+    all through `catalog`; the SQL catalog behind it holds each step."""
+    catalog.create_namespace("db")
+    assert catalog.list_namespaces() == [("db",)] and catalog.namespace_exists("db")
+    table = catalog.create_table("db.orders", schema=SCHEMA, partition_spec=BY_REGION)
+    table.append(rows(1, 2, 3))
+    loaded = catalog.load_table("db.orders")
+    assert sorted(loaded.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    assert loaded.metadata_location == sql_catalog.load_table("db.orders").metadata_location
+    with loaded.update_schema() as update:
+        update.add_column("note", StringType())
+    assert "note" in sql_catalog.load_table("db.orders").schema().column_names
+    assert catalog.list_tables("db") == [("db", "orders")] and catalog.table_exists("db.orders")
+    with pytest.raises(TableAlreadyExistsError):
+        catalog.create_table("db.orders", schema=SCHEMA)
+    catalog.drop_table("db.orders")
+    assert not catalog.table_exists("db.orders") and not sql_catalog.table_exists("db.orders")
+    with pytest.raises(NoSuchTableError):
+        catalog.load_table("db.orders")
+    again = catalog.create_table("db.orders", schema=SCHEMA)
+    assert again.current_snapshot() is None and again.metadata.table_uuid != table.metadata.table_uuid
+
+
+def test_a_table_lives_through_the_stand_in_with_no_auth(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    server = serve()
+    a_table_lives_through(rest(server), sql_catalog)
+    renamed = rest(server)
+    renamed.rename_table("db.orders", "db.renamed")
+    assert sql_catalog.list_tables("db") == [("db", "renamed")]
+    renamed.create_namespace(("db", "a/b"))  # a namespace of two parts, one with a slash
+    renamed.create_table(("db", "a/b", "t"), schema=SCHEMA)
+    assert renamed.list_namespaces("db") == [("db", "a/b")]
+    assert renamed.list_tables(("db", "a/b")) == [("db", "a/b", "t")]
+
+
+@pytest.mark.parametrize("signing_name", ["s3tables", "glue"])
+def test_sigv4_for_the_endpoints_signing_name_is_accepted(
+    serve: Serve, sql_catalog: SqlCatalog, aws_credentials: None, signing_name: str
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def authorize(access_key: str, method: str, path: str) -> str | None:
+        seen.append((access_key, method))
+        return None
+
+    server = serve(auth=Auth.SIGV4, signing_name=signing_name, authorize=authorize)
+    a_table_lives_through(rest(server, **sigv4(signing_name)), sql_catalog)
+    assert {key for key, _ in seen} == {ACCESS_KEY}
+    assert len(seen) == sum(server.counts().values())  # every request was signed and asked about
+
+
+@pytest.mark.parametrize(
+    ("properties", "refusal"),
+    [
+        (sigv4("glue"), "Credential should be scoped to correct service: 's3tables'"),
+        (sigv4("s3tables", region="eu-west-1"), "Credential should be scoped to a valid region"),
+        ({}, "not SigV4-signed"),
+    ],
+    ids=["wrong signing name", "wrong region", "unsigned"],
+)
+def test_sigv4_refuses_another_signing_name_region_or_no_signature(
+    serve: Serve, aws_credentials: None, properties: dict[str, str], refusal: str
+) -> None:
+    server = serve(auth=Auth.SIGV4, signing_name="s3tables")
+    with pytest.raises(ForbiddenError, match=refusal):
+        rest(server, **properties)
+    assert server.counts() == {CONFIG_ROUTE: 1}
+
+
+def test_sigv4_asks_the_authorize_hook_and_refuses_what_it_refuses(
+    serve: Serve, sql_catalog: SqlCatalog, aws_credentials: None
+) -> None:
+    """The IAM harness's place: (access key, method, raw path) -> a refusal, answered 403."""
+
+    def authorize(access_key: str, method: str, path: str) -> str | None:
+        return "not authorized to perform: s3tables:DeleteTable" if method == "DELETE" else None
+
+    sql_catalog.create_namespace("db")
+    sql_catalog.create_table("db.orders", schema=SCHEMA)
+    catalog = rest(serve(auth=Auth.SIGV4, authorize=authorize), **sigv4("s3tables"))
+    assert catalog.load_table("db.orders").schema() == SCHEMA
+    with pytest.raises(ForbiddenError, match="s3tables:DeleteTable"):
+        catalog.drop_table("db.orders")
+    assert sql_catalog.table_exists("db.orders")
+
+
+def test_oauth2_client_credentials_are_accepted_and_a_wrong_secret_is_refused(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    server = serve(auth=Auth.OAUTH2)
+    with pytest.raises(OAuthError, match="invalid_client"):
+        rest(server, **oauth2(server, secret="wrong"))
+    a_table_lives_through(rest(server, **oauth2(server)), sql_catalog)
+    unauthenticated = requests.get(f"{server.url}/v1/{server.prefix}/namespaces", timeout=10)
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.json()["error"]["type"] == "NotAuthorizedException"
+
+
+def test_oauth2_tokens_expire_and_pyiceberg_fetches_a_new_one(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    """A request with an expired token is answered 401; pyiceberg's client then asks for a new
+    token and retries, once: the table loads, at the cost of one token and one refused load."""
+    sql_catalog.create_namespace("db")
+    sql_catalog.create_table("db.orders", schema=SCHEMA)
+    server = serve(auth=Auth.OAUTH2)
+    catalog = rest(server, **oauth2(server))
+    # pyiceberg opens the catalog with a token for its config request and another for the rest
+    assert server.counts() == {TOKEN_ROUTE: 2, CONFIG_ROUTE: 1}
+    catalog.load_table("db.orders")
+    server.reset_counts()
+    server.expire_tokens()
+    assert catalog.load_table("db.orders").schema() == SCHEMA
+    assert server.counts() == {TOKEN_ROUTE: 1, LOAD_ROUTE: 2}
+
+
+def test_a_short_lived_token_is_renewed_by_pyiceberg_s_oauth2_manager(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    """pyiceberg's `auth: {type: oauth2}` manager renews a token before it expires (`expires_in`)."""
+    sql_catalog.create_namespace("db")
+    sql_catalog.create_table("db.orders", schema=SCHEMA)
+    server = serve(auth=Auth.OAUTH2, expires_in=1)
+    manager = {"client_id": "icecdc", "client_secret": "secret", "token_url": f"{server.url}/v1/oauth/tokens"}
+    auth: dict[str, Any] = {"auth": {"type": "oauth2", "oauth2": manager}}  # a nested property
+    catalog = rest(server, **auth)
+    server.reset_counts()
+    for _ in range(2):
+        assert catalog.load_table("db.orders").schema() == SCHEMA
+    counts = server.counts()
+    assert counts[LOAD_ROUTE] == 2 and counts[TOKEN_ROUTE] == 2  # a token per request: none outlives 1s
+
+
+def test_requests_are_counted_by_route(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    """Opening the catalog is one config request; loading a table one load; appending one commit."""
+    sql_catalog.create_namespace("db")
+    sql_catalog.create_table("db.orders", schema=SCHEMA)
+    server = serve()
+    catalog = rest(server)
+    assert server.counts() == {CONFIG_ROUTE: 1}
+    table = catalog.load_table("db.orders")
+    assert server.counts() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}
+    table.append(rows(1))
+    assert server.counts() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1, COMMIT_ROUTE: 1}
+
+
+def test_outside_the_surface_everything_is_refused_with_the_spec_s_error_model(serve: Serve, sql_catalog: SqlCatalog) -> None:
+    sql_catalog.create_namespace("db")
+    server = serve()
+    base = f"{server.url}/v1/{server.prefix}"
+    refusals = {
+        ("GET", f"{server.url}/v1/namespaces"): 400,  # no prefix
+        ("GET", f"{server.url}/v1/other-warehouse/namespaces"): 400,
+        ("PUT", f"{base}/namespaces/db"): 400,
+        ("POST", f"{base}/namespaces/db/properties"): 400,  # a spec route pyiceberg is not told of
+        ("POST", f"{server.url}/v1/oauth/tokens"): 400,  # not an OAuth2 stand-in
+        ("GET", f"{base}/namespaces/db/tables/missing"): 404,
+        ("GET", f"{base}/namespaces/missing"): 404,
+        ("POST", f"{base}/namespaces/db/tables"): 400,  # no body
+    }
+    for (method, url), status in refusals.items():
+        answer = requests.request(method, url, timeout=10)
+        error = answer.json()["error"]
+        assert (answer.status_code, error["code"]) == (status, status), (method, url)
+        assert set(error) == {"message", "type", "code"} and error["message"]
+    with pytest.raises(BadRequestError, match="no such warehouse"):
+        load_catalog("rest", type="rest", uri=server.url, warehouse="another")
+
+
+def test_icecdc_sync_exports_a_table_read_through_the_rest_catalog(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, aws_credentials: None
+) -> None:
+    """`icecdc sync` with `catalog: {type: rest, ...}` and SigV4 exports the table, and after each
+    commit through the REST catalog (an append, a copy-on-write delete, a schema change) the index
+    equals it."""
+    local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+    server = serve(auth=Auth.SIGV4, signing_name="s3tables")
+    catalog = rest(server, **sigv4("s3tables"))
+    table = orders(local)  # created in the SQL catalog, read through the stand-in
+    table.append(rows(1, 2, 3))
+    raw = config_dict(tmp_path, osmem_clone.url, [{"name": "db.orders"}], EngineKind.IN_PROCESS)
+    raw["catalog"] = {"name": "lake", "type": "rest", "uri": server.url, "warehouse": BUCKET_ARN, **sigv4("s3tables")}
+    path = tmp_path / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+
+    def synced() -> Counter[str]:
+        """Sync, check the index equals the table; the catalog requests of the sync."""
+        server.reset_counts()
+        run = icecdc("sync", "--config", str(path))
+        assert run.returncode == 0, run.stdout + run.stderr
+        counts = server.counts()
+        diff = diff_index(catalog.load_table("db.orders"), ("id",), local.client, "orders")
+        assert not diff, diff.summary()
+        return counts
+
+    synced()
+    assert len(local.documents("orders")) == 3
+    through_rest = catalog.load_table("db.orders")
+    through_rest.append(rows(4, 5, status="paid"))
+    through_rest.delete("id = 2")  # copy-on-write: the file holding id 2 is rewritten
+    synced()
+    assert sorted(local.documents("orders")) == ["1", "3", "4", "5"]
+    with through_rest.update_schema() as update:  # a schema change, committed through REST
+        update.add_column("note", StringType())
+    noted = rows(6).append_column("note", pa.array(["new column"]))
+    catalog.load_table("db.orders").append(noted)
+    synced()
+    assert json.loads(local.documents("orders")["6"])["note"] == "new column"
+    # A sync with nothing new: the catalog's config once, the table loaded once.
+    assert synced() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}
