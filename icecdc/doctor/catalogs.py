@@ -22,7 +22,7 @@ NAME = "commit events"
 
 
 def check_catalog_kind(ctx: Context) -> Iterator[Check]:
-    """The events that announce the catalog's commits reach the stack, or why only the sweep plans."""
+    """Whether the catalog's commits announce themselves to the stack, or only the sweep plans."""
     catalog = AwsCatalog.of(ctx.config.catalog.properties, [t.name for t in ctx.config.tables])
     if catalog.kind == CatalogKind.S3_TABLES:
         yield _management_trail(ctx)
@@ -48,17 +48,20 @@ def _management_trail(ctx: Context) -> Check:
             NAME,
             f"could not read the trails ({error_code(exc) or exc}): S3 Tables commits reach the "
             "stack only through a trail recording management events",
-            "allow cloudtrail:DescribeTrails, GetTrailStatus and GetEventSelectors, or check by hand",
+            "allow cloudtrail:DescribeTrails, GetTrailStatus, GetEventSelectors; or check by hand",
         )
     if not recording:
         return warned(
             NAME,
-            f"no trail records management events in {ctx.region}: S3 Tables commits reach the stack "
-            "only through CloudTrail, so the sweep alone plans (every aws.schedule_minutes)",
+            f"no trail records management events in {ctx.region}: S3 Tables commits reach the "
+            "stack only through CloudTrail, so the sweep alone plans (every aws.schedule_minutes)",
             "create a trail with management events (write) in this region",
-            f"aws cloudtrail create-trail --name icecdc-events --s3-bucket-name <bucket> --region {ctx.region}",
+            "aws cloudtrail create-trail --name icecdc-events --s3-bucket-name <bucket> "
+            f"--region {ctx.region}",
         )
-    return passed(NAME, f"trail {recording[0]['Name']} records management events: commits announce themselves")
+    return passed(
+        NAME, f"trail {recording[0]['Name']} records management events: commits announce themselves"
+    )
 
 
 def _logs_here(cloudtrail: Any, trail: dict[str, Any], region: str) -> bool:
@@ -68,9 +71,14 @@ def _logs_here(cloudtrail: Any, trail: dict[str, Any], region: str) -> bool:
         return False
     selectors = cloudtrail.get_event_selectors(TrailName=trail["TrailARN"])
     basic = selectors.get("EventSelectors") or []
-    if any(s.get("IncludeManagementEvents", True) and s.get("ReadWriteType") in ("All", "WriteOnly") for s in basic):
-        return True
     advanced = selectors.get("AdvancedEventSelectors") or []
+    if not basic and not advanced:
+        return True  # a trail's default: every management event
+    if any(
+        s.get("IncludeManagementEvents", True) and s.get("ReadWriteType") in ("All", "WriteOnly")
+        for s in basic
+    ):
+        return True
     return any(
         f.get("Field") == "eventCategory" and "Management" in f.get("Equals", [])
         for s in advanced

@@ -171,3 +171,40 @@ def test_the_planner_plans_the_table_an_s3_tables_commit_names(tmp_path: Path) -
     elsewhere = json.loads(json.dumps(S3TABLES_COMMIT))
     elsewhere["detail"]["requestParameters"]["tableBucketARN"] = BUCKET.replace("lakehouse", "other")
     assert event_tables(elsewhere, config).tables == ()
+
+
+def test_doctor_says_whether_a_trail_announces_s3_tables_commits(moto_url: str, unique: str, tmp_path: Path) -> None:
+    """moto's CloudTrail: none recording management events is a warning naming the fix (the sweep
+    alone plans); a logging trail with them passes."""
+    import boto3
+
+    from icecdc.checklist import Outcome
+    from icecdc.config import parse_config
+    from icecdc.doctor.catalogs import check_catalog_kind
+    from icecdc.doctor.context import Context
+    from tests.support.aws import aws_client
+
+    raw = {
+        "catalog": S3TABLES,
+        "state": {"type": "sqlite", "path": str(tmp_path / "state.db")},
+        "opensearch": {"url": "http://127.0.0.1:9200"},
+        "tables": [{"name": "shop.orders"}],
+        "aws": {"region": "eu-north-1"},
+    }
+    region = "eu-north-1"  # moto's trails are the session's: a region no other test uses
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL", moto_url)
+        ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
+        [check] = check_catalog_kind(ctx)
+        assert check.outcome == Outcome.WARNING and "no trail records management events" in check.detail
+        assert check.fix is not None and "create-trail" in (check.fix.command or "")
+        s3, trails = aws_client("s3", moto_url), boto3.client("cloudtrail", region_name=region, endpoint_url=moto_url)
+        s3.create_bucket(Bucket=f"trail-{unique}")
+        trails.create_trail(Name=f"icecdc-{unique}", S3BucketName=f"trail-{unique}")
+        trails.put_event_selectors(
+            TrailName=f"icecdc-{unique}", EventSelectors=[{"ReadWriteType": "WriteOnly", "IncludeManagementEvents": True}]
+        )
+        trails.start_logging(Name=f"icecdc-{unique}")
+        ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
+        [check] = check_catalog_kind(ctx)
+    assert check.outcome == Outcome.PASSED, check
