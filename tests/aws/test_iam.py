@@ -23,15 +23,17 @@ from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 
 from icecdc.errors import SystemicDeadLetters
 from icecdc.verify import diff_index
-from tests.support.aws import REGION, Lake, aws_client, rows
-from tests.support.deployed import Deployed, Shape
+from tests.support.aws import ORDERS, REGION, Lake, aws_client, rows
+from tests.support.deployed import Catalogued, Deployed, Shape
 from tests.support.faults import FaultProxy
-from tests.support.iam import Enforcer, exercised_rows
+from tests.support.iam import Enforcer, exercised_rows, s3tables_calls
 from tests.support.planner import handler_module, table_event
+from tests.support.rest_catalog import Auth, RestCatalogServer
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("awsglue", reason="awsglue 5.1 requires Python 3.11, as Glue 5.1")
@@ -254,6 +256,78 @@ def data_files(table: Any) -> set[str]:
     return {task.file.file_path for task in table.scan().plan_files()}
 
 
+def test_an_s3_tables_catalog_through_its_rest_endpoint_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """S3 Tables: the planner and the job read through the REST endpoint's stand-in,
+    signed for `s3tables` with the roles' keys; every route and every data file read is authorized
+    as the s3tables:* action AWS documents for it, against the grants icecdc.aws.catalogs gives. A
+    commit CloudTrail records names the table the planner plans."""
+    storage = f"{lake.bucket}--table-s3"  # a table's storage, as S3 Tables names it
+    aws_client("s3", lake.moto_url).create_bucket(Bucket=storage)
+    backing = SqlCatalog(
+        "backing",
+        uri=f"sqlite:///{tmp_path / 'tables.db'}",
+        warehouse=f"s3://{storage}",
+        **{k: v for k, v in lake.catalog_properties.items() if k.startswith("s3.")},
+    )
+    namespace = lake.database
+    backing.create_namespace(namespace)
+    table = backing.create_table(f"{namespace}.orders", schema=ORDERS)
+    table.append(rows(1, 2, 3))
+    bucket_arn = f"arn:aws:s3tables:{REGION}:123456789012:bucket/{lake.bucket}"
+    table_arn = f"{bucket_arn}/table/{table.metadata.table_uuid}"
+
+    def authorize(access_key: str, method: str, raw_path: str) -> str | None:
+        calls = s3tables_calls(method, raw_path, bucket_arn, lambda _namespace, _name: table_arn)
+        refused = enforced.authorize_calls(access_key, calls)
+        return None if refused is None else str(refused)
+
+    endpoint = RestCatalogServer(backing, warehouse=bucket_arn, auth=Auth.SIGV4, authorize=authorize)
+    with endpoint:
+        properties = {
+            "name": "lake",
+            "type": "rest",
+            "uri": endpoint.url,
+            "warehouse": bucket_arn,
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": REGION,
+            **{k: v for k, v in lake.catalog_properties.items() if k in ("s3.endpoint", "s3.region")},
+        }
+        catalogued = Catalogued(properties, {storage: (table_arn, namespace, "orders")})
+        shape = Shape("S3 Tables", {"opensearch_domain_arn": DOMAIN, "warehouse_buckets": []}, SIGNED, {})
+        deployed = Deployed(shape, lake, fault_proxy, enforced, monkeypatch, catalogued)
+        commit = buffered(s3tables_commit(bucket_arn, namespace, "orders"))
+        assert deployed.planner(commit, handler_module.handler) == {"batchItemFailures": []}
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+
+        table = backing.load_table(f"{namespace}.orders")
+        table.delete(EqualTo("id", 2))
+        table.append(rows(4, 5, region="eu"))
+        [changed] = deployed.job(job.main)
+        assert (changed.writes.indexed, changed.writes.deleted) == (2, 1)
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+
+
+def s3tables_commit(bucket_arn: str, namespace: str, name: str) -> dict[str, Any]:
+    """An S3 Tables commit as EventBridge delivers it from CloudTrail (management events)."""
+    parameters = {"tableBucketARN": bucket_arn, "namespace": namespace, "name": name, "versionToken": "x"}
+    detail = {"eventSource": "s3tables.amazonaws.com", "eventName": "UpdateTableMetadataLocation"}
+    return {
+        "source": "aws.s3tables",
+        "detail-type": "AWS API Call via CloudTrail",
+        "detail": {**detail, "requestParameters": parameters},
+    }
+
+
+def assert_index_equals_rest_table(deployed: Deployed, backing: SqlCatalog, search: FaultProxy) -> None:
+    deployed.enforcer.assert_no_refusals()
+    table = backing.load_table(deployed.table)
+    diff = diff_index(table, ("id",), OpenSearch(hosts=[search.url]), "orders")
+    assert not diff, diff.summary()
+
+
 def test_a_refused_request_is_one_line_naming_the_action_and_resource(
     lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -317,6 +391,8 @@ def resource_kind(resource: str) -> str:
         (r"^arn:aws:es:.*:domain/[^/]+/orders(-[0-9*]+)?(/.*)?$", "the configured indexes"),
         (r"^arn:aws:es:.*:domain/[^/]+/?$", "the domain's root"),
         (r"^arn:aws:es:.*:domain/[^/]+/_", "the domain's APIs"),
+        (r"^arn:aws:s3tables:.*:bucket/[^/]+$", "the table bucket"),
+        (r"^arn:aws:s3tables:.*:bucket/[^/]+/table/", "the bucket's tables"),
         (r"^\*$", "*"),
     ]
     return next((kind for pattern, kind in kinds if re.search(pattern, resource)), resource)

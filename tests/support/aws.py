@@ -23,6 +23,15 @@ def aws_client(service: str, moto_url: str):
     return boto3.client(service, region_name=REGION, endpoint_url=moto_url)
 
 
+# the orders-like tables' schema
+ORDERS = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "region", StringType(), required=False),
+    NestedField(3, "amount", DoubleType(), required=False),
+    identifier_field_ids=[1],
+)
+
+
 @dataclass
 class Lake:
     """A pyiceberg Glue catalog on moto (Glue Data Catalog + S3) and the icecdc config pointing at it."""
@@ -52,12 +61,7 @@ class Lake:
 
     def create_table(self, name: str, partitioned_by_id: bool = False) -> Table:
         """The orders-like table; `partitioned_by_id`: identity-partitioned on id (a file per row)."""
-        schema = Schema(
-            NestedField(1, "id", LongType(), required=True),
-            NestedField(2, "region", StringType(), required=False),
-            NestedField(3, "amount", DoubleType(), required=False),
-            identifier_field_ids=[1],
-        )
+        schema = ORDERS
         catalog = self.catalog()
         catalog.create_namespace_if_not_exists(name.split(".")[0])
         spec = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "id_part")) if partitioned_by_id else PartitionSpec()

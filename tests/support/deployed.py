@@ -38,11 +38,29 @@ class Shape:
     table: dict[str, Any]  # the config's table entry beyond its name
 
 
+@dataclass(frozen=True)
+class Catalogued:
+    """Another catalog than the lake's Glue one: its properties (no keys), and, for S3 Tables, each
+    table's storage bucket → (table ARN, namespace, name)."""
+
+    properties: dict[str, str]
+    table_storage: dict[str, tuple[str, str, str]]
+
+
 class Deployed:
     """One synthesized stack, deployed into moto: `planner(event)` and `job(*args)` run as its roles."""
 
-    def __init__(self, shape: Shape, lake: Lake, search: FaultProxy, enforcer: Enforcer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self,
+        shape: Shape,
+        lake: Lake,
+        search: FaultProxy,
+        enforcer: Enforcer,
+        monkeypatch: pytest.MonkeyPatch,
+        catalog: Catalogued | None = None,
+    ) -> None:
         self.lake, self.search, self.enforcer, self.monkeypatch = lake, search, enforcer, monkeypatch
+        self.catalogued = catalog
         self.stack = f"c{lake.database.rsplit('_', 1)[-1]}"
         self.table = f"{lake.database}.orders"
         self.dead_letter_bucket = f"dl-{self.stack}"
@@ -56,7 +74,8 @@ class Deployed:
         data_key = next(i for i, r in resources.items() if r["Type"] == "AWS::KMS::Key" and i.startswith("DataKey"))
         self.resolve = Resolver(resources, Names(physical))
         key_arn = self.resolve({"Fn::GetAtt": [data_key, "Arn"]})
-        names = Names(physical, {self.dead_letter_bucket: key_arn, **self._warehouse_keys(shape)})
+        storage = catalog.table_storage if catalog else {}
+        names = Names(physical, {self.dead_letter_bucket: key_arn, **self._warehouse_keys(shape)}, storage)
         self.resolve = Resolver(resources, names)
         domain_arn = self.resolve({"Fn::GetAtt": [domain[0], "Arn"]}) if domain else shape.aws["opensearch_domain_arn"]
         self.roles = {
@@ -70,9 +89,10 @@ class Deployed:
         search.guard = lambda request: enforcer.authorize(request, opensearch=True)
 
     def _config(self, shape: Shape) -> dict[str, Any]:
-        catalog = {k: v for k, v in self.lake.catalog_properties.items() if "access-key" not in k}
+        glue = {k: v for k, v in self.lake.catalog_properties.items() if "access-key" not in k}
         return {
-            "catalog": catalog,  # the roles' own credentials: no keys in the file
+            # the roles' own credentials: no keys in the file
+            "catalog": dict(self.catalogued.properties) if self.catalogued else glue,
             "state": {"type": "sqlite", "path": "/tmp/unused.db"},
             "opensearch": {"url": self.search.url, **shape.opensearch},
             "tables": [{"name": self.table, "index": "orders", **shape.table}],

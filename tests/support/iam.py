@@ -25,7 +25,7 @@ import fnmatch
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -88,6 +88,9 @@ class Names:
 
     physical: Mapping[str, str]
     bucket_keys: Mapping[str, str] = field(default_factory=dict)  # bucket name → key ARN
+    # S3 Tables: a table's storage bucket → (table ARN, namespace, name): its objects are
+    # authorized as s3tables:GetTableData / PutTableData on the table, not as s3:*
+    table_storage: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -353,6 +356,8 @@ def _s3_calls(request: Request, names: Names) -> list[Call]:
             return [Call("s3:ListAllMyBuckets", "*")]
         raise UnknownRequest(f"s3: {method} /")
     bucket_arn = f"arn:{PARTITION}:s3:::{bucket}"
+    if bucket in names.table_storage:
+        return _table_data_calls(request, names.table_storage[bucket])
     if not key:
         return _s3_bucket_calls(request, bucket, bucket_arn)
     object_arn = f"{bucket_arn}/{key}"
@@ -385,6 +390,52 @@ def _s3_bucket_calls(request: Request, bucket: str, bucket_arn: str) -> list[Cal
         prefix = query.get("prefix", [""])[0]
         return [Call("s3:ListBucket", bucket_arn, (("s3:prefix", prefix),))]
     raise UnknownRequest(f"s3: {method} /{bucket} {sorted(query)}")
+
+
+def _table_data_calls(request: Request, table: tuple[str, str, str]) -> list[Call]:
+    """An S3 Tables table's objects, read or written through S3's API."""
+    arn, namespace, name = table
+    context = (("s3tables:namespace", namespace), ("s3tables:tablename", name))
+    if request.method in ("GET", "HEAD"):
+        return [Call("s3tables:GetTableData", arn, context)]
+    if request.method in ("PUT", "POST"):
+        return [Call("s3tables:PutTableData", arn, context)]
+    raise UnknownRequest(f"s3tables data: {request.method} {request.path}")
+
+
+# S3 Tables' Iceberg REST endpoint: the route → the IAM actions AWS documents for it
+_S3TABLES_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("GET", "config"): ("s3tables:GetTableBucket",),
+    ("GET", "namespaces"): ("s3tables:ListNamespaces",),
+    ("POST", "namespaces"): ("s3tables:CreateNamespace",),
+    ("GET", "namespace"): ("s3tables:GetNamespace",),
+    ("HEAD", "namespace"): ("s3tables:GetNamespace",),
+    ("GET", "tables"): ("s3tables:ListTables",),
+    ("POST", "tables"): ("s3tables:CreateTable",),
+    ("GET", "table"): ("s3tables:GetTable", "s3tables:GetTableMetadataLocation"),
+    ("HEAD", "table"): ("s3tables:GetTable",),
+    ("POST", "table"): ("s3tables:UpdateTableMetadataLocation",),
+    ("DELETE", "table"): ("s3tables:DeleteTable",),
+}
+
+
+def s3tables_calls(method: str, raw_path: str, bucket_arn: str, table_arn: Callable[[str, str], str]) -> list[Call]:
+    """The calls of a request to S3 Tables' REST endpoint; `table_arn(namespace, name)`."""
+    segments = [unquote(part) for part in raw_path.split("/")]
+    if segments[:3] == ["", "v1", "config"]:
+        kind, namespace, name = "config", "", ""
+    else:
+        rest = segments[3:]  # after /v1/<prefix>
+        namespace = rest[1] if len(rest) > 1 else ""
+        name = rest[3] if len(rest) > 3 else ""
+        kind = {1: "namespaces", 2: "namespace", 3: "tables", 4: "table"}.get(len(rest), "unknown")
+    actions = _S3TABLES_ROUTES.get((method, kind))
+    if actions is None:
+        raise UnknownRequest(f"s3tables: {method} {raw_path}")
+    if kind != "table":
+        return [Call(a, bucket_arn) for a in actions]
+    context = (("s3tables:namespace", namespace), ("s3tables:tablename", name))
+    return [Call(a, table_arn(namespace, name), context) for a in actions]
 
 
 def _through_s3(names: Names, bucket: str, action: str) -> list[Call]:
@@ -445,14 +496,21 @@ class Enforcer:
         """None when the request may go on (unsigned by a role, or allowed); else the refusal."""
         credential = request.credential()
         with self.lock:
-            policy = self.roles.get(credential[0]) if credential else None
             names = self.names
-        if credential is None or policy is None or names is None:
+        if credential is None or credential[0] not in self.roles or names is None:
             return None
         try:
             calls = es_calls(request, self.domain_arn) if opensearch else aws_calls(credential[1], request, names)
         except UnknownRequest as unknown:
             calls = [Call(f"unknown:{unknown}", "*")]
+        return self.authorize_calls(credential[0], calls)
+
+    def authorize_calls(self, access_key: str, calls: list[Call]) -> Refusal | None:
+        """The verdict on calls made with `access_key` (a REST endpoint's hook), recorded."""
+        with self.lock:
+            policy = self.roles.get(access_key)
+        if policy is None:
+            return None
         refused = None
         for call in calls:
             allowed = policy.allows(call)
