@@ -32,7 +32,7 @@ from tests.support.aws import ORDERS, REGION, Lake, aws_client, rows
 from tests.support.deployed import Catalogued, Deployed, Shape
 from tests.support.faults import FaultProxy
 from tests.support.iam import Enforcer, exercised_rows, s3tables_calls
-from tests.support.planner import handler_module, table_event
+from tests.support.planner import SCHEDULE_EVENT, handler_module, table_event
 from tests.support.rest_catalog import Auth, RestCatalogServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,6 +308,12 @@ def test_an_s3_tables_catalog_through_its_rest_endpoint_under_the_roles(
         [changed] = deployed.job(job.main)
         assert (changed.writes.indexed, changed.writes.deleted) == (2, 1)
         assert_index_equals_rest_table(deployed, backing, fault_proxy)
+
+        # what a sweep and a no-op job cost the catalog: one config, one load per table
+        for run in (lambda: deployed.planner(buffered(SCHEDULE_EVENT), handler_module.handler), lambda: deployed.job(job.main)):
+            endpoint.reset_counts()
+            run()
+            assert sum(endpoint.counts().values()) <= 2, endpoint.counts()
 
 
 def s3tables_commit(bucket_arn: str, namespace: str, name: str) -> dict[str, Any]:
