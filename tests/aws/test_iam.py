@@ -31,7 +31,7 @@ from icecdc.verify import diff_index
 from tests.support.aws import ORDERS, REGION, Lake, aws_client, rows
 from tests.support.deployed import Catalogued, Deployed, Shape
 from tests.support.faults import FaultProxy
-from tests.support.iam import Enforcer, exercised_rows, s3tables_calls
+from tests.support.iam import Enforcer, exercised_rows, glue_rest_calls, s3tables_calls
 from tests.support.planner import SCHEDULE_EVENT, handler_module, table_event
 from tests.support.rest_catalog import Auth, RestCatalogServer
 
@@ -316,6 +316,55 @@ def test_an_s3_tables_catalog_through_its_rest_endpoint_under_the_roles(
             assert sum(endpoint.counts().values()) <= 2, endpoint.counts()
 
 
+def test_glues_rest_endpoint_with_lake_formation_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Glue's Iceberg REST endpoint over a federated catalog: signed for `glue`, each route
+    authorized as glue:Get* on the catalogs, database and table it names, and the data read with
+    the credentials Lake Formation vends (lakeformation:GetDataAccess), never the role's own:
+    the role has no right on the data's bucket, so a read with its keys would be refused."""
+    backing = SqlCatalog(
+        "backing",
+        uri=f"sqlite:///{tmp_path / 'tables.db'}",
+        warehouse=f"s3://{lake.bucket}/federated",
+        **{k: v for k, v in lake.catalog_properties.items() if k.startswith("s3.")},
+    )
+    namespace = lake.database
+    backing.create_namespace(namespace)
+    backing.create_table(f"{namespace}.orders", schema=ORDERS).append(rows(1, 2, 3))
+    federated = f"s3tablescatalog/{lake.bucket}"
+
+    def authorize(access_key: str, method: str, raw_path: str) -> str | None:
+        refused = enforced.authorize_calls(access_key, glue_rest_calls(method, raw_path, federated))
+        return None if refused is None else str(refused)
+
+    vended = {"s3.access-key-id": "vended-by-lake-formation", "s3.secret-access-key": "vended"}
+    warehouse = f"123456789012:{federated}"
+    endpoint = RestCatalogServer(backing, warehouse=warehouse, auth=Auth.SIGV4, signing_name="glue", authorize=authorize)
+    endpoint.vended = vended
+    with endpoint:
+        properties = {
+            "name": "lake",
+            "type": "rest",
+            "uri": endpoint.url,
+            "warehouse": warehouse,
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "glue",
+            "rest.signing-region": REGION,
+            **{k: v for k, v in lake.catalog_properties.items() if k in ("s3.endpoint", "s3.region")},
+        }
+        shape = Shape("Glue REST", {"opensearch_domain_arn": DOMAIN, "warehouse_buckets": []}, SIGNED, {})
+        deployed = Deployed(shape, lake, fault_proxy, enforced, monkeypatch, Catalogued(properties, {}))
+        assert deployed.planner(buffered(SCHEDULE_EVENT), handler_module.handler) == {"batchItemFailures": []}
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+        backing.load_table(f"{namespace}.orders").append(rows(4, region="eu"))
+        [changed] = deployed.job(job.main)
+        assert changed.writes.indexed == 1
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+    roles_s3 = [t for t in enforced.exercised if t[1].startswith("s3:") and lake.bucket in t[2]]
+    assert roles_s3 == [], "the roles read the data with their own keys"
+
+
 def s3tables_commit(bucket_arn: str, namespace: str, name: str) -> dict[str, Any]:
     """An S3 Tables commit as EventBridge delivers it from CloudTrail (management events)."""
     parameters = {"tableBucketARN": bucket_arn, "namespace": namespace, "name": name, "versionToken": "x"}
@@ -382,6 +431,7 @@ def resource_kind(resource: str) -> str:
     kinds = [
         (r"^arn:aws:dynamodb:.*:table/[^/]+-state$", "the state table"),
         (r"^arn:aws:glue:.*:catalog$", "the Data Catalog"),
+        (r"^arn:aws:glue:.*:catalog/", "the federated catalog"),
         (r"^arn:aws:glue:.*:database/", "the tables' databases"),
         (r"^arn:aws:glue:.*:table/", "the configured tables"),
         (r"^arn:aws:glue:.*:job/", "the tables' jobs"),

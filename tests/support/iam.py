@@ -438,6 +438,38 @@ def s3tables_calls(method: str, raw_path: str, bucket_arn: str, table_arn: Calla
     return [Call(a, table_arn(namespace, name), context) for a in actions]
 
 
+# Glue's Iceberg REST endpoint: the route → the Glue actions it needs (a load that vends
+# credentials asks Lake Formation for the data access too)
+_GLUE_REST_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("GET", "config"): ("glue:GetCatalog",),
+    ("GET", "namespaces"): ("glue:GetDatabases",),
+    ("GET", "namespace"): ("glue:GetDatabase",),
+    ("HEAD", "namespace"): ("glue:GetDatabase",),
+    ("GET", "tables"): ("glue:GetTables",),
+    ("GET", "table"): ("glue:GetTable", "lakeformation:GetDataAccess"),
+    ("HEAD", "table"): ("glue:GetTable",),
+}
+
+
+def glue_rest_calls(method: str, raw_path: str, catalog: str) -> list[Call]:
+    """The calls of a request to Glue's REST endpoint for the federated `catalog`
+    (e.g. s3tablescatalog/lakehouse): each on the catalogs, database and table it names."""
+    segments = [unquote(part) for part in raw_path.split("/")]
+    rest = [] if segments[:3] == ["", "v1", "config"] else segments[3:]
+    kind = "config" if not rest else {1: "namespaces", 2: "namespace", 3: "tables", 4: "table"}.get(len(rest), "?")
+    actions = _GLUE_REST_ROUTES.get((method, kind))
+    if actions is None:
+        raise UnknownRequest(f"glue rest: {method} {raw_path}")
+    parts = catalog.split("/")
+    resources = [_arn("glue", "catalog")] + [_arn("glue", f"catalog/{'/'.join(parts[: n + 1])}") for n in range(len(parts))]
+    if len(rest) > 1:
+        resources.append(_arn("glue", f"database/{catalog}/{rest[1]}"))
+    if len(rest) > 3:
+        resources.append(_arn("glue", f"table/{catalog}/{rest[1]}/{rest[3]}"))
+    calls = [Call(a, r) for a in actions if a.startswith("glue:") for r in resources]
+    return calls + [Call(a, "*") for a in actions if a.startswith("lakeformation:")]
+
+
 def _through_s3(names: Names, bucket: str, action: str) -> list[Call]:
     """What S3 asks KMS, as the caller, for an object of a bucket under a customer-managed key."""
     key = names.bucket_keys.get(bucket)

@@ -156,6 +156,8 @@ class RestCatalogServer:
     client_id: str = "icecdc"  # OAUTH2: the one client the token endpoint knows
     client_secret: str = "secret"
     expires_in: int = 3600  # OAUTH2: seconds a token is valid
+    # credentials vended with every loaded table (the load's `config`), as Lake Formation's are
+    vended: dict[str, str] = field(default_factory=dict)
     _tokens: dict[str, float] = field(default_factory=dict)  # token -> when it expires (monotonic)
     _counts: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -349,7 +351,7 @@ class RestCatalogServer:
 
     def _load_table(self, call: Call) -> Answer:
         table = self.catalog.load_table(call.table())
-        return 200, _loaded(table)
+        return 200, _loaded(table, self.vended)
 
     def _table_exists(self, call: Call) -> Answer:
         return (204 if self.catalog.table_exists(call.table()) else 404), None
@@ -373,9 +375,11 @@ class RestCatalogServer:
         return 204, None
 
 
-def _loaded(table: Table) -> TableResponse:
-    """The spec's LoadTableResult for a table of the SQL catalog: where its metadata is, and it."""
-    return TableResponse.model_validate({"metadata-location": table.metadata_location, "metadata": table.metadata})
+def _loaded(table: Table, vended: dict[str, str] | None = None) -> TableResponse:
+    """The spec's LoadTableResult for a table of the SQL catalog: where its metadata is, and it
+    (with `vended`: the properties its FileIO reads the files with)."""
+    loaded = {"metadata-location": table.metadata_location, "metadata": table.metadata, "config": vended or {}}
+    return TableResponse.model_validate(loaded)
 
 
 def _error(status: int, kind: str, message: str) -> ErrorResponse:
