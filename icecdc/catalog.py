@@ -5,6 +5,7 @@ The lineage is that of the table's current snapshot.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,7 @@ from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, Pri
 from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
 from icecdc.model import AnyItem
+from icecdc.secret_values import secret_string
 
 
 def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
@@ -33,11 +35,31 @@ def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
             "check the path; icecdc opens a catalog and never creates one (pyiceberg or Spark "
             "creates it with its first table)"
         )
+    properties = config.properties
+    if config.credential_secret_arn is not None:
+        properties["credential"] = _client_credentials(config.credential_secret_arn)
     try:
-        return load_catalog(config.name, **config.properties)
+        return load_catalog(config.name, **properties)
     # Any catalog's failure to connect: reported with its own words, nothing written yet.
     except Exception as exc:  # noqa: BLE001
         raise PlanningError(f"cannot open catalog {config.name!r}: {exc}") from None
+
+
+def _client_credentials(arn: str) -> str:
+    """pyiceberg's `credential` ("<client id>:<client secret>") from the secret `arn`."""
+    setting = "catalog.credential_secret_arn"
+    text = secret_string(arn, setting)
+    if text.startswith("{"):
+        found = json.loads(text)
+        client_id, client_secret = found.get("client_id"), found.get("client_secret")
+        if not isinstance(client_id, str) or not isinstance(client_secret, str):
+            raise ConfigError(
+                f"{setting} {arn}: the secret's JSON needs client_id and client_secret"
+            )
+        return f"{client_id}:{client_secret}"
+    if ":" not in text:
+        raise ConfigError(f"{setting} {arn}: the secret must be '<client id>:<client secret>'")
+    return text
 
 
 def missing_sqlite_file(catalog: dict[str, str]) -> Path | None:

@@ -10,6 +10,7 @@ import json
 
 from icecdc.config import OpenSearchConfig
 from icecdc.errors import ConfigError
+from icecdc.secret_values import secret_string
 
 
 def basic_auth(config: OpenSearchConfig) -> tuple[str, str] | None:
@@ -23,21 +24,7 @@ def basic_auth(config: OpenSearchConfig) -> tuple[str, str] | None:
 
 
 def _secret_password(arn: str) -> str:
-    import boto3  # only this path needs it
-    from botocore.exceptions import ClientError
-
-    region = arn.split(":")[3] if arn.startswith("arn:") and arn.count(":") >= 6 else None
-    # a session of its own: the planner's sweep opens clients in threads, and the default session
-    # boto3.client shares is not safe to use from several at once
-    client = boto3.session.Session().client("secretsmanager", region_name=region)
-    try:
-        value = client.get_secret_value(SecretId=arn)
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        raise ConfigError(
-            f"opensearch.password_secret_arn {arn}: Secrets Manager answered {code}"
-        ) from None
-    text = str(value.get("SecretString", ""))
+    text = secret_string(arn, "opensearch.password_secret_arn")
     if text.startswith("{"):  # a JSON secret, as the console's "other type of secret" stores it
         password = json.loads(text).get("password")
         if not isinstance(password, str):

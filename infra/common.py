@@ -180,7 +180,8 @@ def glue_table_arns(scope: Construct, tables: Iterable[tuple[str, str]]) -> list
 def aws_catalog(config: Config) -> AwsCatalog:
     """The configured catalog as the bundle reads it (icecdc.aws.catalogs: its kind decides)."""
     protected = [t.name for t in config.tables if t.protect_checkpoint]
-    return AwsCatalog.of(config.catalog.properties, [t.name for t in config.tables], protected)
+    names = [t.name for t in config.tables]
+    return AwsCatalog.of(config.catalog.properties, names, protected, config.catalog.credential_secret_arn)
 
 
 def where(scope: IConstruct) -> Where:
@@ -198,11 +199,12 @@ def allow_grants(role: iam.IRole, grants: Sequence[Grant]) -> None:
 def read_catalog_and_warehouse(role: iam.IRole, config: Config) -> None:
     """The configured tables' catalog entries (read only) and the objects of the warehouse buckets."""
     catalog = aws_catalog(config)
-    if catalog.kind != CatalogKind.GLUE:  # the table's rights carry its data's (S3 Tables, Lake Formation)
-        allow_grants(role, catalog.read_grants(where(role)))
+    allow_grants(role, catalog.read_grants(where(role)))
+    if not catalog.needs_warehouse_buckets():  # the table's rights carry its data's (S3 Tables, Lake Formation)
         return
     aws = _aws(config)
-    allow(role, iam.PolicyStatement(actions=GLUE_READ_ACTIONS, resources=glue_table_arns(role, table_parts(config))))
+    if catalog.kind == CatalogKind.GLUE:
+        allow(role, iam.PolicyStatement(actions=GLUE_READ_ACTIONS, resources=glue_table_arns(role, table_parts(config))))
     allow(
         role,
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{_s3(role)}{b}/*" for b in aws.warehouse_buckets]),
@@ -221,13 +223,12 @@ def tag_protected_tables(role: iam.IRole, config: Config) -> None:
     """`protect_checkpoint` tables: icecdc commits tags to their metadata (icecdc.protection), so the
     role may update those tables, and write metadata files (never data) in the warehouse."""
     catalog = aws_catalog(config)
-    if catalog.kind != CatalogKind.GLUE:
-        allow_grants(role, catalog.guard_grants(where(role)))
-        return
+    allow_grants(role, catalog.guard_grants(where(role)))
     protected = table_parts(config, protected_only=True)
-    if not protected:
+    if not protected or not catalog.needs_warehouse_buckets():
         return
-    allow(role, iam.PolicyStatement(actions=["glue:UpdateTable"], resources=glue_table_arns(role, protected)))
+    if catalog.kind == CatalogKind.GLUE:  # a REST catalog commits with its own credentials
+        allow(role, iam.PolicyStatement(actions=["glue:UpdateTable"], resources=glue_table_arns(role, protected)))
     allow(
         role,
         iam.PolicyStatement(

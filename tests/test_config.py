@@ -156,7 +156,6 @@ def test_unknown_table_name_is_named() -> None:
         (lambda c: c["spark"].update(conf=[]), "spark.conf must be a mapping"),
         (lambda c: c.update(dead_letter={"path": "relative/dir"}), "dead_letter.path must be an absolute directory or an s3://"),
         (lambda c: c.update(dead_letter={"pth": "/x"}), "unknown key dead_letter.pth"),
-        (lambda c: c.update(aws={"stack_name": "x"}), "aws.warehouse_buckets is required"),
         (lambda c: c.update(aws={"warehouse_buckets": ["b/p"]}), r"aws.warehouse_buckets must list bucket names"),
         (lambda c: c.update(aws={"warehouse_buckets": ["b"], "stack_name": "1x"}), "aws.stack_name must be letters"),
         (lambda c: c.update(aws={"warehouse_buckets": ["b"], "glue_max_workers": 1}), "aws.glue_max_workers must be at least 2"),

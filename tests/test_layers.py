@@ -19,7 +19,8 @@ LAYERS: list[set[str]] = [
     # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
     {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
     # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
-    {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict"},
+    # secret_values: a secret's string, for the password and a REST catalog's credentials
+    {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict", "icecdc.secret_values"},
     {
         "icecdc.catalog",
         "icecdc.secrets",

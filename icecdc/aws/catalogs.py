@@ -14,7 +14,9 @@ else knows the kind. Events are hints: the stack's sweep plans every table on it
 - **glue-rest**: Glue's Iceberg REST endpoint (`uri: https://glue.<region>.amazonaws.com/iceberg`,
   signing name `glue`), a federated catalog such as `<account>:s3tablescatalog/<bucket>` as the
   warehouse; Lake Formation vends the data access (`lakeformation:GetDataAccess`).
-- **rest**: any other REST catalog; the bundle grants nothing for it (its own credentials).
+- **rest**: any other REST catalog (Polaris, Nessie, Unity, Lakekeeper), with OAuth2 client
+  credentials from Secrets Manager (`catalog.credential_secret_arn`); its files in
+  `aws.warehouse_buckets`; no events: the sweep plans.
 """
 
 from __future__ import annotations
@@ -100,12 +102,18 @@ class AwsCatalog:
     properties: Mapping[str, str]
     tables: tuple[str, ...]  # "<namespace>.<table>", as configured
     protected: tuple[str, ...] = ()  # the tables under the expiry guard
+    credential_secret_arn: str | None = None  # a REST catalog's OAuth2 client credentials
 
     @classmethod
     def of(
-        cls, properties: Mapping[str, str], tables: Sequence[str], protected: Sequence[str] = ()
+        cls,
+        properties: Mapping[str, str],
+        tables: Sequence[str],
+        protected: Sequence[str] = (),
+        credential_secret_arn: str | None = None,
     ) -> AwsCatalog:
-        return cls(catalog_kind(properties), dict(properties), tuple(tables), tuple(protected))
+        kind = catalog_kind(properties)
+        return cls(kind, dict(properties), tuple(tables), tuple(protected), credential_secret_arn)
 
     @property
     def table_bucket(self) -> re.Match[str] | None:
@@ -131,10 +139,16 @@ class AwsCatalog:
                 "the stack reads the Glue Data Catalog, S3 Tables or Glue's REST endpoint: "
                 f"catalog.type must be 'glue' or 'rest', not {kind!r}"
             )
-        if self.kind == CatalogKind.REST:
+        uploaded = sorted(k for k in ("credential", "token") if k in self.properties)
+        if uploaded:
             return (
-                "the stack reads the Glue Data Catalog, S3 Tables or Glue's REST endpoint: a REST "
-                'catalog needs `rest.sigv4-enabled: "true"` and `rest.signing-name` s3tables, glue'
+                f"catalog.{uploaded[0]} would be uploaded with the configuration asset: keep "
+                "the client credentials in Secrets Manager, named by catalog.credential_secret_arn"
+            )
+        if self.kind == CatalogKind.REST and self.credential_secret_arn is None:
+            return (
+                'a REST catalog needs `rest.sigv4-enabled: "true"` and `rest.signing-name` '
+                "s3tables or glue, or OAuth2 client credentials in catalog.credential_secret_arn"
             )
         return None
 
@@ -143,8 +157,12 @@ class AwsCatalog:
         return self.properties.get("warehouse")
 
     def needs_warehouse_buckets(self) -> bool:
-        """Whether the tables' files are in buckets the configuration must list (Glue's catalog)."""
-        return self.kind == CatalogKind.GLUE
+        """Whether the tables' files are in buckets the configuration must list.
+
+        They are for the Glue Data Catalog and any REST catalog that vends no access (S3 Tables
+        and Lake Formation do).
+        """
+        return self.kind in (CatalogKind.GLUE, CatalogKind.REST)
 
     # -- IAM ---------------------------------------------------------------------------------
 
@@ -154,6 +172,10 @@ class AwsCatalog:
             return self._s3tables_grants(where, write=False)
         if self.kind == CatalogKind.GLUE_REST:
             return self._glue_rest_grants(where)
+        if self.credential_secret_arn is not None:
+            secret = (self.credential_secret_arn,)
+            why = "the REST catalog's OAuth2 client credentials, read when the catalog is opened"
+            return [Grant(("secretsmanager:GetSecretValue",), secret, why)]
         return []
 
     def guard_grants(self, where: Where) -> list[Grant]:

@@ -33,9 +33,13 @@ class CatalogConfig(Section):
     __pydantic_extra__: dict[str, Setting] = Field(init=False)
 
     name: Text
+    # A REST catalog's OAuth2 client credentials in Secrets Manager ("<id>:<secret>", or JSON with
+    # client_id and client_secret), read when the catalog is opened: never in the file.
+    credential_secret_arn: Text | None = None
 
     @property
     def properties(self) -> dict[str, str]:
+        """pyiceberg's properties, as written (the secret's credentials are added on opening)."""
         return dict(self.__pydantic_extra__ or {})
 
 

@@ -208,3 +208,21 @@ def test_doctor_says_whether_a_trail_announces_s3_tables_commits(moto_url: str, 
         ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
         [check] = check_catalog_kind(ctx)
     assert check.outcome == Outcome.PASSED, check
+
+
+def test_any_rest_catalog_reads_its_oauth2_secret_and_the_warehouse(tmp_path: Path) -> None:
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:polaris-AbCdEf"
+    catalog = {"name": "lake", "type": "rest", "uri": "https://polaris.example.com/api/catalog", "warehouse": "lake"}
+    template, annotations = synth(tmp_path, {}, catalog={**catalog, "credential_secret_arn": secret})
+    assert annotations.find_error("*", NAG) == [] and findings(template) == []
+    statements = role_statements(template, "JobRole")
+    [read] = [s for s in statements if s["Action"] == "secretsmanager:GetSecretValue"]
+    assert read["Resource"] == secret
+    assert actions_of(statements, "glue:") == set() and "lake-bucket/*" in json.dumps(statements)
+    for name, refused, reason in [
+        ("inline", {**catalog, "credential": "icecdc:s3cret"}, "catalog.credential would be uploaded"),
+        ("none", catalog, "OAuth2 client credentials in catalog.credential_secret_arn"),
+    ]:
+        (tmp_path / name).mkdir()
+        with pytest.raises(SystemExit, match=reason):
+            synth(tmp_path / name, {}, catalog=refused)

@@ -256,6 +256,21 @@ def data_files(table: Any) -> set[str]:
     return {task.file.file_path for task in table.scan().plan_files()}
 
 
+def backing_catalog(lake: Lake, tmp_path: Path, warehouse: str) -> tuple[SqlCatalog, Any]:
+    """The catalog behind a REST stand-in (SQLite, files in moto's S3), with the orders table of
+    rows 1-3 in the namespace `lake.database`; and the table."""
+    backing = SqlCatalog(
+        "backing",
+        uri=f"sqlite:///{tmp_path / 'tables.db'}",
+        warehouse=warehouse,
+        **{k: v for k, v in lake.catalog_properties.items() if k.startswith("s3.")},
+    )
+    backing.create_namespace(lake.database)
+    table = backing.create_table(f"{lake.database}.orders", schema=ORDERS)
+    table.append(rows(1, 2, 3))
+    return backing, table
+
+
 def test_an_s3_tables_catalog_through_its_rest_endpoint_under_the_roles(
     lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -265,16 +280,8 @@ def test_an_s3_tables_catalog_through_its_rest_endpoint_under_the_roles(
     commit CloudTrail records names the table the planner plans."""
     storage = f"{lake.bucket}--table-s3"  # a table's storage, as S3 Tables names it
     aws_client("s3", lake.moto_url).create_bucket(Bucket=storage)
-    backing = SqlCatalog(
-        "backing",
-        uri=f"sqlite:///{tmp_path / 'tables.db'}",
-        warehouse=f"s3://{storage}",
-        **{k: v for k, v in lake.catalog_properties.items() if k.startswith("s3.")},
-    )
+    backing, table = backing_catalog(lake, tmp_path, f"s3://{storage}")
     namespace = lake.database
-    backing.create_namespace(namespace)
-    table = backing.create_table(f"{namespace}.orders", schema=ORDERS)
-    table.append(rows(1, 2, 3))
     bucket_arn = f"arn:aws:s3tables:{REGION}:123456789012:bucket/{lake.bucket}"
     table_arn = f"{bucket_arn}/table/{table.metadata.table_uuid}"
 
@@ -323,15 +330,8 @@ def test_glues_rest_endpoint_with_lake_formation_under_the_roles(
     authorized as glue:Get* on the catalogs, database and table it names, and the data read with
     the credentials Lake Formation vends (lakeformation:GetDataAccess), never the role's own:
     the role has no right on the data's bucket, so a read with its keys would be refused."""
-    backing = SqlCatalog(
-        "backing",
-        uri=f"sqlite:///{tmp_path / 'tables.db'}",
-        warehouse=f"s3://{lake.bucket}/federated",
-        **{k: v for k, v in lake.catalog_properties.items() if k.startswith("s3.")},
-    )
+    backing, _ = backing_catalog(lake, tmp_path, f"s3://{lake.bucket}/federated")
     namespace = lake.database
-    backing.create_namespace(namespace)
-    backing.create_table(f"{namespace}.orders", schema=ORDERS).append(rows(1, 2, 3))
     federated = f"s3tablescatalog/{lake.bucket}"
 
     def authorize(access_key: str, method: str, raw_path: str) -> str | None:
@@ -363,6 +363,41 @@ def test_glues_rest_endpoint_with_lake_formation_under_the_roles(
         assert_index_equals_rest_table(deployed, backing, fault_proxy)
     roles_s3 = [t for t in enforced.exercised if t[1].startswith("s3:") and lake.bucket in t[2]]
     assert roles_s3 == [], "the roles read the data with their own keys"
+
+
+def test_any_rest_catalog_with_oauth2_credentials_from_secrets_manager(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A REST catalog (Polaris, Nessie, ...) with OAuth2: the roles read the client credentials
+    from Secrets Manager (never in the file), the stand-in issues tokens, the files are read from
+    the warehouse bucket under the roles' S3 rights; the sweep plans (no events)."""
+    backing, _ = backing_catalog(lake, tmp_path, f"s3://{lake.bucket}/polaris")
+    namespace = lake.database
+    secrets = aws_client("secretsmanager", lake.moto_url)
+    secret = secrets.create_secret(
+        Name=f"catalog-{lake.bucket}", SecretString='{"client_id": "icecdc", "client_secret": "s3cret"}'
+    )
+    endpoint = RestCatalogServer(backing, warehouse="lake", auth=Auth.OAUTH2, client_secret="s3cret")
+    with endpoint:
+        properties = {
+            "name": "lake",
+            "type": "rest",
+            "uri": endpoint.url,
+            "warehouse": "lake",
+            "credential_secret_arn": secret["ARN"],
+            **{k: v for k, v in lake.catalog_properties.items() if k in ("s3.endpoint", "s3.region")},
+        }
+        shape = Shape("OAuth2 REST", {"opensearch_domain_arn": DOMAIN}, SIGNED, {})
+        deployed = Deployed(shape, lake, fault_proxy, enforced, monkeypatch, Catalogued(properties, {}))
+        assert "s3cret" not in deployed.config_path.read_text()
+        assert deployed.planner(buffered(SCHEDULE_EVENT), handler_module.handler) == {"batchItemFailures": []}
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+        backing.load_table(f"{namespace}.orders").append(rows(4, region="eu"))
+        endpoint.expire_tokens()  # the job's token is fetched anew
+        [changed] = deployed.job(job.main)
+        assert changed.writes.indexed == 1
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+    assert ("job", "secretsmanager:GetSecretValue", secret["ARN"]) in enforced.exercised
 
 
 def s3tables_commit(bucket_arn: str, namespace: str, name: str) -> dict[str, Any]:
@@ -443,6 +478,7 @@ def resource_kind(resource: str) -> str:
         (r"^arn:aws:s3:::cdk-[^/]+/", "the job's assets"),
         (r"^arn:aws:kms:.*:key/1234abcd", "the configured keys"),
         (r"^arn:aws:kms:", "the stack's data key"),
+        (r"^arn:aws:secretsmanager:.*:secret:catalog-", "the catalog's client credentials"),
         (r"^arn:aws:secretsmanager:", "the password secret"),
         (r"^arn:aws:es:.*:domain/[^/]+/orders(-[0-9*]+)?(/.*)?$", "the configured indexes"),
         (r"^arn:aws:es:.*:domain/[^/]+/?$", "the domain's root"),
