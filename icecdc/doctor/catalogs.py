@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from icecdc.aws.catalogs import AwsCatalog, CatalogKind
 from icecdc.doctor.context import Context
-from icecdc.doctor.model import Check, passed, warned
+from icecdc.doctor.model import Check, failed, passed, warned
 from icecdc.doctor.stack import error_code
 
 NAME = "commit events"
@@ -25,6 +25,7 @@ def check_catalog_kind(ctx: Context) -> Iterator[Check]:
     """Whether the catalog's commits announce themselves to the stack, or only the sweep plans."""
     catalog = AwsCatalog.of(ctx.config.catalog.properties, [t.name for t in ctx.config.tables])
     if catalog.kind == CatalogKind.S3_TABLES:
+        yield from _table_bucket(ctx, catalog)
         yield _management_trail(ctx)
     elif catalog.kind == CatalogKind.GLUE_REST:
         yield warned(
@@ -35,6 +36,37 @@ def check_catalog_kind(ctx: Context) -> Iterator[Check]:
             "grant the JobRole and PlannerRole in Lake Formation after the deploy (docs/deploy.md, "
             '"Catalogs")',
         )
+
+
+def _table_bucket(ctx: Context, catalog: AwsCatalog) -> Iterator[Check]:
+    """The table bucket the warehouse names, and each configured table in it."""
+    bucket = str(catalog.properties.get("warehouse"))
+    s3tables = ctx.client("s3tables")
+    try:
+        s3tables.get_table_bucket(tableBucketARN=bucket)
+    except ClientError as exc:
+        yield failed(
+            "table bucket",
+            f"{bucket}: {error_code(exc) or exc}",
+            "create the table bucket, or correct catalog.warehouse (its ARN)",
+            f"aws s3tables create-table-bucket --name {bucket.rsplit('/', 1)[-1]} "
+            f"--region {ctx.region}",
+        )
+        return
+    yield passed("table bucket", bucket)
+    for name in catalog.tables:
+        namespace, table = name.split(".", 1)
+        try:
+            s3tables.get_table(tableBucketARN=bucket, namespace=namespace, name=table)
+        except ClientError as exc:
+            yield failed(
+                "table exists",
+                f"{name} in {bucket}: {error_code(exc) or exc}",
+                "create the table in the table bucket, or correct the name (<namespace>.<table>)",
+                subject=name,
+            )
+            continue
+        yield passed("table exists", f"{name} in {bucket}", subject=name)
 
 
 def _management_trail(ctx: Context) -> Check:

@@ -173,9 +173,9 @@ def test_the_planner_plans_the_table_an_s3_tables_commit_names(tmp_path: Path) -
     assert event_tables(elsewhere, config).tables == ()
 
 
-def test_doctor_says_whether_a_trail_announces_s3_tables_commits(moto_url: str, unique: str, tmp_path: Path) -> None:
-    """moto's CloudTrail: none recording management events is a warning naming the fix (the sweep
-    alone plans); a logging trail with them passes."""
+def test_doctor_checks_the_table_bucket_its_tables_and_a_trail(moto_url: str, unique: str, tmp_path: Path) -> None:
+    """moto's S3 Tables and CloudTrail: a missing table bucket or table fails naming the fix; no
+    trail recording management events is a warning (the sweep alone plans); one that does passes."""
     import boto3
 
     from icecdc.checklist import Outcome
@@ -189,13 +189,23 @@ def test_doctor_says_whether_a_trail_announces_s3_tables_commits(moto_url: str, 
         "state": {"type": "sqlite", "path": str(tmp_path / "state.db")},
         "opensearch": {"url": "http://127.0.0.1:9200"},
         "tables": [{"name": "shop.orders"}],
-        "aws": {"region": "eu-north-1"},
+        "aws": {"region": "us-east-2"},
     }
-    region = "eu-north-1"  # moto's trails are the session's: a region no other test uses
+    region = "us-east-2"  # moto's trails are the session's: a region no other test uses
     with pytest.MonkeyPatch.context() as env:
         env.setenv("AWS_ENDPOINT_URL", moto_url)
         ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
-        [check] = check_catalog_kind(ctx)
+        bucket_missing, trail = check_catalog_kind(ctx)
+        assert bucket_missing.outcome == Outcome.FAILED and "create-table-bucket" in str(bucket_missing.fix)
+        tables = boto3.client("s3tables", region_name=region, endpoint_url=moto_url)
+        arn = tables.create_table_bucket(name=f"lake{unique}")["arn"]
+        tables.create_namespace(tableBucketARN=arn, namespace=["shop"])
+        tables.create_table(tableBucketARN=arn, namespace="shop", name="orders", format="ICEBERG")
+        raw["catalog"] = {**S3TABLES, "warehouse": arn}
+        raw["tables"] = [{"name": "shop.orders"}, {"name": "shop.returns"}]
+        ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
+        bucket, orders, returns, check = check_catalog_kind(ctx)
+        assert (bucket.outcome, orders.outcome, returns.outcome) == (Outcome.PASSED, Outcome.PASSED, Outcome.FAILED)
         assert check.outcome == Outcome.WARNING and "no trail records management events" in check.detail
         assert check.fix is not None and "create-trail" in (check.fix.command or "")
         s3, trails = aws_client("s3", moto_url), boto3.client("cloudtrail", region_name=region, endpoint_url=moto_url)
@@ -206,7 +216,7 @@ def test_doctor_says_whether_a_trail_announces_s3_tables_commits(moto_url: str, 
         )
         trails.start_logging(Name=f"icecdc-{unique}")
         ctx = Context(parse_config(raw), boto3.Session(region_name=region), region)
-        [check] = check_catalog_kind(ctx)
+        *_, check = check_catalog_kind(ctx)
     assert check.outcome == Outcome.PASSED, check
 
 
