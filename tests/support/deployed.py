@@ -75,7 +75,9 @@ class Deployed:
         self.resolve = Resolver(resources, Names(physical))
         key_arn = self.resolve({"Fn::GetAtt": [data_key, "Arn"]})
         storage = catalog.table_storage if catalog else {}
-        names = Names(physical, {self.dead_letter_bucket: key_arn, **self._warehouse_keys(shape)}, storage)
+        secret, secret_key = shape.opensearch.get("password_secret_arn"), shape.aws.get("password_secret_kms_key_arn")
+        secret_keys = {secret: secret_key} if secret and secret_key else {}
+        names = Names(physical, {self.dead_letter_bucket: key_arn, **self._warehouse_keys(shape)}, storage, secret_keys)
         self.resolve = Resolver(resources, names)
         domain_arn = self.resolve({"Fn::GetAtt": [domain[0], "Arn"]}) if domain else shape.aws["opensearch_domain_arn"]
         self.roles = {

@@ -91,6 +91,7 @@ class Names:
     # S3 Tables: a table's storage bucket → (table ARN, namespace, name): its objects are
     # authorized as s3tables:GetTableData / PutTableData on the table, not as s3:*
     table_storage: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    secret_keys: Mapping[str, str] = field(default_factory=dict)  # secret ARN → its key's ARN
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,12 @@ def aws_calls(service: str, request: Request, names: Names) -> list[Call]:
     if service == "s3":
         return _s3_calls(request, names)
     operation, params = _rpc(service, request)
-    return _RPC_CALLS.get(service, _unknown_service)(operation, params)
+    calls = _RPC_CALLS.get(service, _unknown_service)(operation, params)
+    if service == "secretsmanager":  # a secret under a customer-managed key: decrypted as the caller
+        via = (("kms:viaservice", f"secretsmanager.{REGION}.amazonaws.com"),)
+        keys = [names.secret_keys.get(c.resource) for c in calls]
+        calls += [Call("kms:Decrypt", key, via) for key in keys if key]
+    return calls
 
 
 def _rpc(service: str, request: Request) -> tuple[str, dict[str, Any]]:
