@@ -246,6 +246,9 @@ class WorkSize:
             len(files), sum(f.record_count for f in files), sum(f.file_size_in_bytes for f in files)
         )
 
+    def __add__(self, other: WorkSize) -> WorkSize:
+        return WorkSize(self.files + other.files, self.rows + other.rows, self.bytes + other.bytes)
+
 
 @dataclass(frozen=True)
 class Write:

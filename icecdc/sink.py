@@ -38,7 +38,7 @@ from opensearchpy.exceptions import TransportError
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import SinkError
+from icecdc.errors import NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ _json_string = json.encoder.encode_basestring
 ERRORS_QUOTED = 5
 # Whole bulk requests answered with these are retried with backoff, like items answered 429 or 5xx.
 RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
+# Of those, the answers of a cluster that refused a whole request before applying any of it; a
+# gateway's 502 or 504 may come after the cluster applied it.
+UNAPPLIED_REQUEST_STATUSES = (429, 503)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
@@ -130,6 +133,7 @@ class SinkStats:
     deleted: int = 0
     superseded: int = 0  # refused because the index holds this or a newer version already
     retried: int = 0  # items answered 429 or 5xx and sent again
+    reached: int = 0  # requests OpenSearch may have applied some of (not refused whole: 429, 503)
     dead_lettered: int = 0  # refused for good, kept in the dead letters
     letters: LetterTally = field(default_factory=LetterTally)  # the dead letters by cause
 
@@ -300,12 +304,18 @@ def write_documents(
     # by more tasks at once.
     # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action
     # again.
-    for chunk_or_refusal in _chunks(config, lines, writes):
-        if isinstance(chunk_or_refusal, _Chunk):
-            chunk = chunk_or_refusal
-            _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
-        else:  # a document too large for any request
-            _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+    try:
+        for chunk_or_refusal in _chunks(config, lines, writes):
+            if isinstance(chunk_or_refusal, _Chunk):
+                chunk = chunk_or_refusal
+                sent = chunk.sent
+                _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, sent)
+            else:  # a document too large for any request
+                _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+    except SinkError as exc:
+        if stats.reached or isinstance(exc, NothingApplied):
+            raise
+        raise NothingApplied(str(exc)) from None
     return stats
 
 
@@ -495,6 +505,7 @@ def _write_chunk(
         # has cut the request by count and bytes already and made every line, and the helper would
         # measure and join each line again (a sixth of an export's client CPU) only to send the
         # same body.
+        stats.reached += 1  # until OpenSearch answers that it refused the request whole
         response = client.bulk(body=_body(sent), filter_path=BULK_ANSWER)
         results = response["items"]
         if len(results) != len(chunk):
@@ -530,6 +541,8 @@ def _write_chunk(
         # connections are retried item by item with backoff like a 429 item; anything else fails
         # the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
+        if status in UNAPPLIED_REQUEST_STATUSES or status == TOO_LARGE:
+            stats.reached -= 1
         if status == TOO_LARGE:
             answer.too_large = f"{status} {exc.error}"
         elif isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:

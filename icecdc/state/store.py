@@ -77,6 +77,13 @@ class StateStore(ABC):
         """
 
     @abstractmethod
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        """Put back the end `before` a pass recorded `end`, for a pass that wrote nothing.
+
+        None removes the record. Nothing changes unless the recorded end is `end` still.
+        """
+
+    @abstractmethod
     def pass_end(self, table_name: str) -> Checkpoint | None:
         """The furthest end a pass recorded with `begin_pass`, or None when none was.
 
@@ -344,6 +351,10 @@ class PendingOnce(StateStore):
     def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
         self._pass_ends.pop(table_name, None)
         return self._store.begin_pass(table_name, end)
+
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        self._pass_ends.pop(table_name, None)
+        self._store.unbegin_pass(table_name, end, before)
 
     def pass_end(self, table_name: str) -> Checkpoint | None:
         if table_name not in self._pass_ends:

@@ -61,6 +61,7 @@ class SyncResult(PassResult):
         """Count one more pass: its checkpoint and engine are the sync's latest."""
         self.snapshots += other.snapshots
         self.files += other.files
+        self.reads += other.reads
         self.changes.add(other.changes)
         self.writes.add(other.writes)
         self.checkpoint = other.checkpoint or self.checkpoint
