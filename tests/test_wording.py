@@ -6,8 +6,11 @@ refused, not created; a mapping conflict pointing to a command that exists."""
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from icecdc.errors import ConfigError
 from icecdc.index import IndexSpec
 from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
+from icecdc.state import Lease, SqliteStateStore
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
@@ -186,3 +190,22 @@ def test_a_log_line_clears_the_progress_bar_first(capsys: pytest.CaptureFixture[
     drawn = err.split("\x1b[K")[0]
     assert drawn.startswith(f"\r{NAME}: pass 1, [") and "2/4 files" in drawn
     assert err == drawn + "\x1b[K" + "\r\x1b[K" + "WARNING a warning during the pass\n"
+
+
+def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_waits(
+    tmp_path: Path, caplog: LogCaptured
+) -> None:
+    """A second run beside a running one (or after a killed one) says what it waits for, the
+    holder and the table, and for how long at most, before it waits."""
+    store = SqliteStateStore(tmp_path / "state.db")
+    with Lease(store, NAME, 60) as running:
+        assert running.held
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="icecdc"), Lease(store, NAME, 2) as second:
+            assert not second.held
+    (said,) = [r for r in caplog.records if "lease" in r.getMessage()]
+    assert said.created - (time.time() - (time.monotonic() - started)) < 0.5  # before the wait
+    holder = f"process {os.getpid()} on {socket.gethostname()}"
+    assert said.getMessage().startswith(f"{NAME}: {holder} holds the table's processing lease: ")
+    assert "waiting for it up to 2 s" in said.getMessage()
+    assert re.search(r"runs out in (59|60) s unless that run renews it", said.getMessage())

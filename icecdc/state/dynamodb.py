@@ -462,6 +462,14 @@ class DynamoDbStateStore(StateStore):
                 checkpoint.sequence_number,
             )
 
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        record = self.client.get_item(
+            TableName=self.state_table, Key=_keys(table_name, _LEASE), ConsistentRead=True
+        ).get("Item")
+        if record is None or float(record["lease_expires_at"]["N"]) < time.time():
+            return None
+        return record["owner"]["S"], float(record["lease_expires_at"]["N"])
+
     def _lease_check(self, table_name: str, owner: str) -> dict[str, Any]:
         """A transaction's check that `owner` holds the table's lease."""
         return {

@@ -113,3 +113,6 @@ class ScopedStore(StateStore):
 
     def release_lease(self, table_name: str, owner: str) -> None:
         self._store.release_lease(self._scoped(table_name), owner)
+
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        return self._store.lease_holder(self._scoped(table_name))

@@ -247,11 +247,15 @@ class SqliteStateStore(StateStore):
             found |= {key: WorkItem.from_json(body) for key, body in rows}
         return [found[h.key] for h in heads if h.key in found]
 
-    def _holds_lease(self, table_name: str, owner: str) -> bool:
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
         row = self._db.execute(
             "SELECT owner, expires_at FROM leases WHERE table_name = ?", (table_name,)
         ).fetchone()
-        return row is not None and row[0] == owner and row[1] >= time.time()
+        return (str(row[0]), float(row[1])) if row is not None and row[1] >= time.time() else None
+
+    def _holds_lease(self, table_name: str, owner: str) -> bool:
+        holder = self.lease_holder(table_name)
+        return holder is not None and holder[0] == owner
 
     def _transaction(self) -> _SqliteTransaction:
         return _SqliteTransaction(self._db)

@@ -201,6 +201,10 @@ class StateStore(ABC):
     @abstractmethod
     def release_lease(self, table_name: str, owner: str) -> None: ...
 
+    @abstractmethod
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        """Who holds the table's lease and until when (`time.time()`), or None when it is free."""
+
     def checkpointed_at(self, table_name: str) -> float | None:
         """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
         return None
@@ -366,6 +370,9 @@ class PendingOnce(StateStore):
 
     def release_lease(self, table_name: str, owner: str) -> None:
         self._store.release_lease(table_name, owner)
+
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        return self._store.lease_holder(table_name)
 
     def close(self) -> None:
         self._store.close()
