@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError
 from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
-from icecdc.model import PassProgress, Progress
+from icecdc.model import PassProgress, PassStage, Progress
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
     from pyiceberg.table import Table
@@ -653,7 +653,14 @@ class _ProgressBar(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
-        if isinstance(progress, PassProgress):
+        unit = "rows"
+        if isinstance(progress, PassProgress) and progress.stage == PassStage.WRITES:
+            unit = "documents"
+            shown = (
+                f"{progress.stage} {self._bar(progress.fraction)} "
+                f"{progress.rows:,}/{progress.rows_total:,} documents"
+            )
+        elif isinstance(progress, PassProgress):
             shown = (
                 f"{progress.stage} {self._bar(progress.fraction)} "
                 f"{progress.files}/{progress.files_total} files, "
@@ -683,7 +690,7 @@ class _ProgressBar(logging.Handler):
         left = progress.seconds_left
         eta = f", ~{left:.0f} s left" if left is not None else ""
         sys.stderr.write(
-            f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K"
+            f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} {unit}/s{eta}\x1b[K"
         )
         sys.stderr.flush()
         self.drawn = True

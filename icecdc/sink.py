@@ -279,8 +279,9 @@ def write_documents(
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
     mode: BulkMode = BulkMode(),
+    written: Callable[[int], None] | None = None,
 ) -> SinkStats:
-    """Write every document in bulk chunks.
+    """Write every document in bulk chunks; tell `written` how many each chunk settled.
 
     Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items that
     are the document's own fault, as `classify_item` tells, go to `dead_letter`; without one, they
@@ -312,6 +313,9 @@ def write_documents(
                 _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, sent)
             else:  # a document too large for any request
                 _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+            if written is not None:
+                chunked = isinstance(chunk_or_refusal, _Chunk)
+                written(len(chunk_or_refusal.writes) if chunked else 1)
     except SinkError as exc:
         if stats.reached or isinstance(exc, NothingApplied):
             raise
