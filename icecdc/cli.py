@@ -444,7 +444,10 @@ def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser
     check.add_argument("--config", type=Path)
 
     osmem = "a local OpenSearch-compatible server (osmem) until Ctrl-C"
-    server = commands.add_parser("dev-server", help=osmem)
+    from icecdc.devlimits import DEV_SERVER_LIMITS
+
+    limits = f"Run {osmem}. It keeps its indexes in memory, and {DEV_SERVER_LIMITS}."
+    server = commands.add_parser("dev-server", help=osmem, description=limits)
     port = "the port on 127.0.0.1 (default 9200; 0: a free one)"
     server.add_argument("--port", type=int, default=9200, help=port)
     seed = "load indexes at start from an osmem seed directory or .ndjson file"

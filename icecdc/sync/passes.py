@@ -27,6 +27,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
+from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, NothingApplied, ProcessingError, SystemicDeadLetters
@@ -46,7 +47,7 @@ from icecdc.model import (
     VersionType,
     WorkSize,
 )
-from icecdc.opensearch import open_client
+from icecdc.opensearch import is_dev_server, open_client
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
@@ -317,6 +318,7 @@ def _apply(
         result.snapshots = len({i.snapshot_id for i in first.batch})
         result.files = len(tasks.all)
     first.say_applying(engine, results[0], len(steps))
+    first.say_if_dev_server(results[0].reads)
     targets = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
     # the pass that finishes the export settles its duplicate identifiers, among every pass's rows
     export = (
@@ -559,6 +561,17 @@ class _Pass:
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
         applying = "%s: applying %d snapshots, %d files%s: %s engine"
         log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
+
+    def say_if_dev_server(self, reads: WorkSize) -> None:
+        """Warn when a pass of more rows than the dev server is for writes to it."""
+        if reads.rows > DEV_SERVER_ROWS and is_dev_server(self.client):
+            log.warning(
+                "%s: this pass writes from %s rows to the dev server (osmem): expect it to take a "
+                "while; %s",
+                self.name,
+                f"{reads.rows:,}",
+                DEV_SERVER_LIMITS,
+            )
 
     def reader(self, shapes: tuple[Shape, ...]) -> TableReader:
         """The table's reader for this pass, making documents of each of `shapes`."""
