@@ -81,7 +81,9 @@ class IndexPlan:
         at = "no checkpoint yet (first sync)"
         if self.checkpoint is not None:
             at = f"checkpoint {self.checkpoint.snapshot_id}"
-        head = f"{self.table} → {self.index}: {at}, current snapshot {self.current_snapshot_id}"
+        current = self.current_snapshot_id
+        now = f"current snapshot {current}" if current is not None else "no snapshot yet"
+        head = f"{self.table} → {self.index}: {at}, {now}"
         if not self.passes:
             return [f"{head}: caught up, nothing to apply"]
         items = f"{counted(self.items, 'work item')} ({self.planned} to plan)"

@@ -19,7 +19,8 @@ import yaml
 
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
-from icecdc.index import IndexSpec
+from icecdc.dryrun import dry_run
+from icecdc.index import IndexAlias, IndexSpec
 from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
 from icecdc.state import Lease, SqliteStateStore
@@ -209,3 +210,26 @@ def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_wai
     assert said.getMessage().startswith(f"{NAME}: {holder} holds the table's processing lease: ")
     assert "waiting for it up to 2 s" in said.getMessage()
     assert re.search(r"runs out in (59|60) s unless that run renews it", said.getMessage())
+
+
+def test_a_generation_built_where_no_index_served_says_so_not_none(
+    local: Pipeline, caplog: LogCaptured
+) -> None:
+    """A rebuild of an index that does not exist yet: what searches read, and what the swap
+    replaced, are worded for none; no log line shows "None"."""
+    alias = IndexAlias(local.client, "customers")
+    spec = IndexSpec({"properties": {"id": {"type": "long"}}})
+    with caplog.at_level(logging.INFO, logger="icecdc"):
+        generation = alias.start_rebuild(spec, set())
+        alias.finish(generation, spec)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("icecdc")]
+    assert f"index 'customers': building generation {generation!r} (no index serves searches " \
+        "until the swap)" in said
+    assert f"index 'customers': generation {generation!r} swapped in (no index served before)" in said
+    assert not [line for line in said if "None" in line]
+
+
+def test_a_dry_run_of_a_table_with_no_snapshot_says_so_not_none(local: Pipeline) -> None:
+    local.catalog.create_table("db.orders", schema=rows(1).schema)
+    (plan,) = dry_run(local.config({"name": NAME, "identifier_columns": ["id"]}))
+    assert "no snapshot yet" in plan.lines()[0] and "None" not in "\n".join(plan.lines())
