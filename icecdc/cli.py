@@ -938,6 +938,12 @@ def _dead_letters(args: argparse.Namespace) -> int:
     selected = [
         s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)
     ]
+    if not selected and not args.json:
+        kept = "" if args.all else " open"
+        selecting = any((args.since, args.until, args.reason, getattr(args, "letter", None)))
+        matching = " match the selection" if selecting else ""
+        print(f"no{kept} dead letters{matching} for {', '.join(names)} in {location}")
+        return 0
     return _by_reason(selected, args.json) if args.by_reason else _listing(selected, args.json)
 
 

@@ -29,6 +29,7 @@ from icecdc.reading.driver import pass_tasks
 from icecdc.reading.tasks import pass_reads
 from icecdc.state import ItemBodies, StateStore, index_stores
 from icecdc.state.scratch import scratch_copy
+from icecdc.words import counted
 
 # Passes simulated per index at most: each takes at least one item, so a plan ends well before.
 MAX_PASSES = 10_000
@@ -89,11 +90,6 @@ class IndexPlan:
         items = f"{counted(self.items, 'work item')} ({self.planned} to plan)"
         head += f": {counted(self.snapshots, 'snapshot')} to apply, {items}"
         return [head, *(f"  pass {n}: {p.describe()}" for n, p in enumerate(self.passes, start=1))]
-
-
-def counted(n: int, thing: str) -> str:
-    """`n` and `thing`, plural unless one: "1 file", "2,000 rows"."""
-    return f"{n:,} {thing}{'s' * (n != 1)}"
 
 
 def dry_run(config: Config, table_names: Iterable[str] | None = None) -> list[IndexPlan]:

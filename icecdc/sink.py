@@ -40,6 +40,7 @@ from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
 from icecdc.errors import NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
+from icecdc.words import counted
 
 if TYPE_CHECKING:
     from icecdc.state import Lease
@@ -433,7 +434,7 @@ def _write_with_retries(
             ]
         if answer.failed:
             raise SinkError(
-                f"OpenSearch refused {len(answer.failed)} writes to index {index!r} "
+                f"OpenSearch refused {counted(len(answer.failed), 'write')} to index {index!r} "
                 "for a reason that is not "
                 f"the documents' fault (nothing was dead-lettered): {_quote(answer.failed)}"
             )
@@ -442,10 +443,13 @@ def _write_with_retries(
         if not answer.retry:
             return
         if attempt == config.max_retries:
+            status, reason = answer.retry[0][1], answer.retry[0][2]
+            # status 0: no answer at all (a refused or lost connection, a timeout)
+            kept = "was unreachable" if status == 0 else f"kept answering {status}"
             raise SinkError(
-                f"OpenSearch kept answering {answer.retry[0][1]} for {len(answer.retry)} documents "
-                f"of index {index!r} "
-                f"after {config.max_retries} retries: {answer.retry[0][2]}"
+                f"OpenSearch {kept} for {counted(len(answer.retry), 'document')} "
+                f"of index {index!r} after {counted(config.max_retries, 'retry', 'retries')}: "
+                f"{reason}"
             )
         chunk = [write for write, _, _ in answer.retry]
         stats.retried += len(chunk)
@@ -465,7 +469,8 @@ def _dead_letter(
     """
     if dead_letter is None:
         raise SinkError(
-            f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}"
+            f"{who_refused} {counted(len(refused), 'document')} of index {index!r}: "
+            f"{_quote(refused)}"
         )
     dead_letter(refused)
     stats.dead_lettered += len(refused)

@@ -57,10 +57,10 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     snapshot = table.refresh().metadata.current_snapshot_id
     assert export.returncode == 0, export.stderr
     logged = info_lines(export.stderr)
-    planned = f"planned an export of snapshot {snapshot} (1 work items), 1 new"
+    planned = f"planned an export of snapshot {snapshot} (1 work item), 1 new"
     assert f"icecdc.planning: {NAME}: {planned}" in logged
-    assert f"icecdc.sync.passes: {NAME}: applying 1 snapshots, 3 files: in_process engine" in logged
-    summary = f"{NAME}: 1 snapshots (in_process engine), 3 files, 9 rows read"
+    assert f"icecdc.sync.passes: {NAME}: applying 1 snapshot, 3 files: in_process engine" in logged
+    summary = f"{NAME}: 1 snapshot (in_process engine), 3 files, 9 rows read"
     assert export.stdout.startswith(summary)
 
     table.append(rows(10, region="us"))
@@ -73,7 +73,7 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     assert changes.stdout.startswith(f"{NAME}: 2 snapshots (in_process engine), 2 files, ")
     said = "\n".join(logged)
     assert "this pass reads" not in said and "rows read" not in said  # said once, on stdout
-    assert f"icecdc.planning: {NAME}: nothing new to plan" in logged  # the last round: caught up
+    assert not [line for line in logged if "nothing new to plan" in line]  # the summary says it
     local.assert_index_equals_table(local.config({"name": NAME}), NAME)
 
 
@@ -233,3 +233,21 @@ def test_a_dry_run_of_a_table_with_no_snapshot_says_so_not_none(local: Pipeline)
     local.catalog.create_table("db.orders", schema=rows(1).schema)
     (plan,) = dry_run(local.config({"name": NAME, "identifier_columns": ["id"]}))
     assert "no snapshot yet" in plan.lines()[0] and "None" not in "\n".join(plan.lines())
+
+
+def test_a_sync_after_one_that_applied_says_nothing_new_to_plan_once(
+    local: Pipeline, caplog: LogCaptured
+) -> None:
+    """Two rounds of `sync --watch`: the first applies (the summary says it caught up), the second
+    finds nothing new: "nothing new to plan" is said once in all, not at the end of the first
+    round as well."""
+    table = orders(local)
+    table.append(rows(1, 2))
+    config = local.config({"name": NAME})
+    local.sync(config, NAME)
+    table.append(rows(3))
+    with caplog.at_level(logging.INFO, logger="icecdc"):
+        local.sync(config, NAME)
+        local.sync(config, NAME)
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count(f"{NAME}: nothing new to plan") == 1, said

@@ -32,6 +32,7 @@ from icecdc.model import EngineKind, WorkSize
 from icecdc.opensearch import open_client
 from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
+from icecdc.words import counted
 
 if TYPE_CHECKING:
     from icecdc.sync import SyncResult
@@ -202,7 +203,8 @@ def plan_and_start(sweep: Sweep, name: str, job: str) -> TableOutcome:
         applied = apply_here(sweep, catalog, name, table, identifiers)
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
-        log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
+        here = counted(applied.snapshots, "snapshot")
+        log.info("%s: applied %s here, no job started", name, here)
         # as a Glue run does: the alarm sees the dead letters, the dashboard the rows
         writes = applied.writes
         put_run_metrics(cloudwatch, name, writes.dead_lettered, applied.changes.rows, applied.files)

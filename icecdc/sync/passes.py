@@ -62,6 +62,7 @@ from icecdc.verdict import (
     empty_verdict,
     needs_generation,
 )
+from icecdc.words import counted
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI prints its own
@@ -554,13 +555,12 @@ class _Pass:
 
     def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:
         """Log what the pass applies, and to how many indexes when it writes several."""
+        what = f"{counted(result.snapshots, 'snapshot')}, {counted(result.files, 'file')}"
         if indexes > 1:
-            applying = "%s: applying %d snapshots, %d files to %d indexes in one read"
-            log.info(applying, self.name, result.snapshots, result.files, indexes)
+            log.info("%s: applying %s to %d indexes in one read", self.name, what, indexes)
             return
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
-        applying = "%s: applying %d snapshots, %d files%s: %s engine"
-        log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
+        log.info("%s: applying %s%s: %s engine", self.name, what, resync, engine.kind)
 
     def say_if_dev_server(self, reads: WorkSize) -> None:
         """Warn when a pass of more rows than the dev server is for writes to it."""
@@ -619,9 +619,9 @@ class _Pass:
         self.run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - self.started
         log.info(
-            "%s: applied %d of the export's files; the next pass goes on (batch caps)",
+            "%s: applied %s of the export; the next pass goes on (batch caps)",
             self.name,
-            len(unread),
+            counted(len(unread), "file"),
         )
         return result
 
@@ -635,7 +635,8 @@ class _Pass:
         if ResyncKind.REWRITE in self.resync and not destination.rebuild:
             export_version = min(i.sequence_number for i in self.batch if i.resync)
             deleted = engine.delete_older(self.target(destination), export_version)
-            log.info("%s: deleted %d documents older than the resync", self.name, deleted)
+            older = counted(deleted, "document")
+            log.info("%s: deleted %s older than the resync", self.name, older)
             result.writes.deleted += deleted
         self.check_fences(destination)
         result.checkpoint = Checkpoint(
