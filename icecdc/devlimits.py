@@ -17,4 +17,3 @@ DEV_SERVER_LIMITS = (
     f"it indexes {DEV_SERVER_RATE} and holds every document in memory (1.4 GB at 90,000); "
     f"for a larger table run a real OpenSearch, e.g. `{REAL_OPENSEARCH}`"
 )
-

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from icecdc.errors import OperationError
 from icecdc.devlimits import DEV_SERVER_LIMITS
+from icecdc.errors import OperationError
 
 DEFAULT_PORT = 9200  # OpenSearch's own, which `icecdc init` writes into a config
 POLL_SECONDS = 0.5  # how often the server process is looked at while waiting for a signal

@@ -113,6 +113,6 @@ def _answer(exc: TransportError) -> str:
 def is_dev_server(client: OpenSearch) -> bool:
     """Whether `client` talks to osmem, the dev server (by its cluster name); False when unknown."""
     try:
-        return client.info().get("cluster_name") == "osmem"
+        return bool(client.info().get("cluster_name") == "osmem")
     except (TransportError, OpenSearchConnectionError):
         return False

@@ -308,15 +308,15 @@ def write_documents(
     # again.
     try:
         for chunk_or_refusal in _chunks(config, lines, writes):
+            settled = 1
             if isinstance(chunk_or_refusal, _Chunk):
                 chunk = chunk_or_refusal
-                sent = chunk.sent
+                sent, settled = chunk.sent, len(chunk.writes)
                 _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, sent)
             else:  # a document too large for any request
                 _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
             if written is not None:
-                chunked = isinstance(chunk_or_refusal, _Chunk)
-                written(len(chunk_or_refusal.writes) if chunked else 1)
+                written(settled)
     except SinkError as exc:
         if stats.reached or isinstance(exc, NothingApplied):
             raise
@@ -514,8 +514,8 @@ def _write_chunk(
         # has cut the request by count and bytes already and made every line, and the helper would
         # measure and join each line again (a sixth of an export's client CPU) only to send the
         # same body.
-        stats.reached += 1  # until OpenSearch answers that it refused the request whole
         response = client.bulk(body=_body(sent), filter_path=BULK_ANSWER)
+        stats.reached += 1  # answered: OpenSearch may have applied some of it
         results = response["items"]
         if len(results) != len(chunk):
             raise SinkError(
@@ -550,8 +550,7 @@ def _write_chunk(
         # connections are retried item by item with backoff like a 429 item; anything else fails
         # the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
-        if status in UNAPPLIED_REQUEST_STATUSES or status == TOO_LARGE:
-            stats.reached -= 1
+        stats.reached += status not in (*UNAPPLIED_REQUEST_STATUSES, TOO_LARGE)  # or a lost answer
         if status == TOO_LARGE:
             answer.too_large = f"{status} {exc.error}"
         elif isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:

@@ -245,9 +245,7 @@ def test_version_is_the_package_metadata() -> None:
     assert (run.returncode, run.stdout.strip()) == (0, f"icecdc {version('icecdc')}")
 
 
-def test_opensearch_gone_during_the_writes_is_said_unreachable_not_answering_0(
-    local: Pipeline, fault_proxy: FaultProxy
-) -> None:
+def test_opensearch_gone_during_the_writes_is_said_unreachable_not_answering_0(local: Pipeline, fault_proxy: FaultProxy) -> None:
     """OpenSearch answered the checks, then went away: no status is "0", and one document or
     one retry is said in the singular."""
     config = synced(local)

@@ -314,9 +314,7 @@ def test_a_large_pass_into_the_dev_server_says_it_will_take_a_while(
     table.append(rows(*range(DEV_SERVER_ROWS + 1)))
     fault_proxy.fail_for(600, status=400, path_contains="_bulk")
     config = local.config({"name": "db.orders"})
-    through = config.model_copy(
-        update={"opensearch": config.opensearch.model_copy(update={"url": fault_proxy.url})}
-    )
+    through = config.model_copy(update={"opensearch": config.opensearch.model_copy(update={"url": fault_proxy.url})})
     with caplog.at_level(logging.WARNING, logger="icecdc"), pytest.raises(SinkError):
         sync(through, None, ["db.orders"])
     (said,) = [r.getMessage() for r in caplog.records if "dev server" in r.getMessage()]
@@ -324,9 +322,7 @@ def test_a_large_pass_into_the_dev_server_says_it_will_take_a_while(
     assert said.startswith(expected) and DEV_SERVER_LIMITS in said, said
 
 
-def test_a_small_pass_into_the_dev_server_says_nothing_of_its_limits(
-    local: Pipeline, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_small_pass_into_the_dev_server_says_nothing_of_its_limits(local: Pipeline, caplog: pytest.LogCaptureFixture) -> None:
     orders(local).append(rows(1, 2, 3))
     with caplog.at_level(logging.WARNING, logger="icecdc"):
         local.sync(local.config({"name": "db.orders"}), "db.orders")

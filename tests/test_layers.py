@@ -18,7 +18,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 LAYERS: list[set[str]] = [
     # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
     # devlimits: what the dev server is for, as the help, the server and a pass say it; words: counts
-    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist", "icecdc.devlimits", "icecdc.words"},
+    {
+        "icecdc.model",
+        "icecdc.errors",
+        "icecdc.compat",
+        "icecdc.documents",
+        "icecdc.checklist",
+        "icecdc.devlimits",
+        "icecdc.words",
+    },
     # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
     {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict"},
     {

@@ -79,11 +79,8 @@ def test_a_pass_that_fails_before_writing_records_no_end(
     assert not [line for line in said if "resync" in line or "commit by commit" in line]
 
 
-
 @pytest.mark.parametrize("failed", ["on an outage", "after writing"])
-def test_a_retry_reads_and_takes_the_engine_its_dry_run_predicts(
-    local: Pipeline, fault_proxy: FaultProxy, failed: str
-) -> None:
+def test_a_retry_reads_and_takes_the_engine_its_dry_run_predicts(local: Pipeline, fault_proxy: FaultProxy, failed: str) -> None:
     """A pass OpenSearch answered 503 to its every bulk request wrote nothing: its retry collapses
     runs of commits as the first try would have, and reads what the dry run predicted before the
     outage. After a pass that may have written, the retry reads commit by commit, and the dry run

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from icecdc.config import parse_config
-from icecdc.errors import ConfigError
 from icecdc.dryrun import dry_run
+from icecdc.errors import ConfigError
 from icecdc.index import IndexAlias, IndexSpec
 from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
@@ -193,9 +193,7 @@ def test_a_log_line_clears_the_progress_bar_first(capsys: pytest.CaptureFixture[
     assert err == drawn + "\x1b[K" + "\r\x1b[K" + "WARNING a warning during the pass\n"
 
 
-def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_waits(
-    tmp_path: Path, caplog: LogCaptured
-) -> None:
+def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_waits(tmp_path: Path, caplog: LogCaptured) -> None:
     """A second run beside a running one (or after a killed one) says what it waits for, the
     holder and the table, and for how long at most, before it waits."""
     store = SqliteStateStore(tmp_path / "state.db")
@@ -212,9 +210,7 @@ def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_wai
     assert re.search(r"runs out in (59|60) s unless that run renews it", said.getMessage())
 
 
-def test_a_generation_built_where_no_index_served_says_so_not_none(
-    local: Pipeline, caplog: LogCaptured
-) -> None:
+def test_a_generation_built_where_no_index_served_says_so_not_none(local: Pipeline, caplog: LogCaptured) -> None:
     """A rebuild of an index that does not exist yet: what searches read, and what the swap
     replaced, are worded for none; no log line shows "None"."""
     alias = IndexAlias(local.client, "customers")
@@ -223,8 +219,8 @@ def test_a_generation_built_where_no_index_served_says_so_not_none(
         generation = alias.start_rebuild(spec, set())
         alias.finish(generation, spec)
     said = [r.getMessage() for r in caplog.records if r.name.startswith("icecdc")]
-    assert f"index 'customers': building generation {generation!r} (no index serves searches " \
-        "until the swap)" in said
+    building = f"index 'customers': building generation {generation!r} (no index serves searches until the swap)"
+    assert building in said
     assert f"index 'customers': generation {generation!r} swapped in (no index served before)" in said
     assert not [line for line in said if "None" in line]
 
@@ -235,9 +231,7 @@ def test_a_dry_run_of_a_table_with_no_snapshot_says_so_not_none(local: Pipeline)
     assert "no snapshot yet" in plan.lines()[0] and "None" not in "\n".join(plan.lines())
 
 
-def test_a_sync_after_one_that_applied_says_nothing_new_to_plan_once(
-    local: Pipeline, caplog: LogCaptured
-) -> None:
+def test_a_sync_after_one_that_applied_says_nothing_new_to_plan_once(local: Pipeline, caplog: LogCaptured) -> None:
     """Two rounds of `sync --watch`: the first applies (the summary says it caught up), the second
     finds nothing new: "nothing new to plan" is said once in all, not at the end of the first
     round as well."""
