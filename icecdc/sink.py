@@ -318,7 +318,7 @@ def write_documents(
             if written is not None:
                 written(settled)
     except SinkError as exc:
-        if stats.reached or isinstance(exc, NothingApplied):
+        if stats.reached or type(exc) is not SinkError:  # a kind of its own stays what it is
             raise
         raise NothingApplied(str(exc)) from None
     return stats
