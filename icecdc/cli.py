@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from icecdc.errors import IcecdcError
 from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
 from icecdc.model import PassProgress, PassStage, Progress
+from icecdc.words import counted
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
     from pyiceberg.table import Table
@@ -841,13 +842,15 @@ def _audit(args: argparse.Namespace) -> int:
             f"{r.sequence_number})"
         )
         print(
-            f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, "
-            f"{r.documents} documents; {r.sampled} rows sampled"
+            f"  compared {r.compared}: {counted(r.partitions, 'partition')}, "
+            f"{counted(r.rows, 'row')}, {counted(r.documents, 'document')}; "
+            f"{counted(r.sampled, 'row')} sampled"
         )
         _indented(
             [drift.describe() for drift in r.drift]
             + [
-                f"counts {c.partition}: table {c.rows} rows, index {c.documents} documents"
+                f"counts {c.partition}: table {counted(c.rows, 'row')}, "
+                f"index {counted(c.documents, 'document')}"
                 for c in r.counts
             ]
             + [f"note: {note}" for note in r.notes]
@@ -999,7 +1002,8 @@ def _replay(
         print(json.dumps([vars(r) for r in reports], indent=2))
     for r in [] if args.json else reports:
         print(
-            f"{r.table}: {r.replayed} of {r.letters} letters replayed at version {r.version} "
+            f"{r.table}: {r.replayed} of {counted(r.letters, 'letter')} replayed "
+            f"at version {r.version} "
             f"({r.indexed} indexed, {r.deleted} deleted)"
         )
         _indented(

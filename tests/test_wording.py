@@ -24,6 +24,7 @@ from icecdc.index import IndexAlias, IndexSpec
 from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
 from icecdc.state import Lease, SqliteStateStore
+from icecdc.words import counted
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
@@ -245,3 +246,18 @@ def test_a_sync_after_one_that_applied_says_nothing_new_to_plan_once(local: Pipe
         local.sync(config, NAME)
     said = [r.getMessage() for r in caplog.records]
     assert said.count(f"{NAME}: nothing new to plan") == 1, said
+
+
+@pytest.mark.parametrize(
+    ("n", "thing", "plural", "said"),
+    [
+        (1, "snapshot", "", "1 snapshot"),
+        (2, "snapshot", "", "2 snapshots"),
+        (0, "file", "", "0 files"),
+        (1, "index", "indexes", "1 index"),
+        (2_000, "row", "", "2,000 rows"),
+        (2, "retry", "retries", "2 retries"),
+    ],
+)
+def test_counts_are_worded_by_one_helper(n: int, thing: str, plural: str, said: str) -> None:
+    assert counted(n, thing, plural) == said
