@@ -220,3 +220,20 @@ class _Tally:
     def add(self, files: int, size: int) -> None:
         self.files += files
         self.bytes += size
+
+
+def collapses_runs(
+    recorded: Checkpoint | None, checkpoint: Checkpoint | None, end: Checkpoint
+) -> bool:
+    """Whether a pass through `end` may collapse runs of copy-on-write commits as it reads.
+
+    It may unless a pass recorded an end (`recorded`, `StateStore.begin_pass`) of the table's
+    UUID past the `checkpoint`: that pass may have written some of the changes.
+    """
+    if recorded is None or recorded.table_uuid != end.table_uuid:
+        return True
+    return (
+        checkpoint is not None
+        and checkpoint.table_uuid == recorded.table_uuid
+        and recorded.sequence_number <= checkpoint.sequence_number
+    )

@@ -31,6 +31,7 @@ from icecdc.init_config import WITHOUT_IDENTIFIERS
 from icecdc.opensearch import describe_failure, open_client
 from icecdc.state import StateStore
 from icecdc.state.scratch import scratch_copy
+from icecdc.words import counted
 
 CONFIG, STATE, CATALOG, TABLE = "config", "state", "catalog", "table"
 IDENTIFIERS, OPENSEARCH, PIPELINE, INDEX = "identifier columns", "opensearch", "pipeline", "index"
@@ -53,7 +54,8 @@ def check(path: Path) -> list[Check]:
         config = load_config(path)
     except IcecdcError as exc:
         return [failed(CONFIG, str(exc), "correct the key it names (docs/getting-started.md)")]
-    counts = f"{len(config.tables)} tables, {len(config.index_names)} indexes"
+    indexes = counted(len(config.index_names), "index", "indexes")
+    counts = f"{counted(len(config.tables), 'table')}, {indexes}"
     checks = [passed(CONFIG, f"{path} parses: {counts}")]
     state, known = _state(config)
     catalog, opened = _catalog(config)
@@ -137,7 +139,8 @@ def _table(table_config: TableConfig, catalog: Catalog) -> tuple[list[Check], Ta
     at = f"current snapshot {current.snapshot_id}" if current is not None else "no snapshot yet"
     loads = passed(
         TABLE,
-        f"loads: format v{table.format_version}, {len(table.snapshots())} snapshots, {at}",
+        f"loads: format v{table.format_version}, "
+        f"{counted(len(table.snapshots()), 'snapshot')}, {at}",
         subject=name,
     )
     try:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from icecdc.errors import IcecdcError, access_denied
 from icecdc.logs import SUMMARY_LOGGER, quiet_chatty_libraries
-from icecdc.model import PassProgress, Progress
+from icecdc.model import PassProgress, PassStage, Progress
+from icecdc.words import counted
 
 if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts fast
     from pyiceberg.table import Table
@@ -464,7 +465,10 @@ def _add_first_hour(commands: argparse._SubParsersAction[argparse.ArgumentParser
     check.add_argument("--config", type=Path)
 
     osmem = "a local OpenSearch-compatible server (osmem) until Ctrl-C"
-    server = commands.add_parser("dev-server", help=osmem)
+    from icecdc.devlimits import DEV_SERVER_LIMITS
+
+    limits = f"Run {osmem}. It keeps its indexes in memory, and {DEV_SERVER_LIMITS}."
+    server = commands.add_parser("dev-server", help=osmem, description=limits)
     port = "the port on 127.0.0.1 (default 9200; 0: a free one)"
     server.add_argument("--port", type=int, default=9200, help=port)
     seed = "load indexes at start from an osmem seed directory or .ndjson file"
@@ -673,7 +677,14 @@ class _ProgressBar(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         progress = getattr(record, "progress", None)
-        if isinstance(progress, PassProgress):
+        unit = "rows"
+        if isinstance(progress, PassProgress) and progress.stage == PassStage.WRITES:
+            unit = "documents"
+            shown = (
+                f"{progress.stage} {self._bar(progress.fraction)} "
+                f"{progress.rows:,}/{progress.rows_total:,} documents"
+            )
+        elif isinstance(progress, PassProgress):
             shown = (
                 f"{progress.stage} {self._bar(progress.fraction)} "
                 f"{progress.files}/{progress.files_total} files, "
@@ -703,7 +714,7 @@ class _ProgressBar(logging.Handler):
         left = progress.seconds_left
         eta = f", ~{left:.0f} s left" if left is not None else ""
         sys.stderr.write(
-            f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} rows/s{eta}\x1b[K"
+            f"\r{progress.table}: {shown}, {progress.rows_per_second:,.0f} {unit}/s{eta}\x1b[K"
         )
         sys.stderr.flush()
         self.drawn = True
@@ -851,13 +862,15 @@ def _audit(args: argparse.Namespace) -> int:
             f"{r.sequence_number})"
         )
         print(
-            f"  compared {r.compared}: {r.partitions} partitions, {r.rows} rows, "
-            f"{r.documents} documents; {r.sampled} rows sampled"
+            f"  compared {r.compared}: {counted(r.partitions, 'partition')}, "
+            f"{counted(r.rows, 'row')}, {counted(r.documents, 'document')}; "
+            f"{counted(r.sampled, 'row')} sampled"
         )
         _indented(
             [drift.describe() for drift in r.drift]
             + [
-                f"counts {c.partition}: table {c.rows} rows, index {c.documents} documents"
+                f"counts {c.partition}: table {counted(c.rows, 'row')}, "
+                f"index {counted(c.documents, 'document')}"
                 for c in r.counts
             ]
             + [f"note: {note}" for note in r.notes]
@@ -948,6 +961,12 @@ def _dead_letters(args: argparse.Namespace) -> int:
     selected = [
         s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)
     ]
+    if not selected and not args.json:
+        kept = "" if args.all else " open"
+        selecting = any((args.since, args.until, args.reason, getattr(args, "letter", None)))
+        matching = " match the selection" if selecting else ""
+        print(f"no{kept} dead letters{matching} for {', '.join(names)} in {location}")
+        return 0
     return _by_reason(selected, args.json) if args.by_reason else _listing(selected, args.json)
 
 
@@ -1003,7 +1022,8 @@ def _replay(
         print(json.dumps([vars(r) for r in reports], indent=2))
     for r in [] if args.json else reports:
         print(
-            f"{r.table}: {r.replayed} of {r.letters} letters replayed at version {r.version} "
+            f"{r.table}: {r.replayed} of {counted(r.letters, 'letter')} replayed "
+            f"at version {r.version} "
             f"({r.indexed} indexed, {r.deleted} deleted)"
         )
         _indented(

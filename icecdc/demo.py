@@ -33,6 +33,7 @@ from icecdc.opensearch import open_client
 from icecdc.sync import sync
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents
+from icecdc.words import counted
 
 TABLE = "shop.orders"
 SCHEMA = Schema(
@@ -178,9 +179,10 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
             all_equal &= not diff
             out(f"\n── step {step}: {title}")
             out(
-                f"   sync ({result.engine} engine): {result.snapshots} snapshots, "
-                f"{result.files} files, "
-                f"{result.changes.rows} rows read, {result.changes.carryovers} carryovers dropped, "
+                f"   sync ({result.engine} engine): {counted(result.snapshots, 'snapshot')}, "
+                f"{counted(result.files, 'file')}, "
+                f"{counted(result.changes.rows, 'row')} read, "
+                f"{counted(result.changes.carryovers, 'carryover')} dropped, "
                 f"{result.writes.indexed} indexed, {result.writes.deleted} deleted"
             )
             out(_side_by_side(table, client))

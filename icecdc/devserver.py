@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from icecdc.devlimits import DEV_SERVER_LIMITS
 from icecdc.errors import OperationError
 
 DEFAULT_PORT = 9200  # OpenSearch's own, which `icecdc init` writes into a config
@@ -42,6 +43,7 @@ def serve(port: int, seed: Path | None = None, out: Callable[[str], None] = prin
             out(f"OpenSearch-compatible dev server (osmem {server.version}) at {server.url}")
             out(f"  set opensearch: {{url: {server.url}}} in icecdc.yaml; Ctrl-C stops it")
             out("  indexes are kept in memory: after a restart, a sync exports the tables again")
+            out(f"  {DEV_SERVER_LIMITS}")
             while not stop.wait(POLL_SECONDS):
                 if server.process.poll() is not None:
                     out(f"the dev server exited ({server.process.returncode})")

@@ -2,23 +2,23 @@
 
 Nothing is written: no state, no index, no lease, no tag on the table.
 
-Planning, batch selection and capping, and the engine's rule are a sync's own: `plan_table`,
-`select_batch`, `cap_batch`, `Engines.kind_for`. They run against a scratch copy of the state
-(`icecdc.state.scratch`) that is thrown away. The index is not read. A sync that finds it deleted,
-replaced or of another shape rebuilds it, which this plan does not show; an index's `where` may make
-a pass read fewer files than shown.
+Planning, batch selection and capping, what a pass reads and the engine's rule are a sync's own:
+`plan_table`, `select_batch`, `cap_batch`, `collapses_runs`, `pass_reads`, `Engines.kind_for`. They
+run against a scratch copy of the state (`icecdc.state.scratch`) that is thrown away. The index is
+not read. A sync that finds it deleted, replaced or of another shape rebuilds it, which this plan
+does not show; an index's `where` may make a pass read fewer files than shown.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyiceberg.table import Table
 
-from icecdc.batching import HeadSizes, cap_batch, select_batch
+from icecdc.batching import HeadSizes, cap_batch, collapses_runs, select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
 from icecdc.engines import Engines
@@ -26,9 +26,10 @@ from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import Checkpoint, EngineKind, ItemHead, ItemKind, ItemStatus, WorkSize
 from icecdc.planning import plan_table
 from icecdc.reading.driver import pass_tasks
-from icecdc.reading.tasks import file_reads
+from icecdc.reading.tasks import pass_reads
 from icecdc.state import ItemBodies, StateStore, index_stores
 from icecdc.state.scratch import scratch_copy
+from icecdc.words import counted
 
 # Passes simulated per index at most: each takes at least one item, so a plan ends well before.
 MAX_PASSES = 10_000
@@ -81,17 +82,14 @@ class IndexPlan:
         at = "no checkpoint yet (first sync)"
         if self.checkpoint is not None:
             at = f"checkpoint {self.checkpoint.snapshot_id}"
-        head = f"{self.table} → {self.index}: {at}, current snapshot {self.current_snapshot_id}"
+        current = self.current_snapshot_id
+        now = f"current snapshot {current}" if current is not None else "no snapshot yet"
+        head = f"{self.table} → {self.index}: {at}, {now}"
         if not self.passes:
             return [f"{head}: caught up, nothing to apply"]
         items = f"{counted(self.items, 'work item')} ({self.planned} to plan)"
         head += f": {counted(self.snapshots, 'snapshot')} to apply, {items}"
         return [head, *(f"  pass {n}: {p.describe()}" for n, p in enumerate(self.passes, start=1))]
-
-
-def counted(n: int, thing: str) -> str:
-    """`n` and `thing`, plural unless one: "1 file", "2,000 rows"."""
-    return f"{n:,} {thing}{'s' * (n != 1)}"
 
 
 def dry_run(config: Config, table_names: Iterable[str] | None = None) -> list[IndexPlan]:
@@ -170,24 +168,28 @@ def _passes(
         sizes = HeadSizes(SnapshotSizes(table, changed), bodies)
         batch, partial = cap_batch(batch, config.batch, sizes)
         unread = [i for i in batch if i.status != ItemStatus.APPLIED]
+        end = _end(batch, table, identifiers)
+        # as the pass: commit by commit after a pass that may have written past the checkpoint
+        collapse = collapses_runs(store.pass_end(name), store.get_checkpoint(name), end)
         tasks = pass_tasks(
-            table, bodies.of(unread), identifiers, changed, config.batch.max_rewrite_bytes
+            table, bodies.of(unread), identifiers, changed, config.batch.max_rewrite_bytes, collapse
         )
-        reads = file_reads(tasks.all)
         earlier = [i for i in batch if i.kind == ItemKind.EXPORT and i.status == ItemStatus.APPLIED]
         # the export's last pass reads the keys of the files its earlier passes wrote
         if not partial and earlier and identifiers:
-            reads += file_reads(pass_tasks(table, bodies.of(earlier), identifiers, changed).export)
-        size = WorkSize.of(reads)
+            earlier_tasks = pass_tasks(table, bodies.of(earlier), identifiers, changed).export
+            tasks = replace(tasks, earlier=earlier_tasks)
+        size = pass_reads(tasks)
         resync = ", ".join(sorted({str(i.resync) for i in batch if i.resync}))
         export = any(i.kind == ItemKind.EXPORT for i in batch)
         snapshots = len({i.snapshot_id for i in batch})
         engine = engines.kind_for(size)
         yield PlannedPass(export, snapshots, len(unread), size, engine, partial, resync)
+        store.begin_pass(name, end)
         if partial:
             store.mark_applied(name, unread, DRY_RUN_INDEX)
         else:
-            store.complete(name, _end(batch, table, identifiers), batch, replace=bool(resync))
+            store.complete(name, end, batch, replace=bool(resync))
 
 
 def _end(batch: list[ItemHead], table: Table, identifiers: tuple[str, ...]) -> Checkpoint:

@@ -32,6 +32,13 @@ class SinkError(ProcessingError):
     """OpenSearch refused writes for a reason other than a newer version."""
 
 
+class NothingApplied(SinkError):
+    """A write failed before OpenSearch may have applied any of it.
+
+    Every request of it was refused whole, answered 429 or 503: the index is as it was.
+    """
+
+
 class LeaseLost(ProcessingError):
     """This run no longer holds the table's processing lease: it must not advance the checkpoint.
 

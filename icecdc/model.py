@@ -174,6 +174,7 @@ class PassStage(StrEnum):
 
     EXPORT = "export"  # writing the table's rows where they are read
     CHANGES = "changes"  # reading the changes' files (a backlog, a rewrite), before their writes
+    WRITES = "writes"  # writing the changes' documents, once they are read (in process)
 
 
 @dataclass(frozen=True)
@@ -210,16 +211,22 @@ class PassProgress:
         return self.seconds * (1 - done) / done if done > 0 else None
 
     def line(self) -> str:
-        """One structured line: key=value pairs a log search can parse."""
-        parts = [
-            f"table={self.table}",
-            f"stage={self.stage}",
-            f"files={self.files}/{self.files_total}",
-        ]
-        parts += [
-            f"rows={self.rows}/{self.rows_total}",
-            f"rows_per_second={self.rows_per_second:.0f}",
-        ]
+        """One structured line: key=value pairs a log search can parse.
+
+        The writes stage counts documents written (in `rows`), not files.
+        """
+        parts = [f"table={self.table}", f"stage={self.stage}"]
+        if self.stage == PassStage.WRITES:
+            parts += [
+                f"documents={self.rows}/{self.rows_total}",
+                f"documents_per_second={self.rows_per_second:.0f}",
+            ]
+        else:
+            parts += [
+                f"files={self.files}/{self.files_total}",
+                f"rows={self.rows}/{self.rows_total}",
+                f"rows_per_second={self.rows_per_second:.0f}",
+            ]
         parts.append(f"seconds={self.seconds:.1f}")
         if (left := self.seconds_left) is not None:
             parts.append(f"seconds_left={left:.0f}")
@@ -245,6 +252,9 @@ class WorkSize:
         return cls(
             len(files), sum(f.record_count for f in files), sum(f.file_size_in_bytes for f in files)
         )
+
+    def __add__(self, other: WorkSize) -> WorkSize:
+        return WorkSize(self.files + other.files, self.rows + other.rows, self.bytes + other.bytes)
 
 
 @dataclass(frozen=True)

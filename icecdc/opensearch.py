@@ -108,3 +108,11 @@ def _answer(exc: TransportError) -> str:
     if isinstance(info, dict) and isinstance(info.get("error"), dict):
         reason = info["error"].get("reason") or info["error"].get("type") or reason
     return f"{exc.status_code}: {reason}" if reason else str(exc.status_code)
+
+
+def is_dev_server(client: OpenSearch) -> bool:
+    """Whether `client` talks to osmem, the dev server (by its cluster name); False when unknown."""
+    try:
+        return bool(client.info().get("cluster_name") == "osmem")
+    except (TransportError, OpenSearchConnectionError):
+        return False

@@ -15,6 +15,7 @@ from icecdc.audit import AuditReport, RepairReport
 from icecdc.status import TableStatus
 from icecdc.sync import SyncResult
 from icecdc.verify import IndexDiff
+from icecdc.words import counted
 
 
 def iso(seconds: float | None) -> str | None:
@@ -63,8 +64,10 @@ def sync_line(r: SyncResult) -> str:
     """A table's line after a sync: what it read and wrote, and where its checkpoint is."""
     checkpoint = r.checkpoint.snapshot_id if r.checkpoint else "unchanged"
     return (
-        f"{r.table}: {r.snapshots} snapshots ({r.engine or 'no'} engine), {r.files} files, "
-        f"{r.changes.rows} rows read, {r.changes.carryovers} carryovers dropped, "
+        f"{r.table}: {counted(r.snapshots, 'snapshot')} ({r.engine or 'no'} engine), "
+        f"{counted(r.files, 'file')}, "
+        f"{counted(r.changes.rows, 'row')} read, "
+        f"{counted(r.changes.carryovers, 'carryover')} dropped, "
         f"{r.writes.indexed} indexed, {r.writes.deleted} deleted, "
         f"{r.writes.superseded} superseded, "
         f"{r.writes.dead_lettered} dead-lettered, checkpoint {checkpoint}, {r.seconds:.1f}s"

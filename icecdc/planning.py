@@ -26,6 +26,7 @@ from icecdc.model import NO_SNAPSHOT, AnyItem, Checkpoint, ItemHead, ItemKind, R
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
 from icecdc.verdict import TableFacts, table_verdict
+from icecdc.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,8 @@ def plan_table(
     retire_abandoned(store, config.name, abandoned)
     keep_unapplied(table, config, base.snapshot_id)
     said = _planned(base.snapshot_id, planned - len(changes), len(snapshots), len(changes), written)
-    log.info("%s: %s", config.name, said)
+    # nothing new: the sync says it once, not after each pass (`sync.run.catch_up`)
+    log.log(logging.INFO if planned else logging.DEBUG, "%s: %s", config.name, said)
     return PlanResult(config.name, len(snapshots), planned, written)
 
 
@@ -206,9 +208,11 @@ def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, w
     """
     if not exports and not changes:
         return "nothing new to plan"
-    parts = [f"an export of snapshot {export_snapshot} ({exports} work items)"] if exports else []
+    items = counted(exports, "work item")
+    parts = [f"an export of snapshot {export_snapshot} ({items})"] if exports else []
     if changes:
-        parts.append(f"{snapshots} snapshots of changes ({changes} work items)")
+        changed = f"{counted(snapshots, 'snapshot')} of changes"
+        parts.append(f"{changed} ({counted(changes, 'work item')})")
     return f"planned {' and '.join(parts)}, {written} new"
 
 

@@ -38,8 +38,9 @@ from opensearchpy.exceptions import TransportError
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import SinkError
+from icecdc.errors import NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
+from icecdc.words import counted
 
 if TYPE_CHECKING:
     from icecdc.state import Lease
@@ -53,6 +54,9 @@ _json_string = json.encoder.encode_basestring
 ERRORS_QUOTED = 5
 # Whole bulk requests answered with these are retried with backoff, like items answered 429 or 5xx.
 RETRYABLE_REQUEST_STATUSES = (429, 500, 502, 503, 504)
+# Of those, the answers of a cluster that refused a whole request before applying any of it; a
+# gateway's 502 or 504 may come after the cluster applied it.
+UNAPPLIED_REQUEST_STATUSES = (429, 503)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
@@ -130,6 +134,7 @@ class SinkStats:
     deleted: int = 0
     superseded: int = 0  # refused because the index holds this or a newer version already
     retried: int = 0  # items answered 429 or 5xx and sent again
+    reached: int = 0  # requests OpenSearch may have applied some of (not refused whole: 429, 503)
     dead_lettered: int = 0  # refused for good, kept in the dead letters
     letters: LetterTally = field(default_factory=LetterTally)  # the dead letters by cause
 
@@ -275,8 +280,9 @@ def write_documents(
     writes: Iterable[Write],
     dead_letter: Callable[[list[Refusal]], None] | None = None,
     mode: BulkMode = BulkMode(),
+    written: Callable[[int], None] | None = None,
 ) -> SinkStats:
-    """Write every document in bulk chunks.
+    """Write every document in bulk chunks; tell `written` how many each chunk settled.
 
     Items answered 429 or 5xx are retried with bounded exponential backoff and jitter. Items that
     are the document's own fault, as `classify_item` tells, go to `dead_letter`; without one, they
@@ -300,12 +306,21 @@ def write_documents(
     # by more tasks at once.
     # opensearch-py's `parallel_bulk` sends several at once, unordered, and serializes every action
     # again.
-    for chunk_or_refusal in _chunks(config, lines, writes):
-        if isinstance(chunk_or_refusal, _Chunk):
-            chunk = chunk_or_refusal
-            _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, chunk.sent)
-        else:  # a document too large for any request
-            _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+    try:
+        for chunk_or_refusal in _chunks(config, lines, writes):
+            settled = 1
+            if isinstance(chunk_or_refusal, _Chunk):
+                chunk = chunk_or_refusal
+                sent, settled = chunk.sent, len(chunk.writes)
+                _write_with_retries(client, config, lines, chunk.writes, stats, dead_letter, sent)
+            else:  # a document too large for any request
+                _dead_letter([chunk_or_refusal], "icecdc did not send", index, stats, dead_letter)
+            if written is not None:
+                written(settled)
+    except SinkError as exc:
+        if stats.reached or type(exc) is not SinkError:  # a kind of its own stays what it is
+            raise
+        raise NothingApplied(str(exc)) from None
     return stats
 
 
@@ -419,7 +434,7 @@ def _write_with_retries(
             ]
         if answer.failed:
             raise SinkError(
-                f"OpenSearch refused {len(answer.failed)} writes to index {index!r} "
+                f"OpenSearch refused {counted(len(answer.failed), 'write')} to index {index!r} "
                 "for a reason that is not "
                 f"the documents' fault (nothing was dead-lettered): {_quote(answer.failed)}"
             )
@@ -428,10 +443,13 @@ def _write_with_retries(
         if not answer.retry:
             return
         if attempt == config.max_retries:
+            status, reason = answer.retry[0][1], answer.retry[0][2]
+            # status 0: no answer at all (a refused or lost connection, a timeout)
+            kept = "was unreachable" if status == 0 else f"kept answering {status}"
             raise SinkError(
-                f"OpenSearch kept answering {answer.retry[0][1]} for {len(answer.retry)} documents "
-                f"of index {index!r} "
-                f"after {config.max_retries} retries: {answer.retry[0][2]}"
+                f"OpenSearch {kept} for {counted(len(answer.retry), 'document')} "
+                f"of index {index!r} after {counted(config.max_retries, 'retry', 'retries')}: "
+                f"{reason}"
             )
         chunk = [write for write, _, _ in answer.retry]
         stats.retried += len(chunk)
@@ -451,7 +469,8 @@ def _dead_letter(
     """
     if dead_letter is None:
         raise SinkError(
-            f"{who_refused} {len(refused)} documents of index {index!r}: {_quote(refused)}"
+            f"{who_refused} {counted(len(refused), 'document')} of index {index!r}: "
+            f"{_quote(refused)}"
         )
     dead_letter(refused)
     stats.dead_lettered += len(refused)
@@ -496,6 +515,7 @@ def _write_chunk(
         # measure and join each line again (a sixth of an export's client CPU) only to send the
         # same body.
         response = client.bulk(body=_body(sent), filter_path=BULK_ANSWER)
+        stats.reached += 1  # answered: OpenSearch may have applied some of it
         results = response["items"]
         if len(results) != len(chunk):
             raise SinkError(
@@ -530,6 +550,7 @@ def _write_chunk(
         # connections are retried item by item with backoff like a 429 item; anything else fails
         # the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
+        stats.reached += status not in (*UNAPPLIED_REQUEST_STATUSES, TOO_LARGE)  # or a lost answer
         if status == TOO_LARGE:
             answer.too_large = f"{status} {exc.error}"
         elif isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:

@@ -42,7 +42,7 @@ def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
 
     synced = icecdc("sync", "--config", str(path), "--table", "db.orders")
     assert synced.returncode == 0, synced.stderr
-    assert "db.orders: 1 snapshots (spark engine), 1 files, 3 rows read, 0 carryovers dropped, 3 indexed" in synced.stdout
+    assert "db.orders: 1 snapshot (spark engine), 1 file, 3 rows read, 0 carryovers dropped, 3 indexed" in synced.stdout
 
     verified = icecdc("verify", "--config", str(path))
     assert (verified.returncode, verified.stdout.strip()) == (0, "db.orders → orders: index equals table")
@@ -74,12 +74,12 @@ def test_a_small_sync_runs_without_a_jvm(pipeline: Pipeline, tmp_path: Path) -> 
 
     synced = icecdc("sync", "--config", str(auto), env=without_java())
     assert synced.returncode == 0, synced.stderr
-    assert "db.orders: 1 snapshots (in_process engine), 1 files, 3 rows read" in synced.stdout
+    assert "db.orders: 1 snapshot (in_process engine), 1 file, 3 rows read" in synced.stdout
     # opensearch-py logs each request at INFO: a line per bulk request, unless asked for (-v)
     assert "opensearch: POST" not in synced.stderr
     table.append(rows(4))
     verbose = icecdc("-v", "sync", "--config", str(auto), env=without_java())
-    assert "1 snapshots (in_process engine)" in verbose.stdout
+    assert "1 snapshot (in_process engine)" in verbose.stdout
     assert "opensearch: POST" in verbose.stderr
     pipeline.assert_index_equals_table(pipeline.config({"name": "db.orders"}), "db.orders")
 

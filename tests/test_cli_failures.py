@@ -243,3 +243,29 @@ def test_version_is_the_package_metadata() -> None:
 
     run = icecdc("--version")
     assert (run.returncode, run.stdout.strip()) == (0, f"icecdc {version('icecdc')}")
+
+
+def test_opensearch_gone_during_the_writes_is_said_unreachable_not_answering_0(local: Pipeline, fault_proxy: FaultProxy) -> None:
+    """OpenSearch answered the checks, then went away: no status is "0", and one document or
+    one retry is said in the singular."""
+    config = synced(local)
+    local.catalog.load_table("db.orders").append(rows(4))
+    fault_proxy.drop_connection_after(0, path_contains="_bulk", forward=False)
+    raw = yaml.safe_load(config.read_text())
+    raw["opensearch"].update(max_retries=1, initial_backoff_seconds=0.01)
+    config.write_text(yaml.safe_dump(raw))
+    run = icecdc("sync", "--config", str(config))
+    assert run.returncode == 2, run.stderr
+    said = one_line(run)
+    assert "OpenSearch was unreachable for 1 document of index 'orders' after 1 retry: " in said
+    assert "answering 0" not in said
+
+
+def test_an_empty_dead_letter_list_says_there_are_none(local: Pipeline) -> None:
+    config = synced(local)
+    listed = icecdc("dead-letters", "list", "--config", str(config))
+    assert listed.returncode == 0, listed.stderr
+    location = local.workdir / "dead-letters"
+    assert listed.stdout == f"no open dead letters for db.orders in {location}\n"
+    since = icecdc("dead-letters", "list", "--config", str(config), "--all", "--since", "1h")
+    assert since.stdout == f"no dead letters match the selection for db.orders in {location}\n"

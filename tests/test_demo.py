@@ -23,7 +23,7 @@ def test_demo(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("✓ index equals table") == 7
     assert (
-        "compaction (replace snapshot: no document written)\n   sync (in_process engine): 1 snapshots, 0 files, 0 rows read"
+        "compaction (replace snapshot: no document written)\n   sync (in_process engine): 1 snapshot, 0 files, 0 rows read"
         in result.stdout
     )
     assert (tmp_path / "demo" / "icecdc.yaml").exists()

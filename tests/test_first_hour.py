@@ -6,6 +6,7 @@ server. The config is found without --config ($ICECDC_CONFIG, ./icecdc.yaml)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import signal
@@ -24,9 +25,13 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icecdc.config import load_config
+from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
+from icecdc.errors import SinkError
 from icecdc.model import EngineKind
+from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
+from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -275,6 +280,7 @@ def test_dev_server_answers_http_until_stopped(stop: signal.Signals) -> None:
     try:
         assert server.stdout is not None
         first = server.stdout.readline()
+        said = [server.stdout.readline() for _ in range(3)]  # what to set, memory, limits
         url = re.search(r"at (http://127\.0\.0\.1:\d+)", first)
         assert url, first + (server.stderr.read() if server.stderr else "")
         with urllib.request.urlopen(url.group(1), timeout=10) as answer:
@@ -288,6 +294,8 @@ def test_dev_server_answers_http_until_stopped(stop: signal.Signals) -> None:
     assert server.returncode in (0, 130), err
     assert "Traceback" not in err
     assert "dev server stopped" in out
+    # what it is for, and what to run instead for a large table
+    assert said[-1] == f"  {DEV_SERVER_LIMITS}\n" and "opensearchproject/opensearch" in said[-1]
     with pytest.raises(OSError):
         urllib.request.urlopen(url.group(1), timeout=5)
 
@@ -310,3 +318,34 @@ def test_init_names_a_column_the_table_has_as_the_identifier_placeholder(local: 
     assert "    # identifier_columns: [order_id]" in text and "[id]" not in text
     assert "    # (none can be one: each is a float, double, struct, list or map)" in text
     assert [t.name for t in load_config(local.workdir / "icecdc.yaml").tables] == ["db.orders", "db.scores"]
+
+
+def test_dev_server_help_says_what_size_it_is_for_and_what_to_run_instead() -> None:
+    shown = icecdc("dev-server", "--help").stdout
+    said = " ".join(shown.split())
+    assert "tables of up to about 50,000 rows" in said and "documents/s" in said, shown
+    assert "for a larger table run a real OpenSearch" in said, shown
+    assert "opensearchproject/opensearch" in said.replace("- ", "-"), shown
+
+
+def test_a_large_pass_into_the_dev_server_says_it_will_take_a_while(
+    local: Pipeline, fault_proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before its first write: the proxy refuses every bulk request, so the pass stops there."""
+    table = orders(local)
+    table.append(rows(*range(DEV_SERVER_ROWS + 1)))
+    fault_proxy.fail_for(600, status=400, path_contains="_bulk")
+    config = local.config({"name": "db.orders"})
+    through = config.model_copy(update={"opensearch": config.opensearch.model_copy(update={"url": fault_proxy.url})})
+    with caplog.at_level(logging.WARNING, logger="icecdc"), pytest.raises(SinkError):
+        sync(through, None, ["db.orders"])
+    (said,) = [r.getMessage() for r in caplog.records if "dev server" in r.getMessage()]
+    expected = f"db.orders: this pass writes from {DEV_SERVER_ROWS + 1:,} rows to the dev server"
+    assert said.startswith(expected) and DEV_SERVER_LIMITS in said, said
+
+
+def test_a_small_pass_into_the_dev_server_says_nothing_of_its_limits(local: Pipeline, caplog: pytest.LogCaptureFixture) -> None:
+    orders(local).append(rows(1, 2, 3))
+    with caplog.at_level(logging.WARNING, logger="icecdc"):
+        local.sync(local.config({"name": "db.orders"}), "db.orders")
+    assert not [r for r in caplog.records if "dev server" in r.getMessage()]

@@ -17,7 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "icecdc"
 # Bottom first. A package name covers its modules.
 LAYERS: list[set[str]] = [
     # value types, no icecdc imports; checklist: checks and fixes, as doctor and check say them
-    {"icecdc.model", "icecdc.errors", "icecdc.compat", "icecdc.documents", "icecdc.checklist"},
+    # devlimits: what the dev server is for, as the help, the server and a pass say it; words: counts
+    {
+        "icecdc.model",
+        "icecdc.errors",
+        "icecdc.compat",
+        "icecdc.documents",
+        "icecdc.checklist",
+        "icecdc.devlimits",
+        "icecdc.words",
+    },
     # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
     # secret_values: a secret's string, for the password and a REST catalog's credentials
     {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict", "icecdc.secret_values"},
@@ -166,3 +175,24 @@ def test_the_bench_modules_the_tests_import_need_no_package_of_the_bench_group_a
     script = f"import importlib, sys; sys.modules.update(dict.fromkeys({bench_only!r})); [importlib.import_module(m) for m in {imported!r}]"
     run = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def import_cycles() -> list[list[str]]:
+    """The groups of icecdc's modules that import each other round, `TYPE_CHECKING` imports too."""
+    graph = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    graph = {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
+    reach: dict[str, set[str]] = {}
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            if (module := todo.pop()) not in seen:
+                seen.add(module)
+                todo += graph[module]
+        reach[start] = seen
+    groups = {frozenset({m} | {o for o in reach[m] if m in reach[o]}) for m in graph if m in reach[m]}
+    return sorted(sorted(g) for g in groups)
+
+
+def test_no_modules_import_each_other_round() -> None:
+    """A cycle through a `TYPE_CHECKING` import is one all the same: the type they share goes down."""
+    assert import_cycles() == []

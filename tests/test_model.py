@@ -66,6 +66,24 @@ def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type
     state.teardown()
 
 
+def test_an_outage_then_a_backlog_is_retried_as_the_dry_run_predicts(model_machine: type[PipelineMachine]) -> None:
+    """The rule of an OpenSearch outage followed by a backlog, on copy-on-write commits (runs the
+    pass collapses): the retry's engine and reads are the dry run's, and the index the table."""
+    state = model_machine()
+    state.create(
+        key=KeyType.LONG,
+        version=2,
+        partitioned=False,
+        identifiers_in_schema=True,
+        rows=4,
+        large_strings=False,
+        writers=Writers.PYICEBERG,
+    )
+    state.outage_then_backlog(commits=3, writer=Writer.PY_UPDATE, seed=3)
+    assert STATS.steps["  outage: NothingApplied"] >= 1
+    state.teardown()
+
+
 def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
     """Rounds of random examples until the time is up; every distinct failure is kept and reported."""
     REPORT.mkdir(parents=True, exist_ok=True)

@@ -10,14 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyiceberg.expressions import EqualTo
 
-from icecdc.config import EngineConfig
+from icecdc.config import EngineConfig, parse_config
+from icecdc.dryrun import dry_run
 from icecdc.engines import Engines
-from icecdc.errors import IndexStateError, SparkRequired
+from icecdc.errors import IndexStateError, SinkError, SparkRequired
 from icecdc.index import IndexAlias
 from icecdc.model import EngineChoice, EngineKind
 from icecdc.planning import plan_table
 from icecdc.sync import process_table, sync
+from icecdc.testing.commits import update
+from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -73,3 +77,40 @@ def test_a_pass_that_fails_before_writing_records_no_end(
     assert IndexAlias(local.client, "orders").current() == generation  # followed: no new generation
     said = [r.getMessage() for r in caplog.records]
     assert not [line for line in said if "resync" in line or "commit by commit" in line]
+
+
+@pytest.mark.parametrize("failed", ["on an outage", "after writing"])
+def test_a_retry_reads_and_takes_the_engine_its_dry_run_predicts(local: Pipeline, fault_proxy: FaultProxy, failed: str) -> None:
+    """A pass OpenSearch answered 503 to its every bulk request wrote nothing: its retry collapses
+    runs of commits as the first try would have, and reads what the dry run predicted before the
+    outage. After a pass that may have written, the retry reads commit by commit, and the dry run
+    predicts that too."""
+    table = orders(local)
+    table.append(rows(*range(1, 9)))
+    limits = {"use": "auto", "in_process_max_files": 60}  # between the collapsed and the unrolled
+    raw = {**local.config_dict([{"name": NAME}]), "engine": limits}
+    config = parse_config(raw)
+    local.sync(config, NAME)
+    for n in range(20):  # small copy-on-write commits: each a delete snapshot and an append
+        update(table, EqualTo("id", 1 + n % 8), lambda row, n=n: {**row, "status": f"s{n}"})
+    (first_try,) = dry_run(config)
+
+    if failed == "on an outage":
+        fault_proxy.fail_for(600, status=503, path_contains="_bulk")
+        outage = parse_config({**raw, "opensearch": {"url": fault_proxy.url, "max_retries": 1}})
+        with pytest.raises(SinkError, match="503"):
+            sync(outage, None, [NAME])
+        fault_proxy.clear()
+    else:
+        local.record_pass_end(NAME)  # what a pass killed after its first write leaves
+    (retry,) = dry_run(config)
+    if failed == "on an outage":
+        assert retry.passes == first_try.passes, retry.lines()
+    else:
+        assert retry.passes[0].size.files > first_try.passes[0].size.files, retry.lines()
+
+    (synced,) = sync(config, None, [NAME])
+    (planned,) = retry.passes
+    assert planned.engine == EngineKind.IN_PROCESS
+    assert (synced.engine, synced.reads) == (planned.engine, planned.size)
+    local.assert_index_equals_table(config, NAME)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -62,6 +63,15 @@ def test_the_bar_shows_files_rows_rate_and_time_left(capsys: pytest.CaptureFixtu
     _ProgressBar().emit(record)
     shown = capsys.readouterr().err
     assert "[###############...............] 5/10 files, 4,000 rows, 2,000 rows/s, ~2 s left" in shown
+
+
+def test_the_bar_of_the_writes_shows_documents_and_their_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    progress = PassProgress("db.orders", PassStage.WRITES, 0, 0, 1000, 4000, 5.0)
+    record = logging.LogRecord("icecdc.progress", logging.INFO, __file__, 0, progress.line(), None, None)
+    record.progress = progress
+    _ProgressBar().emit(record)
+    shown = capsys.readouterr().err
+    assert "writes [#######.......................] 1,000/4,000 documents, 200 documents/s, ~15 s left" in shown
 
 
 def in_pass_lines(caplog: pytest.LogCaptureFixture, stage: PassStage) -> list[str]:
@@ -140,3 +150,24 @@ def test_a_sync_whose_output_is_no_terminal_logs_progress_lines(pipeline: Pipeli
     assert lines[1].startswith("progress table=db.orders stage=export files=3/3 rows=6/6 ")
     assert lines[2].startswith("progress table=db.orders passes=1 files=3 rows=6 ")  # after the pass
     assert "\r" not in synced.stderr  # no bar
+
+
+def test_an_in_process_backlog_shows_its_writes_after_its_reads(
+    tmp_path: Path, osmem_clone: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writes of a backlog's documents, the slow part on a slow server, are a stage of their
+    own: documents written out of the keys to write, with their rate, up to the end."""
+    pipeline = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+    table = orders(pipeline)
+    table.append(rows(1))
+    config = pipeline.config({"name": "db.orders"})
+    pipeline.sync(config, "db.orders")
+    table.append(rows(*range(2, 1202)))
+    with caplog.at_level(logging.INFO, logger="icecdc.progress"):
+        pipeline.sync(config, "db.orders")
+    said = [r.getMessage() for r in caplog.records if r.name == "icecdc.progress"]
+    writes = in_pass_lines(caplog, PassStage.WRITES)
+    assert writes[0].startswith("progress table=db.orders stage=writes documents=0/1200 documents_per_second=")
+    assert writes[-1].startswith("progress table=db.orders stage=writes documents=1200/1200 ")
+    reads = in_pass_lines(caplog, PassStage.CHANGES)
+    assert said.index(reads[-1]) < said.index(writes[0])  # after the reads

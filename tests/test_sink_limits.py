@@ -114,7 +114,7 @@ def test_a_document_over_the_limit_without_dead_letters_fails_the_batch_naming_i
     client = OpenSearch(hosts=[fault_proxy.url], max_retries=0)
     with pytest.raises(
         SinkError,
-        match=rf"did not send 1 documents of index '{INDEX}': 99: 413 the document's bulk action is \d+ bytes, "
+        match=rf"did not send 1 document of index '{INDEX}': 99: 413 the document's bulk action is \d+ bytes, "
         rf"over opensearch.max_chunk_bytes \({LIMIT}\): not sent",
     ):
         write_documents(client, sink_config(fault_proxy.url), INDEX, writes)

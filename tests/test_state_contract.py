@@ -192,6 +192,34 @@ def test_a_resync_lowers_the_recorded_pass_end_to_its_checkpoint(store: StateSto
     assert store.pass_end("db.t") == Checkpoint(UUID, 5, 5)
 
 
+def test_a_pass_that_wrote_nothing_puts_back_the_end_recorded_before_it(store: StateStore) -> None:
+    """`unbegin_pass`: the end before, or none; nothing changes once another end was recorded."""
+    store.begin_pass("db.t", Checkpoint(UUID, 9, 9))
+    store.unbegin_pass("db.t", Checkpoint(UUID, 9, 9), None)
+    assert store.pass_end("db.t") is None
+    store.begin_pass("db.t", Checkpoint(UUID, 3, 3))
+    store.begin_pass("db.t", Checkpoint(UUID, 9, 9))
+    store.unbegin_pass("db.t", Checkpoint(UUID, 9, 9), Checkpoint(UUID, 3, 3))
+    assert store.pass_end("db.t") == Checkpoint(UUID, 3, 3)
+    store.begin_pass("db.t", Checkpoint(UUID, 12, 12))  # another pass recorded since
+    store.unbegin_pass("db.t", Checkpoint(UUID, 9, 9), Checkpoint(UUID, 3, 3))
+    store.unbegin_pass("db.t", Checkpoint(UUID, 9, 9), None)
+    assert store.pass_end("db.t") == Checkpoint(UUID, 12, 12)
+
+
+def test_the_lease_holder_is_its_owner_until_it_runs_out(store: StateStore) -> None:
+    assert store.lease_holder("db.t") is None
+    before = time.time()
+    assert store.acquire_lease("db.t", "host:1:run", 30)
+    holder = store.lease_holder("db.t")
+    assert holder is not None and holder[0] == "host:1:run" and before + 29 <= holder[1] <= time.time() + 30
+    store.release_lease("db.t", "host:1:run")
+    assert store.lease_holder("db.t") is None
+    assert store.acquire_lease("db.t", "gone", 0.01)
+    time.sleep(0.05)
+    assert store.lease_holder("db.t") is None  # run out: no one holds it
+
+
 def test_leases_exclude_other_owners_until_they_expire(make_store: Callable[[], StateStore]) -> None:
     a, b = make_store(), make_store()
     assert a.acquire_lease("db.t", "run-a", 30)

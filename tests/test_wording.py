@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
+import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,13 @@ import yaml
 
 from icecdc.cli import _parser
 from icecdc.config import parse_config
+from icecdc.dryrun import dry_run
 from icecdc.errors import ConfigError
-from icecdc.index import IndexSpec
+from icecdc.index import IndexAlias, IndexSpec
 from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
+from icecdc.state import Lease, SqliteStateStore
+from icecdc.words import counted
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
@@ -55,10 +61,10 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     snapshot = table.refresh().metadata.current_snapshot_id
     assert export.returncode == 0, export.stderr
     logged = info_lines(export.stderr)
-    planned = f"planned an export of snapshot {snapshot} (1 work items), 1 new"
+    planned = f"planned an export of snapshot {snapshot} (1 work item), 1 new"
     assert f"icecdc.planning: {NAME}: {planned}" in logged
-    assert f"icecdc.sync.passes: {NAME}: applying 1 snapshots, 3 files: in_process engine" in logged
-    summary = f"{NAME}: 1 snapshots (in_process engine), 3 files, 9 rows read"
+    assert f"icecdc.sync.passes: {NAME}: applying 1 snapshot, 3 files: in_process engine" in logged
+    summary = f"{NAME}: 1 snapshot (in_process engine), 3 files, 9 rows read"
     assert export.stdout.startswith(summary)
 
     table.append(rows(10, region="us"))
@@ -71,7 +77,7 @@ def test_counts_agree_between_the_planning_pass_and_summary_lines(local: Pipelin
     assert changes.stdout.startswith(f"{NAME}: 2 snapshots (in_process engine), 2 files, ")
     said = "\n".join(logged)
     assert "this pass reads" not in said and "rows read" not in said  # said once, on stdout
-    assert f"icecdc.planning: {NAME}: nothing new to plan" in logged  # the last round: caught up
+    assert not [line for line in logged if "nothing new to plan" in line]  # the summary says it
     local.assert_index_equals_table(local.config({"name": NAME}), NAME)
 
 
@@ -216,3 +222,72 @@ def test_every_command_has_a_description_and_every_argument_a_help_text() -> Non
             )
     described = icecdc("repair", "--help")
     assert described.returncode == 0 and "Rewrite a drifted scope of a table's index" in described.stdout.split("options:")[0]
+
+
+def test_a_run_waiting_for_a_lease_says_at_once_who_holds_it_and_how_long_it_waits(tmp_path: Path, caplog: LogCaptured) -> None:
+    """A second run beside a running one (or after a killed one) says what it waits for, the
+    holder and the table, and for how long at most, before it waits."""
+    store = SqliteStateStore(tmp_path / "state.db")
+    with Lease(store, NAME, 60) as running:
+        assert running.held
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="icecdc"), Lease(store, NAME, 2) as second:
+            assert not second.held
+    (said,) = [r for r in caplog.records if "lease" in r.getMessage()]
+    assert said.created - (time.time() - (time.monotonic() - started)) < 0.5  # before the wait
+    holder = f"process {os.getpid()} on {socket.gethostname()}"
+    assert said.getMessage().startswith(f"{NAME}: {holder} holds the table's processing lease: ")
+    assert "waiting for it up to 2 s" in said.getMessage()
+    assert re.search(r"runs out in (59|60) s unless that run renews it", said.getMessage())
+
+
+def test_a_generation_built_where_no_index_served_says_so_not_none(local: Pipeline, caplog: LogCaptured) -> None:
+    """A rebuild of an index that does not exist yet: what searches read, and what the swap
+    replaced, are worded for none; no log line shows "None"."""
+    alias = IndexAlias(local.client, "customers")
+    spec = IndexSpec({"properties": {"id": {"type": "long"}}})
+    with caplog.at_level(logging.INFO, logger="icecdc"):
+        generation = alias.start_rebuild(spec, set())
+        alias.finish(generation, spec)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("icecdc")]
+    building = f"index 'customers': building generation {generation!r} (no index serves searches until the swap)"
+    assert building in said
+    assert f"index 'customers': generation {generation!r} swapped in (no index served before)" in said
+    assert not [line for line in said if "None" in line]
+
+
+def test_a_dry_run_of_a_table_with_no_snapshot_says_so_not_none(local: Pipeline) -> None:
+    local.catalog.create_table("db.orders", schema=rows(1).schema)
+    (plan,) = dry_run(local.config({"name": NAME, "identifier_columns": ["id"]}))
+    assert "no snapshot yet" in plan.lines()[0] and "None" not in "\n".join(plan.lines())
+
+
+def test_a_sync_after_one_that_applied_says_nothing_new_to_plan_once(local: Pipeline, caplog: LogCaptured) -> None:
+    """Two rounds of `sync --watch`: the first applies (the summary says it caught up), the second
+    finds nothing new: "nothing new to plan" is said once in all, not at the end of the first
+    round as well."""
+    table = orders(local)
+    table.append(rows(1, 2))
+    config = local.config({"name": NAME})
+    local.sync(config, NAME)
+    table.append(rows(3))
+    with caplog.at_level(logging.INFO, logger="icecdc"):
+        local.sync(config, NAME)
+        local.sync(config, NAME)
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count(f"{NAME}: nothing new to plan") == 1, said
+
+
+@pytest.mark.parametrize(
+    ("n", "thing", "plural", "said"),
+    [
+        (1, "snapshot", "", "1 snapshot"),
+        (2, "snapshot", "", "2 snapshots"),
+        (0, "file", "", "0 files"),
+        (1, "index", "indexes", "1 index"),
+        (2_000, "row", "", "2,000 rows"),
+        (2, "retry", "retries", "2 retries"),
+    ],
+)
+def test_counts_are_worded_by_one_helper(n: int, thing: str, plural: str, said: str) -> None:
+    assert counted(n, thing, plural) == said

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from icecdc.aws.catalogs import S3TABLES_EVENT_SOURCE, s3tables_event_table
 from icecdc.aws.contract import (
@@ -21,11 +21,9 @@ from icecdc.aws.contract import (
     SCHEDULE_EVENT_TYPE,
     SQS_EVENT_SOURCE,
 )
+from icecdc.aws.outcome import TableOutcome
 from icecdc.catalog import glue_name
 from icecdc.config import Config
-
-if TYPE_CHECKING:
-    from icecdc.aws.planner import TableOutcome
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from icecdc.aws.contract import METRIC_NAMESPACE
-
-if TYPE_CHECKING:
-    from icecdc.aws.planner import TableOutcome
+from icecdc.aws.outcome import TableOutcome
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from pyiceberg.table import Table
 
 from icecdc.aws.contract import ARG_TABLE, PASS_RESERVE_SECONDS, job_name
 from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
+from icecdc.aws.outcome import TableOutcome
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig
 from icecdc.errors import IcecdcError, SparkRequired, access_denied
@@ -32,6 +33,7 @@ from icecdc.model import EngineKind, WorkSize
 from icecdc.opensearch import open_client
 from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
+from icecdc.words import counted
 
 if TYPE_CHECKING:
     from icecdc.sync import SyncResult
@@ -58,21 +60,6 @@ class Sweep:
     cloudwatch: Any
     deadline: float | None = None
     one_pass: AbstractContextManager[Any] | None = None
-
-
-@dataclass(frozen=True)
-class TableOutcome:
-    """What the planner found and did for one table (the handler returns it)."""
-
-    table: str
-    has_work: bool = False  # the table is behind its checkpoint, or has items not done
-    pending: int = 0
-    job_run_id: str | None = None  # the run this call started
-    job_running: bool = False  # a run of the table's job was already on (it drains the queue)
-    error: str | None = None
-    applied_snapshots: int = 0  # snapshots this call applied itself (a small batch, no Glue run)
-    checkpoint: int | None = None  # the snapshot the index is at after them
-    dead_lettered: int = 0  # documents of those snapshots sent to the dead letters
 
 
 def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
@@ -202,7 +189,8 @@ def plan_and_start(sweep: Sweep, name: str, job: str) -> TableOutcome:
         applied = apply_here(sweep, catalog, name, table, identifiers)
     if applied is not None:
         checkpoint = applied.checkpoint.snapshot_id if applied.checkpoint else None
-        log.info("%s: applied %d snapshots here, no job started", name, applied.snapshots)
+        here = counted(applied.snapshots, "snapshot")
+        log.info("%s: applied %s here, no job started", name, here)
         # as a Glue run does: the alarm sees the dead letters, the dashboard the rows
         writes = applied.writes
         put_run_metrics(cloudwatch, name, writes.dead_lettered, applied.changes.rows, applied.files)

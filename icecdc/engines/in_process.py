@@ -88,7 +88,11 @@ class InProcessEngine:
                 by_key.setdefault(doc_id, []).append(change)
             carried.add(pairs)
             unreadable.add(bad)
-        change_stats, sink_stats = write_keyed_changes(target, by_key.items())
+        indexes = 1 if isinstance(target, Target) else len(target.each)
+        total = Done(0, len(by_key) * indexes)
+        writes = PassMeter(reader.table_name, PassStage.WRITES, (), total=total)
+        change_stats, sink_stats = write_keyed_changes(target, by_key.items(), writes.written)
+        writes.end()
         # the rows that could not become documents were read too
         read = 2 * carried.value + unreadable.total
         change_stats.add(ChangeStats(rows=read, carryovers=carried.value))

@@ -1,8 +1,9 @@
 """Progress inside a pass, on either engine: tasks and rows done, the rate and the time left.
 
-Tasks are files; done counts stand against the pass's totals. They are logged to
-`icecdc.progress` as the pass goes, the logger the progress between passes uses, and the
-CLI draws a bar from both on a terminal.
+Tasks are files; done counts stand against the pass's totals. In process, the writes of the
+changes, once read, are a stage of their own: documents written against the keys to write. They
+are logged to `icecdc.progress` as the pass goes, the logger the progress between passes uses,
+and the CLI draws a bar from both on a terminal.
 
 The rows are the manifests' record counts of the files each task reads, known before anything is
 read, so a total is there from the first line. An engine says what is done (`PassMeter.add`, `at`);
@@ -62,9 +63,10 @@ class PassMeter:
         stage: PassStage,
         tasks: Iterable[Task | tuple[int, Task]],
         clock: Callable[[], float] = time.monotonic,
+        total: Done | None = None,
     ) -> None:
         self.table_name, self.stage, self.clock = table_name, stage, clock
-        self.total, self.done = Done.of(tasks), Done()
+        self.total, self.done = total or Done.of(tasks), Done()
         self.started = clock()
         self._logged = self._drawn = self.started
         self._report(logging.INFO)  # the totals, before anything is read
@@ -83,11 +85,29 @@ class PassMeter:
             return
         self.done = done
         now = self.clock()
-        if done.files >= self.total.files or now - self._logged >= self.EVERY_SECONDS:
+        if self._finished or now - self._logged >= self.EVERY_SECONDS:
             self._logged = now
             self._report(logging.INFO)
         elif now - self._drawn >= self.REDRAW_SECONDS:
             self._report(logging.DEBUG)
+
+    @property
+    def _finished(self) -> bool:
+        total = self.total
+        return self.done.files >= total.files if total.files else self.done.rows >= total.rows
+
+    def written(self, documents: int) -> None:
+        """`documents` more are written (the writes stage counts them as rows)."""
+        self.add(Done(0, documents))
+
+    def end(self) -> None:
+        """The stage is over: the totals are what was done, logged unless they were already.
+
+        A writes stage's total is an estimate, one document a key an index.
+        """
+        if not self._finished:
+            self.total = self.done
+            self._report(logging.INFO)
 
     def counting(self, tasks: Iterable[T]) -> Iterator[T]:
         """The tasks, each reported done when the next is asked for.

@@ -7,7 +7,7 @@ in-process it runs in the calling process.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import islice
 
@@ -183,9 +183,14 @@ class Targets:
 
 
 def write_keyed_changes(
-    target: Target | Targets, keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]]
+    target: Target | Targets,
+    keyed_changes: Iterable[tuple[str, Iterable[ChangeRow]]],
+    written: Callable[[int], None] | None = None,
 ) -> tuple[ChangeStats, SinkStats]:
-    """Reduce each key's changes to its net write and bulk the writes; return the counters."""
+    """Reduce each key's changes to its net write and bulk the writes; return the counters.
+
+    `written` is told how many writes each bulk request settled, for progress.
+    """
     change_stats = ChangeStats()
     duplicates: list[DuplicateIdentifier] = []
     one = target if isinstance(target, Target) else target.first
@@ -220,6 +225,7 @@ def write_keyed_changes(
         writes,
         one.dead_letters if one.dead_letter else None,
         BulkMode(one.version_type, one.pipeline, pipelines),
+        written,
     )
     if duplicates:
         sink_stats.lettered(one.duplicates(duplicates))

@@ -484,12 +484,8 @@ class IndexAlias:
         name = self._create_generation(current, spec)
         if spec.template is None:
             self.client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
-        log.info(
-            "index %r: building generation %r (searches read %r until the swap)",
-            self.name,
-            name,
-            current,
-        )
+        serving = f"searches read {current!r}" if current else "no index serves searches"
+        log.info("index %r: building generation %r (%s until the swap)", self.name, name, serving)
         return name
 
     def finish(self, name: str, spec: IndexSpec, probe: Probe | None = None) -> None:
@@ -513,7 +509,10 @@ class IndexAlias:
         elif current is not None and current != name:
             actions.insert(0, {"remove": {"index": current, "alias": self.name}})
         self.client.indices.update_aliases(body={"actions": actions})
-        log.info("index %r: swapped from %r to generation %r", self.name, current, name)
+        if current is None:
+            log.info("index %r: generation %r swapped in (no index served before)", self.name, name)
+        else:
+            log.info("index %r: swapped from %r to generation %r", self.name, current, name)
         if probe is not None:
             probe(PassPoint.SWAPPED)
         if current is not None and current not in (self.name, name):

@@ -18,7 +18,7 @@ from pyiceberg.expressions import (
 )
 from pyiceberg.manifest import DataFile
 
-from icecdc.model import ChangeType
+from icecdc.model import ChangeType, WorkSize
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,14 @@ def files_read_by(task: Task) -> list[DataFile]:
     if isinstance(task, RewriteTask | DealtRewrite):
         return [f for t in task.removed + task.added for f in files_read_by(t)]
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]
+
+
+def pass_reads(tasks: PassTasks) -> WorkSize:
+    """What a pass over `tasks` reads, the earlier passes' export files included.
+
+    A pass's engine (`Engines.kind_for`) is chosen by it, in a sync and in its dry run alike.
+    """
+    return WorkSize.of(file_reads([*tasks.all, *tasks.earlier]))
 
 
 def file_reads(tasks: Iterable[Task]) -> list[DataFile]:

@@ -161,6 +161,28 @@ class DynamoDbStateStore(StateStore):
         )
         return before
 
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        condition = "table_uuid = :uuid AND sequence_number = :seq AND snapshot_id = :snapshot"
+        values = {
+            ":uuid": {"S": end.table_uuid},
+            ":seq": {"N": str(end.sequence_number)},
+            ":snapshot": {"N": str(end.snapshot_id)},
+        }
+        if before is not None:
+            self._put_base_if(table_name, _PASS_END, before, condition, values)
+            return
+        try:
+            self._write(
+                "delete_item",
+                TableName=self.state_table,
+                Key=_keys(table_name, _PASS_END),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+
     def pass_end(self, table_name: str) -> Checkpoint | None:
         return self._get_base(table_name, _PASS_END)
 
@@ -439,6 +461,14 @@ class DynamoDbStateStore(StateStore):
                 table_name,
                 checkpoint.sequence_number,
             )
+
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        record = self.client.get_item(
+            TableName=self.state_table, Key=_keys(table_name, _LEASE), ConsistentRead=True
+        ).get("Item")
+        if record is None or float(record["lease_expires_at"]["N"]) < time.time():
+            return None
+        return record["owner"]["S"], float(record["lease_expires_at"]["N"])
 
     def _lease_check(self, table_name: str, owner: str) -> dict[str, Any]:
         """A transaction's check that `owner` holds the table's lease."""

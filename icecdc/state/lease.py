@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -32,7 +34,7 @@ class Lease:
         self._wait = wait  # False: take the lease if it is free, else leave the table at once
         self._table_name = table_name
         self._seconds = seconds
-        self.owner = uuid.uuid4().hex
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.held = False
@@ -40,11 +42,12 @@ class Lease:
 
     def __enter__(self) -> Self:
         deadline = time.monotonic() + (self._seconds if self._wait else 0.0)
-        while (
-            not (held := self._store.acquire_lease(self._table_name, self.owner, self._seconds))
-            and time.monotonic() < deadline
-        ):
+        held = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
+        if not held and self._wait:
+            self._say_waiting()
+        while not held and time.monotonic() < deadline:
             time.sleep(min(1.0, self._seconds / 10))
+            held = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
         self.held = held
         if held:
             self._renewer = threading.Thread(
@@ -52,6 +55,21 @@ class Lease:
             )
             self._renewer.start()
         return self
+
+    def _say_waiting(self) -> None:
+        """Log, before waiting, who holds the lease, until when, and how long this run waits."""
+        holder = self._store.lease_holder(self._table_name)
+        who, left = "another run", self._seconds
+        if holder is not None:
+            who, left = holder_of(holder[0]), max(0.0, holder[1] - time.time())
+        log.info(
+            "%s: %s holds the table's processing lease: waiting for it up to %.0f s "
+            "(it runs out in %.0f s unless that run renews it, as a killed run cannot)",
+            self._table_name,
+            who,
+            self._seconds,
+            left,
+        )
 
     def check(self) -> None:
         """Raise `LeaseLost` once the lease is lost: another run may write the table by then."""
@@ -84,3 +102,10 @@ class Lease:
             self._renewer.join()
         if self.held:
             self._store.release_lease(self._table_name, self.owner)
+
+
+def holder_of(owner: str) -> str:
+    """The run a lease's `owner` names: "process 123 on host", or the owner itself."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"process {pid} on {host}" if host and pid.isdigit() else f"run {owner}"

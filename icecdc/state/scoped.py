@@ -66,6 +66,9 @@ class ScopedStore(StateStore):
     def begin_pass(self, table_name: str, end: Checkpoint) -> Checkpoint | None:
         return self._store.begin_pass(self._scoped(table_name), end)
 
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        self._store.unbegin_pass(self._scoped(table_name), end, before)
+
     def pass_end(self, table_name: str) -> Checkpoint | None:
         return self._store.pass_end(self._scoped(table_name))
 
@@ -110,3 +113,6 @@ class ScopedStore(StateStore):
 
     def release_lease(self, table_name: str, owner: str) -> None:
         self._store.release_lease(self._scoped(table_name), owner)
+
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        return self._store.lease_holder(self._scoped(table_name))

@@ -103,6 +103,15 @@ class SqliteStateStore(StateStore):
                 self._record_pass_end(table_name, end)
         return before
 
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        with self._transaction():
+            if self.pass_end(table_name) != _end_of(end):
+                return
+            if before is None:
+                self._db.execute("DELETE FROM pass_ends WHERE table_name = ?", (table_name,))
+            else:
+                self._record_pass_end(table_name, before)
+
     def pass_end(self, table_name: str) -> Checkpoint | None:
         row = self._db.execute(
             "SELECT table_uuid, snapshot_id, sequence_number FROM pass_ends WHERE table_name = ?",
@@ -238,11 +247,15 @@ class SqliteStateStore(StateStore):
             found |= {key: WorkItem.from_json(body) for key, body in rows}
         return [found[h.key] for h in heads if h.key in found]
 
-    def _holds_lease(self, table_name: str, owner: str) -> bool:
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
         row = self._db.execute(
             "SELECT owner, expires_at FROM leases WHERE table_name = ?", (table_name,)
         ).fetchone()
-        return row is not None and row[0] == owner and row[1] >= time.time()
+        return (str(row[0]), float(row[1])) if row is not None and row[1] >= time.time() else None
+
+    def _holds_lease(self, table_name: str, owner: str) -> bool:
+        holder = self.lease_holder(table_name)
+        return holder is not None and holder[0] == owner
 
     def _transaction(self) -> _SqliteTransaction:
         return _SqliteTransaction(self._db)
@@ -323,3 +336,8 @@ class _SqliteTransaction:
             self._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self._db.lock.release()
+
+
+def _end_of(end: Checkpoint) -> Checkpoint:
+    """`end` as `pass_end` reads it back: its table UUID, snapshot id and sequence number."""
+    return Checkpoint(end.table_uuid, end.snapshot_id, end.sequence_number)

@@ -77,6 +77,13 @@ class StateStore(ABC):
         """
 
     @abstractmethod
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        """Put back the end `before` a pass recorded `end`, for a pass that wrote nothing.
+
+        None removes the record. Nothing changes unless the recorded end is `end` still.
+        """
+
+    @abstractmethod
     def pass_end(self, table_name: str) -> Checkpoint | None:
         """The furthest end a pass recorded with `begin_pass`, or None when none was.
 
@@ -193,6 +200,10 @@ class StateStore(ABC):
 
     @abstractmethod
     def release_lease(self, table_name: str, owner: str) -> None: ...
+
+    @abstractmethod
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        """Who holds the table's lease and until when (`time.time()`), or None when it is free."""
 
     def checkpointed_at(self, table_name: str) -> float | None:
         """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
@@ -345,6 +356,10 @@ class PendingOnce(StateStore):
         self._pass_ends.pop(table_name, None)
         return self._store.begin_pass(table_name, end)
 
+    def unbegin_pass(self, table_name: str, end: Checkpoint, before: Checkpoint | None) -> None:
+        self._pass_ends.pop(table_name, None)
+        self._store.unbegin_pass(table_name, end, before)
+
     def pass_end(self, table_name: str) -> Checkpoint | None:
         if table_name not in self._pass_ends:
             self._pass_ends[table_name] = self._store.pass_end(table_name)
@@ -355,6 +370,9 @@ class PendingOnce(StateStore):
 
     def release_lease(self, table_name: str, owner: str) -> None:
         self._store.release_lease(table_name, owner)
+
+    def lease_holder(self, table_name: str) -> tuple[str, float] | None:
+        return self._store.lease_holder(table_name)
 
     def close(self) -> None:
         self._store.close()

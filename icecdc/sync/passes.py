@@ -22,14 +22,15 @@ from dataclasses import dataclass, field, replace
 from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
-from icecdc.batching import HeadSizes, cap_batch
+from icecdc.batching import HeadSizes, cap_batch, collapses_runs
 from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
+from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
-from icecdc.errors import FilesGone, ProcessingError, SystemicDeadLetters
+from icecdc.errors import FilesGone, NothingApplied, ProcessingError, SystemicDeadLetters
 from icecdc.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
@@ -46,11 +47,11 @@ from icecdc.model import (
     VersionType,
     WorkSize,
 )
-from icecdc.opensearch import open_client
+from icecdc.opensearch import is_dev_server, open_client
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, file_reads
+from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, pass_reads
 from icecdc.sink import SinkStats
 from icecdc.state import ItemBodies, Lease, StateStore
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
@@ -61,6 +62,7 @@ from icecdc.verdict import (
     empty_verdict,
     needs_generation,
 )
+from icecdc.words import counted
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger(SUMMARY_LOGGER)  # a pass's summary: the CLI prints its own
@@ -78,6 +80,7 @@ class PassResult:
     checkpoint: Checkpoint | None = None
     seconds: float = 0.0
     engine: EngineKind | None = None  # where the pass ran
+    reads: WorkSize = WorkSize(0, 0, 0)  # what the engine was chosen by: files, rows, bytes read
     partial: bool = False  # the caps ended this pass inside an export; the next pass goes on
 
     def add_read(self, changes: ChangeStats, writes: SinkStats) -> None:
@@ -200,26 +203,9 @@ def process_batch(
     found = [step.find_destination() for step in steps]
     unread = [step.unread(f) for step, f in zip(steps, found, strict=True)]
     collapse_runs = all(step.may_collapse() for step in steps)
-    tasks = steps[0].tasks(unread[0], collapse_runs)
-    # the pass that finishes an export cut into passes finds duplicates across them all
-    if not partial:
-        read = {i.key for i in unread[0]}
-        earlier = [i for i in steps[0].batch if i.kind == ItemKind.EXPORT and i.key not in read]
-        # the files every index's earlier passes in this run kept the keys of get no task
-        held = frozenset.intersection(
-            *(
-                step.run.engines.carried(step.name, f.index)
-                for step, f in zip(steps, found, strict=True)
-            )
-        )
-        tasks = steps[0].with_earlier(tasks, earlier, held)
-    engine = steps[0].engine(tasks)
-    if tasks.carried and engine.kind != EngineKind.IN_PROCESS:  # an engine that keeps no keys
-        tasks = steps[0].with_earlier(replace(tasks, carried=frozenset()), earlier, frozenset())
+    tasks, engine = _tasks_and_engine(steps, found, unread[0], collapse_runs, partial)
     destinations = [step.prepare_destination(f) for step, f in zip(steps, found, strict=True)]
-    for step in steps:  # every index records its pass
-        step.begin(collapse_runs)
-    _apply(steps, engine, tasks, destinations, results)
+    _begin_and_apply(steps, engine, tasks, destinations, results, collapse_runs)
     for step, result in zip(steps, results, strict=True):  # no index advances if one fails so
         step.check_letters(result)
     lanes = list(zip(steps, unread, destinations, results, strict=True))
@@ -229,6 +215,57 @@ def process_batch(
         step.complete(engine, destination, result)
         step.finish(destination, result)
     return results
+
+
+def _tasks_and_engine(
+    steps: list[_Pass],
+    found: list[_Destination],
+    unread: list[ItemHead],
+    collapse_runs: bool,
+    partial: bool,
+) -> tuple[PassTasks, Engine]:
+    """The first index's tasks over its `unread` items, and the engine for what they read.
+
+    The pass that finishes an export cut into passes also reads the earlier passes' files for their
+    keys, to find duplicates across them all, but for the files every index's earlier passes in
+    this run kept the keys of, when the engine is one that keeps them.
+    """
+    first = steps[0]
+    tasks = first.tasks(unread, collapse_runs)
+    if partial:
+        return tasks, first.engine(tasks)
+    read = {i.key for i in unread}
+    earlier = [i for i in first.batch if i.kind == ItemKind.EXPORT and i.key not in read]
+    lanes = zip(steps, found, strict=True)
+    held = frozenset.intersection(*(s.run.engines.carried(s.name, f.index) for s, f in lanes))
+    tasks = first.with_earlier(tasks, earlier, held)
+    engine = first.engine(tasks)
+    if tasks.carried and engine.kind != EngineKind.IN_PROCESS:  # an engine that keeps no keys
+        tasks = first.with_earlier(replace(tasks, carried=frozenset()), earlier, frozenset())
+    return tasks, engine
+
+
+def _begin_and_apply(
+    steps: list[_Pass],
+    engine: Engine,
+    tasks: PassTasks,
+    destinations: list[_Destination],
+    results: list[PassResult],
+    collapse_runs: bool,
+) -> None:
+    """Record every index's pass (`_Pass.begin`), then apply its tasks (`_apply`).
+
+    A pass whose changes' one write, from this process, OpenSearch refused whole left the indexes
+    as they were: it puts back the ends recorded before it, so that its retry reads as it did.
+    """
+    befores = [step.begin(collapse_runs) for step in steps]
+    try:
+        _apply(steps, engine, tasks, destinations, results)
+    except NothingApplied:
+        if engine.kind == EngineKind.IN_PROCESS and not (tasks.export or tasks.earlier):
+            for step, before in zip(steps, befores, strict=True):
+                step.unbegin(before)
+        raise
 
 
 def _passes(
@@ -278,10 +315,11 @@ def _apply(
     """
     first, partial = steps[0], results[0].partial
     for result in results:
-        result.engine = engine.kind
+        result.engine, result.reads = engine.kind, pass_reads(tasks)
         result.snapshots = len({i.snapshot_id for i in first.batch})
         result.files = len(tasks.all)
     first.say_applying(engine, results[0], len(steps))
+    first.say_if_dev_server(results[0].reads)
     targets = [step.target(d) for step, d in zip(steps, destinations, strict=True)]
     # the pass that finishes the export settles its duplicate identifiers, among every pass's rows
     export = (
@@ -386,28 +424,28 @@ class _Pass:
         `recorded` or else the store's, is past the checkpoint. When none may have, the pass may
         collapse runs of copy-on-write commits in `driver.pass_tasks`. It only reads.
         """
-        recorded = recorded or self.run.store.pass_end(self.name)
-        if recorded is None or recorded.table_uuid != self.end.table_uuid:
-            return True
-        checkpoint = self.run.store.get_checkpoint(self.name)
-        return (
-            checkpoint is not None
-            and checkpoint.table_uuid == recorded.table_uuid
-            and recorded.sequence_number <= checkpoint.sequence_number
-        )
+        store = self.run.store
+        recorded = recorded or store.pass_end(self.name)
+        return collapses_runs(recorded, store.get_checkpoint(self.name), self.end)
 
-    def begin(self, collapse_runs: bool) -> None:
-        """Record the end of the batch right before the first write.
+    def begin(self, collapse_runs: bool) -> Checkpoint | None:
+        """Record the end of the batch right before the first write; return the end recorded before.
 
         That is after the engine is chosen and the destination prepared. A pass that fails before,
         with `SparkRequired` or on a write block, so leaves no end, which would make a later
         rollback reset the index and stop runs collapsing. A pass that planned to collapse stops,
         writing nothing, when another one recorded an end since.
         """
+        before = self.run.store.pass_end(self.name)
         begun = self.run.store.begin_pass(self.name, self.end)
         if collapse_runs and begun is not None and not self.may_collapse(begun):
             raced = f"table {self.name!r}: another pass began meanwhile; the next pass starts over"
             raise ProcessingError(raced)
+        return before
+
+    def unbegin(self, before: Checkpoint | None) -> None:
+        """Put back the end recorded `before` this pass, which failed before writing anything."""
+        self.run.store.unbegin_pass(self.name, self.end, before)
 
     def tasks(self, unread: list[ItemHead], collapse_runs: bool) -> PassTasks:
         run = self.run
@@ -473,9 +511,7 @@ class _Pass:
         return [t for t in made if (t.snapshot_id, t.data_file.file_path) in files]
 
     def engine(self, tasks: PassTasks) -> Engine:
-        return self.run.engines.for_pass(
-            self.name, WorkSize.of(file_reads([*tasks.all, *tasks.earlier]))
-        )
+        return self.run.engines.for_pass(self.name, pass_reads(tasks))
 
     def prepare_destination(self, found: _Destination) -> _Destination:
         """Check the index accepts writes and bring it up to the spec.
@@ -519,13 +555,23 @@ class _Pass:
 
     def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:
         """Log what the pass applies, and to how many indexes when it writes several."""
+        what = f"{counted(result.snapshots, 'snapshot')}, {counted(result.files, 'file')}"
         if indexes > 1:
-            applying = "%s: applying %d snapshots, %d files to %d indexes in one read"
-            log.info(applying, self.name, result.snapshots, result.files, indexes)
+            log.info("%s: applying %s to %d indexes in one read", self.name, what, indexes)
             return
         resync = f" ({', '.join(self.resync)})" if self.resync else ""
-        applying = "%s: applying %d snapshots, %d files%s: %s engine"
-        log.info(applying, self.name, result.snapshots, result.files, resync, engine.kind)
+        log.info("%s: applying %s%s: %s engine", self.name, what, resync, engine.kind)
+
+    def say_if_dev_server(self, reads: WorkSize) -> None:
+        """Warn when a pass of more rows than the dev server is for writes to it."""
+        if reads.rows > DEV_SERVER_ROWS and is_dev_server(self.client):
+            log.warning(
+                "%s: this pass writes from %s rows to the dev server (osmem): expect it to take a "
+                "while; %s",
+                self.name,
+                f"{reads.rows:,}",
+                DEV_SERVER_LIMITS,
+            )
 
     def reader(self, shapes: tuple[Shape, ...]) -> TableReader:
         """The table's reader for this pass, making documents of each of `shapes`."""
@@ -573,9 +619,9 @@ class _Pass:
         self.run.reached(PassPoint.MARKED_APPLIED)
         result.seconds = time.monotonic() - self.started
         log.info(
-            "%s: applied %d of the export's files; the next pass goes on (batch caps)",
+            "%s: applied %s of the export; the next pass goes on (batch caps)",
             self.name,
-            len(unread),
+            counted(len(unread), "file"),
         )
         return result
 
@@ -589,7 +635,8 @@ class _Pass:
         if ResyncKind.REWRITE in self.resync and not destination.rebuild:
             export_version = min(i.sequence_number for i in self.batch if i.resync)
             deleted = engine.delete_older(self.target(destination), export_version)
-            log.info("%s: deleted %d documents older than the resync", self.name, deleted)
+            older = counted(deleted, "document")
+            log.info("%s: deleted %s older than the resync", self.name, older)
             result.writes.deleted += deleted
         self.check_fences(destination)
         result.checkpoint = Checkpoint(

@@ -61,6 +61,7 @@ class SyncResult(PassResult):
         """Count one more pass: its checkpoint and engine are the sync's latest."""
         self.snapshots += other.snapshots
         self.files += other.files
+        self.reads += other.reads
         self.changes.add(other.changes)
         self.writes.add(other.writes)
         self.checkpoint = other.checkpoint or self.checkpoint
@@ -216,9 +217,12 @@ def _say(run: TableRun, decided: Verdict, resumed: bool) -> None:
         log.warning("%s: %s; rebuilding the index", run.name, decided.reason)
 
 
-def _plan(run: TableRun, table: Table, resync: tuple[ResyncKind, str] | None = None) -> None:
-    """Plan one index's work items: the table's new commits, or with `resync` an export."""
-    plan_table(
+def _plan(run: TableRun, table: Table, resync: tuple[ResyncKind, str] | None = None) -> int:
+    """Plan one index's work items: the table's new commits, or with `resync` an export.
+
+    The answer is how many items of new commits the planning found.
+    """
+    return plan_table(
         table,
         run.config,
         run.store,
@@ -226,7 +230,7 @@ def _plan(run: TableRun, table: Table, resync: tuple[ResyncKind, str] | None = N
         run.changed,
         resync=resync,
         limits=run.limits,
-    )
+    ).items
 
 
 def sync(
@@ -382,7 +386,8 @@ def catch_up(
             total.unfinished = True
             break
         for run in runs:
-            _plan(run, table)
+            if not _plan(run, table) and passes == 1 and table.current_snapshot() is not None:
+                log.info("%s: nothing new to plan", run.name)  # once a sync, not after each pass
             run.reached(PassPoint.PLANNED)
         results = _round(runs, table)
         for result in results:

@@ -46,15 +46,16 @@ from opensearchpy import OpenSearch
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig, TableIndexConfig, parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.dryrun import PlannedPass, dry_run
 from icecdc.engines import Engines
 from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, SinkError, SystemicDeadLetters
 from icecdc.index import IndexAlias, index_uuid
-from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem
+from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem, WorkSize
 from icecdc.planning import plan_table, resync_needed
 from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
 from icecdc.state.dynamodb import DynamoDbStateStore, create_state_table
 from icecdc.status import has_work, table_status
-from icecdc.sync import PassOptions, SyncRun, process_table, sync, sync_table
+from icecdc.sync import PassOptions, SyncResult, SyncRun, process_table, sync, sync_table
 from icecdc.verify import index_documents
 from tests.support.aws import REGION, aws_client
 from tests.support.faults import FaultProxy, _Rule
@@ -117,6 +118,8 @@ POISONS = [Poison.NONE] * 6 + [Poison.OVERSIZED, Poison.UNMAPPABLE, Poison.LONG_
 # draw back on, it passed in every run since.
 STORES = st.sampled_from([StoreKind.SQLITE, *StoreKind])
 SEEDS = st.integers(0, 2**16 - 1)
+# `outage_then_backlog` makes its outage in one draw of this many, else only its backlog's commits.
+OUTAGE_ONE_IN = 3
 
 PROBE_POINTS = {
     CrashAt.PLANNED: PassPoint.PLANNED,
@@ -242,6 +245,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
         self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
+        self.synced: list[SyncResult] = []  # what the last sync of `run_sync` did, table by table
         STATS.examples += 1
 
     # -- the table ------------------------------------------------------------------------------
@@ -530,6 +534,61 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         self.judge(error, [], None)
         self.check_idle(config, None)
 
+    @rule(commits=st.integers(1, 3), writer=st.sampled_from(PYICEBERG_WRITERS), seed=SEEDS)
+    @step
+    def outage_then_backlog(self, commits: int, writer: Writer, seed: int) -> None:
+        """OpenSearch answers 503 to every bulk request of a sync over a backlog, then comes back.
+
+        The outage wrote nothing, so the retry reads what the first try would have and takes the
+        engine the dry run predicted before the outage (and predicts after it): on the automatic
+        rule, its in-process file limit at the prediction's, so that a file more takes Spark."""
+        if seed % OUTAGE_ONE_IN:  # a third of the draws: three syncs a step would slow the profile
+            for n in range(commits):
+                note(f"a backlog, no outage: {self.change(writer, seed + n, False)}")
+            return
+        config = self.config(EngineKind.IN_PROCESS, Caps.NONE)
+        error, _ = self.run_sync(config)  # caught up first: the backlog is the outage's alone
+        self.judge(error, [], None)
+        if error is not None:
+            return
+        for n in range(commits):
+            note(f"backlog: {self.change(writer, seed + n, False)}")
+        predicted = self.retry_plan(self.auto_config(None))
+        if not predicted:
+            note("outage_then_backlog: nothing to apply")
+            self.check(config, "after a backlog with nothing to apply")
+            return
+        auto = self.auto_config(max(p.size.files for p in predicted))
+        self.proxy.fail_for(600, status=503, path_contains="_bulk")
+        error, _ = self.run_sync(auto)  # run_sync clears the proxy's faults
+        STATS.steps[f"  outage: {type(error).__name__ if error else 'nothing to write'}"] += 1
+        if error is None:  # the backlog netted to no write (an export of an empty table)
+            self.check(config, "after a sync through an outage with nothing to write")
+            return
+        if not caused_by(error, SinkError):
+            self.judge(error, [], None)
+        assert self.retry_plan(auto) == predicted, "the dry run after an outage predicts otherwise"
+        error, _ = self.run_sync(auto)
+        self.judge(error, [], None)
+        if error is None:
+            (synced,) = [r for r in self.synced if r.table == TABLE]
+            reads = sum((p.size for p in predicted), WorkSize(0, 0, 0))
+            assert {p.engine for p in predicted} == {EngineKind.IN_PROCESS}
+            assert (synced.engine, synced.reads) == (EngineKind.IN_PROCESS, reads), (
+                f"the retry after an outage read {synced.reads} ({synced.engine}); predicted {predicted}"
+            )
+            self.check(config, "after an outage and its retry")
+
+    def auto_config(self, max_files: int | None) -> Config:
+        """The in-process configuration with the automatic engine, and `max_files` its file limit."""
+        raw = self.raw_config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
+        raw["engine"] = {"use": "auto", **({"in_process_max_files": max_files} if max_files else {})}
+        return parse_config(raw)
+
+    def retry_plan(self, config: Config) -> list[PlannedPass]:
+        """The passes `sync --dry-run` predicts for the table, every index's (a sync sums them)."""
+        return [p for plan in dry_run(config, [TABLE]) for p in plan.passes]
+
     def change(self, change: Writer | TableOp, seed: int, spark: bool) -> str:
         """A writer's commit of a few rows, or a table operation; what it did."""
         if isinstance(change, Writer):
@@ -653,7 +712,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             if crash in (CrashAt.COMPLETE_BEFORE, CrashAt.COMPLETE_AFTER):
                 self.sync_with_store(config, self.crashing_store(crash == CrashAt.COMPLETE_AFTER, at, fired))
             else:
-                sync(config, self.spark, [TABLE, *(t.name for t in config.tables if t.name != TABLE)], probe=probe)
+                self.synced = sync(config, self.spark, [TABLE, *(t.name for t in config.tables if t.name != TABLE)], probe=probe)
         except Exception as exc:  # noqa: BLE001 - judged by the caller
             error = exc
         finally:
