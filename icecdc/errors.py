@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class IcecdcError(Exception):
     """Base of every error icecdc raises deliberately."""
@@ -46,7 +48,23 @@ class LeaseLost(ProcessingError):
 
 
 class FilesGone(ProcessingError):
-    """A file a batch needs was deleted (its snapshot expired) between planning and reading."""
+    """A file a batch needs is missing: its snapshot expired after planning, or the table lost it.
+
+    `path` is the file's, where the reader knows it; read back from the message when not given, as
+    an error Spark carries back is its text alone.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        named = re.search(r" file (\S+) is missing", message)
+        self.path = path if path is not None else named[1] if named else ""
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its path, as workers ship errors
+        return (type(self), (str(self), self.path))
+
+
+class UnreadableFile(ProcessingError):
+    """A data or delete file a batch needs is there but cannot be read: corrupt, or not Parquet."""
 
 
 class DuplicateIdentifier(ProcessingError):
