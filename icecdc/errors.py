@@ -20,6 +20,13 @@ class StateError(IcecdcError):
     """
 
 
+class StateUnwritable(StateError):
+    """The state cannot be written: its file or directory is read-only, or the disk is full.
+
+    The file itself may be intact, and is kept: moving it aside would export every table again.
+    """
+
+
 class PlanningError(IcecdcError):
     """A table's history cannot be turned into work items; nothing is planned or advanced."""
 

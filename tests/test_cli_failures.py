@@ -23,6 +23,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.model import EngineKind
 from tests.support.cli import icecdc
 from tests.support.faults import FaultProxy
+from tests.support.filesystems import Refusal, state_filesystem
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -108,8 +109,43 @@ def test_a_corrupt_state_file_is_named_in_one_line(local: Pipeline, command: str
         assert run.returncode == 0, run.stderr
         return
     assert run.returncode == 2, run.stderr
-    named = f"icecdc: error: the state file {state} cannot be used: file is not a database"
+    named = f"icecdc: error: the state file {state} is unreadable or corrupt: file is not a database"
     assert one_line(run).startswith(named)
+
+
+@pytest.mark.parametrize("how", list(Refusal))
+@pytest.mark.parametrize("exists", [True, False], ids=["intact state", "no state yet"])
+def test_a_read_only_or_full_filesystem_under_the_state(local: Pipeline, how: Refusal, exists: bool) -> None:
+    """`check` fails on it; sync and status say the state cannot be written and to keep the file,
+    never to move it aside; it is not changed; once the filesystem recovers, the sync goes on."""
+    orders(local).append(rows(1, 2, 3))
+    with state_filesystem(local.workdir / "state") as filesystem:
+        state = filesystem.path / "state.db"
+        config = write_config(local, state={"path": str(state)})
+        if exists:
+            assert icecdc("sync", "--config", str(config)).returncode == 0
+        before = state.read_bytes() if exists else None
+        filesystem.refuse(how)
+
+        checked = icecdc("check", "--config", str(config))
+        assert checked.returncode == 2, checked.stdout
+        (line,) = [line for line in checked.stdout.splitlines() if line.startswith("✗")]
+        cause = "cannot be written, or its disk is full" if exists else "cannot be created"
+        assert line.startswith(f"✗ state: the state file {state} {cause}: "), checked.stdout
+        for command in (["sync"], ["status"]):
+            run = icecdc(*command, "--config", str(config))
+            assert run.returncode == 2, run.stderr
+            said = one_line(run)
+            assert said.startswith(f"icecdc: error: the state file {state} {cause}: "), said
+            assert "fix the permission or free space" in said, said
+        for text in [checked.stdout, run.stderr]:
+            assert "move it aside" not in text and "exports again" not in text, text
+        assert ("keep the file" in checked.stdout) == exists, checked.stdout
+        filesystem.recover()
+        assert (state.read_bytes() if exists else None) == before  # SQLite's -wal, -shm aside
+        synced = icecdc("sync", "--config", str(config))
+        assert synced.returncode == 0, synced.stderr
+        assert icecdc("check", "--config", str(config)).returncode == 0
 
 
 def test_a_403_on_index_creation_is_one_line(local: Pipeline, fault_proxy: FaultProxy) -> None:

@@ -1,0 +1,81 @@
+"""A small filesystem of its own for the state: it turns read-only or full, then recovers.
+
+A tmpfs is mounted at the directory, which needs root with the right to mount (CAP_SYS_ADMIN):
+root ignores a directory's permission bits, so only a real read-only or full filesystem refuses
+it. Without the right to mount, a user other than root gets a directory whose permission bits
+refuse writes (read-only only), and root skips the test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+
+FILLER = ".filler"  # the file that takes a full filesystem's every free byte
+
+
+class Refusal(StrEnum):
+    READ_ONLY = "read-only"
+    FULL = "full"
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
+
+
+@dataclass
+class StateFilesystem:
+    """The filesystem at `path`: `refuse` turns it read-only or full, `recover` undoes it."""
+
+    path: Path
+    mounted: bool
+
+    def refuse(self, how: Refusal) -> None:
+        if how == Refusal.FULL:
+            if not self.mounted:
+                pytest.skip("a full filesystem needs a tmpfs, which needs the right to mount")
+            self._fill()
+        elif self.mounted:
+            assert _mount("-o", "remount,ro", str(self.path))
+        else:
+            for p in [self.path, *self.path.iterdir()]:
+                p.chmod(0o555 if p.is_dir() else 0o444)
+
+    def recover(self) -> None:
+        if self.mounted:
+            assert _mount("-o", "remount,rw", str(self.path))
+        else:
+            for p in [self.path, *self.path.iterdir()]:
+                p.chmod(0o755 if p.is_dir() else 0o644)
+        (self.path / FILLER).unlink(missing_ok=True)
+
+    def _fill(self) -> None:
+        with (self.path / FILLER).open("ab", buffering=0) as filler, suppress(OSError):
+            for chunk in (1 << 20, 4096, 1):  # down to the last byte
+                with suppress(OSError):
+                    while True:
+                        filler.write(b"\0" * chunk)
+
+
+@contextmanager
+def state_filesystem(path: Path, size: str = "16m") -> Iterator[StateFilesystem]:
+    """A tmpfs of `size` at the new directory `path`, or a directory of its own (see the module)."""
+    path.mkdir(parents=True)
+    mounted = _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
+    if not mounted and os.geteuid() == 0:
+        pytest.skip("root ignores permission bits, and this process may not mount a tmpfs")
+    filesystem = StateFilesystem(path, mounted)
+    try:
+        yield filesystem
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+        else:
+            filesystem.recover()
