@@ -39,6 +39,13 @@ class SinkError(ProcessingError):
     """OpenSearch refused writes for a reason other than a newer version."""
 
 
+class UnexpectedAnswer(SinkError):
+    """OpenSearch answered a request without what icecdc reads of it: a key missing.
+
+    The message names the request and the key: the server is not OpenSearch as icecdc knows it.
+    """
+
+
 class LeaseLost(ProcessingError):
     """This run no longer holds the table's processing lease: it must not advance the checkpoint.
 

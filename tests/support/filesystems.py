@@ -3,7 +3,7 @@
 A tmpfs is mounted at the directory, which needs root with the right to mount (CAP_SYS_ADMIN):
 root ignores a directory's permission bits, so only a real read-only or full filesystem refuses
 it. Without the right to mount, a user other than root gets a directory whose permission bits
-refuse writes (read-only only), and root skips the test.
+refuse writes (read-only only); root gets neither, and `can` says so.
 """
 
 from __future__ import annotations
@@ -37,10 +37,18 @@ class StateFilesystem:
     path: Path
     mounted: bool
 
+    @classmethod
+    def open(cls, path: Path, size: str = "16m") -> StateFilesystem:
+        """A tmpfs of `size` at the new directory `path`, or a directory of its own (see the module)."""
+        path.mkdir(parents=True)
+        return cls(path, _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)))
+
+    def can(self, how: Refusal) -> bool:
+        return self.mounted or (how == Refusal.READ_ONLY and os.geteuid() != 0)
+
     def refuse(self, how: Refusal) -> None:
+        assert self.can(how), f"{self.path} cannot be made {how} here"
         if how == Refusal.FULL:
-            if not self.mounted:
-                pytest.skip("a full filesystem needs a tmpfs, which needs the right to mount")
             self._fill()
         elif self.mounted:
             assert _mount("-o", "remount,ro", str(self.path))
@@ -56,6 +64,13 @@ class StateFilesystem:
                 p.chmod(0o755 if p.is_dir() else 0o644)
         (self.path / FILLER).unlink(missing_ok=True)
 
+    def close(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True, check=False)
+            self.mounted = False
+        else:
+            self.recover()
+
     def _fill(self) -> None:
         with (self.path / FILLER).open("ab", buffering=0) as filler, suppress(OSError):
             for chunk in (1 << 20, 4096, 1):  # down to the last byte
@@ -65,17 +80,12 @@ class StateFilesystem:
 
 
 @contextmanager
-def state_filesystem(path: Path, size: str = "16m") -> Iterator[StateFilesystem]:
-    """A tmpfs of `size` at the new directory `path`, or a directory of its own (see the module)."""
-    path.mkdir(parents=True)
-    mounted = _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
-    if not mounted and os.geteuid() == 0:
-        pytest.skip("root ignores permission bits, and this process may not mount a tmpfs")
-    filesystem = StateFilesystem(path, mounted)
+def state_filesystem(path: Path, how: Refusal) -> Iterator[StateFilesystem]:
+    """`StateFilesystem.open(path)`, skipping the test where it cannot be made `how`."""
+    filesystem = StateFilesystem.open(path)
     try:
+        if not filesystem.can(how):
+            pytest.skip(f"a {how} filesystem needs the right to mount a tmpfs (or, read-only, a user not root)")
         yield filesystem
     finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
-        else:
-            filesystem.recover()
+        filesystem.close()
