@@ -580,7 +580,8 @@ def test_without_credentials_the_one_finding_says_they_are_missing(
         assert main(["doctor", phase, "--config", str(path)]) == 1
         out = capsys.readouterr().out
         failures = [line for line in out.splitlines() if line.startswith("✗")]
-        assert failures == ["✗ credentials: no AWS credentials found (environment, AWS_PROFILE's files, SSO, the instance's role): every check needs them"], out
+        assert len(failures) == 1 and failures[0].startswith("✗ credentials: no AWS credentials found ("), out
+        assert failures[0].endswith("every check needs them"), out
         assert "Unable to locate credentials" not in out and "AWS_PROFILE" in out
 
 
