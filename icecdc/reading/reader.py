@@ -527,8 +527,8 @@ class _Files:
             detail = "; ".join(line for line in str(exc).splitlines() if line.strip())
             raise UnreadableFile(
                 f"table {self.table_name!r}: {kind} file {data_file.file_path} is corrupt or "
-                f"unreadable ({detail}): replace it, or remove it from the table; nothing was "
-                "advanced"
+                f"unreadable ({detail}); nothing was advanced: if the file is damaged, replace it "
+                "or remove it from the table"
             ) from None
 
     def joined(self, batches: Iterable[pa.RecordBatch]) -> pa.Table:

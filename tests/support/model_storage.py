@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
@@ -75,7 +76,7 @@ class StorageRules:
         """A commit's data file is damaged before it is synced; it is repaired after the failed sync."""
         note(f"damaged_data_file: {self.commit_rows(Writer.PY_APPEND, count, seed, Poison.NONE, False, WriteMode.COPY_ON_WRITE)}")
         uri = added_file(self)
-        path = Path(uri.removeprefix("file://"))
+        path = Path(urlsplit(uri).path)  # pyiceberg writes file:///…, Spark file:/…
         intact = path.read_bytes()
         if damage == "missing":
             path.unlink()
