@@ -102,7 +102,7 @@ def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
             store.close()
     refused = unwritable(Path(state.path)) if isinstance(state, SqliteStateConfig) else None
     if refused is not None:
-        fix = UNWRITABLE_FIX if holds_state(Path(state.path)) else NEW_FILE_FIX
+        fix = UNWRITABLE_FIX if holds_state(Path(where)) else NEW_FILE_FIX
         return failed(STATE, str(refused), fix), known
     synced = sum(bool(uuids) for uuids in known.values())
     first = f"{len(keys) - synced} to export first" if synced < len(keys) else "all synced"
