@@ -91,6 +91,13 @@ class SqliteStateStore(StateStore):
             raise state_error(Path(path), exc) from None
         # One connection, shared by a sync and its lease renewer thread: every use holds its lock.
         self._db = _LockedConnection(Path(path))
+        try:
+            self._create_tables()
+        except BaseException:  # a file it cannot use: its connection is not left open
+            self._db.close()
+            raise
+
+    def _create_tables(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             """

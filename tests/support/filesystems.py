@@ -30,6 +30,12 @@ def _mount(*args: str) -> bool:
     return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
 
 
+def _remount(path: Path, mode: str) -> None:
+    """Remount `path` `ro` or `rw`; a file held open for writing there refuses `ro` (EBUSY)."""
+    done = subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"remount,{mode} {path}: {done.stderr.strip()} (a file held open for writing?)"
+
+
 @dataclass
 class StateFilesystem:
     """The filesystem at `path`: `refuse` turns it read-only or full, `recover` undoes it."""
@@ -51,14 +57,14 @@ class StateFilesystem:
         if how == Refusal.FULL:
             self._fill()
         elif self.mounted:
-            assert _mount("-o", "remount,ro", str(self.path))
+            _remount(self.path, "ro")
         else:
             for p in [self.path, *self.path.iterdir()]:
                 p.chmod(0o555 if p.is_dir() else 0o444)
 
     def recover(self) -> None:
         if self.mounted:
-            assert _mount("-o", "remount,rw", str(self.path))
+            _remount(self.path, "rw")
         else:
             for p in [self.path, *self.path.iterdir()]:
                 p.chmod(0o755 if p.is_dir() else 0o644)

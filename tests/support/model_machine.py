@@ -34,6 +34,7 @@ import shutil
 import time
 import traceback
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -223,6 +224,7 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         self.workdir = Path(resources.tmp.mktemp("model"))
         # a SQLite state's directory: a filesystem of its own, to turn read-only or full
         self.state_filesystem = StateFilesystem.open(self.workdir / "state")
+        weakref.finalize(self, self.state_filesystem.close)  # also when a step fails before teardown
         self.state_path = self.state_filesystem.path / "state.db"
         try:
             self.clone = resources.osmem.clone()
