@@ -42,6 +42,7 @@ class StateFilesystem:
 
     path: Path
     mounted: bool
+    closed: bool = False
 
     @classmethod
     def open(cls, path: Path, size: str = "16m") -> StateFilesystem:
@@ -71,10 +72,13 @@ class StateFilesystem:
         (self.path / FILLER).unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Unmount it, or give the directory its permissions back; once, whoever asks first."""
+        if self.closed:
+            return
+        self.closed = True
         if self.mounted:
             subprocess.run(["umount", "-l", str(self.path)], capture_output=True, check=False)
-            self.mounted = False
-        else:
+        elif self.path.exists():
             self.recover()
 
     def _fill(self) -> None:
