@@ -1,7 +1,7 @@
 """`icecdc check`: everything a first sync needs, verified without writing anything.
 
-The configuration parses, the state can be read, the catalog opens, and each table loads,
-in format v2 or later, with its identifier columns. OpenSearch answers and admits the
+The configuration parses, the state can be read and written, the catalog opens, and each table
+loads, in format v2 or later, with its identifier columns. OpenSearch answers and admits the
 credentials, the ingest pipelines named exist, and each index name is free or icecdc's
 for its table (`icecdc.index.ownership`).
 
@@ -24,13 +24,20 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns, load_table, missing_sqlite_file, open_catalog
 from icecdc.checklist import Check, failed, passed, skipped, warned
 from icecdc.config import Config, SqliteStateConfig, TableConfig, TableIndexConfig, load_config
-from icecdc.errors import IcecdcError
+from icecdc.errors import IcecdcError, StateUnwritable
 from icecdc.index import IndexAlias, Owner, check_pipeline
 from icecdc.index.ownership import refusal
 from icecdc.init_config import WITHOUT_IDENTIFIERS
 from icecdc.opensearch import describe_failure, open_client
 from icecdc.state import StateStore
 from icecdc.state.scratch import scratch_copy
+from icecdc.state.sqlite import (
+    CORRUPT_FIX,
+    NEW_FILE_FIX,
+    UNWRITABLE_FIX,
+    holds_state,
+    unwritable,
+)
 from icecdc.words import counted
 
 CONFIG, STATE, CATALOG, TABLE = "config", "state", "catalog", "table"
@@ -76,10 +83,11 @@ def check(path: Path) -> list[Check]:
 
 
 def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
-    """The state can be read, and the index uuids each index's checkpoint names.
+    """The state can be read and written, and the index uuids each index's checkpoint names.
 
-    A copy of the state is read, as reading a SQLite file must not create it. The uuids a checkpoint
-    names are the table's, whatever their marker.
+    A copy of the state is read, as reading a SQLite file must not create it; a SQLite file's
+    filesystem is probed for a write (`sqlite.unwritable`). The uuids a checkpoint names are the
+    table's, whatever their marker.
     """
     keys = [configured.key for table in config.tables for configured in table.each_index()]
     state = config.state
@@ -88,12 +96,16 @@ def _state(config: Config) -> tuple[Check, dict[str, set[str]]]:
         try:
             store = scratch_copy(config.state, keys, Path(scratch))
         except IcecdcError as exc:
-            fix = "move the file aside (the next sync exports the tables again), or restore it"
+            fix = UNWRITABLE_FIX if isinstance(exc, StateUnwritable) else CORRUPT_FIX
             return failed(STATE, str(exc), fix), {}
         try:
             known = _known_indexes(store, keys)
         finally:
             store.close()
+    refused = unwritable(Path(state.path)) if isinstance(state, SqliteStateConfig) else None
+    if refused is not None:
+        fix = UNWRITABLE_FIX if holds_state(Path(where)) else NEW_FILE_FIX
+        return failed(STATE, str(refused), fix), known
     synced = sum(bool(uuids) for uuids in known.values())
     first = f"{len(keys) - synced} to export first" if synced < len(keys) else "all synced"
     found = f"{where}: {synced} of {len(keys)} indexes have a checkpoint ({first})"

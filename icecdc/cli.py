@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
+    from icecdc.status import TableStatus
     from icecdc.sync import SyncResult
 
 
@@ -45,8 +46,7 @@ def entry() -> None:
     The exit is Python's own up to that point: idle pool threads are told to stop, the other
     threads joined, and the atexit handlers run, Spark's and multiprocessing's among them.
     Then `_leave` flushes the logs and the output and ends the process; it is registered
-    before any handler the command adds, and so runs after them. A raised error takes
-    Python's whole exit path, with its traceback.
+    before any handler the command adds, and so runs after them.
     """
     returned: list[int] = []
     atexit.register(_leave, returned)
@@ -82,6 +82,7 @@ EXTRAS = {
     "constructs": "cdk",
     "cdk_nag": "cdk",
 }
+INTERNAL = 3  # a bug: an error icecdc did not expect
 INTERRUPTED = 130  # a shell's code for a command ended by SIGINT (128 + 2)
 NOTHING_LOST = "nothing is lost, the next sync resumes where this one stopped"
 
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code.
 
     0: done. 1: a difference found, by verify, audit or doctor, or an incomplete repair or replay.
-    2: an error, one line on stderr, with its traceback under -v. 130: interrupted.
+    2: an error, one line on stderr, with its traceback under -v. 3: an internal error (a bug),
+    one line asking for a report, with its traceback under -v. 130: interrupted.
     """
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
@@ -121,12 +123,23 @@ def main(argv: list[str] | None = None) -> int:
             if interrupts.seen():  # Spark's SIGINT handler cancels its jobs: a Py4JError instead
                 return _interrupted()
             line = _failure(exc, args)
-            if line is None:
-                raise  # a bug: its traceback, to report
             if args.verbose:
                 logging.exception("icecdc %s failed", args.command)
+            if line is None:  # a bug
+                print(_internal(exc, args), file=sys.stderr)
+                return INTERNAL
             print(f"icecdc: error: {line}", file=sys.stderr)
             return 2
+
+
+def _internal(exc: Exception, args: argparse.Namespace) -> str:
+    """The one line of an error icecdc did not expect: what it was, and how to report it."""
+    what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    traced = "the traceback above" if args.verbose else "the traceback that `-v` adds"
+    return (
+        f"icecdc: internal error: {what} (a bug in icecdc `{args.command}`: please report it, "
+        f"with {traced})"
+    )
 
 
 def _not_py4j(record: logging.LogRecord) -> bool:
@@ -227,7 +240,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="icecdc",
         description="Keep OpenSearch indexes equal to Apache Iceberg tables.",
         epilog="exit codes: 0 done, 1 a difference found (verify, audit, doctor, an incomplete "
-        "repair or replay), 2 an error (one line on stderr; -v: its traceback), 130 interrupted",
+        "repair or replay), 2 an error (one line on stderr; -v: its traceback), 3 an internal "
+        "error (a bug: please report it, with -v's traceback), 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"icecdc {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -725,9 +739,11 @@ class _ProgressBar(logging.Handler):
 
 
 def _status(args: argparse.Namespace) -> int:
+    """Each index's status; with OpenSearch out of reach, what is known without it, then exit 2."""
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
+    from icecdc.errors import SinkError
     from icecdc.index import IndexAlias
     from icecdc.opensearch import check_reachable, open_client
     from icecdc.output import dumps, status_json
@@ -737,7 +753,11 @@ def _status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     store = open_state_store(config.state)
     client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url)  # unreachable: an error, not an unknown status
+    unreachable: SinkError | None = None
+    try:
+        check_reachable(client, config.opensearch.url)
+    except SinkError as exc:  # said after what is known without it
+        unreachable = exc
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     now = time.time()
     statuses = [
@@ -748,7 +768,7 @@ def _status(args: argparse.Namespace) -> int:
                 scoped,
                 now,
                 dead_letters,
-                IndexAlias(client, index_config.index),
+                IndexAlias(client, index_config.index) if unreachable is None else None,
                 StatusQuery(True, identifier_columns(table, table_config)),
             ),
             table=key,
@@ -759,7 +779,15 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         audits = [_last_audit(config, args.findings, s.table) for s in statuses]
         print(dumps([status_json(s, a, now) for s, a in zip(statuses, audits, strict=True)]))
-        return 0
+    else:
+        _status_lines(statuses, now, unreachable is not None)
+    if unreachable is not None:
+        raise unreachable
+    return 0
+
+
+def _status_lines(statuses: list[TableStatus], now: float, unreachable: bool) -> None:
+    """The status table; without OpenSearch, what the index needs is not told."""
     print(
         f"{'table':<30} {'checkpoint':>20} {'current':>20} {'pending':>8} {'lag':>6} {'lag s':>9} "
         f"{'synced s ago':>12} {'dead letters':>13}"
@@ -779,7 +807,8 @@ def _status(args: argparse.Namespace) -> int:
             print(
                 f"  unfinished: {s.unfinished} (the next sync, or the planner's sweep, finishes it)"
             )
-    return 0
+    if unreachable:
+        print("(OpenSearch is out of reach: what its indexes need is not known)")
 
 
 def _last_audit(config: Config, findings: str | None, table_name: str) -> dict[str, object] | None:

@@ -11,6 +11,8 @@ replayed, or keeps it with the new reason when its document is refused again. `m
 letters an operator dealt with otherwise. A file is never changed in place: its next revision,
 `…-r<revision>-n<count>.jsonl` with the count of letters not dealt with, is written, then the older
 ones are deleted. Readers take the highest revision, so a crash in between counts nothing twice.
+A table's files are in its folder, its name made one folder name (`storage.name_part`): every
+letter's path is inside the location, whatever the table's namespace holds.
 
 There is one open letter per row and cause (`DeadLetter.key`). A row read again
 whose letter is still open is not lettered again; a copy-on-write rewrite of its
@@ -31,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from icecdc.errors import OperationError
-from icecdc.storage import Location
+from icecdc.storage import Location, is_name_part, name_part, text_of
 
 # `<UTC time>Z-<key>[-r<revision>]-n<count>.jsonl`; names written before
 # revisions have a local time and no Z.
@@ -172,7 +174,9 @@ def systemic(letters: LetterTally, rows: int, max_share: float, min_count: int) 
 class StoredLetter:
     """A dead letter where it is kept."""
 
-    letter_id: str  # `<table>/<file>:<line>`: names the letter across the revisions of its file
+    # `<table's folder>/<file>:<line>`: names the letter across the revisions of its file; the
+    # folder is the table's name, `/`, `%` and a leading `.` escaped (`storage.name_part`)
+    letter_id: str
     written_at: float  # when its file was first written, in seconds since the epoch
     letter: DeadLetter
 
@@ -240,7 +244,7 @@ class DeadLetters:
             if not batch:
                 continue
             stem = f"{time.strftime(_STAMP, time.gmtime())}Z-{uuid.uuid4().hex[:12]}"
-            self._storage.put(f"{table}/{stem}-n{len(batch)}.jsonl", _body(batch))
+            self._storage.put(f"{name_part(table)}/{stem}-n{len(batch)}.jsonl", _body(batch))
         return sum(len(batch) for batch in by_table.values())
 
     def open_keys(self, table_name: str) -> set[str]:
@@ -321,7 +325,8 @@ class DeadLetters:
             ]
             pending = sum(letter.replayed_at is None for letter in letters)
             self._storage.put(
-                f"{current.table}/{current.stem}-r{current.revision + 1}-n{pending}.jsonl",
+                f"{name_part(current.table)}/{current.stem}-r{current.revision + 1}"
+                f"-n{pending}.jsonl",
                 _body(letters),
             )
             for name in (current.name, *current.older):
@@ -345,7 +350,7 @@ class DeadLetters:
     def _files(self, table_name: str) -> list[_File]:
         """The highest revision of each of the table's letter files, oldest first."""
         revisions: dict[str, list[tuple[int, int, str, re.Match[str]]]] = {}
-        for name in self._storage.names(table_name):
+        for name in self._storage.names(name_part(table_name)):
             match = _NAME.match(name.rpartition("/")[2])
             if match:
                 stem = f"{match['stamp']}{match['utc']}-{match['key']}"
@@ -373,8 +378,9 @@ class DeadLetters:
 
     def _read_file(self, f: _File) -> list[StoredLetter]:
         text = self._storage.get(f.name) or ""
+        folder = name_part(f.table)
         return [
-            StoredLetter(f"{f.table}/{f.stem}:{line}", f.written_at, _letter(json.loads(text_line)))
+            StoredLetter(f"{folder}/{f.stem}:{line}", f.written_at, _letter(json.loads(text_line)))
             for line, text_line in enumerate((t for t in text.splitlines() if t.strip()), start=1)
         ]
 
@@ -399,15 +405,22 @@ def _body(letters: Iterable[DeadLetter]) -> str:
 
 
 def _parse_id(letter_id: str) -> tuple[str, str, int]:
-    """Table, file stem and line of `<table>/<stem>:<line>`.
+    """Table, file stem and line of `<table's folder>/<stem>:<line>`.
 
-    OperationError names it when it is not one.
+    OperationError names it when it is not one, or when its folder is not one folder inside the
+    location: nothing outside it is read or written.
     """
     path, _, line = letter_id.rpartition(":")
-    table, _, stem = path.rpartition("/")
-    if not (table and stem and line.isdigit() and _NAME.match(f"{stem}-n0.jsonl")):
+    folder, _, stem = path.rpartition("/")
+    if not (folder and stem and line.isdigit() and _NAME.match(f"{stem}-n0.jsonl")):
         raise OperationError(
             f"{letter_id!r} is not a dead letter's id (`<table>/<file>:<line>`, as `icecdc "
             "dead-letters list` prints)"
         )
-    return table, stem, int(line)
+    if not is_name_part(folder):
+        raise OperationError(
+            f"{letter_id!r} is not a dead letter's id: {folder!r} is not one folder inside the "
+            "dead-letter location, and nothing outside it is read (ids are as `icecdc "
+            "dead-letters list` prints them)"
+        )
+    return text_of(folder), stem, int(line)

@@ -20,6 +20,13 @@ class StateError(IcecdcError):
     """
 
 
+class StateUnwritable(StateError):
+    """The state cannot be written: its file or directory is read-only, or the disk is full.
+
+    The file itself may be intact, and is kept: moving it aside would export every table again.
+    """
+
+
 class PlanningError(IcecdcError):
     """A table's history cannot be turned into work items; nothing is planned or advanced."""
 
@@ -39,6 +46,13 @@ class NothingApplied(SinkError):
     """
 
 
+class UnexpectedAnswer(SinkError):
+    """OpenSearch answered a request without what icecdc reads of it: a key missing.
+
+    The message names the request and the key: the server is not OpenSearch as icecdc knows it.
+    """
+
+
 class LeaseLost(ProcessingError):
     """This run no longer holds the table's processing lease: it must not advance the checkpoint.
 
@@ -55,7 +69,23 @@ class LeaseLost(ProcessingError):
 
 
 class FilesGone(ProcessingError):
-    """A file a batch needs was deleted (its snapshot expired) between planning and reading."""
+    """A file a batch needs is missing: its snapshot expired after planning, or the table lost it.
+
+    `path` is the file's, where the reader knows it; read back from the message when not given, as
+    an error Spark carries back is its text alone.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        named = re.search(r" file (\S+) is missing", message)
+        self.path = path if path is not None else named[1] if named else ""
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable with its path, as workers ship errors
+        return (type(self), (str(self), self.path))
+
+
+class UnreadableFile(ProcessingError):
+    """A data or delete file a batch needs is there but cannot be read: corrupt, or not Parquet."""
 
 
 class DuplicateIdentifier(ProcessingError):

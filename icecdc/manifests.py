@@ -29,6 +29,16 @@ from icecdc.errors import ProcessingError
 from icecdc.model import WorkItem
 
 
+def lists_file(table: Table, path: str) -> bool:
+    """Whether the table's current snapshot holds this data or delete file live."""
+    snapshot = table.current_snapshot()
+    return snapshot is not None and any(
+        entry.data_file.file_path == path
+        for manifest in snapshot.manifests(table.io)
+        for entry in manifest_entries(table.io, manifest, inherit=False)
+    )
+
+
 class SnapshotFiles:
     """A snapshot's live data files and delete files in force.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from opensearchpy import JSONSerializer, OpenSearch, RequestsHttpConnection
+from opensearchpy import JSONSerializer, OpenSearch, RequestsHttpConnection, Transport
 from opensearchpy.exceptions import (
     AuthenticationException,
     AuthorizationException,
@@ -19,7 +19,7 @@ from opensearchpy.exceptions import (
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
-from icecdc.errors import SinkError
+from icecdc.errors import SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
 # Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
@@ -48,9 +48,43 @@ class _Serializer(JSONSerializer):
             raise SerializationError(data, exc) from exc
 
 
+class Answer(dict[str, Any]):
+    """An OpenSearch answer: a key it lacks is an `UnexpectedAnswer` naming the request and key.
+
+    A map inside it is one too, when read by key; the rest is as the server sent it.
+    """
+
+    def __init__(self, data: dict[str, Any], request: str, path: str = "") -> None:
+        super().__init__(data)
+        self.request = request
+        self.path = path
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            value = super().__getitem__(key)
+        except KeyError:
+            raise UnexpectedAnswer(
+                f"OpenSearch answered {self.request} without {self.path}{key}: icecdc cannot "
+                "read that answer (is the server OpenSearch, of a version icecdc supports?)"
+            ) from None
+        return Answer(value, self.request, f"{self.path}{key}.") if type(value) is dict else value
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled as the plain map it is
+        return (dict, (dict(self),))
+
+
+class _Transport(Transport):
+    """opensearch-py's transport, its answers `Answer`s naming their request."""
+
+    def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        answer = super().perform_request(method, url, *args, **kwargs)
+        return Answer(answer, f"{method} {url}") if type(answer) is dict else answer
+
+
 def open_client(config: OpenSearchConfig) -> OpenSearch:
     options: dict[str, Any] = {
         "hosts": [config.url],
+        "transport_class": _Transport,
         "serializer": _Serializer(),
         "verify_certs": config.verify_certs,
         "timeout": 60,

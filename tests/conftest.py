@@ -39,7 +39,7 @@ settings.register_profile(
     "icecdc-model",
     derandomize=True,
     max_examples=int(os.environ.get("ICECDC_MODEL_EXAMPLES", "12")),
-    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "30")),
+    stateful_step_count=int(os.environ.get("ICECDC_MODEL_STEPS", "25")),
     **_MODEL,
 )
 settings.register_profile(

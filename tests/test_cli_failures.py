@@ -6,10 +6,12 @@ reader that leaves the pipe. And the output options: -q/-v anywhere, expected 40
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters
 from icecdc.model import EngineKind
 from tests.support.cli import icecdc
 from tests.support.faults import FaultProxy
+from tests.support.filesystems import Refusal, state_filesystem
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
@@ -95,6 +98,27 @@ def test_unreachable_opensearch_is_one_line_and_exit_2(local: Pipeline, command:
     assert traced.stderr.strip().splitlines()[-1] == run.stderr.strip()
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_status_with_opensearch_down_prints_what_it_knows_first(local: Pipeline, as_json: bool) -> None:
+    """The state's checkpoint and the table's lag are known without OpenSearch: printed, then the error."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    synced(local)
+    table = local.catalog.load_table("db.orders")
+    synced_to = table.current_snapshot().snapshot_id
+    table.append(rows(4))
+    config = write_config(local, opensearch={"url": url})
+    run = icecdc("status", "--config", str(config), *(["--json"] if as_json else []))
+    assert run.returncode == 2, run.stderr
+    assert one_line(run).startswith(f"icecdc: error: OpenSearch at {url} is unreachable: ")
+    if as_json:
+        (status,) = json.loads(run.stdout)
+        assert status["checkpoint"]["snapshot_id"] == synced_to and status["lag_snapshots"] == 1, status
+        return
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("db.orders")]
+    assert line.split()[1:6] == [str(synced_to), str(table.current_snapshot().snapshot_id), "0", "1", line.split()[5]]
+    assert "OpenSearch is out of reach" in run.stdout
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_corrupt_state_file_is_named_in_one_line(local: Pipeline, command: str) -> None:
     config = synced(local)
@@ -108,8 +132,70 @@ def test_a_corrupt_state_file_is_named_in_one_line(local: Pipeline, command: str
         assert run.returncode == 0, run.stderr
         return
     assert run.returncode == 2, run.stderr
-    named = f"icecdc: error: the state file {state} cannot be used: file is not a database"
+    named = f"icecdc: error: the state file {state} is unreadable or corrupt: file is not a database"
     assert one_line(run).startswith(named)
+
+
+@pytest.mark.parametrize("how", list(Refusal))
+@pytest.mark.parametrize("exists", [True, False], ids=["intact state", "no state yet"])
+def test_a_read_only_or_full_filesystem_under_the_state(local: Pipeline, how: Refusal, exists: bool) -> None:
+    """`check` fails on it; sync and status say the state cannot be written and to keep the file,
+    never to move it aside; it is not changed; once the filesystem recovers, the sync goes on."""
+    orders(local).append(rows(1, 2, 3))
+    with state_filesystem(local.workdir / "state", how) as filesystem:
+        state = filesystem.path / "state.db"
+        config = write_config(local, state={"path": str(state)})
+        if exists:
+            assert icecdc("sync", "--config", str(config)).returncode == 0
+        before = state.read_bytes() if exists else None
+        filesystem.refuse(how)
+
+        checked = icecdc("check", "--config", str(config))
+        assert checked.returncode == 2, checked.stdout
+        (line,) = [line for line in checked.stdout.splitlines() if line.startswith("✗")]
+        cause = "cannot be written, or its disk is full" if exists else "cannot be created"
+        assert line.startswith(f"✗ state: the state file {state} {cause}: "), checked.stdout
+        for command in (["sync"], ["status"]):
+            run = icecdc(*command, "--config", str(config))
+            assert run.returncode == 2, run.stderr
+            said = one_line(run)
+            assert said.startswith(f"icecdc: error: the state file {state} {cause}: "), said
+            assert "fix the permission or free space" in said, said
+        for text in [checked.stdout, run.stderr]:
+            assert "move it aside" not in text and "exports again" not in text, text
+        assert ("keep the file" in checked.stdout) == exists, checked.stdout
+        filesystem.recover()
+        assert (state.read_bytes() if exists else None) == before  # SQLite's -wal, -shm aside
+        synced = icecdc("sync", "--config", str(config))
+        assert synced.returncode == 0, synced.stderr
+        assert icecdc("check", "--config", str(config)).returncode == 0
+
+
+def test_an_answer_without_the_key_icecdc_reads_names_the_request(local: Pipeline, fault_proxy: FaultProxy) -> None:
+    """A 200 answer of another shape (an error's body) to the bulk request: one line naming it, exit 2."""
+    config = synced(local)
+    local.catalog.load_table("db.orders").append(rows(4))
+    fault_proxy.fail_next(1, status=200, path_contains="_bulk")
+    run = icecdc("sync", "--config", str(config))
+    assert run.returncode == 2, run.stderr
+    assert "OpenSearch answered POST /_bulk" in one_line(run) and "without items" in run.stderr, run.stderr
+    assert icecdc("sync", "--config", str(config)).returncode == 0  # nothing advanced: the next sync applies it
+    local.assert_index_equals_table(local.config({"name": "db.orders"}), "db.orders")
+
+
+def test_a_bug_is_exit_3_in_one_line_asking_for_a_report(local: Pipeline) -> None:
+    """An error icecdc did not expect (here a work item of a shape no version wrote) is neither 1 nor 2."""
+    config = synced(local)
+    with sqlite3.connect(local.workdir / "state.db") as db:
+        db.execute("INSERT INTO work_items VALUES ('x', 'db.orders', 'pending', 99, '{}')")
+    run = icecdc("status", "--config", str(config))
+    assert run.returncode == 3, run.stderr
+    line = one_line(run)
+    assert line.startswith("icecdc: internal error: KeyError: ") and "please report it" in line, line
+    assert "-v" in line
+    traced = icecdc("status", "--config", str(config), "-v")
+    assert traced.returncode == 3 and "Traceback" in traced.stderr, traced.stderr
+    assert "with the traceback above" in traced.stderr.strip().splitlines()[-1]
 
 
 def test_a_403_on_index_creation_is_one_line(local: Pipeline, fault_proxy: FaultProxy) -> None:

@@ -5,6 +5,7 @@ marks each letter; a letter whose document is refused again stays, with the new 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from icecdc.deadletters import DeadLetter, DeadLetters, Selection
 from icecdc.errors import OperationError
 from icecdc.model import EngineKind
 from icecdc.replay import replay_table
+from icecdc.storage import Location
 from icecdc.sync import SyncResult, sync
 from icecdc.testing.commits import update
 from tests.support.aws import aws_client
@@ -260,3 +262,42 @@ def test_letters_in_s3(moto_url: str, monkeypatch: pytest.MonkeyPatch, unique: s
 def _sync(config: Config) -> list[SyncResult]:
     """A sync that leaves dead letters: Pipeline.sync would find the index unequal, on purpose."""
     return sync(config, table_names=[NAME])
+
+
+@pytest.mark.parametrize("namespace", ["../../escaped", "a/b", "..", "/abs"])
+def test_a_namespace_holding_a_separator_or_dots_keeps_its_letters_inside(tmp_path: Path, namespace: str) -> None:
+    location = tmp_path / "deep" / "dead-letters"
+    dead_letters = DeadLetters(str(location))
+    name = f"{namespace}.t"
+    assert dead_letters.write([replace(_letter("1"), table=name), replace(_letter("2"), table=name)]) == 2
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(p.resolve().is_relative_to(location.resolve()) for p in written), written
+    first, second = dead_letters.letters(name)
+    assert dead_letters.get([first.letter_id]) == [first] and dead_letters.count(name) == 2
+    dead_letters.mark_replayed([first.letter_id], "done")
+    assert dead_letters.count(name) == 1 and [s.letter_id for s in dead_letters.letters(name)] == [second.letter_id]
+    assert all(p.resolve().is_relative_to(location.resolve()) for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_show_and_mark_replayed_refuse_an_id_reaching_outside_the_location(tmp_path: Path) -> None:
+    """An id of `..` reads, rewrites and deletes nothing outside the location: one line, exit 2."""
+    location = tmp_path / "letters"
+    outside = tmp_path / "outside" / "x"
+    DeadLetters(str(tmp_path / "outside")).write([replace(_letter("1"), table="x")])
+    (planted,) = outside.iterdir()
+    before = planted.read_text()
+    stem = planted.name.split("-n")[0]
+    config = tmp_path / "icecdc.yaml"
+    config.write_text(
+        "catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t}]\n"
+        f"dead_letter: {{path: {location}}}\n"
+    )
+    reference = f"../outside/x/{stem}:1"
+    for command in (["show", reference], ["mark-replayed", reference, "--note", "n"]):
+        run = icecdc("dead-letters", *command, "--config", str(config))
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        (line,) = run.stderr.strip().splitlines()
+        assert "'../outside/x' is not one folder inside the dead-letter location" in line, line
+    assert [p.name for p in outside.iterdir()] == [planted.name] and planted.read_text() == before
+    with pytest.raises(OperationError, match="resolves outside the location"):
+        Location(str(location)).get("../outside/x/" + planted.name)

@@ -167,7 +167,7 @@ def corrupt_state(local: Pipeline, config: dict[str, Any]) -> None:
         (unreachable, "✗ opensearch: OpenSearch at http://127.0.0.1:", "icecdc dev-server"),
         (missing_table, "✗ table (db.nope): table 'db.nope' does not exist", "tables[].name"),
         (foreign_index, "✗ index (orders): index 'orders' is not icecdc's", "index_takeover"),
-        (corrupt_state, "✗ state: the state file {workdir}/icecdc-state.db cannot be used: ", "move"),
+        (corrupt_state, "✗ state: the state file {workdir}/icecdc-state.db is unreadable or corrupt: ", "move"),
     ],
     ids=["unreachable opensearch", "missing table", "index owned by someone else", "corrupt state"],
 )

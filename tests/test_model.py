@@ -62,7 +62,7 @@ def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type
     state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
     with state.stores() as indexes:
         assert all(store.get_checkpoint(key) is not None for _, key, store in indexes)
-    assert not list(state.workdir.glob("state.db*"))
+    assert not list(state.workdir.rglob("state.db*"))
     state.teardown()
 
 

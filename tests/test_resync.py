@@ -5,12 +5,16 @@ identifier columns. And two syncs of one table at once do no harm."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
+from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table import Table
 from pyiceberg.types import LongType, StringType
 
+from icecdc.errors import ProcessingError
 from icecdc.model import ItemKind, ResyncKind, WorkItem
 from icecdc.sync import sync
 from icecdc.testing.commits import update
@@ -40,6 +44,59 @@ def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline:
     assert ResyncKind.REWRITE in item_kinds
     table.append(rows(6))
     pipeline.sync(config, "db.orders")  # and it goes on commit by commit
+
+
+def added_file(table: Table) -> Path:
+    """The local path of the one data file the table's current snapshot added."""
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    (path,) = [
+        e.data_file.file_path
+        for m in snapshot.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io)
+        if e.status == ManifestEntryStatus.ADDED and e.snapshot_id == snapshot.snapshot_id
+    ]
+    return Path(path.removeprefix("file://"))
+
+
+def damage(path: Path, how: str) -> None:
+    """Make the file corrupt (its pages overwritten, the footer kept) or missing."""
+    if how == "missing":
+        path.unlink()
+        return
+    data = bytearray(path.read_bytes())
+    data[4:200] = b"\x07" * 196
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["corrupt", "missing"])
+@pytest.mark.parametrize("first", [True, False], ids=["export", "change"])
+def test_a_corrupt_or_missing_data_file_names_the_table_and_the_file(pipeline: Pipeline, how: str, first: bool) -> None:
+    """The pass fails naming the table, the file and which of the two; nothing is planned or advanced
+    for it (no rewrite: one would need the file too); once the file is back the sync goes on."""
+    table = orders(pipeline)
+    config = pipeline.config({"name": "db.orders"})
+    if not first:
+        table.append(rows(1, 2))
+        pipeline.sync(config, "db.orders")
+    table.append(rows(3, 4))
+    path = added_file(table)
+    intact = path.read_bytes()
+    checkpoint = pipeline.store().get_checkpoint("db.orders")
+    damage(path, how)
+
+    with pytest.raises(ProcessingError) as failed:
+        sync(config, pipeline.spark, ["db.orders"])
+    said = str(failed.value)
+    assert f"table 'db.orders': data file file://{path} is " in said and "expired" not in said, said
+    assert ("is corrupt or unreadable" in said) == (how == "corrupt"), said
+    assert ("is missing, though the table's current snapshot lists it" in said) == (how == "missing"), said
+    assert "\n" not in said
+    assert pipeline.store().get_checkpoint("db.orders") == checkpoint
+    assert all(i.resync == ResyncKind.NONE or first for i in pipeline.store().pending_items("db.orders"))
+
+    path.write_bytes(intact)
+    pipeline.sync(config, "db.orders")
 
 
 def _done_export_items(pipeline: Pipeline) -> list[WorkItem]:

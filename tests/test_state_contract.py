@@ -4,8 +4,10 @@ store (planners and processors are separate processes with their own clients).""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from icecdc.errors import LeaseLost
+from icecdc.errors import LeaseLost, StateError
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkItem
 from icecdc.state import PendingOnce, ScopedStore, SqliteStateStore, StateStore
 from icecdc.state.dynamodb import DynamoDbStateStore
@@ -512,3 +514,17 @@ def test_an_export_item_key_hashes_its_sorted_files() -> None:
         "db.t", UUID, ItemKind.EXPORT, 7, 3, 0, 2, added_data_files=("s3://b/b", "s3://b/a"), resync=ResyncKind.RESET
     )
     assert resync.key == "db.t|resync||7|" + hashlib.sha256(b"s3://b/a\ns3://b/b").hexdigest()
+
+
+def test_a_state_file_sqlite_cannot_use_is_not_left_open(tmp_path: Path) -> None:
+    """A store that fails to open closes its connection: a file held open keeps a filesystem from being
+    remounted read-only, and a long-lived process (`--watch`) from letting the file go."""
+    state = tmp_path / "state.db"
+    state.write_bytes(b"not a database" * 600)
+    with pytest.raises(StateError, match="is unreadable or corrupt"):
+        SqliteStateStore(state)
+    held = []
+    for fd in os.listdir("/proc/self/fd"):  # Linux's list of this process's open files
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+    assert str(state) not in held

@@ -11,7 +11,7 @@ from pathlib import Path
 from icecdc.audit.report import AuditReport
 from icecdc.config import Config, SqliteStateConfig
 from icecdc.errors import OperationError
-from icecdc.storage import Location
+from icecdc.storage import Location, name_part
 
 
 def findings_location(config: Config, given: str | None = None) -> str:
@@ -30,12 +30,12 @@ def findings_location(config: Config, given: str | None = None) -> str:
 
 
 def save_findings(location: str, report: AuditReport) -> None:
-    Location(location).put(f"{report.table}.json", report.to_json())
+    Location(location).put(f"{name_part(report.table)}.json", report.to_json())
 
 
 def load_findings(location: str, table_name: str) -> AuditReport:
     """The table's last audit; OperationError when there is none at the location."""
-    text = Location(location).get(f"{table_name}.json")
+    text = Location(location).get(f"{name_part(table_name)}.json")
     if text is None:
         raise OperationError(
             f"no audit of table {table_name!r} is kept at {location}: run icecdc audit first"

@@ -13,7 +13,8 @@ It checks with the caller's credentials against the configuration.
   event, the writers' access to the indexes (icecdc.doctor.search) and each table's lag.
 
 Each check is a function of a `Context` yielding `Check`s. One that cannot finish, as when denied or
-throttled, is reported as failed with the error, and the others still run.
+throttled, is reported as failed with the error, and the others still run. Without credentials no
+check can run: that is the one finding.
 """
 
 from __future__ import annotations
@@ -52,8 +53,35 @@ def diagnose(
     `sources` replaces what the tests' AWS cannot answer
     (icecdc.doctor.sources); `clock` is the lag check's now."""
     context = Context.open(config, sources, clock)
+    missing = _no_credentials(context)
+    if missing is not None:  # no check could run: the one finding
+        return Diagnosis(phase, context.stack_name, context.region, (missing,))
     checks = [check for function in PHASES[phase] for check in _run(function, context)]
     return Diagnosis(phase, context.stack_name, context.region, tuple(checks))
+
+
+_GIVE_CREDENTIALS = (
+    "give the SDK credentials: AWS_PROFILE, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+    "`aws sso login`"
+)
+
+
+def _no_credentials(context: Context) -> Check | None:
+    """The failed credentials check when the SDK finds no credentials, or cannot read them."""
+    try:
+        found = context.session.get_credentials()
+    except BotoCoreError as exc:  # a profile or a credentials file it cannot read
+        return failed(
+            "credentials", f"the AWS credentials cannot be read: {exc}", _GIVE_CREDENTIALS
+        )
+    if found is not None:
+        return None
+    return failed(
+        "credentials",
+        "no AWS credentials found (environment, AWS_PROFILE's files, SSO, the instance's role): "
+        "every check needs them",
+        _GIVE_CREDENTIALS,
+    )
 
 
 def _run(function: CheckFunction, context: Context) -> list[Check]:

@@ -32,9 +32,11 @@ from pyiceberg.types import IcebergType, UUIDType
 from icecdc.compat import read_position_deletes
 from icecdc.deadletters import DeadLetter, DeadLetters, LetterTally
 from icecdc.documents import BadIdentifier, DocumentMapper, Shape, encode_document
-from icecdc.errors import FilesGone, ProcessingError
+from icecdc.errors import FilesGone, ProcessingError, UnreadableFile
 from icecdc.model import Change, ChangeRow, ChangeType, key_image
 from icecdc.reading.tasks import DealtRewrite, FileTask, KeyDeleteTask, KeyRange, RewriteTask, Task
+
+_Read = TypeVar("_Read")  # what reading a file yields: batches, or its position deletes
 
 
 class Located(NamedTuple):
@@ -188,7 +190,7 @@ class TableReader:
             yield
         except FileNotFoundError as exc:
             raise FilesGone(
-                f"table {self.table_name!r}: a file of the batch is gone (expired?): {exc}"
+                f"table {self.table_name!r}: a file of the batch is missing: {exc}"
             ) from None
         if unreadable and self.collect:
             dead_lettered.extend(unreadable)
@@ -427,6 +429,7 @@ class _View:
 class _Files:
     """An executor's handle on the table's files: metadata, FileIO and each index's view."""
 
+    table_name: str
     metadata: TableMetadata
     io: FileIO
     schema: Schema
@@ -462,6 +465,7 @@ class _Files:
             for position, shape in enumerate(shapes)
         ]
         return cls(
+            reader.table_name,
             metadata,
             load_file_io(reader.io_properties, metadata.location),
             schema,
@@ -501,10 +505,31 @@ class _Files:
         The batches are in the table's one Arrow schema.
         """
         where = self.where if row_filter is None else And(row_filter, self.where)
-        batches = ArrowScan(self.metadata, self.io, self.read_schema, where).to_record_batches(
-            [FileScanTask(f) for f in data_files]
-        )
-        return (b.cast(self.arrow_schema) for b in batches)
+        scan = ArrowScan(self.metadata, self.io, self.read_schema, where)
+        for data_file in data_files:
+            batches = self.named(data_file, scan.to_record_batches([FileScanTask(data_file)]))
+            yield from (b.cast(self.arrow_schema) for b in batches)
+
+    def named(self, data_file: DataFile, read: Iterable[_Read]) -> Iterator[_Read]:
+        """What reading `data_file` yields; a failure to read it names the table and the file.
+
+        A file not there is `FilesGone`; one there that cannot be read, `UnreadableFile`.
+        """
+        kind = "data" if data_file.content == DataFileContent.DATA else "delete"
+        try:
+            yield from read
+        except FileNotFoundError:
+            raise FilesGone(
+                f"table {self.table_name!r}: {kind} file {data_file.file_path} is missing",
+                data_file.file_path,
+            ) from None
+        except (OSError, pa.ArrowException) as exc:
+            detail = "; ".join(line for line in str(exc).splitlines() if line.strip())
+            raise UnreadableFile(
+                f"table {self.table_name!r}: {kind} file {data_file.file_path} is corrupt or "
+                f"unreadable ({detail}); nothing was advanced: if the file is damaged, replace it "
+                "or remove it from the table"
+            ) from None
 
     def joined(self, batches: Iterable[pa.RecordBatch]) -> pa.Table:
         return pa.Table.from_batches(list(batches), schema=self.arrow_schema)
@@ -558,7 +583,7 @@ class _Files:
         position = 0
         every_view = list(self.views) if held else []
         filtered = held and any(v.held is not None for v in self.views)
-        for batch in scan.to_record_batches([FileScanTask(data_file)]):
+        for batch in self.named(data_file, scan.to_record_batches([FileScanTask(data_file)])):
             matching = (
                 [(v, None if v.held is None else _matching(batch, v.held)) for v in self.views]
                 if filtered
@@ -727,7 +752,9 @@ class _RemovedRows:
                 removed.equality.append((names, values))
             else:
                 # pyiceberg reads position-delete files and deletion vectors (Puffin) alike.
-                deleted = read_position_deletes(files.io, delete_file).get(data_file.file_path)
+                reads = (read_position_deletes(files.io, d) for d in [delete_file])
+                (positions,) = files.named(delete_file, reads)
+                deleted = positions.get(data_file.file_path)
                 if deleted is not None:
                     removed.positions.update(deleted.to_pylist())
         return removed

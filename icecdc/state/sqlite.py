@@ -4,27 +4,100 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from icecdc.errors import LeaseLost, StateError
+from icecdc.errors import LeaseLost, StateError, StateUnwritable
 from icecdc.model import AnyItem, Checkpoint, ItemHead, ItemStatus, WorkItem
 from icecdc.state.store import PENDING_PAGE_SIZE, Completion, PendingPage, StateStore
 
 # Keys a `bodies` statement asks for: well within SQLite's 32,766 parameters.
 _KEYS_PER_SELECT = 500
+# SQLite's result codes of a file or directory it cannot write, or a disk without space: the file
+# may be intact. SQLITE_IOERR is what a full disk gives while the WAL's index grows.
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_PERM")
+_BUSY = "another process holds it: let it finish, or end it"
+CORRUPT_FIX = "restore it from a copy, or move it aside: the next sync exports again"
+UNWRITABLE_FIX = (
+    "fix the permission or free space on its filesystem, and keep the file: it holds the "
+    "checkpoints"
+)
+NEW_FILE_FIX = "fix the permission or free space of its directory"
+# What a probe writes beside the state: a page of SQLite's, which a full disk refuses.
+_PROBE_BYTES = 4096
+
+
+def state_error(path: Path, exc: sqlite3.DatabaseError | OSError) -> StateError:
+    """The error of a state file SQLite cannot use, with the fix its cause asks for.
+
+    A file or directory that cannot be written, or a full disk, is `StateUnwritable`: the fix keeps
+    the file. A file that is no database, or a damaged one, is moved aside or restored.
+    """
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc):
+        return StateError(f"the state file {path} cannot be used: {exc} ({_BUSY})")
+    if not holds_state(path) or isinstance(exc, OSError) or name.startswith(_UNWRITABLE):
+        return _unwritable(path, exc)
+    return StateError(f"the state file {path} is unreadable or corrupt: {exc} ({CORRUPT_FIX})")
+
+
+def holds_state(path: Path) -> bool:
+    """Whether there is a state file at `path`: not one SQLite made empty and could not write."""
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _unwritable(path: Path, exc: Exception) -> StateUnwritable:
+    if not holds_state(path):
+        return StateUnwritable(f"the state file {path} cannot be created: {exc} ({NEW_FILE_FIX})")
+    return StateUnwritable(
+        f"the state file {path} cannot be written, or its disk is full: {exc} ({UNWRITABLE_FIX})"
+    )
+
+
+def unwritable(path: Path) -> StateUnwritable | None:
+    """Why the state file at `path` cannot be written, or None; changes nothing of it.
+
+    A page is written and removed beside it (as SQLite's journal is), and the file, if any, is
+    opened for writing; a directory yet to be made is tried at the nearest one there.
+    """
+    directory = path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".icecdc-probe-") as probe:
+            probe.write(b"\0" * _PROBE_BYTES)
+            probe.flush()
+            os.fsync(probe.fileno())
+        for existing in (p for p in (path, Path(f"{path}-wal")) if p.exists()):
+            with existing.open("r+b"):
+                pass
+    except OSError as exc:
+        return _unwritable(path, exc)
+    return None
 
 
 class SqliteStateStore(StateStore):
     """The local store: one SQLite file, safe for several processes (SQLite's own locking)."""
 
     def __init__(self, path: str | Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise state_error(Path(path), exc) from None
         # One connection, shared by a sync and its lease renewer thread: every use holds its lock.
         self._db = _LockedConnection(Path(path))
+        try:
+            self._create_tables()
+        except BaseException:  # a file it cannot use: its connection is not left open
+            self._db.close()
+            raise
+
+    def _create_tables(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             """
@@ -276,8 +349,7 @@ def _cursor(after: str) -> tuple[int, str]:
 class _LockedConnection:
     """A SQLite connection whose statements and transactions one thread at a time may run.
 
-    A file SQLite cannot use, as it is not a database, damaged or unreadable, is a `StateError`
-    naming it.
+    A file SQLite cannot use is a `StateError` naming it (`state_error`).
     """
 
     def __init__(self, path: Path) -> None:
@@ -307,11 +379,7 @@ class _LockedConnection:
         except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
             raise  # icecdc's own statements: not the file's fault
         except sqlite3.DatabaseError as exc:
-            busy = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-            fix = "another process holds it: let it finish, or end it"
-            if not busy:
-                fix = "restore it from a copy, or move it aside: the next sync exports again"
-            raise StateError(f"the state file {self.path} cannot be used: {exc} ({fix})") from exc
+            raise state_error(self.path, exc) from exc
 
     def close(self) -> None:
         with self.lock:

@@ -165,7 +165,7 @@ def _manifests_of(table_name: str) -> Iterator[None]:
         yield
     except FileNotFoundError as exc:
         raise FilesGone(
-            f"table {table_name!r}: a manifest of the batch is gone (expired?): {exc}"
+            f"table {table_name!r}: a manifest of the batch is missing: {exc}"
         ) from None
 
 

@@ -22,9 +22,9 @@ from icecdc.batching import select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
 from icecdc.engines import Engines
-from icecdc.errors import FilesGone
+from icecdc.errors import FilesGone, ProcessingError
 from icecdc.index import IndexAlias
-from icecdc.manifests import ChangedEntries
+from icecdc.manifests import ChangedEntries, lists_file
 from icecdc.model import (
     Checkpoint,
     ItemHead,
@@ -134,7 +134,13 @@ def _process(runs: list[TableRun], table: Table) -> list[PassResult]:
     except FilesGone as exc:
         # Snapshot expiration deleted files this batch needed after it was planned: the changes
         # in between cannot be read any more, so the index is rebuilt from the current snapshot.
+        # A file the current snapshot still lists is lost by the table: a rebuild cannot read it.
         view = view.refresh()
+        if exc.path and lists_file(view, exc.path):
+            raise ProcessingError(
+                f"{exc}, though the table's current snapshot lists it: restore the file, or "
+                "remove it from the table; nothing was planned or advanced"
+            ) from None
         for run in runs:
             log.warning("%s: %s; resyncing from the current snapshot", run.name, exc)
             _plan(run, view, resync=(ResyncKind.REWRITE, str(exc)))

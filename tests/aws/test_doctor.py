@@ -557,6 +557,34 @@ def test_patterns_are_matched_as_eventbridge_matches_them() -> None:
 # -- the command ----------------------------------------------------------------------------------
 
 
+def test_without_credentials_the_one_finding_says_they_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No check can run without credentials: one line says so, not each check's "Unable to locate"."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    path = tmp_path / "icecdc.yaml"
+    raw = {
+        "catalog": {"name": "lake", "type": "glue"},
+        "state": {"type": "sqlite", "path": str(tmp_path / "unused.db")},
+        "opensearch": {"url": "http://127.0.0.1:9"},
+        "tables": [{"name": "db.orders"}],
+        "aws": {"warehouse_buckets": ["lake"], "stack_name": "doc-none", "region": REGION},
+    }
+    path.write_text(json.dumps(raw))
+    for phase in ("before", "after"):
+        assert main(["doctor", phase, "--config", str(path)]) == 1
+        out = capsys.readouterr().out
+        failures = [line for line in out.splitlines() if line.startswith("✗")]
+        assert len(failures) == 1 and failures[0].startswith("✗ credentials: no AWS credentials found ("), out
+        assert failures[0].endswith("every check needs them"), out
+        assert "Unable to locate credentials" not in out and "AWS_PROFILE" in out
+
+
 def test_the_command_prints_each_check_with_its_fix_and_fails(
     lake: Lake, unique: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], bootstrapped: None
 ) -> None:

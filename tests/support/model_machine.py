@@ -5,7 +5,9 @@ A step is one of: a commit by a writer (`write`), a table operation (`operate`),
 event (`index_event`), a change of the index's shape in the configuration (`reshape`), a sync with
 random caps and engine (`sync`), a sync that crashes at a named point (`crashing_sync`, resumed by
 a later sync), a sync during which the table moves (a commit or an operation at a point of a pass:
-`sync_while_the_table_moves`), or a run that stops after one pass (`one_pass`). After every clean
+`sync_while_the_table_moves`), a run that stops after one pass (`one_pass`), or what the storage
+does (tests/support/model_storage.py: the state's filesystem read-only or full, a data file corrupt
+or missing, each for one sync). After every clean
 sync the invariants hold (`PipelineMachine.check`): the index equals the rows and columns of the
 table its shape holds, each document under its row's routing (but for documents refused for their
 own fault, each a dead letter naming its row), nothing is left to do (`has_work`,
@@ -32,6 +34,7 @@ import shutil
 import time
 import traceback
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -59,6 +62,7 @@ from icecdc.sync import PassOptions, SyncResult, SyncRun, process_table, sync, s
 from icecdc.verify import index_documents
 from tests.support.aws import REGION, aws_client
 from tests.support.faults import FaultProxy, _Rule
+from tests.support.filesystems import StateFilesystem
 from tests.support.model import (
     INDEX,
     MAX_CHUNK_BYTES,
@@ -85,6 +89,7 @@ from tests.support.model import (
 )
 from tests.support.model_people import PeopleRules
 from tests.support.model_steps import STATS, note, step
+from tests.support.model_storage import StorageRules
 from tests.support.pipeline import config_dict
 
 PROFILE = os.environ.get("ICECDC_MODEL_PROFILE", "default")
@@ -210,7 +215,7 @@ def letter_identity(letter: dict[str, Any]) -> tuple[Any, ...]:
     return row, re.sub(r"\S*/\S*|\d+", "#", letter["reason"])
 
 
-class PipelineMachine(PeopleRules, RuleBasedStateMachine):
+class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
     resources: ClassVar[Resources | None] = None
     excluded: ClassVar[frozenset[KnownBug]] = frozenset()
 
@@ -220,6 +225,10 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         assert resources is not None, "use the model_machine fixture"
         self.spark = resources.spark
         self.workdir = Path(resources.tmp.mktemp("model"))
+        # a SQLite state's directory: a filesystem of its own, to turn read-only or full
+        self.state_filesystem = StateFilesystem.open(self.workdir / "state")
+        weakref.finalize(self, self.state_filesystem.close)  # also when a step fails before teardown
+        self.state_path = self.state_filesystem.path / "state.db"
         try:
             self.clone = resources.osmem.clone()
             self.proxy = FaultProxy(self.clone.url).start()
@@ -456,7 +465,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
             create_state_table(self.state_table, region=REGION, endpoint_url=self.moto_url)
         else:
             for suffix in ("", "-wal", "-shm"):
-                (self.workdir / f"state.db{suffix}").unlink(missing_ok=True)
+                Path(f"{self.state_path}{suffix}").unlink(missing_ok=True)
         if self.side_left is not None:
             self.side_left = self.side_as_found()
 
@@ -666,6 +675,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         # the default lease: config_dict's 5 s ran out unrenewed on a loaded 2-core machine (a fuzz
         # campaign, at `complete`), and no run here is killed for a later one to wait out
         raw["state"]["lease_seconds"] = 60
+        raw["state"]["path"] = str(self.state_path)
         if self.settings.dead_letters:
             raw["dead_letter"] = {
                 "path": str(self.workdir / "dead-letters"),
@@ -725,7 +735,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         """The example's state store, dying in its `at`-th `complete` (`CrashInComplete`)."""
         if self.store_kind == StoreKind.DYNAMODB:
             return CrashingDynamoDbStore(self.state_table, region=REGION, endpoint_url=self.moto_url).arm(after, at, fired)
-        return CrashingSqliteStore(self.workdir / "state.db").arm(after, at, fired)
+        return CrashingSqliteStore(self.state_path).arm(after, at, fired)
 
     def sync_with_store(self, config: Config, store: StateStore) -> None:
         """`icecdc.sync.sync` of the table, with this store (a test's wrapper of the real one); then
@@ -992,6 +1002,7 @@ class PipelineMachine(PeopleRules, RuleBasedStateMachine):
         finally:
             self.proxy.stop()
             self.clone.close()
+            self.state_filesystem.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
             if self.store_kind == StoreKind.DYNAMODB:
                 aws_client("dynamodb", self.moto_url).delete_table(TableName=self.state_table)

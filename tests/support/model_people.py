@@ -326,7 +326,7 @@ class PeopleRules:
         indices = self.client.indices.get(index="*")
         layout = sorted((name, sorted(body.get("aliases", {}))) for name, body in indices.items())
         documents = {name: versions(self, name) for name in sorted(indices)}
-        if self.store_kind == StoreKind.SQLITE and not (self.workdir / "state.db").exists():
+        if self.store_kind == StoreKind.SQLITE and not self.state_path.exists():
             return layout, documents, None
         config = self.config(EngineKind.IN_PROCESS, Caps.NONE, counted=False)
         store = open_state_store(config.state)
