@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from opensearchpy import OpenSearch
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
@@ -433,6 +434,30 @@ def test_a_refused_request_is_one_line_naming_the_action_and_resource(
     assert line.startswith(f"AWS refused s3:GetObject on arn:aws:s3:::{lake.bucket}/warehouse/"), line
     assert "\n" not in line and not any(r.exc_info for r in caplog.records if r.name == "icecdc.glue_job")
     assert deployed.checkpoint() is None  # nothing advanced
+    enforced.refusals.clear()
+
+
+def test_a_command_refused_by_iam_is_one_line_and_exit_2(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`icecdc dead-letters list` with credentials whose role may not list the letters (the job's
+    statements before this round): one line naming the action and the resource, exit 2."""
+    from icecdc.cli import main
+
+    deployed = deploy(EXISTING, lake, fault_proxy, enforced, monkeypatch)
+    policy = deployed.roles["job"]
+    unlisted = tuple(s for s in policy.statements if "s3:ListBucket" not in s.actions)
+    enforced.act_as(deployed.access_key("job"), type(policy)(policy.role, unlisted))
+    config = yaml.safe_load(deployed.config_path.read_text())
+    config["dead_letter"] = {"path": f"s3://{deployed.dead_letter_bucket}/dead-letter/"}
+    path = lake.workdir / "operator.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with deployed.acting_as("job"):
+        code = main(["dead-letters", "list", "--config", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err, err
+    assert err.startswith("icecdc: error: AWS refused ListObjectsV2: ") and "s3:ListBucket" in err, err
+    assert f"arn:aws:s3:::{deployed.dead_letter_bucket}" in err
     enforced.refusals.clear()
 
 
