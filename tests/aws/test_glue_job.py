@@ -4,12 +4,10 @@ After every run the index equals the table."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.opensearch import open_client
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
+from tests.support.planner import load_glue_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 # awsglue 5.1 (the cdk-test group) installs on Python 3.11 only, as Glue 5.1 runs: elsewhere (CI's
@@ -29,15 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("awsglue", reason="awsglue 5.1 requires Python 3.11, as Glue 5.1")
 
 
-def load_job() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("icecdc_job", ROOT / "glue_jobs" / "icecdc_job.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-job = load_job()
+job = load_glue_entry("icecdc_job")
 
 
 def glue_argv(lake: Lake, name: str, opensearch_url: str, state_table: str, mappings: dict[str, Any] | None = None) -> list[str]:

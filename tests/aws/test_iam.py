@@ -12,13 +12,11 @@ roles' rights at the end of this module, and written to .build/iam/exercised.tsv
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -33,7 +31,7 @@ from tests.support.aws import ORDERS, REGION, Lake, aws_client, rows
 from tests.support.deployed import Catalogued, Deployed, Shape
 from tests.support.faults import FaultProxy
 from tests.support.iam import Enforcer, exercised_rows, glue_rest_calls, s3tables_calls
-from tests.support.planner import SCHEDULE_EVENT, handler_module, table_event
+from tests.support.planner import SCHEDULE_EVENT, handler_module, load_glue_entry, table_event
 from tests.support.rest_catalog import Auth, RestCatalogServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,15 +62,7 @@ GUARDED = Shape(
 )
 
 
-def load_job() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("icecdc_job_iam", ROOT / "glue_jobs" / "icecdc_job.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-job = load_job()
+job = load_glue_entry("icecdc_job_iam")
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +80,6 @@ def enforced(iam_enforcer: Enforcer, exercised: set[tuple[str, str, str]]) -> It
     yield iam_enforcer
     exercised.update(iam_enforcer.exercised)
     iam_enforcer.exercised.clear()
-
-
-@pytest.fixture
-def lake(moto_url: str, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lake:
-    bucket = f"lake-{unique}"
-    aws_client("s3", moto_url).create_bucket(Bucket=bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    return Lake(moto_url, bucket, tmp_path, f"shop_{unique}")
 
 
 def deploy(shape: Shape, lake: Lake, search: FaultProxy, enforcer: Enforcer, monkeypatch: pytest.MonkeyPatch) -> Deployed:

@@ -17,6 +17,15 @@ STACK = "icecdc-test"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def load_glue_entry(name: str = "icecdc_job") -> ModuleType:
+    """The Glue job's entry, glue_jobs/icecdc_job.py, as a module (it needs awsglue)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "glue_jobs" / "icecdc_job.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_handler() -> ModuleType:
     spec = importlib.util.spec_from_file_location("planner_handler", ROOT / "lambdas" / "planner" / "handler.py")
     assert spec is not None and spec.loader is not None
