@@ -16,11 +16,11 @@ from bench.harness.tables import Mutator
 from icecdc.catalog import identifier_columns
 from icecdc.changelog import ChangeStats, net_write
 from icecdc.config import Config
-from icecdc.index import IndexAlias
+from icecdc.destination.index import IndexAlias
+from icecdc.destination.sink import write_documents
 from icecdc.model import Change, ChangeRow
 from icecdc.reading.driver import file_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.sink import write_documents
 from icecdc.sync import sync
 
 

@@ -14,9 +14,9 @@ from bench.harness.sampling import measured
 from bench.harness.session import Bench, counters, measure_fields
 from bench.harness.tables import create_table
 from icecdc.catalog import identifier_columns
-from icecdc.index import IndexAlias, index_spec
+from icecdc.destination.index import IndexAlias, index_spec
+from icecdc.destination.sink import write_documents
 from icecdc.model import Write
-from icecdc.sink import write_documents
 from icecdc.verify import table_documents
 
 

@@ -11,7 +11,7 @@ from bench.harness.session import Bench, check_indexes, counters, data_files, me
 from bench.harness.tables import Mutator, create_table
 from bench.profiles import profile_executor_path
 from icecdc.config import Config
-from icecdc.index import IndexAlias
+from icecdc.destination.index import IndexAlias
 from icecdc.sync import SyncResult
 
 

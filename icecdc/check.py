@@ -3,7 +3,7 @@
 The configuration parses, the state can be read and written, the catalog opens, and each table
 loads, in format v2 or later, with its identifier columns. OpenSearch answers and admits the
 credentials, the ingest pipelines named exist, and each index name is free or icecdc's
-for its table (`icecdc.index.ownership`).
+for its table (`icecdc.destination.index.ownership`).
 
 Each check is a `Check` with its fix, as `icecdc doctor` reports them (`icecdc.checklist`). A check
 that cannot run because an earlier one failed is skipped, saying which.
@@ -15,20 +15,23 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from opensearchpy import OpenSearch
-from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
-from opensearchpy.exceptions import TransportError
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, missing_sqlite_file, open_catalog
 from icecdc.checklist import Check, failed, passed, skipped, warned
 from icecdc.config import Config, SqliteStateConfig, TableConfig, TableIndexConfig, load_config
+from icecdc.destination.client import (
+    OpenSearch,
+    OpenSearchConnectionError,
+    TransportError,
+    describe_failure,
+    open_client,
+)
+from icecdc.destination.index import IndexAlias, Owner, check_pipeline
+from icecdc.destination.index.ownership import refusal
 from icecdc.errors import IcecdcError, StateUnwritable
-from icecdc.index import IndexAlias, Owner, check_pipeline
-from icecdc.index.ownership import refusal
 from icecdc.init_config import WITHOUT_IDENTIFIERS
-from icecdc.opensearch import describe_failure, open_client
 from icecdc.state import StateStore
 from icecdc.state.scratch import scratch_copy
 from icecdc.state.sqlite import (

@@ -213,10 +213,10 @@ def _failure(exc: Exception, args: argparse.Namespace) -> str | None:
     if module in EXTRAS:
         install = f"pip install 'icecdc[{EXTRAS[module]}]'"
         return f"`icecdc {args.command}` needs {module}, which is not installed: {install}"
-    from opensearchpy.exceptions import TransportError
+    from icecdc.destination.client import TransportError
 
     if isinstance(exc, TransportError):
-        from icecdc.opensearch import describe_failure
+        from icecdc.destination.client import describe_failure
 
         return describe_failure(exc, _opensearch_url(args))
     if isinstance(exc, OSError):
@@ -743,9 +743,9 @@ def _status(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
+    from icecdc.destination.client import check_reachable, open_client
+    from icecdc.destination.index import IndexAlias
     from icecdc.errors import SinkError
-    from icecdc.index import IndexAlias
-    from icecdc.opensearch import check_reachable, open_client
     from icecdc.output import dumps, status_json
     from icecdc.state import index_stores, open_state_store
     from icecdc.status import StatusQuery, table_status
@@ -836,7 +836,7 @@ def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
     from icecdc.deadletters import DeadLetters
-    from icecdc.opensearch import check_reachable, open_client
+    from icecdc.destination.client import check_reachable, open_client
     from icecdc.output import dumps, iso, verify_json
     from icecdc.verify import diff_index
 
@@ -955,7 +955,7 @@ def _repair(args: argparse.Namespace) -> int:
 
 def _check_reachable(config: Config) -> None:
     """Fail, before anything is planned or written, when OpenSearch is unreachable or refuses us."""
-    from icecdc.opensearch import check_reachable, open_client
+    from icecdc.destination.client import check_reachable, open_client
 
     check_reachable(open_client(config.opensearch), config.opensearch.url)
 

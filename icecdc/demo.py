@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import yaml
-from opensearchpy import OpenSearch
 from pyiceberg.catalog import Catalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -29,7 +28,7 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType, Time
 
 from icecdc.catalog import open_catalog
 from icecdc.config import Config, parse_config
-from icecdc.opensearch import open_client
+from icecdc.destination.client import OpenSearch, open_client
 from icecdc.sync import sync
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents

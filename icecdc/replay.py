@@ -24,20 +24,19 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
-from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter, shared_id_cause
+from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch, open_client
+from icecdc.destination.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_cause, write_documents
 from icecdc.documents import Shape
 from icecdc.errors import OperationError
-from icecdc.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, VersionType, Write
-from icecdc.opensearch import IDS_PER_REQUEST, open_client
-from icecdc.sink import BulkMode, Refusal, fenced, refusal_cause, write_documents
 from icecdc.state import Lease, StateStore, open_state_store
 from icecdc.status import index_work
 

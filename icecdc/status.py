@@ -13,9 +13,9 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.config import TableIndexConfig
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.index import IndexAlias, Owner
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
-from icecdc.index import IndexAlias, Owner
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after, table_facts
 from icecdc.state import StateStore

@@ -11,9 +11,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from opensearchpy import OpenSearch, helpers
 from pyiceberg.table import Table
 
+from icecdc.destination.capabilities import ScanMethod
+from icecdc.destination.client import OpenSearch
+from icecdc.destination.scan import every_hit
 from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.lookup import TableRows
 
@@ -121,7 +123,7 @@ def index_documents(
         return {}
     client.indices.refresh(index=index)
     documents = {}
-    for hit in helpers.scan(client, index=index, query={"query": {"match_all": {}}}):
+    for hit in every_hit(client, index, {"query": {"match_all": {}}}, ScanMethod.SCROLL):
         if copies is not None and hit["_id"] in documents:
             copies.append(hit["_id"])
         documents[hit["_id"]] = encode_document(hit["_source"])

@@ -48,7 +48,7 @@ OPENSEARCH_LINKED_ROLE = "AWSServiceRoleForAmazonOpenSearchService"
 
 
 def writer_role(config: Config) -> dict[str, Any]:
-    """The OpenSearch role of the jobs: the configured indexes as icecdc names them (icecdc.index:
+    """The OpenSearch role of the jobs: the configured indexes as icecdc names them (icecdc.destination.index:
     the alias `<index>`, its generations `<index>-<n>`), what a sync does to them (documents, create,
     mappings, settings, alias swap, delete of an old generation), and the cluster's state it reads
     (GET /, cluster settings for write blocks, templates, scroll; the ingest pipelines an index

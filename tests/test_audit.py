@@ -23,8 +23,8 @@ from icecdc.audit import (
     repair_scope,
 )
 from icecdc.config import Config
+from icecdc.destination.index import IndexAlias
 from icecdc.errors import OperationError
-from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.planning import plan_table
 from icecdc.state import Lease

@@ -14,10 +14,10 @@ from opensearchpy import NotFoundError, OpenSearch, RequestError, helpers
 
 from bench.harness.sink import SinkServer
 from icecdc.config import OpenSearchConfig
+from icecdc.destination.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
+from icecdc.destination.sink import BULK_ANSWER, BulkMode, delete_older, write_documents
 from icecdc.errors import SinkError
-from icecdc.index import BUILD_SETTINGS, IndexAlias, IndexSpec, index_uuid
 from icecdc.model import VersionType, Write
-from icecdc.sink import BULK_ANSWER, BulkMode, delete_older, write_documents
 from icecdc.verify import index_documents
 
 _names = count()

@@ -76,7 +76,7 @@ def test_a_lost_lease_is_checked_in_one_place() -> None:
 
 
 def test_each_guard_and_its_constant_is_defined_once() -> None:
-    """The writes fenced by the lease (`icecdc.sink.fenced`) and the ids one `_mget` asks for."""
+    """The writes fenced by the lease (`icecdc.destination.sink.fenced`) and the ids one `_mget` asks for."""
     defined: dict[str, list[str]] = {}
     for module, tree in sources():
         for node in tree.body:
@@ -91,7 +91,7 @@ def test_each_guard_and_its_constant_is_defined_once() -> None:
             for name in names:
                 defined.setdefault(name.lstrip("_"), []).append(module)
     guards = {name: defined.get(name) for name in ("fenced", "IDS_PER_REQUEST")}
-    assert guards == {"fenced": ["sink.py"], "IDS_PER_REQUEST": ["opensearch.py"]}
+    assert guards == {"fenced": ["destination/sink.py"], "IDS_PER_REQUEST": ["destination/client.py"]}
 
 
 def test_the_names_infra_and_the_aws_entries_share_need_only_the_standard_library() -> None:

@@ -6,11 +6,13 @@ import pickle
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from icecdc.config import DynamoDbStateConfig, SparkConfig, load_config, parse_config
+from icecdc.destination.capabilities import Capabilities, DestinationKind
 from icecdc.errors import ConfigError
 
 VALID = """
@@ -179,7 +181,7 @@ def test_unknown_table_name_is_named() -> None:
             lambda c: c.update(aws={"warehouse_buckets": ["b"], "done_ttl_days": 3}),
             "aws.done_ttl_days moved to state.done_ttl_days",
         ),
-        (lambda c: c["opensearch"].update(aws_service="x"), "opensearch.aws_service must be 'es', got 'x'"),
+        (lambda c: c["opensearch"].update(aws_service="x"), "opensearch.aws_service must be 'es' or 'aoss', got 'x'"),
         (lambda c: c["opensearch"].update(username="u", password="p", aws_region="r"), "opensearch: choose basic auth"),
     ],
 )
@@ -249,12 +251,24 @@ def test_credentials_never_travel_in_the_url_or_show_in_a_repr() -> None:
     assert "s3cret" not in repr(config) and "s3cret" not in str(config)
 
 
-def test_opensearch_serverless_is_refused_with_the_reason() -> None:
+def test_opensearch_serverless_is_read_as_a_collection_signed_with_sigv4() -> None:
     raw = base()
     raw["opensearch"] = {"url": "https://x.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1", "aws_service": "aoss"}
-    with pytest.raises(
-        ConfigError, match=r"opensearch.aws_service 'aoss' \(OpenSearch Serverless\) is not supported: .*GET /.*scroll"
-    ):
+    capabilities = Capabilities.of(parse_config(raw).opensearch)
+    assert capabilities.kind == DestinationKind.SERVERLESS
+    assert not (capabilities.versions or capabilities.refresh or capabilities.cluster_info)
+
+
+@pytest.mark.parametrize(
+    "signing",
+    [{"aws_region": None}, {"username": "admin", "password": "pw"}],
+    ids=["unsigned", "basic auth"],
+)
+def test_opensearch_serverless_without_sigv4_is_refused_in_one_line(signing: dict[str, Any]) -> None:
+    raw = base()
+    raw["opensearch"] = {"url": "https://x.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1", "aws_service": "aoss"}
+    raw["opensearch"].update(signing)
+    with pytest.raises(ConfigError, match=r"opensearch.aws_service 'aoss' \(a Serverless collection\) takes SigV4 only"):
         parse_config(raw)
 
 
@@ -374,8 +388,8 @@ def test_an_index_name_opensearch_refuses_is_refused_naming_the_rule(index: str,
 
 def test_the_longest_index_name_leaves_room_for_the_names_icecdc_makes() -> None:
     from icecdc.config.runtime import INDEX_SUFFIX_BYTES, MAX_INDEX_NAME_BYTES
-    from icecdc.index.alias import generation
-    from icecdc.index.ownership import KEPT_SUFFIX
+    from icecdc.destination.index.alias import generation
+    from icecdc.destination.index.ownership import KEPT_SUFFIX
 
     config = base()
     config["tables"][0]["index"] = name = "a" * MAX_INDEX_NAME_BYTES

@@ -36,7 +36,7 @@ from pyiceberg.expressions import In
 from pyiceberg.table import Table
 
 import icecdc
-from icecdc.index import IndexAlias
+from icecdc.destination.index import IndexAlias
 from icecdc.model import Checkpoint
 from icecdc.state import SqliteStateStore
 from icecdc.testing.commits import compact, update

@@ -17,7 +17,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField
 
 from icecdc.config import Config, parse_config
-from icecdc.index import IndexAlias, create_index, index_spec
+from icecdc.destination.index import IndexAlias, create_index, index_spec
 from icecdc.model import NO_SNAPSHOT, Checkpoint
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows

@@ -18,8 +18,8 @@ from pyiceberg.types import DoubleType, FloatType, LongType, NestedField, String
 
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.sink import Refusal, write_documents
 from icecdc.model import EngineKind, Write
-from icecdc.sink import Refusal, write_documents
 from icecdc.sync import sync
 from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline

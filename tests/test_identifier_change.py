@@ -16,8 +16,8 @@ from pyiceberg.schema import Schema
 from icecdc.catalog import identifier_columns
 from icecdc.cli import main
 from icecdc.config import Config
+from icecdc.destination.index import IndexAlias
 from icecdc.errors import IcecdcError
-from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.status import has_work
 from icecdc.sync import sync

@@ -34,13 +34,15 @@ LAYERS: list[set[str]] = [
         "icecdc.catalog",
         "icecdc.secrets",
         "icecdc.deadletters",
-        "icecdc.index",  # the index's one owner: mappings (pure), the alias and its generations
+        "icecdc.destination.index",  # the index's one owner: mappings (pure), the alias and its generations
+        "icecdc.destination.capabilities",  # what the destination can do, as data
         "icecdc.manifests",
         "icecdc.protection",
         "icecdc.state",
     },
-    {"icecdc.opensearch"},  # the client, with the credentials icecdc.secrets reads
-    {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.sink", "icecdc.testing"},
+    # the client, with the credentials icecdc.secrets reads; every document of an index, scanned
+    {"icecdc.destination.client", "icecdc.destination.scan"},
+    {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.destination.sink", "icecdc.testing"},
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope
     {"icecdc.engines", "icecdc.status", "icecdc.lookup"},
@@ -135,7 +137,7 @@ def test_the_pass_does_not_import_planning() -> None:
 
 
 # Pure: what they decide is computed from their arguments, never asked of OpenSearch.
-PURE = ("icecdc.index.mappings", "icecdc.batching")
+PURE = ("icecdc.destination.index.mappings", "icecdc.batching")
 
 
 def test_the_pure_modules_import_no_opensearch_client() -> None:

@@ -17,8 +17,8 @@ import yaml
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
+from icecdc.destination.index import IndexAlias
 from icecdc.errors import IndexNotOwned
-from icecdc.index import IndexAlias
 from icecdc.model import EngineKind
 from icecdc.state import SqliteStateStore
 from icecdc.status import has_work, table_status

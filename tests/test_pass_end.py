@@ -13,10 +13,10 @@ import pytest
 from pyiceberg.expressions import EqualTo
 
 from icecdc.config import EngineConfig, parse_config
+from icecdc.destination.index import IndexAlias
 from icecdc.dryrun import dry_run
 from icecdc.engines import Engines
 from icecdc.errors import IndexStateError, SinkError, SparkRequired
-from icecdc.index import IndexAlias
 from icecdc.model import EngineChoice, EngineKind
 from icecdc.planning import plan_table
 from icecdc.sync import process_table, sync

@@ -12,11 +12,11 @@ from pyiceberg.expressions import EqualTo
 
 from icecdc.config import parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.sink import SinkStats, write_documents
 from icecdc.engines import Engines
 from icecdc.errors import ProcessingError, SinkError
 from icecdc.model import Checkpoint, PassPoint, WorkItem, Write
 from icecdc.planning import plan_table
-from icecdc.sink import SinkStats, write_documents
 from icecdc.state import SqliteStateStore
 from icecdc.status import table_status
 from icecdc.sync import process_table, sync

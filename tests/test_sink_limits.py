@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from icecdc import sink
 from icecdc.config import OpenSearchConfig, parse_config
+from icecdc.destination import sink
+from icecdc.destination.sink import Refusal, write_documents
 from icecdc.errors import ConfigError, SinkError
 from icecdc.model import VersionType, Write
-from icecdc.sink import Refusal, write_documents
 from tests.support import faults
 from tests.support.faults import FaultProxy
 
@@ -129,7 +129,7 @@ def test_action_lines_say_what_the_bulk_helper_would_and_chunks_count_the_bytes_
     count a chunk's bytes as the request body carries them."""
     from opensearchpy import helpers
 
-    from icecdc.sink import ActionLines, BulkMode
+    from icecdc.destination.sink import ActionLines, BulkMode
 
     ids = ["1", 'a"b', "back\\slash", "tab\there", "naïve", "日本", '["x",1]', "\x01ctl"]
     modes = [BulkMode(version_type), BulkMode(version_type, "pipe-é", (("other", "p2"),))]

@@ -17,11 +17,11 @@ import pytest
 from opensearchpy import OpenSearch
 
 from icecdc.config import OpenSearchConfig, parse_config
+from icecdc.destination.client import open_client
+from icecdc.destination.index import IndexAlias
+from icecdc.destination.sink import ItemOutcome, Refusal, classify_item, write_documents
 from icecdc.errors import SinkError
-from icecdc.index import IndexAlias
 from icecdc.model import Write
-from icecdc.opensearch import open_client
-from icecdc.sink import ItemOutcome, Refusal, classify_item, write_documents
 from tests.support import faults
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline

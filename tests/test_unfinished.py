@@ -16,8 +16,8 @@ from pyiceberg.types import IntegerType, LongType, StringType
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.index import IndexAlias
 from icecdc.errors import IndexNotOwned, LeaseLost, ProcessingError, SinkError
-from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, ItemStatus, PassPoint
 from icecdc.planning import plan_table
 from icecdc.state import Lease, SqliteStateStore

@@ -21,10 +21,10 @@ import yaml
 
 from icecdc.cli import _parser
 from icecdc.config import parse_config
+from icecdc.destination.index import IndexAlias, IndexSpec
+from icecdc.destination.index.indices import add_missing_fields
 from icecdc.dryrun import dry_run
 from icecdc.errors import ConfigError
-from icecdc.index import IndexAlias, IndexSpec
-from icecdc.index.indices import add_missing_fields
 from icecdc.model import EngineKind, Progress
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.words import counted
@@ -164,7 +164,7 @@ def test_a_mapping_conflict_points_to_repair_rebuild(local: Pipeline, caplog: Lo
     keyword = {"mappings": {"properties": {"amount": {"type": "keyword"}}}}
     local.client.indices.create(index="conflict", body=keyword)
     spec = IndexSpec(mappings={"properties": {"amount": {"type": "double"}}})
-    with caplog.at_level(logging.WARNING, logger="icecdc.index"):
+    with caplog.at_level(logging.WARNING, logger="icecdc.destination.index"):
         add_missing_fields(local.client, "conflict", spec)
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "reset the table" not in warning

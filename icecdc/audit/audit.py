@@ -37,7 +37,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from opensearchpy import OpenSearch
 from pyiceberg.manifest import ManifestEntry
 from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
@@ -54,6 +53,7 @@ from icecdc.audit.report import (
 )
 from icecdc.config import TableIndexConfig
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.client import OpenSearch
 from icecdc.documents import converter_for
 from icecdc.errors import OperationError, ProcessingError
 from icecdc.logs import SUMMARY_LOGGER

@@ -11,7 +11,6 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from opensearchpy import OpenSearch
 from pyiceberg.types import (
     BooleanType,
     DateType,
@@ -22,9 +21,9 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch
 from icecdc.documents import encode_document
 from icecdc.errors import OperationError
-from icecdc.opensearch import IDS_PER_REQUEST
 
 # Buckets per page of a composite aggregation, hits per scroll page.
 BUCKETS_PER_REQUEST = 1000

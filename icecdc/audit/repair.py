@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Iterable
 
-from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
 from icecdc.audit.audit import TableAndIndex
@@ -29,14 +28,14 @@ from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
+from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.index import IndexAlias
+from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_letter, write_documents
 from icecdc.errors import OperationError
-from icecdc.index import IndexAlias
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.lookup import TableRows, whole_rows_only
 from icecdc.model import Checkpoint, ResyncKind, VersionType, Write
-from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
-from icecdc.sink import BulkMode, Refusal, fenced, refusal_letter, write_documents
 from icecdc.state import Lease, StateStore, index_stores, open_state_store
 from icecdc.status import index_work
 from icecdc.sync import SyncResult, sync

@@ -29,10 +29,10 @@ from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.client import check_reachable, open_client
 from icecdc.documents import DocumentMapper, Shape
 from icecdc.errors import OperationError
 from icecdc.lookup import whole_rows_only
-from icecdc.opensearch import check_reachable, open_client
 from icecdc.state import open_state_store
 
 log = logging.getLogger(__name__)

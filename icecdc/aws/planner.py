@@ -27,10 +27,10 @@ from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
 from icecdc.aws.outcome import TableOutcome
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig
+from icecdc.destination.client import open_client
+from icecdc.destination.index import IndexAlias
 from icecdc.errors import IcecdcError, SparkRequired, access_denied
-from icecdc.index import IndexAlias
 from icecdc.model import EngineKind, WorkSize
-from icecdc.opensearch import open_client
 from icecdc.state import StateStore, index_stores
 from icecdc.status import has_work, table_status, work_size
 from icecdc.words import counted
@@ -65,9 +65,9 @@ class Sweep:
 def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
     """The longest a pass's bulk writes may sleep between retries of one request.
 
-    It is the sum of the backoff ceilings of every retry in `icecdc.sink`. A pass started in the
-    planner keeps it on top of PASS_RESERVE_SECONDS, so that an overloaded domain cannot push it
-    past the Lambda's timeout.
+    It is the sum of the backoff ceilings of every retry in `icecdc.destination.sink`. A pass
+    started in the planner keeps it on top of PASS_RESERVE_SECONDS, so that an overloaded domain
+    cannot push it past the Lambda's timeout.
     """
     return sum(
         min(opensearch.max_backoff_seconds, opensearch.initial_backoff_seconds * 2.0**attempt)

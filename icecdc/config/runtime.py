@@ -78,8 +78,10 @@ class OpenSearchConfig(Section):
     # when a client is opened: in AWS, no secret is in the config file, an asset or the template.
     password_secret_arn: Text | None = None
     aws_region: Text | None = None  # set to sign requests with SigV4
-    # managed domains; Serverless ("aoss") is refused, see _managed_domains_only
-    aws_service: Literal["es"] = "es"
+    # es: an OpenSearch Service domain; aoss: a Serverless search collection (docs/deploy.md)
+    aws_service: Literal["es", "aoss"] = "es"
+    # Seconds a write may take to be seen by search, where there is no refresh (Serverless)
+    visibility_seconds: float = Field(15.0, ge=0)
     verify_certs: bool = True
     bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
     # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch
@@ -105,20 +107,14 @@ class OpenSearchConfig(Section):
             )
         return url.rstrip("/")
 
-    @field_validator("aws_service", mode="before")
-    @classmethod
-    def _managed_domains_only(cls, service: Any) -> Any:
-        if service == "aoss":
+    @model_validator(mode="after")
+    def _serverless_signs(self) -> Self:
+        if self.aws_service == "aoss" and (self.aws_region is None or self.username is not None):
             raise ValueError(
-                f"{AT} 'aoss' (OpenSearch Serverless) is not supported: icecdc checks an "
-                "endpoint with GET /, which "
-                "Serverless answers 404; a resync removes what the table lost with a scroll, "
-                "which Serverless lacks; "
-                "and Serverless does not document external versions, which keep replayed "
-                "writes harmless "
-                "(docs/deploy.md). Use a managed domain (aws_service: es)"
+                f"{AT}.aws_service 'aoss' (a Serverless collection) takes SigV4 only: set "
+                f"{AT}.aws_region, and no username or password"
             )
-        return service
+        return self
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> Self:
@@ -183,7 +179,8 @@ class EngineConfig(Section):
     in_process_workers: int | None = Field(default=None, gt=0)
 
 
-# How string columns are mapped: text with a `keyword` sub-field, or keyword only (icecdc.index).
+# How string columns are mapped: text with a `keyword` sub-field, or keyword only
+# (icecdc.destination.index).
 StringMapping = Literal["text", "keyword"]
 
 
@@ -192,7 +189,8 @@ class IndexConfig(Section):
 
     The shape says which columns and rows of the table it holds, and how its documents are routed.
     The index's writes go through its ingest pipeline. icecdc creates it with the mapping derived
-    from the shape's columns (icecdc.index), with `mappings` merged over it, and these `settings`.
+    from the shape's columns (icecdc.destination.index), with `mappings` merged over it, and these
+    `settings`.
     Or, instead, from the index template named `index_template`.
     """
 
@@ -208,8 +206,9 @@ class IndexConfig(Section):
     settings: dict[str, Any] | None = None
     index_template: Text | None = None
     # Take the index name over when an index or alias icecdc did not create for this table holds
-    # it (icecdc.index.ownership): a concrete index is kept as `<index>-preicecdc-<UTC time>`, the
-    # indexes an alias names stay where they are. Unset, such an index is refused.
+    # it (icecdc.destination.index.ownership): a concrete index is kept as
+    # `<index>-preicecdc-<UTC time>`, the indexes an alias names stay where they are. Unset, such
+    # an index is refused.
     index_takeover: bool = False
 
     @property

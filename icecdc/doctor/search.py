@@ -12,16 +12,18 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from opensearchpy import OpenSearch
-from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
-from opensearchpy.exceptions import TransportError
-
 from icecdc.config import OpenSearchConfig
+from icecdc.destination.client import (
+    OpenSearch,
+    OpenSearchConnectionError,
+    TransportError,
+    check_reachable,
+    open_client,
+)
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.stack import Logical
 from icecdc.errors import SinkError
-from icecdc.opensearch import check_reachable, open_client
 
 ENGINE = "opensearch domain"
 WRITES = "opensearch writes"

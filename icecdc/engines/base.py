@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from icecdc.changelog import ChangeStats
+from icecdc.destination.sink import SinkStats
 from icecdc.engines.target import Target, Targets
 from icecdc.model import EngineKind
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, Task
-from icecdc.sink import SinkStats
 
 
 class Engine(Protocol):

@@ -36,13 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icecdc.changelog import ChangeStats
+from icecdc.destination.client import open_client
+from icecdc.destination.sink import BulkMode, SinkStats, write_documents
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import Write, ordered_routings
-from icecdc.opensearch import open_client
 from icecdc.reading.reader import Located, TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask
-from icecdc.sink import BulkMode, SinkStats, write_documents
 
 # The compact key of a row; `key` is the first 8 bytes of the BLAKE2b digest of its `_id`.
 KEY_SCHEMA = pa.schema([("key", pa.int64()), ("task", pa.int32()), ("position", pa.int64())])

@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
 from icecdc.deadletters import LetterTally
+from icecdc.destination.client import open_client
+from icecdc.destination.sink import SinkStats, delete_older
 from icecdc.engines.export import (
     KEY_SCHEMA,
     CarriedKeys,
@@ -31,10 +33,8 @@ from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.engines.workers import run_parallel
 from icecdc.model import Change, ChangeRow, EngineKind, PassStage
-from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, Task, files_read_by
-from icecdc.sink import SinkStats, delete_older
 
 log = logging.getLogger(__name__)
 

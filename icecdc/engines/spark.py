@@ -26,6 +26,8 @@ from icecdc import errors
 from icecdc.changelog import ChangeStats
 from icecdc.config import SparkConfig
 from icecdc.deadletters import LetterTally
+from icecdc.destination.client import open_client
+from icecdc.destination.sink import SinkStats, delete_older
 from icecdc.engines.export import (
     KEY_SCHEMA,
     ExportTally,
@@ -43,10 +45,8 @@ from icecdc.engines.pyspark_compat import partition_as_sent
 from icecdc.engines.slices import balanced_slices, numbered_slices
 from icecdc.engines.target import Target, Targets, write_keyed_changes
 from icecdc.model import Change, ChangeRow, EngineKind, PassStage
-from icecdc.opensearch import open_client
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import DealtRewrite, ExportTasks, FileTask, Task
-from icecdc.sink import SinkStats, delete_older
 
 
 def spark_session(config: SparkConfig) -> SparkSession:

@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import islice
 
-from opensearchpy import OpenSearch
-
 from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import (
@@ -22,12 +20,12 @@ from icecdc.deadletters import (
     shared_id_cause,
     unique_columns_rule,
 )
+from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.sink import BulkMode, Refusal, SinkStats, refusal_letter, write_documents
 from icecdc.documents import Shape, encode_document
 from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
-from icecdc.opensearch import open_client
 from icecdc.reading.reader import INDEX_SEPARATOR
-from icecdc.sink import BulkMode, Refusal, SinkStats, refusal_letter, write_documents
 
 # Writes per lookup of the keys among them whose first change is an append (`_unless_held`).
 APPEND_LOOKUP = 1000

@@ -11,11 +11,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
 from icecdc.config import TableIndexConfig
-from icecdc.index import IndexAlias, IndexSpec, Owner, index_spec
+from icecdc.destination.client import OpenSearch
+from icecdc.destination.index import IndexAlias, IndexSpec, Owner, index_spec
 from icecdc.model import ItemHead, ItemStatus, sha256
 from icecdc.state import StateStore
 

@@ -1,11 +1,12 @@
 """One pass over a table's pending work, for 1..N of its indexes: read, shuffle, write.
 
 A pass caps the batch it is given (`icecdc.batching`), finds where each index writes (the alias, or
-a rebuild's generation: `icecdc.index`), resolves the items to file tasks (metadata only), picks
-its engine from what they read (`icecdc.engines`: Spark, or in-process for small passes), prepares
-the indexes, applies the tasks (read the files once, bring every change of a key together, write
-each key's net change to every index, versioned), completes the items with the checkpoint, and
-finishes a rebuild. The checkpoint advances only after every write of the pass succeeded.
+a rebuild's generation: `icecdc.destination.index`), resolves the items to file tasks (metadata
+only), picks its engine from what they read (`icecdc.engines`: Spark, or in-process for small
+passes), prepares the indexes, applies the tasks (read the files once, bring every change of a key
+together, write each key's net change to every index, versioned), completes the items with the
+checkpoint, and finishes a rebuild. The checkpoint advances only after every write of the pass
+succeeded.
 
 A pass plans nothing: the run (`icecdc.sync.run`) checks each index, plans its work, selects
 its batch and hands the batches over; `tests/test_layers.py` keeps `icecdc.planning` out.
@@ -19,7 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from opensearchpy import OpenSearch
 from pyiceberg.table import Table
 
 from icecdc.batching import HeadSizes, cap_batch, collapses_runs
@@ -27,11 +27,13 @@ from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
+from icecdc.destination.client import OpenSearch, is_dev_server, open_client
+from icecdc.destination.index import IndexSpec, check_pipeline, index_uuid
+from icecdc.destination.sink import SinkStats
 from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
 from icecdc.documents import Shape
 from icecdc.engines import Engine, Engines, Target, Targets
 from icecdc.errors import FilesGone, NothingApplied, ProcessingError, SystemicDeadLetters
-from icecdc.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.logs import SUMMARY_LOGGER
 from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import (
@@ -47,12 +49,10 @@ from icecdc.model import (
     VersionType,
     WorkSize,
 )
-from icecdc.opensearch import is_dev_server, open_client
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, pass_reads
-from icecdc.sink import SinkStats
 from icecdc.state import ItemBodies, Lease, StateStore
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
 from icecdc.verdict import (

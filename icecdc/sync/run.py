@@ -21,9 +21,10 @@ from pyiceberg.table import Table
 from icecdc.batching import select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
+from icecdc.destination.client import check_reachable, open_client
+from icecdc.destination.index import IndexAlias
 from icecdc.engines import Engines
 from icecdc.errors import FilesGone, ProcessingError
-from icecdc.index import IndexAlias
 from icecdc.manifests import ChangedEntries, lists_file
 from icecdc.model import (
     Checkpoint,
@@ -35,7 +36,6 @@ from icecdc.model import (
     Progress,
     ResyncKind,
 )
-from icecdc.opensearch import check_reachable, open_client
 from icecdc.planning import current_view, plan_table
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
 from icecdc.sync.indexes import applied_indexes, claim_index, spec_of

@@ -17,7 +17,7 @@ from icecdc.aws.contract import METRIC_NAMESPACE
 from icecdc.catalog import identifier_columns
 from icecdc.config import OpenSearchConfig, TableConfig
 from icecdc.deadletters import DeadLetters
-from icecdc.opensearch import open_client
+from icecdc.destination.client import open_client
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.planner import load_glue_entry

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from icecdc.config import OpenSearchConfig
+from icecdc.destination.client import open_client
 from icecdc.errors import ConfigError
-from icecdc.opensearch import open_client
 from icecdc.secrets import basic_auth
 from tests.support.aws import REGION, aws_client
 

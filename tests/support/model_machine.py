@@ -49,10 +49,10 @@ from opensearchpy import OpenSearch
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableConfig, TableIndexConfig, parse_config
 from icecdc.deadletters import DeadLetters
+from icecdc.destination.index import IndexAlias, index_uuid
 from icecdc.dryrun import PlannedPass, dry_run
 from icecdc.engines import Engines
 from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, SinkError, SystemicDeadLetters
-from icecdc.index import IndexAlias, index_uuid
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem, WorkSize
 from icecdc.planning import plan_table, resync_needed
 from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
@@ -142,7 +142,7 @@ BULK_FAULTS = {
 # routed indexes, filtered ones, nor several indexes of one table), and what its letters say.
 CHECKED_FOR_SHARED_KEYS = (IndexShape.WHOLE, IndexShape.COLUMNS, IndexShape.EXCLUDE)
 SHARED = "share the identifier"
-# What OpenSearch says when a write block refuses a sync (icecdc.sink's check, or the bulk answer).
+# What OpenSearch says when a write block refuses a sync (icecdc.destination.sink's check, or the bulk answer).
 BLOCKED = ("does not accept writes", "cluster_block_exception")
 
 

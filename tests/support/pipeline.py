@@ -14,9 +14,9 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
+from icecdc.destination.client import open_client
 from icecdc.engines import Engines
 from icecdc.model import Checkpoint, EngineKind, Probe
-from icecdc.opensearch import open_client
 from icecdc.planning import plan_table
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.sync import PassOptions, PassResult, SyncResult, process_table, sync

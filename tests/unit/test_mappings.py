@@ -1,4 +1,4 @@
-"""icecdc.index.mappings: the index's mapping derived from the Iceberg schema, the overrides merged
+"""icecdc.destination.index.mappings: the index's mapping derived from the Iceberg schema, the overrides merged
 over it, and what an index's mapping lacks or maps otherwise."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pyiceberg.types import (
 )
 
 from icecdc.config import IndexConfig, StringMapping
-from icecdc.index import field_mapping, merge_mappings
-from icecdc.index.mappings import field_paths, index_spec, mappings_for, missing
+from icecdc.destination.index import field_mapping, merge_mappings
+from icecdc.destination.index.mappings import field_paths, index_spec, mappings_for, missing
 from tests.support.all_types import DERIVED, SCHEMA
 
 TEXT = DERIVED["properties"]["tenant"]

@@ -1,4 +1,4 @@
-"""icecdc.index.ownership: whose an index under a table's index name is, from its marker and the
+"""icecdc.destination.index.ownership: whose an index under a table's index name is, from its marker and the
 table's state, and the one line that refuses it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from icecdc.index.ownership import (
+from icecdc.destination.index.ownership import (
     Held,
     NameHolder,
     Owner,

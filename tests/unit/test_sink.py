@@ -1,4 +1,4 @@
-"""icecdc.sink's guard of an operator's writes: `fenced` stops them once the lease is lost."""
+"""icecdc.destination.sink's guard of an operator's writes: `fenced` stops them once the lease is lost."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from icecdc.destination.sink import fenced
 from icecdc.errors import LeaseLost
 from icecdc.model import Write
-from icecdc.sink import fenced
 from icecdc.state import Lease, SqliteStateStore
 
 

@@ -22,6 +22,18 @@ from icecdc.config import OpenSearchConfig
 from icecdc.errors import SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
+__all__ = [
+    "IDS_PER_REQUEST",
+    "Answer",
+    "OpenSearch",
+    "OpenSearchConnectionError",
+    "TransportError",
+    "check_reachable",
+    "describe_failure",
+    "is_dev_server",
+    "open_client",
+]
+
 # Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
 IDS_PER_REQUEST = 1000
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pyiceberg.table import Table
 
-from icecdc.index.mappings import Mapping
+from icecdc.destination.index.mappings import Mapping
 
 # Where a generation records that it is icecdc's, for which alias and table: `_meta` of its mapping.
 MARKER = "icecdc"

@@ -9,9 +9,10 @@ again.
 and UUID in the mapping's `_meta`), so no other index is ever taken for one. A rebuild writes the
 next generation while the alias serves the current one, then swaps the alias in one request.
 
-**Ownership.** An index or alias under the name that is not this table's (`icecdc.index.ownership`)
-is refused before anything is written, or, on the user's explicit opt-in, taken over: a concrete
-index is kept under another name first, an alias's indexes stay where they are.
+**Ownership.** An index or alias under the name that is not this table's
+(`icecdc.destination.index.ownership`) is refused before anything is written, or, on the user's
+explicit opt-in, taken over: a concrete index is kept under another name first, an alias's indexes
+stay where they are.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from opensearchpy import NotFoundError, OpenSearch
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import TransportError
 
-from icecdc.errors import IndexNotOwned, IndexStateError, SinkError
-from icecdc.index.indices import (
+from icecdc.destination.index.indices import (
     TEMPLATE_ALIASES,
     add_missing_fields,
     check_template,
@@ -36,8 +36,8 @@ from icecdc.index.indices import (
     mapping_conflicts,
     wait_for_copies,
 )
-from icecdc.index.mappings import IndexSpec, Mapping
-from icecdc.index.ownership import (
+from icecdc.destination.index.mappings import IndexSpec, Mapping
+from icecdc.destination.index.ownership import (
     KEPT_SUFFIX,
     MARKER,
     NameHolder,
@@ -48,6 +48,7 @@ from icecdc.index.ownership import (
     recorded_marker,
     refusal,
 )
+from icecdc.errors import IndexNotOwned, IndexStateError, SinkError
 from icecdc.model import Checkpoint, PassPoint, Probe
 from icecdc.verdict import IndexFound, replaced, reshaped, unfinished
 

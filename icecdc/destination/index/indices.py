@@ -2,7 +2,7 @@
 
 It is created from an `IndexSpec` or a template. This module finds the fields its
 mapping lacks or maps otherwise, and waits for its copies. What an alias and its
-generations are is `icecdc.index.alias`'s.
+generations are is `icecdc.destination.index.alias`'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from fnmatch import fnmatchcase
 from opensearchpy import NotFoundError, OpenSearch
 from opensearchpy.exceptions import RequestError, TransportError
 
+from icecdc.destination.index.mappings import IndexSpec, field_paths, missing
 from icecdc.errors import IndexStateError
-from icecdc.index.mappings import IndexSpec, field_paths, missing
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,8 @@
 name. `alias` owns the alias over the generations and their lifecycle.
 """
 
-from icecdc.errors import IndexStateError
-from icecdc.index.alias import BUILD_SETTINGS, IndexAlias, generation, generation_number
-from icecdc.index.indices import (
+from icecdc.destination.index.alias import BUILD_SETTINGS, IndexAlias, generation, generation_number
+from icecdc.destination.index.indices import (
     COPIES_WAIT_SECONDS,
     add_missing_fields,
     check_pipeline,
@@ -16,7 +15,7 @@ from icecdc.index.indices import (
     mapping_conflicts,
     wait_for_copies,
 )
-from icecdc.index.mappings import (
+from icecdc.destination.index.mappings import (
     IndexSpec,
     Mapping,
     field_mapping,
@@ -24,7 +23,8 @@ from icecdc.index.mappings import (
     mappings_for,
     merge_mappings,
 )
-from icecdc.index.ownership import MARKER, Owner, marker
+from icecdc.destination.index.ownership import MARKER, Owner, marker
+from icecdc.errors import IndexStateError
 
 __all__ = [
     "BUILD_SETTINGS",
