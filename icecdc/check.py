@@ -22,11 +22,13 @@ from icecdc.catalog import identifier_columns, load_table, missing_sqlite_file, 
 from icecdc.checklist import Check, failed, passed, skipped, warned
 from icecdc.config import Config, SqliteStateConfig, TableConfig, TableIndexConfig, load_config
 from icecdc.destination.client import (
+    REACHABILITY_PROBE,
     OpenSearch,
     OpenSearchConnectionError,
     TransportError,
     describe_failure,
     open_client,
+    reach,
 )
 from icecdc.destination.index import IndexAlias, Owner, check_pipeline
 from icecdc.destination.index.ownership import refusal
@@ -178,12 +180,11 @@ def _opensearch(config: Config) -> tuple[Check, OpenSearch | None]:
     url = config.opensearch.url
     client = open_client(config.opensearch)
     try:
-        version = client.info().get("version", {})
+        found = reach(client, (*config.index_names, REACHABILITY_PROBE)[0])
     except TransportError as exc:
         unreachable = isinstance(exc, OpenSearchConnectionError)
         fix = START_SERVER if unreachable else CREDENTIALS
         return failed(OPENSEARCH, describe_failure(exc, url), fix), None
-    found = f"{version.get('distribution', 'OpenSearch')} {version.get('number', '?')}"
     return passed(OPENSEARCH, f"{url} answers and admits the credentials: {found}"), client
 
 

@@ -755,7 +755,7 @@ def _status(args: argparse.Namespace) -> int:
     client = open_client(config.opensearch)
     unreachable: SinkError | None = None
     try:
-        check_reachable(client, config.opensearch.url)
+        check_reachable(client, config.opensearch.url, *config.index_names[:1])
     except SinkError as exc:  # said after what is known without it
         unreachable = exc
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
@@ -842,7 +842,9 @@ def _verify(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url)  # unreachable: an error (2), not a diff (1)
+    check_reachable(
+        client, config.opensearch.url, *config.index_names[:1]
+    )  # unreachable: an error (2), not a diff (1)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     differing, started, documents = 0, time.time(), []
     for table_config, table in _tables(config, args.table):
@@ -957,7 +959,7 @@ def _check_reachable(config: Config) -> None:
     """Fail, before anything is planned or written, when OpenSearch is unreachable or refuses us."""
     from icecdc.destination.client import check_reachable, open_client
 
-    check_reachable(open_client(config.opensearch), config.opensearch.url)
+    check_reachable(open_client(config.opensearch), config.opensearch.url, *config.index_names[:1])
 
 
 def _dead_letters(args: argparse.Namespace) -> int:

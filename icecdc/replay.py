@@ -80,7 +80,7 @@ def replay_table(
     client = open_client(config.opensearch)
     store = open_state_store(config.state)
     try:
-        with Lease(store, name, config.state.lease_seconds) as lease:
+        with Lease(store, name, config.state.lease_seconds, state=config.state) as lease:
             if not lease.held:
                 raise OperationError(
                     f"table {name!r}: another run holds its lease; replay when it has finished"
@@ -116,7 +116,7 @@ def replay_table(
                 table_config.index,
                 fenced(writes, lease),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),
-                BulkMode(VersionType.EXTERNAL_GTE),
+                BulkMode(VersionType.EXTERNAL_GTE, fence=lease),
             )
             lease.check()
             report.indexed, report.deleted = stats.indexed, stats.deleted

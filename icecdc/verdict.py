@@ -279,23 +279,27 @@ class DestinationFacts:
     `resync` holds the kinds of rebuild its items are. `export_anew` says a first export goes into
     a new generation. `takes_rewrite` says whether the index the alias names can take a rewrite,
     which it cannot when a type or the shape changed. `resumable` says whether a generation that a
-    rebuild's earlier passes wrote can be resumed.
+    rebuild's earlier passes wrote can be resumed. `versions` says whether the destination orders
+    writes by version: a rewrite in place deletes what its export did not write by version, so
+    without them (Serverless) a rewrite is a new generation and an alias swap.
     """
 
     resync: AbstractSet[ResyncKind] = frozenset()
     export_anew: bool = False
     takes_rewrite: bool = True
     resumable: bool = False
+    versions: bool = True
 
 
 def needs_generation(facts: DestinationFacts) -> bool:
     """Whether the pass writes a generation the alias does not name yet.
 
     It does for a reset, for a first export into an index holding documents it did not write, and
-    for a rewrite the index cannot take.
+    for a rewrite the index cannot take, or a destination without versions cannot.
     """
     rebuild = ResyncKind.RESET in facts.resync or facts.export_anew
-    return rebuild or (ResyncKind.REWRITE in facts.resync and not facts.takes_rewrite)
+    in_place = facts.takes_rewrite and facts.versions
+    return rebuild or (ResyncKind.REWRITE in facts.resync and not in_place)
 
 
 def copy_to_write(facts: DestinationFacts) -> Copy:

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
 
-from icecdc.destination.capabilities import ScanMethod
 from icecdc.destination.client import OpenSearch
-from icecdc.destination.scan import every_hit
+from icecdc.destination.scan import make_visible, scan_index
 from icecdc.documents import DocumentMapper, Shape, encode_document
 from icecdc.lookup import TableRows
 
@@ -121,9 +120,9 @@ def index_documents(
     given, gets each id found again (the one kept is the last found)."""
     if not client.indices.exists(index=index):
         return {}
-    client.indices.refresh(index=index)
+    make_visible(client, index)
     documents = {}
-    for hit in every_hit(client, index, {"query": {"match_all": {}}}, ScanMethod.SCROLL):
+    for hit in scan_index(client, index, {"query": {"match_all": {}}}):
         if copies is not None and hit["_id"] in documents:
             copies.append(hit["_id"])
         documents[hit["_id"]] = encode_document(hit["_source"])

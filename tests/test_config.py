@@ -413,3 +413,22 @@ def test_a_choice_is_worded_by_its_plain_values(edit, message: str) -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config(config)
     assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"tables": [{"name": "db.t", "index_takeover": True}]}, r"tables\[0\].index_takeover \('t'\) cannot be used with a Serverless collection: .*_reindex"),
+        ({"tables": [{"name": "db.t", "settings": {"index": {"number_of_replicas": 2}}}]}, r"tables\[0\].settings \('t'\) sets number_of_replicas: a Serverless collection manages"),
+        ({"tables": [{"name": "db.t", "settings": {"index.refresh_interval": "1s"}}]}, r"sets refresh_interval"),
+        ({"state": {"lease_seconds": 30}}, r"state.lease_seconds must be over 52.5 with a Serverless collection"),
+    ],
+    ids=["takeover", "replicas", "refresh interval", "short lease"],
+)
+def test_what_a_serverless_collection_cannot_do_is_refused_naming_the_key(change: dict[str, Any], refusal: str) -> None:
+    raw = base()
+    raw["opensearch"] = {"url": "https://x.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1", "aws_service": "aoss"}
+    raw["state"] = {**raw.get("state", {}), **change.pop("state", {})}
+    raw.update(change)
+    with pytest.raises(ConfigError, match=refusal):
+        parse_config(raw)

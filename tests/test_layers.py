@@ -30,12 +30,12 @@ LAYERS: list[set[str]] = [
     # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
     # secret_values: a secret's string, for the password and a REST catalog's credentials
     {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict", "icecdc.secret_values"},
+    {"icecdc.destination.capabilities"},  # what the destination can do, as data
     {
         "icecdc.catalog",
         "icecdc.secrets",
         "icecdc.deadletters",
         "icecdc.destination.index",  # the index's one owner: mappings (pure), the alias and its generations
-        "icecdc.destination.capabilities",  # what the destination can do, as data
         "icecdc.manifests",
         "icecdc.protection",
         "icecdc.state",

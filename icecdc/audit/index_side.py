@@ -21,7 +21,9 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from icecdc.destination.capabilities import ScanMethod, capabilities_of
 from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch
+from icecdc.destination.scan import make_visible
 from icecdc.documents import encode_document
 from icecdc.errors import OperationError
 
@@ -88,8 +90,11 @@ class IndexSide:
             )
 
     def refresh(self) -> None:
-        """Make every write searchable, so that counts and searches see what _mget sees."""
-        self._call(self.client.indices.refresh, index=self.index)
+        """Make every write searchable, so that counts and searches see what _mget sees.
+
+        A refresh, or where there is none (Serverless), a wait as long as writes take to show.
+        """
+        self._call(make_visible, client=self.client, index=self.index)
 
     def column_field(self, column: str, source_type: IcebergType) -> ColumnField | None:
         """The field holding `column` exactly, by the index's mapping; None when there is none.
@@ -170,7 +175,7 @@ class IndexSide:
             )
             for doc in answer["docs"]:
                 if doc.get("found"):
-                    found[doc["_id"]] = Hit(int(doc["_version"]), encode_document(doc["_source"]))
+                    found[doc["_id"]] = self._hit(doc)
         return found
 
     def where(self, values: dict[ColumnField, Any]) -> dict[str, Hit]:
@@ -183,11 +188,7 @@ class IndexSide:
         Call `refresh` first to see the latest writes.
         """
         body = {"query": query, "version": True, "sort": ["_doc"], "size": HITS_PER_REQUEST}
-        return {
-            hit["_id"]: Hit(int(hit["_version"]), encode_document(hit["_source"]))
-            for page in self._scroll(body)
-            for hit in page
-        }
+        return {hit["_id"]: self._hit(hit) for page in self._scroll(body) for hit in page}
 
     def ids(self, query: dict[str, Any]) -> set[str]:
         """The ids of every document `query` matches, by scroll without their sources.
@@ -198,7 +199,13 @@ class IndexSide:
         return {hit["_id"] for page in self._scroll(body) for hit in page}
 
     def _scroll(self, body: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
-        """The hits of a search, page by page, by scroll; the scroll cleared at the end."""
+        """The hits of a search, page by page, by scroll; the scroll cleared at the end.
+
+        Where there is no scroll (Serverless), by `search_after` on `_id`.
+        """
+        if capabilities_of(self.client).scan == ScanMethod.SEARCH_AFTER:
+            yield from self._pages_after(body)
+            return
         answer = self._call(
             self.client.search, index=self.index, body=body, scroll=SCROLL_KEEP_ALIVE
         )
@@ -216,6 +223,25 @@ class IndexSide:
         finally:
             if scroll_id is not None:
                 self._call(self.client.clear_scroll, body={"scroll_id": [scroll_id]}, ignore=(404,))
+
+    def _hit(self, found: dict[str, Any]) -> Hit:
+        """A document found, as a `Hit`.
+
+        Its version is 0 where versions are the destination's count of writes (Serverless), not a
+        change's sequence number.
+        """
+        versioned = capabilities_of(self.client).versions
+        return Hit(int(found["_version"]) if versioned else 0, encode_document(found["_source"]))
+
+    def _pages_after(self, body: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """The hits of a search, page by page, each page after the last `_id` of the one before."""
+        page: dict[str, Any] = {**body, "sort": [{"_id": "asc"}]}
+        while True:
+            hits = self._call(self.client.search, index=self.index, body=page)["hits"]["hits"]
+            yield hits
+            if len(hits) < HITS_PER_REQUEST:
+                return
+            page = {**page, "search_after": hits[-1]["sort"]}
 
 
 def partition_query(values: dict[ColumnField, Any]) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def repair_table(
             config.index,
             fenced(writes, lease),
             refused if dead_letter else None,
-            BulkMode(VersionType.EXTERNAL_GTE),
+            BulkMode(VersionType.EXTERNAL_GTE, fence=lease),
         )
         lease.check()
     report.indexed, report.deleted, report.superseded, report.dead_lettered = (
@@ -290,7 +290,7 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
     try:
         # every index the table writes
         for index_config, key, scoped in index_stores(table_config, store):
-            with Lease(scoped, name, config.state.lease_seconds) as lease:
+            with Lease(scoped, name, config.state.lease_seconds, state=config.state) as lease:
                 if not lease.held:
                     raise OperationError(
                         f"table {key!r}: another run holds its lease; rebuild when it has finished"

@@ -57,7 +57,7 @@ def audit(
     location = findings_location(config, findings)
     options = AuditOptions(sample, seed, max_ids, list_limit)
     client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url)
+    check_reachable(client, config.opensearch.url, *config.index_names[:1])
     catalog = open_catalog(config.catalog)
     dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     store = open_state_store(config.state)

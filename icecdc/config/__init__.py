@@ -7,6 +7,7 @@ and `icecdc doctor` read. `loader` reads a file and words its errors.
 from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig, SubnetConfig, VpcConfig
 from icecdc.config.loader import parse_yaml
 from icecdc.config.runtime import (
+    FENCE_SHARE,
     BatchConfig,
     CatalogConfig,
     Config,
@@ -27,6 +28,7 @@ from icecdc.config.runtime import (
 )
 
 __all__ = [
+    "FENCE_SHARE",
     "LOG_RETENTION_DAYS",
     "AwsConfig",
     "BatchConfig",

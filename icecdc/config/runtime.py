@@ -7,6 +7,7 @@ written once, on its field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -70,6 +71,23 @@ class DynamoDbStateConfig(_StoreConfig):
 StateConfig = Annotated[SqliteStateConfig | DynamoDbStateConfig, Field(discriminator="type")]
 
 
+# A fenced request leaves only while the lease outlives its landing bound times this
+FENCE_SHARE = 7 / 6
+# Index settings a Serverless collection keeps to itself
+SERVERLESS_MANAGED_SETTINGS = frozenset(
+    {"number_of_shards", "number_of_replicas", "refresh_interval"}
+)
+
+
+def _flat(settings: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Each setting of nested or dotted `settings` as (dotted name, value)."""
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
 class OpenSearchConfig(Section):
     url: Text
     username: Text | None = None
@@ -80,8 +98,11 @@ class OpenSearchConfig(Section):
     aws_region: Text | None = None  # set to sign requests with SigV4
     # es: an OpenSearch Service domain; aoss: a Serverless search collection (docs/deploy.md)
     aws_service: Literal["es", "aoss"] = "es"
-    # Seconds a write may take to be seen by search, where there is no refresh (Serverless)
+    # Serverless: seconds a write may take to be seen by search, as there is no refresh
     visibility_seconds: float = Field(15.0, ge=0)
+    # Serverless: the longest a bulk request may still be applied after it left. A request leaves
+    # only while the table's lease outlives this and a sixth more (docs/guarantees.md).
+    landing_seconds: float = Field(30.0, gt=0)
     verify_certs: bool = True
     bulk_chunk_size: int = Field(500, ge=1)  # documents per bulk request
     # Bytes of bulk body per request (action lines and documents, as sent). Amazon OpenSearch
@@ -513,6 +534,41 @@ class Config(Section):
 
     def with_dead_letter(self, path: str) -> Config:
         return self.revised(dead_letter={**self.dead_letter_section.as_mapping(), "path": path})
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_request(self) -> Self:
+        # A renewal comes every third of the lease, so two thirds of it are always left; a request
+        # without versions leaves only while the lease outlives its landing bound and a margin.
+        needed = FENCE_SHARE * self.opensearch.landing_seconds
+        if self.opensearch.aws_service == "aoss" and self.state.lease_seconds * 2 / 3 <= needed:
+            raise ValueError(
+                f"state.lease_seconds must be over {needed * 1.5:g} with a Serverless collection "
+                f"(opensearch.landing_seconds {self.opensearch.landing_seconds:g}): a write "
+                "leaves only while the lease outlives it, and a renewal leaves two thirds of it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _serverless_indexes(self) -> Self:
+        if self.opensearch.aws_service != "aoss":
+            return self
+        for position, table in enumerate(self.tables):
+            for configured in table.each_index():
+                index = configured.config
+                if index.index_takeover:
+                    raise ValueError(
+                        f"tables[{position}].index_takeover ({index.index!r}) cannot be used with "
+                        "a Serverless collection: a takeover keeps the index by copying it with "
+                        "_reindex, which Serverless lacks"
+                    )
+                flat = {k.removeprefix("index."): v for k, v in _flat(index.settings or {})}
+                managed = sorted(set(flat) & SERVERLESS_MANAGED_SETTINGS)
+                if managed:
+                    raise ValueError(
+                        f"tables[{position}].settings ({index.index!r}) sets {managed[0]}: a "
+                        "Serverless collection manages shards, replicas and refreshes itself"
+                    )
+        return self
 
     @field_validator("state", mode="before")
     @classmethod

@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from icecdc.config import OpenSearchConfig
+from icecdc.config import FENCE_SHARE, OpenSearchConfig
+
+# A Serverless request's timeout
+SERVERLESS_REQUEST_SECONDS = 20.0
 
 
 class DestinationKind(StrEnum):
@@ -40,20 +43,23 @@ class Capabilities:
     managed_settings: bool  # shards, replicas and the refresh interval can be set
     # Seconds a write may take to become visible to search where there is no refresh
     visibility_seconds: float = 0.0
+    # Seconds the client waits for an answer
+    request_seconds: float = 60.0
+    # Seconds within which a request that left lands, or never does; a fenced request leaves only
+    # while the lease outlives `fence_seconds`. 0: versions order the writes.
+    landing_seconds: float = 0.0
+
+    @property
+    def fence_seconds(self) -> float:
+        """How long the lease must outlive a request that leaves.
+
+        That is its landing bound and a margin for the clocks of two machines.
+        """
+        return self.landing_seconds * FENCE_SHARE
 
     @classmethod
-    def of(cls, config: OpenSearchConfig) -> Capabilities:
-        """The capabilities of the destination `config` names."""
-        if config.aws_service == "aoss":
-            return cls(
-                DestinationKind.SERVERLESS,
-                versions=False,
-                scan=ScanMethod.SEARCH_AFTER,
-                refresh=False,
-                cluster_info=False,
-                managed_settings=False,
-                visibility_seconds=config.visibility_seconds,
-            )
+    def domain(cls) -> Capabilities:
+        """An OpenSearch domain's: everything icecdc uses."""
         return cls(
             DestinationKind.DOMAIN,
             versions=True,
@@ -62,3 +68,29 @@ class Capabilities:
             cluster_info=True,
             managed_settings=True,
         )
+
+    @classmethod
+    def of(cls, config: OpenSearchConfig) -> Capabilities:
+        """The capabilities of the destination `config` names."""
+        if config.aws_service != "aoss":
+            return cls.domain()
+        return cls(
+            DestinationKind.SERVERLESS,
+            versions=False,
+            scan=ScanMethod.SEARCH_AFTER,
+            refresh=False,
+            cluster_info=False,
+            managed_settings=False,
+            visibility_seconds=config.visibility_seconds,
+            request_seconds=SERVERLESS_REQUEST_SECONDS,
+            landing_seconds=config.landing_seconds,
+        )
+
+
+def capabilities_of(client: object) -> Capabilities:
+    """What the destination of an OpenSearch client can do: a domain's, unless it says otherwise.
+
+    A client `icecdc.destination.client.open_client` opened carries its destination's.
+    """
+    found = getattr(client, "capabilities", None)
+    return found if isinstance(found, Capabilities) else Capabilities.domain()

@@ -19,12 +19,15 @@ from opensearchpy.exceptions import (
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
+from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.errors import SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
 __all__ = [
     "IDS_PER_REQUEST",
     "Answer",
+    "Client",
+    "capabilities_of",
     "OpenSearch",
     "OpenSearchConnectionError",
     "TransportError",
@@ -32,7 +35,11 @@ __all__ = [
     "describe_failure",
     "is_dev_server",
     "open_client",
+    "reach",
 ]
+
+# The index a Serverless collection is asked about when no configured one is at hand
+REACHABILITY_PROBE = "icecdc"
 
 # Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
 IDS_PER_REQUEST = 1000
@@ -93,13 +100,22 @@ class _Transport(Transport):
         return Answer(answer, f"{method} {url}") if type(answer) is dict else answer
 
 
-def open_client(config: OpenSearchConfig) -> OpenSearch:
+class Client(OpenSearch):
+    """An OpenSearch client that knows what its destination can do (`capabilities`)."""
+
+    def __init__(self, capabilities: Capabilities, **options: Any) -> None:
+        super().__init__(**options)
+        self.capabilities = capabilities
+
+
+def open_client(config: OpenSearchConfig) -> Client:
+    capabilities = Capabilities.of(config)
     options: dict[str, Any] = {
         "hosts": [config.url],
         "transport_class": _Transport,
         "serializer": _Serializer(),
         "verify_certs": config.verify_certs,
-        "timeout": 60,
+        "timeout": capabilities.request_seconds,
         "max_retries": config.max_retries,
         "retry_on_status": (502, 503, 504),
         "retry_on_timeout": True,
@@ -115,15 +131,32 @@ def open_client(config: OpenSearchConfig) -> OpenSearch:
         credentials = boto3.Session().get_credentials()
         options["http_auth"] = AWSV4SignerAuth(credentials, config.aws_region, config.aws_service)
         options["connection_class"] = RequestsHttpConnection
-    return OpenSearch(**options)
+    return Client(capabilities, **options)
 
 
-def check_reachable(client: OpenSearch, url: str) -> None:
-    """Fail fast, before anything is written, when OpenSearch cannot be reached or refuses us."""
+def check_reachable(client: OpenSearch, url: str, index: str = REACHABILITY_PROBE) -> str:
+    """What answers at `url`, as `reach` says.
+
+    It fails fast, before anything is written, when OpenSearch cannot be reached or refuses us.
+    """
     try:
-        client.info()
+        return reach(client, index)
     except TransportError as exc:
         raise SinkError(describe_failure(exc, url)) from None
+
+
+def reach(client: OpenSearch, index: str = REACHABILITY_PROBE) -> str:
+    """What answers: a domain's distribution and version, or a Serverless collection.
+
+    A domain answers `GET /`. A Serverless collection answers 404 to that: it is asked whether
+    `index` exists, which it answers once the request is admitted (a data access policy naming the
+    index), yes or no. A `TransportError` when unreachable or refused.
+    """
+    if capabilities_of(client).cluster_info:
+        version = client.info().get("version", {})
+        return f"{version.get('distribution', 'OpenSearch')} {version.get('number', '?')}"
+    client.indices.exists(index=index)
+    return "an OpenSearch Serverless collection"
 
 
 def describe_failure(exc: TransportError, url: str) -> str:
@@ -158,6 +191,8 @@ def _answer(exc: TransportError) -> str:
 
 def is_dev_server(client: OpenSearch) -> bool:
     """Whether `client` talks to osmem, the dev server (by its cluster name); False when unknown."""
+    if not capabilities_of(client).cluster_info:
+        return False
     try:
         return bool(client.info().get("cluster_name") == "osmem")
     except (TransportError, OpenSearchConnectionError):

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opensearchpy import OpenSearch, helpers
 
-from icecdc.destination.capabilities import ScanMethod
+from icecdc.destination.capabilities import ScanMethod, capabilities_of
 
 HITS_PER_PAGE = 1000
+
+log = logging.getLogger(__name__)
+
+
+def make_visible(client: OpenSearch, index: str) -> None:
+    """Make the writes to `index` visible to search.
+
+    That is a refresh, or, where there is none (Serverless), a wait for as long as the destination
+    takes to show them.
+    """
+    capabilities = capabilities_of(client)
+    if capabilities.refresh:
+        client.indices.refresh(index=index)
+        return
+    log.info(
+        "waiting %.0f s for the last writes to %r to be visible to search (no refresh here)",
+        capabilities.visibility_seconds,
+        index,
+    )
+    time.sleep(capabilities.visibility_seconds)
+
+
+def scan_index(client: OpenSearch, index: str, body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The hits of the search `body`, every page, as the destination of `client` scans."""
+    return every_hit(client, index, body, capabilities_of(client).scan)
 
 
 def every_hit(

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
@@ -37,6 +37,8 @@ from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
+from icecdc.destination.client import capabilities_of
+from icecdc.destination.scan import make_visible
 from icecdc.documents import MAX_ID_BYTES, refused_id
 from icecdc.errors import NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
@@ -137,13 +139,24 @@ class SinkStats:
     reached: int = 0  # requests OpenSearch may have applied some of (not refused whole: 429, 503)
     dead_lettered: int = 0  # refused for good, kept in the dead letters
     letters: LetterTally = field(default_factory=LetterTally)  # the dead letters by cause
+    # Without versions: until when (`time.time()`) a request left unanswered may still land
+    landing_until: float = 0.0
 
     def add(self, other: SinkStats) -> None:
         for name, value in vars(other).items():
             if isinstance(value, LetterTally):
                 self.letters.add(value)
+            elif name == "landing_until":
+                self.landing_until = max(self.landing_until, value)
             else:
                 setattr(self, name, getattr(self, name) + value)
+
+    def wait_for_landing(self) -> None:
+        """Return once no request this pass left unanswered can still land (Serverless)."""
+        left = self.landing_until - time.time()
+        if left > 0:
+            log.info("waiting %.0f s until no unanswered write can still land", left)
+            time.sleep(left)
 
     def lettered(self, tally: LetterTally) -> None:
         """Count dead letters written elsewhere (rows that cannot become documents, duplicates)."""
@@ -204,6 +217,13 @@ def delete_older(
     return write_documents(client, config, index, older).deleted
 
 
+class Fence(Protocol):
+    """A table's lease, as a write sees it: a `Lease`, or a `LeaseFence` where the lease is not."""
+
+    def admit(self, seconds: float) -> None:
+        """Return once the lease is held for `seconds` more; `LeaseLost` when it is not."""
+
+
 @dataclass(frozen=True)
 class BulkMode:
     """How every action of a write is sent: its version type, and its index actions' pipeline."""
@@ -212,6 +232,8 @@ class BulkMode:
     pipeline: str | None = None
     # (index, pipeline) of writes that name their index (`Write.index`)
     pipelines: tuple[tuple[str, str], ...] = ()
+    # Without versions: no request leaves unless the table's lease outlives it
+    fence: Fence | None = None
 
     def pipeline_of(self, index: str, own_index: bool) -> str | None:
         return dict(self.pipelines).get(index) if own_index else self.pipeline
@@ -220,16 +242,18 @@ class BulkMode:
 class ActionLines:
     """Each write's bulk action line as JSON text, the part one index's writes share encoded once.
 
-    A line reads `{"index":{"_index":…,"_id":…,"version":…}}`.
+    A line reads `{"index":{"_index":…,"_id":…,"version":…}}`; to a destination without versions
+    (Serverless) `{"index":{"_index":…,"_id":…}}`, its order kept by the table's lease.
 
     Written here rather than left to the bulk helper's `expand_action` and serializer: those copy a
     dict per write and JSON-encode it, about a third of the client's CPU on an export. `_chunks`
     cuts the lines into requests and `_write_chunk` sends each as one body.
     """
 
-    def __init__(self, index: str, mode: BulkMode) -> None:
+    def __init__(self, index: str, mode: BulkMode, versions: bool = True) -> None:
         self.index = index
         self.mode = mode
+        self.versions = versions
         # (op type, index, pipeline) → the line up to the id
         self._prefixes: dict[tuple[str, str, str | None], str] = {}
 
@@ -242,21 +266,26 @@ class ActionLines:
             key = ("index", own_index, self.mode.pipeline_of(own_index, write.index is not None))
         prefix = self._prefixes.get(key)
         if prefix is None:
-            prefix = self._prefixes[key] = _line_prefix(*key, self.mode.version_type)
+            version_type = self.mode.version_type if self.versions else None
+            prefix = self._prefixes[key] = _line_prefix(*key, version_type)
         routing = "" if write.routing is None else ',"routing":' + _json_string(write.routing)
-        return f'{prefix}{_json_string(write.doc_id)},"version":{write.version}{routing}}}}}'
+        version = f',"version":{write.version}' if self.versions else ""
+        return f"{prefix}{_json_string(write.doc_id)}{version}{routing}}}}}"
 
     def sent(self, writes: Iterable[Write]) -> list[tuple[str, str | None]]:
         """What a bulk request sends for `writes`: (action line, document) each."""
         return [(self.line(write), write.document) for write in writes]
 
 
-def _line_prefix(op_type: str, index: str, pipeline: str | None, version_type: VersionType) -> str:
-    pipeline_field = "" if pipeline is None else ',"pipeline":' + _json_string(pipeline)
-    return (
-        f'{{"{op_type}":{{"_index":{_json_string(index)},'
-        f'"version_type":{_json_string(version_type)}{pipeline_field},"_id":'
-    )
+def _line_prefix(
+    op_type: str, index: str, pipeline: str | None, version_type: VersionType | None
+) -> str:
+    fields = [f'"_index":{_json_string(index)}']
+    if version_type is not None:
+        fields.append(f'"version_type":{_json_string(version_type)}')
+    if pipeline is not None:
+        fields.append(f'"pipeline":{_json_string(pipeline)}')
+    return f'{{"{op_type}":{{{",".join(fields)},"_id":'
 
 
 # A refused item: the write, OpenSearch's status for it, and its reason.
@@ -297,7 +326,7 @@ def write_documents(
     """
     stats = SinkStats()
     writes = _routings_found(client, index, writes, config.bulk_chunk_size)
-    lines = ActionLines(index, mode)
+    lines = ActionLines(index, mode, capabilities_of(client).versions)
     # Requests in line, each answer handled before the next chunk is made. A request kept in flight
     # on a thread while the next chunk is made overlaps only the making (milliseconds for a chunk)
     # with OpenSearch's answer, and the two threads' handing of the GIL back and forth costs CPU: on
@@ -343,8 +372,8 @@ def _routings_found(
     A delete of unknown routing is one with `Write.routing_lookup`. It is replaced by a delete under
     each routing value the index holds its document under, but those it excepts; by none when the
     document is absent. The routing values of `batch` writes are looked up at once, before any of
-    them is sent. Each index is refreshed before its first lookup, so that a search sees what
-    earlier passes wrote.
+    them is sent. Each index is made visible (`make_visible`) before its first lookup, so that a
+    search sees what earlier passes wrote.
     """
     refreshed: set[str] = set()
     pending = iter(writes)
@@ -356,7 +385,7 @@ def _routings_found(
         found: dict[tuple[str, str], set[str | None]] = {}
         for name in sorted({w.index or index for w in lookups}):
             if name not in refreshed:
-                client.indices.refresh(index=name)
+                make_visible(client, name)
                 refreshed.add(name)
             ids = sorted({w.doc_id for w in lookups if (w.index or index) == name})
             for doc_id, routing in _stored_routings(client, name, ids):
@@ -509,6 +538,7 @@ def _write_chunk(
     """One bulk request of `chunk`, sent as `sent`; count what succeeded, return what did not."""
     answer = _Answer()
     index = lines.index
+    sent_at = _admitted(client, lines.mode)
     try:
         # One `client.bulk` of the joined text, not the bulk helper's `streaming_bulk`: `_chunks`
         # has cut the request by count and bytes already and made every line, and the helper would
@@ -550,7 +580,7 @@ def _write_chunk(
         # connections are retried item by item with backoff like a 429 item; anything else fails
         # the batch.
         status = exc.status_code if isinstance(exc.status_code, int) else 0
-        stats.reached += status not in (*UNAPPLIED_REQUEST_STATUSES, TOO_LARGE)  # or a lost answer
+        _count_failed(stats, status, sent_at + capabilities_of(client).landing_seconds)
         if status == TOO_LARGE:
             answer.too_large = f"{status} {exc.error}"
         elif isinstance(exc, OpenSearchConnectionError) or status in RETRYABLE_REQUEST_STATUSES:
@@ -562,6 +592,25 @@ def _write_chunk(
                 f"{status} {_request_error(exc)}"
             ) from None
     return answer
+
+
+def _count_failed(stats: SinkStats, status: int, landing: float) -> None:
+    """Count a request that failed whole.
+
+    It was reached unless refused unapplied. Unanswered (status 0), it may still land until
+    `landing`.
+    """
+    stats.reached += status not in (*UNAPPLIED_REQUEST_STATUSES, TOO_LARGE)  # or a lost answer
+    if status == 0:
+        stats.landing_until = max(stats.landing_until, landing)
+
+
+def _admitted(client: OpenSearch, mode: BulkMode) -> float:
+    """When a request may leave (`time.time()`): now, or, fenced, once the lease outlives it."""
+    capabilities = capabilities_of(client)
+    if mode.fence is not None and not capabilities.versions:
+        mode.fence.admit(capabilities.fence_seconds)
+    return time.time()
 
 
 def _body(sent: list[tuple[str, str | None]]) -> str:

@@ -17,6 +17,7 @@ from icecdc.destination.client import (
     OpenSearch,
     OpenSearchConnectionError,
     TransportError,
+    capabilities_of,
     check_reachable,
     open_client,
 )
@@ -74,14 +75,13 @@ def check_domain(ctx: Context) -> Iterator[Check]:
             )
             return
         yield passed(ENGINE, f"domain {name} runs {engine}")
-    yield from _reachable(ctx.config.opensearch, in_vpc)
+    yield from _reachable(ctx.config.opensearch, in_vpc, (*ctx.config.index_names, "icecdc")[0])
 
 
-def _reachable(config: OpenSearchConfig, in_vpc: bool) -> Iterator[Check]:
+def _reachable(config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[Check]:
     client = open_client(config)
     try:
-        check_reachable(client, config.url)
-        version = client.info().get("version", {})
+        found = check_reachable(client, config.url, index)
     except (SinkError, TransportError) as exc:
         if in_vpc:  # this machine is outside the VPC; the jobs and the planner run in it (aws.vpc)
             yield warned(
@@ -99,15 +99,16 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool) -> Iterator[Check]:
             "with aws_region); the domain's access policy must admit the caller",
         )
         return
-    number, distribution = str(version.get("number", "?")), version.get("distribution")
-    if distribution != "opensearch":
+    distribution, _, number = found.partition(" ")
+    if client.capabilities.cluster_info and distribution != "opensearch":
         yield failed(
             "opensearch reachable",
             f"{config.url} answers as Elasticsearch {number}: icecdc needs OpenSearch",
             "point opensearch.url at an OpenSearch cluster (1.0 or later)",
         )
         return
-    yield passed("opensearch reachable", f"{config.url} answers: OpenSearch {number}")
+    shown = f"OpenSearch {number}" if client.capabilities.cluster_info else found
+    yield passed("opensearch reachable", f"{config.url} answers: {shown}")
 
 
 def search_config(ctx: Context) -> OpenSearchConfig:
@@ -136,8 +137,8 @@ def check_writes(ctx: Context) -> Iterator[Check]:
 
     The write goes to a scratch index, `<index>-doctor-…`, inside the writer role's `<index>-*` and
     never an icecdc generation. It is created, written with an external version as a sync does, and
-    deleted. With basic auth this is the writers' own user; with SigV4 it is the caller, and
-    `check_mapping` covers the writers' roles.
+    deleted (a Serverless collection's without a version). With basic auth this is the writers'
+    own user; with SigV4 it is the caller, and `check_mapping` covers the writers' roles.
     """
     config = search_config(ctx)
     client = open_client(config)
@@ -159,7 +160,13 @@ def _scratch_write(client: OpenSearch, index: str, config: OpenSearchConfig) -> 
         try:
             # an empty document: a template with a strict mapping that
             # matches `<index>-*` takes it too
-            client.index(index=scratch, id="doctor", body={}, version=1, version_type="external")
+            versioned = {"version": 1, "version_type": "external"}
+            client.index(
+                index=scratch,
+                id="doctor",
+                body={},
+                **(versioned if capabilities_of(client).versions else {}),
+            )
         finally:
             client.indices.delete(index=scratch)
     except OpenSearchConnectionError as exc:

@@ -28,7 +28,7 @@ import json
 import math
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from icecdc.changelog import ChangeStats
 from icecdc.destination.client import open_client
-from icecdc.destination.sink import BulkMode, SinkStats, write_documents
+from icecdc.destination.sink import SinkStats, write_documents
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
 from icecdc.model import Write, ordered_routings
@@ -107,7 +107,7 @@ def export_rows(
             target.index,
             _writes(islice(rows, BLOCK_ROWS), keys, numbers, positions),
             target.dead_letters if target.dead_letter else None,
-            BulkMode(target.version_type, target.pipeline),
+            target.mode,
         )
         if not keys:
             return
@@ -221,7 +221,7 @@ def settle_duplicates(
         target.index,
         deletes,
         None,
-        BulkMode(target.version_type),
+        replace(target.mode, pipeline=None),
     )
     stats.lettered(target.duplicates(found))
     return stats

@@ -21,7 +21,14 @@ from icecdc.deadletters import (
     unique_columns_rule,
 )
 from icecdc.destination.client import OpenSearch, open_client
-from icecdc.destination.sink import BulkMode, Refusal, SinkStats, refusal_letter, write_documents
+from icecdc.destination.sink import (
+    BulkMode,
+    Fence,
+    Refusal,
+    SinkStats,
+    refusal_letter,
+    write_documents,
+)
 from icecdc.documents import Shape, encode_document
 from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
 from icecdc.model import NO_IMAGE, ROUTED_KEY, ChangeRow, VersionType, Write, ordered_routings
@@ -57,6 +64,13 @@ class Target:
     # ids whose rows are open dead letters for sharing them, to the rows those name
     # (`DeadLetters.shared_rows`)
     held_out: Mapping[str, int] = field(default_factory=dict)
+    # where versions do not order the writes (Serverless): the table's lease, fencing each request
+    fence: Fence | None = None
+
+    @property
+    def mode(self) -> BulkMode:
+        """How the writes of this target are sent."""
+        return BulkMode(self.version_type, self.pipeline, fence=self.fence)
 
     def writes(
         self,
@@ -112,11 +126,9 @@ class Target:
             deletes.append(
                 Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
             )
-        yield from (
-            (deletes + indexed)
-            if self.version_type == VersionType.EXTERNAL_GTE
-            else (indexed + deletes)
-        )
+        # without versions (Serverless) the order in the request alone decides: deletes first
+        deletes_first = self.version_type == VersionType.EXTERNAL_GTE or self.fence is not None
+        yield from (deletes + indexed) if deletes_first else (indexed + deletes)
 
     def _routing(self, document: str) -> str | None:
         if document.startswith(ROUTED_KEY):  # a delete by key that knows its routing value
@@ -222,7 +234,7 @@ def write_keyed_changes(
         one.index,
         writes,
         one.dead_letters if one.dead_letter else None,
-        BulkMode(one.version_type, one.pipeline, pipelines),
+        replace(one.mode, pipelines=pipelines),
         written,
     )
     if duplicates:

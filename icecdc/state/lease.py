@@ -8,9 +8,12 @@ import socket
 import threading
 import time
 import uuid
-from typing import Self
+from dataclasses import dataclass, field
+from typing import Any, Self
 
+from icecdc.config import StateConfig
 from icecdc.errors import LeaseLost
+from icecdc.state.factory import open_state_store
 from icecdc.state.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -28,9 +31,15 @@ class Lease:
     """
 
     def __init__(
-        self, store: StateStore, table_name: str, seconds: float, wait: bool = True
+        self,
+        store: StateStore,
+        table_name: str,
+        seconds: float,
+        wait: bool = True,
+        state: StateConfig | None = None,
     ) -> None:
         self._store = store
+        self._state = state  # the configuration `store` was opened from, for `fence`
         self._wait = wait  # False: take the lease if it is free, else leave the table at once
         self._table_name = table_name
         self._seconds = seconds
@@ -39,15 +48,16 @@ class Lease:
         self._renewer: threading.Thread | None = None
         self.held = False
         self.lost = False
+        self._until = 0.0  # when (`time.time()`) the lease runs out, as last taken or renewed
 
     def __enter__(self) -> Self:
         deadline = time.monotonic() + (self._seconds if self._wait else 0.0)
-        held = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
+        held = self._acquire()
         if not held and self._wait:
             self._say_waiting()
         while not held and time.monotonic() < deadline:
             time.sleep(min(1.0, self._seconds / 10))
-            held = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
+            held = self._acquire()
         self.held = held
         if held:
             self._renewer = threading.Thread(
@@ -55,6 +65,25 @@ class Lease:
             )
             self._renewer.start()
         return self
+
+    def _acquire(self) -> bool:
+        """Take or renew the lease; when taken, it runs out no sooner than `_until`."""
+        asked = time.time()
+        held = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
+        if held:
+            self._until = asked + self._seconds
+        return held
+
+    def admit(self, seconds: float) -> None:
+        """Return once the lease is held for `seconds` more; `LeaseLost` when it is not.
+
+        A lease about to run out waits for the next renewal (a third of the lease), or its end.
+        """
+        while self._until <= time.time() + seconds:
+            self.check()
+            if self._until <= time.time():
+                raise LeaseLost.of(self._table_name)
+            time.sleep(min(1.0, seconds / 10))
 
     def _say_waiting(self) -> None:
         """Log, before waiting, who holds the lease, until when, and how long this run waits."""
@@ -76,10 +105,20 @@ class Lease:
         if self.lost:
             raise LeaseLost.of(self._table_name)
 
+    def fence(self) -> LeaseFence | None:
+        """A fence on this lease for code that runs where the lease is not (executors, workers).
+
+        None when the lease was not given the configuration of its store.
+        """
+        if self._state is None:
+            return None
+        key = self._store.lease_key(self._table_name)
+        return LeaseFence(self._state, self._table_name, key, self.owner)
+
     def _renew(self) -> None:
         while not self._stop.wait(self._seconds / 3):
             try:
-                renewed = self._store.acquire_lease(self._table_name, self.owner, self._seconds)
+                renewed = self._acquire()
             except Exception:  # noqa: BLE001
                 # any failure to renew: the lease may run out unseen, so it counts as lost
                 log.warning(
@@ -102,6 +141,43 @@ class Lease:
             self._renewer.join()
         if self.held:
             self._store.release_lease(self._table_name, self.owner)
+
+
+@dataclass
+class LeaseFence:
+    """No request leaves unless the lease outlives it: for writes a version cannot order.
+
+    Small and picklable: it reads the lease's record from the store where it runs, at most once
+    per renewal the holder makes (a third of the lease), not once per request.
+    """
+
+    state: StateConfig
+    table_name: str
+    key: str  # what the store keeps the lease under
+    owner: str
+    _until: float = field(default=0.0, compare=False)  # the lease's expiry as last read
+    _store: StateStore | None = field(default=None, compare=False, repr=False)
+
+    def admit(self, seconds: float) -> None:
+        """Return once the lease is held for `seconds` more; `LeaseLost` when it is not.
+
+        A lease about to run out waits for its holder's next renewal, or for its end.
+        """
+        while self._until <= time.time() + seconds:
+            holder = self._opened().lease_holder(self.key)
+            if holder is None or holder[0] != self.owner:
+                raise LeaseLost.of(self.table_name)
+            if holder[1] <= time.time() + seconds:
+                time.sleep(min(1.0, seconds / 10))
+            self._until = holder[1]
+
+    def _opened(self) -> StateStore:
+        if self._store is None:
+            self._store = open_state_store(self.state)
+        return self._store
+
+    def __getstate__(self) -> dict[str, Any]:  # the store stays where it was opened
+        return {**self.__dict__, "_store": None}
 
 
 def holder_of(owner: str) -> str:

@@ -116,3 +116,6 @@ class ScopedStore(StateStore):
 
     def lease_holder(self, table_name: str) -> tuple[str, float] | None:
         return self._store.lease_holder(self._scoped(table_name))
+
+    def lease_key(self, table_name: str) -> str:
+        return self._store.lease_key(self._scoped(table_name))

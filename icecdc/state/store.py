@@ -205,6 +205,10 @@ class StateStore(ABC):
     def lease_holder(self, table_name: str) -> tuple[str, float] | None:
         """Who holds the table's lease and until when (`time.time()`), or None when it is free."""
 
+    def lease_key(self, table_name: str) -> str:
+        """The name the store keeps the table's lease under (a view's differs from the table's)."""
+        return table_name
+
     def checkpointed_at(self, table_name: str) -> float | None:
         """When the checkpoint last moved (seconds since the epoch); None: never, or unknown."""
         return None
@@ -373,6 +377,9 @@ class PendingOnce(StateStore):
 
     def lease_holder(self, table_name: str) -> tuple[str, float] | None:
         return self._store.lease_holder(table_name)
+
+    def lease_key(self, table_name: str) -> str:
+        return self._store.lease_key(table_name)
 
     def close(self) -> None:
         self._store.close()

@@ -27,7 +27,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
-from icecdc.destination.client import OpenSearch, is_dev_server, open_client
+from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server, open_client
 from icecdc.destination.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.destination.sink import SinkStats
 from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
@@ -54,6 +54,7 @@ from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
 from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, pass_reads
 from icecdc.state import ItemBodies, Lease, StateStore
+from icecdc.state.lease import LeaseFence
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
 from icecdc.verdict import (
     Copy,
@@ -381,7 +382,8 @@ class _Pass:
         alias = alias_of(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
-        facts = DestinationFacts(frozenset(self.resync), self.export_anew)
+        versions = capabilities_of(self.client).versions
+        facts = DestinationFacts(frozenset(self.resync), self.export_anew, versions=versions)
         # a rewrite writes in place, unless the index cannot take it: a type changed, or the
         # configuration reshaped the index meanwhile (`check_index` plans no reset beside a resync)
         if ResyncKind.REWRITE in facts.resync and not needs_generation(facts):
@@ -551,7 +553,15 @@ class _Pass:
             run.config.shape,
             run.config.pipeline,
             DeadLetters(run.dead_letter).shared_rows(self.name) if run.dead_letter else {},
+            self.write_fence,
         )
+
+    @property
+    def write_fence(self) -> LeaseFence | None:
+        """The lease's fence for the pass's writes where no version orders them (Serverless)."""
+        if self.run.lease is None or capabilities_of(self.client).versions:
+            return None
+        return self.run.lease.fence()
 
     def say_applying(self, engine: Engine, result: PassResult, indexes: int) -> None:
         """Log what the pass applies, and to how many indexes when it writes several."""
@@ -638,6 +648,7 @@ class _Pass:
             older = counted(deleted, "document")
             log.info("%s: deleted %s older than the resync", self.name, older)
             result.writes.deleted += deleted
+        result.writes.wait_for_landing()
         self.check_fences(destination)
         result.checkpoint = Checkpoint(
             last.table_uuid,

@@ -259,7 +259,7 @@ def sync(
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
     client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url)
+    check_reachable(client, config.opensearch.url, *config.index_names[:1])
     store = open_state_store(config.state)
     own = engines is None
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
@@ -325,7 +325,7 @@ def sync_table(
         # each index: its own state and lease
         for index_config, key, scoped in index_stores(table_config, store):
             lease = held.enter_context(
-                Lease(scoped, table_config.name, config.state.lease_seconds, run.wait)
+                Lease(scoped, table_config.name, config.state.lease_seconds, run.wait, config.state)
             )
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)

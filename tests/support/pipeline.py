@@ -25,10 +25,24 @@ from icecdc.verify import diff_index, index_documents
 # Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.
 ENGINES = [EngineKind.SPARK, EngineKind.IN_PROCESS]
 
+# A Serverless collection's section, on top of its url: signed for aoss, seen by search after
+# `visibility_seconds`, each write landing within `landing_seconds` (the tests' lease is 5 s)
+SERVERLESS: dict[str, Any] = {
+    "aws_service": "aoss",
+    "aws_region": "us-east-1",
+    "visibility_seconds": 0.3,
+    "landing_seconds": 1.0,
+}
+
 
 def config_dict(
-    workdir: Path, opensearch_url: str, tables: list[dict[str, Any]], engine: EngineKind = EngineKind.SPARK
+    workdir: Path,
+    opensearch_url: str,
+    tables: list[dict[str, Any]],
+    engine: EngineKind = EngineKind.SPARK,
+    opensearch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`opensearch`: more of the section, e.g. a Serverless collection's (`SERVERLESS`)."""
     return {
         "catalog": {
             "name": "lake",
@@ -38,7 +52,7 @@ def config_dict(
         },
         # a short lease: a test that kills a sync reruns without waiting long for the dead run's lease
         "state": {"type": "sqlite", "path": str(workdir / "state.db"), "lease_seconds": 5},
-        "opensearch": {"url": opensearch_url},
+        "opensearch": {"url": opensearch_url, **(opensearch or {})},
         "spark": {"master": "local[2]"},
         "engine": {"use": str(engine)},  # forced: a test runs where it says, whatever its size
         "tables": tables,
@@ -53,6 +67,7 @@ class Pipeline:
     opensearch_url: str
     spark: Any
     engine: EngineKind = EngineKind.SPARK
+    opensearch: dict[str, Any] | None = None  # more of the config's section, as `config_dict` takes
 
     def __post_init__(self) -> None:
         self.catalog = SqlCatalog(
@@ -62,7 +77,7 @@ class Pipeline:
         self.client: OpenSearch = open_client(parse_config(self.config_dict([{"name": "db.x"}])).opensearch)
 
     def config_dict(self, tables: list[dict[str, Any]]) -> dict[str, Any]:
-        return config_dict(self.workdir, self.opensearch_url, tables, self.engine)
+        return config_dict(self.workdir, self.opensearch_url, tables, self.engine, self.opensearch)
 
     def config(self, *tables: dict[str, Any]) -> Config:
         return parse_config(self.config_dict(list(tables)))

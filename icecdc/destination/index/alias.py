@@ -18,6 +18,7 @@ stay where they are.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from opensearchpy import NotFoundError, OpenSearch
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import TransportError
 
+from icecdc.destination.capabilities import capabilities_of
 from icecdc.destination.index.indices import (
     TEMPLATE_ALIASES,
     add_missing_fields,
@@ -319,7 +321,8 @@ class IndexAlias:
         if uuid is None or uuid in written:
             return ""
         try:  # so that the count sees the last writes; an index that refuses it is counted as it is
-            self.client.indices.refresh(index=self.name)
+            if capabilities_of(self.client).refresh:
+                self.client.indices.refresh(index=self.name)
         except TransportError as exc:
             log.debug("index %r: not refreshed before counting (%s)", self.name, exc)
         held = int(self.client.count(index=self.name)["count"])
@@ -380,9 +383,11 @@ class IndexAlias:
         warning: the bulk answers' block errors still fail the batch.
         """
         blocks: list[str] = []
-        cluster = _read_settings(
-            lambda: self.client.cluster.get_settings(flat_settings=True), "the cluster"
-        )
+        cluster = {}  # a Serverless collection has no cluster settings
+        if capabilities_of(self.client).cluster_info:
+            cluster = _read_settings(
+                lambda: self.client.cluster.get_settings(flat_settings=True), "the cluster"
+            )
         for scope in ("persistent", "transient"):
             blocks += [
                 f"{name} ({scope})"
@@ -483,7 +488,7 @@ class IndexAlias:
         current = self.current()
         self.delete_leftovers()
         name = self._create_generation(current, spec)
-        if spec.template is None:
+        if spec.template is None and capabilities_of(self.client).managed_settings:
             self.client.indices.put_settings(index=name, body={"index": BUILD_SETTINGS})
         serving = f"searches read {current!r}" if current else "no index serves searches"
         log.info("index %r: building generation %r (%s until the swap)", self.name, name, serving)
@@ -496,13 +501,7 @@ class IndexAlias:
         deleted in the swap's own request with `remove_index`. Searches see the old index, then the
         new one, never neither.
         """
-        if spec.template is None:
-            restored = {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}
-            self.client.indices.put_settings(index=name, body={"index": restored})
-        # Searches must find every document, and on every copy, from the first request after the
-        # swap.
-        self.client.indices.refresh(index=name)
-        wait_for_copies(self.client, name)
+        self._settle(name, spec)
         current = self.current()
         actions: list[Mapping] = [{"add": {"index": name, "alias": self.name}}]
         if current == self.name:
@@ -518,6 +517,29 @@ class IndexAlias:
             probe(PassPoint.SWAPPED)
         if current is not None and current not in (self.name, name):
             self.client.indices.delete(index=current, ignore=404)
+
+    def _settle(self, name: str, spec: IndexSpec) -> None:
+        """Make searches find every document of generation `name`, on every copy.
+
+        A domain restores the generation's settings, refreshes and waits for the replicas. A
+        Serverless collection manages both itself and has no refresh: the swap waits until the
+        last writes are visible to search.
+        """
+        capabilities = capabilities_of(self.client)
+        if not capabilities.managed_settings:
+            log.info(
+                "index %r: waiting %.0f s for generation %r's writes to be visible to search",
+                self.name,
+                capabilities.visibility_seconds,
+                name,
+            )
+            time.sleep(capabilities.visibility_seconds)
+            return
+        if spec.template is None:
+            restored = {k: _setting(spec.settings, k) for k in BUILD_SETTINGS}
+            self.client.indices.put_settings(index=name, body={"index": restored})
+        self.client.indices.refresh(index=name)
+        wait_for_copies(self.client, name)
 
     def _create_generation(self, after: str | None, spec: IndexSpec) -> str:
         """Create the first free generation numbered above `after`'s, with icecdc's marker.
