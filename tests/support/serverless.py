@@ -125,10 +125,7 @@ def _segment_matches(pattern: str, segment: str) -> bool:
 
 
 def _routes(operation: str, permission: str, methods: str, *paths: str) -> list[Route]:
-    return [
-        Route(operation, f"aoss:{permission}", frozenset(methods.split()), tuple(p.split("/")))
-        for p in paths
-    ]
+    return [Route(operation, f"aoss:{permission}", frozenset(methods.split()), tuple(p.split("/"))) for p in paths]
 
 
 READ = "GET POST"
@@ -183,20 +180,15 @@ def route_of(method: str, path: str) -> Route | None:
 # -- signatures ---------------------------------------------------------------------------
 
 
-def signature_refusal(
-    request: Request, target: str, credentials: Credentials, region: str, now: float
-) -> str | None:
+def signature_refusal(request: Request, target: str, credentials: Credentials, region: str, now: float) -> str | None:
     """Why SigV4 refuses this request (AWS's message), or None when it is signed as `aoss` with
     `credentials`, its body hash in `x-amz-content-sha256`, within 15 minutes of `now`."""
     found = _AUTHORIZATION.fullmatch(request.headers.get("authorization", "").strip())
     if found is None:
         return "Missing Authentication Token"
-    if found["key"] != credentials.access_key:
-        return "The security token included in the request is invalid."
-    if found["service"] != SERVICE:
-        return f"Credential should be scoped to correct service: '{SERVICE}'. "
-    if found["region"] != region:
-        return f"Credential should be scoped to a valid region, not '{found['region']}'. "
+    scope = _scope_refusal(found, credentials, region)
+    if scope is not None:
+        return scope
     claimed = request.headers.get("x-amz-content-sha256")
     if claimed is None:
         return "Missing required header for this request: x-amz-content-sha256"
@@ -215,6 +207,17 @@ def signature_refusal(
     expected = _signature(request, target, found["headers"].split(";"), credentials, region, stamp)
     if not hmac.compare_digest(expected, found["signature"]):
         return _BAD_SIGNATURE
+    return None
+
+
+def _scope_refusal(found: re.Match[str], credentials: Credentials, region: str) -> str | None:
+    """Why the signature's credential scope is refused: another key, service or region."""
+    if found["key"] != credentials.access_key:
+        return "The security token included in the request is invalid."
+    if found["service"] != SERVICE:
+        return f"Credential should be scoped to correct service: '{SERVICE}'. "
+    if found["region"] != region:
+        return f"Credential should be scoped to a valid region, not '{found['region']}'. "
     return None
 
 
@@ -389,12 +392,18 @@ class ServerlessStandIn:
         assert self._server is not None, "start() the stand-in first"
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
+    @property
+    def upstream_url(self) -> str:
+        """The osmem clone that takes every request at once: what really reached the server."""
+        return f"http://{self.upstream_host}:{self.upstream_port}"
+
     def client(self, credentials: Credentials | None = None, service: str = SERVICE) -> Any:
         """opensearch-py as icecdc talks to Serverless: SigV4 for `service` over requests."""
         from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
         signer = AWSV4SignerAuth(credentials or self.credentials, self.region, service)
-        return OpenSearch(hosts=[self.url], http_auth=signer, connection_class=RequestsHttpConnection)
+        connection = RequestsHttpConnection
+        return OpenSearch(hosts=[self.url], http_auth=signer, connection_class=connection, max_retries=0)
 
     # -- what the tests read ------------------------------------------------------------------
 
@@ -487,7 +496,11 @@ class _Handler(faults._Handler):
             self._answer(Seen(method, path, "unauthenticated", "", 403), {"message": refusal})
             return
         if standin.guard is not None and standin.guard(request) is not None:
-            forbidden = {"status": 403, "request-id": str(uuid.uuid4()), "error": {"reason": "403 Forbidden", "type": "Forbidden"}}
+            forbidden = {
+                "status": 403,
+                "request-id": str(uuid.uuid4()),
+                "error": {"reason": "403 Forbidden", "type": "Forbidden"},
+            }
             self._answer(Seen(method, path, "forbidden", "aoss:APIAccessAll", 403), forbidden)
             return
         route = route_of(method, path)
@@ -516,7 +529,11 @@ class _Handler(faults._Handler):
         if route.operation == "bulk":
             items, failed, body = _refuse_items(body)
         if items and len(failed) == len(items):
-            status, kept, raw = 200, [], json.dumps({"took": 0, "errors": False, "items": []}).encode()
+            status, kept, raw = (
+                200,
+                [],
+                json.dumps({"took": 0, "errors": False, "items": []}).encode(),
+            )
         else:
             status, kept, raw = self._forward(method, body)
         if failed and status == 200:
@@ -552,7 +569,9 @@ def _path_index(path: str) -> str | None:
     return None if first.startswith("_") else first
 
 
-def _refuse_items(body: bytes) -> tuple[list[tuple[faults.BulkItem, list[bytes]]], dict[int, dict[str, Any]], bytes]:
+def _refuse_items(
+    body: bytes,
+) -> tuple[list[tuple[faults.BulkItem, list[bytes]]], dict[int, dict[str, Any]], bytes]:
     """(the bulk's items, position → the item error of those Serverless fails, the body without them)."""
     try:
         items = faults._parse_bulk(body)
