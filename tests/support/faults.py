@@ -183,14 +183,7 @@ class FaultProxy:
     """An HTTP proxy to one loopback upstream that fails requests as its rules say."""
 
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
-        # Tests must never send traffic off the machine, whatever URL they were handed.
-        if not ipaddress.ip_address(socket.gethostbyname(parts.hostname)).is_loopback:
-            raise ValueError(f"upstream {upstream!r} is not a loopback address")
-        self.upstream_host = parts.hostname
-        self.upstream_port = parts.port or 80
+        self.upstream_host, self.upstream_port = loopback(upstream)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
@@ -567,6 +560,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def loopback(upstream: str) -> tuple[str, int]:
+    """(host, port) of an http:// URL on this machine; ValueError for any other."""
+    parts = urlsplit(upstream)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
+    # Tests must never send traffic off the machine, whatever URL they were handed.
+    if not ipaddress.ip_address(socket.gethostbyname(parts.hostname)).is_loopback:
+        raise ValueError(f"upstream {upstream!r} is not a loopback address")
+    return parts.hostname, parts.port or 80
 
 
 def exchange(

@@ -327,6 +327,7 @@ class _Write:
 
     at: float  # time.monotonic() of the upstream's answer
     index: str  # the concrete index it went to
+    seq_no: int  # its place in that index's history on the upstream
     lines: list[bytes]
 
 
@@ -351,8 +352,8 @@ class ServerlessStandIn:
         credentials: Credentials | None = None,
         region: str = REGION,
     ) -> None:
-        self.upstream_host, self.upstream_port = _loopback(upstream)
-        self._searcher = _Searcher(*_loopback(searcher))
+        self.upstream_host, self.upstream_port = faults.loopback(upstream)
+        self._searcher = _Searcher(*faults.loopback(searcher))
         self.search_delay = search_delay
         self.credentials = credentials or Credentials(ACCESS_KEY, SECRET_KEY)
         self.region = region
@@ -366,7 +367,7 @@ class ServerlessStandIn:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Self:
-        self._server = faults._Server(("127.0.0.1", 0), _Handler, self)  # type: ignore[arg-type]
+        self._server = faults._Server(("127.0.0.1", 0), _Handler, self)
         self._thread = threading.Thread(target=self._server.serve_forever, name="serverless", daemon=True)
         self._thread.start()
         return self
@@ -434,13 +435,19 @@ class ServerlessStandIn:
             self._counts[seen.operation] += 1
             self._log.append(seen)
 
-    def _wrote(self, writes: list[tuple[str, list[bytes]]]) -> None:
-        now = time.monotonic()
+    def _wrote(self, writes: list[_Write]) -> None:
         with self._lock:
-            self._searcher.pending.extend(_Write(now, index, lines) for index, lines in writes)
+            self._searcher.pending.extend(writes)
+
+    def _search_target(self) -> tuple[str, int]:
+        """Where a search goes: the searcher, or with no delay the upstream itself (exact)."""
+        if self.search_delay <= 0:
+            return self.upstream_host, self.upstream_port
+        return self._searcher.host, self._searcher.port
 
     def _catch_up(self) -> None:
-        """Replay on the searcher, in order, every write `search_delay` old or older."""
+        """Replay on the searcher every write `search_delay` old or older, in the order the
+        upstream applied them (concurrent requests may record theirs in another)."""
         with self._replaying:
             due: list[_Write] = []
             with self._lock:
@@ -449,11 +456,10 @@ class ServerlessStandIn:
                     due.append(pending.popleft())
             if not due:
                 return
+            due.sort(key=lambda write: (write.index, write.seq_no))
             body = b"".join(line for write in due for line in write.lines)
             status, _, raw = self._to_searcher("POST", "/_bulk", body)
-            answer = _json(raw)
-            failed = [i for i in answer.get("items", []) if next(iter(i.values())).get("status", 200) >= 300]
-            if status != 200 or failed:
+            if status != 200 or _json(raw).get("errors"):
                 with self._lock:
                     self._searcher.failures.append(f"{status}: {raw[:2000]!r}")
 
@@ -473,11 +479,6 @@ class ServerlessStandIn:
     def _to_searcher(self, method: str, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         headers = {"Content-Type": "application/json"}
         return faults.exchange(self._searcher.host, self._searcher.port, method, target, headers, body)
-
-
-def _loopback(url: str) -> tuple[str, int]:
-    proxy = faults.FaultProxy(url)  # its checks: an http:// URL of a loopback address
-    return proxy.upstream_host, proxy.upstream_port
 
 
 class _Handler(faults._Handler):
@@ -520,7 +521,7 @@ class _Handler(faults._Handler):
         if route.operation in SEARCHED:
             standin._catch_up()
             headers = dict(self.headers.items())
-            host, port = standin._searcher.host, standin._searcher.port
+            host, port = standin._search_target()
             status, kept, raw = faults.exchange(host, port, method, self.path, headers, body)
             self._finish(standin, Seen(method, path, route.operation, route.permission, status), kept, raw)
             return
@@ -546,7 +547,7 @@ class _Handler(faults._Handler):
         """What the searcher does after the upstream applied a request: replay a write later,
         take any other change (indexes, mappings, aliases, templates) now."""
         if route.operation == "bulk":
-            standin._wrote(_bulk_replay(body, _json(raw), _path_index(request.path)))
+            standin._wrote(_bulk_replay(body, _json(raw)))
         elif route.operation == "write document":
             standin._wrote(_document_replay(request, body, _json(raw)))
         elif request.method not in READS_ONLY:
@@ -561,12 +562,6 @@ class _Handler(faults._Handler):
     def _answer(self, seen: Seen, answer: dict[str, Any]) -> None:
         self.server.proxy._answered(seen)
         self._send_json(seen.status, answer)
-
-
-def _path_index(path: str) -> str | None:
-    """The index a `<index>/_bulk` or `<index>/_doc/...` path names, None for `/_bulk`."""
-    first = unquote(path.strip("/").split("/")[0])
-    return None if first.startswith("_") else first
 
 
 def _refuse_items(
@@ -587,21 +582,22 @@ def _refuse_items(
     return items, failed, body
 
 
-def _bulk_replay(body: bytes, answer: dict[str, Any], default_index: str | None) -> list[tuple[str, list[bytes]]]:
+def _bulk_replay(body: bytes, answer: dict[str, Any]) -> list[_Write]:
     """The applied actions of a forwarded bulk, each as (concrete index, bulk lines naming it and
     the id the upstream gave)."""
     items = faults._parse_bulk(body)
     results = [next(iter(r.values())) for r in answer.get("items", [])]
-    writes: list[tuple[str, list[bytes]]] = []
+    now, writes = time.monotonic(), []
     for (item, lines), result in zip(items, results, strict=False):
         if result.get("status", 500) >= 300:
             continue
         meta = {**json.loads(lines[0])[item.op], "_index": result["_index"], "_id": result["_id"]}
-        writes.append((result["_index"], [json.dumps({item.op: meta}).encode() + b"\n", *lines[1:]]))
+        action = json.dumps({item.op: meta}).encode() + b"\n"
+        writes.append(_Write(now, result["_index"], result.get("_seq_no", 0), [action, *lines[1:]]))
     return writes
 
 
-def _document_replay(request: Request, body: bytes, answer: dict[str, Any]) -> list[tuple[str, list[bytes]]]:
+def _document_replay(request: Request, body: bytes, answer: dict[str, Any]) -> list[_Write]:
     """A single-document write the upstream applied, as one bulk action."""
     segments = request.path.strip("/").split("/")
     op = {"_doc": "index", "_create": "create", "_update": "update"}[segments[1]]
@@ -609,7 +605,7 @@ def _document_replay(request: Request, body: bytes, answer: dict[str, Any]) -> l
         op = "delete"
     meta = json.dumps({op: {"_index": answer["_index"], "_id": answer["_id"]}}).encode() + b"\n"
     source = [] if op == "delete" else [json.dumps(json.loads(body)).encode() + b"\n"]
-    return [(answer["_index"], [meta, *source])]
+    return [_Write(time.monotonic(), answer["_index"], answer.get("_seq_no", 0), [meta, *source])]
 
 
 @pytest.fixture(name="serverless")
