@@ -90,10 +90,14 @@ MAX_SKEW = 15 * 60  # seconds between a request's x-amz-date and the clock that 
 LOG_ENTRIES = 10_000
 UNSUPPORTED_SETTINGS = ("number_of_shards", "number_of_replicas", "refresh_interval")
 VERSION_PARAMETERS = ("version", "version_type", "if_seq_no", "if_primary_term")
+JSON = [("Content-Type", "application/json; charset=UTF-8")]
+
+Answer = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
 
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"
-    r"(?P<service>[^/]+)/aws4_request, ?SignedHeaders=(?P<headers>[^,]+), ?Signature=(?P<signature>\w+)"
+    r"(?P<service>[^/]+)/aws4_request, ?SignedHeaders=(?P<headers>[^,]+), ?"
+    r"Signature=(?P<signature>\w+)"
 )
 _BAD_SIGNATURE = (
     "The request signature we calculated does not match the signature you provided. Check your "
@@ -125,7 +129,8 @@ def _segment_matches(pattern: str, segment: str) -> bool:
 
 
 def _routes(operation: str, permission: str, methods: str, *paths: str) -> list[Route]:
-    return [Route(operation, f"aoss:{permission}", frozenset(methods.split()), tuple(p.split("/"))) for p in paths]
+    allowed = frozenset(methods.split())
+    return [Route(operation, f"aoss:{permission}", allowed, tuple(p.split("/"))) for p in paths]
 
 
 READ = "GET POST"
@@ -146,7 +151,8 @@ ROUTES = (
     *_routes("write document", "WriteDocument", "POST", "{index}/_doc", "{index}/_update/{name}"),
     *_routes("write document", "WriteDocument", "PUT", "{index}/_doc/{name}"),
     *_routes("analyze", "ReadDocument", READ, "{index}/_analyze"),
-    *_routes("get document", "ReadDocument", "GET", "{index}/_doc/{name}", "{index}/_source/{name}"),
+    *_routes("get document", "ReadDocument", "GET", "{index}/_doc/{name}"),
+    *_routes("get document", "ReadDocument", "GET", "{index}/_source/{name}"),
     *_routes("explain", "ReadDocument", READ, "{index}/_explain/{name}"),
     *_routes("mget", "ReadDocument", READ, "{index}/_mget"),
     *_routes("count", "ReadDocument", READ, "{index}/_count"),
@@ -157,8 +163,9 @@ ROUTES = (
     *_routes("put mapping", "UpdateIndex", "PUT", "{index}/_mapping"),
     *_routes("put settings", "UpdateIndex", "PUT", "{index}/_settings"),
     *_routes("update aliases", "CreateCollectionItems", "POST", "_aliases"),
-    *_routes("get aliases", "DescribeCollectionItems", "GET", "_aliases", "_alias", "_alias/{name}"),
-    *_routes("get aliases", "DescribeCollectionItems", "GET", "{index}/_alias", "{index}/_alias/{name}"),
+    *_routes("get aliases", "DescribeCollectionItems", "GET", "_aliases", "_alias"),
+    *_routes("get aliases", "DescribeCollectionItems", "GET", "_alias/{name}", "{index}/_alias"),
+    *_routes("get aliases", "DescribeCollectionItems", "GET", "{index}/_alias/{name}"),
     *_routes("get index template", "DescribeCollectionItems", "GET", "_index_template"),
     *_routes("get index template", "DescribeCollectionItems", "GET", "_index_template/{name}"),
     *_routes("put alias", "UpdateCollectionItems", "PUT", "{index}/_alias/{name}"),
@@ -180,7 +187,13 @@ def route_of(method: str, path: str) -> Route | None:
 # -- signatures ---------------------------------------------------------------------------
 
 
-def signature_refusal(request: Request, target: str, credentials: Credentials, region: str, now: float) -> str | None:
+def signature_refusal(
+    request: Request,
+    target: str,
+    credentials: Credentials,
+    region: str,
+    now: float,
+) -> str | None:
     """Why SigV4 refuses this request (AWS's message), or None when it is signed as `aoss` with
     `credentials`, its body hash in `x-amz-content-sha256`, within 15 minutes of `now`."""
     found = _AUTHORIZATION.fullmatch(request.headers.get("authorization", "").strip())
@@ -198,7 +211,7 @@ def signature_refusal(request: Request, target: str, credentials: Credentials, r
     try:
         signed_at = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
-        return "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+        return "Authorization header requires existence of a 'X-Amz-Date' header."
     if abs(now - signed_at) > MAX_SKEW:
         return f"Signature expired: {stamp} is now earlier or later than 15 minutes from now."
     token = request.headers.get("x-amz-security-token")
@@ -255,7 +268,11 @@ def unsupported(method: str, path: str) -> dict[str, Any]:
     return error_body(404, "unsupported_operation_exception", reason)
 
 
-def refused_parameters(route: Route, query: dict[str, list[str]], body: bytes) -> dict[str, Any] | None:
+def refused_parameters(
+    route: Route,
+    query: dict[str, list[str]],
+    body: bytes,
+) -> dict[str, Any] | None:
     """The 400 answer for a documented operation called with what Serverless lacks, or None."""
     if "refresh" in query:
         reason = f"{query['refresh'][0] or 'true'} refresh policy is not supported."
@@ -271,7 +288,8 @@ def refused_parameters(route: Route, query: dict[str, list[str]], body: bytes) -
 
 
 def refused_settings(route: Route, body: dict[str, Any]) -> list[str]:
-    """The settings Serverless manages itself that a creation, a template or a settings update sets."""
+    """The settings Serverless manages itself that an index creation, a template or a settings
+    update sets."""
     if route.operation == "create index":
         settings = body.get("settings", {})
     elif route.operation == "put index template":
@@ -285,7 +303,8 @@ def refused_settings(route: Route, body: dict[str, Any]) -> list[str]:
 
 
 def _flat(settings: Any, prefix: str = "") -> Iterator[str]:
-    """The dotted names of nested settings: {"index": {"refresh_interval": ..}} → index.refresh_interval."""
+    """The dotted names of nested settings: {"index": {"refresh_interval": ..}} gives
+    index.refresh_interval."""
     if not isinstance(settings, dict):
         yield prefix.rstrip(".")
         return
@@ -368,7 +387,8 @@ class ServerlessStandIn:
 
     def start(self) -> Self:
         self._server = faults._Server(("127.0.0.1", 0), _Handler, self)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="serverless", daemon=True)
+        serve = self._server.serve_forever
+        self._thread = threading.Thread(target=serve, name="serverless", daemon=True)
         self._thread.start()
         return self
 
@@ -403,8 +423,12 @@ class ServerlessStandIn:
         from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
         signer = AWSV4SignerAuth(credentials or self.credentials, self.region, service)
-        connection = RequestsHttpConnection
-        return OpenSearch(hosts=[self.url], http_auth=signer, connection_class=connection, max_retries=0)
+        return OpenSearch(
+            hosts=[self.url],
+            http_auth=signer,
+            connection_class=RequestsHttpConnection,
+            max_retries=0,
+        )
 
     # -- what the tests read ------------------------------------------------------------------
 
@@ -464,21 +488,26 @@ class ServerlessStandIn:
                     self._searcher.failures.append(f"{status}: {raw[:2000]!r}")
 
     def _forget_deleted(self) -> None:
-        """Drop the pending writes of indexes the upstream no longer has (deleted before a refresh)."""
+        """Drop the pending writes of indexes the upstream no longer has: deleted before the
+        searcher saw them."""
         with self._lock:
             indexes = {write.index for write in self._searcher.pending}
-        gone = {i for i in indexes if self._to_upstream("HEAD", f"/{i}", b"")[0] == 404}
+        gone = {i for i in indexes if self._to_upstream("HEAD", f"/{i}")[0] == 404}
         with self._lock:
             kept = [w for w in self._searcher.pending if w.index not in gone]
             self._searcher.pending = deque(kept)
 
-    def _to_upstream(self, method: str, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        headers = {"Content-Type": "application/json"}
-        return faults.exchange(self.upstream_host, self.upstream_port, method, target, headers, body)
+    def _to_upstream(self, method: str, target: str, body: bytes = b"") -> Answer:
+        return _own(self.upstream_host, self.upstream_port, method, target, body)
 
-    def _to_searcher(self, method: str, target: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        headers = {"Content-Type": "application/json"}
-        return faults.exchange(self._searcher.host, self._searcher.port, method, target, headers, body)
+    def _to_searcher(self, method: str, target: str, body: bytes = b"") -> Answer:
+        return _own(self._searcher.host, self._searcher.port, method, target, body)
+
+
+def _own(host: str, port: int, method: str, target: str, body: bytes) -> Answer:
+    """A request of the stand-in's own to an osmem clone: a replay, a mirrored change, a check."""
+    headers = {"Content-Type": "application/json"}
+    return faults.exchange(host, port, method, target, headers, body)
 
 
 class _Handler(faults._Handler):
@@ -486,23 +515,18 @@ class _Handler(faults._Handler):
 
     def _handle(self) -> None:
         standin: ServerlessStandIn = self.server.proxy
-        method, target = self.command, self.path
-        path = urlsplit(target).path
+        method, path = self.command, urlsplit(self.path).path
         body = self._read_body()
         if body is None:
             return
-        request = Request.of(method, target, dict(self.headers.items()), body)
-        refusal = signature_refusal(request, target, standin.credentials, standin.region, time.time())
-        if refusal is not None:
-            self._answer(Seen(method, path, "unauthenticated", "", 403), {"message": refusal})
+        request = Request.of(method, self.path, dict(self.headers.items()), body)
+        now = time.time()
+        why = signature_refusal(request, self.path, standin.credentials, standin.region, now)
+        if why is not None:
+            self._answer(Seen(method, path, "unauthenticated", "", 403), {"message": why})
             return
         if standin.guard is not None and standin.guard(request) is not None:
-            forbidden = {
-                "status": 403,
-                "request-id": str(uuid.uuid4()),
-                "error": {"reason": "403 Forbidden", "type": "Forbidden"},
-            }
-            self._answer(Seen(method, path, "forbidden", "aoss:APIAccessAll", 403), forbidden)
+            self._answer(Seen(method, path, "forbidden", "aoss:APIAccessAll", 403), _forbidden())
             return
         route = route_of(method, path)
         if route is None or (route.operation == "search" and "scroll" in request.query):
@@ -510,40 +534,47 @@ class _Handler(faults._Handler):
             return
         refused = refused_parameters(route, dict(request.query), body)
         if refused is not None:
-            seen = Seen(method, path, f"{route.operation} refused", route.permission, refused["status"])
-            self._answer(seen, refused)
+            operation, status = f"{route.operation} refused", refused["status"]
+            self._answer(Seen(method, path, operation, route.permission, status), refused)
             return
-        self._pass(standin, route, request, body)
+        status, headers, raw = self._pass(standin, route, request, body)
+        standin._answered(Seen(method, path, route.operation, route.permission, status))
+        self._send(status, headers or JSON, raw)  # logged first, as FaultProxy does
 
-    def _pass(self, standin: ServerlessStandIn, route: Route, request: Request, body: bytes) -> None:
-        """Forward a documented request: to the searcher if it searches, else to the upstream."""
-        method, path = request.method, request.path
+    def _pass(
+        self,
+        standin: ServerlessStandIn,
+        route: Route,
+        request: Request,
+        body: bytes,
+    ) -> Answer:
+        """A documented request's answer: from the searcher if it searches, else the upstream's."""
         if route.operation in SEARCHED:
             standin._catch_up()
-            headers = dict(self.headers.items())
             host, port = standin._search_target()
-            status, kept, raw = faults.exchange(host, port, method, self.path, headers, body)
-            self._finish(standin, Seen(method, path, route.operation, route.permission, status), kept, raw)
-            return
-        failed: dict[int, dict[str, Any]] = {}
-        items: list[tuple[faults.BulkItem, list[bytes]]] = []
+            headers = dict(self.headers.items())
+            return faults.exchange(host, port, request.method, self.path, headers, body)
+        items, failed = [], {}
         if route.operation == "bulk":
             items, failed, body = _refuse_items(body)
         if items and len(failed) == len(items):
-            status, kept, raw = (
-                200,
-                [],
-                json.dumps({"took": 0, "errors": False, "items": []}).encode(),
-            )
+            status, headers, raw = 200, JSON, b'{"took": 0, "errors": false, "items": []}'
         else:
-            status, kept, raw = self._forward(method, body)
+            status, headers, raw = self._forward(request.method, body)
         if failed and status == 200:
             raw = json.dumps(faults._splice(json.loads(raw), failed, len(items))).encode()
         if status < 300:
             self._follow(standin, route, request, body, raw)
-        self._finish(standin, Seen(method, path, route.operation, route.permission, status), kept, raw)
+        return status, headers, raw
 
-    def _follow(self, standin: ServerlessStandIn, route: Route, request: Request, body: bytes, raw: bytes) -> None:
+    def _follow(
+        self,
+        standin: ServerlessStandIn,
+        route: Route,
+        request: Request,
+        body: bytes,
+        raw: bytes,
+    ) -> None:
         """What the searcher does after the upstream applied a request: replay a write later,
         take any other change (indexes, mappings, aliases, templates) now."""
         if route.operation == "bulk":
@@ -555,19 +586,21 @@ class _Handler(faults._Handler):
             if route.operation == "delete index":
                 standin._forget_deleted()
 
-    def _finish(self, standin: ServerlessStandIn, seen: Seen, headers: list[tuple[str, str]], raw: bytes) -> None:
-        standin._answered(seen)  # logged before the answer goes out, as FaultProxy does
-        self._send(seen.status, headers or [("Content-Type", "application/json; charset=UTF-8")], raw)
-
     def _answer(self, seen: Seen, answer: dict[str, Any]) -> None:
         self.server.proxy._answered(seen)
         self._send_json(seen.status, answer)
 
 
+def _forbidden() -> dict[str, Any]:
+    """Serverless's answer to a request its policies deny."""
+    error = {"reason": "403 Forbidden", "type": "Forbidden"}
+    return {"status": 403, "request-id": str(uuid.uuid4()), "error": error}
+
+
 def _refuse_items(
     body: bytes,
 ) -> tuple[list[tuple[faults.BulkItem, list[bytes]]], dict[int, dict[str, Any]], bytes]:
-    """(the bulk's items, position → the item error of those Serverless fails, the body without them)."""
+    """(the bulk's items, position → the item error of those Serverless fails, the body left)."""
     try:
         items = faults._parse_bulk(body)
     except (ValueError, StopIteration, IndexError, AttributeError):
@@ -578,7 +611,8 @@ def _refuse_items(
         if reason is not None:
             failed[position] = faults._item_error(item, 400, "illegal_argument_exception", reason)
     if failed:
-        body = b"".join(line for p, (_, lines) in enumerate(items) if p not in failed for line in lines)
+        kept = (lines for p, (_, lines) in enumerate(items) if p not in failed)
+        body = b"".join(line for lines in kept for line in lines)
     return items, failed, body
 
 
@@ -593,7 +627,8 @@ def _bulk_replay(body: bytes, answer: dict[str, Any]) -> list[_Write]:
             continue
         meta = {**json.loads(lines[0])[item.op], "_index": result["_index"], "_id": result["_id"]}
         action = json.dumps({item.op: meta}).encode() + b"\n"
-        writes.append(_Write(now, result["_index"], result.get("_seq_no", 0), [action, *lines[1:]]))
+        seq_no = result.get("_seq_no", 0)
+        writes.append(_Write(now, result["_index"], seq_no, [action, *lines[1:]]))
     return writes
 
 
@@ -605,7 +640,8 @@ def _document_replay(request: Request, body: bytes, answer: dict[str, Any]) -> l
         op = "delete"
     meta = json.dumps({op: {"_index": answer["_index"], "_id": answer["_id"]}}).encode() + b"\n"
     source = [] if op == "delete" else [json.dumps(json.loads(body)).encode() + b"\n"]
-    return [_Write(time.monotonic(), answer["_index"], answer.get("_seq_no", 0), [meta, *source])]
+    seq_no = answer.get("_seq_no", 0)
+    return [_Write(time.monotonic(), answer["_index"], seq_no, [meta, *source])]
 
 
 @pytest.fixture(name="serverless")
