@@ -21,7 +21,7 @@ from botocore.credentials import Credentials
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import AuthorizationException, NotFoundError, RequestError
 
-from tests.support.iam import Call, Refusal, Request
+from tests.support.iam import Call, Enforcer, Refusal, Request, RolePolicy, Statement
 from tests.support.serverless import ServerlessStandIn
 
 INDEX = "orders"
@@ -147,6 +147,24 @@ def test_the_guard_refuses_with_serverless_own_403(serverless: ServerlessStandIn
     assert refused.value.info["error"] == {"reason": "403 Forbidden", "type": "Forbidden"}
     assert asked == [("PUT", f"/{INDEX}", serverless.credentials.access_key)]
     assert not direct(serverless).indices.exists(index=INDEX)
+
+
+def test_the_iam_harness_checks_api_access_all_on_the_collection(
+    serverless: ServerlessStandIn,
+) -> None:
+    collection = "arn:aws:aoss:us-east-1:123456789012:collection/orders"
+    allowed = Statement("Allow", ("aoss:APIAccessAll",), (collection,), {})
+    enforcer = Enforcer()
+    enforcer.act_as(serverless.credentials.access_key, RolePolicy("planner", (allowed,)))
+    serverless.guard = enforcer.serverless_guard(collection)
+    client(serverless).indices.create(index=INDEX)
+    assert ("planner", "aoss:APIAccessAll", collection) in enforcer.exercised
+    enforcer.act_as(serverless.credentials.access_key, RolePolicy("job", ()))
+    with pytest.raises(AuthorizationException):
+        client(serverless).indices.delete(index=INDEX)
+    refused = [str(r) for r in enforcer.refusals]
+    assert refused == [f"role job may not aoss:APIAccessAll on {collection}"]
+    assert direct(serverless).indices.exists(index=INDEX)
 
 
 # -- what passes ---------------------------------------------------------------------------
