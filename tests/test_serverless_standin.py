@@ -219,6 +219,28 @@ def test_bulk_index_create_and_delete_with_custom_ids_pass(serverless: Serverles
     assert [d["_id"] for d in docs if d["found"]] == ["1", "2"]
 
 
+def test_a_bulk_answer_is_filtered_as_filter_path_asks(serverless: ServerlessStandIn) -> None:
+    serverless.search_delay = DELAY
+    os = created(serverless)
+    lines = [
+        {"index": {"_index": INDEX, "_id": "1", "version": 2, "version_type": "external"}},
+        {"n": 1},
+        {"index": {"_index": INDEX, "_id": "2"}},
+        {"n": 2},
+    ]
+    answer = os.bulk(body=lines, filter_path="errors,items.*.status,items.*.error.type")
+    assert answer == {
+        "errors": True,
+        "items": [
+            {"index": {"status": 400, "error": {"type": "illegal_argument_exception"}}},
+            {"index": {"status": 201}},
+        ],
+    }
+    time.sleep(DELAY)
+    assert [h["_id"] for h in os.search(index=INDEX)["hits"]["hits"]] == ["2"]
+    assert serverless.replay_failures() == []
+
+
 def test_search_with_sort_and_search_after_and_count_pass(serverless: ServerlessStandIn) -> None:
     os = created(serverless, *((str(n), n) for n in range(5)))
     pages, after = [], None

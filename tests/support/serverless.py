@@ -21,17 +21,19 @@ Sources, AWS's pages as of this writing:
   Forbidden", "type": "Forbidden"}}`, as Serverless answers a request its policies deny).
 - [operations] "Supported operations and plugins in Amazon OpenSearch Serverless": its table of
   data access permissions and the operations each covers is `ROUTES`, one row per operation,
-  with the permission (`Seen.permission`). Read operations take GET or POST alike (clients send
+  with the permission (`Seen.permission`); the rows for aliases and index templates name them
+  only, their paths are OpenSearch's own. Read operations take GET or POST alike (clients send
   a search body with POST). Everything else is refused: 404, as Serverless answers an operation
   it lacks (`GET /`, the scroll API, `_refresh`: the threads below), with an OpenSearch error body
   whose type is `unsupported_operation_exception` and whose reason names the operation and
   "not supported in OpenSearch Serverless". That covers `GET /`, `_search/scroll` and a search
-  with `scroll`, point in time (`_search/point_in_time`, `_pit`), `_delete_by_query`,
+  with `scroll`, point in time (`_search/point_in_time`), `_delete_by_query`,
   `_reindex`, `_refresh`, `_flush`, `_forcemerge`, `_cluster/*`, `_nodes/*`, every `_cat/*` but
   `_cat/indices`, `GET /_settings` (only an index's settings are listed), legacy `_template`,
   `PUT /_bulk`, `POST <index>/_doc/<id>` and `HEAD <index>/_doc/<id>`.
-- Parameters the page does not list for those operations are refused with 400 and the reason
-  "... is not supported in OpenSearch Serverless": `version`, `version_type`, `if_seq_no` and
+- Parameters the page does not list for those operations are refused with 400
+  `illegal_argument_exception`, "<names>: not supported in OpenSearch Serverless": `version`,
+  `version_type`, `if_seq_no` and
   `if_primary_term` (external versions and optimistic concurrency), a `pit` in a search body, and
   the index settings `number_of_shards`, `number_of_replicas` and `refresh_interval` (Serverless
   sizes and refreshes indexes itself) in an index's creation, a template or `_settings`. The
@@ -49,7 +51,8 @@ Sources, AWS's pages as of this writing:
   searcher once `search_delay` has passed since it, in order, just before the searcher answers;
   index creation, deletion, mappings, settings, aliases and templates reach both at once. So a
   new document is not found, an updated one is found as it was, and a deleted one still counts,
-  until the delay passes: what a refresh interval does.
+  until the delay passes: what a refresh interval does. With no delay (the default) searches go
+  to the upstream itself.
 
 Threads on what Serverless answers for what it lacks: opensearch-project/opensearch-ruby#131
 (`GET /` 404, `refresh=true` 400), fluent/fluent-plugin-opensearch#126 (`GET /` 404),
@@ -61,6 +64,7 @@ Bounded and loopback only, as `FaultProxy`: it reuses that proxy's server and re
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import hmac
 import json
@@ -73,7 +77,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import pytest
 from botocore.auth import SigV4Auth
@@ -557,14 +561,20 @@ class _Handler(faults._Handler):
         items, failed = [], {}
         if route.operation == "bulk":
             items, failed, body = _refuse_items(body)
+        # the whole answer, whatever `filter_path` asks: a write's replay needs its ids and indexes
+        target, paths = _without_filter_path(self.path)
         if items and len(failed) == len(items):
             status, headers, raw = 200, JSON, b'{"took": 0, "errors": false, "items": []}'
         else:
-            status, headers, raw = self._forward(request.method, body)
+            host, port = standin.upstream_host, standin.upstream_port
+            sent = dict(self.headers.items())
+            status, headers, raw = faults.exchange(host, port, request.method, target, sent, body)
+        if status < 300:
+            self._follow(standin, route, request, body, raw)  # the answer to what was forwarded
         if failed and status == 200:
             raw = json.dumps(faults._splice(json.loads(raw), failed, len(items))).encode()
-        if status < 300:
-            self._follow(standin, route, request, body, raw)
+        if paths and raw.strip():
+            raw = json.dumps(filtered(json.loads(raw), paths) or {}).encode()
         return status, headers, raw
 
     def _follow(
@@ -589,6 +599,33 @@ class _Handler(faults._Handler):
     def _answer(self, seen: Seen, answer: dict[str, Any]) -> None:
         self.server.proxy._answered(seen)
         self._send_json(seen.status, answer)
+
+
+def _without_filter_path(target: str) -> tuple[str, list[tuple[str, ...]]]:
+    """The target without its `filter_path` parameter, and that parameter's dotted paths."""
+    parts = urlsplit(target)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    paths = [tuple(p.split(".")) for k, v in query if k == "filter_path" for p in v.split(",") if p]
+    kept = urlencode([(k, v) for k, v in query if k != "filter_path"])
+    return parts.path + (f"?{kept}" if kept else ""), paths
+
+
+def filtered(value: Any, paths: list[tuple[str, ...]]) -> Any:
+    """OpenSearch's `filter_path`: the parts of an answer one of the dotted paths (`*` a wildcard
+    segment) reaches, arrays crossed element by element; None when nothing is left."""
+    if isinstance(value, list):
+        kept = [k for k in (filtered(v, paths) for v in value) if k is not None]
+        return kept or None
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        rest = [path[1:] for path in paths if fnmatch.fnmatchcase(key, path[0])]
+        if () in rest:
+            out[key] = item
+        elif rest and (kept := filtered(item, rest)) is not None:
+            out[key] = kept
+    return out or None
 
 
 def _forbidden() -> dict[str, Any]:
