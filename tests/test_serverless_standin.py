@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from typing import Any
 
@@ -478,6 +479,31 @@ def test_documents_written_through_an_alias_are_searched_after_the_delay(
     assert os.count(index="current")["count"] == 0
     time.sleep(DELAY)
     assert sorted(h["_source"]["n"] for h in os.search(index="current")["hits"]["hits"]) == [1, 2]
+    assert serverless.replay_failures() == []
+
+
+def test_concurrent_writes_are_searched_as_the_upstream_holds_them(
+    serverless: ServerlessStandIn,
+) -> None:
+    serverless.search_delay = 0.2
+    os = created(serverless)
+
+    def write(n: int) -> None:
+        for round_ in range(10):
+            value = {"n": n * 100 + round_}
+            lines = [x for i in range(5) for x in ({"index": {"_index": INDEX, "_id": str(i)}}, value)]
+            os.bulk(body=lines)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(0.2)
+    hits = os.search(index=INDEX, body={"size": 10})["hits"]["hits"]
+    searched = {h["_id"]: h["_source"] for h in hits}
+    docs = direct(serverless).mget(index=INDEX, body={"ids": [str(i) for i in range(5)]})["docs"]
+    assert searched == {d["_id"]: d["_source"] for d in docs}
     assert serverless.replay_failures() == []
 
 
