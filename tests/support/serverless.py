@@ -178,7 +178,6 @@ ROUTES = (
     *_routes("delete index template", "DeleteCollectionItems", "DELETE", "_index_template/{name}"),
 )
 SEARCHED = ("search", "count", "msearch")  # answered by the searcher, after the writes due there
-WRITES = ("bulk", "write document")  # replayed on the searcher after the delay
 READS_ONLY = ("GET", "HEAD")
 
 
@@ -339,7 +338,8 @@ class Seen:
 
     method: str
     path: str
-    operation: str  # the route's; "unsupported" or "unauthenticated" for a refusal before one
+    operation: str  # the route's ("<it> refused" for a 400); "unsupported", "unauthenticated" or
+    # "forbidden" for a request refused before it is one
     permission: str  # the data access permission it needs; "" when none
     status: int
 
