@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from icecdc.model import EngineKind
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
 from tests.support.pipeline import Pipeline
+from tests.support.serverless import serverless_fixture  # noqa: F401 - the `serverless` fixture
 from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
 
 # moto's server and the per-test DynamoDB tables: the AWS tests and the state-store contract use them

@@ -183,14 +183,7 @@ class FaultProxy:
     """An HTTP proxy to one loopback upstream that fails requests as its rules say."""
 
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
-        # Tests must never send traffic off the machine, whatever URL they were handed.
-        if not ipaddress.ip_address(socket.gethostbyname(parts.hostname)).is_loopback:
-            raise ValueError(f"upstream {upstream!r} is not a loopback address")
-        self.upstream_host = parts.hostname
-        self.upstream_port = parts.port or 80
+        self.upstream_host, self.upstream_port = loopback(upstream)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
@@ -542,25 +535,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, method: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         proxy = self.server.proxy
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "accept-encoding"}
-        # identity encoding upstream: the proxy must be able to read and rewrite bulk answers
-        connection = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=UPSTREAM_TIMEOUT)
-        try:
-            connection.request(
-                method, self.path, body=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=headers
-            )
-            response = connection.getresponse()
-            raw = response.read()
-            kept = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
-            if method == "HEAD":
-                # a HEAD answer carries the length the GET body would have; keep it, send no body
-                kept += [(k, v) for k, v in response.getheaders() if k.lower() == "content-length"]
-            return response.status, kept, raw
-        except (OSError, http.client.HTTPException):
-            # the upstream is down (osmem closed at teardown): answer as a gateway does
-            return 502, [("Content-Type", "application/json; charset=UTF-8")], json.dumps(_error_body(502)).encode()
-        finally:
-            connection.close()
+        headers = dict(self.headers.items())
+        return exchange(proxy.upstream_host, proxy.upstream_port, method, self.path, headers, body)
 
     def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         try:
@@ -584,6 +560,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def loopback(upstream: str) -> tuple[str, int]:
+    """(host, port) of an http:// URL on this machine; ValueError for any other."""
+    parts = urlsplit(upstream)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"upstream must be an http:// URL, got {upstream!r}")
+    # Tests must never send traffic off the machine, whatever URL they were handed.
+    if not ipaddress.ip_address(socket.gethostbyname(parts.hostname)).is_loopback:
+        raise ValueError(f"upstream {upstream!r} is not a loopback address")
+    return parts.hostname, parts.port or 80
+
+
+def exchange(
+    host: str, port: int, method: str, target: str, headers: dict[str, str], body: bytes
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request to a loopback upstream: (status, the answer's end-to-end headers, its body);
+    a 502 answer when the upstream cannot be reached."""
+    # identity encoding upstream: the proxy must be able to read and rewrite bulk answers
+    sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "accept-encoding"}
+    connection = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
+    try:
+        connection.request(method, target, body=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=sent)
+        response = connection.getresponse()
+        raw = response.read()
+        kept = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+        if method == "HEAD":
+            # a HEAD answer carries the length the GET body would have; keep it, send no body
+            kept += [(k, v) for k, v in response.getheaders() if k.lower() == "content-length"]
+        return response.status, kept, raw
+    except (OSError, http.client.HTTPException):
+        # the upstream is down (osmem closed at teardown): answer as a gateway does
+        return 502, [("Content-Type", "application/json; charset=UTF-8")], json.dumps(_error_body(502)).encode()
+    finally:
+        connection.close()
 
 
 def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:

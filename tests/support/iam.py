@@ -12,7 +12,8 @@ through pyarrow, fsspec's s3fs, opensearch-py's SigV4), by the credential scope 
   protocols of DynamoDB, Glue, Secrets Manager, KMS, SQS and CloudWatch; the es:ESHttp* paths);
   a request of a shape it does not know is refused, so no service escapes the check;
 - `Enforcer`: access key → role; `authorize` answers a refusal (as the service spells it) for a
-  request the role's statements do not allow, and records every (role, action, resource) it saw.
+  request the role's statements do not allow, and records every (role, action, resource) it saw;
+  `serverless_guard` checks aoss:APIAccessAll on a collection for the Serverless stand-in.
 
 What AWS does on the role's behalf is checked as well: an object read from or written to a bucket
 whose default encryption is a customer-managed key needs kms:Decrypt / kms:GenerateDataKey on that
@@ -542,6 +543,18 @@ class Enforcer:
         except UnknownRequest as unknown:
             calls = [Call(f"unknown:{unknown}", "*")]
         return self.authorize_calls(credential[0], calls)
+
+    def serverless_guard(self, collection_arn: str) -> Callable[[Request], Refusal | None]:
+        """A ServerlessStandIn's guard: IAM's aoss:APIAccessAll on the collection, for every
+        data-plane request a role signs (the data access policy's rights are not modelled)."""
+
+        def guard(request: Request) -> Refusal | None:
+            credential = request.credential()
+            if credential is None:
+                return None
+            return self.authorize_calls(credential[0], [Call("aoss:APIAccessAll", collection_arn)])
+
+        return guard
 
     def authorize_calls(self, access_key: str, calls: list[Call]) -> Refusal | None:
         """The verdict on calls made with `access_key` (a REST endpoint's hook), recorded."""
