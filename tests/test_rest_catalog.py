@@ -27,9 +27,14 @@ from pyiceberg.exceptions import (
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.types import StringType
 
+from icecdc.aws.planner import Sweep, plan_and_start_each
+from icecdc.config import parse_config
 from icecdc.model import EngineKind
+from icecdc.state import open_state_store
 from icecdc.verify import diff_index
+from tests.support.aws import aws_client
 from tests.support.cli import icecdc
+from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline, config_dict
 from tests.support.rest_catalog import CONFIG_ROUTE, TOKEN_ROUTE, Auth, RestCatalogServer
 from tests.support.spark_sql import run_sql
@@ -263,14 +268,17 @@ class RestSync:
     path: Path  # the config file
 
     @classmethod
-    def of(cls, tmp_path: Path, osmem_url: str, server: RestCatalogServer, **properties: str) -> RestSync:
+    def of(
+        cls, tmp_path: Path, osmem_url: str, server: RestCatalogServer, writer: dict[str, str] | None = None, **properties: str
+    ) -> RestSync:
+        """The config's catalog: `properties`; the writer's: `writer` (default: the same)."""
         local = Pipeline(tmp_path, osmem_url, spark=None, engine=EngineKind.IN_PROCESS)
         tables = [{"name": "db.orders", "identifier_columns": ["id"]}]  # Spark sets no identifier field
         raw = config_dict(tmp_path, osmem_url, tables, EngineKind.IN_PROCESS)
         raw["catalog"] = {"name": "lake", "type": "rest", "uri": server.url, "warehouse": server.warehouse, **properties}
         path = tmp_path / "icecdc.yaml"
         path.write_text(yaml.safe_dump(raw))
-        return cls(local, server, rest(server, **properties), path)
+        return cls(local, server, rest(server, **(properties if writer is None else writer)), path)
 
     def synced(self) -> Counter[str]:
         """Sync, check the index equals the table read through REST; the sync's catalog requests."""
@@ -387,3 +395,72 @@ def test_a_table_s_life_through_the_rest_catalog_reaches_the_index(
     assert json.loads(run.local.documents("orders")["1"])["status"] == "new"
     # nothing new: the config once (and OAuth2's tokens), the table loaded once
     assert {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}.items() <= run.synced().items()
+
+
+@pytest.fixture
+def secret_reads(moto_url: str, monkeypatch: pytest.MonkeyPatch, aws_credentials: None) -> Iterator[FaultProxy]:
+    """Secrets Manager (moto's) behind a proxy that counts its requests: each is a secret read."""
+    with FaultProxy(moto_url) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", proxy.url)
+        yield proxy
+
+
+def client_secret(moto_url: str, unique: str) -> str:
+    """The stand-in's client credentials in a secret of moto's Secrets Manager: its ARN."""
+    created = aws_client("secretsmanager", moto_url).create_secret(
+        Name=f"catalog-{unique}", SecretString=json.dumps({"client_id": "icecdc", "client_secret": "secret"})
+    )
+    return str(created["ARN"])
+
+
+def test_a_sync_of_two_tables_reads_the_oauth2_secret_once_and_renews_tokens(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, sql_catalog: SqlCatalog, moto_url: str, unique: str, secret_reads: FaultProxy
+) -> None:
+    """`icecdc sync` with the client credentials in Secrets Manager: one read for the run; each
+    token the stand-in issues serves two requests, so the run renews them (pyiceberg, with the
+    credential it was opened with) and still syncs both tables."""
+    server = serve(auth=Auth.OAUTH2, token_uses=2)
+    from_secret = {"credential_secret_arn": client_secret(moto_url, unique), "oauth2-server-uri": f"{server.url}/v1/oauth/tokens"}
+    run = RestSync.of(tmp_path, osmem_clone.url, server, writer=oauth2(server), **from_secret)
+    raw = yaml.safe_load(run.path.read_text())
+    raw["tables"].append({"name": "db.customers", "identifier_columns": ["id"]})
+    run.path.write_text(yaml.safe_dump(raw))
+    for name in ("db.orders", "db.customers"):
+        sql_catalog.create_table(name, schema=SCHEMA).append(rows(1, 2))
+    counts = run.synced()
+    assert secret_reads.count() == 1
+    assert counts[TOKEN_ROUTE] > 2, counts  # tokens renewed after the first two
+    assert sorted(run.local.documents("customers")) == ["1", "2"]
+
+
+def test_the_planner_s_sweep_reads_the_oauth2_secret_once(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, sql_catalog: SqlCatalog, moto_url: str, unique: str, secret_reads: FaultProxy
+) -> None:
+    """The sweep opens a catalog per table, in threads; they share the run's one secret read.
+    Tokens that serve one request each are renewed, and every table is applied here."""
+    server = serve(auth=Auth.OAUTH2, token_uses=1)
+    local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+    names = [f"db.t{i}" for i in range(4)]
+    for name in names:
+        sql_catalog.create_table(name, schema=SCHEMA).append(rows(1, 2, 3))
+    raw = config_dict(tmp_path, osmem_clone.url, [{"name": n, "index": n[3:]} for n in names], EngineKind.IN_PROCESS)
+    secret = client_secret(moto_url, unique)
+    raw["catalog"] = {
+        "name": "lake",
+        "type": "rest",
+        "uri": server.url,
+        "warehouse": server.warehouse,
+        "credential_secret_arn": secret,
+    }
+    config = parse_config(raw)
+    store = open_state_store(config.state)
+    try:
+        sweep = Sweep(config, store, aws_client("glue", moto_url), aws_client("cloudwatch", moto_url))
+        outcomes = plan_and_start_each(sweep, tuple(names), "stack", workers=4)
+    finally:
+        store.close()
+    assert [o.error for o in outcomes] == [None] * 4 and all(o.has_work for o in outcomes), outcomes
+    assert secret_reads.count() == 1
+    assert server.counts()[TOKEN_ROUTE] > 2 * len(names)  # two a catalog opened, and renewals
+    for name in names:
+        assert not diff_index(sql_catalog.load_table(name), ("id",), local.client, name[3:])
