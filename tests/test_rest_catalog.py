@@ -464,3 +464,22 @@ def test_the_planner_s_sweep_reads_the_oauth2_secret_once(
     assert server.counts()[TOKEN_ROUTE] > 2 * len(names)  # two a catalog opened, and renewals
     for name in names:
         assert not diff_index(sql_catalog.load_table(name), ("id",), local.client, name[3:])
+
+
+def test_icecdc_sync_signs_for_a_service_the_user_names(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, aws_credentials: None
+) -> None:
+    """A REST catalog behind API Gateway: `rest.signing-name: execute-api`, every request signed
+    for it (the stand-in refuses any other scope); the export and a commit reach the index."""
+    server = serve(auth=Auth.SIGV4, signing_name="execute-api")
+    run = RestSync.of(tmp_path, osmem_clone.url, server, **sigv4("execute-api"))
+    orders(run.local).append(rows(1, 2))
+    run.synced()
+    run.catalog.load_table("db.orders").append(rows(3))
+    run.synced()
+    assert run.ids() == [1, 2, 3]
+    raw = yaml.safe_load(run.path.read_text())
+    raw["catalog"]["rest.signing-name"] = "s3tables"
+    (tmp_path / "wrong.yaml").write_text(yaml.safe_dump(raw))
+    wrong = icecdc("sync", "--config", str(tmp_path / "wrong.yaml"))
+    assert wrong.returncode != 0 and "scoped to correct service: 'execute-api'" in wrong.stderr, wrong.stderr
