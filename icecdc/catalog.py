@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -23,11 +24,41 @@ from icecdc.model import AnyItem
 from icecdc.secret_values import secret_string
 
 
-def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
+@dataclass
+class RunCredentials:
+    """A run's OAuth2 client credentials, read from Secrets Manager by the first catalog it opens.
+
+    Every catalog the run opens (the planner's sweep opens one a table, in threads) takes them
+    from here: a sweep of 500 tables reads the secret once, not 500 times. A refusal is kept as
+    well, so that it costs one read too. pyiceberg keeps the credential in the catalog it opened,
+    and fetches a new token with it when one expires.
+    """
+
+    _read: dict[str, str | ConfigError] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def of(self, arn: str) -> str:
+        """pyiceberg's `credential` from the secret `arn`, read on the run's first call."""
+        with self._lock:
+            if arn not in self._read:
+                try:
+                    self._read[arn] = _client_credentials(arn)
+                except ConfigError as exc:
+                    self._read[arn] = exc
+            found = self._read[arn]
+        if isinstance(found, ConfigError):
+            raise ConfigError(str(found))
+        return found
+
+
+def open_catalog(
+    config: CatalogConfig, create: bool = False, credentials: RunCredentials | None = None
+) -> Catalog:
     """The configured catalog.
 
     A SQLite catalog's file must exist unless `create` (the demo's): SQLite would create an empty
-    one for a mistyped path, whose tables are then all "not found"."""
+    one for a mistyped path, whose tables are then all "not found". `credentials`: the run's, when
+    it opens the catalog more than once; without them the secret is read for this catalog."""
     missing = None if create else missing_sqlite_file(config.properties)
     if missing is not None:
         raise ConfigError(
@@ -37,7 +68,8 @@ def open_catalog(config: CatalogConfig, create: bool = False) -> Catalog:
         )
     properties = config.properties
     if config.credential_secret_arn is not None:
-        properties["credential"] = _client_credentials(config.credential_secret_arn)
+        read = credentials if credentials is not None else RunCredentials()
+        properties["credential"] = read.of(config.credential_secret_arn)
     try:
         return load_catalog(config.name, **properties)
     # Any catalog's failure to connect: reported with its own words, nothing written yet.

@@ -20,7 +20,7 @@ from constructs import Construct, IConstruct
 from icecdc.aws.catalogs import AwsCatalog, CatalogKind, Grant, Where
 from icecdc.catalog import glue_name
 from icecdc.config import Config, TableConfig
-from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig
+from icecdc.config.deploy import LOG_RETENTION_DAYS, AwsConfig, CatalogGrantConfig
 
 GLUE_READ_ACTIONS = ["glue:GetTable", "glue:GetDatabase"]  # what pyiceberg's GlueCatalog.load_table calls
 # CloudWatch Logs' retention periods (icecdc.config.LOG_RETENTION_DAYS) as CDK names them, in order.
@@ -181,7 +181,15 @@ def aws_catalog(config: Config) -> AwsCatalog:
     """The configured catalog as the bundle reads it (icecdc.aws.catalogs: its kind decides)."""
     protected = [t.name for t in config.tables if t.protect_checkpoint]
     names = [t.name for t in config.tables]
-    return AwsCatalog.of(config.catalog.properties, names, protected, config.catalog.credential_secret_arn)
+    grants = [user_grant(g) for g in config.aws.catalog_grants] if config.aws else []
+    return AwsCatalog.of(config.catalog.properties, names, protected, config.catalog.credential_secret_arn, grants)
+
+
+def user_grant(grant: CatalogGrantConfig) -> Grant:
+    """A statement of aws.catalog_grants as the catalog's grants hold it."""
+    wildcards = "the ARNs aws.catalog_grants lists, as the user grants them" if any("*" in r for r in grant.resources) else None
+    why = "aws.catalog_grants: the REST catalog's own service, as the configuration grants it"
+    return Grant(grant.actions, grant.resources, why, wildcards=wildcards)
 
 
 def where(scope: IConstruct) -> Where:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,20 @@ from pyiceberg.exceptions import (
     OAuthError,
     TableAlreadyExistsError,
 )
+from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.types import StringType
 
+from icecdc.aws.planner import Sweep, plan_and_start_each
+from icecdc.config import parse_config
 from icecdc.model import EngineKind
+from icecdc.state import open_state_store
 from icecdc.verify import diff_index
+from tests.support.aws import aws_client
 from tests.support.cli import icecdc
+from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline, config_dict
 from tests.support.rest_catalog import CONFIG_ROUTE, TOKEN_ROUTE, Auth, RestCatalogServer
+from tests.support.spark_sql import run_sql
 from tests.support.tables import BY_REGION, SCHEMA, orders, rows
 
 # S3 Tables' warehouse is its table bucket's ARN; the stand-in's prefix is it, URL-encoded.
@@ -250,44 +258,228 @@ def test_outside_the_surface_everything_is_refused_with_the_spec_s_error_model(s
         load_catalog("rest", type="rest", uri=server.url, warehouse="another")
 
 
+@dataclass
+class RestSync:
+    """`icecdc sync` of db.orders with a config whose catalog is the stand-in `server`."""
+
+    local: Pipeline
+    server: RestCatalogServer
+    catalog: Catalog  # the stand-in as the test's writer sees it
+    path: Path  # the config file
+
+    @classmethod
+    def of(
+        cls, tmp_path: Path, osmem_url: str, server: RestCatalogServer, writer: dict[str, str] | None = None, **properties: str
+    ) -> RestSync:
+        """The config's catalog: `properties`; the writer's: `writer` (default: the same)."""
+        local = Pipeline(tmp_path, osmem_url, spark=None, engine=EngineKind.IN_PROCESS)
+        tables = [{"name": "db.orders", "identifier_columns": ["id"]}]  # Spark sets no identifier field
+        raw = config_dict(tmp_path, osmem_url, tables, EngineKind.IN_PROCESS)
+        raw["catalog"] = {"name": "lake", "type": "rest", "uri": server.url, "warehouse": server.warehouse, **properties}
+        path = tmp_path / "icecdc.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return cls(local, server, rest(server, **(properties if writer is None else writer)), path)
+
+    def synced(self) -> Counter[str]:
+        """Sync, check the index equals the table read through REST; the sync's catalog requests."""
+        self.server.reset_counts()
+        run = icecdc("sync", "--config", str(self.path))
+        assert run.returncode == 0, run.stdout + run.stderr
+        counts = self.server.counts()
+        diff = diff_index(self.catalog.load_table("db.orders"), ("id",), self.local.client, "orders")
+        assert not diff, diff.summary()
+        return counts
+
+    def ids(self) -> list[int]:
+        return sorted(int(i) for i in self.local.documents("orders"))
+
+
 def test_icecdc_sync_exports_a_table_read_through_the_rest_catalog(
     tmp_path: Path, osmem_clone: Any, serve: Serve, aws_credentials: None
 ) -> None:
     """`icecdc sync` with `catalog: {type: rest, ...}` and SigV4 exports the table, and after each
     commit through the REST catalog (an append, a copy-on-write delete, a schema change) the index
     equals it."""
-    local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
     server = serve(auth=Auth.SIGV4, signing_name="s3tables")
-    catalog = rest(server, **sigv4("s3tables"))
-    table = orders(local)  # created in the SQL catalog, read through the stand-in
-    table.append(rows(1, 2, 3))
-    raw = config_dict(tmp_path, osmem_clone.url, [{"name": "db.orders"}], EngineKind.IN_PROCESS)
-    raw["catalog"] = {"name": "lake", "type": "rest", "uri": server.url, "warehouse": BUCKET_ARN, **sigv4("s3tables")}
-    path = tmp_path / "icecdc.yaml"
-    path.write_text(yaml.safe_dump(raw))
-
-    def synced() -> Counter[str]:
-        """Sync, check the index equals the table; the catalog requests of the sync."""
-        server.reset_counts()
-        run = icecdc("sync", "--config", str(path))
-        assert run.returncode == 0, run.stdout + run.stderr
-        counts = server.counts()
-        diff = diff_index(catalog.load_table("db.orders"), ("id",), local.client, "orders")
-        assert not diff, diff.summary()
-        return counts
-
-    synced()
-    assert len(local.documents("orders")) == 3
-    through_rest = catalog.load_table("db.orders")
+    run = RestSync.of(tmp_path, osmem_clone.url, server, **sigv4("s3tables"))
+    orders(run.local).append(rows(1, 2, 3))  # created in the SQL catalog, read through the stand-in
+    run.synced()
+    assert run.ids() == [1, 2, 3]
+    through_rest = run.catalog.load_table("db.orders")
     through_rest.append(rows(4, 5, status="paid"))
     through_rest.delete("id = 2")  # copy-on-write: the file holding id 2 is rewritten
-    synced()
-    assert sorted(local.documents("orders")) == ["1", "3", "4", "5"]
+    run.synced()
+    assert run.ids() == [1, 3, 4, 5]
     with through_rest.update_schema() as update:  # a schema change, committed through REST
         update.add_column("note", StringType())
     noted = rows(6).append_column("note", pa.array(["new column"]))
-    catalog.load_table("db.orders").append(noted)
-    synced()
-    assert json.loads(local.documents("orders")["6"])["note"] == "new column"
+    run.catalog.load_table("db.orders").append(noted)
+    run.synced()
+    assert json.loads(run.local.documents("orders")["6"])["note"] == "new column"
     # A sync with nothing new: the catalog's config once, the table loaded once.
-    assert synced() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}
+    assert run.synced() == {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}
+
+
+def spark_creates_orders(spark: Any, tmp_path: Path, format_version: int) -> None:
+    """db.orders created by Spark in the catalog behind the stand-in: updates copy-on-write,
+    deletes merge-on-read (position deletes in v2, deletion vectors in v3)."""
+    run_sql(
+        spark,
+        tmp_path,
+        "CREATE TABLE lake.db.orders (id BIGINT NOT NULL, region STRING, status STRING, amount DOUBLE) "
+        f"USING iceberg PARTITIONED BY (region) TBLPROPERTIES ('format-version'='{format_version}', "
+        "'write.update.mode'='copy-on-write', 'write.delete.mode'='merge-on-read')",
+        "INSERT INTO lake.db.orders VALUES (1, 'us', 'new', 1.5), (2, 'us', 'new', 3.0), (3, 'eu', 'new', 4.5)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("auth", "format_version", "delete_format"),
+    [("s3tables", 2, FileFormat.PARQUET), ("glue", 3, FileFormat.PUFFIN), ("oauth2", 2, FileFormat.PARQUET)],
+    ids=["sigv4 s3tables, position deletes", "sigv4 glue, deletion vectors", "oauth2, position deletes"],
+)
+def test_a_table_s_life_through_the_rest_catalog_reaches_the_index(
+    tmp_path: Path,
+    osmem_clone: Any,
+    spark: Any,
+    serve: Serve,
+    aws_credentials: None,
+    auth: str,
+    format_version: int,
+    delete_format: FileFormat,
+) -> None:
+    """The end-to-end suite through the stand-in, each auth: the export, a copy-on-write commit, a
+    merge-on-read commit, a column added and one dropped (Spark's commits, to the catalog behind
+    the stand-in: pyiceberg writes no v3), and the table dropped through REST and created again
+    under its name; after every `icecdc sync` the index equals the table as REST serves it."""
+    if auth == "oauth2":
+        server = serve(auth=Auth.OAUTH2)
+        properties = oauth2(server)
+    else:
+        server = serve(auth=Auth.SIGV4, signing_name=auth)
+        properties = sigv4(auth)
+    run = RestSync.of(tmp_path, osmem_clone.url, server, **properties)
+    spark_creates_orders(spark, tmp_path, format_version)
+    run.synced()
+    assert run.ids() == [1, 2, 3]
+
+    run_sql(spark, tmp_path, "UPDATE lake.db.orders SET status = 'paid' WHERE id = 1")  # copy-on-write
+    run.synced()
+    assert json.loads(run.local.documents("orders")["1"])["status"] == "paid"
+
+    run_sql(spark, tmp_path, "DELETE FROM lake.db.orders WHERE id = 2")  # merge-on-read
+    tasks = run.catalog.load_table("db.orders").scan().plan_files()
+    assert {(d.content, d.file_format) for task in tasks for d in task.delete_files} == {
+        (DataFileContent.POSITION_DELETES, delete_format)
+    }
+    run.synced()
+    assert run.ids() == [1, 3]
+
+    run_sql(
+        spark,
+        tmp_path,
+        "ALTER TABLE lake.db.orders ADD COLUMN note STRING",
+        "ALTER TABLE lake.db.orders DROP COLUMN amount",
+        "INSERT INTO lake.db.orders VALUES (7, 'us', 'new', 'added')",
+    )
+    run.synced()
+    assert json.loads(run.local.documents("orders")["7"]) == {"id": 7, "region": "us", "status": "new", "note": "added"}
+    assert "amount" not in json.loads(run.local.documents("orders")["3"])
+
+    dropped = run.catalog.load_table("db.orders").metadata.table_uuid
+    run.catalog.drop_table("db.orders")
+    spark_creates_orders(spark, tmp_path, format_version)  # ids 1, 2, 3 again, a new table
+    assert run.catalog.load_table("db.orders").metadata.table_uuid != dropped
+    run.synced()
+    assert run.ids() == [1, 2, 3]
+    assert json.loads(run.local.documents("orders")["1"])["status"] == "new"
+    # nothing new: the config once (and OAuth2's tokens), the table loaded once
+    assert {CONFIG_ROUTE: 1, LOAD_ROUTE: 1}.items() <= run.synced().items()
+
+
+@pytest.fixture
+def secret_reads(moto_url: str, monkeypatch: pytest.MonkeyPatch, aws_credentials: None) -> Iterator[FaultProxy]:
+    """Secrets Manager (moto's) behind a proxy that counts its requests: each is a secret read."""
+    with FaultProxy(moto_url) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", proxy.url)
+        yield proxy
+
+
+def client_secret(moto_url: str, unique: str) -> str:
+    """The stand-in's client credentials in a secret of moto's Secrets Manager: its ARN."""
+    created = aws_client("secretsmanager", moto_url).create_secret(
+        Name=f"catalog-{unique}", SecretString=json.dumps({"client_id": "icecdc", "client_secret": "secret"})
+    )
+    return str(created["ARN"])
+
+
+def test_a_sync_of_two_tables_reads_the_oauth2_secret_once_and_renews_tokens(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, sql_catalog: SqlCatalog, moto_url: str, unique: str, secret_reads: FaultProxy
+) -> None:
+    """`icecdc sync` with the client credentials in Secrets Manager: one read for the run; each
+    token the stand-in issues serves two requests, so the run renews them (pyiceberg, with the
+    credential it was opened with) and still syncs both tables."""
+    server = serve(auth=Auth.OAUTH2, token_uses=2)
+    from_secret = {"credential_secret_arn": client_secret(moto_url, unique), "oauth2-server-uri": f"{server.url}/v1/oauth/tokens"}
+    run = RestSync.of(tmp_path, osmem_clone.url, server, writer=oauth2(server), **from_secret)
+    raw = yaml.safe_load(run.path.read_text())
+    raw["tables"].append({"name": "db.customers", "identifier_columns": ["id"]})
+    run.path.write_text(yaml.safe_dump(raw))
+    for name in ("db.orders", "db.customers"):
+        sql_catalog.create_table(name, schema=SCHEMA).append(rows(1, 2))
+    counts = run.synced()
+    assert secret_reads.count() == 1
+    assert counts[TOKEN_ROUTE] > 2, counts  # tokens renewed after the first two
+    assert sorted(run.local.documents("customers")) == ["1", "2"]
+
+
+def test_the_planner_s_sweep_reads_the_oauth2_secret_once(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, sql_catalog: SqlCatalog, moto_url: str, unique: str, secret_reads: FaultProxy
+) -> None:
+    """The sweep opens a catalog per table, in threads; they share the run's one secret read.
+    Tokens that serve one request each are renewed, and every table is applied here."""
+    server = serve(auth=Auth.OAUTH2, token_uses=1)
+    local = Pipeline(tmp_path, osmem_clone.url, spark=None, engine=EngineKind.IN_PROCESS)
+    names = [f"db.t{i}" for i in range(4)]
+    for name in names:
+        sql_catalog.create_table(name, schema=SCHEMA).append(rows(1, 2, 3))
+    raw = config_dict(tmp_path, osmem_clone.url, [{"name": n, "index": n[3:]} for n in names], EngineKind.IN_PROCESS)
+    secret = client_secret(moto_url, unique)
+    raw["catalog"] = {
+        "name": "lake",
+        "type": "rest",
+        "uri": server.url,
+        "warehouse": server.warehouse,
+        "credential_secret_arn": secret,
+    }
+    config = parse_config(raw)
+    store = open_state_store(config.state)
+    try:
+        sweep = Sweep(config, store, aws_client("glue", moto_url), aws_client("cloudwatch", moto_url))
+        outcomes = plan_and_start_each(sweep, tuple(names), "stack", workers=4)
+    finally:
+        store.close()
+    assert [o.error for o in outcomes] == [None] * 4 and all(o.has_work for o in outcomes), outcomes
+    assert secret_reads.count() == 1
+    assert server.counts()[TOKEN_ROUTE] > 2 * len(names)  # two a catalog opened, and renewals
+    for name in names:
+        assert not diff_index(sql_catalog.load_table(name), ("id",), local.client, name[3:])
+
+
+def test_icecdc_sync_signs_for_a_service_the_user_names(
+    tmp_path: Path, osmem_clone: Any, serve: Serve, aws_credentials: None
+) -> None:
+    """A REST catalog behind API Gateway: `rest.signing-name: execute-api`, every request signed
+    for it (the stand-in refuses any other scope); the export and a commit reach the index."""
+    server = serve(auth=Auth.SIGV4, signing_name="execute-api")
+    run = RestSync.of(tmp_path, osmem_clone.url, server, **sigv4("execute-api"))
+    orders(run.local).append(rows(1, 2))
+    run.synced()
+    run.catalog.load_table("db.orders").append(rows(3))
+    run.synced()
+    assert run.ids() == [1, 2, 3]
+    raw = yaml.safe_load(run.path.read_text())
+    raw["catalog"]["rest.signing-name"] = "s3tables"
+    (tmp_path / "wrong.yaml").write_text(yaml.safe_dump(raw))
+    wrong = icecdc("sync", "--config", str(tmp_path / "wrong.yaml"))
+    assert wrong.returncode != 0 and "scoped to correct service: 'execute-api'" in wrong.stderr, wrong.stderr

@@ -17,6 +17,11 @@ else knows the kind. Events are hints: the stack's sweep plans every table on it
 - **rest**: any other REST catalog (Polaris, Nessie, Unity, Lakekeeper), with OAuth2 client
   credentials from Secrets Manager (`catalog.credential_secret_arn`); its files in
   `aws.warehouse_buckets`; no events: the sweep plans.
+- **rest-sigv4**: a REST catalog signed with SigV4 for a service the user names
+  (`rest.signing-name`, e.g. `execute-api` for one behind API Gateway). The stack cannot guess
+  what that service authorizes: the user lists it in `aws.catalog_grants` (actions of that
+  service only, never a wildcard action), which synth requires; its files in
+  `aws.warehouse_buckets`; no events: the sweep plans.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class CatalogKind(StrEnum):
     S3_TABLES = "s3tables"
     GLUE_REST = "glue-rest"
     REST = "rest"
+    REST_SIGV4 = "rest-sigv4"
 
 
 def catalog_kind(properties: Mapping[str, str]) -> CatalogKind:
@@ -61,6 +67,7 @@ def catalog_kind(properties: Mapping[str, str]) -> CatalogKind:
             return CatalogKind.S3_TABLES
         if signing == "glue":
             return CatalogKind.GLUE_REST
+        return CatalogKind.REST_SIGV4
     return CatalogKind.REST
 
 
@@ -103,6 +110,7 @@ class AwsCatalog:
     tables: tuple[str, ...]  # "<namespace>.<table>", as configured
     protected: tuple[str, ...] = ()  # the tables under the expiry guard
     credential_secret_arn: str | None = None  # a REST catalog's OAuth2 client credentials
+    user_grants: tuple[Grant, ...] = ()  # rest-sigv4: aws.catalog_grants, as the user lists them
 
     @classmethod
     def of(
@@ -111,9 +119,17 @@ class AwsCatalog:
         tables: Sequence[str],
         protected: Sequence[str] = (),
         credential_secret_arn: str | None = None,
+        user_grants: Sequence[Grant] = (),
     ) -> AwsCatalog:
         kind = catalog_kind(properties)
-        return cls(kind, dict(properties), tuple(tables), tuple(protected), credential_secret_arn)
+        return cls(
+            kind,
+            dict(properties),
+            tuple(tables),
+            tuple(protected),
+            credential_secret_arn,
+            tuple(user_grants),
+        )
 
     @property
     def table_bucket(self) -> re.Match[str] | None:
@@ -147,8 +163,37 @@ class AwsCatalog:
             )
         if self.kind == CatalogKind.REST and self.credential_secret_arn is None:
             return (
-                'a REST catalog needs `rest.sigv4-enabled: "true"` and `rest.signing-name` '
-                "s3tables or glue, or OAuth2 client credentials in catalog.credential_secret_arn"
+                'a REST catalog needs `rest.sigv4-enabled: "true"` and a `rest.signing-name` '
+                "(s3tables, glue, or another service with aws.catalog_grants), or OAuth2 client "
+                "credentials in catalog.credential_secret_arn"
+            )
+        return self._user_grants_problem()
+
+    def _user_grants_problem(self) -> str | None:
+        """What is wrong with aws.catalog_grants for this kind, in one line; None when nothing.
+
+        Only rest-sigv4 takes them, and only for the service it signs for."""
+        signing = self.properties.get("rest.signing-name", "")
+        if self.kind != CatalogKind.REST_SIGV4:
+            if self.user_grants:
+                return (
+                    "aws.catalog_grants is for a REST catalog signed with SigV4 for another "
+                    f"service than s3tables or glue; the {self.kind} catalog's rights are the "
+                    "stack's: remove it"
+                )
+            return None
+        if not self.user_grants:
+            return (
+                f"catalog signs for {signing!r}: the stack cannot know what that service "
+                f"authorizes; list it in aws.catalog_grants (actions such as '{signing}:Invoke' "
+                "and the ARNs they are on: docs/deploy.md, Catalogs)"
+            )
+        foreign = [a for g in self.user_grants for a in g.actions if a.split(":", 1)[0] != signing]
+        if foreign:
+            return (
+                f"aws.catalog_grants: {foreign[0]!r} is not an action of {signing!r}, the "
+                "service the catalog signs for (rest.signing-name): the roles' other rights "
+                "are the stack's"
             )
         return None
 
@@ -162,7 +207,7 @@ class AwsCatalog:
         They are for the Glue Data Catalog and any REST catalog that vends no access (S3 Tables
         and Lake Formation do).
         """
-        return self.kind in (CatalogKind.GLUE, CatalogKind.REST)
+        return self.kind in (CatalogKind.GLUE, CatalogKind.REST, CatalogKind.REST_SIGV4)
 
     # -- IAM ---------------------------------------------------------------------------------
 
@@ -172,11 +217,12 @@ class AwsCatalog:
             return self._s3tables_grants(where, write=False)
         if self.kind == CatalogKind.GLUE_REST:
             return self._glue_rest_grants(where)
+        grants = list(self.user_grants)
         if self.credential_secret_arn is not None:
             secret = (self.credential_secret_arn,)
             why = "the REST catalog's OAuth2 client credentials, read when the catalog is opened"
-            return [Grant(("secretsmanager:GetSecretValue",), secret, why)]
-        return []
+            grants.append(Grant(("secretsmanager:GetSecretValue",), secret, why))
+        return grants
 
     def guard_grants(self, where: Where) -> list[Grant]:
         """What the expiry guard's tags need: a commit of the protected tables' metadata."""

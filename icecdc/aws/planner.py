@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 from icecdc.aws.contract import ARG_TABLE, PASS_RESERVE_SECONDS, job_name
 from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
 from icecdc.aws.outcome import TableOutcome
-from icecdc.catalog import identifier_columns, load_table, open_catalog
+from icecdc.catalog import RunCredentials, identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig
 from icecdc.destination.client import open_client
 from icecdc.destination.index import IndexAlias
@@ -60,6 +60,8 @@ class Sweep:
     cloudwatch: Any
     deadline: float | None = None
     one_pass: AbstractContextManager[Any] | None = None
+    # the catalog's OAuth2 client credentials, read once for the sweep's tables
+    credentials: RunCredentials = field(default_factory=RunCredentials)
 
 
 def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
@@ -160,7 +162,7 @@ def plan_and_start(sweep: Sweep, name: str, job: str) -> TableOutcome:
     table_config = config.table(name)
     try:
         # once per table: a Glue catalog is a client to create
-        catalog = open_catalog(config.catalog)
+        catalog = open_catalog(config.catalog, credentials=sweep.credentials)
         table = load_table(catalog, name)
         # The index's unfinished states (a swap a crashed run did not make) are work too; a planner
         # that does not apply may have no route to the domain, and leaves them to the next commit.

@@ -81,6 +81,35 @@ class VpcConfig(Section):
         return self
 
 
+class CatalogGrantConfig(Section):
+    """One statement of `aws.catalog_grants`, what the roles may call on the catalog's service.
+
+    For a REST catalog signed with SigV4 for a service the stack does not know
+    (`rest.signing-name`, e.g. `execute-api`)."""
+
+    actions: tuple[Text, ...] = Field(strict=False, min_length=1)  # e.g. execute-api:Invoke
+    resources: tuple[Text, ...] = Field(strict=False, min_length=1)  # ARNs, wildcards allowed
+
+    @field_validator("actions")
+    @classmethod
+    def _named_actions(cls, actions: tuple[str, ...]) -> tuple[str, ...]:
+        for action in actions:
+            if not re.fullmatch(r"[a-z0-9-]+:[A-Za-z0-9]+", action):
+                raise ValueError(
+                    f"{AT} must name each action as '<service>:<Action>', no wildcard, "
+                    f"got {action!r}"
+                )
+        return actions
+
+    @field_validator("resources")
+    @classmethod
+    def _arns(cls, resources: tuple[str, ...]) -> tuple[str, ...]:
+        for resource in resources:
+            if not resource.startswith("arn:"):
+                raise ValueError(f"{AT} must be ARNs (arn:aws:<service>:...), got {resource!r}")
+        return resources
+
+
 def _key_arn(key: str) -> None:
     """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
     if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
@@ -103,6 +132,9 @@ class AwsConfig(Section):
     # kms:Decrypt through Secrets Manager for the roles that read the secret. Default:
     # none (the secret's AWS-managed key).
     password_secret_kms_key_arn: Text | None = None
+    # A REST catalog signed with SigV4 for another service than s3tables or glue: what the roles
+    # may call on it, as the user grants it (required then; refused for any other catalog).
+    catalog_grants: tuple[CatalogGrantConfig, ...] = Field((), strict=False)
     stack_name: Text = "icecdc"  # also the prefix of every resource name
     account: Text | None = None  # default: CDK_DEFAULT_ACCOUNT (none needed to synthesize)
     region: Text | None = None  # default: CDK_DEFAULT_REGION

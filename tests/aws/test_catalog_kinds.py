@@ -13,6 +13,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from icecdc.aws.catalogs import s3tables_event_table
+from icecdc.errors import ConfigError
 from tests.support.cdk import lint_findings as findings
 from tests.support.cdk import synth
 
@@ -236,3 +237,56 @@ def test_any_rest_catalog_reads_its_oauth2_secret_and_the_warehouse(tmp_path: Pa
         (tmp_path / name).mkdir()
         with pytest.raises(SystemExit, match=reason):
             synth(tmp_path / name, {}, catalog=refused)
+
+
+API = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/prod"
+EXECUTE_API = {
+    "name": "lake",
+    "type": "rest",
+    "uri": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod/iceberg",
+    "warehouse": "lake",
+    "rest.sigv4-enabled": "true",
+    "rest.signing-name": "execute-api",
+    "rest.signing-region": "us-east-1",
+}
+INVOKE = {"actions": ["execute-api:Invoke"], "resources": [f"{API}/GET/*", f"{API}/HEAD/*"]}
+
+
+def test_sigv4_for_a_service_the_user_names_grants_what_the_user_lists(tmp_path: Path) -> None:
+    """A REST catalog behind API Gateway (signing name execute-api): the roles get the listed
+    execute-api:Invoke on the listed routes and the warehouse buckets' files, nothing of Glue,
+    S3 Tables or Secrets Manager; cdk-nag and cfn-lint are clean, the wildcards explained."""
+    template, annotations = synth(tmp_path, {"catalog_grants": [INVOKE]}, catalog=EXECUTE_API)
+    assert annotations.find_error("*", NAG) == [] and findings(template) == []
+    for role in ("JobRole", "PlannerRole"):
+        statements = role_statements(template, role)
+        [invoke] = [s for s in statements if s["Action"] == "execute-api:Invoke"]
+        assert invoke["Resource"] == INVOKE["resources"]
+        assert actions_of(statements, "execute-api:") == {"execute-api:Invoke"}
+        for service in ("glue:Get", "s3tables:", "secretsmanager:", "lakeformation:"):  # the planner starts jobs
+            assert actions_of(statements, service) == set(), (role, service)
+        assert "lake-bucket/*" in json.dumps(statements)
+    patterns = [json.dumps(r["Properties"].get("EventPattern")) for r in template.find_resources("AWS::Events::Rule").values()]
+    assert not any("execute-api" in p for p in patterns)  # no events: the sweep plans
+
+
+@pytest.mark.parametrize(
+    ("aws", "catalog", "refusal"),
+    [
+        ({}, EXECUTE_API, "catalog signs for 'execute-api': .* list it in aws.catalog_grants"),
+        (
+            {"catalog_grants": [{**INVOKE, "actions": ["s3:GetObject"]}]},
+            EXECUTE_API,
+            "'s3:GetObject' is not an action of 'execute-api'",
+        ),
+        ({"catalog_grants": [INVOKE]}, S3TABLES, "aws.catalog_grants is for a REST catalog signed .* remove it"),
+        ({"catalog_grants": [{**INVOKE, "actions": ["execute-api:*"]}]}, EXECUTE_API, "no wildcard, got 'execute-api:\\*'"),
+        ({"catalog_grants": [{**INVOKE, "resources": ["*"]}]}, EXECUTE_API, "must be ARNs"),
+    ],
+    ids=["no grants", "another service's action", "grants for s3tables", "a wildcard action", "not an ARN"],
+)
+def test_sigv4_for_another_service_is_refused_at_synth_without_its_grants(
+    tmp_path: Path, aws: dict[str, Any], catalog: dict[str, Any], refusal: str
+) -> None:
+    with pytest.raises((SystemExit, ConfigError), match=refusal):
+        synth(tmp_path, {"warehouse_buckets": ["lake-bucket"], **aws}, catalog=catalog)

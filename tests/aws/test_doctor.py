@@ -22,7 +22,7 @@ import requests
 from icecdc.aws.contract import job_name
 from icecdc.cli import main
 from icecdc.config import Config, parse_config
-from icecdc.doctor import Outcome, Phase, Sources, diagnose
+from icecdc.doctor import Check, Outcome, Phase, Sources, diagnose
 from icecdc.doctor.after import LAG_ALARM_SECONDS, last_run
 from icecdc.doctor.before import stack_state
 from icecdc.doctor.context import Context
@@ -615,3 +615,73 @@ def test_the_command_prints_each_check_with_its_fix_and_fails(
     assert stack_check["outcome"] == "fail" and stack_check["fix"]["command"] == "cdk deploy -c icecdc:config=path/to/icecdc.yaml"
     state = next(c for c in report["checks"] if c["name"] == "state table")
     assert state["outcome"] == "fail" and state["detail"] == f"doc-{unique}-state does not exist"
+
+
+def test_after_lake_formation_must_grant_the_roles_the_glue_rest_tables(
+    moto_url: str, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Glue's REST endpoint over a federated catalog: each role without DESCRIBE on the database,
+    or SELECT and DESCRIBE on the table, in Lake Formation (moto's) fails naming the role, what
+    it lacks and the grant command; granted, by name or on all the database's tables, it passes."""
+    from icecdc.doctor.catalogs import check_lake_formation
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    federated = f"123456789012:s3tablescatalog/lake{unique}"
+    catalog = {
+        "name": "lake",
+        "type": "rest",
+        "uri": f"https://glue.{REGION}.amazonaws.com/iceberg",
+        "warehouse": federated,
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "glue",
+        "rest.signing-region": REGION,
+    }
+    config = parse_config(
+        {
+            "catalog": catalog,
+            "state": {"type": "sqlite", "path": str(tmp_path / "unused.db")},
+            "opensearch": osmem("http://127.0.0.1:9"),
+            "tables": [{"name": "shop.orders"}, {"name": "shop.returns"}],
+            "aws": {"stack_name": f"lf-{unique}", "region": REGION},
+        }
+    )
+    physical = deploy(moto_url, config)
+    iam, lakeformation = aws_client("iam", moto_url), aws_client("lakeformation", moto_url)
+    job, planner = (
+        iam.get_role(RoleName=physical[logical_id(r)])["Role"]["Arn"] for r in (Logical.JOB_ROLE, Logical.PLANNER_ROLE)
+    )
+
+    def checks() -> dict[tuple[str, str], Check]:
+        found = list(check_lake_formation(Context(config, boto3.Session(region_name=REGION), REGION)))
+        return {(c.subject or "", "JobRole" if "JobRole" in c.detail else "PlannerRole"): c for c in found}
+
+    def grant(role: str, resource: dict[str, Any], *permissions: str) -> None:
+        lakeformation.grant_permissions(
+            Principal={"DataLakePrincipalIdentifier": role}, Resource=resource, Permissions=list(permissions)
+        )
+
+    bare = checks()
+    assert {c.outcome for c in bare.values()} == {Outcome.FAILED} and len(bare) == 4
+    lacking = bare[("shop.orders", "JobRole")]
+    assert lacking.detail == (
+        f"JobRole ({job}) lacks DESCRIBE on database shop and SELECT, DESCRIBE on shop.orders in Lake Formation"
+    )
+    assert lacking.fix is not None and lacking.fix.command is not None
+    assert f"--principal DataLakePrincipalIdentifier={job}" in lacking.fix.command
+    assert f'"Table": {{"CatalogId": "{federated}", "DatabaseName": "shop", "Name": "orders"}}' in lacking.fix.command
+    assert lacking.fix.command.splitlines()[1].endswith("--permissions SELECT DESCRIBE")
+
+    shop = {"Database": {"CatalogId": federated, "Name": "shop"}}
+    for role in (job, planner):
+        grant(role, shop, "DESCRIBE")
+    grant(job, {"Table": {"CatalogId": federated, "DatabaseName": "shop", "Name": "orders"}}, "SELECT", "DESCRIBE")
+    grant(planner, {"Table": {"CatalogId": federated, "DatabaseName": "shop", "TableWildcard": {}}}, "ALL")
+    grant(job, {"Table": {"CatalogId": "123456789012", "DatabaseName": "shop", "Name": "returns"}}, "SELECT", "DESCRIBE")
+    after = checks()
+    assert {k: c.outcome for k, c in after.items()} == {
+        ("shop.orders", "JobRole"): Outcome.PASSED,
+        ("shop.orders", "PlannerRole"): Outcome.PASSED,  # all the database's tables
+        ("shop.returns", "JobRole"): Outcome.FAILED,  # granted in another catalog
+        ("shop.returns", "PlannerRole"): Outcome.PASSED,
+    }
+    assert after[("shop.returns", "JobRole")].detail.endswith("lacks SELECT, DESCRIBE on shop.returns in Lake Formation")

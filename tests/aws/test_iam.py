@@ -30,7 +30,7 @@ from icecdc.verify import diff_index
 from tests.support.aws import ORDERS, REGION, Lake, aws_client, rows
 from tests.support.deployed import Catalogued, Deployed, Shape
 from tests.support.faults import FaultProxy
-from tests.support.iam import Enforcer, exercised_rows, glue_rest_calls, s3tables_calls
+from tests.support.iam import Call, Enforcer, exercised_rows, glue_rest_calls, s3tables_calls
 from tests.support.planner import SCHEDULE_EVENT, handler_module, load_glue_entry, table_event
 from tests.support.rest_catalog import Auth, RestCatalogServer
 
@@ -383,6 +383,45 @@ def test_any_rest_catalog_with_oauth2_credentials_from_secrets_manager(
     assert ("job", "secretsmanager:GetSecretValue", secret["ARN"]) in enforced.exercised
 
 
+def test_a_rest_catalog_signed_for_a_service_the_user_names_under_the_roles(
+    lake: Lake, fault_proxy: FaultProxy, enforced: Enforcer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A REST catalog behind API Gateway (signing name execute-api): every route authorized as
+    execute-api:Invoke on its method and path, against what aws.catalog_grants lists (reads:
+    GET and HEAD), the files read from the warehouse bucket under the roles' S3 rights."""
+    backing, _ = backing_catalog(lake, tmp_path, f"s3://{lake.bucket}/behind-api-gateway")
+    namespace = lake.database
+    api = f"arn:aws:execute-api:{REGION}:123456789012:a1b2c3d4e5/prod"
+
+    def authorize(access_key: str, method: str, raw_path: str) -> str | None:
+        refused = enforced.authorize_calls(access_key, [Call("execute-api:Invoke", f"{api}/{method}{raw_path}")])
+        return None if refused is None else str(refused)
+
+    endpoint = RestCatalogServer(backing, warehouse="lake", auth=Auth.SIGV4, signing_name="execute-api", authorize=authorize)
+    with endpoint:
+        properties = {
+            "name": "lake",
+            "type": "rest",
+            "uri": endpoint.url,
+            "warehouse": "lake",
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "execute-api",
+            "rest.signing-region": REGION,
+            **{k: v for k, v in lake.catalog_properties.items() if k in ("s3.endpoint", "s3.region")},
+        }
+        grants = [{"actions": ["execute-api:Invoke"], "resources": [f"{api}/GET/*", f"{api}/HEAD/*"]}]
+        shape = Shape("SigV4 REST", {"opensearch_domain_arn": DOMAIN, "catalog_grants": grants}, SIGNED, {})
+        deployed = Deployed(shape, lake, fault_proxy, enforced, monkeypatch, Catalogued(properties, {}))
+        assert deployed.planner(buffered(SCHEDULE_EVENT), handler_module.handler) == {"batchItemFailures": []}
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+        backing.load_table(f"{namespace}.orders").append(rows(4, region="eu"))
+        [changed] = deployed.job(job.main)
+        assert changed.writes.indexed == 1
+        assert_index_equals_rest_table(deployed, backing, fault_proxy)
+    invoked = {(role, action) for role, action, resource in enforced.exercised if resource.startswith(api)}
+    assert invoked == {("job", "execute-api:Invoke"), ("planner", "execute-api:Invoke")}
+
+
 def s3tables_commit(bucket_arn: str, namespace: str, name: str) -> dict[str, Any]:
     """An S3 Tables commit as EventBridge delivers it from CloudTrail (management events)."""
     parameters = {"tableBucketARN": bucket_arn, "namespace": namespace, "name": name, "versionToken": "x"}
@@ -492,6 +531,7 @@ def resource_kind(resource: str) -> str:
         (r"^arn:aws:es:.*:domain/[^/]+/_", "the domain's APIs"),
         (r"^arn:aws:s3tables:.*:bucket/[^/]+$", "the table bucket"),
         (r"^arn:aws:s3tables:.*:bucket/[^/]+/table/", "the bucket's tables"),
+        (r"^arn:aws:execute-api:", "the routes aws.catalog_grants lists"),
         (r"^\*$", "*"),
     ]
     return next((kind for pattern, kind in kinds if re.search(pattern, resource)), resource)

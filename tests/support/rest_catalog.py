@@ -20,7 +20,8 @@ Auth, chosen when the stand-in is made (`Auth`): SIGV4 requires an AWS SigV4 Aut
 scoped to the signing name and region given (403 otherwise), then asks the `authorize` hook
 (access key, method, raw path) -> None or a refusal message (403), where the IAM harness plugs in;
 OAUTH2 issues bearer tokens for one client id and secret, each valid `expires_in` seconds, and
-answers 401 without a valid one (pyiceberg then fetches a new token and retries); NONE checks
+answers 401 without a valid one (pyiceberg then fetches a new token and retries), also once a
+token has served `token_uses` requests; NONE checks
 nothing. Every request is counted by its route (`counts()`), refused ones too.
 
     with RestCatalogServer(sql_catalog, warehouse="lake") as server:
@@ -156,9 +157,11 @@ class RestCatalogServer:
     client_id: str = "icecdc"  # OAUTH2: the one client the token endpoint knows
     client_secret: str = "secret"
     expires_in: int = 3600  # OAUTH2: seconds a token is valid
+    token_uses: int | None = None  # OAUTH2: requests a token is good for, then it expires (None: any)
     # credentials vended with every loaded table (the load's `config`), as Lake Formation's are
     vended: dict[str, str] = field(default_factory=dict)
     _tokens: dict[str, float] = field(default_factory=dict)  # token -> when it expires (monotonic)
+    _uses: Counter[str] = field(default_factory=Counter)  # token -> requests it authenticated
     _counts: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -263,6 +266,9 @@ class RestCatalogServer:
             token = headers.get("authorization", "").removeprefix("Bearer ")
             with self._lock:
                 expires = self._tokens.get(token)
+                self._uses[token] += 1
+                if self.token_uses is not None and self._uses[token] > self.token_uses:
+                    expires = 0.0 if expires is not None else None
             if expires is None or expires <= time.monotonic():
                 what = "an expired token" if expires is not None else "no token this server issued"
                 raise Refused(401, "NotAuthorizedException", f"Not authorized: the request carries {what}")
