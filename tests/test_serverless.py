@@ -163,3 +163,25 @@ def test_every_operators_command(collection: Pipeline, serverless: ServerlessSta
     replayed = icecdc("dead-letters", "replay", "--config", str(path), "--table", TABLE, env=environment)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert refused(serverless) == {}
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+@pytest.mark.parametrize("kind", ["TIMESERIES", "VECTORSEARCH"])
+def test_a_collection_that_assigns_the_ids_fails_the_pass_in_one_line(
+    collection: Pipeline, serverless: ServerlessStandIn, kind: str
+) -> None:
+    """Every document is refused for the same reason: the collection's, never a dead letter."""
+    serverless.collection_type = kind
+    raw = collection.config_dict([{"name": TABLE, "index": "orders", "identifier_columns": ["id"]}])
+    raw["dead_letter"] = {"path": str(collection.workdir / "dead-letters")}
+    path = collection.workdir / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    orders(collection).append(rows(1, 2))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **CREDENTIALS}
+    synced = icecdc("sync", "--config", str(path), env=environment)
+    assert synced.returncode == 2, synced.stdout + synced.stderr
+    (line,) = [line for line in synced.stderr.splitlines() if line.startswith("icecdc: error")]
+    assert "a collection that assigns the ids itself" in line and "needs a search collection" in line
+    assert "Traceback" not in synced.stderr
+    assert collection.store().get_checkpoint(TABLE) is None
+    assert not (collection.workdir / "dead-letters").exists() or not any((collection.workdir / "dead-letters").rglob("*.*"))

@@ -95,6 +95,8 @@ class DocumentFault(StrEnum):
 
 # The types' strings (an enum member hashes by its name, so a set of members would not find a str).
 DOCUMENT_FAULTS = frozenset(fault.value for fault in DocumentFault)
+# How a Serverless time-series or vector collection refuses an action with its own `_id`
+ASSIGNED_IDS = "Document ID is not supported"
 
 
 class ItemOutcome(StrEnum):
@@ -115,6 +117,8 @@ def classify_item(op_type: str, outcome: dict[str, Any]) -> ItemOutcome:
     error_type = error.get("type") if isinstance(error, dict) else None
     if error is None and 200 <= status < 300:
         return ItemOutcome.INDEXED if op_type == "index" else ItemOutcome.DELETED
+    if isinstance(error, dict) and ASSIGNED_IDS in str(error.get("reason")):
+        return ItemOutcome.FAIL  # every document's: the collection assigns the ids
     # result "not_found": the document is absent
     if error is None and op_type == "delete" and status == 404:
         return ItemOutcome.DELETED
@@ -461,6 +465,12 @@ def _write_with_retries(
                     f"the document alone is too large for a request: {answer.too_large}",
                 )
             ]
+        if any(ASSIGNED_IDS in reason for _, _, reason in answer.failed):
+            raise SinkError(
+                f"index {index!r} is in a collection that assigns the ids itself (an OpenSearch "
+                "Serverless time-series or vector search collection): icecdc writes each row "
+                "under its own _id and needs a search collection; nothing was dead-lettered"
+            )
         if answer.failed:
             raise SinkError(
                 f"OpenSearch refused {counted(len(answer.failed), 'write')} to index {index!r} "

@@ -323,10 +323,18 @@ def _json(body: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def refused_item(meta: dict[str, Any]) -> str | None:
+# A TIMESERIES or VECTORSEARCH collection assigns every document's id itself
+ASSIGNED_IDS = "Document ID is not supported in create/index operation request"
+
+
+def refused_item(meta: dict[str, Any], op: str = "index", collection_type: str = "SEARCH") -> str | None:
     """Why Serverless fails one bulk action on its own (its metadata line), or None."""
     lacking = [p for p in VERSION_PARAMETERS if p in meta]
-    return f"{', '.join(lacking)}: not supported in OpenSearch Serverless" if lacking else None
+    if lacking:
+        return f"{', '.join(lacking)}: not supported in OpenSearch Serverless"
+    if collection_type != "SEARCH" and op in ("index", "create") and "_id" in meta:
+        return ASSIGNED_IDS
+    return None
 
 
 # -- the stand-in -------------------------------------------------------------------------
@@ -378,6 +386,8 @@ class ServerlessStandIn:
         self.upstream_host, self.upstream_port = faults.loopback(upstream)
         self._searcher = _Searcher(*faults.loopback(searcher))
         self.search_delay = search_delay
+        # SEARCH; TIMESERIES or VECTORSEARCH refuse an index action's own `_id` (`ASSIGNED_IDS`)
+        self.collection_type = "SEARCH"
         self.credentials = credentials or Credentials(ACCESS_KEY, SECRET_KEY)
         self.region = region
         # IAM in front of the collection (tests/support/iam.py): a refusal answers Serverless's 403
@@ -560,7 +570,7 @@ class _Handler(faults._Handler):
             return faults.exchange(host, port, request.method, self.path, headers, body)
         items, failed = [], {}
         if route.operation == "bulk":
-            items, failed, body = _refuse_items(body)
+            items, failed, body = _refuse_items(body, standin.collection_type)
         # the whole answer, whatever `filter_path` asks: a write's replay needs its ids and indexes
         target, paths = _without_filter_path(self.path)
         if items and len(failed) == len(items):
@@ -635,7 +645,7 @@ def _forbidden() -> dict[str, Any]:
 
 
 def _refuse_items(
-    body: bytes,
+    body: bytes, collection_type: str = "SEARCH"
 ) -> tuple[list[tuple[faults.BulkItem, list[bytes]]], dict[int, dict[str, Any]], bytes]:
     """(the bulk's items, position → the item error of those Serverless fails, the body left)."""
     try:
@@ -644,7 +654,7 @@ def _refuse_items(
         return [], {}, body  # not a bulk body: forwarded untouched, the upstream answers it
     failed: dict[int, dict[str, Any]] = {}
     for position, (item, lines) in enumerate(items):
-        reason = refused_item(json.loads(lines[0])[item.op])
+        reason = refused_item(json.loads(lines[0])[item.op], item.op, collection_type)
         if reason is not None:
             failed[position] = faults._item_error(item, 400, "illegal_argument_exception", reason)
     if failed:
