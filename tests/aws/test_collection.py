@@ -17,6 +17,7 @@ from infra.stack import check_deployable
 from tests.aws.test_domain import actions, resources, role_statements
 from tests.support.cdk import ADMIN, COLLECTION_ARN, COLLECTION_ID, ROUTED_VPC, config_dict, lint_findings, serverless
 from tests.support.cdk import synth_collection as synth
+from tests.support.iam import Enforcer, Names, Request, RolePolicy, aoss_calls, role_id
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
 EXISTING = {"opensearch_collection_arn": COLLECTION_ARN, "collection_name": "search"}
@@ -188,3 +189,33 @@ def test_the_stack_refuses_a_collection_signed_for_another_service(
     config = serverless(parse_config(config_dict(aws, opensearch)), service)
     with pytest.raises(SystemExit, match=message):
         check_deployable(config)
+
+
+def signed(host: str, path: str = "/orders-1/_bulk", service: str = "aoss", key: str = "AKIAJOB") -> Request:
+    """A request as opensearch-py's SigV4 signs it for `service`, with `key`'s credentials."""
+    authorization = f"AWS4-HMAC-SHA256 Credential={key}/20260101/us-east-1/{service}/aws4_request, Signature=x"
+    return Request.of("POST", path, {"Host": host, "Authorization": authorization}, b"")
+
+
+def test_the_harness_authorizes_a_request_signed_for_aoss_as_api_access_on_its_collection(
+    existing_collection: Any, tmp_path: Path
+) -> None:
+    """IAM's half of Serverless: a request signed for aoss is aoss:APIAccessAll on the collection
+    whose id is the endpoint's first label; a role without it, or another collection, is refused."""
+    host = f"{COLLECTION_ID}.us-east-1.aoss.amazonaws.com"
+    assert aoss_calls(signed(host)) == [aoss_calls(signed("127.0.0.1:9200"), COLLECTION_ARN)[0]]
+    assert aoss_calls(signed(host))[0].action == "aoss:APIAccessAll"
+    template = existing_collection[0].to_json()
+    enforcer = Enforcer(names=Names({}))
+    enforcer.act_as("AKIAJOB", RolePolicy.from_template("job", template, role_id(template, "JobRole"), Names({})))
+    assert enforcer.authorize(signed(host), opensearch=True) is None
+    refused = enforcer.authorize(signed("other0000000000.us-east-1.aoss.amazonaws.com"), opensearch=True)
+    other = "arn:aws:aoss:us-east-1:123456789012:collection/other0000000000"
+    assert str(refused) == f"role job may not aoss:APIAccessAll on {other}"
+    # a planner that only starts jobs writes nowhere: it lacks the right
+    lean, _ = synth(tmp_path, {**EXISTING, "planner_applies": False})
+    lean_template = lean.to_json()
+    planner = RolePolicy.from_template("planner", lean_template, role_id(lean_template, "PlannerRole"), Names({}))
+    enforcer.act_as("AKIAPLANNER", planner)
+    refused = enforcer.authorize(signed(host, key="AKIAPLANNER"), opensearch=True)
+    assert str(refused) == f"role planner may not aoss:APIAccessAll on {COLLECTION_ARN}"
