@@ -23,26 +23,14 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_opensearchserverless as aoss
 from constructs import Construct
 
+from icecdc.aws.contract import SERVERLESS_COLLECTION_PERMISSIONS, SERVERLESS_INDEX_PERMISSIONS
 from icecdc.config import Config
 from icecdc.config.deploy import AwsConfig
 from infra.common import allow
 from infra.network import Network
 
-# What a sync does to an index (create a generation, mappings and settings, documents, delete an
-# old generation) and reads of it; and, on the collection, the aliases (the swap) and templates.
-INDEX_PERMISSIONS = [
-    "aoss:CreateIndex",
-    "aoss:DeleteIndex",
-    "aoss:UpdateIndex",
-    "aoss:DescribeIndex",
-    "aoss:ReadDocument",
-    "aoss:WriteDocument",
-]
-COLLECTION_PERMISSIONS = [
-    "aoss:CreateCollectionItems",
-    "aoss:UpdateCollectionItems",
-    "aoss:DescribeCollectionItems",
-]
+INDEX_PERMISSIONS = list(SERVERLESS_INDEX_PERMISSIONS)
+COLLECTION_PERMISSIONS = list(SERVERLESS_COLLECTION_PERMISSIONS)
 ADMIN_COLLECTION_PERMISSIONS = [*COLLECTION_PERMISSIONS, "aoss:DeleteCollectionItems"]
 # The one IAM action of Serverless's data plane: the data access policy narrows it.
 DATA_PLANE_ACTION = "aoss:APIAccessAll"

@@ -5,17 +5,31 @@ policies (Template assertions), and the configurations refused."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
 
+from icecdc.aws.contract import SERVERLESS_COLLECTION_PERMISSIONS, SERVERLESS_INDEX_PERMISSIONS
 from icecdc.config import parse_config
+from icecdc.doctor.stack import Kind, named_resources
 from icecdc.errors import ConfigError
 from infra.stack import check_deployable
-from tests.aws.test_domain import actions, resources, role_statements
-from tests.support.cdk import ADMIN, COLLECTION_ARN, COLLECTION_ID, ROUTED_VPC, config_dict, lint_findings, serverless
+from tests.support.cdk import (
+    ADMIN,
+    COLLECTION_ARN,
+    COLLECTION_ID,
+    ROOT,
+    ROUTED_VPC,
+    actions,
+    config_dict,
+    lint_findings,
+    resources,
+    role_statements,
+    serverless,
+)
 from tests.support.cdk import synth_collection as synth
 from tests.support.iam import Enforcer, Names, Request, RolePolicy, aoss_calls, role_id
 
@@ -70,16 +84,13 @@ def test_the_writers_may_reach_the_one_collection_and_write_their_indexes_only(
     rules, principals = writers_document(template, "cdc-writers")
     (indexes,) = [r for r in rules if r["ResourceType"] == "index"]
     assert indexes["Resource"] == sorted(i.format(c=collection) for i in WRITER_INDEXES)
-    assert set(indexes["Permission"]) == {
-        "aoss:CreateIndex",
-        "aoss:DeleteIndex",
-        "aoss:UpdateIndex",
-        "aoss:DescribeIndex",
-        "aoss:ReadDocument",
-        "aoss:WriteDocument",
-    }
+    # the index permissions a sync needs (the doctor checks the same), every one named: no wildcard
+    assert indexes["Permission"] == list(SERVERLESS_INDEX_PERMISSIONS)
+    assert {"aoss:WriteDocument", "aoss:CreateIndex", "aoss:DeleteIndex"} <= set(indexes["Permission"])
     (items,) = [r for r in rules if r["ResourceType"] == "collection"]
     assert items["Resource"] == [f"collection/{collection}"]
+    assert items["Permission"] == list(SERVERLESS_COLLECTION_PERMISSIONS)
+    assert not any("*" in p for r in rules for p in r["Permission"])
     assert not any("aoss:*" in r["Permission"] or any(x.endswith("/*") for x in r["Resource"]) for r in rules)
     assert principals == [{"Fn::GetAtt": [job_role, "Arn"]}, {"Fn::GetAtt": [planner_role, "Arn"]}]
     template.resource_count_is("AWS::OpenSearchService::Domain", 0)
@@ -117,6 +128,8 @@ def test_a_created_collection_is_a_search_one_under_its_policies(created_collect
     }
     outputs = template.to_json()["Outputs"]
     assert outputs["CollectionEndpoint"]["Value"] == {"Fn::GetAtt": [collection_id, "CollectionEndpoint"]}
+    documented = set(re.findall(r"^\| `(\w+)` \|", (ROOT / "docs" / "deploy.md").read_text(), flags=re.MULTILINE))
+    assert {"CollectionArn", "CollectionEndpoint"} <= set(outputs) <= documented
     endpoint = json.dumps({"Fn::GetAtt": [collection_id, "CollectionEndpoint"]})
     jobs = template.find_resources("AWS::Glue::Job").values()
     assert jobs and all(endpoint in json.dumps(j["Properties"]["DefaultArguments"]) for j in jobs)  # the jobs write there
@@ -219,3 +232,25 @@ def test_the_harness_authorizes_a_request_signed_for_aoss_as_api_access_on_its_c
     enforcer.act_as("AKIAPLANNER", planner)
     refused = enforcer.authorize(signed(host, key="AKIAPLANNER"), opensearch=True)
     assert str(refused) == f"role planner may not aoss:APIAccessAll on {COLLECTION_ARN}"
+
+
+def test_the_serverless_names_the_doctor_checks_are_the_templates(created_collection: Any) -> None:
+    """icecdc.doctor.stack cannot import infra/: the names it checks are free are the template's."""
+    template, _ = created_collection
+    config = serverless(parse_config(config_dict(CREATED, AOSS_URL)))
+    serverless_kinds = {Kind.COLLECTION, Kind.ENCRYPTION_POLICY, Kind.NETWORK_POLICY}
+    names = {(n.kind, n.name) for n in named_resources(config) if n.kind in serverless_kinds}
+    types = {
+        "AWS::OpenSearchServerless::Collection": Kind.COLLECTION,
+        "AWS::OpenSearchServerless::SecurityPolicy": None,
+    }
+    given = set()
+    for resource in template.to_json()["Resources"].values():
+        if resource["Type"] in types:
+            properties = resource["Properties"]
+            kind = (
+                types[resource["Type"]]
+                or {"encryption": Kind.ENCRYPTION_POLICY, "network": Kind.NETWORK_POLICY}[properties["Type"]]
+            )
+            given.add((kind, properties["Name"]))
+    assert names == given and len(names) == 3

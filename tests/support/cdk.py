@@ -120,3 +120,19 @@ def lint_findings(template: Template) -> list[str]:
 
     matches = lint(json.dumps(template.to_json()), config=ManualArgs(regions=["us-east-1"]))
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
+
+
+def role_statements(template: Any, description: str) -> list[dict[str, Any]]:
+    (role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
+    policies = template.find_resources("AWS::IAM::Policy").values()
+    return [
+        s for p in policies if {"Ref": role} in p["Properties"]["Roles"] for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+def resources(statement: dict[str, Any]) -> list[Any]:
+    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
