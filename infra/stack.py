@@ -2,7 +2,8 @@
 
 A few lines composing constructs, each in its own module and testable alone (tests/aws/test_constructs.py):
 `State` (table, data key, dead letters), `Network` (with `aws.vpc`: security groups, the Glue
-connection), `Search` (the domain, or rights on an existing one), `Jobs` (the Glue jobs), `Planner`
+connection), `Search` (the domain, or rights on an existing one) or `Collection` (an OpenSearch
+Serverless collection, existing or created), `Jobs` (the Glue jobs), `Planner`
 (the Lambda and its triggers), `Operations` (alarms, dashboard).
 
 Everything is named from `aws.stack_name`, so the planner finds each table's job by name
