@@ -14,16 +14,20 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from icecdc.aws.contract import SERVERLESS_COLLECTION_PERMISSIONS, SERVERLESS_INDEX_PERMISSIONS
 from icecdc.config.deploy import AwsConfig
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped
 from icecdc.doctor.search import writer_arns
+from icecdc.doctor.stack import NOT_FOUND, error_code
 
 COLLECTION = "serverless collection"
 ACCESS = "data access policy"
 INDEX_PERMISSIONS = frozenset(SERVERLESS_INDEX_PERMISSIONS)
 COLLECTION_PERMISSIONS = frozenset(SERVERLESS_COLLECTION_PERMISSIONS)
+DEPLOY = "deploy the stack (cdk deploy): it creates the collection and its policies"
 
 
 def check_collection(ctx: Context) -> Iterator[Check]:
@@ -54,7 +58,13 @@ def check_collection_access(ctx: Context) -> Iterator[Check]:
         )
         return
     name = aws.data_access_policy("writers")
-    detail = ctx.client("opensearchserverless").get_access_policy(name=name, type="data")
+    try:
+        detail = ctx.client("opensearchserverless").get_access_policy(name=name, type="data")
+    except ClientError as exc:
+        if error_code(exc) not in NOT_FOUND:
+            raise
+        yield failed(ACCESS, f"no data access policy {name} in {ctx.region}", DEPLOY, "cdk deploy")
+        return
     document = detail["accessPolicyDetail"]["policy"]
     policy = json.loads(document) if isinstance(document, str) else document
     indexes = list(ctx.config.index_names)
@@ -90,7 +100,9 @@ def _described(ctx: Context, aws: AwsConfig) -> Check:
     problem = collection_problem(details[0] if details else None, aws.target_collection_name)
     if problem is not None:
         fix = (
-            "create a SEARCH collection and point aws.opensearch_collection_arn and "
+            DEPLOY
+            if aws.create_collection
+            else "create a SEARCH collection and point aws.opensearch_collection_arn and "
             "aws.collection_name at it, or let the stack create one (aws.create_collection)"
         )
         return failed(COLLECTION, f"collection {which} in {ctx.region}: {problem}", fix)
