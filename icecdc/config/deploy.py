@@ -87,7 +87,7 @@ SERVERLESS_NAME = r"[a-z][a-z0-9-]{2,31}"
 IAM_PRINCIPAL_ARN = r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+"
 
 
-def _target_collection_name(key: str, name: str, suffix: str = "") -> None:
+def _serverless_name(key: str, name: str, suffix: str = "") -> None:
     if not re.fullmatch(SERVERLESS_NAME, name):
         most = 32 - len(suffix)
         raise ValueError(
@@ -293,9 +293,11 @@ class AwsConfig(Section):
                 "opensearch_collection_arn)"
             )
         if self.collection:
-            _target_collection_name("collection_name", self.target_collection_name)
+            # the stack's name is the collection's unless collection_name is set
+            key = "collection_name" if self.collection_name else "stack_name"
+            _serverless_name(key, self.target_collection_name)
             # with room for the policies' suffixes (data_access_policy)
-            _target_collection_name("stack_name", self.data_access_policy("writers"), "-writers")
+            _serverless_name("stack_name", self.data_access_policy("writers"), "-writers")
         _admin(self.collection_admin_arn, "collection", self.create_collection)
         return self
 

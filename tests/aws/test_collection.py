@@ -176,6 +176,7 @@ def test_a_collection_lints_clean(variant: str, request: pytest.FixtureRequest) 
         ({"opensearch_collection_arn": COLLECTION_ARN}, "collection_name is required with opensearch_collection"),
         ({"collection_name": "search"}, "collection_name is for a collection"),
         ({**CREATED, "collection_name": "Search"}, "collection_name must be 3 to 32 lower-case letters"),
+        ({**CREATED, "stack_name": "ab"}, r"stack_name must be 3 to 32 lower-case .*, got 'ab'"),
         ({**CREATED, "stack_name": "a" * 25}, r"stack_name must be 3 to 24 .*<stack>-writers\), got 'a{25}'"),
     ],
 )
