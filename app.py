@@ -17,7 +17,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 from aws_cdk import App, Aspects, Environment
 from cdk_nag import AwsSolutionsChecks
 
-from icecdc.config import load_config
+from icecdc.config import Config, load_config
 from icecdc.errors import IcecdcError
 from infra.bundling import build_bundles
 from infra.stack import EXAMPLE_CONFIG, IcecdcStack, check_not_example
@@ -26,11 +26,15 @@ ROOT = Path(__file__).resolve().parent
 
 
 def build(app: App) -> IcecdcStack:
+    config_path = (ROOT / (app.node.try_get_context("icecdc:config") or "infra/example-config.yaml")).resolve()
+    return build_stack(app, load_config(config_path), config_path)
+
+
+def build_stack(app: App, config: Config, config_path: Path) -> IcecdcStack:
+    """The stack of `config`, read from `config_path` (the jobs' and the planner's asset)."""
     # S3 server access logs delivered under a bucket policy (AWS's recommendation), not the legacy
     # LogDeliveryWrite ACL on the access-log bucket (cfn-lint W3045); set before any construct exists.
     app.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
-    config_path = (ROOT / (app.node.try_get_context("icecdc:config") or "infra/example-config.yaml")).resolve()
-    config = load_config(config_path)
     if str(app.node.try_get_context("icecdc:example")).lower() != "true":
         check_not_example(config, load_config(EXAMPLE_CONFIG), config_path)
     placeholder = str(app.node.try_get_context("icecdc:placeholderBundles")).lower() == "true"

@@ -32,6 +32,7 @@ from icecdc.aws.contract import (
 )
 from icecdc.config import Config
 from infra.bundling import LAMBDA_CATALOG_PROPERTIES, LAMBDA_PYTHON, Bundles
+from infra.collection import Collection
 from infra.common import (
     allow,
     allow_metrics,
@@ -99,7 +100,7 @@ class Planner(Construct):
         bundles: Bundles,
         state: State,
         jobs: Jobs,
-        search: Search,
+        search: Search | Collection,
         network: Network | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -230,7 +231,7 @@ class Planner(Construct):
         )
 
     def _allow_applying(
-        self, config: Config, role: iam.Role, state: State, search: Search, environment: PlannerEnvironment
+        self, config: Config, role: iam.Role, state: State, search: Search | Collection, environment: PlannerEnvironment
     ) -> PlannerEnvironment:
         """What applying a batch needs beyond starting jobs, as the job has it: OpenSearch (a writer
         of the domain; with basic auth, the password's secret), dead letters under the stack's prefix

@@ -2,7 +2,8 @@
 
 A few lines composing constructs, each in its own module and testable alone (tests/aws/test_constructs.py):
 `State` (table, data key, dead letters), `Network` (with `aws.vpc`: security groups, the Glue
-connection), `Search` (the domain, or rights on an existing one), `Jobs` (the Glue jobs), `Planner`
+connection), `Search` (the domain, or rights on an existing one) or `Collection` (an OpenSearch
+Serverless collection, existing or created), `Jobs` (the Glue jobs), `Planner`
 (the Lambda and its triggers), `Operations` (alarms, dashboard).
 
 Everything is named from `aws.stack_name`, so the planner finds each table's job by name
@@ -16,6 +17,7 @@ resource it is about, for exactly the resources or actions it names, with its re
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
@@ -27,6 +29,7 @@ from icecdc.config import Config
 from icecdc.engines.workers import lambda_vcpus
 from icecdc.model import EngineChoice
 from infra.bundling import Bundles
+from infra.collection import Collection
 from infra.common import aws_catalog
 from infra.domain import Search
 from infra.jobs import Jobs
@@ -60,7 +63,11 @@ class IcecdcStack(Stack):
         network = Network(self, "Network", aws=config.aws, password_secret=secret) if config.aws.vpc else None
         # The jobs' identity: the OpenSearch side grants it its rights, the jobs run as it.
         job_role = iam.Role(self, "JobRole", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="icecdc Glue job")
-        self.search = Search(self, "Search", config=config, bundles=bundles, writer=job_role, network=network)
+        self.search: Search | Collection = (
+            Collection(self, "Collection", config=config, writer=job_role, data_key=state.data_key, network=network)
+            if config.aws.collection
+            else Search(self, "Search", config=config, bundles=bundles, writer=job_role, network=network)
+        )
         self.jobs = Jobs(
             self,
             "Jobs",
@@ -90,9 +97,12 @@ class IcecdcStack(Stack):
             "DeadLetterUrl": (state.dead_letter_url, "dead_letter.path for icecdc dead-letters"),
             "AlarmTopicArn": (self.operations.topic.topic_arn, "the alarms"),
         }
-        if self.search.domain is not None:
+        if isinstance(self.search, Search) and self.search.domain is not None:
             outputs["DomainArn"] = (self.search.domain.domain_arn, "the created domain (retained)")
             outputs["DomainEndpoint"] = (self.search.url or "", "opensearch.url for icecdc")
+        if isinstance(self.search, Collection) and self.search.collection is not None:
+            outputs["CollectionArn"] = (self.search.arn, "the created collection (retained)")
+            outputs["CollectionEndpoint"] = (self.search.url or "", "opensearch.url for icecdc")
         for name, (value, description) in outputs.items():
             CfnOutput(self, name, value=value, description=description)
 
@@ -113,6 +123,7 @@ def check_deployable(config: Config) -> None:
         raise SystemExit(f"tables {', '.join(same)} name one Glue table: Glue stores database and table names in lower case")
     if config.aws.planner_applies:
         check_planner_applies(config)
+    check_signing_service(config)
     if config.opensearch.password is not None:
         raise SystemExit(
             "opensearch.password would be uploaded with the configuration asset: keep the password in AWS "
@@ -120,10 +131,35 @@ def check_deployable(config: Config) -> None:
         )
 
 
+def check_signing_service(config: Config) -> None:
+    """Requests to a collection are signed for `aoss`, to a domain for `es`: the configured service
+    must be the destination's, and an existing collection's endpoint must be that collection's."""
+    aws = config.aws
+    assert aws is not None
+    service: str = config.opensearch.aws_service
+    if aws.collection and service != "aoss":
+        key = "aws.create_collection" if aws.create_collection else "aws.opensearch_collection_arn"
+        raise SystemExit(
+            f"{key} needs opensearch.aws_service: aoss (requests to a Serverless collection are signed for aoss), got {service!r}"
+        )
+    if service == "aoss" and not aws.collection:
+        raise SystemExit(
+            "opensearch.aws_service: aoss needs aws.opensearch_collection_arn or "
+            "aws.create_collection: the roles get Serverless rights on a collection only"
+        )
+    host = urlsplit(config.opensearch.url).hostname or ""
+    if aws.collection_id is not None and host.split(".", 1)[0] != aws.collection_id:
+        raise SystemExit(
+            f"opensearch.url {config.opensearch.url} is not the endpoint of "
+            f"aws.opensearch_collection_arn's collection {aws.collection_id} "
+            f"(https://{aws.collection_id}.<region>.aoss.amazonaws.com)"
+        )
+
+
 def check_not_example(config: Config, example: Config, path: Path) -> None:
     """Refuse to synthesize a configuration that still holds the example's placeholders."""
     same = [k for k in PLACEHOLDER_KEYS if values_at(config, k) & values_at(example, k)]
-    if config.aws is not None and config.aws.create_domain:
+    if config.aws is not None and (config.aws.create_domain or config.aws.create_collection):
         same = [k for k in same if k != "opensearch.url"]  # replaced by the created domain's URL
     if same:
         verb = "holds" if len(same) == 1 else "hold"

@@ -418,8 +418,14 @@ def test_a_choice_is_worded_by_its_plain_values(edit, message: str) -> None:
 @pytest.mark.parametrize(
     ("change", "refusal"),
     [
-        ({"tables": [{"name": "db.t", "index_takeover": True}]}, r"tables\[0\].index_takeover \('t'\) cannot be used with a Serverless collection: .*_reindex"),
-        ({"tables": [{"name": "db.t", "settings": {"index": {"number_of_replicas": 2}}}]}, r"tables\[0\].settings \('t'\) sets number_of_replicas: a Serverless collection manages"),
+        (
+            {"tables": [{"name": "db.t", "index_takeover": True}]},
+            r"tables\[0\].index_takeover \('t'\) cannot be used with a Serverless collection: .*_reindex",
+        ),
+        (
+            {"tables": [{"name": "db.t", "settings": {"index": {"number_of_replicas": 2}}}]},
+            r"tables\[0\].settings \('t'\) sets number_of_replicas: a Serverless collection manages",
+        ),
         ({"tables": [{"name": "db.t", "settings": {"index.refresh_interval": "1s"}}]}, r"sets refresh_interval"),
         ({"state": {"lease_seconds": 30}}, r"state.lease_seconds must be over 52.5 with a Serverless collection"),
     ],

@@ -21,6 +21,24 @@ SCHEDULE_EVENT_TYPE = "Scheduled Event"
 SQS_EVENT_SOURCE = "aws:sqs"  # a batch of buffered events, as Lambda's SQS event source delivers it
 METRIC_NAMESPACE = "icecdc"
 
+# A Serverless collection's data access policy: what the writers may do to each configured index
+# and its generations (create a generation, mappings and settings, documents, delete an old one),
+# and to the collection's aliases (the swap) and templates (read). infra.collection grants them,
+# `icecdc doctor after` checks them.
+SERVERLESS_INDEX_PERMISSIONS = (
+    "aoss:CreateIndex",
+    "aoss:DeleteIndex",
+    "aoss:UpdateIndex",
+    "aoss:DescribeIndex",
+    "aoss:ReadDocument",
+    "aoss:WriteDocument",
+)
+SERVERLESS_COLLECTION_PERMISSIONS = (
+    "aoss:CreateCollectionItems",
+    "aoss:UpdateCollectionItems",
+    "aoss:DescribeCollectionItems",
+)
+
 # Glue job arguments (without their leading "--", as getResolvedOptions names them).
 ARG_CONFIG = "icecdc_config"
 ARG_TABLE = "icecdc_table"

@@ -36,8 +36,8 @@ def runtime_config(
 
     The revision sets the stack's state table, keeping the file's `lease_seconds` and, from a
     dynamodb state, `done_ttl_days`. It sets no Spark master, as a local one would keep Glue's work
-    on the driver. When the stack created the OpenSearch domain, it sets its endpoint, signed with
-    SigV4.
+    on the driver. When the stack created the OpenSearch domain or collection, it sets its
+    endpoint, signed with SigV4 for the configured service.
     """
     config = parse_config(parse_yaml(text))
     kept = config.state.model_dump(include={"lease_seconds", "done_ttl_days"})
@@ -49,7 +49,7 @@ def runtime_config(
         signed = {
             "url": opensearch_url,
             "aws_region": region,
-            "aws_service": "es",
+            "aws_service": config.opensearch.aws_service,  # es, or aoss for a created collection
             "username": None,
             "password": None,
             "password_secret_arn": None,

@@ -110,6 +110,37 @@ class CatalogGrantConfig(Section):
         return resources
 
 
+# an OpenSearch Serverless collection's ARN, and the names Serverless gives collections and policies
+COLLECTION_ARN = r"arn:aws[\w-]*:aoss:[\w-]+:\d{12}:collection/[a-z0-9]+"
+SERVERLESS_NAME = r"[a-z][a-z0-9-]{2,31}"
+IAM_PRINCIPAL_ARN = r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+"
+
+
+def _serverless_name(key: str, name: str, suffix: str = "") -> None:
+    if not re.fullmatch(SERVERLESS_NAME, name):
+        most = 32 - len(suffix)
+        raise ValueError(
+            f"{AT}.{key} must be 3 to {most} lower-case letters, digits and '-', starting with a "
+            "letter, as Serverless names collections and policies"
+            + (f" (the stack's policies are named <stack>{suffix})" if suffix else "")
+            + f", got {name.removesuffix(suffix)!r}"
+        )
+
+
+def _admin(admin: str | None, what: str, created: bool) -> None:
+    """The admin of a domain or collection the stack creates: required with it, only with it."""
+    key = f"{what}_admin_arn"
+    if created and admin is None:
+        raise ValueError(
+            f"{AT}.{key} is required with create_{what}: the IAM role that administers the "
+            f"{what} (the jobs' role only writes the configured indexes)"
+        )
+    if admin is not None and not created:
+        raise ValueError(f"{AT}.{key} is for a {what} the stack creates (create_{what}: true)")
+    if admin is not None and not re.fullmatch(IAM_PRINCIPAL_ARN, admin):
+        raise ValueError(f"{AT}.{key} must be an IAM role or user ARN, got {admin!r}")
+
+
 def _key_arn(key: str) -> None:
     """A KMS key by its ARN (a policy's Resource: an alias or a bare ID would grant nothing)."""
     if not re.fullmatch(r"arn:aws[\w-]*:kms:[\w-]+:\d{12}:key/[\w-]+", key):
@@ -166,7 +197,19 @@ class AwsConfig(Section):
     # (all_access and security_manager); the domain's master user is a role of the
     # stack that maps roles at deploy time.
     domain_admin_arn: Text | None = None
-    # the jobs (and a created domain) in an existing VPC; default: public endpoints
+    # An existing OpenSearch Serverless collection (opensearch.aws_service: aoss): scopes the
+    # roles' aoss:APIAccessAll; the stack's data access policy names it by collection_name.
+    opensearch_collection_arn: Text | None = None
+    # the stack creates a SEARCH collection; opensearch.url is then replaced by its endpoint
+    create_collection: bool = False
+    # The collection's name: required with opensearch_collection_arn (the ARN carries its id, a
+    # data access policy names collections); a created one's, default: the stack's name.
+    collection_name: Text | None = None
+    # With create_collection: the IAM role (or user) that administers the collection (every
+    # index and collection permission of its data access policy).
+    collection_admin_arn: Text | None = None
+    # the jobs (and a created domain, or a created collection's endpoint) in an existing VPC;
+    # default: public endpoints
     vpc: VpcConfig | None = None
     dead_letter_prefix: Text = "dead-letter/"
     # dead letters hold whole documents (personal data)
@@ -250,21 +293,62 @@ class AwsConfig(Section):
     def _one_domain(self) -> Self:
         if self.create_domain and self.opensearch_domain_arn is not None:
             raise ValueError(f"{AT}: choose create_domain or opensearch_domain_arn, not both")
-        if self.create_domain and self.domain_admin_arn is None:
-            raise ValueError(
-                f"{AT}.domain_admin_arn is required with create_domain: the IAM role that "
-                "administers the domain "
-                "(the jobs' role only writes the configured indexes)"
-            )
-        if self.domain_admin_arn is not None and not self.create_domain:
-            raise ValueError(
-                f"{AT}.domain_admin_arn is for a domain the stack creates (create_domain: true)"
-            )
-        if self.domain_admin_arn is not None and not re.fullmatch(
-            r"arn:aws[\w-]*:iam::\d{12}:(role|user)/.+", self.domain_admin_arn
-        ):
-            raise ValueError(
-                f"{AT}.domain_admin_arn must be an IAM role or user ARN, got "
-                f"{self.domain_admin_arn!r}"
-            )
+        _admin(self.domain_admin_arn, "domain", self.create_domain)
         return self
+
+    @model_validator(mode="after")
+    def _one_collection(self) -> Self:
+        domain = self.create_domain or self.opensearch_domain_arn is not None
+        if self.collection and domain:
+            raise ValueError(
+                f"{AT}: one destination only: a domain (create_domain, opensearch_domain_arn) or "
+                "a collection (create_collection, opensearch_collection_arn), not both"
+            )
+        arn = self.opensearch_collection_arn
+        if self.create_collection and arn is not None:
+            raise ValueError(
+                f"{AT}: choose create_collection or opensearch_collection_arn, not both"
+            )
+        if arn is not None and not re.fullmatch(COLLECTION_ARN, arn):
+            raise ValueError(
+                f"{AT}.opensearch_collection_arn must be a collection's ARN "
+                f"(arn:aws:aoss:<region>:<account>:collection/<id>), got {arn!r}"
+            )
+        if arn is not None and self.collection_name is None:
+            raise ValueError(
+                f"{AT}.collection_name is required with opensearch_collection_arn: the data "
+                "access policy names the collection, whose ARN carries only its id"
+            )
+        if self.collection_name is not None and not self.collection:
+            raise ValueError(
+                f"{AT}.collection_name is for a collection (create_collection or "
+                "opensearch_collection_arn)"
+            )
+        if self.collection:
+            # the stack's name is the collection's unless collection_name is set
+            key = "collection_name" if self.collection_name else "stack_name"
+            _serverless_name(key, self.target_collection_name)
+            # with room for the policies' suffixes (data_access_policy)
+            _serverless_name("stack_name", self.data_access_policy("writers"), "-writers")
+        _admin(self.collection_admin_arn, "collection", self.create_collection)
+        return self
+
+    @property
+    def collection(self) -> bool:
+        """The destination is an OpenSearch Serverless collection, existing or created."""
+        return self.create_collection or self.opensearch_collection_arn is not None
+
+    @property
+    def target_collection_name(self) -> str:
+        """A created collection's name without collection_name: the stack's, in lower case."""
+        return self.collection_name or self.stack_name.lower()
+
+    def data_access_policy(self, whose: str) -> str:
+        """The name of the stack's data access policy of `whose` ("writers", "admin")."""
+        return f"{self.stack_name.lower()}-{whose}"
+
+    @property
+    def collection_id(self) -> str | None:
+        """The existing collection's id: the last part of its ARN, its endpoint's first label."""
+        arn = self.opensearch_collection_arn
+        return arn.rsplit("/", 1)[-1] if arn is not None else None

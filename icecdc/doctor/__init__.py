@@ -7,10 +7,12 @@ It checks with the caller's credentials against the configuration.
   with identifier columns, lower-case names as Glue's events carry them, and files in the warehouse
   buckets. The account needs credentials, the CDK bootstrap, Glue 5.1, Lambda concurrency for what
   the stack reserves, and OpenSearch's service-linked role for a VPC domain. An existing domain must
-  run OpenSearch and be reachable. The names must be free, or the stack's own.
+  run OpenSearch and be reachable; an existing Serverless collection must be an ACTIVE SEARCH one
+  (icecdc.doctor.collections). The names must be free, or the stack's own.
 - `after` (icecdc.doctor.after) checks the deployed stack's resources, the state table, the jobs'
   and the planner's last runs and errors, the failed-events queue, the rule against each table's
-  event, the writers' access to the indexes (icecdc.doctor.search) and each table's lag.
+  event, the writers' access to the indexes (icecdc.doctor.search; on a collection, its data
+  access policy) and each table's lag.
 
 Each check is a function of a `Context` yielding `Check`s. One that cannot finish, as when denied or
 throttled, is reported as failed with the error, and the others still run. Without credentials no

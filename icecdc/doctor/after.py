@@ -16,6 +16,7 @@ from icecdc.aws.contract import job_name
 from icecdc.aws.events import event_tables
 from icecdc.catalog import glue_name, load_table
 from icecdc.doctor.catalogs import check_lake_formation
+from icecdc.doctor.collections import check_collection_access
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.search import check_mapping, check_writes
@@ -378,5 +379,6 @@ CHECKS = (
     check_writes,
     check_mapping,
     check_lake_formation,
+    check_collection_access,
     check_lag,
 )

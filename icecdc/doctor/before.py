@@ -15,6 +15,7 @@ from pyiceberg.table import Table
 from icecdc.catalog import glue_name, identifier_columns, load_table
 from icecdc.config import TableConfig
 from icecdc.doctor.catalogs import check_catalog_kind
+from icecdc.doctor.collections import check_collection
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
 from icecdc.doctor.network import check_vpc
@@ -498,6 +499,7 @@ CHECKS = (
     check_vpc,
     check_logs_policies,
     check_domain,
+    check_collection,
     check_catalog_kind,
     check_tables,
 )

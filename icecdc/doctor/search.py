@@ -53,6 +53,9 @@ def check_domain(ctx: Context) -> Iterator[Check]:
     if aws.create_domain:
         yield skipped(ENGINE, "the stack creates an OpenSearch 2.19 domain")
         return
+    if aws.collection:
+        yield skipped(ENGINE, "the destination is a Serverless collection (serverless collection)")
+        return
     in_vpc = False
     if aws.opensearch_domain_arn:
         name = aws.opensearch_domain_arn.rsplit("/", 1)[-1]
@@ -118,6 +121,11 @@ def search_config(ctx: Context) -> OpenSearchConfig:
     SigV4, as icecdc.aws.deployed.runtime_config has them.
     """
     config = ctx.config.opensearch
+    if ctx.aws.create_collection:
+        name = ctx.aws.target_collection_name
+        answer = ctx.client("opensearchserverless").batch_get_collection(names=[name])
+        found = [c["collectionEndpoint"] for c in answer.get("collectionDetails") or []]
+        return config.revised(url=found[0]) if found else config
     domain = ctx.stack.physical(Logical.DOMAIN) if ctx.aws.create_domain and ctx.stack else None
     if domain is None:
         return config
@@ -221,6 +229,9 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
     every configured index and its generations, as the stack's `<stack>-writer` does. Reading the
     security plugin's role mappings needs the caller to be a security admin.
     """
+    if ctx.aws.collection:
+        yield skipped(MAPPING, "a Serverless collection: its data access policy maps the writers")
+        return
     config = search_config(ctx)
     if config.aws_region is None:
         who = (
@@ -230,7 +241,7 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
         )
         yield skipped(MAPPING, f"{who}, as the scratch write did")
         return
-    writers = _writer_arns(ctx) if ctx.stack is not None else {}
+    writers = writer_arns(ctx) if ctx.stack is not None else {}
     if not writers:
         yield failed(
             MAPPING, "the stack's writer roles were not found", "deploy the stack (cdk deploy)"
@@ -282,7 +293,7 @@ def mapping_checks(
             )
 
 
-def _writer_arns(ctx: Context) -> dict[str, str]:
+def writer_arns(ctx: Context) -> dict[str, str]:
     """The writers' role ARNs by what they are.
 
     The jobs', and the planner's when it applies batches.

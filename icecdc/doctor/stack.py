@@ -57,6 +57,9 @@ class Kind(StrEnum):
     GLUE_CONNECTION = "Glue connection"
     LOG_GROUP = "log group"
     DASHBOARD = "CloudWatch dashboard"
+    COLLECTION = "Serverless collection"
+    ENCRYPTION_POLICY = "Serverless encryption policy"
+    NETWORK_POLICY = "Serverless network policy"
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ def named_resources(config: Config) -> list[Named]:
         names.append(Named(Kind.GLUE_CONNECTION, f"{stack}-vpc"))
     names += [Named(Kind.LOG_GROUP, name) for name in log_group_names(stack)]
     names.append(Named(Kind.DASHBOARD, f"{stack}-lag"))
+    if config.aws.create_collection:  # infra.collection: the collection and its security policies
+        collection = config.aws.target_collection_name
+        kinds = (Kind.COLLECTION, Kind.ENCRYPTION_POLICY, Kind.NETWORK_POLICY)
+        names += [Named(kind, collection) for kind in kinds]
     return names
 
 
@@ -98,6 +105,15 @@ def name_taken(clients: Callable[[str], Any], named: Named) -> bool:
         elif kind == Kind.LOG_GROUP:
             found = clients("logs").describe_log_groups(logGroupNamePrefix=name)["logGroups"]
             return any(g["logGroupName"] == name for g in found)
+        elif kind == Kind.COLLECTION:
+            return bool(
+                clients("opensearchserverless").batch_get_collection(names=[name])[
+                    "collectionDetails"
+                ]
+            )
+        elif kind in (Kind.ENCRYPTION_POLICY, Kind.NETWORK_POLICY):
+            policy = "encryption" if kind == Kind.ENCRYPTION_POLICY else "network"
+            clients("opensearchserverless").get_security_policy(name=name, type=policy)
         else:
             clients("cloudwatch").get_dashboard(DashboardName=name)
     except ClientError as exc:

@@ -14,12 +14,13 @@ from aws_cdk.assertions import Match
 from icecdc.aws.contract import METRIC_NAMESPACE
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
+from infra.collection import Collection
 from infra.domain import Search
 from infra.jobs import Jobs
 from infra.operations import Operations
 from infra.planner import Planner
 from infra.state import State
-from tests.support.cdk import ADMIN, TABLES, VPC, Parts, config_dict, synth
+from tests.support.cdk import ADMIN, COLLECTION_ARN, TABLES, VPC, Parts, config_dict, synth
 
 
 def job_role(parts: Parts) -> iam.Role:
@@ -100,6 +101,31 @@ def test_search_alone_grants_an_existing_domain_or_creates_one(tmp_path: Path) -
     template = created.template()
     template.resource_count_is("AWS::OpenSearchService::Domain", 1)
     assert "Domain66AC69E0" in template.to_json()["Resources"]
+
+
+def test_a_collection_alone_grants_an_existing_one_or_creates_one(tmp_path: Path) -> None:
+    (tmp_path / "existing").mkdir()
+    existing = Parts(
+        tmp_path / "existing", config_dict({"opensearch_collection_arn": COLLECTION_ARN, "collection_name": "search"})
+    )
+    state = State(existing.stack, "State", aws=existing.config.aws)
+    collection = Collection(
+        existing.stack, "Collection", config=existing.config, writer=job_role(existing), data_key=state.data_key
+    )
+    assert collection.url is None and collection.arn == COLLECTION_ARN
+    template = existing.template()
+    template.resource_count_is("AWS::OpenSearchServerless::Collection", 0)
+    template.resource_count_is("AWS::OpenSearchServerless::AccessPolicy", 1)
+
+    (tmp_path / "created").mkdir()
+    created = Parts(tmp_path / "created", config_dict({"create_collection": True, "collection_admin_arn": ADMIN}))
+    state = State(created.stack, "State", aws=created.config.aws)
+    collection = Collection(created.stack, "Collection", config=created.config, writer=job_role(created), data_key=state.data_key)
+    assert collection.url is not None
+    template = created.template()
+    template.resource_count_is("AWS::OpenSearchServerless::Collection", 1)
+    template.resource_count_is("AWS::OpenSearchServerless::SecurityPolicy", 2)
+    template.resource_count_is("AWS::OpenSearchServerless::AccessPolicy", 2)
 
 
 def operations(parts: Parts) -> Any:

@@ -11,12 +11,14 @@ import pytest
 import yaml
 from aws_cdk import App, CfnDeletionPolicy, CfnResource
 
-from app import build
+from app import build, build_stack
 from icecdc.config import load_config, parse_config
 from infra.stack import EXAMPLE_CONFIG, IcecdcStack, check_not_example
-from tests.support.cdk import ADMIN, ROOT, config_dict, write_config
+from tests.support.cdk import ADMIN, COLLECTION_ID, ROOT, config_dict, serverless, write_config
 
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+CREATED_COLLECTION = {"create_collection": True, "collection_admin_arn": ADMIN}
+AOSS = {"url": f"https://{COLLECTION_ID}.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1"}
 REFUSED = (
     "{keys} still hold the placeholders of example-config.yaml: set your own in a copy and "
     "synthesize it with -c icecdc:config=path/to/your.yaml "
@@ -98,14 +100,21 @@ def test_the_stack_outputs_every_arn_and_name_a_deployer_maps(
 
 
 def test_the_teardown_section_names_every_resource_cdk_destroy_keeps(tmp_path: Path) -> None:
-    """docs/deploy.md names, by construct path, what `cdk destroy` keeps: what the stack retains."""
+    """docs/deploy.md names, by construct path, what `cdk destroy` keeps: what the stack retains,
+    with a created domain or a created collection."""
     config = write_config(tmp_path, config_dict({"create_domain": True, "domain_admin_arn": ADMIN}))
-    stack = build_with(tmp_path, config)
-    resources = [c for c in stack.node.find_all() if isinstance(c, CfnResource)]
+    (tmp_path / "collection").mkdir()
+    collection = write_config(tmp_path / "collection", config_dict(CREATED_COLLECTION, AOSS))
+    context = {"icecdc:placeholderBundles": "true"}
+    stacks = [
+        build_with(tmp_path, config),
+        build_stack(App(context=context), serverless(load_config(collection)), collection),
+    ]
     retained = {
         resource.node.path.removeprefix(f"{stack.node.path}/").removesuffix("/Resource")
-        for resource in resources
-        if resource.cfn_options.deletion_policy == CfnDeletionPolicy.RETAIN
+        for stack in stacks
+        for resource in stack.node.find_all()
+        if isinstance(resource, CfnResource) and resource.cfn_options.deletion_policy == CfnDeletionPolicy.RETAIN
     }
     section = DEPLOY_DOC.read_text().split("## Teardown")[1].split("\n## ")[0]
     documented = set(re.findall(r"^\| `([\w/]+)`[^|]*\| retained", section, flags=re.MULTILINE))

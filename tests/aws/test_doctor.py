@@ -21,7 +21,7 @@ import requests
 
 from icecdc.aws.contract import job_name
 from icecdc.cli import main
-from icecdc.config import Config, parse_config
+from icecdc.config import parse_config
 from icecdc.doctor import Check, Outcome, Phase, Sources, diagnose
 from icecdc.doctor.after import LAG_ALARM_SECONDS, last_run
 from icecdc.doctor.before import stack_state
@@ -47,23 +47,10 @@ from icecdc.sync import sync
 from tests.support.aws import REGION, Lake, aws_client, rows
 from tests.support.cdk import ADMIN, config_dict
 from tests.support.custom_resources import PROPERTIES, FakeSecurityApi, access
-from tests.support.doctor import Offered, Quota, deploy, logical_id, table_changed_pattern
+from tests.support.doctor import READY, Offered, Quota, deploy, doctor_config, logical_id, table_changed_pattern
 from tests.support.faults import FaultProxy
 
-READY = Sources(glue_versions=Offered(True), lambda_concurrency=Quota(1000, 1000))
 ELSEWHERE = "eu-west-3"  # a region nothing bootstraps: moto's account is shared by the session
-
-
-def doctor_config(lake: Lake, stack: str, tables: list[dict[str, Any]], opensearch: dict[str, Any], **aws: Any) -> Config:
-    return parse_config(
-        {
-            "catalog": lake.catalog_properties,
-            "state": {"type": "sqlite", "path": str(lake.workdir / "unused.db")},
-            "opensearch": opensearch,
-            "tables": tables,
-            "aws": {"warehouse_buckets": [lake.bucket], "stack_name": stack, "region": REGION, **aws},
-        }
-    )
 
 
 @pytest.fixture

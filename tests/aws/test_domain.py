@@ -14,26 +14,10 @@ from aws_cdk.assertions import Match
 from icecdc.config import parse_config
 from icecdc.errors import ConfigError
 from infra.domain import availability_zones, writer_role
-from tests.support.cdk import ADMIN, ROUTED_VPC, VPC, config_dict, synth
+from tests.support.cdk import ADMIN, ROUTED_VPC, VPC, actions, config_dict, resources, role_statements, synth
 
 PROVISIONER = "icecdc: the created domain's master user; its Lambda maps roles at deploy time"
 NAG = Match.string_like_regexp("AwsSolutions-.*")
-
-
-def role_statements(template: Any, description: str) -> list[dict[str, Any]]:
-    (role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
-    policies = template.find_resources("AWS::IAM::Policy").values()
-    return [
-        s for p in policies if {"Ref": role} in p["Properties"]["Roles"] for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def actions(statement: dict[str, Any]) -> list[str]:
-    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-
-
-def resources(statement: dict[str, Any]) -> list[Any]:
-    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
 
 
 def test_the_admin_is_separate_and_the_jobs_may_write_their_indexes_only(created_domain: Any) -> None:

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLES = ["shop.orders", "shop.customers", "crm.accounts"]
 ENV = Environment(account="123456789012", region="us-east-1")
 ADMIN = "arn:aws:iam::123456789012:role/SearchAdmins"  # aws.domain_admin_arn of the created domains
+COLLECTION_ID = "a1b2c3d4e5f6g7h8i9j0"  # an existing OpenSearch Serverless collection's id
+COLLECTION_ARN = f"arn:aws:aoss:us-east-1:123456789012:collection/{COLLECTION_ID}"
 VPC = {  # aws.vpc: an existing VPC's private subnets
     "vpc_id": "vpc-0123456789abcdef0",
     "subnets": [
@@ -93,9 +95,44 @@ def synth(
     return Template.from_stack(stack), Annotations.from_stack(stack)
 
 
+def serverless(config: Config, service: str = "aoss") -> Config:
+    """`config` signing for `service` (OpenSearch Serverless: aoss), a value the runtime section's
+    own validation may not accept yet."""
+    return config.model_copy(update={"opensearch": config.opensearch.model_copy(update={"aws_service": service})})
+
+
+def synth_collection(
+    tmp_path: Path, aws: dict[str, Any], opensearch: dict[str, Any] | None = None, service: str = "aoss"
+) -> tuple[Template, Annotations]:
+    """The whole stack as `app.py` builds it, for a configuration signing for `service`."""
+    from app import build_stack
+
+    opensearch = opensearch or {"url": f"https://{COLLECTION_ID}.us-east-1.aoss.amazonaws.com", "aws_region": "us-east-1"}
+    path = write_config(tmp_path, config_dict(aws, opensearch))
+    app = App(context={"icecdc:placeholderBundles": "true"}, outdir=str(tmp_path / "cdk.out"))
+    stack = build_stack(app, serverless(load_config(path), service), path)
+    return Template.from_stack(stack), Annotations.from_stack(stack)
+
+
 def lint_findings(template: Template) -> list[str]:
     """cfn-lint's findings on a synthesized template, one line each."""
     from cfnlint.api import ManualArgs, lint
 
     matches = lint(json.dumps(template.to_json()), config=ManualArgs(regions=["us-east-1"]))
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
+
+
+def role_statements(template: Any, description: str) -> list[dict[str, Any]]:
+    (role,) = template.find_resources("AWS::IAM::Role", {"Properties": {"Description": description}})
+    policies = template.find_resources("AWS::IAM::Policy").values()
+    return [
+        s for p in policies if {"Ref": role} in p["Properties"]["Roles"] for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+def resources(statement: dict[str, Any]) -> list[Any]:
+    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]

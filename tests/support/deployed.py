@@ -70,7 +70,6 @@ class Deployed:
         self.template = _synth(lake.workdir, raw)
         resources = self.template["Resources"]
         physical = {i: self.dead_letter_bucket for i in resources if i.startswith(DEAD_LETTERS)}
-        domain = [i for i, r in resources.items() if r["Type"] == "AWS::OpenSearchService::Domain"]
         data_key = next(i for i, r in resources.items() if r["Type"] == "AWS::KMS::Key" and i.startswith("DataKey"))
         self.resolve = Resolver(resources, Names(physical))
         key_arn = self.resolve({"Fn::GetAtt": [data_key, "Arn"]})
@@ -79,7 +78,10 @@ class Deployed:
         secret_keys = {secret: secret_key} if secret and secret_key else {}
         names = Names(physical, {self.dead_letter_bucket: key_arn, **self._warehouse_keys(shape)}, storage, secret_keys)
         self.resolve = Resolver(resources, names)
-        domain_arn = self.resolve({"Fn::GetAtt": [domain[0], "Arn"]}) if domain else shape.aws["opensearch_domain_arn"]
+        kinds = ("AWS::OpenSearchService::Domain", "AWS::OpenSearchServerless::Collection")
+        created = [i for i, r in resources.items() if r["Type"] in kinds]
+        existing = shape.aws.get("opensearch_domain_arn") or shape.aws.get("opensearch_collection_arn")
+        domain_arn = self.resolve({"Fn::GetAtt": [created[0], "Arn"]}) if created else existing
         self.roles = {
             label: RolePolicy.from_template(label, self.template, role_id(self.template, prefix), names)
             for label, prefix in (("planner", "PlannerRole"), ("job", "JobRole"))

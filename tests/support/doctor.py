@@ -16,11 +16,12 @@ from typing import Any
 
 from icecdc.aws.contract import GLUE_EVENT_SOURCE, GLUE_EVENT_TYPE, job_name
 from icecdc.catalog import glue_name
-from icecdc.config import Config
+from icecdc.config import Config, parse_config
+from icecdc.doctor.context import Sources
 from icecdc.doctor.sources import AccountConcurrency
 from icecdc.doctor.stack import GLUE_VERSION, Logical, state_table_name
 from icecdc.state.dynamodb import create_state_table
-from tests.support.aws import REGION, aws_client
+from tests.support.aws import REGION, Lake, aws_client
 
 HASH = "0A1B2C3D"  # what CDK appends to a construct's path; any 8 upper-case characters
 
@@ -119,3 +120,19 @@ class Quota:
 
     def account(self) -> AccountConcurrency:
         return self.settings
+
+
+# a region that offers Glue 5.1, and room to reserve concurrency from
+READY = Sources(glue_versions=Offered(True), lambda_concurrency=Quota(1000, 1000))
+
+
+def doctor_config(lake: Lake, stack: str, tables: list[dict[str, Any]], opensearch: dict[str, Any], **aws: Any) -> Config:
+    return parse_config(
+        {
+            "catalog": lake.catalog_properties,
+            "state": {"type": "sqlite", "path": str(lake.workdir / "unused.db")},
+            "opensearch": opensearch,
+            "tables": tables,
+            "aws": {"warehouse_buckets": [lake.bucket], "stack_name": stack, "region": REGION, **aws},
+        }
+    )

@@ -8,8 +8,9 @@ through pyarrow, fsspec's s3fs, opensearch-py's SigV4), by the credential scope 
 
 - `RolePolicy.from_template`: a role's statements, CloudFormation intrinsics resolved to the names
   the test gave the stack's resources (`Names`);
-- `aws_calls` / `es_calls`: a request → the calls IAM checks (S3's REST API, the JSON and CBOR
-  protocols of DynamoDB, Glue, Secrets Manager, KMS, SQS and CloudWatch; the es:ESHttp* paths);
+- `aws_calls` / `es_calls` / `aoss_calls`: a request → the calls IAM checks (S3's REST API, the JSON
+  and CBOR protocols of DynamoDB, Glue, Secrets Manager, KMS, SQS and CloudWatch; the es:ESHttp*
+  paths; a Serverless collection's aoss:APIAccessAll);
   a request of a shape it does not know is refused, so no service escapes the check;
 - `Enforcer`: access key → role; `authorize` answers a refusal (as the service spells it) for a
   request the role's statements do not allow, and records every (role, action, resource) it saw;
@@ -190,6 +191,9 @@ class Resolver:
             "AWS::OpenSearchService::Domain": f"arn:{PARTITION}:es:{REGION}:{ACCOUNT}:domain/{name}",
             "AWS::Glue::Job": f"arn:{PARTITION}:glue:{REGION}:{ACCOUNT}:job/{name}",
         }
+        if kind == "AWS::OpenSearchServerless::Collection":  # its ARN carries its id, not its name
+            collection_id = self.names.physical.get(logical, f"unnamed-{logical}")
+            arns[kind] = f"arn:{PARTITION}:aoss:{REGION}:{ACCOUNT}:collection/{collection_id}"
         if attribute != "Arn" or kind not in arns:
             return f"unresolved-{logical}.{attribute}"  # matches no request
         return arns[kind]
@@ -484,6 +488,19 @@ def _through_s3(names: Names, bucket: str, action: str) -> list[Call]:
     return [Call(action, key, via)] if key else []
 
 
+def aoss_calls(request: Request, collection_arn: str = "") -> list[Call]:
+    """OpenSearch Serverless's IAM: aoss:APIAccessAll on the collection, whatever the path (its data
+    access policy decides the rest). The collection is the endpoint's, its id the host's first
+    label (`<id>.<region>.aoss.amazonaws.com`); a stand-in on another host is `collection_arn`."""
+    host = request.headers.get("host", "").split(":", 1)[0]
+    if host.endswith(".aoss.amazonaws.com"):
+        collection_id, region = host.split(".")[:2]
+        collection_arn = f"arn:{PARTITION}:aoss:{region}:{ACCOUNT}:collection/{collection_id}"
+    if not collection_arn:
+        raise UnknownRequest(f"aoss: {request.method} {request.path} to {host!r}: no collection")
+    return [Call("aoss:APIAccessAll", collection_arn)]
+
+
 def es_calls(request: Request, domain_arn: str) -> list[Call]:
     """OpenSearch's fine-grained IAM: es:ESHttp<Method> on `<domain ARN>/<path>`."""
     action = "es:ESHttp" + request.method.capitalize()
@@ -510,7 +527,7 @@ class Enforcer:
     recorded. Requests signed with other keys (the tests' own setup) pass unchecked."""
 
     names: Names | None = None
-    domain_arn: str = ""
+    domain_arn: str = ""  # the domain's, or the collection's (what a stand-in's requests reach)
     roles: dict[str, RolePolicy] = field(default_factory=dict)
     exercised: set[tuple[str, str, str]] = field(default_factory=set)
     refusals: list[Refusal] = field(default_factory=list)
@@ -539,7 +556,12 @@ class Enforcer:
         if credential is None or credential[0] not in self.roles or names is None:
             return None
         try:
-            calls = es_calls(request, self.domain_arn) if opensearch else aws_calls(credential[1], request, names)
+            if not opensearch:
+                calls = aws_calls(credential[1], request, names)
+            elif credential[1] == "aoss":
+                calls = aoss_calls(request, self.domain_arn)
+            else:
+                calls = es_calls(request, self.domain_arn)
         except UnknownRequest as unknown:
             calls = [Call(f"unknown:{unknown}", "*")]
         return self.authorize_calls(credential[0], calls)
