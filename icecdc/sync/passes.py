@@ -27,8 +27,9 @@ from icecdc.changelog import ChangeStats
 from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
-from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server, open_client
+from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server
 from icecdc.destination.index import IndexSpec, check_pipeline, index_uuid
+from icecdc.destination.port import Destination
 from icecdc.destination.sink import SinkStats
 from icecdc.devlimits import DEV_SERVER_LIMITS, DEV_SERVER_ROWS
 from icecdc.documents import Shape
@@ -110,10 +111,21 @@ class TableRun:
     limits: BatchConfig = field(default_factory=BatchConfig)
     probe: Probe | None = None
     letter_limits: DeadLetterConfig = field(default_factory=DeadLetterConfig)
+    # the index's destination for the whole run: opened from `opensearch` when not given
+    destination: Destination = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.destination is None:
+            object.__setattr__(self, "destination", Destination.open(self.opensearch))
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def client(self) -> OpenSearch:
+        """The run's client of the index's destination, opened once."""
+        return self.destination.client
 
     def reached(self, point: PassPoint) -> None:
         if self.probe is not None:
@@ -136,7 +148,7 @@ class TableRun:
             return PassResult(self.name)
         reason = decided.reason or "created again, empty"  # pending items of a table caught up
         log.warning("%s: the table has no snapshot now: emptying its index (%s)", self.name, reason)
-        client = open_client(self.opensearch)
+        client = self.client
         alias, spec = alias_of(client, self.config, table), spec_of(table, self.config)
         generation = alias.start_rebuild(spec, set())
         empty = Checkpoint(
@@ -286,7 +298,7 @@ def _passes(
         sizes = HeadSizes(SnapshotSizes(table, runs[0].changed), bodies)
         capped, partial = cap_batch(batches[0], runs[0].limits, sizes)
     order = {item.key: n for n, item in enumerate(capped)}
-    client = open_client(runs[0].opensearch)
+    client = runs[0].client
     return [
         _Pass(
             run,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyiceberg.catalog import Catalog
@@ -23,6 +23,7 @@ from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
 from icecdc.destination.client import check_reachable, open_client
 from icecdc.destination.index import IndexAlias
+from icecdc.destination.port import Destination
 from icecdc.engines import Engines
 from icecdc.errors import FilesGone, ProcessingError
 from icecdc.manifests import ChangedEntries, lists_file
@@ -193,7 +194,7 @@ def _index_verdict(
     checkpoint, documents the first export's own passes did not write, as
     `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
     """
-    alias = claim_index(open_client(run.opensearch), run.config, run.store, table)
+    alias = _claimed(run, table)
     spec = spec_of(table, run.config)
     pending = run.store.pending_heads(run.name)
     # a stopped swap is made first
@@ -265,12 +266,21 @@ def sync(
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
     run = SyncRun(engines, probe=probe, stopped=stopped)
     try:
-        for table_config, table in loaded:  # every index's name, before any table is written
-            for index_config, _, scoped in index_stores(table_config, store):
-                claim_index(client, index_config, scoped, table)
+        # every index's name claimed, once for the run, before any table is written
+        destinations = {
+            key: _claim(Destination(client), index_config, scoped, table)
+            for table_config, table in loaded
+            for index_config, key, scoped in index_stores(table_config, store)
+        }
         return [
             sync_table(
-                config, catalog, table_config, table, identifiers[table_config.name], store, run
+                config,
+                catalog,
+                table_config,
+                table,
+                identifiers[table_config.name],
+                store,
+                replace(run, destinations=destinations),
             )
             for table_config, table in loaded
         ]
@@ -295,6 +305,8 @@ class SyncRun:
     deadline: float | None = None
     probe: Probe | None = None
     stopped: Callable[[], bool] | None = None
+    # each index's destination by its state key, claimed already; the others are opened per table
+    destinations: Mapping[str, Destination] = field(default_factory=dict)
 
     def over(self) -> bool:
         """Whether no pass may start: the deadline has passed, or a stop was asked."""
@@ -330,7 +342,8 @@ def sync_table(
             if not lease.held:
                 log.warning("%s: another run is syncing this table; leaving it to that run", key)
                 return SyncResult(table_config.name, skipped=True)
-            runs.append(_index_run(config, shared, index_config, scoped, lease))
+            destination = run.destinations.get(key)
+            runs.append(_index_run(config, shared, index_config, scoped, lease, destination))
         return catch_up(runs, catalog, table, run.over)
 
 
@@ -348,7 +361,12 @@ class _Shared:
 
 
 def _index_run(
-    config: Config, shared: _Shared, index_config: TableIndexConfig, store: StateStore, lease: Lease
+    config: Config,
+    shared: _Shared,
+    index_config: TableIndexConfig,
+    store: StateStore,
+    lease: Lease,
+    destination: Destination | None = None,
 ) -> TableRun:
     """The run over one index of a table, under its lease.
 
@@ -367,6 +385,7 @@ def _index_run(
         config.batch,
         shared.probe,
         config.dead_letter_section,
+        destination or Destination.open(config.opensearch),
     )
 
 
@@ -383,7 +402,7 @@ def catch_up(
     total = SyncResult(runs[0].name)
     started = time.monotonic()
     for run in runs:  # every index's name checked before anything is planned
-        claim_index(open_client(run.opensearch), run.config, run.store, table)
+        _claimed(run, table)
     for passes in range(1, MAX_SYNC_ROUNDS + 1):
         for run in runs:
             if run.lease is not None:
@@ -403,6 +422,19 @@ def catch_up(
         _report(runs[0], total, passes, time.monotonic() - started, any(r.partial for r in results))
         table = _reloaded(runs, catalog, table, total.table)
     return total
+
+
+def _claim(
+    destination: Destination, config: TableIndexConfig, store: StateStore, table: Table
+) -> Destination:
+    """`destination`, its index's name claimed (`claim_index`)."""
+    destination.claimed(lambda client: claim_index(client, config, store, table))
+    return destination
+
+
+def _claimed(run: TableRun, table: Table) -> IndexAlias:
+    """The run's index, its name claimed once per run (`claim_index`)."""
+    return run.destination.claimed(lambda client: claim_index(client, run.config, run.store, table))
 
 
 def _reloaded(runs: list[TableRun], catalog: Catalog, table: Table, name: str) -> Table:
