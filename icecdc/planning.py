@@ -25,7 +25,7 @@ from icecdc.manifests import ChangedEntries, LiveFiles
 from icecdc.model import NO_SNAPSHOT, AnyItem, Checkpoint, ItemHead, ItemKind, ResyncKind, WorkItem
 from icecdc.protection import keep_unapplied
 from icecdc.state import StateStore
-from icecdc.verdict import TableFacts, table_verdict
+from icecdc.verdict import ExportFacts, TableFacts, first_export_verdict, table_verdict
 from icecdc.words import counted
 
 log = logging.getLogger(__name__)
@@ -173,32 +173,19 @@ def _over_abandoned_export(
     abandoned: list[ItemHead],
     abandoned_claim: int | None,
 ) -> tuple[ResyncKind, str] | None:
-    """RESET when a first export follows one abandoned unfinished.
-
-    The abandoned export's snapshot was rolled back, or its table dropped and created again. It may
-    have written documents this one would not replace: rows the new snapshot lacks, or a
-    rolled-back snapshot's rows at a higher version. So this export builds a new generation. Once
-    its items are in the store, they say so themselves.
-    """
+    """The resync of a first export, as `verdict.first_export_verdict` decides it from the store."""
     exports = [i for i in pending if i.kind == ItemKind.EXPORT and i.table_uuid == base.table_uuid]
-    # planned already: as it was planned
-    if any(i.snapshot_id == base.snapshot_id for i in exports):
-        reset = any(
-            i.snapshot_id == base.snapshot_id and i.resync == ResyncKind.RESET for i in exports
-        )
-        return (ResyncKind.RESET, "an export over an abandoned one goes on") if reset else None
+    here = [i for i in exports if i.snapshot_id == base.snapshot_id]
     gone = {i.snapshot_id for i in abandoned if i.kind == ItemKind.EXPORT}
     if abandoned_claim is not None:
         gone.add(abandoned_claim)
-    if not gone:
-        return None
-    return (
-        ResyncKind.RESET,
-        (
-            f"an export of snapshot {sorted(gone)} was abandoned unfinished "
-            "(rolled back, or the table created again)"
-        ),
+    facts = ExportFacts(
+        planned=bool(here),
+        planned_reset=any(i.resync == ResyncKind.RESET for i in here),
+        abandoned=frozenset(gone),
     )
+    decided = first_export_verdict(facts)
+    return (decided.fate.resync, decided.reason) if decided.fate.resync else None
 
 
 def _planned(export_snapshot: int, exports: int, snapshots: int, changes: int, written: int) -> str:

@@ -120,6 +120,50 @@ def table_verdict(facts: TableFacts) -> Verdict:
     return FOLLOW
 
 
+@dataclass(frozen=True)
+class ExportFacts:
+    """What the store holds of first exports when a first export is planned.
+
+    `planned`: an export of the snapshot to export is pending already, `planned_reset` says it was
+    planned as a RESET. `abandoned`: the snapshots of exports abandoned unfinished (rolled back, or
+    of the table before it was dropped and created again).
+    """
+
+    planned: bool = False
+    planned_reset: bool = False
+    abandoned: frozenset[int] = frozenset()
+
+
+def first_export_verdict(facts: ExportFacts) -> Verdict:
+    """RESET when a first export follows one abandoned unfinished; else FOLLOW.
+
+    The abandoned export may have written documents this one would not replace: rows the new
+    snapshot lacks, or a rolled-back snapshot's rows at a higher version. So this export builds a
+    new generation. Once its items are in the store, they say so themselves.
+    """
+    if facts.planned:  # as it was planned
+        if facts.planned_reset:
+            return Verdict(Fate.RESET, "an export over an abandoned one goes on", Copy.NEW)
+        return FOLLOW
+    if not facts.abandoned:
+        return FOLLOW
+    why = (
+        f"an export of snapshot {sorted(facts.abandoned)} was abandoned unfinished "
+        "(rolled back, or the table created again)"
+    )
+    return Verdict(Fate.RESET, why, Copy.NEW)
+
+
+def files_gone_verdict(why: str, listed_now: bool) -> Verdict | None:
+    """REWRITE when files a batch needed are gone; None when the table itself lost one.
+
+    Snapshot expiration deleted files after the batch was planned: the changes in between cannot
+    be read any more, so the index is rewritten from the current snapshot. A file the current
+    snapshot still lists is lost by the table: no rewrite can read it.
+    """
+    return None if listed_now else Verdict(Fate.REWRITE, why)
+
+
 def rolled_back_end(facts: TableFacts) -> int | None:
     """The end a pass recorded when a rollback left it behind; else None.
 

@@ -41,7 +41,7 @@ from icecdc.planning import current_view, plan_table
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
 from icecdc.sync.indexes import applied_indexes, claim_index, spec_of
 from icecdc.sync.passes import PassResult, TableRun, process_batch
-from icecdc.verdict import Fate, IndexFacts, Verdict, pass_verdict, tidies
+from icecdc.verdict import Fate, IndexFacts, Verdict, files_gone_verdict, pass_verdict, tidies
 
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
@@ -133,18 +133,16 @@ def _process(runs: list[TableRun], table: Table) -> list[PassResult]:
     try:
         return process_batch(runs, view, batches, anew)
     except FilesGone as exc:
-        # Snapshot expiration deleted files this batch needed after it was planned: the changes
-        # in between cannot be read any more, so the index is rebuilt from the current snapshot.
-        # A file the current snapshot still lists is lost by the table: a rebuild cannot read it.
         view = view.refresh()
-        if exc.path and lists_file(view, exc.path):
+        rewrite = files_gone_verdict(str(exc), bool(exc.path) and lists_file(view, exc.path))
+        if rewrite is None:
             raise ProcessingError(
                 f"{exc}, though the table's current snapshot lists it: restore the file, or "
                 "remove it from the table; nothing was planned or advanced"
             ) from None
         for run in runs:
             log.warning("%s: %s; resyncing from the current snapshot", run.name, exc)
-            _plan(run, view, resync=(ResyncKind.REWRITE, str(exc)))
+            _plan(run, view, resync=(rewrite.fate.resync, rewrite.reason))
         batches = [_select(run, view) for run in runs]
         if _apart(batches):
             return [result for run in runs for result in _process([run], view)]

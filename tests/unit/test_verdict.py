@@ -14,6 +14,7 @@ from icecdc.model import NO_SNAPSHOT, Checkpoint, ResyncKind
 from icecdc.verdict import (
     Copy,
     DestinationFacts,
+    ExportFacts,
     Fate,
     IndexFacts,
     IndexFound,
@@ -21,6 +22,8 @@ from icecdc.verdict import (
     Verdict,
     copy_to_write,
     empty_verdict,
+    files_gone_verdict,
+    first_export_verdict,
     index_verdict,
     pass_verdict,
     replaced,
@@ -246,10 +249,33 @@ REWRITE, RESET = frozenset({ResyncKind.REWRITE}), frozenset({ResyncKind.RESET})
             Copy.RESUME,
             id="rewrite into a generation resumed",
         ),
+        pytest.param(
+            DestinationFacts(REWRITE, versions=False),
+            Copy.NEW,
+            id="rewrite where no version tells older documents (Serverless)",
+        ),
     ],
 )
 def test_copy_to_write(facts: DestinationFacts, copy: Copy) -> None:
     assert copy_to_write(facts) == copy
+
+
+@pytest.mark.parametrize(
+    ("facts", "fate"),
+    [
+        pytest.param(ExportFacts(), Fate.FOLLOW, id="a first export"),
+        pytest.param(ExportFacts(abandoned=frozenset({7})), Fate.RESET, id="over an abandoned export"),
+        pytest.param(ExportFacts(planned=True, abandoned=frozenset({7})), Fate.FOLLOW, id="planned as an export"),
+        pytest.param(ExportFacts(planned=True, planned_reset=True), Fate.RESET, id="planned as a reset: goes on"),
+    ],
+)
+def test_first_export_verdict(facts: ExportFacts, fate: Fate) -> None:
+    assert first_export_verdict(facts).fate == fate
+
+
+def test_files_gone_rewrite_unless_the_table_lost_them() -> None:
+    assert files_gone_verdict("gone", listed_now=False) == Verdict(Fate.REWRITE, "gone")
+    assert files_gone_verdict("gone", listed_now=True) is None
 
 
 def test_fates_plan_the_resync_kinds_planning_writes() -> None:
