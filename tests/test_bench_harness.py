@@ -135,3 +135,25 @@ def test_the_pending_memory_bench_reads_back_every_file_it_put_and_heads_hold_le
     assert (found["files"], found["items"], found["head_files"]) == (2500, 25, 2500)
     assert found["whole"]["bytes_per_file"] > 115
     assert found["heads"]["held_bytes"] < found["one_pass_bodies"]["held_bytes"] < found["whole"]["held_bytes"]
+
+
+@pytest.mark.slow
+def test_the_serverless_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    """`bench.serverless_vs_domain` on 200 rows, an export, a round, a rebuild: every side's index
+    equals the table, the stand-in refused nothing, and each path's requests are counted by
+    operation (a domain's `GET /`, none on Serverless). No psutil needed: it uses no sampler."""
+    from bench.serverless_vs_domain import NAMES, measure
+
+    found = measure(200, rounds=1, changes=10, visibility=0.1, workdir=tmp_path / "work", exports=1)
+    assert found["index_equals_table"] == dict.fromkeys(NAMES, True)
+    assert found["table_rows"] == 200 + 10 - 5
+    for part in ("export", "rounds"):
+        requests = found["figures"][part]["requests_per_pass"]
+        assert requests["domain"]["cluster info"] == 1
+        assert "cluster info" not in requests["serverless"]
+        assert not {op for op in requests["serverless"] if op == "unsupported" or op.endswith("refused")}
+        assert requests["serverless"]["bulk"] >= 1
+    # a first export writes the first generation, no swap: no sync waits for visibility
+    assert found["figures"]["export"]["visibility_waits_per_pass"] == 0
+    assert found["figures"]["rounds"]["visibility_waits_per_pass"] == 0
+    assert found["figures"]["rebuild"]["visibility_waits_per_pass"] == 1  # the swap's, no refresh
