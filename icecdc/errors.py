@@ -39,6 +39,10 @@ class SinkError(ProcessingError):
     """OpenSearch refused writes for a reason other than a newer version."""
 
 
+class DestinationDenied(SinkError):
+    """OpenSearch accepted the credentials and denied a request (403): a right the caller lacks."""
+
+
 class NothingApplied(SinkError):
     """A write failed before OpenSearch may have applied any of it.
 
@@ -177,7 +181,8 @@ _DENIED_WORDS = ("ACCESS_DENIED", "AccessDenied")
 
 
 def access_denied(exc: BaseException) -> str | None:
-    """One line for an AWS request IAM refused, anywhere in `exc`'s chain; None for anything else.
+    """One line for an AWS request IAM refused, or a request OpenSearch denied
+    (`DestinationDenied`), anywhere in `exc`'s chain; None for anything else.
 
     AWS's message names the role, the action and the resource ("User: arn:aws:sts::…:assumed-role/
     <role>/… is not authorized to perform: s3:ListBucket on resource: …"); the line keeps it whole
@@ -196,6 +201,8 @@ def access_denied(exc: BaseException) -> str | None:
         if isinstance(error, dict) and error.get("Code") in _DENIED_CODES:
             operation = getattr(current, "operation_name", "a request")
             return _denied_line(operation, str(error.get("Message") or current))
+        if isinstance(current, DestinationDenied):  # its line names the request and the fix
+            return str(current)
         if isinstance(current, OSError) and any(w in str(current) for w in _DENIED_WORDS):
             return _denied_line(_s3_request(str(current)), str(current))
         current = current.__cause__ or current.__context__

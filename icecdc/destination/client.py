@@ -20,7 +20,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.destination.capabilities import Capabilities, capabilities_of
-from icecdc.errors import SinkError, UnexpectedAnswer
+from icecdc.errors import DestinationDenied, SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
 __all__ = [
@@ -40,6 +40,13 @@ __all__ = [
 
 # The index a Serverless collection is asked about when no configured one is at hand
 REACHABILITY_PROBE = "icecdc"
+
+# What a 403 means and what to grant (docs/deploy.md, the roles' rights and OpenSearch Serverless)
+DENIED = (
+    "the credentials are accepted but lack a permission: grant the user or role icecdc runs as "
+    "access to the table's indexes and aliases (create, write, read, alias; on a Serverless "
+    "collection, aoss:APIAccessAll and its data access policy)"
+)
 
 # Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
 IDS_PER_REQUEST = 1000
@@ -142,7 +149,8 @@ def check_reachable(client: OpenSearch, url: str, index: str = REACHABILITY_PROB
     try:
         return reach(client, index)
     except TransportError as exc:
-        raise SinkError(describe_failure(exc, url)) from None
+        denied = isinstance(exc, AuthorizationException)
+        raise (DestinationDenied if denied else SinkError)(describe_failure(exc, url)) from None
 
 
 def reach(client: OpenSearch, index: str = REACHABILITY_PROBE) -> str:
@@ -173,11 +181,7 @@ def describe_failure(exc: TransportError, url: str) -> str:
             "check opensearch.username/password or the AWS identity"
         )
     if isinstance(exc, AuthorizationException):
-        return (
-            f"OpenSearch at {url} denied a request ({_answer(exc)}): the credentials are accepted "
-            "but lack a permission: grant the user or role icecdc runs as access to the table's "
-            "indexes and aliases (create, write, read, alias)"
-        )
+        return f"OpenSearch at {url} denied a request ({_answer(exc)}): {DENIED}"
     return f"OpenSearch at {url} answered {_answer(exc)}"
 
 
