@@ -181,8 +181,9 @@ _DENIED_WORDS = ("ACCESS_DENIED", "AccessDenied")
 
 
 def access_denied(exc: BaseException) -> str | None:
-    """One line for an AWS request IAM refused, or a request OpenSearch denied
-    (`DestinationDenied`), anywhere in `exc`'s chain; None for anything else.
+    """One line for a request IAM or OpenSearch denied, anywhere in `exc`'s chain; else None.
+
+    OpenSearch's is a `DestinationDenied`, whose line it is.
 
     AWS's message names the role, the action and the resource ("User: arn:aws:sts::…:assumed-role/
     <role>/… is not authorized to perform: s3:ListBucket on resource: …"); the line keeps it whole
