@@ -105,10 +105,21 @@ def test_the_planner_and_the_job_write_a_collection_under_the_roles(
     assert (result.writes.indexed, result.writes.deleted) == (2, 1)
     assert_index_equals_table(deployed, collection, monkeypatch)
 
+    # the table dropped and created again under its name: a reset into a new generation, the
+    # alias swapped to it (`_aliases`), the old generation deleted
+    lake.catalog().drop_table(deployed.table)
+    lake.create_table(deployed.table).append(rows(21, 22))
+    assert deployed.planner(commit_event(deployed), handler_module.handler) == {"batchItemFailures": []}
+    assert list(collection.client().indices.get_alias(name="orders")) == ["orders-2"]
+    assert not collection.client().indices.exists(index="orders-1")
+    assert_index_equals_table(deployed, collection, monkeypatch)
+
     roles = {role for role, action, _ in iam_enforcer.exercised if action == "aoss:APIAccessAll"}
     assert roles == {"planner", "job"}
     permissions = {(role, action) for role, action, resource in iam_enforcer.exercised if resource.startswith("index/")}
-    assert {("planner", "aoss:CreateIndex"), ("planner", "aoss:WriteDocument"), ("job", "aoss:WriteDocument")} <= permissions
+    assert {("planner", "aoss:CreateIndex"), ("planner", "aoss:DeleteIndex"), ("job", "aoss:WriteDocument")} <= permissions
+    items = {(role, action) for role, action, resource in iam_enforcer.exercised if resource.startswith("collection/")}
+    assert ("planner", "aoss:CreateCollectionItems") in items  # the alias swap
 
 
 def without_permission(deployed: Deployed, permission: str) -> None:
