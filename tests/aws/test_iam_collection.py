@@ -23,7 +23,7 @@ from icecdc.destination.client import open_client
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, rows
 from tests.support.deployed import Deployed, Shape
-from tests.support.iam import Enforcer, RolePolicy
+from tests.support.iam import DataAccess, Enforcer, RolePolicy
 from tests.support.planner import handler_module, load_glue_entry, table_event
 from tests.support.serverless import ACCESS_KEY, SECRET_KEY, ServerlessStandIn
 
@@ -129,7 +129,9 @@ def without_permission(deployed: Deployed, permission: str) -> None:
         {**s, "Rules": [{**r, "Permission": [p for p in r["Permission"] if p != permission]} for r in s["Rules"]]}
         for s in policy.statements
     )
-    object.__setattr__(policy, "statements", statements)
+    withheld = DataAccess(policy.collection, statements)
+    assert isinstance(deployed.search, ServerlessStandIn)
+    deployed.search.access = deployed.enforcer.data_access_guard(withheld, deployed.principals)
 
 
 def without_api_access(deployed: Deployed) -> None:

@@ -110,6 +110,7 @@ class Deployed:
         created = [r["Properties"]["Name"] for r in resources if r["Type"] == "AWS::OpenSearchServerless::Collection"]
         collection = shape.aws.get("collection_name") or created[0]
         self.data_access = DataAccess.from_template(self.template, collection, Resolver(self.template["Resources"], names))
+        self.principals = principals  # access key → role ARN, as the data access policies name it
         search.access = self.enforcer.data_access_guard(self.data_access, principals)
 
     def _config(self, shape: Shape) -> dict[str, Any]:
