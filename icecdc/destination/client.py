@@ -20,7 +20,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.destination.capabilities import Capabilities, capabilities_of
-from icecdc.errors import DestinationDenied, SinkError, UnexpectedAnswer
+from icecdc.errors import DENIED, DestinationDenied, SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
 __all__ = [
@@ -40,13 +40,6 @@ __all__ = [
 
 # The index a Serverless collection is asked about when no configured one is at hand
 REACHABILITY_PROBE = "icecdc"
-
-# What a 403 means and what to grant (docs/deploy.md, the roles' rights and OpenSearch Serverless)
-DENIED = (
-    "the credentials are accepted but lack a permission: grant the user or role icecdc runs as "
-    "access to the table's indexes and aliases (create, write, read, alias; on a Serverless "
-    "collection, aoss:APIAccessAll and its data access policy)"
-)
 
 # Ids one `_mget` asks for: audit, repair and replay look documents up by id in pages of this.
 IDS_PER_REQUEST = 1000
@@ -100,10 +93,17 @@ class Answer(dict[str, Any]):
 
 
 class _Transport(Transport):
-    """opensearch-py's transport, its answers `Answer`s naming their request."""
+    """opensearch-py's transport, its answers `Answer`s naming their request.
+
+    A 403 keeps the request it answered (`denied_request`), for `errors.access_denied`'s line.
+    """
 
     def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        answer = super().perform_request(method, url, *args, **kwargs)
+        try:
+            answer = super().perform_request(method, url, *args, **kwargs)
+        except AuthorizationException as exc:
+            setattr(exc, "denied_request", f"{method} {url}")  # noqa: B010 - opensearch-py's class
+            raise
         return Answer(answer, f"{method} {url}") if type(answer) is dict else answer
 
 

@@ -37,10 +37,10 @@ from opensearchpy.exceptions import TransportError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
-from icecdc.destination.client import DENIED, capabilities_of
+from icecdc.destination.client import capabilities_of
 from icecdc.destination.scan import make_visible
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import DestinationDenied, NothingApplied, SinkError
+from icecdc.errors import DENIED, DestinationDenied, NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 from icecdc.words import counted
 

@@ -134,11 +134,11 @@ def without_permission(deployed: Deployed, permission: str) -> None:
     deployed.search.access = deployed.enforcer.data_access_guard(withheld, deployed.principals)
 
 
-def without_api_access(deployed: Deployed) -> None:
-    """The job's statements, but aoss:APIAccessAll."""
-    policy = deployed.roles["job"]
+def without_api_access(deployed: Deployed, role: str = "job") -> None:
+    """The role's statements, but aoss:APIAccessAll."""
+    policy = deployed.roles[role]
     kept = tuple(s for s in policy.statements if "aoss:APIAccessAll" not in s.actions)
-    deployed.enforcer.act_as(deployed.access_key("job"), RolePolicy(policy.role, kept))
+    deployed.enforcer.act_as(deployed.access_key(role), RolePolicy(policy.role, kept))
 
 
 @pytest.mark.parametrize(
@@ -162,9 +162,34 @@ def test_a_right_withheld_fails_the_job_in_one_line_and_nothing_advances(
     withhold(deployed)
     with caplog.at_level(logging.ERROR, logger="icecdc.glue_job"):
         assert deployed.job(job.run) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.name == "icecdc.glue_job" and r.levelno >= logging.ERROR]
-    assert "\n" not in line and not any(r.exc_info for r in caplog.records if r.name == "icecdc.glue_job"), line
+    line = refused_in_one_line(deployed, caplog, "icecdc.glue_job", needed)
     assert "denied a" in line and "403" in line and "aoss:APIAccessAll and its data access policy" in line, line
+
+
+def refused_in_one_line(deployed: Deployed, caplog: pytest.LogCaptureFixture, logger: str, needed: str) -> str:
+    """The one error line `logger` logged, without a traceback, once `needed` alone was refused and
+    nothing advanced."""
+    [line] = [r.getMessage() for r in caplog.records if r.name == logger and r.levelno >= logging.ERROR]
+    assert "\n" not in line and not any(r.exc_info for r in caplog.records if r.name == logger), line
     assert deployed.checkpoint() is None
-    assert {r.call.action for r in iam_enforcer.refusals} == {needed}
-    iam_enforcer.refusals.clear()
+    assert {r.call.action for r in deployed.enforcer.refusals} == {needed}
+    deployed.enforcer.refusals.clear()
+    return line
+
+
+def test_a_right_withheld_from_the_planner_fails_the_tables_message_in_one_line(
+    lake: Lake,
+    collection: ServerlessStandIn,
+    iam_enforcer: Enforcer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The planner applying a table's work without aoss:APIAccessAll: the table's message is
+    handed back to SQS, one line logged naming the denial, nothing advanced."""
+    deployed = deploy(CREATED, lake, collection, iam_enforcer, monkeypatch)
+    without_api_access(deployed, "planner")
+    with caplog.at_level(logging.ERROR, logger="icecdc.aws.planner"):
+        answer = deployed.planner(commit_event(deployed), handler_module.handler)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "0"}]}
+    line = refused_in_one_line(deployed, caplog, "icecdc.aws.planner", "aoss:APIAccessAll")
+    assert "OpenSearch denied GET /orders (403" in line and "aoss:APIAccessAll" in line, line
