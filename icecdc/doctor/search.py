@@ -24,7 +24,7 @@ from icecdc.destination.client import (
     reach,
 )
 from icecdc.doctor.context import Context
-from icecdc.doctor.model import Check, failed, passed, skipped, warned
+from icecdc.doctor.model import Check, Outcome, failed, passed, skipped, warned
 from icecdc.doctor.stack import Logical
 from icecdc.errors import SinkError
 
@@ -59,7 +59,8 @@ def check_domain(ctx: Context) -> Iterator[Check]:
     if aws.collection:
         yield skipped(ENGINE, "the destination is a Serverless collection (serverless collection)")
         if not aws.create_collection:  # a created one has no endpoint before the deploy
-            yield collection_reachable(ctx.config.opensearch, ctx.config.index_names)
+            reached = collection_reachable(ctx.config.opensearch, ctx.config.index_names)
+            yield reached if aws.vpc is None else _from_outside(reached)
         return
     in_vpc = False
     if aws.opensearch_domain_arn:
@@ -169,6 +170,20 @@ def _refused(client: OpenSearch, url: str, index: str, exc: TransportError) -> C
     shown = f"{status} {reason or ''}".strip()
     why = reason if reason and reason.startswith(status) else shown
     return failed(REACHABLE, f"{url} denied the request: {why}", DENIED_FIX)
+
+
+def _from_outside(check: Check) -> Check:
+    """A collection the jobs reach through the VPC (`aws.vpc`): failing to reach it from here is a
+    warning, as for a domain in a VPC."""
+    if check.outcome != Outcome.FAILED:
+        return check
+    return warned(
+        REACHABLE,
+        f"{check.detail}; the jobs reach the collection through the VPC (aws.vpc), and its "
+        "network policy may not admit this machine",
+        "run the doctor where the VPC is reachable, or confirm after deploying "
+        "(icecdc doctor after)",
+    )
 
 
 def check_endpoint(ctx: Context) -> Iterator[Check]:

@@ -16,7 +16,7 @@ from icecdc.doctor.collections import access_problems, check_collection, check_c
 from icecdc.doctor.context import Context
 from icecdc.doctor.search import check_domain, check_endpoint, check_mapping
 from tests.support.aws import REGION, Lake, aws_client
-from tests.support.cdk import ADMIN, serverless
+from tests.support.cdk import ADMIN, VPC, serverless
 from tests.support.doctor import READY, deploy, doctor_config
 from tests.support.iam import Call, Refusal
 from tests.support.serverless import ACCESS_KEY, SECRET_KEY, ServerlessStandIn
@@ -200,3 +200,7 @@ def test_the_endpoint_answers_a_signed_request_before_and_after(
         *_, denied = checks
         assert denied.outcome == Outcome.FAILED and denied.detail == f"{serverless.url} denied the request: 403 Forbidden"
         assert denied.fix is not None and "aoss:APIAccessAll on the collection" in denied.fix.text
+    # the jobs in a VPC (aws.vpc): this machine may be outside the collection's network policy
+    in_vpc = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name, vpc=VPC)
+    *_, outside = check_domain(in_vpc)
+    assert outside.outcome == Outcome.WARNING and outside.detail.startswith(f"{serverless.url} denied the request")
