@@ -173,8 +173,9 @@ def _refused(client: OpenSearch, url: str, index: str, exc: TransportError) -> C
 
 
 def _from_outside(check: Check) -> Check:
-    """A collection the jobs reach through the VPC (`aws.vpc`): failing to reach it from here is a
-    warning, as for a domain in a VPC."""
+    """`check` as a warning when it failed: the jobs reach the collection through `aws.vpc`.
+
+    This machine may be outside the collection's network policy, as outside a domain's VPC."""
     if check.outcome != Outcome.FAILED:
         return check
     return warned(
