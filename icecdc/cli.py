@@ -205,7 +205,8 @@ def _failure(exc: Exception, args: argparse.Namespace) -> str | None:
     missing module, or a file the system refused.
     """
     denied = access_denied(exc)  # an AWS request the caller's IAM refused: its action and resource
-    if denied is not None:
+    # (an OpenSearch client's own 403 is worded below, with the configured URL)
+    if denied is not None and getattr(exc, "denied_request", None) is None:
         return denied
     if isinstance(exc, IcecdcError):
         return str(exc)

@@ -39,6 +39,10 @@ class SinkError(ProcessingError):
     """OpenSearch refused writes for a reason other than a newer version."""
 
 
+class DestinationDenied(SinkError):
+    """OpenSearch accepted the credentials and denied a request (403): a right the caller lacks."""
+
+
 class NothingApplied(SinkError):
     """A write failed before OpenSearch may have applied any of it.
 
@@ -172,12 +176,21 @@ class IndexNotOwned(IndexStateError):
 
 # What AWS answers a request the caller's IAM policies do not allow, by protocol: the JSON and
 # query protocols' code, S3's, and pyarrow's S3 filesystem's wording of S3's.
+# What an OpenSearch 403 means and what to grant (docs/deploy.md, the roles' rights; Serverless)
+DENIED = (
+    "the credentials are accepted but lack a permission: grant the user or role icecdc runs as "
+    "access to the table's indexes and aliases (create, write, read, alias; on a Serverless "
+    "collection, aoss:APIAccessAll and its data access policy)"
+)
 _DENIED_CODES = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
 _DENIED_WORDS = ("ACCESS_DENIED", "AccessDenied")
 
 
 def access_denied(exc: BaseException) -> str | None:
-    """One line for an AWS request IAM refused, anywhere in `exc`'s chain; None for anything else.
+    """One line for a request IAM or OpenSearch denied, anywhere in `exc`'s chain; else None.
+
+    OpenSearch's is a `DestinationDenied`, whose line it is, or an OpenSearch client's 403 that
+    names its request (`denied_request`, set by `icecdc.destination.client`).
 
     AWS's message names the role, the action and the resource ("User: arn:aws:sts::…:assumed-role/
     <role>/… is not authorized to perform: s3:ListBucket on resource: …"); the line keeps it whole
@@ -196,6 +209,11 @@ def access_denied(exc: BaseException) -> str | None:
         if isinstance(error, dict) and error.get("Code") in _DENIED_CODES:
             operation = getattr(current, "operation_name", "a request")
             return _denied_line(operation, str(error.get("Message") or current))
+        if isinstance(current, DestinationDenied):  # its line names the request and the fix
+            return str(current)
+        request = getattr(current, "denied_request", None)  # an OpenSearch client's 403
+        if isinstance(request, str):
+            return f"OpenSearch denied {request} ({_opensearch_reason(current)}): {DENIED}"
         if isinstance(current, OSError) and any(w in str(current) for w in _DENIED_WORDS):
             return _denied_line(_s3_request(str(current)), str(current))
         current = current.__cause__ or current.__context__
@@ -226,6 +244,14 @@ def _s3_request(message: str) -> str:
         f"; or the key is gone and s3:ListBucket on arn:aws:s3:::{found['bucket']} is not granted"
     )
     return f"s3:{action} on {arn} ({operation}{hint if action == 'GetObject' else ''})"
+
+
+def _opensearch_reason(exc: BaseException) -> str:
+    """`403: <reason>` of an OpenSearch client's 403 (its `info.error.reason`), duck-typed."""
+    info = getattr(exc, "info", None)
+    error = info.get("error") if isinstance(info, dict) else None
+    reason = error.get("reason") if isinstance(error, dict) else None
+    return f"403: {reason}" if reason else "403"
 
 
 def _denied_line(operation: str, message: str) -> str:

@@ -272,6 +272,25 @@ def test_opensearch_serverless_without_sigv4_is_refused_in_one_line(signing: dic
         parse_config(raw)
 
 
+def test_runtime_config_signs_a_created_collections_endpoint_for_aoss() -> None:
+    """The stack hands the created collection's endpoint: signed for `aoss` as configured (never
+    `es`), the file's lease, landing and visibility bounds kept."""
+    from icecdc.aws.deployed import runtime_config
+
+    raw = base()
+    raw["state"] = {"type": "sqlite", "path": "/tmp/x/state.db", "lease_seconds": 90}
+    placeholder = "https://placeholder.eu-west-1.aoss.amazonaws.com"
+    raw["opensearch"] = {"url": placeholder, "aws_region": "eu-west-1", "aws_service": "aoss"}
+    raw["opensearch"].update(visibility_seconds=12, landing_seconds=40)
+    endpoint = "https://abc123.eu-west-1.aoss.amazonaws.com"
+    config = runtime_config(yaml.safe_dump(raw), "stack-state", "eu-west-1", endpoint)
+    signed = config.opensearch
+    assert (signed.url, signed.aws_region, signed.aws_service) == (endpoint, "eu-west-1", "aoss")
+    assert (signed.visibility_seconds, signed.landing_seconds) == (12, 40)
+    assert config.state == DynamoDbStateConfig(table="stack-state", region="eu-west-1", lease_seconds=90)
+    assert Capabilities.of(signed).kind == DestinationKind.SERVERLESS
+
+
 def test_the_index_shaping_examples_of_the_docs_parse() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "shaping.md").read_text()
     examples = [block.split("```", 1)[0] for block in page.split("```yaml\n")[1:]]

@@ -22,7 +22,7 @@ from botocore.credentials import Credentials
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import AuthorizationException, NotFoundError, RequestError
 
-from tests.support.iam import Call, Enforcer, Refusal, Request, RolePolicy, Statement
+from tests.support.iam import Call, DataAccess, Enforcer, Refusal, Request, RolePolicy, Statement
 from tests.support.serverless import ServerlessStandIn
 
 INDEX = "orders"
@@ -166,6 +166,52 @@ def test_the_iam_harness_checks_api_access_all_on_the_collection(
     refused = [str(r) for r in enforcer.refusals]
     assert refused == [f"role job may not aoss:APIAccessAll on {collection}"]
     assert direct(serverless).indices.exists(index=INDEX)
+
+
+def test_each_accepted_key_signs_with_its_own_secret(serverless: ServerlessStandIn) -> None:
+    """A role's key the stand-in accepts signs with that key's secret only; the guard sees it."""
+    serverless.accept("AKIAJOBROLE", "job-secret")
+    keys: list[str | None] = []
+    serverless.guard = lambda request: keys.append((request.credential() or ("",))[0]) or None
+    serverless.client(Credentials("AKIAJOBROLE", "job-secret")).indices.create(index=INDEX)
+    with pytest.raises(AuthorizationException) as refused:
+        serverless.client(Credentials("AKIAJOBROLE", serverless.credentials.secret_key)).indices.get(index=INDEX)
+    assert "signature we calculated does not match" in str(refused.value.info)
+    client(serverless).indices.get(index=INDEX)
+    assert keys == ["AKIAJOBROLE", serverless.credentials.access_key]
+
+
+def test_the_data_access_policy_is_checked_on_the_index_or_collection_a_request_names(
+    serverless: ServerlessStandIn,
+) -> None:
+    """`DataAccess`: each request's permission (its route's) on the indexes its path or its bulk
+    names, or on the collection for aliases; a principal without it gets Serverless's 403."""
+    role = "arn:aws:iam::123456789012:role/job"
+    rules = [
+        {"ResourceType": "index", "Resource": ["index/search/orders", "index/search/orders-*"], "Permission": ["aoss:*"]},
+        {"ResourceType": "collection", "Resource": ["collection/search"], "Permission": ["aoss:DescribeCollectionItems"]},
+    ]
+    enforcer = Enforcer()
+    enforcer.act_as(serverless.credentials.access_key, RolePolicy("job", ()))
+    policy = DataAccess("search", ({"Rules": rules, "Principal": [role]},))
+    serverless.access = enforcer.data_access_guard(policy, {serverless.credentials.access_key: role})
+    os = client(serverless)
+    os.indices.create(index="orders-1")
+    os.bulk(body=[{"index": {"_index": "orders-1", "_id": "1"}}, {"a": 1}])
+    os.indices.get_alias(index="orders-1")
+    with pytest.raises(AuthorizationException):
+        os.indices.create(index="customers")
+    with pytest.raises(AuthorizationException):
+        os.bulk(body=[{"index": {"_index": "customers", "_id": "1"}}, {"a": 1}])
+    with pytest.raises(AuthorizationException):
+        os.indices.update_aliases(body={"actions": [{"add": {"index": "orders-1", "alias": "orders"}}]})
+    assert sorted(str(r) for r in enforcer.refusals) == [
+        "role job may not aoss:CreateCollectionItems on collection/search",
+        "role job may not aoss:CreateIndex on index/search/customers",
+        "role job may not aoss:WriteDocument on index/search/customers",
+    ]
+    assert not direct(serverless).indices.exists(index="customers")
+    assert serverless.count("forbidden") == 3
 
 
 # -- what passes ---------------------------------------------------------------------------

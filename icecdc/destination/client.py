@@ -20,7 +20,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from icecdc.config import OpenSearchConfig
 from icecdc.destination.capabilities import Capabilities, capabilities_of
-from icecdc.errors import SinkError, UnexpectedAnswer
+from icecdc.errors import DENIED, DestinationDenied, SinkError, UnexpectedAnswer
 from icecdc.secrets import basic_auth
 
 __all__ = [
@@ -93,10 +93,17 @@ class Answer(dict[str, Any]):
 
 
 class _Transport(Transport):
-    """opensearch-py's transport, its answers `Answer`s naming their request."""
+    """opensearch-py's transport, its answers `Answer`s naming their request.
+
+    A 403 keeps the request it answered (`denied_request`), for `errors.access_denied`'s line.
+    """
 
     def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        answer = super().perform_request(method, url, *args, **kwargs)
+        try:
+            answer = super().perform_request(method, url, *args, **kwargs)
+        except AuthorizationException as exc:
+            setattr(exc, "denied_request", f"{method} {url}")  # noqa: B010 - opensearch-py's class
+            raise
         return Answer(answer, f"{method} {url}") if type(answer) is dict else answer
 
 
@@ -142,7 +149,8 @@ def check_reachable(client: OpenSearch, url: str, index: str = REACHABILITY_PROB
     try:
         return reach(client, index)
     except TransportError as exc:
-        raise SinkError(describe_failure(exc, url)) from None
+        denied = isinstance(exc, AuthorizationException)
+        raise (DestinationDenied if denied else SinkError)(describe_failure(exc, url)) from None
 
 
 def reach(client: OpenSearch, index: str = REACHABILITY_PROBE) -> str:
@@ -173,11 +181,7 @@ def describe_failure(exc: TransportError, url: str) -> str:
             "check opensearch.username/password or the AWS identity"
         )
     if isinstance(exc, AuthorizationException):
-        return (
-            f"OpenSearch at {url} denied a request ({_answer(exc)}): the credentials are accepted "
-            "but lack a permission: grant the user or role icecdc runs as access to the table's "
-            "indexes and aliases (create, write, read, alias)"
-        )
+        return f"OpenSearch at {url} denied a request ({_answer(exc)}): {DENIED}"
     return f"OpenSearch at {url} answered {_answer(exc)}"
 
 

@@ -40,7 +40,7 @@ from icecdc.deadletters import DeadLetter, LetterTally, letter_sample
 from icecdc.destination.client import capabilities_of
 from icecdc.destination.scan import make_visible
 from icecdc.documents import MAX_ID_BYTES, refused_id
-from icecdc.errors import NothingApplied, SinkError
+from icecdc.errors import DENIED, DestinationDenied, NothingApplied, SinkError
 from icecdc.model import VersionType, Write, ordered_routings
 from icecdc.words import counted
 
@@ -62,6 +62,7 @@ UNAPPLIED_REQUEST_STATUSES = (429, 503)
 # A request too large for the cluster (http.max_content_length, a managed domain's payload limit):
 # split in halves and sent again; a single document still answered this is too large itself.
 TOO_LARGE = 413
+FORBIDDEN = 403  # the credentials accepted, a right missing: `DestinationDenied`
 # What a bulk answer carries of each item: its status, and its error if any (`classify_item`).
 # The whole answer repeats each document's index, id, version, shards and sequence numbers, and
 # decoding it took a tenth of the client's CPU on an export.
@@ -597,11 +598,20 @@ def _write_chunk(
             # One request per chunk: when it fails, no item of it has an answer yet.
             answer.retry = [(write, status, f"bulk request failed: {exc}") for write in chunk]
         else:
-            raise SinkError(
-                f"OpenSearch refused a bulk request to index {index!r}: "
-                f"{status} {_request_error(exc)}"
-            ) from None
+            raise _refused_request(exc, status, index) from None
     return answer
+
+
+def _refused_request(exc: TransportError, status: int, index: str) -> SinkError:
+    """The error that fails the batch for a bulk request refused whole: denied (403), or else."""
+    if status == FORBIDDEN:
+        return DestinationDenied(
+            f"OpenSearch denied a bulk request to index {index!r} ({status} "
+            f"{_request_error(exc)}): {DENIED}"
+        )
+    return SinkError(
+        f"OpenSearch refused a bulk request to index {index!r}: {status} {_request_error(exc)}"
+    )
 
 
 def _count_failed(stats: SinkStats, status: int, landing: float) -> None:

@@ -19,7 +19,7 @@ from icecdc.doctor.catalogs import check_lake_formation
 from icecdc.doctor.collections import check_collection_access
 from icecdc.doctor.context import Context
 from icecdc.doctor.model import Check, failed, passed, skipped, warned
-from icecdc.doctor.search import check_mapping, check_writes
+from icecdc.doctor.search import check_endpoint, check_mapping, check_writes
 from icecdc.doctor.sources import UnsupportedPattern, glue_event, match_pattern
 from icecdc.doctor.stack import (
     GLUE_VERSION,
@@ -377,6 +377,7 @@ CHECKS = (
     check_failures,
     check_rules,
     check_writes,
+    check_endpoint,
     check_mapping,
     check_lake_formation,
     check_collection_access,

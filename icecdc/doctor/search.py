@@ -1,8 +1,8 @@
 """The OpenSearch checks: the domain before deploying, and whether the writers can write after.
 
-Before, the domain's engine and reachability. After, a scratch index is created,
-written and deleted with the configured credentials, and the security plugin's role
-mapping of the writers' roles is read.
+Before, the domain's engine and reachability (a Serverless collection's: a signed request). After,
+a scratch index is created, written and deleted with the configured credentials, a collection's
+endpoint is reached again, and the security plugin's role mapping of the writers' roles is read.
 """
 
 from __future__ import annotations
@@ -14,21 +14,24 @@ from typing import Any
 
 from icecdc.config import OpenSearchConfig
 from icecdc.destination.client import (
+    REACHABILITY_PROBE,
     OpenSearch,
     OpenSearchConnectionError,
     TransportError,
     capabilities_of,
     check_reachable,
     open_client,
+    reach,
 )
 from icecdc.doctor.context import Context
-from icecdc.doctor.model import Check, failed, passed, skipped, warned
+from icecdc.doctor.model import Check, Outcome, failed, passed, skipped, warned
 from icecdc.doctor.stack import Logical
 from icecdc.errors import SinkError
 
 ENGINE = "opensearch domain"
 WRITES = "opensearch writes"
 MAPPING = "writer mapping"
+REACHABLE = "opensearch reachable"
 
 # What the writers need (infra.domain.writer_role): on the indexes,
 # and on the cluster (_bulk, GET /).
@@ -55,6 +58,9 @@ def check_domain(ctx: Context) -> Iterator[Check]:
         return
     if aws.collection:
         yield skipped(ENGINE, "the destination is a Serverless collection (serverless collection)")
+        if not aws.create_collection:  # a created one has no endpoint before the deploy
+            reached = collection_reachable(ctx.config.opensearch, ctx.config.index_names)
+            yield reached if aws.vpc is None else _from_outside(reached)
         return
     in_vpc = False
     if aws.opensearch_domain_arn:
@@ -88,14 +94,14 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[C
     except (SinkError, TransportError) as exc:
         if in_vpc:  # this machine is outside the VPC; the jobs and the planner run in it (aws.vpc)
             yield warned(
-                "opensearch reachable",
+                REACHABLE,
                 f"{exc}; the domain is in a VPC, which this machine may not reach",
                 "run the doctor where the VPC is reachable, or confirm after deploying "
                 "(icecdc doctor after)",
             )
             return
         yield failed(
-            "opensearch reachable",
+            REACHABLE,
             str(exc),
             "check opensearch.url and the credentials (opensearch.username and "
             "password_secret_arn, or the AWS identity "
@@ -105,13 +111,90 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[C
     distribution, _, number = found.partition(" ")
     if client.capabilities.cluster_info and distribution != "opensearch":
         yield failed(
-            "opensearch reachable",
+            REACHABLE,
             f"{config.url} answers as Elasticsearch {number}: icecdc needs OpenSearch",
             "point opensearch.url at an OpenSearch cluster (1.0 or later)",
         )
         return
     shown = f"OpenSearch {number}" if client.capabilities.cluster_info else found
-    yield passed("opensearch reachable", f"{config.url} answers: {shown}")
+    yield passed(REACHABLE, f"{config.url} answers: {shown}")
+
+
+# A collection's refusals: its SigV4 front end's (a `message`), or its policies' (`error`)
+UNSIGNED_FIX = (
+    "sign as a valid AWS identity for the collection's region (opensearch.aws_region, "
+    "aws_service: aoss): check the AWS credentials this runs with and the machine's clock"
+)
+DENIED_FIX = (
+    "grant the caller aoss:APIAccessAll on the collection (IAM) and a data access policy rule "
+    "with aoss:DescribeIndex on the configured indexes (docs/deploy.md, OpenSearch Serverless)"
+)
+
+
+def collection_reachable(config: OpenSearchConfig, indexes: tuple[str, ...]) -> Check:
+    """A Serverless collection's endpoint answers a signed request (`reach`: HEAD of an index).
+
+    The first configured index, 200 or 404 alike; a refused signature or a denied request fails."""
+    client = open_client(config)
+    index = (*indexes, REACHABILITY_PROBE)[0]
+    try:
+        found = reach(client, index)
+    except OpenSearchConnectionError as exc:
+        return failed(
+            REACHABLE,
+            f"{config.url} is unreachable: {exc.info or exc}",
+            "check opensearch.url (the collection's endpoint) and that the collection's network "
+            "policy admits this machine",
+        )
+    except TransportError as exc:
+        return _refused(client, config.url, index, exc)
+    return passed(REACHABLE, f"{config.url} answers a signed request: {found}")
+
+
+def _refused(client: OpenSearch, url: str, index: str, exc: TransportError) -> Check:
+    """The failed check for a collection's refusal of the reachability HEAD.
+
+    A HEAD's answer has no body: the same request as a GET says whose refusal it is."""
+    try:
+        client.indices.get(index=index)
+    except TransportError as again:
+        exc = again if again.status_code == exc.status_code else exc
+    info = exc.info if isinstance(exc.info, dict) else {}
+    if "message" in info or exc.status_code == 401:
+        return failed(
+            REACHABLE, f"{url} refused the signature: {info.get('message')}", UNSIGNED_FIX
+        )
+    error = info.get("error")
+    reason = error.get("reason") if isinstance(error, dict) else None
+    status = str(exc.status_code)
+    shown = f"{status} {reason or ''}".strip()
+    why = reason if reason and reason.startswith(status) else shown
+    return failed(REACHABLE, f"{url} denied the request: {why}", DENIED_FIX)
+
+
+def _from_outside(check: Check) -> Check:
+    """`check` as a warning when it failed: the jobs reach the collection through `aws.vpc`.
+
+    This machine may be outside the collection's network policy, as outside a domain's VPC."""
+    if check.outcome != Outcome.FAILED:
+        return check
+    return warned(
+        REACHABLE,
+        f"{check.detail}; the jobs reach the collection through the VPC (aws.vpc), and its "
+        "network policy may not admit this machine",
+        "run the doctor where the VPC is reachable, or confirm after deploying "
+        "(icecdc doctor after)",
+    )
+
+
+def check_endpoint(ctx: Context) -> Iterator[Check]:
+    """After deploying: a Serverless collection's endpoint, the writers', answers a signed request.
+
+    A domain's is reached by `check_writes`."""
+    if not ctx.aws.collection:
+        yield skipped(REACHABLE, "a domain: the writes check reaches it")
+        return
+    yield collection_reachable(search_config(ctx), ctx.config.index_names)
 
 
 def search_config(ctx: Context) -> OpenSearchConfig:

@@ -14,10 +14,12 @@ from icecdc.aws.contract import SERVERLESS_COLLECTION_PERMISSIONS, SERVERLESS_IN
 from icecdc.doctor import Outcome, Phase, diagnose
 from icecdc.doctor.collections import access_problems, check_collection, check_collection_access
 from icecdc.doctor.context import Context
-from icecdc.doctor.search import check_domain, check_mapping
+from icecdc.doctor.search import check_domain, check_endpoint, check_mapping
 from tests.support.aws import REGION, Lake, aws_client
-from tests.support.cdk import ADMIN, serverless
+from tests.support.cdk import ADMIN, VPC, serverless
 from tests.support.doctor import READY, deploy, doctor_config
+from tests.support.iam import Call, Refusal
+from tests.support.serverless import ACCESS_KEY, SECRET_KEY, ServerlessStandIn
 
 JOB = "arn:aws:iam::123456789012:role/cdc-JobRole"
 PLANNER = "arn:aws:iam::123456789012:role/cdc-PlannerRole"
@@ -32,8 +34,8 @@ def collection(lake: Lake, name: str, kind: str = "SEARCH") -> dict[str, Any]:
     return dict(client.create_collection(name=name, type=kind)["createCollectionDetail"])
 
 
-def context(lake: Lake, stack: str, **aws: Any) -> Context:
-    url = {"url": "https://x.us-east-1.aoss.amazonaws.com", "aws_region": REGION}
+def context(lake: Lake, stack: str, endpoint: str = "https://x.us-east-1.aoss.amazonaws.com", **aws: Any) -> Context:
+    url = {"url": endpoint, "aws_region": REGION}
     config = doctor_config(lake, stack, [{"name": f"{lake.database}.orders", "index": "orders"}], url, **aws)
     return Context.open(serverless(config))
 
@@ -44,7 +46,7 @@ def test_before_an_existing_search_collection_passes_and_others_fail_naming_why(
     ctx = context(lake, f"s{unique}", opensearch_collection_arn=found["arn"], collection_name=name)
     [check] = check_collection(ctx)
     assert (check.outcome, check.detail) == (Outcome.PASSED, f"collection {found['id']} ({name}) is an ACTIVE SEARCH collection")
-    [domain] = check_domain(ctx)  # GET / is not how a collection answers: not tried
+    domain = next(check_domain(ctx))  # GET / is not how a collection answers: not tried
     assert domain.outcome == Outcome.SKIPPED
 
     [wrong] = check_collection(context(lake, f"s{unique}", opensearch_collection_arn=found["arn"], collection_name="other"))
@@ -168,3 +170,37 @@ def test_after_the_writers_are_found_and_their_policy_asked_for(lake: Lake, uniq
     unfinished = diagnosis.named("collection access")
     assert unfinished.outcome == Outcome.FAILED and "GetAccessPolicy" in unfinished.detail
     assert diagnosis.named("writer mapping").outcome == Outcome.SKIPPED
+
+
+def test_the_endpoint_answers_a_signed_request_before_and_after(
+    lake: Lake, unique: str, serverless: ServerlessStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reach`'s signed HEAD of the first index, through the Serverless stand-in: it passes, a
+    refused signature and a request the policies deny fail, each naming its fix."""
+    name = f"c-{unique}"
+    found = collection(lake, name)
+    ctx = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    for checks in (check_domain(ctx), check_endpoint(ctx)):
+        *_, reached = checks
+        assert (reached.name, reached.outcome) == ("opensearch reachable", Outcome.PASSED)
+        assert reached.detail == f"{serverless.url} answers a signed request: an OpenSearch Serverless collection"
+    assert [(s.method, s.path) for s in serverless.seen()] == [("HEAD", "/orders")] * 2
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "guess")
+    for checks in (check_domain(ctx), check_endpoint(ctx)):
+        *_, unsigned = checks
+        assert unsigned.outcome == Outcome.FAILED and "refused the signature: The request signature" in unsigned.detail
+        assert unsigned.fix is not None and "opensearch.aws_region" in unsigned.fix.text
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    serverless.guard = lambda request: Refusal("doctor", Call("aoss:APIAccessAll", found["arn"]))
+    for checks in (check_domain(ctx), check_endpoint(ctx)):
+        *_, denied = checks
+        assert denied.outcome == Outcome.FAILED and denied.detail == f"{serverless.url} denied the request: 403 Forbidden"
+        assert denied.fix is not None and "aoss:APIAccessAll on the collection" in denied.fix.text
+    # the jobs in a VPC (aws.vpc): this machine may be outside the collection's network policy
+    in_vpc = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name, vpc=VPC)
+    *_, outside = check_domain(in_vpc)
+    assert outside.outcome == Outcome.WARNING and outside.detail.startswith(f"{serverless.url} denied the request")

@@ -2,6 +2,8 @@
 moto under the names the template gives them, and the planner handler and the Glue job's entry
 run as the template's roles (each signing with an access key of its own, which the IAM enforcement
 of tests/support/moto.py and a guard in front of OpenSearch check against that role's statements).
+In front of a Serverless stand-in the roles' keys are the ones it verifies, its guard checks
+aoss:APIAccessAll and its `access` hook the template's data access policies.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from icecdc.model import Checkpoint
 from icecdc.state.dynamodb import DynamoDbStateStore, create_state_table
 from tests.support.aws import REGION, Lake, aws_client
 from tests.support.faults import FaultProxy
-from tests.support.iam import ACCOUNT, Enforcer, Names, Resolver, RolePolicy, role_id
+from tests.support.iam import ACCOUNT, DataAccess, Enforcer, Names, Resolver, RolePolicy, role_id
+from tests.support.serverless import ServerlessStandIn
 
 DEAD_LETTERS = "DeadLetters"  # the logical id's prefix of the stack's dead-letter bucket
 SECRET_KEY = "role-secret"
@@ -34,7 +37,7 @@ class Shape:
 
     label: str
     aws: dict[str, Any]  # the config's `aws:` beyond the names the harness sets
-    opensearch: dict[str, Any]  # the config's `opensearch:` beyond its url
+    opensearch: dict[str, Any]  # the config's `opensearch:`; a `url` is the one synth is told
     table: dict[str, Any]  # the config's table entry beyond its name
 
 
@@ -54,7 +57,7 @@ class Deployed:
         self,
         shape: Shape,
         lake: Lake,
-        search: FaultProxy,
+        search: FaultProxy | ServerlessStandIn,
         enforcer: Enforcer,
         monkeypatch: pytest.MonkeyPatch,
         catalog: Catalogued | None = None,
@@ -66,7 +69,8 @@ class Deployed:
         self.dead_letter_bucket = f"dl-{self.stack}"
         raw = self._config(shape)
         self.config_path = lake.workdir / "icecdc.yaml"
-        self.config_path.write_text(yaml.safe_dump(raw))
+        # the run reaches the stand-in, wherever the stack was told the endpoint is
+        self.config_path.write_text(yaml.safe_dump({**raw, "opensearch": {**raw["opensearch"], "url": search.url}}))
         self.template = _synth(lake.workdir, raw)
         resources = self.template["Resources"]
         physical = {i: self.dead_letter_bucket for i in resources if i.startswith(DEAD_LETTERS)}
@@ -91,6 +95,23 @@ class Deployed:
         for label, policy in self.roles.items():
             enforcer.act_as(_access_key(self.stack, label), policy)
         search.guard = lambda request: enforcer.authorize(request, opensearch=True)
+        if isinstance(search, ServerlessStandIn):
+            self._admit(shape, search, names)
+
+    def _admit(self, shape: Shape, search: ServerlessStandIn, names: Names) -> None:
+        """The stand-in verifies the roles' signatures and applies the template's data access
+        policies to them, by their role ARNs."""
+        principals = {}
+        for label, prefix in (("planner", "PlannerRole"), ("job", "JobRole")):
+            search.accept(_access_key(self.stack, label), SECRET_KEY)
+            arn = self.resolve({"Fn::GetAtt": [role_id(self.template, prefix), "Arn"]})
+            principals[_access_key(self.stack, label)] = arn
+        resources = self.template["Resources"].values()
+        created = [r["Properties"]["Name"] for r in resources if r["Type"] == "AWS::OpenSearchServerless::Collection"]
+        collection = shape.aws.get("collection_name") or created[0]
+        self.data_access = DataAccess.from_template(self.template, collection, Resolver(self.template["Resources"], names))
+        self.principals = principals  # access key → role ARN, as the data access policies name it
+        search.access = self.enforcer.data_access_guard(self.data_access, principals)
 
     def _config(self, shape: Shape) -> dict[str, Any]:
         glue = {k: v for k, v in self.lake.catalog_properties.items() if "access-key" not in k}

@@ -14,7 +14,9 @@ through pyarrow, fsspec's s3fs, opensearch-py's SigV4), by the credential scope 
   a request of a shape it does not know is refused, so no service escapes the check;
 - `Enforcer`: access key → role; `authorize` answers a refusal (as the service spells it) for a
   request the role's statements do not allow, and records every (role, action, resource) it saw;
-  `serverless_guard` checks aoss:APIAccessAll on a collection for the Serverless stand-in.
+  `serverless_guard` checks aoss:APIAccessAll on a collection for the Serverless stand-in, and
+  `data_access_guard` a request's permission on its index or collection by the collection's
+  data access policies (`DataAccess`).
 
 What AWS does on the role's behalf is checked as well: an object read from or written to a bucket
 whose default encryption is a customer-managed key needs kms:Decrypt / kms:GenerateDataKey on that
@@ -190,6 +192,7 @@ class Resolver:
             "AWS::SNS::Topic": f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT}:{name}",
             "AWS::OpenSearchService::Domain": f"arn:{PARTITION}:es:{REGION}:{ACCOUNT}:domain/{name}",
             "AWS::Glue::Job": f"arn:{PARTITION}:glue:{REGION}:{ACCOUNT}:job/{name}",
+            "AWS::IAM::Role": f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}",
         }
         if kind == "AWS::OpenSearchServerless::Collection":  # its ARN carries its id, not its name
             collection_id = self.names.physical.get(logical, f"unnamed-{logical}")
@@ -501,6 +504,61 @@ def aoss_calls(request: Request, collection_arn: str = "") -> list[Call]:
     return [Call("aoss:APIAccessAll", collection_arn)]
 
 
+@dataclass(frozen=True)
+class DataAccess:
+    """A Serverless collection's data access policies (their documents' statements): which
+    principal has which permission on which `index/<collection>/<index>` or
+    `collection/<collection>`, patterns with `*`."""
+
+    collection: str  # the collection's name, as the rules name it
+    statements: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_template(cls, template: Mapping[str, Any], collection: str, resolve: Resolver) -> DataAccess:
+        """The template's data access policies (`AWS::OpenSearchServerless::AccessPolicy`)."""
+        documents = [
+            json.loads(resolve(r["Properties"]["Policy"]))
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::OpenSearchServerless::AccessPolicy" and r["Properties"]["Type"] == "data"
+        ]
+        return cls(collection, tuple(s for document in documents for s in document))
+
+    def allows(self, principal: str, permission: str, kind: str, resource: str) -> bool:
+        rules = [r for s in self.statements if principal in s.get("Principal", []) for r in s.get("Rules", [])]
+        return any(
+            r["ResourceType"] == kind
+            and any(_like(resource, pattern) for pattern in r["Resource"])
+            and any(_like(permission.lower(), p.lower()) for p in r["Permission"])
+            for r in rules
+        )
+
+    def calls(self, request: Request, permission: str) -> list[Call]:
+        """What the policy must allow for a request that needs `permission` (the stand-in's
+        route's): on the collection for its items (aliases, templates), else on each index the
+        path or a `_bulk`'s actions name; `index/<collection>/*` for one that names none, whose
+        answer Serverless narrows to the indexes the principal may see."""
+        if permission.endswith("CollectionItems"):
+            return [Call(permission, f"collection/{self.collection}")]
+        first = request.path.strip("/").split("/", 1)[0]
+        if first and not first.startswith("_"):
+            indexes = first.split(",")
+        elif first == "_bulk":
+            indexes = sorted({_bulk_index(line) for line in request.body.splitlines()} - {""})
+        else:
+            indexes = ["*"]
+        return [Call(permission, f"index/{self.collection}/{index}") for index in indexes]
+
+
+def _bulk_index(line: bytes) -> str:
+    """The `_index` of a bulk body's action line; "" for a document line."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return ""
+    action = next(iter(value.values()), None) if isinstance(value, dict) and len(value) == 1 else None
+    return str(action.get("_index", "")) if isinstance(action, dict) else ""
+
+
 def es_calls(request: Request, domain_arn: str) -> list[Call]:
     """OpenSearch's fine-grained IAM: es:ESHttp<Method> on `<domain ARN>/<path>`."""
     action = "es:ESHttp" + request.method.capitalize()
@@ -568,7 +626,7 @@ class Enforcer:
 
     def serverless_guard(self, collection_arn: str) -> Callable[[Request], Refusal | None]:
         """A ServerlessStandIn's guard: IAM's aoss:APIAccessAll on the collection, for every
-        data-plane request a role signs (the data access policy's rights are not modelled)."""
+        data-plane request a role signs (its data access policy: `data_access_guard`)."""
 
         def guard(request: Request) -> Refusal | None:
             credential = request.credential()
@@ -578,19 +636,44 @@ class Enforcer:
 
         return guard
 
+    def data_access_guard(self, policy: DataAccess, principals: Mapping[str, str]) -> Callable[[Request, str], Refusal | None]:
+        """A ServerlessStandIn's `access`: the data access policy's verdict on a documented
+        request that needs a permission, for the role whose access key signed it
+        (`principals`: access key → the role's ARN, as the policy names it); recorded."""
+
+        def access(request: Request, permission: str) -> Refusal | None:
+            credential = request.credential()
+            with self.lock:
+                role = self.roles.get(credential[0]) if credential else None
+            if credential is None or role is None:
+                return None
+            principal = principals[credential[0]]
+
+            def allows(call: Call) -> bool:
+                kind = call.resource.split("/", 1)[0]
+                return policy.allows(principal, call.action, kind, call.resource)
+
+            return self._verdict(role.role, policy.calls(request, permission), allows)
+
+        return access
+
     def authorize_calls(self, access_key: str, calls: list[Call]) -> Refusal | None:
         """The verdict on calls made with `access_key` (a REST endpoint's hook), recorded."""
         with self.lock:
             policy = self.roles.get(access_key)
         if policy is None:
             return None
+        return self._verdict(policy.role, calls, policy.allows)
+
+    def _verdict(self, role: str, calls: list[Call], allows: Callable[[Call], bool]) -> Refusal | None:
+        """The last of `calls` that `allows` refuses, or None; each call recorded for `role`."""
         refused = None
         for call in calls:
-            allowed = policy.allows(call)
+            allowed = allows(call)
             with self.lock:
-                self.exercised.add((policy.role, call.action, call.resource))
+                self.exercised.add((role, call.action, call.resource))
                 if not allowed:
-                    refused = Refusal(policy.role, call)
+                    refused = Refusal(role, call)
                     self.refusals.append(refused)
         return refused
 

@@ -13,10 +13,13 @@ Sources, AWS's pages as of this writing:
 - [signing] "Signing requests for Serverless" (Ingesting data into Amazon OpenSearch Serverless
   collections): every request is signed with SigV4 for the service `aoss`, and carries
   `x-amz-content-sha256`, the SHA-256 of its body. The stand-in verifies the signature with
-  botocore against the one access key and secret it was given and answers 403 otherwise, with
+  botocore against the secret of the access key it names (`keys`, access key → secret: its own,
+  and each role's a test adds with `accept`) and answers 403 otherwise, with
   the message AWS's SigV4 front end gives (`{"message": ...}`): no signature, another key, another
   service or region, a missing or wrong body hash, a date over 15 minutes off, a bad signature.
-  Then `guard` (an IAM hook, as `FaultProxy.guard`: `aoss:APIAccessAll`) may refuse with the
+  Then `guard` (an IAM hook, as `FaultProxy.guard`: `aoss:APIAccessAll`), and for a documented
+  operation `access` (the data access policy: the route's permission on the index or collection
+  it names; `tests.support.iam.DataAccess`), may refuse with the
   collection's own 403 body (`{"status": 403, "request-id": ..., "error": {"reason": "403
   Forbidden", "type": "Forbidden"}}`, as Serverless answers a request its policies deny).
 - [operations] "Supported operations and plugins in Amazon OpenSearch Serverless": its table of
@@ -193,15 +196,19 @@ def route_of(method: str, path: str) -> Route | None:
 def signature_refusal(
     request: Request,
     target: str,
-    credentials: Credentials,
+    credentials: Credentials | dict[str, str],
     region: str,
     now: float,
 ) -> str | None:
     """Why SigV4 refuses this request (AWS's message), or None when it is signed as `aoss` with
-    `credentials`, its body hash in `x-amz-content-sha256`, within 15 minutes of `now`."""
+    `credentials` (or a key of the dict access key → secret), its body hash in
+    `x-amz-content-sha256`, within 15 minutes of `now`."""
     found = _AUTHORIZATION.fullmatch(request.headers.get("authorization", "").strip())
     if found is None:
         return "Missing Authentication Token"
+    if isinstance(credentials, dict):  # the named key's secret; an unknown key: another's
+        secret = credentials.get(found["key"], "")
+        credentials = Credentials(found["key"] if secret else "", secret)
     scope = _scope_refusal(found, credentials, region)
     if scope is not None:
         return scope
@@ -389,9 +396,13 @@ class ServerlessStandIn:
         # SEARCH; TIMESERIES or VECTORSEARCH refuse an index action's own `_id` (`ASSIGNED_IDS`)
         self.collection_type = "SEARCH"
         self.credentials = credentials or Credentials(ACCESS_KEY, SECRET_KEY)
+        # the access keys whose signatures it verifies: its own, and each role's (`accept`)
+        self.keys = {self.credentials.access_key: self.credentials.secret_key}
         self.region = region
         # IAM in front of the collection (tests/support/iam.py): a refusal answers Serverless's 403
         self.guard: Callable[[Request], Refusal | None] | None = None
+        # the data access policy, for a documented operation: (request, its permission) → a refusal
+        self.access: Callable[[Request, str], Refusal | None] | None = None
         self._lock = threading.Lock()
         self._replaying = threading.Lock()  # one replay at a time, in order
         self._counts: Counter[str] = Counter()
@@ -431,6 +442,11 @@ class ServerlessStandIn:
     def upstream_url(self) -> str:
         """The osmem clone that takes every request at once: what really reached the server."""
         return f"http://{self.upstream_host}:{self.upstream_port}"
+
+    def accept(self, access_key: str, secret_key: str) -> None:
+        """Verify signatures of `access_key` too (a role's own, as Lambda and Glue give it)."""
+        with self._lock:
+            self.keys[access_key] = secret_key
 
     def client(self, credentials: Credentials | None = None, service: str = SERVICE) -> Any:
         """opensearch-py as icecdc talks to Serverless: SigV4 for `service` over requests."""
@@ -535,7 +551,9 @@ class _Handler(faults._Handler):
             return
         request = Request.of(method, self.path, dict(self.headers.items()), body)
         now = time.time()
-        why = signature_refusal(request, self.path, standin.credentials, standin.region, now)
+        with standin._lock:
+            keys = dict(standin.keys)
+        why = signature_refusal(request, self.path, keys, standin.region, now)
         if why is not None:
             self._answer(Seen(method, path, "unauthenticated", "", 403), {"message": why})
             return
@@ -545,6 +563,9 @@ class _Handler(faults._Handler):
         route = route_of(method, path)
         if route is None or (route.operation == "search" and "scroll" in request.query):
             self._answer(Seen(method, path, "unsupported", "", 404), unsupported(method, path))
+            return
+        if standin.access is not None and standin.access(request, route.permission) is not None:
+            self._answer(Seen(method, path, "forbidden", route.permission, 403), _forbidden())
             return
         refused = refused_parameters(route, dict(request.query), body)
         if refused is not None:
