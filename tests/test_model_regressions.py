@@ -1073,3 +1073,34 @@ def test_a_first_export_and_a_repairs_reset_of_one_snapshot_are_not_read_as_twin
     state.look(command=Look.DRY_RUN)
     state.crashing_sync(at=1, caps=Caps.ONE_FILE, crash=CrashAt.MARKED_APPLIED, engine=IN_PROCESS)
     state.teardown()
+
+
+@pytest.mark.parametrize(
+    ("commits", "seed", "writer"),
+    [(2, 36, Writer.PY_UPDATE), (1, 4494, Writer.PY_APPEND)],
+    ids=["the dry run predicts otherwise", "the retry reads a file more"],
+)
+def test_an_outage_over_the_first_exports_of_two_indexes(
+    machine: PipelineMachine, commits: int, seed: int, writer: Writer
+) -> None:
+    """Found by `make fuzz`: two filtered indexes of one table, each with its first export pending,
+    and an outage. The dry run counted every file of an export, where a pass reads only the files
+    the index's `where` may hold rows of: the retry read fewer than predicted (fixed in icecdc).
+    And an index whose export writes nothing (its filter holds none of the backlog's rows) is
+    caught up through the outage, in its own pass before the one that failed: the machine now
+    compares the other indexes' plans (the dry run predicting "otherwise" was the machine's)."""
+    state = machine
+    create(
+        state,
+        key=KeyType.LONG,
+        large_strings=True,
+        shape=IndexShape.SPLIT,
+        identifiers_in_schema=False,
+        writers=Writers.BOTH,
+        partitioned=True,
+        store=StoreKind.SQLITE,
+    )
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.outage_then_backlog(commits=commits, seed=seed, writer=writer)
+    state.teardown()
