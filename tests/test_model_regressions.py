@@ -17,6 +17,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
 from icecdc.replay import replay_table
 from icecdc.sync import sync
+from tests.support.filesystems import Refusal
 from tests.support.model import (
     Caps,
     CrashAt,
@@ -1103,4 +1104,19 @@ def test_an_outage_over_the_first_exports_of_two_indexes(
     state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
     state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
     state.outage_then_backlog(commits=commits, seed=seed, writer=writer)
+    state.teardown()
+
+
+def test_a_read_only_state_filesystem_while_someone_else_holds_the_index_name(machine: PipelineMachine) -> None:
+    """Found by `make fuzz`: the alias's name was given to someone else's index, then the state's
+    filesystem turned full for a sync, then read-only (the state still readable then). The sync
+    checks every index's name before it writes the state, and refuses the index (IndexNotOwned);
+    the machine's rule wanted StateUnwritable, and now takes the refusal that comes first when its
+    own state says the name is someone else's (and not yet taken over)."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.index_event(event=IndexEvent.FOREIGN_ALIAS, seed=7)
+    state.state_filesystem_refuses(how=Refusal.FULL, engine=IN_PROCESS)
+    state.state_filesystem_refuses(how=Refusal.READ_ONLY, engine=SPARK)
     state.teardown()
