@@ -581,6 +581,8 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
             self.check(config, "after a backlog with nothing to apply")
             return
         auto = self.auto_config(max(p.size.files for passes in predicted.values() for p in passes))
+        # the prediction under the rule the retry runs with (the default's limit may take Spark)
+        predicted = self.retry_plan(auto)
         self.proxy.fail_for(600, status=503, path_contains="_bulk")
         error, _ = self.run_sync(auto)  # run_sync clears the proxy's faults
         STATS.steps[f"  outage: {type(error).__name__ if error else 'nothing to write'}"] += 1
