@@ -6,7 +6,8 @@ Planning, batch selection and capping, what a pass reads and the engine's rule a
 `plan_table`, `select_batch`, `cap_batch`, `collapses_runs`, `pass_reads`, `Engines.kind_for`. They
 run against a scratch copy of the state (`icecdc.state.scratch`) that is thrown away. The index is
 not read. A sync that finds it deleted, replaced or of another shape rebuilds it, which this plan
-does not show; an index's `where` may make a pass read fewer files than shown.
+does not show. An export reads the files an index's `where` may hold rows of, as a pass does
+(`held_by_shape`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from icecdc.manifests import ChangedEntries, SnapshotSizes
 from icecdc.model import Checkpoint, EngineKind, ItemHead, ItemKind, ItemStatus, WorkSize
 from icecdc.planning import plan_table
 from icecdc.reading.driver import pass_tasks
-from icecdc.reading.tasks import pass_reads
+from icecdc.reading.tasks import held_by_shape, pass_reads
 from icecdc.state import ItemBodies, StateStore, index_stores
 from icecdc.state.scratch import scratch_copy
 from icecdc.words import counted
@@ -136,7 +137,7 @@ def _index_plan(
     unprotected = index_config.revised(protect_checkpoint=False)
     before = store.count_pending(name)
     plan = plan_table(table, unprotected, store, identifiers, changed, limits=config.batch)
-    passes = tuple(_passes(config, engines, name, store, table, identifiers, changed))
+    passes = tuple(_passes(config, engines, index_config, store, table, identifiers, changed))
     current = table.current_snapshot()
     current_id = current.snapshot_id if current is not None else None
     items = before + plan.written
@@ -146,7 +147,7 @@ def _index_plan(
 def _passes(
     config: Config,
     engines: Engines,
-    name: str,
+    index_config: TableIndexConfig,
     store: StateStore,
     table: Table,
     identifiers: tuple[str, ...],
@@ -158,6 +159,7 @@ def _passes(
     checkpoint advanced, so that the next is selected.
     """
     lineage = Lineage.of(table)
+    name, schema, shape = index_config.name, table.schema(), index_config.shape
     for _ in range(MAX_PASSES):
         batch, stale = select_batch(store.pending_heads(name), store.get_checkpoint(name), lineage)
         if stale:
@@ -174,11 +176,12 @@ def _passes(
         tasks = pass_tasks(
             table, bodies.of(unread), identifiers, changed, config.batch.max_rewrite_bytes, collapse
         )
+        tasks = replace(tasks, export=held_by_shape(tasks.export, schema, shape))
         earlier = [i for i in batch if i.kind == ItemKind.EXPORT and i.status == ItemStatus.APPLIED]
         # the export's last pass reads the keys of the files its earlier passes wrote
         if not partial and earlier and identifiers:
             earlier_tasks = pass_tasks(table, bodies.of(earlier), identifiers, changed).export
-            tasks = replace(tasks, earlier=earlier_tasks)
+            tasks = replace(tasks, earlier=held_by_shape(earlier_tasks, schema, shape))
         size = pass_reads(tasks)
         resync = ", ".join(sorted({str(i.resync) for i in batch if i.resync}))
         export = any(i.kind == ItemKind.EXPORT for i in batch)

@@ -14,13 +14,14 @@ import re
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from icecdc.model import EngineKind
-from tests.support.model import Caps, CrashAt, KeyType, Poison, StoreKind, WriteMode, Writer, Writers
+from tests.support.model import Caps, CatalogKind, CrashAt, KeyType, Look, Poison, StoreKind, WriteMode, Writer, Writers
 from tests.support.model_machine import FUZZ, STATS, PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 REPORT = Path(os.environ.get("ICECDC_MODEL_REPORT", ".build/model"))
@@ -38,20 +39,27 @@ def test_the_index_follows_the_table_through_random_histories(model_machine: typ
         )
 
 
-def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type[PipelineMachine]) -> None:
-    """The AWS bundle's store under the machine: a crash inside `complete`, then the table dropped
-    and made again; every check of the machine runs against DynamoDB on moto, never a SQLite file."""
+def plain_table(model_machine: type[PipelineMachine], rows: int, **options: Any) -> PipelineMachine:
+    """A machine whose table is v2, unpartitioned, keyed by a long in its schema, written by
+    pyiceberg alone, with `rows` rows; `options`: `create`'s other arguments (the store, the catalog)."""
     state = model_machine()
     state.create(
         key=KeyType.LONG,
         version=2,
         partitioned=False,
         identifiers_in_schema=True,
-        rows=3,
+        rows=rows,
         large_strings=False,
         writers=Writers.PYICEBERG,
-        store=StoreKind.DYNAMODB,
+        **options,
     )
+    return state
+
+
+def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type[PipelineMachine]) -> None:
+    """The AWS bundle's store under the machine: a crash inside `complete`, then the table dropped
+    and made again; every check of the machine runs against DynamoDB on moto, never a SQLite file."""
+    state = plain_table(model_machine, rows=3, store=StoreKind.DYNAMODB)
     state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
     state.write(Writer.PY_APPEND, 2, 0, Poison.NONE, False, WriteMode.MERGE_ON_READ)
     state.crashing_sync(engine=EngineKind.SPARK, caps=Caps.NONE, crash=CrashAt.COMPLETE_BEFORE, at=0)
@@ -66,19 +74,26 @@ def test_a_history_with_the_state_in_dynamodb_keeps_it_there(model_machine: type
     state.teardown()
 
 
+def test_a_history_read_through_the_rest_catalog(model_machine: type[PipelineMachine]) -> None:
+    """The REST stand-in under the machine: syncs, a pass and a dry run read the table through it
+    (`type: rest`) while pyiceberg writes it through the SQL catalog it serves (the random
+    histories draw Spark's writes beside it too)."""
+    state = plain_table(model_machine, rows=3, catalog=CatalogKind.REST)
+    assert state.rest is not None
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    state.write(Writer.PY_APPEND, 2, 0, Poison.NONE, False, WriteMode.COPY_ON_WRITE)
+    state.write(Writer.PY_UPDATE, 2, 1, Poison.NONE, False, WriteMode.MERGE_ON_READ)
+    state.one_pass(engine=EngineKind.IN_PROCESS, caps=Caps.ONE_FILE)
+    state.look(command=Look.DRY_RUN)
+    loads = state.rest.counts()["GET /v1/{prefix}/namespaces/{namespace}/tables/{table}"]
+    assert loads >= 3, state.rest.counts()
+    state.teardown()
+
+
 def test_an_outage_then_a_backlog_is_retried_as_the_dry_run_predicts(model_machine: type[PipelineMachine]) -> None:
     """The rule of an OpenSearch outage followed by a backlog, on copy-on-write commits (runs the
     pass collapses): the retry's engine and reads are the dry run's, and the index the table."""
-    state = model_machine()
-    state.create(
-        key=KeyType.LONG,
-        version=2,
-        partitioned=False,
-        identifiers_in_schema=True,
-        rows=4,
-        large_strings=False,
-        writers=Writers.PYICEBERG,
-    )
+    state = plain_table(model_machine, rows=4)
     state.outage_then_backlog(commits=3, writer=Writer.PY_UPDATE, seed=3)
     assert STATS.steps["  outage: NothingApplied"] >= 1
     state.teardown()

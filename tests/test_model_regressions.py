@@ -17,6 +17,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.model import EngineKind, PassPoint
 from icecdc.replay import replay_table
 from icecdc.sync import sync
+from tests.support.filesystems import Refusal
 from tests.support.model import (
     Caps,
     CrashAt,
@@ -1072,4 +1073,50 @@ def test_a_first_export_and_a_repairs_reset_of_one_snapshot_are_not_read_as_twin
     state.look(command=Look.CHECK)
     state.look(command=Look.DRY_RUN)
     state.crashing_sync(at=1, caps=Caps.ONE_FILE, crash=CrashAt.MARKED_APPLIED, engine=IN_PROCESS)
+    state.teardown()
+
+
+@pytest.mark.parametrize(
+    ("commits", "seed", "writer"),
+    [(2, 36, Writer.PY_UPDATE), (1, 4494, Writer.PY_APPEND)],
+    ids=["the dry run predicts otherwise", "the retry reads a file more"],
+)
+def test_an_outage_over_the_first_exports_of_two_indexes(
+    machine: PipelineMachine, commits: int, seed: int, writer: Writer
+) -> None:
+    """Found by `make fuzz`: two filtered indexes of one table, each with its first export pending,
+    and an outage. The dry run counted every file of an export, where a pass reads only the files
+    the index's `where` may hold rows of: the retry read fewer than predicted (fixed in icecdc).
+    And an index whose export writes nothing (its filter holds none of the backlog's rows) is
+    caught up through the outage, in its own pass before the one that failed: the machine now
+    compares the other indexes' plans (the dry run predicting "otherwise" was the machine's)."""
+    state = machine
+    create(
+        state,
+        key=KeyType.LONG,
+        large_strings=True,
+        shape=IndexShape.SPLIT,
+        identifiers_in_schema=False,
+        writers=Writers.BOTH,
+        partitioned=True,
+        store=StoreKind.SQLITE,
+    )
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.one_pass(caps=Caps.NONE, engine=IN_PROCESS)
+    state.outage_then_backlog(commits=commits, seed=seed, writer=writer)
+    state.teardown()
+
+
+def test_a_read_only_state_filesystem_while_someone_else_holds_the_index_name(machine: PipelineMachine) -> None:
+    """Found by `make fuzz`: the alias's name was given to someone else's index, then the state's
+    filesystem turned full for a sync, then read-only (the state still readable then). The sync
+    checks every index's name before it writes the state, and refuses the index (IndexNotOwned);
+    the machine's rule wanted StateUnwritable, and now takes the refusal that comes first when its
+    own state says the name is someone else's (and not yet taken over)."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=3, writers=Writers.PYICEBERG)
+    state.sync(engine=IN_PROCESS, caps=Caps.NONE)
+    state.index_event(event=IndexEvent.FOREIGN_ALIAS, seed=7)
+    state.state_filesystem_refuses(how=Refusal.FULL, engine=IN_PROCESS)
+    state.state_filesystem_refuses(how=Refusal.READ_ONLY, engine=SPARK)
     state.teardown()

@@ -114,3 +114,20 @@ def test_a_retry_reads_and_takes_the_engine_its_dry_run_predicts(local: Pipeline
     assert planned.engine == EngineKind.IN_PROCESS
     assert (synced.engine, synced.reads) == (planned.engine, planned.size)
     local.assert_index_equals_table(config, NAME)
+
+
+def test_the_dry_run_of_a_filtered_export_counts_the_files_its_where_may_hold(local: Pipeline) -> None:
+    """An export reads only the files the index's `where` may hold rows of, by their column bounds;
+    the dry run counted every file, so it predicted more than the sync read, and could predict
+    Spark for an export the in-process engine takes (found by fuzz: two filtered indexes)."""
+    table = orders(local)
+    table.append(rows(1, 2))
+    table.append(rows(6, 7))  # two files: ids 1-2, ids 6-7
+    raw = {**local.config_dict([{"name": NAME, "where": "id >= 6"}]), "engine": {"use": "auto", "in_process_max_files": 1}}
+    config = parse_config(raw)
+    (plan,) = dry_run(config)
+    (planned,) = plan.passes
+    assert planned.size.files == 1, plan.lines()
+    assert planned.engine == EngineKind.IN_PROCESS, plan.lines()
+    synced = local.sync(config, NAME)
+    assert (synced.engine, synced.reads) == (planned.engine, planned.size)

@@ -17,7 +17,10 @@ from pyiceberg.expressions import (
     Reference,
 )
 from pyiceberg.manifest import DataFile
+from pyiceberg.schema import Schema
 
+from icecdc.compat import metrics_evaluator
+from icecdc.documents import Shape
 from icecdc.model import ChangeType, WorkSize
 
 
@@ -161,6 +164,19 @@ def files_read_by(task: Task) -> list[DataFile]:
     if isinstance(task, RewriteTask | DealtRewrite):
         return [f for t in task.removed + task.added for f in files_read_by(t)]
     return [task.data_file, *task.deletes, *(task.deletes_after or ())]
+
+
+def held_by_shape(export: list[FileTask], schema: Schema, shape: Shape) -> list[FileTask]:
+    """The export's tasks whose files the index's filter (`where`) may hold rows of.
+
+    By their column bounds, not pyiceberg's scan planning: that refuses a snapshot with equality
+    deletes, and the reader applies every delete file itself. A pass (`icecdc.sync.passes`) and
+    its dry run (`icecdc.dryrun`) alike: the files a pass reads choose its engine.
+    """
+    if shape.where is None or not export:
+        return export
+    may_hold = metrics_evaluator(schema, shape.row_filter)
+    return [task for task in export if may_hold(task.data_file)]
 
 
 def pass_reads(tasks: PassTasks) -> WorkSize:

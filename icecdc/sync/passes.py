@@ -24,7 +24,6 @@ from pyiceberg.table import Table
 
 from icecdc.batching import HeadSizes, cap_batch, collapses_runs
 from icecdc.changelog import ChangeStats
-from icecdc.compat import metrics_evaluator
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
 from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server
@@ -53,7 +52,7 @@ from icecdc.model import (
 from icecdc.protection import keep_unapplied
 from icecdc.reading.driver import pass_tasks
 from icecdc.reading.reader import TableReader
-from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, pass_reads
+from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, held_by_shape, pass_reads
 from icecdc.state import ItemBodies, Lease, StateStore
 from icecdc.state.lease import LeaseFence
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
@@ -481,17 +480,12 @@ class _Pass:
         return replace(tasks, export=self.held_by_shape(tasks.export))
 
     def held_by_shape(self, export: list[FileTask]) -> list[FileTask]:
-        """The export's tasks whose files the index's filter (`where`) may hold rows of."""
-        shape = self.run.config.shape
-        if shape.where is None or not export:
-            return export
-        # An export reads only the files the index's filter may hold rows of: by their column
-        # bounds, not pyiceberg's scan planning (that refuses a snapshot with equality deletes, and
-        # the reader applies every delete file itself); here, not when the export was planned: the
-        # shape may have changed in between, and the pass writes the shape it is configured with
-        # now.
-        may_hold = metrics_evaluator(self.table.schema(), shape.row_filter)
-        return [task for task in export if may_hold(task.data_file)]
+        """The export's tasks whose files the index's filter (`where`) may hold rows of.
+
+        Here, not when the export was planned: the shape may have changed in between, and the pass
+        writes the shape it is configured with now.
+        """
+        return held_by_shape(export, self.table.schema(), self.run.config.shape)
 
     def with_earlier(
         self, tasks: PassTasks, earlier: list[ItemHead], held: frozenset[tuple[int, str]]

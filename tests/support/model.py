@@ -175,6 +175,14 @@ class StoreKind(StrEnum):
     DYNAMODB = "a DynamoDB table on moto's server"
 
 
+class CatalogKind(StrEnum):
+    """The catalog icecdc reads the example's table through; the writers write it through the SQL
+    catalog (Spark too, over its JDBC database), which the REST stand-in serves."""
+
+    SQL = "pyiceberg's SQL catalog"
+    REST = "the REST catalog stand-in over the SQL catalog (type: rest)"
+
+
 class WriteMode(StrEnum):
     COPY_ON_WRITE = "copy-on-write"
     MERGE_ON_READ = "merge-on-read"  # v2: position deletes; v3: deletion vectors

@@ -2,7 +2,8 @@
 
 The filesystem under a SQLite state turns read-only or full, then recovers (`state_filesystem_refuses`):
 a sync fails saying the state cannot be written and to keep the file (never to move it aside), and
-changes nothing of it. A data file of the table is corrupt or missing (`damaged_data_file`): the sync
+changes nothing of it; while someone else's index holds the index's name, a sync that can still read
+the state (as a read-only one) may refuse that index first, as it must. A data file of the table is corrupt or missing (`damaged_data_file`): the sync
 fails naming the table and the file and which of the two, and the index whose pass needs the file
 advances nothing past it (one whose filter skips the file's partition or pages may); once the file
 is back the next clean sync's check holds.
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from pyiceberg.manifest import ManifestEntryStatus
 
-from icecdc.errors import StateUnwritable, UnreadableFile
+from icecdc.errors import IndexNotOwned, StateUnwritable, UnreadableFile
 from icecdc.model import EngineKind
 from tests.support.filesystems import Refusal
 from tests.support.model import TABLE, Caps, Poison, StoreKind, WriteMode, Writer
@@ -64,10 +65,15 @@ class StorageRules:
             error, _ = self.run_sync(config)
         finally:
             self.state_filesystem.recover()
+        unchanged = (state.read_bytes() if state.exists() else b"") == before
+        assert unchanged, f"a {how} state filesystem: the state changed"
+        if self.squatter is not None and not self.takeover and isinstance(error, IndexNotOwned):
+            # the name is someone else's: a sync that can read the state refuses it first
+            self.judge_refusal(error)
+            return
         assert isinstance(error, StateUnwritable), f"a {how} state filesystem: the sync ended with {error!r}"
         said = str(error)
         assert str(state) in said and "move it aside" not in said, said
-        assert (state.read_bytes() if state.exists() else b"") == before, f"a {how} state filesystem: the state changed"
         note(f"a {how} state filesystem: {said[:160]}")
         STATS.steps[f"  state filesystem {how}"] += 1
 
