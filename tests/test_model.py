@@ -21,7 +21,21 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from icecdc.model import EngineKind
-from tests.support.model import Caps, CatalogKind, CrashAt, KeyType, Look, Poison, StoreKind, WriteMode, Writer, Writers
+from tests.support.model import (
+    Caps,
+    CatalogKind,
+    CrashAt,
+    DestinationKind,
+    KeyType,
+    Look,
+    Operator,
+    OperatorCrash,
+    Poison,
+    StoreKind,
+    WriteMode,
+    Writer,
+    Writers,
+)
 from tests.support.model_machine import FUZZ, STATS, PipelineMachine, model_machine_fixture  # noqa: F401 - the `model_machine` fixture
 
 REPORT = Path(os.environ.get("ICECDC_MODEL_REPORT", ".build/model"))
@@ -87,6 +101,26 @@ def test_a_history_read_through_the_rest_catalog(model_machine: type[PipelineMac
     state.look(command=Look.DRY_RUN)
     loads = state.rest.counts()["GET /v1/{prefix}/namespaces/{namespace}/tables/{table}"]
     assert loads >= 3, state.rest.counts()
+    state.teardown()
+
+
+def test_a_history_on_a_serverless_collection(model_machine: type[PipelineMachine]) -> None:
+    """The Serverless stand-in under the machine: no versions, writes fenced by the lease; crashes
+    at a bulk request and inside `complete`, a rebuild, an operator's repair with its answer lost,
+    and the machine's checks after each step, as on a domain."""
+    state = plain_table(model_machine, rows=3, destination=DestinationKind.SERVERLESS)
+    assert state.serverless is not None
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    state.write(Writer.PY_UPDATE, 2, 0, Poison.NONE, False, WriteMode.MERGE_ON_READ)
+    state.crashing_sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE, crash=CrashAt.BULK_APPLIED, at=0)
+    state.write(Writer.PY_APPEND, 2, 1, Poison.NONE, False, WriteMode.COPY_ON_WRITE)
+    state.crashing_sync(engine=EngineKind.SPARK, caps=Caps.ONE_FILE, crash=CrashAt.COMPLETE_BEFORE, at=0)
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    state.operate_icecdc(command=Operator.REPAIR_REBUILD, crash=OperatorCrash.BULK_APPLIED, at=0)
+    state.operate_icecdc(command=Operator.AUDIT, crash=OperatorCrash.NONE, at=0)
+    state.sync(engine=EngineKind.IN_PROCESS, caps=Caps.NONE)
+    refused = {k: n for k, n in state.serverless.counts().items() if k == "unsupported" or k.endswith("refused")}
+    assert refused == {}, state.serverless.counts()
     state.teardown()
 
 

@@ -19,9 +19,10 @@ import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from opensearchpy import OpenSearch
+from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 from opensearchpy.exceptions import AuthorizationException, NotFoundError, RequestError
 
+from tests.support.faults import FaultProxy
 from tests.support.iam import Call, DataAccess, Enforcer, Refusal, Request, RolePolicy, Statement
 from tests.support.serverless import ServerlessStandIn
 
@@ -227,6 +228,20 @@ def test_index_create_exists_get_and_delete_pass(serverless: ServerlessStandIn) 
     assert [row["index"] for row in os.cat.indices(format="json")] == [INDEX]
     os.indices.delete(index=INDEX)
     assert not direct(serverless).indices.exists(index=INDEX)
+
+
+def test_a_signed_delete_passes_through_the_fault_proxy(serverless: ServerlessStandIn) -> None:
+    """requests signs a DELETE without a body with `Content-Length: 0`; the proxy must send that
+    header on, or the signature no longer matches (the model-based test's rebuild found it)."""
+    proxy = FaultProxy(serverless.url).start()
+    try:
+        signer = AWSV4SignerAuth(serverless.credentials, serverless.region, "aoss")
+        client = OpenSearch(hosts=[proxy.url], http_auth=signer, connection_class=RequestsHttpConnection)
+        client.indices.create(index="t-1")
+        client.indices.delete(index="t-1")
+        assert not client.indices.exists(index="t-1")
+    finally:
+        proxy.stop()
 
 
 def test_mappings_get_and_put_pass(serverless: ServerlessStandIn) -> None:

@@ -582,7 +582,11 @@ def exchange(
     sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "accept-encoding"}
     connection = http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT)
     try:
-        connection.request(method, target, body=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=sent)
+        # an empty body goes as the client sent it: with `Content-Length: 0` if it said so (a SigV4
+        # signature covers that header: requests sends it on a DELETE without a body)
+        said_length = any(k.lower() == "content-length" for k in headers)
+        empty = b"" if said_length or method not in ("GET", "HEAD", "DELETE") else None
+        connection.request(method, target, body=body or empty, headers=sent)
         response = connection.getresponse()
         raw = response.read()
         kept = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]

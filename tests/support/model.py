@@ -183,6 +183,14 @@ class CatalogKind(StrEnum):
     REST = "the REST catalog stand-in over the SQL catalog (type: rest)"
 
 
+class DestinationKind(StrEnum):
+    """Where icecdc writes the example's index: osmem as a domain, or behind the Serverless
+    stand-in (tests/support/serverless.py: no versions, refresh or scroll; writes fenced)."""
+
+    DOMAIN = "an OpenSearch domain"
+    SERVERLESS = "a Serverless collection (the stand-in over osmem)"
+
+
 class WriteMode(StrEnum):
     COPY_ON_WRITE = "copy-on-write"
     MERGE_ON_READ = "merge-on-read"  # v2: position deletes; v3: deletion vectors

@@ -73,6 +73,7 @@ from tests.support.model import (
     Caps,
     CatalogKind,
     CrashAt,
+    DestinationKind,
     IndexEvent,
     IndexShape,
     InjectedCrash,
@@ -93,8 +94,9 @@ from tests.support.model import (
 from tests.support.model_people import PeopleRules
 from tests.support.model_steps import STATS, note, step
 from tests.support.model_storage import StorageRules
-from tests.support.pipeline import config_dict
+from tests.support.pipeline import SERVERLESS, config_dict
 from tests.support.rest_catalog import RestCatalogServer
+from tests.support.serverless import ACCESS_KEY, SECRET_KEY, ServerlessStandIn
 
 PROFILE = os.environ.get("ICECDC_MODEL_PROFILE", "default")
 FUZZ = PROFILE == "fuzz"
@@ -128,6 +130,12 @@ POISONS = [Poison.NONE] * 6 + [Poison.OVERSIZED, Poison.UNMAPPABLE, Poison.LONG_
 STORES = st.sampled_from([StoreKind.SQLITE, *StoreKind])
 # The catalog icecdc reads the table through: the REST stand-in in a third of the examples.
 CATALOGS = st.sampled_from([CatalogKind.SQL, *CatalogKind])
+# Where the index lives: a Serverless collection in a third of the examples.
+DESTINATIONS = st.sampled_from([DestinationKind.DOMAIN, *DestinationKind])
+# A Serverless collection's section: no search delay here (the stand-in's searches are real time),
+# each write landing within a second (the examples' lease is the default 60 s)
+SERVERLESS_OPENSEARCH = {**SERVERLESS, "visibility_seconds": 0.0}
+SERVERLESS_CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 SEEDS = st.integers(0, 2**16 - 1)
 # `outage_then_backlog` makes its outage in one draw of this many, else only its backlog's commits.
 OUTAGE_ONE_IN = 3
@@ -260,6 +268,8 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         self.moto_url = resources.moto_url
         self.store_kind = StoreKind.SQLITE
         self.rest: RestCatalogServer | None = None  # the REST stand-in icecdc reads through, if drawn
+        self.serverless: ServerlessStandIn | None = None  # the collection icecdc writes, if drawn
+        self.credentials_before: dict[str, tuple[str | None, str | None]] = {}
         self.state_table = f"icecdc-model-{uuid.uuid4().hex[:10]}"  # when the state is in DynamoDB
         self.synced: list[SyncResult] = []  # what the last sync of `run_sync` did, table by table
         STATS.examples += 1
@@ -277,6 +287,7 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         shape=st.sampled_from([IndexShape.WHOLE, *IndexShape]),
         store=STORES,
         catalog=CATALOGS,
+        destination=DESTINATIONS,
     )
     @step
     def create(
@@ -291,8 +302,11 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         shape: IndexShape = IndexShape.WHOLE,
         store: StoreKind = StoreKind.SQLITE,
         catalog: CatalogKind = CatalogKind.SQL,
+        destination: DestinationKind = DestinationKind.DOMAIN,
     ) -> None:
         self.shape, self.store_kind = shape, store
+        if destination == DestinationKind.SERVERLESS:
+            self.write_to_serverless()
         if catalog == CatalogKind.REST:
             rest = self.rest = RestCatalogServer(self.lake.catalog, warehouse="lake").start()
             weakref.finalize(self, rest.stop)  # also when a step fails before teardown
@@ -315,8 +329,36 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         STATS.steps[f"  index shape {shape}"] += 1
         STATS.steps[f"  state in {store}"] += 1
         STATS.steps[f"  catalog: {catalog}"] += 1
+        STATS.steps[f"  destination: {destination}"] += 1
         if rows:
             self.write(Writer.PY_APPEND, rows, 0, Poison.NONE, large_strings, WriteMode.COPY_ON_WRITE)
+
+    def write_to_serverless(self) -> None:
+        """Put the Serverless stand-in between the fault proxy and osmem, with the writers'
+        credentials in this process, its subprocesses and Spark's Python workers."""
+        resources = type(self).resources
+        assert resources is not None
+        # the stand-in's searches are answered by a second clone, which the writes reach in order
+        self.searcher = searcher = resources.osmem.clone()
+        standin = self.serverless = ServerlessStandIn(self.clone.url, searcher.url).start()
+        weakref.finalize(self, standin.stop)  # also when a step fails before teardown
+        weakref.finalize(self, searcher.close)
+        self.proxy.stop()
+        self.proxy = FaultProxy(standin.url).start()
+        environment = self.spark.sparkContext.environment
+        for name, value in SERVERLESS_CREDENTIALS.items():
+            self.credentials_before[name] = (os.environ.get(name), environment.get(name))
+            os.environ[name] = environment[name] = value
+
+    def restore_credentials(self) -> None:
+        """The process's and Spark's credentials as they were before `write_to_serverless`."""
+        environment = self.spark.sparkContext.environment
+        for name, (process, spark) in self.credentials_before.items():
+            for values, value in ((os.environ, process), (environment, spark)):
+                if value is None:
+                    values.pop(name, None)
+                else:
+                    values[name] = value
 
     @rule(
         writer=st.sampled_from(WRITERS),
@@ -688,6 +730,8 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         raw = config_dict(self.workdir, self.proxy.url, [entry, *self.side_entry()], engine)
         if self.rest is not None:
             raw["catalog"] = {"name": "lake", "type": "rest", "uri": self.rest.url, "warehouse": self.rest.warehouse}
+        if self.serverless is not None:
+            raw["opensearch"].update(SERVERLESS_OPENSEARCH)
         raw["opensearch"].update(
             bulk_chunk_size=7,
             max_chunk_bytes=MAX_CHUNK_BYTES,
@@ -1028,6 +1072,10 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
             self.clone.close()
             if self.rest is not None:
                 self.rest.stop()
+            if self.serverless is not None:
+                self.serverless.stop()
+                self.searcher.close()
+                self.restore_credentials()
             self.state_filesystem.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
             if self.store_kind == StoreKind.DYNAMODB:
