@@ -81,6 +81,7 @@ def test_documents_opensearch_refuses_fail_the_batch_without_advancing(pipeline:
     pipeline.sync(pipeline.config({"name": "db.orders"}), "db.orders")
 
 
+@pytest.mark.domain_only  # external versions: a collection has none, its order is the lease's
 def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.orders"})
 
