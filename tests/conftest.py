@@ -128,10 +128,12 @@ def engine() -> EngineKind:
 
 @pytest.fixture
 def destination(request: pytest.FixtureRequest) -> Destination:
-    """The kind of destination the test's `pipeline` writes to: drawn from the test's node id, about
-    a third on Serverless, a domain for `@pytest.mark.domain_only`; ICECDC_DESTINATION forces one
-    (tests/support/destinations.py)."""
-    return destination_for(request.node.nodeid, request.node.get_closest_marker("domain_only") is not None)
+    """The kind of destination the test's `pipeline` writes to: in a module marked
+    `drawn_destination`, drawn from the test's node id (about a third on Serverless); a domain for
+    `@pytest.mark.domain_only`; ICECDC_DESTINATION forces one (tests/support/destinations.py)."""
+    node = request.node
+    domain_only = node.get_closest_marker("domain_only") is not None
+    return destination_for(node.nodeid, domain_only, node.get_closest_marker("drawn_destination") is not None)
 
 
 @pytest.fixture

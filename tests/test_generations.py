@@ -22,6 +22,8 @@ from icecdc.model import NO_SNAPSHOT, Checkpoint
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 INDEX = "orders"
 

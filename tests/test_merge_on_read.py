@@ -15,7 +15,7 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql, write_equality_deletes
 
 # Every test here runs on both engines: the same Spark-written commits, the same oracle.
-pytestmark = pytest.mark.parametrize("engine", ENGINES)
+pytestmark = [pytest.mark.parametrize("engine", ENGINES), pytest.mark.drawn_destination]
 
 TABLE = "db.t"
 COLUMNS = "id BIGINT, region STRING, status STRING, amount DOUBLE"

@@ -25,6 +25,8 @@ from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 
 class CrashBeforeCheckpoint(SqliteStateStore):
     """The real store, with the process dying where the checkpoint would be written."""

@@ -17,7 +17,7 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, orders, rows
 
 # The core of sync, commit kind by commit kind, on both engines.
-pytestmark = pytest.mark.parametrize("engine", ENGINES)
+pytestmark = [pytest.mark.parametrize("engine", ENGINES), pytest.mark.drawn_destination]
 
 
 @pytest.fixture

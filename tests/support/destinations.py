@@ -1,10 +1,11 @@
 """Which kind of destination a test writes to: an OpenSearch domain or a Serverless collection.
 
-The end-to-end tests draw it per test from a stable hash of the test's node id (about a third on
-Serverless, the same kind on every run); the crash test draws it from its seed. ICECDC_DESTINATION
-forces one kind for every test: `domain`, `serverless`, or `drawn` (the default). A test that
-asserts what only a domain does (external versions, `_seq_no`, refresh, scroll, `GET /`) is marked
-`@pytest.mark.domain_only` and always runs on a domain.
+The end-to-end modules that say so (`pytestmark = pytest.mark.drawn_destination`) draw it per
+test from a stable hash of the test's node id (about a third on Serverless, the same kind on every
+run); the others run on a domain until they are looked through. The crash test draws it from its
+seed. ICECDC_DESTINATION forces one kind for every test: `domain`, `serverless`, or `drawn` (the
+default). A test that asserts what only a domain does (external versions, `_seq_no`, refresh,
+scroll, `GET /`) is marked `@pytest.mark.domain_only` and always runs on a domain.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ def drawn_for(node_id: str) -> Destination:
     return Destination.SERVERLESS if share == 0 else Destination.DOMAIN
 
 
-def destination_for(node_id: str, domain_only: bool) -> Destination:
+def destination_for(node_id: str, domain_only: bool, drawn: bool) -> Destination:
     """What a test runs on: a domain when it asserts domain-only behaviour, else the forced kind,
-    else its draw."""
+    else its draw when its module draws, else a domain."""
     if domain_only:
         return Destination.DOMAIN
-    return forced() or drawn_for(node_id)
+    return forced() or (drawn_for(node_id) if drawn else Destination.DOMAIN)
 
 
 def drawn_from_seed(seed: int) -> Destination:
