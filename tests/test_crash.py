@@ -63,7 +63,13 @@ KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "be
 # long enough (tens of milliseconds) for a kill to land inside it.
 PLANNING_SNAPSHOTS = 40
 RUN_TIMEOUT = 120.0  # seconds a run may take before the test calls it hung
-LEASE_SECONDS = 4  # on Serverless over 1.75 x landing_seconds (1 s), as the fence needs
+LEASE_SECONDS = 4
+# On Serverless the lease fences the writes: none leaves unless the lease outlives 1.75 x
+# landing_seconds (1 s), and the `before-checkpoint` lock on the state database also holds back
+# the lease's renewals (a failed renewal stops the run); this long a lease lets the round's writes
+# finish under the lock, taken at its first bulk request (at least 12 - 4 - 1.75 s after it). Each
+# run after a kill waits out the dead run's lease.
+SERVERLESS_LEASE_SECONDS = 12
 CHUNK = 10  # documents per bulk request: a batch is several requests, so a kill lands between them
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds a run's processes in /proc (Linux)")
@@ -193,6 +199,10 @@ class Endpoint:
     check_url: str
     opensearch: dict[str, Any] = field(default_factory=dict)  # more of the config's section
     env: dict[str, str] = field(default_factory=dict)
+    lease_seconds: float = LEASE_SECONDS
+    # The lock that holds back the checkpoint also holds back the lease's renewals: on Serverless,
+    # where they fence the writes, it is taken at the run's first bulk request, not before its reads
+    lock_at_first_write: bool = False
 
 
 @pytest.fixture
@@ -206,7 +216,7 @@ def endpoint(osmem_server: Any, osmem_clone: Any, fault_proxy: FaultProxy, monke
     searcher = osmem_server.clone()
     try:
         with ServerlessStandIn(fault_proxy.url, searcher.url, search_delay=0.2) as standin:
-            yield Endpoint(standin.url, standin.url, SERVERLESS, CREDENTIALS)
+            yield Endpoint(standin.url, standin.url, SERVERLESS, CREDENTIALS, SERVERLESS_LEASE_SECONDS, True)
             refused = {k: n for k, n in standin.counts().items() if k == "unsupported" or k.endswith("refused")}
             assert refused == {}, f"seed {SEED}: the stand-in refused {refused}"
     finally:
@@ -317,7 +327,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoi
     raw = pipeline.config_dict([{"name": "db.orders"}])
     # A killed run's table lease outlives it by up to lease_seconds, and the next run waits that
     # long: short here, so the rounds are not spent waiting (the default is a minute).
-    raw["state"]["lease_seconds"] = LEASE_SECONDS
+    raw["state"]["lease_seconds"] = endpoint.lease_seconds
     raw["opensearch"] = {"url": endpoint.url, **endpoint.opensearch, "bulk_chunk_size": CHUNK}
     raw["spark"] = {
         "master": "local[2]",
@@ -367,6 +377,8 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoi
                 reached = run.wait_until(partial(requests_reached, fault_proxy, "_bulk", k))
             else:  # before-checkpoint: hold the state database so the checkpoint cannot be written
                 reached = run.wait_until_logged("applying")
+                if reached and endpoint.lock_at_first_write:
+                    reached = run.wait_until(partial(requests_reached, fault_proxy, "_bulk", bulks_before + 1), every=0.005)
                 if reached:
                     lock = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
                     lock.execute("BEGIN IMMEDIATE")
