@@ -18,7 +18,7 @@ from icecdc.model import EngineKind
 from tests.support.destinations import Destination, destination_for
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
 from tests.support.pipeline import SERVERLESS, Pipeline
-from tests.support.serverless import ACCESS_KEY, SECRET_KEY, serverless_fixture  # noqa: F401 - the `serverless` fixture
+from tests.support.serverless import CREDENTIALS, serverless_fixture  # noqa: F401 - the `serverless` fixture
 from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
 
 # moto's server and the per-test DynamoDB tables: the AWS tests and the state-store contract use them
@@ -151,7 +151,7 @@ def pipeline(
         return Pipeline(tmp_path, request.getfixturevalue("osmem_clone").url, spark, engine)
     serverless = request.getfixturevalue("serverless")
     serverless.search_delay = 0.2
-    for name, value in {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}.items():
+    for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
         monkeypatch.setitem(spark.sparkContext.environment, name, value)
     return Pipeline(tmp_path, serverless.url, spark, engine, SERVERLESS)

@@ -10,10 +10,10 @@ window is not left to luck). Commits land between some kills.
 A final run must then bring the index to the table's state with the checkpoint at the current
 snapshot.
 
-The seed also draws the destination: the domain (icecdc → proxy → osmem) or a Serverless collection
-(icecdc → the stand-in → proxy → osmem: the proxy counts the bulk requests that reached the
-server, the runs carry the stand-in's credentials, writes are fenced by the lease and searches
-lag). ICECDC_DESTINATION=domain|serverless forces one (tests/support/destinations.py).
+The schedule runs on both destinations: the domain (icecdc → proxy → osmem) and a Serverless
+collection (icecdc → the stand-in → proxy → osmem: the proxy counts the bulk requests that reached
+the server, the runs carry the stand-in's credentials, writes are fenced by the lease and searches
+lag). ICECDC_DESTINATION=domain|serverless runs one (tests/support/destinations.py).
 
 ICECDC_CRASH_SEED picks another schedule; a failure message quotes the seed, the destination and
 every kill.
@@ -47,15 +47,14 @@ from icecdc.model import Checkpoint
 from icecdc.state import SqliteStateStore
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index
-from tests.support.destinations import Destination, drawn_from_seed
+from tests.support.destinations import Destination, forced
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import SERVERLESS, Pipeline
-from tests.support.serverless import ACCESS_KEY, SECRET_KEY, ServerlessStandIn
+from tests.support.serverless import CREDENTIALS, ServerlessStandIn
 from tests.support.tables import orders, rows
 
 SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
-DESTINATION = drawn_from_seed(SEED)
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+DESTINATIONS = [forced()] if forced() else list(Destination)  # the same schedule on each
 REGIONS = ("us", "eu", "apac")
 # Every kill kind appears once or twice; an `anytime` kill is spread by time over a whole run.
 KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "before-checkpoint"]
@@ -203,13 +202,16 @@ class Endpoint:
     # The lock that holds back the checkpoint also holds back the lease's renewals: on Serverless,
     # where they fence the writes, it is taken at the run's first bulk request, not before its reads
     lock_at_first_write: bool = False
+    kind: Destination = Destination.SERVERLESS  # after the fields above: a domain says so
 
 
-@pytest.fixture
-def endpoint(osmem_server: Any, osmem_clone: Any, fault_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
-    """The drawn destination in front of the proxy: the domain, or the Serverless stand-in."""
-    if DESTINATION == Destination.DOMAIN:
-        yield Endpoint(fault_proxy.url, osmem_clone.url)
+@pytest.fixture(params=DESTINATIONS, ids=str)
+def endpoint(
+    request: pytest.FixtureRequest, osmem_server: Any, osmem_clone: Any, fault_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Endpoint]:
+    """The destination in front of the proxy: the domain, or the Serverless stand-in."""
+    if request.param == Destination.DOMAIN:
+        yield Endpoint(fault_proxy.url, osmem_clone.url, kind=Destination.DOMAIN)
         return
     for name, value in CREDENTIALS.items():  # this process's checks sign as the runs do
         monkeypatch.setenv(name, value)
@@ -217,8 +219,7 @@ def endpoint(osmem_server: Any, osmem_clone: Any, fault_proxy: FaultProxy, monke
     try:
         with ServerlessStandIn(fault_proxy.url, searcher.url, search_delay=0.2) as standin:
             yield Endpoint(standin.url, standin.url, SERVERLESS, CREDENTIALS, SERVERLESS_LEASE_SECONDS, True)
-            refused = {k: n for k, n in standin.counts().items() if k == "unsupported" or k.endswith("refused")}
-            assert refused == {}, f"seed {SEED}: the stand-in refused {refused}"
+            assert standin.refused() == {}, f"seed {SEED}: the stand-in refused {standin.refused()}"
     finally:
         searcher.close()
 
@@ -387,7 +388,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoi
                     # (the run's SQLite busy timeout, 30 s, starts only when it tries to write the checkpoint)
                     reached = run.wait_until(partial(index_equals, table, pipeline), every=0.5)
                     assert checkpoint_of(pipeline) == checkpoint, (
-                        f"seed {SEED} ({DESTINATION}) round {number}: the checkpoint moved under the lock"
+                        f"seed {SEED} ({endpoint.kind}) round {number}: the checkpoint moved under the lock"
                     )
             kill.seconds = time.monotonic() - run.started
             if reached and run.running():
@@ -396,7 +397,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoi
             else:
                 code = run.finish()
                 kill.outcome = f"finished first, exit {code}"
-                assert code == 0, f"seed {SEED} ({DESTINATION}) round {number}: the run failed on its own: {run.lines[-3:]}"
+                assert code == 0, f"seed {SEED} ({endpoint.kind}) round {number}: the run failed on its own: {run.lines[-3:]}"
             if run.applying_at is not None:  # processing takes a few seconds after it begins
                 run_seconds = max(run_seconds, run.applying_at + 5)
             if kind == "before-checkpoint" and reached:
@@ -417,7 +418,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoi
             assert checkpoint.table_uuid == str(table.metadata.table_uuid), f"seed {SEED} round {number}"
             assert table.snapshot_by_id(checkpoint.snapshot_id) is not None, f"seed {SEED} round {number}"
 
-    schedule = f"seed {SEED}, {DESTINATION}:\n" + "\n".join(str(k) for k in rounds)
+    schedule = f"seed {SEED}, {endpoint.kind}:\n" + "\n".join(str(k) for k in rounds)
     # more commits after the last kill, then a run to completion
     for _ in range(2):
         _, next_id = commit_randomly(table, rng, next_id)

@@ -2,8 +2,8 @@
 
 The end-to-end modules that say so (`pytestmark = pytest.mark.drawn_destination`) draw it per
 test from a stable hash of the test's node id (about a third on Serverless, the same kind on every
-run); the others run on a domain until they are looked through. The crash test draws it from its
-seed. ICECDC_DESTINATION forces one kind for every test: `domain`, `serverless`, or `drawn` (the
+run); the others run on a domain until they are looked through. The crash test runs on both.
+ICECDC_DESTINATION forces one kind for every test: `domain`, `serverless`, or `drawn` (the
 default). A test that asserts what only a domain does (external versions, `_seq_no`, refresh,
 scroll, `GET /`) is marked `@pytest.mark.domain_only` and always runs on a domain.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 from enum import StrEnum
 
 ENVIRONMENT = "ICECDC_DESTINATION"
@@ -52,9 +51,3 @@ def destination_for(node_id: str, domain_only: bool, drawn: bool) -> Destination
     if domain_only:
         return Destination.DOMAIN
     return forced() or (drawn_for(node_id) if drawn else Destination.DOMAIN)
-
-
-def drawn_from_seed(seed: int) -> Destination:
-    """The kind a seeded schedule (the crash test's) runs on, unless ICECDC_DESTINATION forces one:
-    from a generator of its own, so the schedule's other draws are what they were."""
-    return forced() or random.Random(f"destination {seed}").choice(list(Destination))

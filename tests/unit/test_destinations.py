@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.destinations import Destination, destination_for, drawn_for, drawn_from_seed, forced
+from tests.support.destinations import Destination, destination_for, drawn_for, forced
 
 NODES = [f"tests/test_sync.py::test_{n}[spark]" for n in range(300)]
 
@@ -20,7 +20,6 @@ def test_the_environment_forces_a_kind_except_for_domain_only_tests(monkeypatch:
     monkeypatch.setenv("ICECDC_DESTINATION", "serverless")
     assert destination_for(node, domain_only=False, drawn=False) == Destination.SERVERLESS
     assert destination_for(node, domain_only=True, drawn=True) == Destination.DOMAIN
-    assert drawn_from_seed(5) == Destination.SERVERLESS
     monkeypatch.setenv("ICECDC_DESTINATION", "drawn")
     assert destination_for(node, domain_only=False, drawn=True) == Destination.DOMAIN
     assert destination_for(node, domain_only=False, drawn=False) == Destination.DOMAIN
