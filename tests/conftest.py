@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from icecdc.model import EngineKind
+from tests.support.destinations import Destination, destination_for
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
-from tests.support.pipeline import Pipeline
-from tests.support.serverless import serverless_fixture  # noqa: F401 - the `serverless` fixture
+from tests.support.pipeline import SERVERLESS, Pipeline
+from tests.support.serverless import CREDENTIALS, serverless_fixture  # noqa: F401 - the `serverless` fixture
 from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
 
 # moto's server and the per-test DynamoDB tables: the AWS tests and the state-store contract use them
@@ -54,7 +55,7 @@ settings.register_profile(
 
 # Markers from what a test uses, so that `make test-fast` (-m "not spark and not opensearch and
 # not aws and not slow") never starts a JVM, an osmem or a moto server.
-MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server"}, "aws": {"moto_url", "moto_server"}}
+MARKER_FIXTURES = {"spark": {"spark"}, "opensearch": {"osmem_server", "pipeline"}, "aws": {"moto_url", "moto_server"}}
 
 
 # The longest files, longest first (`--durations` of `make test`: minutes each). `make test` deals
@@ -126,5 +127,31 @@ def engine() -> EngineKind:
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path, osmem_clone: Any, spark: Any, engine: EngineKind) -> Pipeline:
-    return Pipeline(tmp_path, osmem_clone.url, spark, engine)
+def destination(request: pytest.FixtureRequest) -> Destination:
+    """The kind of destination the test's `pipeline` writes to: in a module marked
+    `drawn_destination`, drawn from the test's node id (about a third on Serverless); a domain for
+    `@pytest.mark.domain_only`; ICECDC_DESTINATION forces one (tests/support/destinations.py)."""
+    node = request.node
+    domain_only = node.get_closest_marker("domain_only") is not None
+    return destination_for(node.nodeid, domain_only, node.get_closest_marker("drawn_destination") is not None)
+
+
+@pytest.fixture
+def pipeline(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    spark: Any,
+    engine: EngineKind,
+    destination: Destination,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Pipeline:
+    """A pipeline over this test's osmem clone, or over the Serverless stand-in (whose searches lag
+    the writes) with the writers' credentials in the driver and in Spark's Python workers."""
+    if destination == Destination.DOMAIN:
+        return Pipeline(tmp_path, request.getfixturevalue("osmem_clone").url, spark, engine)
+    serverless = request.getfixturevalue("serverless")
+    serverless.search_delay = 0.2
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+        monkeypatch.setitem(spark.sparkContext.environment, name, value)
+    return Pipeline(tmp_path, serverless.url, spark, engine, SERVERLESS)

@@ -10,7 +10,13 @@ window is not left to luck). Commits land between some kills.
 A final run must then bring the index to the table's state with the checkpoint at the current
 snapshot.
 
-ICECDC_CRASH_SEED picks another schedule; a failure message quotes the seed and every kill.
+The schedule runs on both destinations: the domain (icecdc → proxy → osmem) and a Serverless
+collection (icecdc → the stand-in → proxy → osmem: the proxy counts the bulk requests that reached
+the server, the runs carry the stand-in's credentials, writes are fenced by the lease and searches
+lag). ICECDC_DESTINATION=domain|serverless runs one (tests/support/destinations.py).
+
+ICECDC_CRASH_SEED picks another schedule; a failure message quotes the seed, the destination and
+every kill.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -41,11 +47,14 @@ from icecdc.model import Checkpoint
 from icecdc.state import SqliteStateStore
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index
+from tests.support.destinations import Destination, forced
 from tests.support.faults import FaultProxy
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import SERVERLESS, Pipeline
+from tests.support.serverless import CREDENTIALS, ServerlessStandIn
 from tests.support.tables import orders, rows
 
 SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
+DESTINATIONS = [forced()] if forced() else list(Destination)  # the same schedule on each
 REGIONS = ("us", "eu", "apac")
 # Every kill kind appears once or twice; an `anytime` kill is spread by time over a whole run.
 KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "before-checkpoint"]
@@ -54,6 +63,12 @@ KILLS = ["starting", "anytime", "planning", "reading", "writing", "writing", "be
 PLANNING_SNAPSHOTS = 40
 RUN_TIMEOUT = 120.0  # seconds a run may take before the test calls it hung
 LEASE_SECONDS = 4
+# On Serverless the lease fences the writes: none leaves unless the lease outlives 1.75 x
+# landing_seconds (1 s), and the `before-checkpoint` lock on the state database also holds back
+# the lease's renewals (a failed renewal stops the run); this long a lease lets the round's writes
+# finish under the lock, taken at its first bulk request (at least 12 - 4 - 1.75 s after it). Each
+# run after a kill waits out the dead run's lease.
+SERVERLESS_LEASE_SECONDS = 12
 CHUNK = 10  # documents per bulk request: a batch is several requests, so a kill lands between them
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds a run's processes in /proc (Linux)")
@@ -76,8 +91,8 @@ class Kill:
 class SyncRun:
     """`icecdc sync` as a subprocess in a new session, its stderr read as it comes."""
 
-    def __init__(self, config_path: Path, log_path: Path) -> None:
-        env = dict(os.environ)
+    def __init__(self, config_path: Path, log_path: Path, extra_env: dict[str, str]) -> None:
+        env = {**os.environ, **extra_env}  # Spark's workers inherit it from the run's JVM
         # The run and its Spark workers import this checkout's icecdc, whichever way it is installed.
         source_root = str(Path(icecdc.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
@@ -175,6 +190,40 @@ def session_processes(session: int) -> list[tuple[int, int]]:
     return found
 
 
+@dataclass
+class Endpoint:
+    """Where the runs write (`url`), where the checks read (`check_url`), and the runs' env."""
+
+    url: str
+    check_url: str
+    opensearch: dict[str, Any] = field(default_factory=dict)  # more of the config's section
+    env: dict[str, str] = field(default_factory=dict)
+    lease_seconds: float = LEASE_SECONDS
+    # The lock that holds back the checkpoint also holds back the lease's renewals: on Serverless,
+    # where they fence the writes, it is taken at the run's first bulk request, not before its reads
+    lock_at_first_write: bool = False
+    kind: Destination = Destination.SERVERLESS  # after the fields above: a domain says so
+
+
+@pytest.fixture(params=DESTINATIONS, ids=str)
+def endpoint(
+    request: pytest.FixtureRequest, osmem_server: Any, osmem_clone: Any, fault_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Endpoint]:
+    """The destination in front of the proxy: the domain, or the Serverless stand-in."""
+    if request.param == Destination.DOMAIN:
+        yield Endpoint(fault_proxy.url, osmem_clone.url, kind=Destination.DOMAIN)
+        return
+    for name, value in CREDENTIALS.items():  # this process's checks sign as the runs do
+        monkeypatch.setenv(name, value)
+    searcher = osmem_server.clone()
+    try:
+        with ServerlessStandIn(fault_proxy.url, searcher.url, search_delay=0.2) as standin:
+            yield Endpoint(standin.url, standin.url, SERVERLESS, CREDENTIALS, SERVERLESS_LEASE_SECONDS, True)
+            assert standin.refused() == {}, f"seed {SEED}: the stand-in refused {standin.refused()}"
+    finally:
+        searcher.close()
+
+
 def checkpoint_of(pipeline: Pipeline) -> Checkpoint | None:
     store = pipeline.store()
     try:
@@ -268,10 +317,10 @@ def phase_of(run: SyncRun, bulks_before: int, proxy: FaultProxy) -> str:
 
 @pytest.mark.slow
 @pytest.mark.spark  # in the killed subprocesses
-def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any, fault_proxy: FaultProxy) -> None:  # noqa: C901 - one scenario, a branch per kind of kill
+def test_sync_killed_at_random_points_converges(tmp_path: Path, endpoint: Endpoint, fault_proxy: FaultProxy) -> None:  # noqa: C901 - one scenario, a branch per kind of kill
     rng = random.Random(SEED)
     # Spark runs only in the subprocesses; this process reads the table and the index to check them.
-    pipeline = Pipeline(tmp_path, osmem_clone.url, spark=None)
+    pipeline = Pipeline(tmp_path, endpoint.check_url, spark=None, opensearch=endpoint.opensearch)
     table = orders(pipeline)
     for number, region in enumerate(REGIONS):
         table.append(rows(*range(number * 100, number * 100 + 60), region=region))
@@ -279,15 +328,15 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
     raw = pipeline.config_dict([{"name": "db.orders"}])
     # A killed run's table lease outlives it by up to lease_seconds, and the next run waits that
     # long: short here, so the rounds are not spent waiting (the default is a minute).
-    raw["state"]["lease_seconds"] = LEASE_SECONDS
-    raw["opensearch"] = {"url": fault_proxy.url, "bulk_chunk_size": CHUNK}
+    raw["state"]["lease_seconds"] = endpoint.lease_seconds
+    raw["opensearch"] = {"url": endpoint.url, **endpoint.opensearch, "bulk_chunk_size": CHUNK}
     raw["spark"] = {
         "master": "local[2]",
         "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     }
     config_path = tmp_path / "icecdc.yaml"
     config_path.write_text(yaml.safe_dump(raw))
-    config = pipeline.config({"name": "db.orders"})  # direct to osmem, for the checks
+    config = pipeline.config({"name": "db.orders"})  # past the proxy, for the checks
 
     kills = rng.sample(KILLS, len(KILLS))
     rounds: list[Kill] = []
@@ -308,7 +357,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
         table = pipeline.catalog.load_table("db.orders")
 
         bulks_before = fault_proxy.count("_bulk")
-        run = SyncRun(config_path, tmp_path / f"run-{number}.log")
+        run = SyncRun(config_path, tmp_path / f"run-{number}.log", endpoint.env)
         lock: sqlite3.Connection | None = None
         try:
             if kind == "starting":
@@ -329,6 +378,8 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
                 reached = run.wait_until(partial(requests_reached, fault_proxy, "_bulk", k))
             else:  # before-checkpoint: hold the state database so the checkpoint cannot be written
                 reached = run.wait_until_logged("applying")
+                if reached and endpoint.lock_at_first_write:
+                    reached = run.wait_until(partial(requests_reached, fault_proxy, "_bulk", bulks_before + 1), every=0.005)
                 if reached:
                     lock = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
                     lock.execute("BEGIN IMMEDIATE")
@@ -337,7 +388,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
                     # (the run's SQLite busy timeout, 30 s, starts only when it tries to write the checkpoint)
                     reached = run.wait_until(partial(index_equals, table, pipeline), every=0.5)
                     assert checkpoint_of(pipeline) == checkpoint, (
-                        f"seed {SEED} round {number}: the checkpoint moved under the lock"
+                        f"seed {SEED} ({endpoint.kind}) round {number}: the checkpoint moved under the lock"
                     )
             kill.seconds = time.monotonic() - run.started
             if reached and run.running():
@@ -346,7 +397,7 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
             else:
                 code = run.finish()
                 kill.outcome = f"finished first, exit {code}"
-                assert code == 0, f"seed {SEED} round {number}: the run failed on its own: {run.lines[-3:]}"
+                assert code == 0, f"seed {SEED} ({endpoint.kind}) round {number}: the run failed on its own: {run.lines[-3:]}"
             if run.applying_at is not None:  # processing takes a few seconds after it begins
                 run_seconds = max(run_seconds, run.applying_at + 5)
             if kind == "before-checkpoint" and reached:
@@ -367,11 +418,11 @@ def test_sync_killed_at_random_points_converges(tmp_path: Path, osmem_clone: Any
             assert checkpoint.table_uuid == str(table.metadata.table_uuid), f"seed {SEED} round {number}"
             assert table.snapshot_by_id(checkpoint.snapshot_id) is not None, f"seed {SEED} round {number}"
 
-    schedule = f"seed {SEED}:\n" + "\n".join(str(k) for k in rounds)
+    schedule = f"seed {SEED}, {endpoint.kind}:\n" + "\n".join(str(k) for k in rounds)
     # more commits after the last kill, then a run to completion
     for _ in range(2):
         _, next_id = commit_randomly(table, rng, next_id)
-    final = SyncRun(config_path, tmp_path / "run-final.log")
+    final = SyncRun(config_path, tmp_path / "run-final.log", endpoint.env)
     code = final.finish()
     assert code == 0, f"{schedule}\nfinal run failed: {final.lines[-5:]}"
 

@@ -22,6 +22,8 @@ from icecdc.model import NO_SNAPSHOT, Checkpoint
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 INDEX = "orders"
 
@@ -82,6 +84,7 @@ def recreate(pipeline: Pipeline, files: int) -> None:
         table.append(rows(*range(100 + 3 * f, 103 + 3 * f)))
 
 
+@pytest.mark.domain_only  # a build's refresh and replica settings: a collection sets its own
 def test_a_reset_builds_the_next_generation_while_searches_read_the_current_one(pipeline: Pipeline) -> None:
     orders(pipeline).append(rows(1, 2, 3, 4, 5))
     config = capped(pipeline)

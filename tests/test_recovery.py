@@ -25,6 +25,8 @@ from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 
 class CrashBeforeCheckpoint(SqliteStateStore):
     """The real store, with the process dying where the checkpoint would be written."""
@@ -81,6 +83,7 @@ def test_documents_opensearch_refuses_fail_the_batch_without_advancing(pipeline:
     pipeline.sync(pipeline.config({"name": "db.orders"}), "db.orders")
 
 
+@pytest.mark.domain_only  # external versions: a collection has none, its order is the lease's
 def test_a_replayed_older_write_never_overwrites_a_newer_document(pipeline: Pipeline) -> None:
     config = pipeline.config({"name": "db.orders"})
 

@@ -22,7 +22,7 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import orders, rows
 
 # A resync deletes what the table no longer has on the engine of its pass: both engines, every test.
-pytestmark = pytest.mark.parametrize("engine", ENGINES)
+pytestmark = [pytest.mark.parametrize("engine", ENGINES), pytest.mark.drawn_destination]
 
 
 def test_expired_checkpoint_snapshot_rewrites_and_removes_what_is_gone(pipeline: Pipeline) -> None:

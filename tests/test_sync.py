@@ -17,7 +17,7 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, orders, rows
 
 # The core of sync, commit kind by commit kind, on both engines.
-pytestmark = pytest.mark.parametrize("engine", ENGINES)
+pytestmark = [pytest.mark.parametrize("engine", ENGINES), pytest.mark.drawn_destination]
 
 
 @pytest.fixture
@@ -74,6 +74,7 @@ def test_delete(pipeline: Pipeline, config) -> None:
     assert sorted(pipeline.documents("orders")) == ["1", "3"]
 
 
+@pytest.mark.domain_only  # the document's external version
 def test_one_key_changed_in_several_snapshots_of_one_batch(pipeline: Pipeline, config) -> None:
     table = orders(pipeline)
     table.append(rows(1, 2))
@@ -103,6 +104,7 @@ def test_delete_then_reinsert(pipeline: Pipeline, config) -> None:
     assert sorted(pipeline.documents("orders")) == ["1", "2"]
 
 
+@pytest.mark.domain_only  # each document's external version
 def test_a_run_of_copy_on_write_commits_reads_only_the_files_before_and_after_it(pipeline: Pipeline, config) -> None:
     """Consecutive copy-on-write commits collapse into one change: files added and removed within
     the run (a hot file rewritten again, a row inserted then deleted) are never read, and a key's
@@ -172,6 +174,7 @@ def live_files(table: Table) -> set[str]:
     return {task.file.file_path for task in table.scan().plan_files()}
 
 
+@pytest.mark.domain_only  # no write seen as unchanged external versions
 def test_compaction_writes_nothing(pipeline: Pipeline, config) -> None:
     table = orders(pipeline)
     for i in range(5):

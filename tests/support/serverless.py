@@ -93,6 +93,8 @@ from tests.support.iam import REGION, Refusal, Request
 SERVICE = "aoss"
 ACCESS_KEY = "AKIASERVERLESSSTANDIN"
 SECRET_KEY = "serverless-stand-in-secret"
+# the writers' environment: what the driver, Spark's workers and a CLI subprocess sign with
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 MAX_SKEW = 15 * 60  # seconds between a request's x-amz-date and the clock that SigV4 accepts
 LOG_ENTRIES = 10_000
 UNSUPPORTED_SETTINGS = ("number_of_shards", "number_of_replicas", "refresh_interval")
@@ -467,6 +469,10 @@ class ServerlessStandIn:
         "forbidden"); refused ones under their operation's name too, as "<operation> refused"."""
         with self._lock:
             return dict(self._counts)
+
+    def refused(self) -> dict[str, int]:
+        """What was refused: an operation Serverless lacks, or a parameter it does not take."""
+        return {k: n for k, n in self.counts().items() if k == "unsupported" or k.endswith("refused")}
 
     def count(self, operation: str) -> int:
         with self._lock:
