@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from icecdc.config import StateConfig
-from icecdc.errors import LeaseLost
+from icecdc.errors import LeaseLost, ProcessingError
 from icecdc.state.factory import open_state_store
 from icecdc.state.store import StateStore
 
@@ -77,8 +77,12 @@ class Lease:
     def admit(self, seconds: float) -> None:
         """Return once the lease is held for `seconds` more; `LeaseLost` when it is not.
 
-        A lease about to run out waits for the next renewal (a third of the lease), or its end.
+        A lease about to run out waits for the next renewal (a third of the lease), or its end. A
+        lease renewed for less than `seconds` never admits the write: `ProcessingError`.
         """
+        if self._seconds * 2 / 3 <= seconds:
+            raise ProcessingError(_too_short(self._table_name, self._seconds, seconds))
+        self.check()
         while self._until <= time.time() + seconds:
             self.check()
             if self._until <= time.time():
@@ -161,13 +165,17 @@ class LeaseFence:
     def admit(self, seconds: float) -> None:
         """Return once the lease is held for `seconds` more; `LeaseLost` when it is not.
 
-        A lease about to run out waits for its holder's next renewal, or for its end.
+        A lease about to run out waits for its holder's next renewal, or for its end. A lease
+        renewed for less than `seconds` never admits the write: `ProcessingError`.
         """
         while self._until <= time.time() + seconds:
             holder = self._opened().lease_holder(self.key)
             if holder is None or holder[0] != self.owner:
                 raise LeaseLost.of(self.table_name)
+            renewed = self._until != 0.0 and holder[1] > self._until
             if holder[1] <= time.time() + seconds:
+                if renewed:
+                    raise ProcessingError(_too_short(self.table_name, None, seconds))
                 time.sleep(min(1.0, seconds / 10))
             self._until = holder[1]
 
@@ -178,6 +186,15 @@ class LeaseFence:
 
     def __getstate__(self) -> dict[str, Any]:  # the store stays where it was opened
         return {**self.__dict__, "_store": None}
+
+
+def _too_short(table_name: str, lease_seconds: float | None, seconds: float) -> str:
+    """Why a lease cannot fence a write that must land within `seconds`."""
+    lease = f"{lease_seconds:g} s" if lease_seconds is not None else "renewed for too short"
+    return (
+        f"{table_name}: the processing lease ({lease}) never outlives a write's {seconds:g} s "
+        "by the two thirds a renewal leaves: raise state.lease_seconds"
+    )
 
 
 def holder_of(owner: str) -> str:

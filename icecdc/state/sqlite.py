@@ -401,7 +401,12 @@ class _SqliteTransaction:
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         try:
-            self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+            if not exc_type:
+                self._db.execute("COMMIT")
+            elif self._db.connection.in_transaction:
+                # SQLite rolls back by itself on some errors (a full disk, an I/O error): a second
+                # rollback would fail and hide the error that ended the transaction
+                self._db.execute("ROLLBACK")
         finally:
             self._db.lock.release()
 

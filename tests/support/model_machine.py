@@ -425,6 +425,11 @@ class PipelineMachine(StorageRules, PeopleRules, RuleBasedStateMachine):
         elif event in (IndexEvent.RECREATE_AS_INDEX, IndexEvent.FOREIGN_ALIAS):
             if self.squatter is not None:
                 return  # one at a time: the operator takes the name over first
+            if self.serverless is not None:
+                # a collection has no takeover (it needs _reindex: the configuration refuses it),
+                # so the operator's way out of someone else's name is a domain's
+                note("index_event: skipped (no takeover on a Serverless collection)")
+                return
             if current is not None:
                 self.client.indices.delete(index=current)
             self.squat(event, seed)
