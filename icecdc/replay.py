@@ -29,7 +29,7 @@ from pyiceberg.table import Table
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
 from icecdc.deadletters import DeadLetters, Selection, StoredLetter, shared_id_cause
-from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch, open_client
+from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch, capabilities_of, open_client
 from icecdc.destination.index import IndexAlias, index_spec, mapping_conflicts
 from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_cause, write_documents
 from icecdc.documents import Shape
@@ -151,7 +151,7 @@ def _settled_checkpoint(
     """The checkpoint to replay at.
 
     It raises OperationError when there is none, or the index is not as it left it or of another
-    `shape` than the configured one.
+    `shape` than the configured one, or, without versions, while work is pending.
     """
     checkpoint = store.get_checkpoint(name)
     if checkpoint is None:
@@ -159,6 +159,13 @@ def _settled_checkpoint(
     index_needs = index_work(alias, checkpoint, shape)  # a run's leftovers, another shape
     if index_needs:
         raise OperationError(f"table {name!r}: {index_needs}; sync first")
+    # An unfinished pass may have written above the checkpoint: versions keep a replay from
+    # overwriting that, and where there are none (Serverless) the replay waits for the pass.
+    if not capabilities_of(alias.client).versions and store.count_pending(name):
+        raise OperationError(
+            f"table {name!r}: a pass is unfinished, and a Serverless collection has no versions "
+            "to keep its newer documents from the replay; sync first"
+        )
     return checkpoint
 
 

@@ -19,7 +19,9 @@ from pyiceberg.types import StringType
 
 from icecdc.audit import RepairScope, audit, repair
 from icecdc.destination.index import IndexAlias
+from icecdc.errors import OperationError
 from icecdc.model import EngineKind, PassPoint
+from icecdc.replay import replay_table
 from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
@@ -184,3 +186,21 @@ def test_a_collection_that_assigns_the_ids_fails_the_pass_in_one_line(
     assert "Traceback" not in synced.stderr
     assert collection.store().get_checkpoint(TABLE) is None
     assert not (collection.workdir / "dead-letters").exists() or not any((collection.workdir / "dead-letters").rglob("*.*"))
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_a_replay_waits_for_an_unfinished_pass_on_a_collection(collection: Pipeline, serverless: ServerlessStandIn) -> None:
+    """Without versions a replay at the checkpoint would overwrite what the unfinished pass wrote
+    above it, which the pass, resumed, might not write again: the replay says to sync first."""
+    config = collection.config({"name": TABLE}).with_dead_letter(str(collection.workdir / "dead-letters"))
+    table = orders(collection)
+    table.append(rows(1, 2, 3))
+    collection.sync(config, TABLE)
+    update(table, EqualTo("id", 1), lambda r: {**r, "status": "paid"})
+    with pytest.raises(Crash):
+        sync(config, None, [TABLE], probe=crash_at(PassPoint.WRITTEN))
+    assert config.dead_letter is not None
+    with pytest.raises(OperationError, match="a pass is unfinished, and a Serverless collection has no versions"):
+        replay_table(config, TABLE, config.dead_letter)
+    collection.sync(config, TABLE)
+    replay_table(config, TABLE, config.dead_letter)  # once the pass is done
