@@ -13,13 +13,14 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecdc.config import TableIndexConfig
 from icecdc.deadletters import DeadLetters
-from icecdc.destination.index import IndexAlias, Owner
+from icecdc.destination.facts import IndexQuery, Question, read_facts
+from icecdc.destination.index import IndexAlias, IndexSpec, Owner
 from icecdc.documents import Shape
 from icecdc.errors import PlanningError
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after, table_facts
 from icecdc.state import StateStore
-from icecdc.verdict import IndexFacts, empty_verdict, index_verdict, table_verdict
+from icecdc.verdict import empty_verdict, index_verdict, table_verdict
 
 
 @dataclass(frozen=True)
@@ -80,19 +81,14 @@ def index_work(
 ) -> str:
     """What the index needs that no commit asks for, for a pass to do; "" for nothing.
 
-    `verdict.index_verdict` decides it from three facts. The first is an index under its name that
-    is not `owner`'s, which `IndexAlias.refused` tells: a pass refuses it, or takes it over. The
-    second is what a run left unfinished in it, which `IndexAlias.unfinished` tells. The third,
-    once synced, is another shape of the table than the configured `shape`: an operator changed
-    it, and a pass rebuilds it. Each fact is read only when those before it say nothing.
+    `verdict.index_verdict` decides it from the facts `read_facts` reads for a STATUS question, in
+    its order: an index under its name that is not `owner`'s (a pass refuses it, or takes it
+    over), what a run left unfinished in it, and once synced another shape of the table than the
+    configured `shape` (an operator changed it, and a pass rebuilds it).
     """
-    known = {checkpoint.index_uuid} if checkpoint is not None and checkpoint.index_uuid else set()
-    facts = IndexFacts(refused=index.refused(owner, known) if owner is not None else "")
-    if not facts.refused:
-        facts = replace(facts, unfinished=index.unfinished(checkpoint))
-    if not facts.refused and not facts.unfinished and checkpoint is not None:
-        facts = replace(facts, reshaped=index.shape_changed(shape.fingerprint))
-    return index_verdict(facts, synced=checkpoint is not None).reason
+    spec = IndexSpec(shape=shape.fingerprint)
+    query = IndexQuery(Question.STATUS, checkpoint, spec, owner)
+    return index_verdict(read_facts(index, query).index, synced=checkpoint is not None).reason
 
 
 def work_size(

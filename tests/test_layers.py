@@ -43,6 +43,7 @@ LAYERS: list[set[str]] = [
     # the client, with the credentials icecdc.secrets reads; every document of an index, scanned
     {"icecdc.destination.client", "icecdc.destination.scan"},
     {"icecdc.reading.tasks", "icecdc.changelog", "icecdc.destination.sink", "icecdc.testing"},
+    {"icecdc.destination.facts"},  # every fact of an index the verdicts decide on, in one order
     {"icecdc.destination.port"},  # one index's destination for a run: client, capabilities, claim
     {"icecdc.reading.driver", "icecdc.reading.ranges", "icecdc.reading.reader", "icecdc.planning", "icecdc.batching"},
     # where a pass runs; what an operator or the planner asks; rows looked up by scope

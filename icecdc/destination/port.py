@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from icecdc.config import OpenSearchConfig
 from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.facts import Facts, IndexQuery, read_facts
 from icecdc.destination.index import IndexAlias
 
 
@@ -37,3 +38,8 @@ class Destination:
         if self._claimed is None:
             self._claimed = claim(self.client)
         return self._claimed
+
+    def facts(self, query: IndexQuery) -> Facts:
+        """Every fact the verdicts need of the claimed index, read in one order (`read_facts`)."""
+        assert self._claimed is not None, "the index's name is claimed before its facts are read"
+        return read_facts(self._claimed, query)

@@ -27,6 +27,7 @@ from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetters, systemic
 from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server
+from icecdc.destination.facts import IndexQuery, Question
 from icecdc.destination.index import IndexSpec, check_pipeline, index_uuid
 from icecdc.destination.port import Destination
 from icecdc.destination.sink import SinkStats
@@ -56,13 +57,7 @@ from icecdc.reading.tasks import ExportTasks, FileTask, PassTasks, held_by_shape
 from icecdc.state import ItemBodies, Lease, StateStore
 from icecdc.state.lease import LeaseFence
 from icecdc.sync.indexes import alias_of, applied_indexes, applied_mark, spec_of
-from icecdc.verdict import (
-    Copy,
-    DestinationFacts,
-    copy_to_write,
-    empty_verdict,
-    needs_generation,
-)
+from icecdc.verdict import Copy, copy_to_write, empty_verdict
 from icecdc.words import counted
 
 log = logging.getLogger(__name__)
@@ -387,26 +382,27 @@ class _Pass:
         A reset, a first export into an index holding documents it did not write, and a rewrite the
         current index cannot take, as a type or the shape changed, export into a new generation
         while the alias keeps serving the current one. Their later passes, under batch caps or in a
-        rerun after a crash, resume the generation their APPLIED items name. The index's ingest
-        pipeline must exist.
+        rerun after a crash, resume the generation their APPLIED items name. The destination reads
+        the facts of a WRITE question (`icecdc.destination.facts`); `verdict.copy_to_write`
+        decides. The index's ingest pipeline must exist.
         """
         alias = alias_of(self.client, self.run.config, self.table)
         if self.run.config.pipeline is not None:
             check_pipeline(self.client, self.run.config.pipeline, alias.name)
-        versions = capabilities_of(self.client).versions
-        facts = DestinationFacts(frozenset(self.resync), self.export_anew, versions=versions)
-        # a rewrite writes in place, unless the index cannot take it: a type changed, or the
-        # configuration reshaped the index meanwhile (`check_index` plans no reset beside a resync)
-        if ResyncKind.REWRITE in facts.resync and not needs_generation(facts):
-            changed = alias.mapping_changed(self.spec) or alias.shape_changed(self.spec.shape)
-            facts = replace(facts, takes_rewrite=not changed)
-        if not needs_generation(facts):
-            return _Destination(alias.name, alias.uuid() or "", rebuild=False)
         resumable = applied_indexes(self.batch, self.run.identifiers)
-        resumed = alias.resumable(self.spec, resumable)
-        facts = replace(facts, resumable=resumed is not None)
-        if copy_to_write(facts) == Copy.RESUME and resumed is not None:
-            return _Destination(*resumed, rebuild=True, resumable=resumable)
+        query = IndexQuery(
+            Question.WRITE,
+            spec=self.spec,
+            written=resumable,
+            resync=frozenset(self.resync),
+            export_anew=self.export_anew,
+        )
+        found = self.run.destination.facts(query)
+        copy = copy_to_write(found.destination)
+        if copy == Copy.ALIAS:
+            return _Destination(alias.name, alias.uuid() or "", rebuild=False)
+        if copy == Copy.RESUME and found.resumed is not None:
+            return _Destination(*found.resumed, rebuild=True, resumable=resumable)
         return _Destination("", "", rebuild=True, resumable=resumable)
 
     def unread(self, destination: _Destination) -> list[ItemHead]:

@@ -22,6 +22,7 @@ from icecdc.batching import select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
 from icecdc.destination.client import check_reachable, open_client
+from icecdc.destination.facts import IndexQuery, Question
 from icecdc.destination.index import IndexAlias
 from icecdc.destination.port import Destination
 from icecdc.engines import Engines
@@ -41,7 +42,7 @@ from icecdc.planning import current_view, plan_table
 from icecdc.state import Lease, PendingOnce, StateStore, index_stores, open_state_store
 from icecdc.sync.indexes import applied_indexes, claim_index, spec_of
 from icecdc.sync.passes import PassResult, TableRun, process_batch
-from icecdc.verdict import Fate, IndexFacts, Verdict, files_gone_verdict, pass_verdict, tidies
+from icecdc.verdict import Fate, Verdict, files_gone_verdict, pass_verdict, tidies
 
 log = logging.getLogger(__name__)
 # One line per pass: how far a sync is (the CLI renders it as a bar on a terminal).
@@ -188,22 +189,18 @@ def _index_verdict(
 ) -> tuple[IndexAlias, Verdict]:
     """The index, once its name is claimed and a stopped swap made, and its verdict.
 
-    `verdict.pass_verdict` judges what the index holds: the checkpoint's documents, or with no
-    checkpoint, documents the first export's own passes did not write, as
-    `IndexAlias.unaccounted` tells, and the shape it was built for. It writes nothing else.
+    `verdict.pass_verdict` judges what the index holds, from the facts the destination reads for a
+    CHECK question (`icecdc.destination.facts`): the checkpoint's documents, or with no
+    checkpoint, documents the first export's own passes did not write, and the shape it was built
+    for. It writes nothing else.
     """
     alias = _claimed(run, table)
-    spec = spec_of(table, run.config)
     pending = run.store.pending_heads(run.name)
-    # a stopped swap is made first
-    facts = IndexFacts(replaced=alias.replaced_since(checkpoint, spec))
-    facts = replace(facts, rebuilding=any(i.resync for i in pending))
     written = applied_indexes(pending, run.identifiers)
-    if not facts.replaced and checkpoint is None:
-        facts = replace(facts, unaccounted=alias.unaccounted(written))
-    elif not facts.replaced and not facts.rebuilding:
-        facts = replace(facts, reshaped=alias.shape_changed(spec.shape))
-    decided = pass_verdict(facts, synced=checkpoint is not None)
+    rebuilding = any(i.resync for i in pending)
+    spec = spec_of(table, run.config)
+    query = IndexQuery(Question.CHECK, checkpoint, spec, written=written, rebuilding=rebuilding)
+    decided = pass_verdict(run.destination.facts(query).index, synced=checkpoint is not None)
     _say(run, decided, bool(written))
     return alias, decided
 
