@@ -58,7 +58,7 @@ class IndexQuery:
 
     @property
     def known(self) -> frozenset[str]:
-        """The uuids the table's state names: the checkpoint's index and where items were applied."""
+        """The uuids the table's state names: the checkpoint's index, where items were applied."""
         at = self.checkpoint.index_uuid if self.checkpoint is not None else ""
         return frozenset({at} if at else ()) | self.written
 
