@@ -20,7 +20,7 @@ from icecdc.errors import PlanningError
 from icecdc.model import Checkpoint, ItemKind, ItemStatus, ResyncKind, WorkSize
 from icecdc.planning import resync_needed, snapshots_after, table_facts
 from icecdc.state import StateStore
-from icecdc.verdict import empty_verdict, index_verdict, table_verdict
+from icecdc.verdict import IndexFacts, empty_verdict, index_verdict, table_verdict
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,16 @@ def has_work(
     if store.count_pending(name):
         return True
     checkpoint = store.get_checkpoint(name)
-    if index is not None and index_work(index, checkpoint, config.shape, Owner.of(table)):
-        return True
     current = table.current_snapshot()
+    found = IndexFacts()
+    if index is not None:
+        found = _index_facts(index, checkpoint, config.shape, Owner.of(table), current is None)
+        if not index_verdict(found, synced=checkpoint is not None).follows:
+            return True
     if current is None:  # an empty table: work when its index holds another table's documents
-        asks = index is not None and checkpoint is None  # or documents none accounts for
-        unaccounted = index.unaccounted(tolerant=True) if asks and index is not None else ""
-        return not empty_verdict(str(table.metadata.table_uuid), checkpoint, unaccounted).follows
+        # or, with no checkpoint, documents none accounts for
+        uuid = str(table.metadata.table_uuid)
+        return not empty_verdict(uuid, checkpoint, found.unaccounted).follows
     if checkpoint is None or checkpoint.snapshot_id != current.snapshot_id:
         return True
     # a schema change, new ids, a dead pass's commits rolled back: a resync
@@ -86,9 +89,21 @@ def index_work(
     over), what a run left unfinished in it, and once synced another shape of the table than the
     configured `shape` (an operator changed it, and a pass rebuilds it).
     """
+    facts = _index_facts(index, checkpoint, shape, owner)
+    return index_verdict(facts, synced=checkpoint is not None).reason
+
+
+def _index_facts(
+    index: IndexAlias,
+    checkpoint: Checkpoint | None,
+    shape: Shape,
+    owner: Owner | None,
+    empty: bool = False,
+) -> IndexFacts:
+    """The index's facts for a STATUS question (`read_facts`); `empty`: no snapshot."""
     spec = IndexSpec(shape=shape.fingerprint)
-    query = IndexQuery(Question.STATUS, checkpoint, spec, owner)
-    return index_verdict(read_facts(index, query).index, synced=checkpoint is not None).reason
+    query = IndexQuery(Question.STATUS, checkpoint, spec, owner, empty=empty)
+    return read_facts(index, query).index
 
 
 def work_size(

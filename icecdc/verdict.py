@@ -3,9 +3,10 @@
 "Must this index be rebuilt, and into which copy?" is asked by planning (which items to write),
 by `has_work` and `status` (is there work, and why) and by the pass (what it plans, where it
 writes). Each reads the facts it needs (the table's lineage, the checkpoint, the recorded pass
-end, the identifier columns, the index's state as `IndexAlias` finds it, the configured shape and
-owner) and asks the functions here, so that they never disagree: each time they did, an index
-was left behind with `status` reporting it caught up.
+end, the identifier columns, the configured shape and owner) and asks the functions here, so that
+they never disagree: each time they did, an index was left behind with `status` reporting it
+caught up. The index's facts, and the destination's capabilities, are read in one place and one
+order, `icecdc.destination.facts`.
 
 Nothing here reads or writes: the facts are frozen dataclasses, and so is the `Verdict`.
 """
@@ -241,7 +242,7 @@ def replaced(name: str, recorded: str, found: str | None) -> str:
 
 @dataclass(frozen=True)
 class IndexFacts:
-    """What `IndexAlias` found of the index, as the reasons it gives ("": not so, or not read).
+    """What `destination.facts.read_facts` found of the index, as reasons ("": not so, or not read).
 
     `refused`: the name holds what is not this table's (someone else's, another deployment's).
     `unfinished`: what a run left (a swap not made, the index deleted or replaced, leftovers).

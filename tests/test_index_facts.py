@@ -15,7 +15,7 @@ from icecdc.destination.facts import IndexQuery, Question, read_facts
 from icecdc.destination.index import IndexAlias, Owner
 from icecdc.destination.port import Destination
 from icecdc.model import EngineKind, ResyncKind
-from icecdc.status import index_work
+from icecdc.status import has_work, index_work
 from icecdc.sync.indexes import claim_index, spec_of
 from icecdc.verdict import Copy, Fate, copy_to_write, pass_verdict
 from tests.support.faults import FaultProxy
@@ -123,3 +123,23 @@ def test_a_write_reads_the_mapping_only_for_a_rewrite_in_place(synced: Pipeline,
     made = requests(fault_proxy, lambda: found.append(read_facts(alias, rewrite)))
     assert copy_to_write(found[2].destination) == Copy.ALIAS and found[2].destination.takes_rewrite
     assert [r for r in made if r.endswith("/_mapping")], made  # in place: the mapping can take it
+
+
+def test_status_counts_the_documents_only_of_an_empty_table_never_synced(synced: Pipeline, fault_proxy: FaultProxy) -> None:
+    """With no checkpoint (the state store lost), only an empty table asks whether the index holds documents none
+    accounts for: its sync empties the index into a new generation. Any other table's first export is work anyway."""
+    (synced.workdir / "state.db").unlink()
+    synced.catalog.drop_table(NAME)
+    orders(synced)  # created again, empty
+    table, config = synced.catalog.load_table(NAME), synced.config({"name": NAME})
+    alias, spec = IndexAlias(synced.client, INDEX), spec_of(table, config.table(NAME))
+    found = []
+    for empty in (False, True):
+        query = IndexQuery(Question.STATUS, None, spec, Owner.of(table), empty=empty)
+        made = requests(fault_proxy, lambda query=query: found.append(read_facts(alias, query).index))
+        assert bool([r for r in made if r.endswith("/_count")]) == empty, made
+    assert (
+        found[0].unaccounted == ""
+        and found[1].unaccounted == "index 'orders' holds 2 documents no checkpoint of the table accounts for"
+    )
+    assert has_work(table, config.table(NAME), synced.store(), ("id",), alias)

@@ -9,7 +9,8 @@ A fact is read only when the question asks it and the facts before it leave it o
 2. the alias against the checkpoint: STATUS reads what a run left `unfinished` (a swap not made,
    the index deleted or replaced, leftovers); CHECK makes a stopped swap, then reads whether the
    checkpoint's documents were `replaced`. Unless the name was refused.
-3. `unaccounted`: with no checkpoint, documents none accounts for. CHECK, unless replaced.
+3. `unaccounted`: with no checkpoint, documents none accounts for. CHECK, unless replaced;
+   STATUS of an empty table (an index that cannot be read holds none, with a warning).
 4. `reshaped`: once synced, another shape than the configured one. STATUS and CHECK, unless a
    fact above says something, or a rebuild is under way.
 5. `versions`: the destination's capabilities; no request. WRITE.
@@ -44,7 +45,8 @@ class IndexQuery:
     `spec`: the mapping and shape written (STATUS gives only the shape). `owner`: the table, given
     when the name is not claimed. `written`: the uuids of the indexes the pending APPLIED items
     name. `rebuilding`: a rebuild's items are pending. `resync` and `export_anew`: the batch's
-    kinds of rebuild, and a first export into a new generation (WRITE).
+    kinds of rebuild, and a first export into a new generation (WRITE). `empty`: the table has
+    no snapshot (STATUS).
     """
 
     question: Question
@@ -55,6 +57,7 @@ class IndexQuery:
     rebuilding: bool = False
     resync: frozenset[ResyncKind] = frozenset()
     export_anew: bool = False
+    empty: bool = False
 
     @property
     def known(self) -> frozenset[str]:
@@ -87,8 +90,8 @@ def read_facts(alias: IndexAlias, query: IndexQuery) -> Facts:
         facts = replace(facts, unfinished=alias.unfinished(checkpoint))
     elif not status:
         facts = replace(facts, replaced=alias.replaced_since(checkpoint, query.spec))
-    if not status and checkpoint is None and not facts.replaced:
-        facts = replace(facts, unaccounted=alias.unaccounted(query.written))
+    if checkpoint is None and not (facts.refused or facts.replaced) and (query.empty or not status):
+        facts = replace(facts, unaccounted=alias.unaccounted(query.written, tolerant=status))
     said = facts.refused or facts.unfinished or facts.replaced or facts.rebuilding
     if checkpoint is not None and not said:
         facts = replace(facts, reshaped=alias.shape_changed(query.spec.shape))
