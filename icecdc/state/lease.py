@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Self
 
 from icecdc.config import StateConfig
 from icecdc.errors import LeaseLost, ProcessingError
@@ -160,7 +160,6 @@ class LeaseFence:
     key: str  # what the store keeps the lease under
     owner: str
     _until: float = field(default=0.0, compare=False)  # the lease's expiry as last read
-    _store: StateStore | None = field(default=None, compare=False, repr=False)
 
     def admit(self, seconds: float) -> None:
         """Return once the lease is held for `seconds` more; `LeaseLost` when it is not.
@@ -169,7 +168,7 @@ class LeaseFence:
         renewed for less than `seconds` never admits the write: `ProcessingError`.
         """
         while self._until <= time.time() + seconds:
-            holder = self._opened().lease_holder(self.key)
+            holder = self._holder()
             if holder is None or holder[0] != self.owner:
                 raise LeaseLost.of(self.table_name)
             renewed = self._until != 0.0 and holder[1] > self._until
@@ -179,13 +178,17 @@ class LeaseFence:
                 time.sleep(min(1.0, seconds / 10))
             self._until = holder[1]
 
-    def _opened(self) -> StateStore:
-        if self._store is None:
-            self._store = open_state_store(self.state)
-        return self._store
+    def _holder(self) -> tuple[str, float] | None:
+        """The lease's record, read from a store opened for it and closed at once.
 
-    def __getstate__(self) -> dict[str, Any]:  # the store stays where it was opened
-        return {**self.__dict__, "_store": None}
+        Nothing stays open between reads: a fence outlives the pass it fenced (an in-process
+        run's workers, a task's closure), and an open SQLite file would hold its filesystem.
+        """
+        store = open_state_store(self.state)
+        try:
+            return store.lease_holder(self.key)
+        finally:
+            store.close()
 
 
 def _too_short(table_name: str, lease_seconds: float | None, seconds: float) -> str:

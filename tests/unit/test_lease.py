@@ -52,6 +52,28 @@ def test_the_fence_where_the_lease_is_not_reads_its_record(tmp_path: Path) -> No
         assert Lease(store, "db.orders", 60).fence() is None  # no state configuration given
 
 
+def _open_files(path: Path) -> int:
+    """How many of this process's file descriptors are open on `path`."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if fd.exists() and fd.resolve() == path.resolve())
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc (Linux)")
+def test_the_fence_keeps_no_state_file_open_after_it_read(tmp_path: Path) -> None:
+    """A fence outlives its pass (in-process workers): a store it kept open held the state's
+    filesystem, which then could not turn read-only (found by the fuzz, on a collection)."""
+    state = SqliteStateConfig(path=str(tmp_path / "state.db"))
+    store = SqliteStateStore(tmp_path / "state.db")
+    with Lease(store, "db.orders", 60, state=state) as lease:
+        fence = lease.fence()
+        assert fence is not None
+        fence.admit(30)
+        fence._until = 0.0  # read the record again, as after a renewal
+        fence.admit(30)
+    store.close()  # the run is over; SQLite closes a file only when its last connection does
+    assert _open_files(tmp_path / "state.db") == 0
+
+
 def test_an_error_after_sqlite_rolled_back_by_itself_is_the_error_raised(tmp_path: Path) -> None:
     """SQLite ends a transaction itself on a full disk or an I/O error; the store's ROLLBACK then
     failed with "no transaction is active" and called the state file corrupt (found by the fuzz)."""
