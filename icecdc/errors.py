@@ -46,7 +46,8 @@ class DestinationDenied(SinkError):
 class NothingApplied(SinkError):
     """A write failed before OpenSearch may have applied any of it.
 
-    Every request of it was refused whole, answered 429 or 503: the index is as it was.
+    Every request of it was refused whole, answered 429 or 503, or the first documents were refused
+    for their own fault with nowhere to dead-letter them: the index is as it was.
     """
 
 

@@ -21,6 +21,7 @@ from tests.support.filesystems import Refusal
 from tests.support.model import (
     Caps,
     CrashAt,
+    DestinationKind,
     Identifiers,
     IndexEvent,
     IndexShape,
@@ -1119,4 +1120,52 @@ def test_a_read_only_state_filesystem_while_someone_else_holds_the_index_name(ma
     state.index_event(event=IndexEvent.FOREIGN_ALIAS, seed=7)
     state.state_filesystem_refuses(how=Refusal.FULL, engine=IN_PROCESS)
     state.state_filesystem_refuses(how=Refusal.READ_ONLY, engine=SPARK)
+    state.teardown()
+
+
+def test_a_collection_sync_leaves_no_state_file_open_for_the_filesystem_to_turn_read_only(
+    machine: PipelineMachine,
+) -> None:
+    """Found by `make fuzz` (2026-12-02, rounds 5 and 8 of the hour), shrunk to 5 steps: on a
+    Serverless collection an in-process sync's lease fence kept the SQLite state it read open,
+    and the state's filesystem could not be remounted read-only ("mount point is busy"). The
+    fence now closes the store after each read (`LeaseFence._holder`)."""
+    state = machine
+    create(
+        state,
+        key=KeyType.LONG,
+        rows=1,
+        writers=Writers.BOTH,
+        large_strings=True,
+        identifiers_in_schema=False,
+        shape=IndexShape.SPLIT,
+        destination=DestinationKind.SERVERLESS,
+    )
+    state.duplicate_key(seed=43161, then=Twin.KEEP)
+    state.sync(caps=Caps.NONE, engine=IN_PROCESS)
+    state.state_filesystem_refuses(engine=IN_PROCESS, how=Refusal.READ_ONLY)
+    state.teardown()
+
+
+def test_an_oversized_row_refused_first_by_an_export_with_dead_letters_off(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` (2026-12-02, round 9 of the hour): with dead letters off, an index
+    renamed is exported anew, and its first document is too large to send. Nothing had reached
+    OpenSearch, so the sink's refusal is a NothingApplied (the pass undone, as after an outage);
+    the machine took only a plain SinkError for a row's own fault. It now reads the refusal's
+    text (`REFUSED_DOCUMENTS`): the pass fails on the row, its work left."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=0, writers=Writers.BOTH, identifiers_in_schema=False)
+    state.write(
+        count=1,
+        large_strings=False,
+        mode=COW,
+        poison=Poison.OVERSIZED,
+        seed=43,
+        writer=Writer.PY_APPEND,
+    )
+    state.sync(caps=Caps.NONE, engine=SPARK)
+    state.reconfigure(change=Reconfig.DEAD_LETTERS, identifiers=Identifiers.AS_CREATED)
+    state.reconfigure(change=Reconfig.INDEX_NAME, identifiers=Identifiers.AS_CREATED)
+    state.sync(caps=Caps.ONE_BYTE, engine=SPARK)
+    state.sync(caps=Caps.NONE, engine=IN_PROCESS)
     state.teardown()

@@ -54,7 +54,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.destination.index import IndexAlias, index_uuid
 from icecdc.dryrun import PlannedPass, dry_run
 from icecdc.engines import Engines
-from icecdc.errors import DuplicateIdentifier, IndexNotOwned, ProcessingError, SinkError, SystemicDeadLetters
+from icecdc.errors import DuplicateIdentifier, IndexNotOwned, NothingApplied, ProcessingError, SinkError, SystemicDeadLetters
 from icecdc.model import Checkpoint, EngineKind, ItemKind, ItemStatus, PassPoint, Probe, WorkItem, WorkSize
 from icecdc.planning import plan_table, resync_needed
 from icecdc.state import SqliteStateStore, StateStore, index_stores, open_state_store
@@ -209,12 +209,19 @@ def caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
     return False
 
 
+# how the sink names documents it would not send, or OpenSearch refused (sink._dead_letter)
+REFUSED_DOCUMENTS = re.compile(r"(icecdc did not send|OpenSearch refused) \d+ documents? of index ")
+
+
 def row_fault(error: BaseException | None) -> bool:
     """Whether a pass failed on a row's own fault (no dead-letter location to keep it in): a row
     no document or `_id` can be made of, a document OpenSearch refused or icecdc would not send,
-    or an identifier two live rows share."""
+    or an identifier two live rows share. When no request of the pass had reached OpenSearch, the
+    sink's refusal is a NothingApplied (the pass is undone), and its text names the documents."""
     while error is not None:
         if type(error) in (SinkError, DuplicateIdentifier):
+            return True
+        if type(error) is NothingApplied and REFUSED_DOCUMENTS.match(str(error)):
             return True
         if type(error) is ProcessingError and (" in file " in str(error) or SHARED in str(error)):
             return True
