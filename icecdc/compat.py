@@ -129,6 +129,16 @@ def data_files_from_arrow(table_metadata: Any, df: pa.Table, io: FileIO, write_u
     )
 
 
-# pyiceberg's producer of overwrite snapshots; the test commits subclass it to record a `replace`
-# (pyiceberg 0.12 has no rewrite_data_files).
-OverwriteFiles = _OverwriteFiles
+class OverwriteFiles(_OverwriteFiles):
+    """pyiceberg's producer of overwrite snapshots, each manifest judged by an evaluator of its own.
+
+    Why private: the test commits subclass it to record a `replace` (pyiceberg 0.12 has no
+    rewrite_data_files). pyiceberg's manifest evaluator keeps the manifest it is judging on itself
+    (`_ManifestEvalVisitor.eval`), and an overwrite's threads share one per spec
+    (`_deleted_entries`): a manifest judged by another's partition summaries was left out, and the
+    commit failed with "Missing required files to delete". Binding one per manifest is cheap.
+    """
+
+    def _build_manifest_evaluator(self, spec_id: int) -> Callable[[ManifestFile], bool]:
+        build = super()._build_manifest_evaluator
+        return lambda manifest: build(spec_id)(manifest)

@@ -6,20 +6,25 @@ from __future__ import annotations
 import gc
 import inspect
 import re
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pyiceberg import manifest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo, visitors
 from pyiceberg.io import pyarrow as pyiceberg_pyarrow
 from pyiceberg.table import delete_file_index
+from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import snapshot
 
 from bench.plan_memory import register_files
 from icecdc import compat
 from tests.support.pipeline import Pipeline
-from tests.support.tables import orders, rows
+from tests.support.tables import BY_REGION, SCHEMA, orders, rows
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -80,6 +85,46 @@ def test_manifest_entries_decoded_in_chunks_are_every_entry_once(
     assert paths == [e.data_file.file_path for e in listed.fetch_manifest_entry(table.io)]
 
 
-def test_the_overwrite_producer_still_has_the_summary_hook_the_test_commits_override() -> None:
-    assert compat.OverwriteFiles is snapshot._OverwriteFiles
+def test_the_overwrite_producer_still_has_the_hooks_the_test_commits_override() -> None:
+    assert issubclass(compat.OverwriteFiles, snapshot._OverwriteFiles)
     assert parameters(snapshot._OverwriteFiles._summary) == ["self", "snapshot_properties"]
+    assert parameters(snapshot._OverwriteFiles._build_manifest_evaluator) == ["self", "spec_id"]
+    assert parameters(snapshot._OverwriteFiles._build_delete_files_partition_predicate) == ["self"]
+
+
+class _Interleaved(list):  # type: ignore[type-arg]
+    """A manifest's partition summaries; reading one first judges another manifest, as a second
+    thread of the overwrite would between two reads of an evaluator's state."""
+
+    def __init__(self, summaries: list[Any], judge: Callable[[], bool]) -> None:
+        super().__init__(summaries)
+        self.judge = judge
+
+    def __getitem__(self, position: Any) -> Any:
+        self.judge()
+        return super().__getitem__(position)
+
+
+def test_an_overwrite_judges_each_manifest_by_its_own_partitions(tmp_path: Path) -> None:
+    """pyiceberg's evaluator kept the manifest it judged on itself, and an overwrite's threads
+    shared it: the compaction of the kill -9 test failed, now and then, with "Missing required
+    files to delete" (a manifest judged by another's summaries was left out)."""
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.orders", schema=SCHEMA, partition_spec=BY_REGION)
+    for number, region in enumerate(["eu", "us", "apac"]):
+        table.append(rows(number, region=region))
+    table.delete(EqualTo("region", "apac"))  # its manifest now lists only apac's deleted file
+    parent = table.current_snapshot()
+    assert parent is not None
+    by_region = {m.partitions[0].lower_bound: m for m in parent.manifests(table.io) if m.partitions}
+    eu, apac = by_region[b"eu"], by_region[b"apac"]
+    with table.transaction() as transaction:
+        rewrite = compat.OverwriteFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
+        for task in table.scan().plan_files():
+            rewrite.delete_data_file(task.file)  # eu's and us's: the predicate is eu or us
+        rewrite._build_delete_files_partition_predicate()
+        judge = rewrite._build_manifest_evaluator(eu.partition_spec_id)
+        assert not judge(apac)
+        interleaved = SimpleNamespace(partitions=_Interleaved(eu.partitions, lambda: judge(apac)))
+        assert judge(interleaved), "the eu manifest was judged by apac's summaries"
