@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
+    from icecdc.destination.port import Destination
     from icecdc.status import TableStatus
     from icecdc.sync import SyncResult
 
@@ -925,10 +926,12 @@ def _repair(args: argparse.Namespace) -> int:
         )
     if args.rebuild and named:
         raise OperationError("--rebuild rewrites the whole index: name no ids with it")
-    _check_reachable(config)  # before a rebuild resets the table's state
+    # before a rebuild resets the table's state; the command's one destination
+    destination = _check_reachable(config, config.dead_letter)
     if args.rebuild:
         config.table(args.table)
-        result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
+        reason = "asked for by icecdc repair --rebuild"
+        result = rebuild_index(config, args.table, reason, destination=destination)
         print(
             f"{args.table}: rebuilt in a new generation: {result.writes.indexed} indexed, "
             f"{result.writes.dead_lettered} dead-lettered, checkpoint "
@@ -937,7 +940,7 @@ def _repair(args: argparse.Namespace) -> int:
         return 0
     partitions = args.partition or ()
     scope = repair_scope(config, args.table, partitions, named, args.from_audit, args.findings)
-    r = repair_named(config, args.table, scope)
+    r = repair_named(config, args.table, scope, destination)
     if args.json:
         print(r.to_json())
     else:
@@ -956,11 +959,17 @@ def _repair(args: argparse.Namespace) -> int:
     return 0 if r.complete else 1
 
 
-def _check_reachable(config: Config) -> None:
-    """Fail, before anything is planned or written, when OpenSearch is unreachable or refuses us."""
-    from icecdc.destination.client import check_reachable, open_client
+def _check_reachable(config: Config, dead_letter: str | None) -> Destination:
+    """The command's destination, its secret read once; with the dead letters at `dead_letter`.
 
-    check_reachable(open_client(config.opensearch), config.opensearch.url, *config.index_names[:1])
+    It fails, before anything is planned or written, when OpenSearch is unreachable or refuses us.
+    """
+    from icecdc.destination.client import check_reachable
+    from icecdc.destination.port import Destination
+
+    destination = Destination.open(config.opensearch, dead_letter)
+    check_reachable(destination.client, config.opensearch.url, *config.index_names[:1])
+    return destination
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
@@ -988,8 +997,8 @@ def _dead_letters(args: argparse.Namespace) -> int:
         config.table(name)
     selection = _selection(args)
     if args.letters_command == "replay":
-        _check_reachable(config)
-        return _replay(args, config, names, location, selection)
+        destination = _check_reachable(config, location)
+        return _replay(args, config, names, destination, selection)
     selected = [
         s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)
     ]
@@ -1045,11 +1054,17 @@ def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
 
 
 def _replay(
-    args: argparse.Namespace, config: Config, names: list[str], location: str, selection: Selection
+    args: argparse.Namespace,
+    config: Config,
+    names: list[str],
+    destination: Destination,
+    selection: Selection,
 ) -> int:
     from icecdc.replay import replay_table
 
-    reports = [replay_table(config, name, location, selection) for name in names]
+    assert destination.dead_letter is not None  # opened with the letters' location
+    location = destination.dead_letter
+    reports = [replay_table(config, name, location, selection, destination) for name in names]
     if args.json:
         print(json.dumps([vars(r) for r in reports], indent=2))
     for r in [] if args.json else reports:

@@ -28,8 +28,9 @@ from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig, TableIndexConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.client import OpenSearch
 from icecdc.destination.index import IndexAlias
+from icecdc.destination.port import Destination
 from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_letter, write_documents
 from icecdc.errors import OperationError
 from icecdc.logs import SUMMARY_LOGGER
@@ -253,21 +254,25 @@ class _Refused:
         )
 
 
-def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
+def repair(
+    config: Config, name: str, scope: RepairScope, destination: Destination | None = None
+) -> RepairReport:
     """`repair_table` for a configured table.
 
-    Its catalog, state store and OpenSearch are opened from `config`.
+    Its catalog and state store are opened from `config`; its OpenSearch too, unless the command
+    opened its `destination` already.
     """
     table_config = whole_rows_only(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:
         identifiers = identifier_columns(table, table_config)
-        client = open_client(config.opensearch)
-        opened = TableAndIndex(table, table_config, identifiers, store, client)
+        if destination is None:
+            destination = Destination.open(config.opensearch, config.dead_letter)
+        opened = TableAndIndex(table, table_config, identifiers, store, destination.client)
         return repair_table(
             opened,
-            config.opensearch,
+            destination.opensearch or config.opensearch,
             scope,
             config.state.lease_seconds,
             config.dead_letter,
@@ -276,7 +281,13 @@ def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
         store.close()
 
 
-def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> SyncResult:
+def rebuild_index(
+    config: Config,
+    name: str,
+    reason: str,
+    spark: object = None,
+    destination: Destination | None = None,
+) -> SyncResult:
     """Rebuild the table's index without downtime.
 
     A RESET resync is planned under the lease, then a sync applies it. The resync is an export of
@@ -301,5 +312,5 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
                 )
     finally:
         store.close()
-    (result,) = sync(config, spark, [name])
+    (result,) = sync(config, spark, [name], destination=destination)
     return result

@@ -245,20 +245,21 @@ def sync(
     probe: Probe | None = None,
     engines: Engines | None = None,
     stopped: Callable[[], bool] | None = None,
+    destination: Destination | None = None,
 ) -> list[SyncResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
     starts a session from the configuration, stopped when the sync ends. `probe`: see
     `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
-    them). `stopped`: see `SyncRun`."""
+    them). `stopped`: see `SyncRun`. `destination`: the command's, when it opened one already."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
     # the run's one client, its secret read once; each index's destination shares it
-    opened = Destination.open(config.opensearch, config.dead_letter)
+    opened = destination or Destination.open(config.opensearch, config.dead_letter)
     check_reachable(opened.client, config.opensearch.url, *config.index_names[:1])
     store = open_state_store(config.state)
     own = engines is None
