@@ -1,0 +1,78 @@
+"""Each command reads the OpenSearch password's secret once, whatever it opens and writes: the
+Secrets Manager requests are counted in front of moto's server, with osmem as the destination.
+Before the destination port owned the client, a pass's steps each opened one and read it again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from icecdc.cli import main
+from icecdc.model import EngineKind
+from tests.support.aws import aws_client
+from tests.support.faults import FaultProxy
+from tests.support.pipeline import Pipeline
+from tests.support.tables import SCHEMA, rows
+
+NAME = "db.orders"
+
+
+@pytest.fixture
+def local(tmp_path: Path, osmem_clone: Any, moto_url: str, unique: str, monkeypatch: pytest.MonkeyPatch) -> Pipeline:
+    """A pipeline whose OpenSearch password is a secret in moto; dead letters kept locally."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    arn = aws_client("secretsmanager", moto_url).create_secret(Name=f"os-{unique}", SecretString="s3cret")["ARN"]
+    opensearch = {"username": "icecdc", "password_secret_arn": arn}
+    return Pipeline(tmp_path, osmem_clone.url, None, EngineKind.IN_PROCESS, opensearch)
+
+
+@pytest.fixture
+def secrets_seen(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """A proxy in front of moto that Secrets Manager's requests, and only those, go through."""
+    with FaultProxy(moto_url) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", proxy.url)
+        yield proxy
+
+
+def config_file(pipeline: Pipeline) -> Path:
+    raw = pipeline.config_dict([{"name": NAME, "index": "orders"}])
+    raw["dead_letter"] = {"path": str(pipeline.workdir / "dead-letters")}
+    path = pipeline.workdir / "icecdc.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_each_command_reads_the_secret_once(
+    local: Pipeline, secrets_seen: FaultProxy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sync (an export, then an incremental pass with an update and a delete), status, verify,
+    audit, repair (by id, and a rebuild), replay and check: one GetSecretValue each."""
+    table = local.catalog.create_table(NAME, schema=SCHEMA)
+    table.append(rows(1, 2, 3))
+    path = config_file(local)
+    findings = str(local.workdir / "findings")
+
+    def reads(*command: str) -> int:
+        before = secrets_seen.count()
+        code = main([*command, "--config", str(path)])
+        assert code == 0, capsys.readouterr()
+        return secrets_seen.count() - before
+
+    assert reads("sync") == 1
+    table.overwrite(rows(1, 2, 4))  # an update of 1 and 2, 3 deleted, 4 appended
+    assert reads("sync") == 1
+    local.assert_index_equals_table(local.config({"name": NAME, "index": "orders"}), NAME)
+    seen = {
+        "status": reads("status"),
+        "verify": reads("verify"),
+        "audit": reads("audit", "--findings", findings),
+        "repair": reads("repair", "--table", NAME, "--id", "1"),
+        "repair --rebuild": reads("repair", "--table", NAME, "--rebuild"),
+        "dead-letters replay": reads("dead-letters", "replay"),
+        "check": reads("check"),
+    }
+    assert seen == dict.fromkeys(seen, 1)
