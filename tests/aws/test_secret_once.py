@@ -76,3 +76,30 @@ def test_each_command_reads_the_secret_once(
         "check": reads("check"),
     }
     assert seen == dict.fromkeys(seen, 1)
+
+
+def test_spark_executors_read_no_secret(
+    tmp_path: Path,
+    osmem_clone: Any,
+    moto_url: str,
+    unique: str,
+    spark: Any,
+    secrets_seen: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Spark sync ships its tasks the section with the password resolved on the driver: the
+    executors' clients read no secret (each task's used to), so the sync reads it once."""
+    for name, value in {"AWS_ENDPOINT_URL": moto_url, "AWS_ENDPOINT_URL_SECRETS_MANAGER": secrets_seen.url}.items():
+        monkeypatch.setenv(name, value)
+        monkeypatch.setitem(spark.sparkContext.environment, name, value)
+    arn = aws_client("secretsmanager", moto_url).create_secret(Name=f"os-{unique}", SecretString="s3cret")["ARN"]
+    opensearch = {"username": "icecdc", "password_secret_arn": arn}
+    pipeline = Pipeline(tmp_path, osmem_clone.url, spark, EngineKind.SPARK, opensearch)
+    table = pipeline.catalog.create_table(NAME, schema=SCHEMA)
+    table.append(rows(1, 2, 3))
+    config = pipeline.config({"name": NAME, "index": "orders"})
+    before = secrets_seen.count()
+    pipeline.sync(config, NAME)
+    table.overwrite(rows(1, 2, 4))
+    pipeline.sync(config, NAME)
+    assert secrets_seen.count() - before == 2
