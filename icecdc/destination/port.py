@@ -8,6 +8,7 @@ them, instead of opening a client, reading a secret or claiming the name again a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from icecdc.deadletters import DeadLetters
 from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.destination.client import OpenSearch, open_client
 from icecdc.destination.index import IndexAlias
+from icecdc.errors import ConfigError
 from icecdc.secrets import resolved
 
 
@@ -59,3 +61,31 @@ class Destination:
         if self._claimed is None:
             self._claimed = claim(self.client)
         return self._claimed
+
+
+@dataclass
+class Destinations:
+    """A command's destinations, one per OpenSearch section, each opened (its secret read) once.
+
+    For a command whose steps each name a section (the doctor), or that opens them from threads
+    (the planner's sweep). A secret's refusal is kept too: it costs one read as well.
+    """
+
+    dead_letter: str | None = None
+    _opened: dict[OpenSearchConfig, Destination | ConfigError] = field(
+        default_factory=dict, repr=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def of(self, config: OpenSearchConfig) -> Destination:
+        """The destination `config` names, opened on the first call for it."""
+        with self._lock:
+            if config not in self._opened:
+                try:
+                    self._opened[config] = Destination.open(config, self.dead_letter)
+                except ConfigError as exc:
+                    self._opened[config] = exc
+            found = self._opened[config]
+        if isinstance(found, ConfigError):
+            raise ConfigError(str(found))
+        return found

@@ -18,7 +18,7 @@ from pyiceberg.catalog import Catalog
 from icecdc.catalog import open_catalog
 from icecdc.config import Config, OpenSearchConfig
 from icecdc.config.deploy import AwsConfig
-from icecdc.destination.port import Destination
+from icecdc.destination.port import Destination, Destinations
 from icecdc.doctor.sources import AccountSettings, GlueVersions, JobsOnVersion, LambdaConcurrency
 from icecdc.doctor.stack import DeployedStack, state_table_name
 from icecdc.errors import ConfigError
@@ -41,7 +41,7 @@ class Context:
     sources: Sources = field(default_factory=Sources)
     clock: Callable[[], float] = time.time  # the lag check's now
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
-    _destinations: dict[OpenSearchConfig, Destination] = field(default_factory=dict, repr=False)
+    _destinations: Destinations = field(default_factory=Destinations, repr=False)
 
     @classmethod
     def open(
@@ -81,9 +81,7 @@ class Context:
 
     def destination(self, config: OpenSearchConfig) -> Destination:
         """One destination per OpenSearch section for the run: its secret read once."""
-        if config not in self._destinations:
-            self._destinations[config] = Destination.open(config)
-        return self._destinations[config]
+        return self._destinations.of(config)
 
     @cached_property
     def account(self) -> str:

@@ -117,6 +117,8 @@ class TableRun:
         if self.destination is None:
             opened = Destination.open(self.opensearch, self.dead_letter)
             object.__setattr__(self, "destination", opened)
+        # the pass's dead letters are the destination's sink
+        assert self.destination.dead_letter == self.dead_letter
 
     @property
     def name(self) -> str:
