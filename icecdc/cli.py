@@ -744,9 +744,9 @@ def _status(args: argparse.Namespace) -> int:
     """Each index's status; with OpenSearch out of reach, what is known without it, then exit 2."""
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
-    from icecdc.deadletters import DeadLetters
-    from icecdc.destination.client import check_reachable, open_client
+    from icecdc.destination.client import check_reachable
     from icecdc.destination.index import IndexAlias
+    from icecdc.destination.port import Destination
     from icecdc.errors import SinkError
     from icecdc.output import dumps, status_json
     from icecdc.state import index_stores, open_state_store
@@ -754,13 +754,13 @@ def _status(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     store = open_state_store(config.state)
-    client = open_client(config.opensearch)
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
     unreachable: SinkError | None = None
     try:
         check_reachable(client, config.opensearch.url, *config.index_names[:1])
     except SinkError as exc:  # said after what is known without it
         unreachable = exc
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     now = time.time()
     statuses = [
         dataclasses.replace(
@@ -837,17 +837,16 @@ def _last_audit(config: Config, findings: str | None, table_name: str) -> dict[s
 def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
-    from icecdc.deadletters import DeadLetters
-    from icecdc.destination.client import check_reachable, open_client
+    from icecdc.destination.client import check_reachable
+    from icecdc.destination.port import Destination
     from icecdc.output import dumps, iso, verify_json
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
-    client = open_client(config.opensearch)
-    check_reachable(
-        client, config.opensearch.url, *config.index_names[:1]
-    )  # unreachable: an error (2), not a diff (1)
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
+    # unreachable: an error (2), not a diff (1)
+    check_reachable(client, config.opensearch.url, *config.index_names[:1])
     differing, started, documents = 0, time.time(), []
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)

@@ -28,7 +28,6 @@ from icecdc.audit.repair import repair
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
-from icecdc.deadletters import DeadLetters
 from icecdc.destination.client import check_reachable
 from icecdc.destination.port import Destination
 from icecdc.documents import DocumentMapper, Shape
@@ -57,10 +56,10 @@ def audit(
     selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
     options = AuditOptions(sample, seed, max_ids, list_limit)
-    client = Destination.open(config.opensearch).client
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
     check_reachable(client, config.opensearch.url, *config.index_names[:1])
     catalog = open_catalog(config.catalog)
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     store = open_state_store(config.state)
     reports = []
     try:
