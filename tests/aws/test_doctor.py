@@ -400,25 +400,6 @@ def test_after_a_synced_deployment_passes(lake: Lake, unique: str, osmem_clone: 
     assert diagnosis.named("lag", table).detail == "0 s behind, 0 snapshots, 0 items pending"
 
 
-def test_after_the_doctor_reads_the_opensearch_secret_once(
-    lake: Lake, unique: str, osmem_clone: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Its writes and mapping checks both talk to OpenSearch with the password from the secret: one
-    GetSecretValue for the run (counted in front of moto), where each check used to read it."""
-    lake.create_table(f"{lake.database}.orders").append(rows(1, 2, 3))
-    arn = aws_client("secretsmanager", lake.moto_url).create_secret(Name=f"search-{unique}", SecretString="pw")["ARN"]
-    search = {"url": osmem_clone.url, "username": "icecdc", "password_secret_arn": arn}
-    config = doctor_config(lake, f"doc-{unique}", [{"name": f"{lake.database}.orders"}], search)
-    deploy(lake.moto_url, config)
-    reads: list[str] = []
-    with FaultProxy(lake.moto_url) as proxy:
-        proxy.guard = lambda request: reads.append(request.headers.get("x-amz-target", ""))  # type: ignore[func-returns-value]
-        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", proxy.url)
-        diagnosis = diagnose(config, Phase.AFTER, READY)
-    assert diagnosis.named("opensearch writes", "orders").outcome == Outcome.PASSED
-    assert reads.count("secretsmanager.GetSecretValue") == 1
-
-
 def test_after_a_broken_deployment_fails_each_check_with_its_fix(lake: Lake, unique: str, osmem_clone: Any) -> None:
     """Deployed by a version that matched names as written (the rule then waits for `Orders`, which
     Glue never sends), one job deleted, events in the Failures queue, a planner logging errors, a read-only
