@@ -1,10 +1,11 @@
-"""Each command reads the OpenSearch password's secret once, whatever it opens and writes: the
-Secrets Manager requests are counted in front of moto's server, with osmem as the destination.
-Before the destination port owned the client, a pass's steps each opened one and read it again."""
+"""Each command opens its OpenSearch destination once: it reads the password's secret once (the
+Secrets Manager requests counted in front of moto's server), and a sync's requests share one client
+(the connections counted in front of osmem). Before the destination port owned the client, a
+pass's steps each opened one and read the secret again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from icecdc.cli import main
 from icecdc.model import EngineKind
+from icecdc.sync import sync
 from tests.support.aws import aws_client
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
@@ -103,3 +105,24 @@ def test_spark_executors_read_no_secret(
     table.overwrite(rows(1, 2, 4))
     pipeline.sync(config, NAME)
     assert secrets_seen.count() - before == 2
+
+
+def test_a_sync_talks_to_opensearch_on_one_connection(fault_proxy: FaultProxy, tmp_path: Path) -> None:
+    """An export, then a pass of updates, deletes and appends (whose lookups go before the writes),
+    into two indexes: every request of a sync on the run's one client, so on one kept-alive
+    connection (a client per pass step opened one each before)."""
+    pipeline = Pipeline(tmp_path, fault_proxy.url, None, EngineKind.IN_PROCESS)
+    table = pipeline.catalog.create_table(NAME, schema=SCHEMA)
+    table.append(rows(1, 2, 3))
+    config = pipeline.config({"name": NAME, "indexes": [{"index": "orders"}, {"index": "orders_copy"}]})
+
+    def connections(change: Callable[[], object]) -> int:
+        change()
+        before = fault_proxy.connections
+        sync(config, None, [NAME])
+        opened = fault_proxy.connections - before
+        pipeline.assert_index_equals_table(config, NAME)
+        return opened
+
+    assert connections(lambda: None) == 1
+    assert connections(lambda: (table.overwrite(rows(1, 2, 4)), table.append(rows(5)))) == 1

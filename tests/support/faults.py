@@ -188,6 +188,7 @@ class FaultProxy:
         self._changed = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
         self._received: Counter[tuple[str, str]] = Counter()
+        self._connections = 0  # client connections accepted: one per client, while it keeps it alive
         self._answered: Counter[tuple[str, str]] = Counter()
         self._log: deque[Seen] = deque(maxlen=LOG_ENTRIES)
         self._bulk_items: list[BulkItem] = []
@@ -288,6 +289,12 @@ class FaultProxy:
             )
 
     @property
+    def connections(self) -> int:
+        """Client connections accepted so far: a client keeps one alive for requests in turn."""
+        with self._lock:
+            return self._connections
+
+    @property
     def counts(self) -> dict[str, int]:
         """'METHOD /path' → requests received."""
         with self._lock:
@@ -382,6 +389,8 @@ class _Server(ThreadingHTTPServer):
             return
         with self._open_lock:
             self._open.add(request)
+        with self.proxy._lock:
+            self.proxy._connections += 1
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
