@@ -8,6 +8,7 @@ them, instead of opening a client, reading a secret or claiming the name again a
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ class Destination:
     dead_letter: str | None = None
     _claimed: IndexAlias | None = field(default=None, repr=False)
     _letters: DeadLetters | None = field(default=None, repr=False)
+    # the process that opened the client: a forked worker must not share its connections
+    pid: int = field(default_factory=os.getpid, repr=False)
 
     @classmethod
     def open(cls, config: OpenSearchConfig, dead_letter: str | None = None) -> Destination:
@@ -44,6 +47,11 @@ class Destination:
     def another(self) -> Destination:
         """A destination for another index on the same client: nothing opened or read again."""
         return Destination(self.client, self.opensearch, self.dead_letter)
+
+    @property
+    def here(self) -> bool:
+        """Whether this is the process that opened the client (not a worker forked from it)."""
+        return self.pid == os.getpid()
 
     @property
     def capabilities(self) -> Capabilities:

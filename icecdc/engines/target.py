@@ -77,10 +77,14 @@ class Target:
     def client(self) -> OpenSearch:
         """The run's client in its own process; elsewhere one opened from `opensearch`.
 
-        The section comes with its secret resolved by the run (`Destination.open`): a client
-        opened on an executor reads no secret.
+        Elsewhere is a Spark executor, or a worker forked from the run, which must not share the
+        run's connections. The section comes with its secret resolved by the run
+        (`Destination.open`): a client opened there reads no secret.
         """
-        return open_client(self.opensearch) if self.destination is None else self.destination.client
+        destination = self.destination
+        if destination is not None and destination.here:
+            return destination.client
+        return open_client(self.opensearch)
 
     @property
     def letters(self) -> DeadLetters:
