@@ -188,7 +188,6 @@ class FaultProxy:
         self._changed = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
         self._received: Counter[tuple[str, str]] = Counter()
-        self._connections = 0  # client connections accepted: one per client, while it keeps it alive
         self._answered: Counter[tuple[str, str]] = Counter()
         self._log: deque[Seen] = deque(maxlen=LOG_ENTRIES)
         self._bulk_items: list[BulkItem] = []
@@ -291,8 +290,7 @@ class FaultProxy:
     @property
     def connections(self) -> int:
         """Client connections accepted so far: a client keeps one alive for requests in turn."""
-        with self._lock:
-            return self._connections
+        return 0 if self._server is None else self._server.accepted
 
     @property
     def counts(self) -> dict[str, int]:
@@ -381,6 +379,7 @@ class _Server(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self.accepted = 0  # client connections accepted: a client keeps one alive for its requests
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -389,8 +388,7 @@ class _Server(ThreadingHTTPServer):
             return
         with self._open_lock:
             self._open.add(request)
-        with self.proxy._lock:
-            self.proxy._connections += 1
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
