@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily: `icecdc --help` starts 
 
     from icecdc.config import Config, TableConfig
     from icecdc.deadletters import Selection, StoredLetter
+    from icecdc.destination.port import Destination
     from icecdc.status import TableStatus
     from icecdc.sync import SyncResult
 
@@ -743,9 +744,9 @@ def _status(args: argparse.Namespace) -> int:
     """Each index's status; with OpenSearch out of reach, what is known without it, then exit 2."""
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
-    from icecdc.deadletters import DeadLetters
-    from icecdc.destination.client import check_reachable, open_client
+    from icecdc.destination.client import check_reachable
     from icecdc.destination.index import IndexAlias
+    from icecdc.destination.port import Destination
     from icecdc.errors import SinkError
     from icecdc.output import dumps, status_json
     from icecdc.state import index_stores, open_state_store
@@ -753,13 +754,13 @@ def _status(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     store = open_state_store(config.state)
-    client = open_client(config.opensearch)
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
     unreachable: SinkError | None = None
     try:
         check_reachable(client, config.opensearch.url, *config.index_names[:1])
     except SinkError as exc:  # said after what is known without it
         unreachable = exc
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     now = time.time()
     statuses = [
         dataclasses.replace(
@@ -836,17 +837,16 @@ def _last_audit(config: Config, findings: str | None, table_name: str) -> dict[s
 def _verify(args: argparse.Namespace) -> int:
     from icecdc.catalog import identifier_columns
     from icecdc.config import load_config
-    from icecdc.deadletters import DeadLetters
-    from icecdc.destination.client import check_reachable, open_client
+    from icecdc.destination.client import check_reachable
+    from icecdc.destination.port import Destination
     from icecdc.output import dumps, iso, verify_json
     from icecdc.verify import diff_index
 
     config = load_config(args.config)
-    client = open_client(config.opensearch)
-    check_reachable(
-        client, config.opensearch.url, *config.index_names[:1]
-    )  # unreachable: an error (2), not a diff (1)
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
+    # unreachable: an error (2), not a diff (1)
+    check_reachable(client, config.opensearch.url, *config.index_names[:1])
     differing, started, documents = 0, time.time(), []
     for table_config, table in _tables(config, args.table):
         identifiers = identifier_columns(table, table_config)
@@ -925,10 +925,12 @@ def _repair(args: argparse.Namespace) -> int:
         )
     if args.rebuild and named:
         raise OperationError("--rebuild rewrites the whole index: name no ids with it")
-    _check_reachable(config)  # before a rebuild resets the table's state
+    # before a rebuild resets the table's state; the command's one destination
+    destination = _check_reachable(config, config.dead_letter)
     if args.rebuild:
         config.table(args.table)
-        result = rebuild_index(config, args.table, "asked for by icecdc repair --rebuild")
+        reason = "asked for by icecdc repair --rebuild"
+        result = rebuild_index(config, args.table, reason, destination=destination)
         print(
             f"{args.table}: rebuilt in a new generation: {result.writes.indexed} indexed, "
             f"{result.writes.dead_lettered} dead-lettered, checkpoint "
@@ -937,7 +939,7 @@ def _repair(args: argparse.Namespace) -> int:
         return 0
     partitions = args.partition or ()
     scope = repair_scope(config, args.table, partitions, named, args.from_audit, args.findings)
-    r = repair_named(config, args.table, scope)
+    r = repair_named(config, args.table, scope, destination)
     if args.json:
         print(r.to_json())
     else:
@@ -956,11 +958,17 @@ def _repair(args: argparse.Namespace) -> int:
     return 0 if r.complete else 1
 
 
-def _check_reachable(config: Config) -> None:
-    """Fail, before anything is planned or written, when OpenSearch is unreachable or refuses us."""
-    from icecdc.destination.client import check_reachable, open_client
+def _check_reachable(config: Config, dead_letter: str | None) -> Destination:
+    """The command's destination, its secret read once; with the dead letters at `dead_letter`.
 
-    check_reachable(open_client(config.opensearch), config.opensearch.url, *config.index_names[:1])
+    It fails, before anything is planned or written, when OpenSearch is unreachable or refuses us.
+    """
+    from icecdc.destination.client import check_reachable
+    from icecdc.destination.port import Destination
+
+    destination = Destination.open(config.opensearch, dead_letter)
+    check_reachable(destination.client, config.opensearch.url, *config.index_names[:1])
+    return destination
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
@@ -988,8 +996,8 @@ def _dead_letters(args: argparse.Namespace) -> int:
         config.table(name)
     selection = _selection(args)
     if args.letters_command == "replay":
-        _check_reachable(config)
-        return _replay(args, config, names, location, selection)
+        destination = _check_reachable(config, location)
+        return _replay(args, config, names, destination, selection)
     selected = [
         s for n in names for s in dead_letters.letters(n, include_replayed=args.all) if selection(s)
     ]
@@ -1045,11 +1053,17 @@ def _by_reason(selected: list[StoredLetter], as_json: bool) -> int:
 
 
 def _replay(
-    args: argparse.Namespace, config: Config, names: list[str], location: str, selection: Selection
+    args: argparse.Namespace,
+    config: Config,
+    names: list[str],
+    destination: Destination,
+    selection: Selection,
 ) -> int:
     from icecdc.replay import replay_table
 
-    reports = [replay_table(config, name, location, selection) for name in names]
+    assert destination.dead_letter is not None  # opened with the letters' location
+    location = destination.dead_letter
+    reports = [replay_table(config, name, location, selection, destination) for name in names]
     if args.json:
         print(json.dumps([vars(r) for r in reports], indent=2))
     for r in [] if args.json else reports:

@@ -28,9 +28,10 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config, TableIndexConfig
-from icecdc.deadletters import DeadLetters, Selection, StoredLetter, shared_id_cause
-from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch, capabilities_of, open_client
+from icecdc.deadletters import Selection, StoredLetter, shared_id_cause
+from icecdc.destination.client import IDS_PER_REQUEST, OpenSearch, capabilities_of
 from icecdc.destination.index import IndexAlias, index_spec, mapping_conflicts
+from icecdc.destination.port import Destination
 from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_cause, write_documents
 from icecdc.documents import Shape
 from icecdc.errors import OperationError
@@ -65,19 +66,27 @@ class ReplayReport:
 
 
 def replay_table(
-    config: Config, name: str, location: str, selection: Selection | None = None
+    config: Config,
+    name: str,
+    location: str,
+    selection: Selection | None = None,
+    destination: Destination | None = None,
 ) -> ReplayReport:
     """Replay the table's letters not replayed yet that `selection` keeps, all by default.
 
-    The module's doc says how.
+    `destination`: the command's, opened once with the letters at `location`; opened here when not
+    given. The module's doc says how.
     """
     table_config = whole_rows_only(config.table(name), "replay")
-    dead_letters = DeadLetters(location)
+    if destination is None or destination.dead_letter != location:
+        destination = Destination.open(config.opensearch, location)
+    dead_letters = destination.dead_letters
+    assert dead_letters is not None  # opened with the letters' location
     open_letters = dead_letters.letters(name)
     letters = [s for s in open_letters if selection is None or selection(s)]
     table = load_table(open_catalog(config.catalog), name)
     identifiers = identifier_columns(table, table_config)
-    client = open_client(config.opensearch)
+    client = destination.client
     store = open_state_store(config.state)
     try:
         with Lease(store, name, config.state.lease_seconds, state=config.state) as lease:
@@ -112,7 +121,7 @@ def replay_table(
             refusals: dict[str, Refusal] = {}
             stats = write_documents(
                 client,
-                config.opensearch,
+                destination.opensearch or config.opensearch,
                 table_config.index,
                 fenced(writes, lease),
                 lambda refused: refusals.update({w.doc_id: (w, s, r) for w, s, r in refused}),

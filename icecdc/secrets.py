@@ -1,7 +1,9 @@
 """Basic-auth credentials for OpenSearch, the password from Secrets Manager when a secret is named.
 
-The configuration names it in `opensearch.password_secret_arn`. It is read where a client is opened,
-on the driver and on each executor, so it is never written into a file, an asset or an argument.
+The configuration names it in `opensearch.password_secret_arn`. A command reads it once, where it
+opens its destination (`resolved`), and hands the resolved section to what it runs: the engines,
+and Spark's executors in the tasks it ships them. It is never written into a file, an asset or an
+argument.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ def basic_auth(config: OpenSearchConfig) -> tuple[str, str] | None:
         assert config.password is not None  # the configuration checked that they go together
         return config.username, config.password
     return config.username, _secret_password(config.password_secret_arn)
+
+
+def resolved(config: OpenSearchConfig) -> OpenSearchConfig:
+    """`config` with the password its secret holds in place of the secret, read once here."""
+    if config.password_secret_arn is None:
+        return config
+    assert config.username is not None  # the configuration checked that they go together
+    password = _secret_password(config.password_secret_arn)
+    return config.model_copy(update={"password": password, "password_secret_arn": None})
 
 
 def _secret_password(arn: str) -> str:

@@ -26,10 +26,11 @@ from icecdc.audit.audit import TableAndIndex
 from icecdc.audit.index_side import ColumnField, Hit, IndexSide
 from icecdc.audit.report import AuditCost, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
-from icecdc.config import Config, OpenSearchConfig, TableIndexConfig
+from icecdc.config import Config, TableIndexConfig
 from icecdc.deadletters import DeadLetter, DeadLetters
-from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.client import OpenSearch
 from icecdc.destination.index import IndexAlias
+from icecdc.destination.port import Destination
 from icecdc.destination.sink import BulkMode, Refusal, fenced, refusal_letter, write_documents
 from icecdc.errors import OperationError
 from icecdc.logs import SUMMARY_LOGGER
@@ -45,13 +46,11 @@ summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 
 def repair_table(
-    opened: TableAndIndex,
-    opensearch: OpenSearchConfig,
-    scope: RepairScope,
-    lease_seconds: float,
-    dead_letter: str | None = None,
+    opened: TableAndIndex, destination: Destination, scope: RepairScope, lease_seconds: float
 ) -> RepairReport:
     """Rewrite what differs in the scope, as the module's doc says.
+
+    `destination` is the index's, with the run's dead letters: the client is `opened`'s.
 
     It raises OperationError, nothing written, when another run holds the lease, work is pending, or
     the index is not as the checkpoint left it.
@@ -64,7 +63,8 @@ def repair_table(
             "(partitions, ids, or the last audit's findings)"
         )
     started = time.monotonic()
-    name = config.name
+    name, dead_letter = config.name, destination.dead_letter
+    assert destination.opensearch is not None  # opened from its section (`Destination.open`)
     with Lease(store, name, lease_seconds) as lease:
         if not lease.held:
             raise OperationError(
@@ -78,13 +78,13 @@ def repair_table(
         report.compared = len(set(wanted) | set(held))
         report.not_found = [i for i in scope.ids if i not in wanted and i not in held]
         writes = _writes(report, wanted, held, checkpoint.sequence_number)
-        refused = _Refused(name, checkpoint, dead_letter)
+        refused = _Refused(name, checkpoint, destination.dead_letters)
         stats = write_documents(
             client,
-            opensearch,
+            destination.opensearch,
             config.index,
             fenced(writes, lease),
-            refused if dead_letter else None,
+            refused if refused.letters else None,
             BulkMode(VersionType.EXTERNAL_GTE, fence=lease),
         )
         lease.check()
@@ -243,40 +243,46 @@ def _writes(
 class _Refused:
     """Documents OpenSearch refuses for their own fault: dead letters, as a sync keeps them."""
 
-    def __init__(self, table_name: str, checkpoint: Checkpoint, location: str | None) -> None:
-        self.table, self.checkpoint, self.location = table_name, checkpoint, location
+    def __init__(
+        self, table_name: str, checkpoint: Checkpoint, letters: DeadLetters | None
+    ) -> None:
+        self.table, self.checkpoint, self.letters = table_name, checkpoint, letters
 
     def __call__(self, refused: list[Refusal]) -> None:
-        assert self.location is not None
-        DeadLetters(self.location).write(
+        assert self.letters is not None
+        self.letters.write(
             refusal_letter(self.table, self.checkpoint.snapshot_id, refusal) for refusal in refused
         )
 
 
-def repair(config: Config, name: str, scope: RepairScope) -> RepairReport:
+def repair(
+    config: Config, name: str, scope: RepairScope, destination: Destination | None = None
+) -> RepairReport:
     """`repair_table` for a configured table.
 
-    Its catalog, state store and OpenSearch are opened from `config`.
+    Its catalog and state store are opened from `config`; its OpenSearch too, unless the command
+    opened its `destination` already.
     """
     table_config = whole_rows_only(config.table(name), "repair")
     table = load_table(open_catalog(config.catalog), name)
     store = open_state_store(config.state)
     try:
         identifiers = identifier_columns(table, table_config)
-        client = open_client(config.opensearch)
-        opened = TableAndIndex(table, table_config, identifiers, store, client)
-        return repair_table(
-            opened,
-            config.opensearch,
-            scope,
-            config.state.lease_seconds,
-            config.dead_letter,
-        )
+        if destination is None:
+            destination = Destination.open(config.opensearch, config.dead_letter)
+        opened = TableAndIndex(table, table_config, identifiers, store, destination.client)
+        return repair_table(opened, destination, scope, config.state.lease_seconds)
     finally:
         store.close()
 
 
-def rebuild_index(config: Config, name: str, reason: str, spark: object = None) -> SyncResult:
+def rebuild_index(
+    config: Config,
+    name: str,
+    reason: str,
+    spark: object = None,
+    destination: Destination | None = None,
+) -> SyncResult:
     """Rebuild the table's index without downtime.
 
     A RESET resync is planned under the lease, then a sync applies it. The resync is an export of
@@ -301,5 +307,5 @@ def rebuild_index(config: Config, name: str, reason: str, spark: object = None) 
                 )
     finally:
         store.close()
-    (result,) = sync(config, spark, [name])
+    (result,) = sync(config, spark, [name], destination=destination)
     return result

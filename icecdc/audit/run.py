@@ -28,8 +28,8 @@ from icecdc.audit.repair import repair
 from icecdc.audit.report import AuditReport, RepairReport, RepairScope
 from icecdc.catalog import identifier_columns, load_table, open_catalog
 from icecdc.config import Config
-from icecdc.deadletters import DeadLetters
-from icecdc.destination.client import check_reachable, open_client
+from icecdc.destination.client import check_reachable
+from icecdc.destination.port import Destination
 from icecdc.documents import DocumentMapper, Shape
 from icecdc.errors import OperationError
 from icecdc.lookup import whole_rows_only
@@ -56,10 +56,10 @@ def audit(
     selected = [whole_rows_only(t, "audit") for t in chosen]
     location = findings_location(config, findings)
     options = AuditOptions(sample, seed, max_ids, list_limit)
-    client = open_client(config.opensearch)
+    destination = Destination.open(config.opensearch, config.dead_letter)
+    client, dead_letters = destination.client, destination.dead_letters
     check_reachable(client, config.opensearch.url, *config.index_names[:1])
     catalog = open_catalog(config.catalog)
-    dead_letters = DeadLetters(config.dead_letter) if config.dead_letter else None
     store = open_state_store(config.state)
     reports = []
     try:
@@ -236,8 +236,10 @@ def _value(text: str) -> Any:
     return value if value is None or isinstance(value, str) else text
 
 
-def repair_named(config: Config, name: str, scope: RepairScope) -> RepairReport:
-    """Repair the scope of a configured table.
+def repair_named(
+    config: Config, name: str, scope: RepairScope, destination: Destination | None = None
+) -> RepairReport:
+    """Repair the scope of a configured table, through the command's `destination` if opened.
 
     An empty scope, as from an audit that found nothing, writes nothing.
     """
@@ -250,4 +252,4 @@ def repair_named(config: Config, name: str, scope: RepairScope) -> RepairReport:
             0,
             notes=["nothing to repair: the scope is empty"],
         )
-    return repair(config, name, scope)
+    return repair(config, name, scope, destination)

@@ -27,8 +27,8 @@ from icecdc.aws.metrics import put_lag, put_planning_errors, put_run_metrics
 from icecdc.aws.outcome import TableOutcome
 from icecdc.catalog import RunCredentials, identifier_columns, load_table, open_catalog
 from icecdc.config import Config, OpenSearchConfig
-from icecdc.destination.client import open_client
 from icecdc.destination.index import IndexAlias
+from icecdc.destination.port import Destinations
 from icecdc.errors import IcecdcError, SparkRequired, access_denied
 from icecdc.model import EngineKind, WorkSize
 from icecdc.state import StateStore, index_stores
@@ -62,6 +62,11 @@ class Sweep:
     one_pass: AbstractContextManager[Any] | None = None
     # the catalog's OAuth2 client credentials, read once for the sweep's tables
     credentials: RunCredentials = field(default_factory=RunCredentials)
+    # the OpenSearch client, its password's secret read once for the sweep's tables
+    destinations: Destinations = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "destinations", Destinations(self.config.dead_letter))
 
 
 def bulk_retry_seconds(opensearch: OpenSearchConfig) -> float:
@@ -130,6 +135,9 @@ def apply_here(
     )
     if deadline is not None:
         deadline -= bulk_retry_seconds(config.opensearch)
+    # each index's destination on the sweep's one client
+    opened = sweep.destinations.of(config.opensearch)
+    destinations = {key: opened.another() for _, key, _ in stores}
     try:
         with sweep.one_pass or nullcontext():
             result = sync_table(
@@ -139,7 +147,7 @@ def apply_here(
                 table,
                 identifiers,
                 store,
-                SyncRun(engines, wait=False, deadline=deadline),
+                SyncRun(engines, wait=False, deadline=deadline, destinations=destinations),
             )
     except SparkRequired as exc:
         log.info("%s: %s; the Glue job applies it", name, exc)
@@ -167,7 +175,7 @@ def plan_and_start(sweep: Sweep, name: str, job: str) -> TableOutcome:
         # The index's unfinished states (a swap a crashed run did not make) are work too; a planner
         # that does not apply may have no route to the domain, and leaves them to the next commit.
         applies = config.aws is None or config.aws.planner_applies
-        client = open_client(config.opensearch) if applies else None
+        client = sweep.destinations.of(config.opensearch).client if applies else None
         identifiers = identifier_columns(table, table_config)
         statuses, work = [], False
         # each index the table writes
@@ -232,8 +240,9 @@ def plan_and_start_each(
 
     Each table's decision and job run are its own thread's, and a pass applied here holds a lock:
     one table at a time. The threads share `store` (SQLite: one connection behind a lock; DynamoDB:
-    a boto3 client) and the Glue and CloudWatch clients, boto3 clients being thread-safe. Each table
-    opens its own catalog (a Glue catalog makes its own boto3 session) and OpenSearch client.
+    a boto3 client), the Glue and CloudWatch clients, boto3 clients being thread-safe, and the
+    OpenSearch client (`Sweep.destinations`). Each table opens its own catalog (a Glue catalog makes
+    its own boto3 session).
     """
     sweep = replace(sweep, one_pass=threading.Lock())
 

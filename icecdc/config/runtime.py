@@ -93,7 +93,8 @@ class OpenSearchConfig(Section):
     username: Text | None = None
     password: str | None = Field(None, repr=False)  # never in a repr, a log line or an error
     # Or the password in AWS Secrets Manager (the secret's string, or its JSON's "password"), read
-    # when a client is opened: in AWS, no secret is in the config file, an asset or the template.
+    # once a run, where it opens OpenSearch: in AWS, no secret is in the config file, an asset or
+    # the template.
     password_secret_arn: Text | None = None
     aws_region: Text | None = None  # set to sign requests with SigV4
     # es: an OpenSearch Service domain; aoss: a Serverless search collection (docs/deploy.md)

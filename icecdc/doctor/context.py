@@ -16,8 +16,9 @@ import boto3
 from pyiceberg.catalog import Catalog
 
 from icecdc.catalog import open_catalog
-from icecdc.config import Config
+from icecdc.config import Config, OpenSearchConfig
 from icecdc.config.deploy import AwsConfig
+from icecdc.destination.port import Destination, Destinations
 from icecdc.doctor.sources import AccountSettings, GlueVersions, JobsOnVersion, LambdaConcurrency
 from icecdc.doctor.stack import DeployedStack, state_table_name
 from icecdc.errors import ConfigError
@@ -40,6 +41,7 @@ class Context:
     sources: Sources = field(default_factory=Sources)
     clock: Callable[[], float] = time.time  # the lag check's now
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+    _destinations: Destinations = field(default_factory=Destinations, repr=False)
 
     @classmethod
     def open(
@@ -76,6 +78,10 @@ class Context:
         if service not in self._clients:
             self._clients[service] = self.session.client(service)
         return self._clients[service]
+
+    def destination(self, config: OpenSearchConfig) -> Destination:
+        """One destination per OpenSearch section for the run: its secret read once."""
+        return self._destinations.of(config)
 
     @cached_property
     def account(self) -> str:

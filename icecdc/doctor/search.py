@@ -20,7 +20,6 @@ from icecdc.destination.client import (
     TransportError,
     capabilities_of,
     check_reachable,
-    open_client,
     reach,
 )
 from icecdc.doctor.context import Context
@@ -59,7 +58,7 @@ def check_domain(ctx: Context) -> Iterator[Check]:
     if aws.collection:
         yield skipped(ENGINE, "the destination is a Serverless collection (serverless collection)")
         if not aws.create_collection:  # a created one has no endpoint before the deploy
-            reached = collection_reachable(ctx.config.opensearch, ctx.config.index_names)
+            reached = collection_reachable(ctx, ctx.config.opensearch, ctx.config.index_names)
             yield reached if aws.vpc is None else _from_outside(reached)
         return
     in_vpc = False
@@ -84,11 +83,12 @@ def check_domain(ctx: Context) -> Iterator[Check]:
             )
             return
         yield passed(ENGINE, f"domain {name} runs {engine}")
-    yield from _reachable(ctx.config.opensearch, in_vpc, (*ctx.config.index_names, "icecdc")[0])
+    index = (*ctx.config.index_names, "icecdc")[0]
+    yield from _reachable(ctx, ctx.config.opensearch, in_vpc, index)
 
 
-def _reachable(config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[Check]:
-    client = open_client(config)
+def _reachable(ctx: Context, config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[Check]:
+    client = ctx.destination(config).client
     try:
         found = check_reachable(client, config.url, index)
     except (SinkError, TransportError) as exc:
@@ -109,14 +109,14 @@ def _reachable(config: OpenSearchConfig, in_vpc: bool, index: str) -> Iterator[C
         )
         return
     distribution, _, number = found.partition(" ")
-    if client.capabilities.cluster_info and distribution != "opensearch":
+    if capabilities_of(client).cluster_info and distribution != "opensearch":
         yield failed(
             REACHABLE,
             f"{config.url} answers as Elasticsearch {number}: icecdc needs OpenSearch",
             "point opensearch.url at an OpenSearch cluster (1.0 or later)",
         )
         return
-    shown = f"OpenSearch {number}" if client.capabilities.cluster_info else found
+    shown = f"OpenSearch {number}" if capabilities_of(client).cluster_info else found
     yield passed(REACHABLE, f"{config.url} answers: {shown}")
 
 
@@ -131,11 +131,11 @@ DENIED_FIX = (
 )
 
 
-def collection_reachable(config: OpenSearchConfig, indexes: tuple[str, ...]) -> Check:
+def collection_reachable(ctx: Context, config: OpenSearchConfig, indexes: tuple[str, ...]) -> Check:
     """A Serverless collection's endpoint answers a signed request (`reach`: HEAD of an index).
 
     The first configured index, 200 or 404 alike; a refused signature or a denied request fails."""
-    client = open_client(config)
+    client = ctx.destination(config).client
     index = (*indexes, REACHABILITY_PROBE)[0]
     try:
         found = reach(client, index)
@@ -194,7 +194,7 @@ def check_endpoint(ctx: Context) -> Iterator[Check]:
     if not ctx.aws.collection:
         yield skipped(REACHABLE, "a domain: the writes check reaches it")
         return
-    yield collection_reachable(search_config(ctx), ctx.config.index_names)
+    yield collection_reachable(ctx, search_config(ctx), ctx.config.index_names)
 
 
 def search_config(ctx: Context) -> OpenSearchConfig:
@@ -232,7 +232,7 @@ def check_writes(ctx: Context) -> Iterator[Check]:
     own user; with SigV4 it is the caller, and `check_mapping` covers the writers' roles.
     """
     config = search_config(ctx)
-    client = open_client(config)
+    client = ctx.destination(config).client
     for index in ctx.config.index_names:
         yield _scratch_write(client, index, config)
 
@@ -330,7 +330,7 @@ def check_mapping(ctx: Context) -> Iterator[Check]:
             MAPPING, "the stack's writer roles were not found", "deploy the stack (cdk deploy)"
         )
         return
-    client = open_client(config)
+    client = ctx.destination(config).client
     try:
         mappings = client.transport.perform_request("GET", f"{SECURITY_API}/rolesmapping")
         roles = client.transport.perform_request("GET", f"{SECURITY_API}/roles")

@@ -36,7 +36,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icecdc.changelog import ChangeStats
-from icecdc.destination.client import open_client
 from icecdc.destination.sink import SinkStats, write_documents
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, ProcessingError
@@ -97,7 +96,7 @@ def export_rows(
             f"table {target.table!r}: an export into {target.index!r} must read with its "
             "shape alone"
         )
-    client = open_client(target.opensearch)
+    client = target.client()
     rows = reader.located(tasks, dead_lettered)
     while True:
         keys, numbers, positions = array("q"), array("i"), array("q")
@@ -216,7 +215,7 @@ def settle_duplicates(
         )
     )
     stats = write_documents(
-        open_client(target.opensearch),
+        target.client(),
         target.opensearch,
         target.index,
         deletes,

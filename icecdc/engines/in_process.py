@@ -19,7 +19,6 @@ import pyarrow as pa
 
 from icecdc.changelog import ChangeStats
 from icecdc.deadletters import LetterTally
-from icecdc.destination.client import open_client
 from icecdc.destination.sink import SinkStats, delete_older
 from icecdc.engines.export import (
     KEY_SCHEMA,
@@ -118,9 +117,7 @@ class InProcessEngine:
         return tally.changes, tally.writes
 
     def delete_older(self, target: Target, version: int) -> int:
-        return delete_older(
-            open_client(target.opensearch), target.opensearch, target.index, version, 0, 1
-        )
+        return delete_older(target.client(), target.opensearch, target.index, version, 0, 1)
 
     def _workers(self, tasks: Sequence[Task]) -> int:
         """Processes for a pass of these tasks.

@@ -26,7 +26,6 @@ from icecdc import errors
 from icecdc.changelog import ChangeStats
 from icecdc.config import SparkConfig
 from icecdc.deadletters import LetterTally
-from icecdc.destination.client import open_client
 from icecdc.destination.sink import SinkStats, delete_older
 from icecdc.engines.export import (
     KEY_SCHEMA,
@@ -157,7 +156,7 @@ class SparkEngine:
             self.spark.sparkContext.parallelize(range(slices), slices)
             .map(
                 lambda i: delete_older(
-                    open_client(target.opensearch),
+                    target.client(),  # on the executor: opened from the resolved section
                     target.opensearch,
                     target.index,
                     version,

@@ -21,6 +21,7 @@ from icecdc.deadletters import (
     unique_columns_rule,
 )
 from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.port import Destination
 from icecdc.destination.sink import (
     BulkMode,
     Fence,
@@ -66,6 +67,31 @@ class Target:
     held_out: Mapping[str, int] = field(default_factory=dict)
     # where versions do not order the writes (Serverless): the table's lease, fencing each request
     fence: Fence | None = None
+    # the run's destination, in the process that runs the pass; not shipped to another process
+    destination: Destination | None = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        """What goes to another process (a Spark executor, a worker): all but the destination."""
+        return {k: v for k, v in self.__dict__.items() if k != "destination"}
+
+    def client(self) -> OpenSearch:
+        """The run's client in its own process; elsewhere one opened from `opensearch`.
+
+        Elsewhere is a Spark executor, or a worker forked from the run, which must not share the
+        run's connections. The section comes with its secret resolved by the run
+        (`Destination.open`): a client opened there reads no secret.
+        """
+        destination = self.destination
+        if destination is not None and destination.here:
+            return destination.client
+        return open_client(self.opensearch)
+
+    @property
+    def letters(self) -> DeadLetters:
+        """The dead-letter sink of the run, or one at `dead_letter` in another process."""
+        assert self.dead_letter is not None
+        sink = None if self.destination is None else self.destination.dead_letters
+        return DeadLetters(self.dead_letter) if sink is None else sink
 
     @property
     def mode(self) -> BulkMode:
@@ -136,8 +162,7 @@ class Target:
         return self.shape.routing_of(json.loads(document))
 
     def dead_letters(self, refused: list[Refusal]) -> None:
-        assert self.dead_letter is not None
-        DeadLetters(self.dead_letter).write(
+        self.letters.write(
             refusal_letter(self.table, self.snapshot_ids.get(refusal[0].version), refusal)
             for refusal in refused
         )
@@ -172,7 +197,7 @@ class Target:
             for d, reason in reasons
             for document in d.documents
         ]
-        DeadLetters(self.dead_letter).write(letters)
+        self.letters.write(letters)
         return LetterTally.of(letters)
 
 
@@ -204,6 +229,7 @@ def write_keyed_changes(
     change_stats = ChangeStats()
     duplicates: list[DuplicateIdentifier] = []
     one = target if isinstance(target, Target) else target.first
+    client = one.client()  # one for the lookups and the writes
     writes: Iterator[Write]
     if isinstance(target, Target):
         # an unrouted index holds a key's document once: an append of a key it holds is a
@@ -221,7 +247,7 @@ def write_keyed_changes(
             for w in one_target.writes(doc_id, changes, change_stats, duplicates, checks)
         )
         if checks is not None:
-            writes = _unless_held(target, writes, checks, duplicates)
+            writes = _unless_held(client, target, writes, checks, duplicates)
         pipelines: tuple[tuple[str, str], ...] = ()
     else:
         writes = _each_index(target, keyed_changes, change_stats, duplicates)
@@ -229,7 +255,7 @@ def write_keyed_changes(
     if one.dead_letter is None:
         writes = _unless_shared(one, writes, duplicates)
     sink_stats = write_documents(
-        open_client(one.opensearch),
+        client,
         one.opensearch,
         one.index,
         writes,
@@ -274,6 +300,7 @@ def _each_index(
 
 
 def _unless_held(
+    client: OpenSearch,
     target: Target,
     writes: Iterable[Write],
     checks: AppendChecks,
@@ -296,7 +323,7 @@ def _unless_held(
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
     the versions and the few documents found. A pass of updates and deletes asks nothing.
     """
-    client, writes = open_client(target.opensearch), iter(writes)
+    writes = iter(writes)
     while block := list(islice(writes, APPEND_LOOKUP)):
         appends = checks.appends
         asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(checks, w)]

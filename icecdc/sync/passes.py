@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 from icecdc.batching import HeadSizes, cap_batch, collapses_runs
 from icecdc.changelog import ChangeStats
 from icecdc.config import BatchConfig, DeadLetterConfig, OpenSearchConfig, TableIndexConfig
-from icecdc.deadletters import DeadLetters, systemic
+from icecdc.deadletters import systemic
 from icecdc.destination.client import OpenSearch, capabilities_of, is_dev_server
 from icecdc.destination.facts import IndexQuery, Question
 from icecdc.destination.index import IndexSpec, check_pipeline, index_uuid
@@ -110,7 +110,10 @@ class TableRun:
 
     def __post_init__(self) -> None:
         if self.destination is None:
-            object.__setattr__(self, "destination", Destination.open(self.opensearch))
+            opened = Destination.open(self.opensearch, self.dead_letter)
+            object.__setattr__(self, "destination", opened)
+        # the pass's dead letters are the destination's sink
+        assert self.destination.dead_letter == self.dead_letter
 
     @property
     def name(self) -> str:
@@ -544,18 +547,20 @@ class _Pass:
         # them with the schema of its time, and a replay after a schema change must replace them.
         exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
         version_type = VersionType.EXTERNAL_GTE if exporting else VersionType.EXTERNAL
+        letters = run.destination.dead_letters
         return Target(
             self.name,
             destination.index,
-            run.opensearch,
+            run.destination.opensearch or run.opensearch,  # its secret resolved once
             run.dead_letter,
             snapshot_ids,
             version_type,
             run.identifiers,
             run.config.shape,
             run.config.pipeline,
-            DeadLetters(run.dead_letter).shared_rows(self.name) if run.dead_letter else {},
+            letters.shared_rows(self.name) if letters else {},
             self.write_fence,
+            run.destination,
         )
 
     @property

@@ -21,7 +21,7 @@ from pyiceberg.table import Table
 from icecdc.batching import select_batch
 from icecdc.catalog import Lineage, identifier_columns, load_table, open_catalog
 from icecdc.config import BatchConfig, Config, OpenSearchConfig, TableConfig, TableIndexConfig
-from icecdc.destination.client import check_reachable, open_client
+from icecdc.destination.client import check_reachable
 from icecdc.destination.facts import IndexQuery, Question
 from icecdc.destination.index import IndexAlias
 from icecdc.destination.port import Destination
@@ -242,20 +242,22 @@ def sync(
     probe: Probe | None = None,
     engines: Engines | None = None,
     stopped: Callable[[], bool] | None = None,
+    destination: Destination | None = None,
 ) -> list[SyncResult]:
     """Plan and process every selected table until it is caught up with its current snapshot.
 
     `spark`: a SparkSession to run large passes on; without one, the first pass that needs Spark
     starts a session from the configuration, stopped when the sync ends. `probe`: see
     `process_table`. `engines`: the caller's, kept open after the sync (a watch's rounds share
-    them). `stopped`: see `SyncRun`."""
+    them). `stopped`: see `SyncRun`. `destination`: the command's, when it opened one already."""
     selected = [config.table(name) for name in table_names] if table_names else list(config.tables)
     catalog = open_catalog(config.catalog)
     # Load every table and check its identifier columns before anything is written.
     loaded = [(t, load_table(catalog, t.name)) for t in selected]
     identifiers = {t.name: identifier_columns(table, t) for t, table in loaded}
-    client = open_client(config.opensearch)
-    check_reachable(client, config.opensearch.url, *config.index_names[:1])
+    # the run's one client, its secret read once; each index's destination shares it
+    opened = destination or Destination.open(config.opensearch, config.dead_letter)
+    check_reachable(opened.client, config.opensearch.url, *config.index_names[:1])
     store = open_state_store(config.state)
     own = engines is None
     engines = Engines(config.engine, config.spark, spark) if engines is None else engines
@@ -263,7 +265,7 @@ def sync(
     try:
         # every index's name claimed, once for the run, before any table is written
         destinations = {
-            key: _claim(Destination(client), index_config, scoped, table)
+            key: _claim(opened.another(), index_config, scoped, table)
             for table_config, table in loaded
             for index_config, key, scoped in index_stores(table_config, store)
         }
@@ -380,7 +382,7 @@ def _index_run(
         config.batch,
         shared.probe,
         config.dead_letter_section,
-        destination or Destination.open(config.opensearch),
+        destination or Destination.open(config.opensearch, config.dead_letter),
     )
 
 

@@ -179,9 +179,10 @@ def test_the_endpoint_answers_a_signed_request_before_and_after(
     refused signature and a request the policies deny fail, each naming its fix."""
     name = f"c-{unique}"
     found = collection(lake, name)
-    ctx = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    # a doctor run's client signs with the identity it started with: one run per identity here
+    ctx = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name)
     for checks in (check_domain(ctx), check_endpoint(ctx)):
         *_, reached = checks
         assert (reached.name, reached.outcome) == ("opensearch reachable", Outcome.PASSED)
@@ -189,12 +190,14 @@ def test_the_endpoint_answers_a_signed_request_before_and_after(
     assert [(s.method, s.path) for s in serverless.seen()] == [("HEAD", "/orders")] * 2
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "guess")
+    ctx = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name)
     for checks in (check_domain(ctx), check_endpoint(ctx)):
         *_, unsigned = checks
         assert unsigned.outcome == Outcome.FAILED and "refused the signature: The request signature" in unsigned.detail
         assert unsigned.fix is not None and "opensearch.aws_region" in unsigned.fix.text
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    ctx = context(lake, f"s{unique}", serverless.url, opensearch_collection_arn=found["arn"], collection_name=name)
     serverless.guard = lambda request: Refusal("doctor", Call("aoss:APIAccessAll", found["arn"]))
     for checks in (check_domain(ctx), check_endpoint(ctx)):
         *_, denied = checks

@@ -22,6 +22,7 @@ from icecdc.model import Checkpoint
 from icecdc.state import StateStore, open_state_store
 from icecdc.verify import diff_index
 from tests.support.aws import REGION, Lake, aws_client, rows
+from tests.support.faults import FaultProxy
 
 NO_DOMAIN = "http://127.0.0.1:9"  # the planner only starts jobs
 
@@ -147,3 +148,28 @@ def test_the_sweeps_threads_apply_one_table_at_a_time(
         table = lake.catalog().load_table(name)
         diff = diff_index(table, ("id",), OpenSearch(hosts=[url]), name.split(".")[1])
         assert not diff, diff.summary()
+
+
+def test_a_sweep_reads_the_opensearch_secret_once(
+    lake: Lake, state_table: str, monkeypatch: pytest.MonkeyPatch, osmem_server: Any, unique: str
+) -> None:
+    """Four tables applied by four threads: one client, one Secrets Manager read for the sweep
+    (counted in front of moto), not one a table and another one an index."""
+    url = str(osmem_server.clone().url)
+    names = [f"{lake.database}.secret_{i}" for i in range(4)]
+    for number, name in enumerate(names):
+        lake.create_table(name).append(rows(number, number + 10))
+    arn = aws_client("secretsmanager", lake.moto_url).create_secret(Name=f"os-{unique}", SecretString="s3cret")["ARN"]
+    text = lake.config_file(url, names).read_text()
+    text = text.replace(f"url: {url}", f"url: {url}\n  username: icecdc\n  password_secret_arn: {arn}")
+    config = runtime_config(text, state_table, REGION)
+    assert config.opensearch.password_secret_arn == arn
+    store = open_state_store(config.state)
+    glue, cloudwatch = aws_client("glue", lake.moto_url), aws_client("cloudwatch", lake.moto_url)
+    with FaultProxy(lake.moto_url) as secrets_seen:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", secrets_seen.url)
+        outcomes = plan_and_start_each(Sweep(config, store, glue, cloudwatch), names, "sweep", workers=4)
+        reads = secrets_seen.count()
+    store.close()
+    assert [(o.table, o.applied_snapshots, o.error) for o in outcomes] == [(n, 1, None) for n in names]
+    assert reads == 1

@@ -288,6 +288,11 @@ class FaultProxy:
             )
 
     @property
+    def connections(self) -> int:
+        """Client connections accepted so far: a client keeps one alive for requests in turn."""
+        return 0 if self._server is None else self._server.accepted
+
+    @property
     def counts(self) -> dict[str, int]:
         """'METHOD /path' → requests received."""
         with self._lock:
@@ -374,6 +379,7 @@ class _Server(ThreadingHTTPServer):
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self.accepted = 0  # client connections accepted: a client keeps one alive for its requests
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -382,6 +388,7 @@ class _Server(ThreadingHTTPServer):
             return
         with self._open_lock:
             self._open.add(request)
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:

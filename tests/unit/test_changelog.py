@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
+from dataclasses import replace
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 from icecdc.changelog import Appended, ChangeStats, live_rows, net_write
 from icecdc.config import OpenSearchConfig
+from icecdc.destination.port import Destination
 from icecdc.documents import Shape
 from icecdc.engines.target import Target
 from icecdc.errors import DuplicateIdentifier, HeldOutIdentifier, ProcessingError
@@ -256,3 +261,19 @@ def test_a_routed_key_that_moved_in_a_pass_that_exports_is_deleted_under_the_old
         Write("1", 6, None, routing_lookup=("eu",)),
         Write("1", 6, '{"id":1,"r":"eu"}', "eu"),
     ]
+
+
+def test_a_target_shipped_to_another_process_leaves_the_runs_destination_behind(tmp_path: Path) -> None:
+    """A Spark task or a worker gets the target without the run's client (it opens its own from the
+    section, its password resolved: no secret read there); in the run's process the target writes
+    through the destination's client and dead-letter sink."""
+    section = OpenSearchConfig(url="http://127.0.0.1:1", username="icecdc", password="resolved")
+    destination = Destination.open(section, str(tmp_path / "letters"))
+    target = replace(
+        routed_target(VersionType.EXTERNAL), opensearch=section, dead_letter=str(tmp_path / "letters"), destination=destination
+    )
+    assert target.client() is destination.client and target.letters is destination.dead_letters
+    shipped = pickle.loads(pickle.dumps(target))
+    assert shipped.destination is None and shipped == target
+    assert shipped.client() is not destination.client
+    assert shipped.client().transport.kwargs["http_auth"] == ("icecdc", "resolved")
