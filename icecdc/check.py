@@ -27,11 +27,11 @@ from icecdc.destination.client import (
     OpenSearchConnectionError,
     TransportError,
     describe_failure,
-    open_client,
     reach,
 )
 from icecdc.destination.index import IndexAlias, Owner, check_pipeline
 from icecdc.destination.index.ownership import refusal
+from icecdc.destination.port import Destination
 from icecdc.errors import IcecdcError, StateUnwritable
 from icecdc.init_config import WITHOUT_IDENTIFIERS
 from icecdc.state import StateStore
@@ -178,7 +178,7 @@ def _table(table_config: TableConfig, catalog: Catalog) -> tuple[list[Check], Ta
 
 def _opensearch(config: Config) -> tuple[Check, OpenSearch | None]:
     url = config.opensearch.url
-    client = open_client(config.opensearch)
+    client = Destination.open(config.opensearch).client
     try:
         found = reach(client, (*config.index_names, REACHABILITY_PROBE)[0])
     except TransportError as exc:

@@ -28,7 +28,8 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType, Time
 
 from icecdc.catalog import open_catalog
 from icecdc.config import Config, parse_config
-from icecdc.destination.client import OpenSearch, open_client
+from icecdc.destination.client import OpenSearch
+from icecdc.destination.port import Destination
 from icecdc.sync import sync
 from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index, index_documents, table_documents
@@ -168,12 +169,15 @@ def run_demo(workdir: Path, out: Callable[[str], None] = print) -> bool:
             f"{workdir}/"
         )
         table = _create_table(open_catalog(config.catalog, create=True))
-        client = open_client(config.opensearch)
+        destination = Destination.open(config.opensearch, config.dead_letter)
+        client = destination.client
         all_equal = True
         for step, (title, commit) in enumerate(_commits(table), start=1):
             commit()
             table.refresh()
-            (result,) = sync(config)  # small commits: in-process, no Spark (config `engine`)
+            (result,) = sync(
+                config, destination=destination
+            )  # small commits: in-process, no Spark (config `engine`)
             diff = diff_index(table, ("id",), client, "orders")
             all_equal &= not diff
             out(f"\n── step {step}: {title}")
