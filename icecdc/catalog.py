@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +19,7 @@ from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, Pri
 
 from icecdc.config import CatalogConfig, TableConfig, TableIndexConfig
 from icecdc.errors import ConfigError, PlanningError
+from icecdc.memo import Memo
 from icecdc.model import AnyItem
 from icecdc.secret_values import secret_string
 
@@ -34,21 +34,11 @@ class RunCredentials:
     and fetches a new token with it when one expires.
     """
 
-    _read: dict[str, str | ConfigError] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _read: Memo[str, str] = field(default_factory=Memo, repr=False)
 
     def of(self, arn: str) -> str:
         """pyiceberg's `credential` from the secret `arn`, read on the run's first call."""
-        with self._lock:
-            if arn not in self._read:
-                try:
-                    self._read[arn] = _client_credentials(arn)
-                except ConfigError as exc:
-                    self._read[arn] = exc
-            found = self._read[arn]
-        if isinstance(found, ConfigError):
-            raise ConfigError(str(found))
-        return found
+        return self._read.get(arn, _client_credentials)
 
 
 def open_catalog(

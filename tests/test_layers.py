@@ -29,7 +29,8 @@ LAYERS: list[set[str]] = [
     },
     # logs: which libraries the entries quiet; verdict: what becomes of an index (pure)
     # secret_values: a secret's string, for the password and a REST catalog's credentials
-    {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict", "icecdc.secret_values"},
+    # memo: values a run makes once per key (a secret read, a destination opened)
+    {"icecdc.config", "icecdc.storage", "icecdc.logs", "icecdc.verdict", "icecdc.secret_values", "icecdc.memo"},
     {"icecdc.destination.capabilities"},  # what the destination can do, as data
     {
         "icecdc.catalog",

@@ -9,7 +9,6 @@ them, instead of opening a client, reading a secret or claiming the name again a
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.destination.client import OpenSearch, open_client
 from icecdc.destination.facts import Facts, IndexQuery, read_facts
 from icecdc.destination.index import IndexAlias
-from icecdc.errors import ConfigError
+from icecdc.memo import Memo
 from icecdc.secrets import resolved
 
 
@@ -86,20 +85,8 @@ class Destinations:
     """
 
     dead_letter: str | None = None
-    _opened: dict[OpenSearchConfig, Destination | ConfigError] = field(
-        default_factory=dict, repr=False
-    )
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _opened: Memo[OpenSearchConfig, Destination] = field(default_factory=Memo, repr=False)
 
     def of(self, config: OpenSearchConfig) -> Destination:
         """The destination `config` names, opened on the first call for it."""
-        with self._lock:
-            if config not in self._opened:
-                try:
-                    self._opened[config] = Destination.open(config, self.dead_letter)
-                except ConfigError as exc:
-                    self._opened[config] = exc
-            found = self._opened[config]
-        if isinstance(found, ConfigError):
-            raise ConfigError(str(found))
-        return found
+        return self._opened.get(config, lambda c: Destination.open(c, self.dead_letter))
