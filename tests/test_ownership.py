@@ -17,7 +17,6 @@ import yaml
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
-from icecdc.destination.capabilities import capabilities_of
 from icecdc.destination.index import IndexAlias
 from icecdc.errors import IndexNotOwned
 from icecdc.model import EngineKind
@@ -50,7 +49,7 @@ def engine() -> EngineKind:
 def users_index(pipeline: Pipeline, name: str = INDEX) -> None:
     """A hand-made index of 3 documents with its own mapping."""
     body: dict[str, Any] = {"mappings": USERS}
-    if capabilities_of(pipeline.client).managed_settings:  # a collection sizes its indexes itself
+    if pipeline.capabilities.managed_settings:  # a collection sizes its indexes itself
         body["settings"] = {"number_of_shards": 2}
     pipeline.client.indices.create(index=name, body=body)
     for i in range(3):

@@ -14,7 +14,7 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
-from icecdc.destination.capabilities import capabilities_of
+from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.destination.client import open_client
 from icecdc.destination.scan import make_visible
 from icecdc.engines import Engines
@@ -129,6 +129,12 @@ class Pipeline:
 
     def documents(self, index: str) -> dict[str, str]:
         return index_documents(self.client, index)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the destination offers: a domain everything, a collection no versions, refresh, scroll
+        nor managed settings."""
+        return capabilities_of(self.client)
 
     @property
     def versioned(self) -> bool:
