@@ -114,8 +114,16 @@ def replay_table(
                 {s.letter.doc_id for s in by_id if s.letter.doc_id},
                 checkpoint.sequence_number,
             )
-            newer = _newer(
-                client, table_config.index, [w.doc_id for w in writes], checkpoint.sequence_number
+            # without versions `_version` counts writes, and no pass is unfinished: none is newer
+            newer = (
+                _newer(
+                    client,
+                    table_config.index,
+                    [w.doc_id for w in writes],
+                    checkpoint.sequence_number,
+                )
+                if capabilities_of(client).versions
+                else {}
             )
             writes = [w for w in writes if w.doc_id not in newer]
             refusals: dict[str, Refusal] = {}

@@ -38,6 +38,8 @@ from icecdc.testing.commits import update
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import SCHEMA, manifests_read, orders, range_tasks, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 
 

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from icecdc.config import parse_config
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
+
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
 
 # A config whose table has `indx` for `index`: refused, naming the key.
 MISSPELLED_KEY = "catalog: {name: lake}\nstate: {path: x.db}\nopensearch: {url: http://x}\ntables: [{name: db.t, indx: t}]\n"
@@ -47,14 +50,15 @@ def test_sync_status_and_verify(pipeline: Pipeline, tmp_path: Path) -> None:
     verified = icecdc("verify", "--config", str(path))
     assert (verified.returncode, verified.stdout.strip()) == (0, "db.orders → orders: index equals table")
 
-    pipeline.client.delete(index="orders", id="2", refresh=True)
+    pipeline.delete("orders", "2")
     drifted = icecdc("verify", "--config", str(path))
     assert drifted.returncode == 1 and "1 missing (e.g. ['2'])" in drifted.stdout
 
     # An _id is unique on one shard only: a routed index can keep a copy on another, as an alias
     # over two indexes does here (osmem holds one document per _id, whatever its routing).
     same = pipeline.client.get(index="orders", id="1")["_source"]
-    pipeline.client.index(index="orders-stray", id="1", body=same, refresh=True)
+    pipeline.client.indices.create(index="orders-stray")  # created, not by a write: at once on a collection
+    pipeline.write("orders-stray", "1", same)
     pipeline.client.indices.put_alias(index="orders-stray", name="orders")
     copied = icecdc("verify", "--config", str(path))
     assert copied.returncode == 1 and "1 held more than once (e.g. ['1'])" in copied.stdout, copied.stdout

@@ -26,6 +26,8 @@ from icecdc import compat
 from tests.support.pipeline import Pipeline
 from tests.support.tables import BY_REGION, SCHEMA, orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.schema import Schema
@@ -26,6 +27,8 @@ from icecdc.documents import converter_for
 from icecdc.reading.reader import text_in_arrow
 from tests.support.all_types import DOCUMENT, ROW, SCHEMA
 from tests.support.pipeline import Pipeline
+
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
 
 
 def test_every_type_maps_as_documented(pipeline: Pipeline) -> None:

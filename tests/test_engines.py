@@ -27,6 +27,8 @@ from tests.support.pipeline import Pipeline
 from tests.support.spark_sql import SparkSql
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 KIB = 1024
 

@@ -24,6 +24,8 @@ from icecdc.sync import sync
 from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.keyed"
 LONG = "日" * 171  # 513 bytes of UTF-8: one over the limit
 SCHEMA = Schema(

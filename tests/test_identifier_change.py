@@ -24,6 +24,8 @@ from icecdc.sync import sync
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 NO_IDENTIFIER = Schema(*SCHEMA.fields)  # the orders table, without identifier fields
 

@@ -23,6 +23,8 @@ from icecdc.testing.commits import update
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 
 

@@ -24,6 +24,8 @@ from tests.support.all_types import DERIVED, ROW, SCHEMA
 from tests.support.pipeline import Pipeline, config_dict
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 
 def _row(n: int, price: str, ts: dt.datetime) -> dict[str, Any]:
     """tests.support.all_types's row, as row `n`, with this price and this time in every temporal column."""
@@ -60,7 +62,7 @@ def _settings(pipeline: Pipeline, index: str) -> dict[str, Any]:
 
 
 def _hits(pipeline: Pipeline, index: str, query: dict[str, Any]) -> list[str]:
-    pipeline.client.indices.refresh(index=index)
+    pipeline.visible(index)
     found = pipeline.client.search(index=index, body={"query": query, "_source": False, "size": 100})
     return sorted(h["_id"] for h in found["hits"]["hits"])
 
@@ -148,6 +150,7 @@ OVERRIDES = {
 }
 
 
+@pytest.mark.domain_only  # shards and the refresh interval set: a collection refuses such settings
 def test_overrides_are_applied_and_a_reset_recreates_the_index_from_the_configuration(pipeline: Pipeline) -> None:
     orders(pipeline).append(rows(1, 2))
     config = pipeline.config({"name": "db.orders", **OVERRIDES})
@@ -214,16 +217,18 @@ def test_an_index_template_applies_and_must_exist_and_match(pipeline: Pipeline) 
         sync(missing, pipeline.spark, ["db.orders"])
     assert not pipeline.client.indices.exists(index="orders")
 
-    pipeline.client.indices.put_index_template(name="other", body={**TEMPLATE, "index_patterns": ["logs-*"]})
+    sized = pipeline.capabilities.managed_settings  # a collection refuses a template's shard settings
+    template = TEMPLATE if sized else {**TEMPLATE, "template": {"mappings": TEMPLATE["template"]["mappings"]}}
+    pipeline.client.indices.put_index_template(name="other", body={**template, "index_patterns": ["logs-*"]})
     elsewhere = pipeline.config({"name": "db.orders", "index_template": "other"})
     with pytest.raises(SinkError, match=r"index template 'other' does not apply to index 'orders-1' \(its patterns: logs-\*\)"):
         sync(elsewhere, pipeline.spark, ["db.orders"])
     assert not pipeline.client.indices.exists(index="orders")
 
-    pipeline.client.indices.put_index_template(name="orders-template", body=TEMPLATE)
+    pipeline.client.indices.put_index_template(name="orders-template", body=template)
     pipeline.sync(missing, "db.orders")
     assert _mapping(pipeline, "orders") == TEMPLATE["template"]["mappings"]
-    assert _settings(pipeline, "orders")["number_of_shards"] == "3"
+    assert not sized or _settings(pipeline, "orders")["number_of_shards"] == "3"
     pipeline.catalog.load_table("db.orders").append(rows(3))
     pipeline.sync(missing, "db.orders")
     assert _mapping(pipeline, "orders") == TEMPLATE["template"]["mappings"]  # icecdc leaves a template's mapping alone

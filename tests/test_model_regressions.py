@@ -42,6 +42,8 @@ from tests.support.model_machine import PipelineMachine, model_machine_fixture  
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 IN_PROCESS, SPARK = EngineKind.IN_PROCESS, EngineKind.SPARK
 COW = WriteMode.COPY_ON_WRITE
 

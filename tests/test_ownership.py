@@ -27,6 +27,8 @@ from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 INDEX = "precious"
 # A user's index: its own mapping, whose types conflict with icecdc's (id long, amount double).
@@ -46,15 +48,13 @@ def engine() -> EngineKind:
 
 def users_index(pipeline: Pipeline, name: str = INDEX) -> None:
     """A hand-made index of 3 documents with its own mapping."""
-    body = {"mappings": USERS, "settings": {"number_of_shards": 2}}
+    body: dict[str, Any] = {"mappings": USERS}
+    if pipeline.capabilities.managed_settings:  # a collection sizes its indexes itself
+        body["settings"] = {"number_of_shards": 2}
     pipeline.client.indices.create(index=name, body=body)
     for i in range(3):
-        pipeline.client.index(
-            index=name,
-            id=f"u{i}",
-            body={"id": f"u{i}", "amount": "a lot", "note": "mine"},
-            refresh=True,
-        )
+        pipeline.client.index(index=name, id=f"u{i}", body={"id": f"u{i}", "amount": "a lot", "note": "mine"})
+    pipeline.visible(name)
 
 
 def as_found(pipeline: Pipeline, name: str) -> tuple[Any, Any, dict[str, str]]:
@@ -107,6 +107,7 @@ def test_a_users_index_with_conflicting_types_is_not_remapped(pipeline: Pipeline
     assert_nothing_planned(pipeline)
 
 
+@pytest.mark.domain_only  # a takeover copies the index by _reindex: refused on a collection
 def test_taking_a_users_index_over_keeps_it_under_another_name_and_says_so(
     pipeline: Pipeline, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -131,6 +132,7 @@ def test_taking_a_users_index_over_keeps_it_under_another_name_and_says_so(
     assert pipeline.documents(kept) == documents
 
 
+@pytest.mark.domain_only  # the opt-in, index_takeover, is refused on a collection
 def test_an_alias_over_a_users_indexes_is_refused_and_taken_over_only_on_opt_in(
     pipeline: Pipeline,
 ) -> None:
@@ -223,7 +225,7 @@ def test_a_generation_marked_by_an_older_version_is_adopted_when_its_table_uuid_
     legacy = {"icecdc": {"index": INDEX, "table_uuid": str(table.metadata.table_uuid)}}
     pipeline.client.indices.create(index="precious-1", body={"mappings": {"_meta": legacy}})
     pipeline.client.indices.put_alias(index="precious-1", name=INDEX)
-    pipeline.client.index(index=INDEX, id="1", body={"id": 1, "status": "stale"}, refresh=True)
+    pipeline.write(INDEX, "1", {"id": 1, "status": "stale"})
 
     pipeline.sync(configured(pipeline), NAME)  # index == table: a new generation replaces it
     assert sorted(pipeline.client.indices.get_alias(name=INDEX)) == ["precious-2"]

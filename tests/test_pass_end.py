@@ -25,6 +25,8 @@ from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 
 

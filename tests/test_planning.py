@@ -28,6 +28,8 @@ from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import SCHEMA, manifests_read, orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 
 def assert_nothing_written(pipeline: Pipeline, name: str, index: str) -> None:
     store = pipeline.store()

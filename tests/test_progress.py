@@ -21,6 +21,8 @@ from tests.support.cli import icecdc
 from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 
 @pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
 def test_a_capped_export_logs_its_progress_pass_by_pass(pipeline: Pipeline, caplog: pytest.LogCaptureFixture) -> None:

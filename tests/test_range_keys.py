@@ -48,6 +48,8 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql
 from tests.support.tables import range_tasks
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.keyed"
 
 

@@ -18,6 +18,7 @@ from pyiceberg.expressions import EqualTo, In
 from pyiceberg.types import StringType
 
 from icecdc.audit import RepairScope, audit, repair
+from icecdc.config import parse_config
 from icecdc.destination.index import IndexAlias
 from icecdc.errors import OperationError
 from icecdc.model import EngineKind, PassPoint
@@ -204,3 +205,25 @@ def test_a_replay_waits_for_an_unfinished_pass_on_a_collection(collection: Pipel
         replay_table(config, TABLE, config.dead_letter)
     collection.sync(config, TABLE)
     replay_table(config, TABLE, config.dead_letter)  # once the pass is done
+
+
+@pytest.mark.parametrize("engine", [EngineKind.IN_PROCESS])
+def test_a_replay_is_not_kept_off_by_how_often_a_document_was_written(collection: Pipeline) -> None:
+    """A collection's `_version` counts a document's writes, not a change's sequence number, and
+    no pass is unfinished when a replay runs there: a document written more often than the
+    checkpoint's number is no later change, so the replay writes the checkpoint's row."""
+    large = "x" * 400
+    table = orders(collection)
+    table.append(rows(1, status="1"))
+    table.append(rows(2, status=large))
+    raw = {**collection.config_dict([{"name": TABLE}]), "dead_letter": {"path": str(collection.workdir / "dead")}}
+    config = parse_config(raw)
+    tight = parse_config({**raw, "opensearch": {**raw["opensearch"], "max_chunk_bytes": 300}})
+    (result,) = sync(tight, None, [TABLE])
+    assert result.writes.dead_lettered == 1
+    for _ in range(3):  # another writer's, three times: _version 3, above the checkpoint's 2
+        collection.write("orders", "2", {"id": 2, "status": "stale"})
+    assert config.dead_letter is not None
+    report = replay_table(config, TABLE, config.dead_letter)
+    assert (report.replayed, report.indexed) == (1, 1)
+    assert '"status":"' + large in collection.documents("orders")["2"]

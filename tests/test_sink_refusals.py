@@ -28,6 +28,8 @@ from tests.support.pipeline import Pipeline
 from tests.support.proxied import converged, dead_letters, proxied_raw, run
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 INDEX = "things"
 
 
@@ -62,6 +64,7 @@ def ids_in(client: OpenSearch, index: str) -> list[str]:
 
 
 @pytest.mark.parametrize("block", ["index.blocks.write", "index.blocks.read_only", "index.blocks.read_only_allow_delete"])
+@pytest.mark.domain_only  # index blocks are settings a collection does not document
 def test_a_blocked_index_fails_the_sync_before_anything_is_written(
     pipeline: Pipeline, fault_proxy: FaultProxy, tmp_path: Path, block: str
 ) -> None:
@@ -227,6 +230,7 @@ def test_a_closed_index_answers_400_and_still_fails_the_batch(osmem_clone: Any) 
     assert letters.refused == []
 
 
+@pytest.mark.domain_only  # a domain's fine-grained access control, and its fault proxy fronts a domain
 def test_a_403_from_access_control_fails_the_sync_and_nothing_is_dead_lettered(
     pipeline: Pipeline, fault_proxy: FaultProxy, tmp_path: Path
 ) -> None:

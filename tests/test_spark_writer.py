@@ -14,6 +14,8 @@ from pyiceberg.table import Table
 from tests.support.pipeline import Pipeline
 from tests.support.spark_sql import SparkSql, write_equality_deletes
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 MOR = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read'"
 
 

@@ -24,6 +24,8 @@ from icecdc.sync import sync
 from tests.support.cli import icecdc
 from tests.support.pipeline import Pipeline
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.people"
 ROWS = 300
 SCHEMA = Schema(

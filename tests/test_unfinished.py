@@ -28,6 +28,8 @@ from tests.support.pipeline import Pipeline
 from tests.support.probes import Crash, crash_at
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 INDEX = "orders"
 
@@ -293,7 +295,7 @@ def test_a_first_export_into_a_hand_made_empty_index_is_refused(pipeline: Pipeli
 
 def test_an_index_named_like_a_generation_is_never_taken_for_one(pipeline: Pipeline) -> None:
     pipeline.client.indices.create(index="orders-2024", body={"mappings": {"properties": {"sku": {"type": "keyword"}}}})
-    pipeline.client.index(index="orders-2024", id="a", body={"sku": "a"}, refresh=True)
+    pipeline.write("orders-2024", "a", {"sku": "a"})
     orders(pipeline).append(rows(1, 2))
     config = capped(pipeline)
     pipeline.sync(config, NAME)
@@ -320,6 +322,7 @@ def test_a_template_declaring_aliases_is_refused_before_anything_is_written(pipe
 # -- the swap --------------------------------------------------------------------------------------
 
 
+@pytest.mark.domain_only  # refresh and cluster health: a collection has neither
 def test_the_swap_refreshes_the_generation_and_waits_for_its_copies_first(pipeline: Pipeline, fault_proxy: FaultProxy) -> None:
     orders(pipeline).append(rows(1, 2))
     config = capped(pipeline)

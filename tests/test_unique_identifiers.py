@@ -29,6 +29,8 @@ from tests.support.pipeline import ENGINES, Pipeline
 from tests.support.spark_sql import SparkSql
 from tests.support.tables import BY_REGION, SCHEMA, orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 
 

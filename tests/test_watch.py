@@ -27,6 +27,8 @@ from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
 from tests.support.tables import orders, rows
 
+pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
+
 NAME = "db.orders"
 RESUMES = "nothing is lost, the next sync resumes where this one stopped"
 

@@ -20,6 +20,7 @@ from icecdc.deadletters import (
     shared_id_cause,
     unique_columns_rule,
 )
+from icecdc.destination.capabilities import capabilities_of
 from icecdc.destination.client import OpenSearch, open_client
 from icecdc.destination.port import Destination
 from icecdc.destination.sink import (
@@ -323,7 +324,7 @@ def _unless_held(
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
     the versions and the few documents found. A pass of updates and deletes asks nothing.
     """
-    writes = iter(writes)
+    writes, versions = iter(writes), capabilities_of(client).versions
     while block := list(islice(writes, APPEND_LOOKUP)):
         appends = checks.appends
         asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(checks, w)]
@@ -338,8 +339,7 @@ def _unless_held(
                 block[position] = Write(write.doc_id, write.version, None)
             if appended is None:
                 continue
-            # a version at or above the append's: this very change, written by a pass that died
-            before = document is not None and document[0] < appended.sequence_number
+            before = _live_before(document, appended, write, versions)
             rows = ([document[1]] if document is not None and before else []) + list(
                 appended.documents
             )
@@ -355,6 +355,22 @@ def _unless_held(
             target.duplicates(found)
         duplicates += found
         yield from block
+
+
+def _live_before(
+    held: tuple[int, str] | None, appended: Appended, write: Write, versions: bool
+) -> bool:
+    """Whether the document the index holds of an appended key is a row live before the append.
+
+    With versions, one at or above the append's is this very change, written by a pass that died.
+    Without (Serverless: `_version` counts the writes), a document the pass would write itself,
+    its net write or a row appended, is taken for that change; any other is a row live before.
+    """
+    if held is None:
+        return False
+    if versions:
+        return held[0] < appended.sequence_number
+    return held[1] != write.document and held[1] not in appended.documents
 
 
 def _held_out(checks: AppendChecks, write: Write) -> bool:

@@ -14,7 +14,9 @@ from pyiceberg.table import Table
 
 from icecdc.catalog import identifier_columns
 from icecdc.config import Config, parse_config
+from icecdc.destination.capabilities import Capabilities, capabilities_of
 from icecdc.destination.client import open_client
+from icecdc.destination.scan import make_visible
 from icecdc.engines import Engines
 from icecdc.model import Checkpoint, EngineKind, Probe
 from icecdc.planning import plan_table
@@ -128,14 +130,46 @@ class Pipeline:
     def documents(self, index: str) -> dict[str, str]:
         return index_documents(self.client, index)
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the destination offers: a domain everything, a collection no versions, refresh, scroll
+        nor managed settings."""
+        return capabilities_of(self.client)
+
+    @property
+    def versioned(self) -> bool:
+        """Whether the destination has external versions and `_seq_no` (a domain; a collection has none)."""
+        return capabilities_of(self.client).versions
+
+    def visible(self, index: str) -> None:
+        """Wait until the writes to `index` are seen by search: a refresh, or the collection's delay."""
+        make_visible(self.client, index)
+
+    def write(self, index: str, doc_id: str, body: dict[str, Any], version: int | None = None) -> None:
+        """Index a document as another writer would: at `version` (`external_gte`) on a domain, plainly
+        on a collection (no versions there); seen by search on return."""
+        versioned = {"version": version, "version_type": "external_gte"} if version and self.versioned else {}
+        self.client.index(index=index, id=doc_id, body=body, **versioned)
+        self.visible(index)
+
+    def delete(self, index: str, doc_id: str, version: int | None = None) -> None:
+        """Delete a document as another writer would: at `version` (`external_gte`) on a domain, with
+        OpenSearch's own versioning when None (a tombstone above it); seen by search on return."""
+        versioned = {"version": version, "version_type": "external_gte"} if version and self.versioned else {}
+        self.client.delete(index=index, id=doc_id, **versioned)
+        self.visible(index)
+
     def versions(self, index: str) -> dict[str, int]:
         self.client.indices.refresh(index=index)
         hits = self.client.search(index=index, body={"query": {"match_all": {}}, "version": True, "size": 10000})["hits"]["hits"]
         return {h["_id"]: h["_version"] for h in hits}
 
-    def writes_seen(self, index: str) -> dict[str, int]:
+    def writes_seen(self, index: str) -> dict[str, int | str]:
         """Each document's `_seq_no`: it grows with every write of the document, also one at an equal
-        version (`external_gte`), which `versions` cannot tell from no write."""
+        version (`external_gte`), which `versions` cannot tell from no write. A collection has no
+        `_seq_no`: there each document's text stands for it, so only a write that changed it is seen."""
+        if not self.versioned:
+            return dict(self.documents(index))
         self.client.indices.refresh(index=index)
         body = {"query": {"match_all": {}}, "seq_no_primary_term": True, "size": 10000}
         return {h["_id"]: h["_seq_no"] for h in self.client.search(index=index, body=body)["hits"]["hits"]}
