@@ -1183,3 +1183,15 @@ def test_a_missing_file_whose_rows_no_index_holds_is_not_needed(machine: Pipelin
     create(state, key=KeyType.LONG, rows=0, writers=Writers.BOTH, identifiers_in_schema=False, shape=IndexShape.WHERE)
     state.damaged_data_file(count=1, damage="missing", engine=IN_PROCESS, seed=85)
     state.teardown()
+
+
+def test_a_collection_keeps_its_refresh_interval_when_settings_are_reconfigured(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` (2026-12-02, round 4 of the third hour): the machine turned the
+    index's refresh interval on with the index in a Serverless collection, which icecdc's
+    configuration refuses in one line ("a Serverless collection manages shards, replicas and
+    refreshes itself"), as it should. The machine now skips that change on a collection."""
+    state = machine
+    create(state, key=KeyType.LONG, rows=1, writers=Writers.PYICEBERG, destination=DestinationKind.SERVERLESS)
+    state.reconfigure(change=Reconfig.SETTINGS, identifiers=Identifiers.AS_CREATED)
+    state.sync(caps=Caps.NONE, engine=IN_PROCESS)
+    state.teardown()

@@ -113,6 +113,9 @@ class PeopleRules:
             note(f"reconfigure: {self.commit_side()}")
             settings.side = not settings.side
             self.side_left = None if settings.side else self.side_as_found()
+        elif self.serverless is not None:  # the config refuses index settings on a collection
+            note("reconfigure: skipped (a Serverless collection manages its refresh interval)")
+            return
         else:
             settings.refresh = not settings.refresh
         STATS.steps[f"  reconfigured: {change}"] += 1
