@@ -1195,3 +1195,31 @@ def test_a_collection_keeps_its_refresh_interval_when_settings_are_reconfigured(
     state.reconfigure(change=Reconfig.SETTINGS, identifiers=Identifiers.AS_CREATED)
     state.sync(caps=Caps.NONE, engine=IN_PROCESS)
     state.teardown()
+
+
+def test_a_routed_key_moved_in_a_pass_without_a_lease_on_a_serverless_collection(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` (2026-12-02, round 7), shrunk from 21 steps to 5; it failed before the
+    refactor of the index facts too (2805e11). On a Serverless collection a pass without a lease
+    (`process_table`, as the machine's `one_pass`) moved row 1 of the routed index from region
+    apac to eu: the sink wrote without versions, but the key's writes were ordered as with
+    versions (the index, then the delete under the old routing value), because the target took
+    "no versions" from the lease's fence; where both values go to one shard they name one
+    document, and the delete took the document just indexed. The order now follows the
+    destination's capabilities (`Target.versions`): without versions, deletes first."""
+    state = machine
+    create(
+        state,
+        key=KeyType.LONG,
+        destination=DestinationKind.SERVERLESS,
+        store=StoreKind.SQLITE,
+        shape=IndexShape.SPLIT,
+        writers=Writers.BOTH,
+        identifiers_in_schema=False,
+        partitioned=True,
+    )
+    state.outage_then_backlog(commits=3, seed=832, writer=Writer.PY_REPLACE_ALL)
+    state.outage_then_backlog(commits=3, seed=878, writer=Writer.PY_REPLACE_ALL)
+    state.one_pass(caps=Caps.TINY_REWRITE, engine=SPARK)
+    state.outage_then_backlog(commits=3, seed=21682, writer=Writer.PY_UPSERT)
+    state.one_pass(caps=Caps.NONE, engine=SPARK)
+    state.teardown()

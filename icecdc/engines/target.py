@@ -68,6 +68,9 @@ class Target:
     held_out: Mapping[str, int] = field(default_factory=dict)
     # where versions do not order the writes (Serverless): the table's lease, fencing each request
     fence: Fence | None = None
+    # whether the destination keeps external versions; without (Serverless), with or without a
+    # lease, the order of the writes alone decides
+    versions: bool = True
     # the run's destination, in the process that runs the pass; not shipped to another process
     destination: Destination | None = field(default=None, compare=False, repr=False)
 
@@ -119,7 +122,8 @@ class Target:
         index comes first, and the delete after it is refused as superseded; a delete first
         would leave a tombstone of that version that refuses the index. With EXTERNAL_GTE an
         equal version passes, so the deletes come first: the index passes their tombstone, and
-        they never take the document just indexed.
+        they never take the document just indexed. Without versions (`versions` false) nothing
+        refuses a delete, so the deletes come first too, whether or not a lease fences the pass.
 
         `checks` gathers what the index is asked about: the key's first append, and whether a
         held-out key keeps several live rows.
@@ -154,7 +158,7 @@ class Target:
                 Write(doc_id, write.version, None, routing_lookup=ordered_routings(seen | written))
             )
         # without versions (Serverless) the order in the request alone decides: deletes first
-        deletes_first = self.version_type == VersionType.EXTERNAL_GTE or self.fence is not None
+        deletes_first = self.version_type == VersionType.EXTERNAL_GTE or not self.versions
         yield from (deletes + indexed) if deletes_first else (indexed + deletes)
 
     def _routing(self, document: str) -> str | None:

@@ -560,6 +560,7 @@ class _Pass:
             run.config.pipeline,
             letters.shared_rows(self.name) if letters else {},
             self.write_fence,
+            capabilities_of(self.client).versions,
             run.destination,
         )
 

@@ -263,6 +263,18 @@ def test_a_routed_key_that_moved_in_a_pass_that_exports_is_deleted_under_the_old
     ]
 
 
+def test_a_routed_key_that_moved_without_versions_is_deleted_under_the_old_value_first() -> None:
+    """Without versions (a Serverless collection) nothing refuses the delete, so it goes first,
+    with no lease fencing the pass as with one (`process_table` takes an optional lease)."""
+    moved = [ChangeRow(5, ChangeType.DELETE, '{"id":1,"r":"us"}'), ChangeRow(5, ChangeType.INSERT, '{"id":1,"r":"eu"}')]
+    target = replace(routed_target(VersionType.EXTERNAL), versions=False)
+    assert target.fence is None
+    assert list(target.writes("1", moved, ChangeStats(), [])) == [
+        Write("1", 5, None, "us"),
+        Write("1", 5, '{"id":1,"r":"eu"}', "eu"),
+    ]
+
+
 def test_a_target_shipped_to_another_process_leaves_the_runs_destination_behind(tmp_path: Path) -> None:
     """A Spark task or a worker gets the target without the run's client (it opens its own from the
     section, its password resolved: no secret read there); in the run's process the target writes
