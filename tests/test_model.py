@@ -141,13 +141,16 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
     seen: dict[str, int] = {}
     rounds = 0
     summary = ""
-    while time.monotonic() < deadline:
+    last: list[str] = []  # each round's failures, one line per round
+    while time.monotonic() < deadline and not stuck(last):
         rounds += 1
+        last.append("")
         try:
             run_state_machine_as_test(machine, settings=settings.get_profile("icecdc-fuzz"))
         except Exception as exc:  # noqa: BLE001 - every failure is reported, the fuzzing goes on
             for failure in exc.exceptions if isinstance(exc, ExceptionGroup) else [exc]:
                 signature = failure_signature(failure)
+                last[-1] += signature
                 seen[signature] = seen.get(signature, 0) + 1
                 text = f"=== round {rounds}: {signature}\n" + "".join(traceback.format_tb(failure.__traceback__)[-4:])
                 text += "".join(traceback.format_exception_only(failure)) + "\n" + what_led_to(failure)
@@ -159,8 +162,22 @@ def fuzz(machine: type[PipelineMachine], minutes: float) -> None:
         )
         summary += "".join(f"failure x{count}: {signature}\n" for signature, count in seen.items())
         (REPORT / "fuzz-summary.txt").write_text(summary)  # after every round: an interrupted run keeps its figures
+    if stuck(last):
+        summary += f"stopped: the same failure {STUCK_ROUNDS} rounds running (a server of the harness gone?)\n"
+        (REPORT / "fuzz-summary.txt").write_text(summary)
     print(summary)
     assert not seen, f"{len(seen)} distinct failures; see {failures_file}"
+
+
+STUCK_ROUNDS = 3  # rounds in a row failing alike: the harness, not a bug, is likely broken
+
+
+def stuck(rounds: list[str]) -> bool:
+    """Whether the last STUCK_ROUNDS rounds all failed, and alike (each round's failures, "" for
+    none): a server of the harness is gone (a campaign's osmem killed under it ran thousands of
+    rounds on "Connection refused"), or one bug fails every example; either way, stop."""
+    tail = rounds[-STUCK_ROUNDS:]
+    return len(tail) == STUCK_ROUNDS and tail[0] != "" and len(set(tail)) == 1
 
 
 def what_led_to(exc: BaseException) -> str:
@@ -185,3 +202,14 @@ def failure_signature(exc: BaseException) -> str:
 
 
 pytestmark = pytest.mark.timeout(0 if FUZZ else 600)
+
+
+def test_a_campaign_stops_once_its_rounds_fail_alike() -> None:
+    """`make fuzz` went on for thousands of rounds after its OpenSearch was gone."""
+    refused = "URLError: <urlopen error [Errno #] Connection refused>"
+    assert stuck([refused] * 3)
+    assert stuck(["", "other", refused, refused, refused])
+    assert not stuck([refused, refused])
+    assert not stuck([refused, "", refused])
+    assert not stuck(["", "", ""])
+    assert not stuck([refused, "other", refused])
