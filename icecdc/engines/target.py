@@ -20,7 +20,6 @@ from icecdc.deadletters import (
     shared_id_cause,
     unique_columns_rule,
 )
-from icecdc.destination.capabilities import capabilities_of
 from icecdc.destination.client import OpenSearch, open_client
 from icecdc.destination.port import Destination
 from icecdc.destination.sink import (
@@ -328,7 +327,7 @@ def _unless_held(
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
     the versions and the few documents found. A pass of updates and deletes asks nothing.
     """
-    writes, versions = iter(writes), capabilities_of(client).versions
+    writes, versions = iter(writes), target.versions
     while block := list(islice(writes, APPEND_LOOKUP)):
         appends = checks.appends
         asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(checks, w)]
