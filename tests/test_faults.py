@@ -38,6 +38,9 @@ from tests.support.tables import orders, rows
 # Small bulk requests, so a batch of a few dozen documents is several requests and a fault can
 # land in the middle of it.
 
+# the syncs draw their destination; the proxy's own tests reach osmem unsigned, on a domain
+pytestmark = pytest.mark.drawn_destination
+
 
 def direct(osmem_clone: Any) -> OpenSearch:
     """A client straight to osmem: what really reached the server."""
@@ -264,6 +267,9 @@ def test_a_connection_lost_after_the_write_is_retried_and_the_replay_is_harmless
     result = run(pipeline, config)
     converged(pipeline, config)
     assert "dropped after forwarding" in [s.outcome for s in fault_proxy.seen("_bulk")]
+    if not pipeline.versioned:  # a collection: the same content written again, the same result
+        assert (result.writes.indexed, result.writes.deleted, result.writes.superseded) == (20, 2, 0)
+        return
     # the replayed request met its own writes: refused by version, counted as superseded
     assert result.writes.superseded >= 1
     assert result.writes.indexed + result.writes.deleted + result.writes.superseded == 22

@@ -230,7 +230,7 @@ def test_a_closed_index_answers_400_and_still_fails_the_batch(osmem_clone: Any) 
     assert letters.refused == []
 
 
-@pytest.mark.domain_only  # a domain's fine-grained access control, and its fault proxy fronts a domain
+@pytest.mark.domain_only  # a domain's fine-grained access control refuses with its 403
 def test_a_403_from_access_control_fails_the_sync_and_nothing_is_dead_lettered(
     pipeline: Pipeline, fault_proxy: FaultProxy, tmp_path: Path
 ) -> None:

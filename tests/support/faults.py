@@ -196,6 +196,9 @@ class FaultProxy:
         self.pipelines = IngestPipelines()
         # IAM in front of the server (tests/support/iam.py): a request the guard refuses gets 403
         self.guard: Callable[[Request], Refusal | None] | None = None
+        # the headers a bulk request goes on with once items are failed out of its body: a signed
+        # upstream (the Serverless stand-in) verifies the body's hash, so it is signed anew
+        self.resign: Callable[[str, str, dict[str, str], bytes], dict[str, str]] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -464,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         if drop is not None:
             if drop.forward and not (items and len(failed) == len(items)):
-                self._forward(method, body)
+                self._forward(method, body, rewritten=bool(failed))
             proxy._finished(
                 Seen(
                     time.monotonic(),
@@ -484,7 +487,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"took": 0, "errors": False, "items": []},
             )
         else:
-            status, headers, raw = self._forward(method, body)
+            status, headers, raw = self._forward(method, body, rewritten=bool(failed))
             if status != 200:
                 failed = {}  # the whole request failed upstream: its answer stands as it is
             answer = json.loads(raw) if failed else raw
@@ -540,9 +543,12 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length) if length else b""
 
-    def _forward(self, method: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _forward(self, method: str, body: bytes, rewritten: bool = False) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The upstream's answer to the request with `body`, `rewritten` from what the client sent."""
         proxy = self.server.proxy
         headers = dict(self.headers.items())
+        if rewritten and proxy.resign is not None:
+            headers = proxy.resign(method, self.path, headers, body)
         return exchange(proxy.upstream_host, proxy.upstream_port, method, self.path, headers, body)
 
     def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
@@ -667,7 +673,17 @@ def _error_body(status: int) -> dict[str, Any]:
 
 
 @pytest.fixture(name="fault_proxy")
-def fault_proxy_fixture(osmem_clone: Any) -> Iterator[FaultProxy]:
-    """A FaultProxy in front of this test's osmem clone; point the code under test at `.url`."""
-    with FaultProxy(osmem_clone.url) as proxy:
+def fault_proxy_fixture(request: pytest.FixtureRequest) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of this test's destination; point the code under test at `.url`.
+
+    That is the Serverless stand-in when the test's `pipeline` writes to one (the proxy signs anew
+    a bulk body it rewrote), else the test's osmem clone."""
+    serverless = "pipeline" in request.fixturenames and request.getfixturevalue("destination") == "serverless"
+    if not serverless:
+        with FaultProxy(request.getfixturevalue("osmem_clone").url) as proxy:
+            yield proxy
+        return
+    standin = request.getfixturevalue("serverless")
+    with FaultProxy(standin.url) as proxy:
+        proxy.resign = standin.signed
         yield proxy

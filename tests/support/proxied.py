@@ -16,10 +16,12 @@ CHUNK = 5
 
 def proxied_raw(pipeline: Pipeline, proxy: FaultProxy, **settings: Any) -> dict[str, Any]:
     """The pipeline's configuration mapping with OpenSearch reached through the proxy; `settings` are
-    further top-level sections, `opensearch` merged into the proxy's. Verification goes direct."""
+    further top-level sections, `opensearch` merged into the proxy's (over the pipeline's own: a
+    collection's signing). Verification goes direct."""
     raw = pipeline.config_dict([{"name": "db.orders"}])
     raw.update({k: v for k, v in settings.items() if k != "opensearch"})
-    raw["opensearch"] = {"url": proxy.url, "bulk_chunk_size": CHUNK, **settings.get("opensearch", {})}
+    given = settings.get("opensearch", {})
+    raw["opensearch"] = {**raw["opensearch"], "url": proxy.url, "bulk_chunk_size": CHUNK, **given}
     return raw
 
 

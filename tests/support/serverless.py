@@ -445,6 +445,18 @@ class ServerlessStandIn:
         """The osmem clone that takes every request at once: what really reached the server."""
         return f"http://{self.upstream_host}:{self.upstream_port}"
 
+    def signed(self, method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
+        """`headers` signed anew for `body` with the stand-in's own credentials, as a client signs
+        a request (the fault proxy's `resign`, for a bulk body it failed items out of)."""
+        signing = {"authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}
+        kept = {k: v for k, v in headers.items() if k.lower() not in signing | {"content-length"}}
+        kept["Content-Length"] = str(len(body))
+        kept["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
+        host = next(v for k, v in headers.items() if k.lower() == "host")
+        request = AWSRequest(method, f"http://{host}{target}", headers=kept, data=body)
+        SigV4Auth(self.credentials, SERVICE, self.region).add_auth(request)
+        return dict(request.headers.items())
+
     def accept(self, access_key: str, secret_key: str) -> None:
         """Verify signatures of `access_key` too (a role's own, as Lambda and Glue give it)."""
         with self._lock:
