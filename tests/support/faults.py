@@ -614,8 +614,9 @@ def exchange(
         connection.close()
 
 
-def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:
-    """The actions of a bulk body, each with its original lines (forwarded byte for byte)."""
+def _parse_bulk(body: bytes, sources: bool = True) -> list[tuple[BulkItem, list[bytes]]]:
+    """The actions of a bulk body, each with its original lines (forwarded byte for byte);
+    without `sources` the items hold no parsed document (a reader of actions only)."""
     lines = [line + b"\n" for line in body.split(b"\n") if line.strip()]
     items: list[tuple[BulkItem, list[bytes]]] = []
     position = 0
@@ -624,7 +625,8 @@ def _parse_bulk(body: bytes) -> list[tuple[BulkItem, list[bytes]]]:
         if op == "delete":
             own, source = lines[position : position + 1], None
         else:
-            own, source = lines[position : position + 2], json.loads(lines[position + 1])
+            own = lines[position : position + 2]
+            source = json.loads(own[1]) if sources else None
         position += len(own)
         version = meta.get("version")
         items.append(

@@ -662,17 +662,25 @@ def _without_filter_path(target: str) -> tuple[str, list[tuple[str, ...]]]:
 def filtered(value: Any, paths: list[tuple[str, ...]]) -> Any:
     """OpenSearch's `filter_path`: the parts of an answer one of the dotted paths (`*` a wildcard
     segment) reaches, arrays crossed element by element; None when nothing is left."""
+    return _filtered(value, tuple(paths), {})
+
+
+def _filtered(value: Any, paths: tuple[tuple[str, ...], ...], rests: dict[Any, Any]) -> Any:
+    """`filtered`, with the paths left under each key matched once per answer (`rests`): a bulk
+    answer's items all ask the same."""
     if isinstance(value, list):
-        kept = [k for k in (filtered(v, paths) for v in value) if k is not None]
+        kept = [k for k in (_filtered(v, paths, rests) for v in value) if k is not None]
         return kept or None
     if not isinstance(value, dict):
         return None
     out: dict[str, Any] = {}
     for key, item in value.items():
-        rest = [path[1:] for path in paths if fnmatch.fnmatchcase(key, path[0])]
+        rest = rests.get((paths, key))
+        if rest is None:
+            rest = rests[paths, key] = tuple(path[1:] for path in paths if fnmatch.fnmatchcase(key, path[0]))
         if () in rest:
             out[key] = item
-        elif rest and (kept := filtered(item, rest)) is not None:
+        elif rest and (kept := _filtered(item, rest, rests)) is not None:
             out[key] = kept
     return out or None
 
@@ -688,7 +696,7 @@ def _refuse_items(
 ) -> tuple[list[tuple[faults.BulkItem, list[bytes]]], dict[int, dict[str, Any]], bytes]:
     """(the bulk's items, position → the item error of those Serverless fails, the body left)."""
     try:
-        items = faults._parse_bulk(body)
+        items = faults._parse_bulk(body, sources=False)
     except (ValueError, StopIteration, IndexError, AttributeError):
         return [], {}, body  # not a bulk body: forwarded untouched, the upstream answers it
     failed: dict[int, dict[str, Any]] = {}
@@ -705,7 +713,7 @@ def _refuse_items(
 def _bulk_replay(body: bytes, answer: dict[str, Any]) -> list[_Write]:
     """The applied actions of a forwarded bulk, each as (concrete index, bulk lines naming it and
     the id the upstream gave)."""
-    items = faults._parse_bulk(body)
+    items = faults._parse_bulk(body, sources=False)
     results = [next(iter(r.values())) for r in answer.get("items", [])]
     now, writes = time.monotonic(), []
     for (item, lines), result in zip(items, results, strict=False):
