@@ -196,8 +196,8 @@ class FaultProxy:
         self.pipelines = IngestPipelines()
         # IAM in front of the server (tests/support/iam.py): a request the guard refuses gets 403
         self.guard: Callable[[Request], Refusal | None] | None = None
-        # the headers a bulk request goes on with once items are failed out of its body: a signed
-        # upstream (the Serverless stand-in) verifies the body's hash, so it is signed anew
+        # the headers a request goes on with once the proxy changed its body: a signed upstream
+        # (the Serverless stand-in) verifies the body's hash, so it is signed anew
         self.resign: Callable[[str, str, dict[str, str], bytes], dict[str, str]] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -418,6 +418,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as clients pool connections to OpenSearch
     server: _Server
     timeout = IDLE_TIMEOUT
+    received = b""  # the body of the request being handled, as the client sent it
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the proxy's own log is `FaultProxy.seen`; stderr noise would bury test output
@@ -433,6 +434,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         if body is None:
             return
+        self.received = body  # what the client signed: a body forwarded otherwise is signed anew
         if proxy.guard is not None:
             refusal = proxy.guard(Request.of(method, self.path, dict(self.headers.items()), body))
             if refusal is not None:
@@ -467,7 +469,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         if drop is not None:
             if drop.forward and not (items and len(failed) == len(items)):
-                self._forward(method, body, rewritten=bool(failed))
+                self._forward(method, body)
             proxy._finished(
                 Seen(
                     time.monotonic(),
@@ -487,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"took": 0, "errors": False, "items": []},
             )
         else:
-            status, headers, raw = self._forward(method, body, rewritten=bool(failed))
+            status, headers, raw = self._forward(method, body)
             if status != 200:
                 failed = {}  # the whole request failed upstream: its answer stands as it is
             answer = json.loads(raw) if failed else raw
@@ -543,11 +545,12 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length) if length else b""
 
-    def _forward(self, method: str, body: bytes, rewritten: bool = False) -> tuple[int, list[tuple[str, str]], bytes]:
-        """The upstream's answer to the request with `body`, `rewritten` from what the client sent."""
+    def _forward(self, method: str, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The upstream's answer to the request with `body`: signed anew if it is not what the
+        client sent (items failed out of it, an ingest pipeline's changes) and `resign` is set."""
         proxy = self.server.proxy
         headers = dict(self.headers.items())
-        if rewritten and proxy.resign is not None:
+        if proxy.resign is not None and body != self.received:
             headers = proxy.resign(method, self.path, headers, body)
         return exchange(proxy.upstream_host, proxy.upstream_port, method, self.path, headers, body)
 
