@@ -55,6 +55,7 @@ def net_write(
     stats: ChangeStats,
     duplicates: list[DuplicateIdentifier] | None = None,
     appends: dict[str, Appended] | None = None,
+    shared_rows: int | None = None,
 ) -> Write | None:
     """The write one key needs, or None when its changes cancel out.
 
@@ -70,12 +71,17 @@ def net_write(
     rows that share the key then. Without `appends` no append is checked: a filtered or routed
     index sees a row that moves into it as an append, and several indexes read together are not
     checked yet.
+
+    `shared_rows` counts the rows of a key that open letters hold out for sharing it
+    (`Target.held_out`), when the key's changes leave it shared. Every row a snapshot then writes
+    joins them as a letter, also one a later snapshot's delete of another row would leave unsaid.
     """
     by_snapshot = _by_snapshot(changes, stats)
     latest: Write | None = None
     # the key's live document before the snapshot (None: none, or not known)
     live: str | None = None
-    shared_rows: int | None = None  # the key's live rows, once a snapshot found several
+    # shared_rows: the key's live rows while they share it (held out, or once a snapshot found
+    # several); None: not shared
     first = _first_append(by_snapshot) if appends is not None else None
     if appends is not None and first is not None:
         appends[doc_id] = first  # live before? the index tells

@@ -1223,3 +1223,19 @@ def test_a_routed_key_moved_in_a_pass_without_a_lease_on_a_serverless_collection
     state.outage_then_backlog(commits=3, seed=21682, writer=Writer.PY_UPSERT)
     state.one_pass(caps=Caps.NONE, engine=SPARK)
     state.teardown()
+
+
+def test_a_row_appended_to_a_lettered_id_before_another_of_its_rows_is_deleted(machine: PipelineMachine) -> None:
+    """Found by `make fuzz` (2026-12-02, round 18 of the hour on 07db015), shrunk by hand from 21
+    steps to 4. Rows 0 and 1 share an id; an export lettered both, then failed on a missing file.
+    Row 5 was appended with their id and row 0 deleted, and the next pass held the id out (its
+    letters name two rows), but its write of the id was the delete of row 0: row 5, live beside row
+    1, had neither a document nor a letter. Every row the pass writes of a held-out id still shared
+    now joins its letters (`engines.target.HeldOut`)."""
+    state = machine
+    create(state, key=KeyType.COMPOSITE, rows=1, writers=Writers.BOTH, large_strings=True)
+    state.duplicate_key(seed=9840, then=Twin.KEEP)
+    state.damaged_data_file(count=3, damage="missing", engine=IN_PROCESS, seed=32)
+    state.duplicate_key(seed=65535, then=Twin.DELETE_ORIGINAL)
+    state.crashing_sync(at=1, caps=Caps.TINY_REWRITE, crash=CrashAt.COMPLETE_AFTER, engine=IN_PROCESS)
+    state.teardown()

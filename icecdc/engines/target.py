@@ -39,13 +39,25 @@ from icecdc.reading.reader import INDEX_SEPARATOR
 APPEND_LOOKUP = 1000
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """A held-out key's write had its open letters stood for an index holding none of it.
+
+    `write` deletes the key's document; `letters` are the rows the pass wrote of it, which join
+    the letters (`HeldOutIdentifier`).
+    """
+
+    write: Write
+    letters: list[DuplicateIdentifier]
+
+
 @dataclass
 class AppendChecks:
     """What a pass asks its index about, gathered while it makes each key's write."""
 
     appends: dict[str, Appended] = field(default_factory=dict)  # keys whose first change appends
     # held-out keys (`Target.held_out`) the pass leaves several live rows of
-    shared: set[str] = field(default_factory=set)
+    shared: dict[str, HeldOut] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,18 +136,21 @@ class Target:
         they never take the document just indexed. Without versions (`versions` false) nothing
         refuses a delete, so the deletes come first too, whether or not a lease fences the pass.
 
-        `checks` gathers what the index is asked about: the key's first append, and whether a
-        held-out key keeps several live rows.
+        `checks` gathers what the index is asked about: the key's first append, and a held-out
+        key's write had its rows stayed letters (`HeldOut`), when several rows of it stay live.
         """
         if self.shape.routing is None:
+            held_out = None
             if checks is not None and doc_id in self.held_out:
                 changes = list(changes)
-                if live_rows(self.held_out[doc_id], changes) > 1:
-                    checks.shared.add(doc_id)
+                held_out = _held_out(doc_id, self.held_out[doc_id], changes)
             appends = None if checks is None else checks.appends
             write = net_write(doc_id, changes, stats, duplicates, appends)
-            if write is not None:
-                yield write
+            if write is None:
+                return
+            if checks is not None and held_out is not None:
+                checks.shared[doc_id] = held_out
+            yield write
             return
         changes = list(changes)
         write = net_write(doc_id, changes, stats, duplicates)
@@ -320,9 +335,10 @@ def _unless_held(
     of it is reported (`HeldOutIdentifier`), not written: the key's rows stay letters until a
     replay. Without a dead-letter location, the error is raised before the block is written.
 
-    A document of a held-out id (`Target.held_out`) the index does not hold, when the pass
-    leaves several rows of it (`AppendChecks.shared`), is not written either: its rows are dead
-    letters for sharing it, and the new row joins them (`HeldOutIdentifier`).
+    A held-out id (`Target.held_out`) the index holds no document of, when the pass leaves
+    several rows of it (`AppendChecks.shared`), gets no document either: its rows are dead
+    letters for sharing it, and every row the pass wrote of it joins them (`HeldOut`), also one
+    a later delete of another row leaves live.
 
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
     the versions and the few documents found. A pass of updates and deletes asks nothing.
@@ -330,16 +346,16 @@ def _unless_held(
     writes, versions = iter(writes), target.versions
     while block := list(islice(writes, APPEND_LOOKUP)):
         appends = checks.appends
-        asked = [w.doc_id for w in block if w.doc_id in appends or _held_out(checks, w)]
+        asked = [w.doc_id for w in block if w.doc_id in appends or w.doc_id in checks.shared]
         held = _held(client, target.index, asked) if asked else {}
         found: list[DuplicateIdentifier] = []
         for position, write in enumerate(block):
             appended = appends.pop(write.doc_id, None)
             document = held.get(write.doc_id)
-            if document is None and _held_out(checks, write):
-                assert write.document is not None
-                found.append(HeldOutIdentifier(write.doc_id, write.version, [write.document]))
-                block[position] = Write(write.doc_id, write.version, None)
+            held_out = checks.shared.pop(write.doc_id, None)
+            if document is None and held_out is not None:
+                found += held_out.letters
+                block[position] = held_out.write
             if appended is None:
                 continue
             before = _live_before(document, appended, write, versions)
@@ -376,9 +392,22 @@ def _live_before(
     return held[1] != write.document and held[1] not in appended.documents
 
 
-def _held_out(checks: AppendChecks, write: Write) -> bool:
-    """Whether the write indexes a document of an id several lettered rows still share."""
-    return write.document is not None and write.doc_id in checks.shared
+def _held_out(doc_id: str, lettered: int, changes: list[ChangeRow]) -> HeldOut | None:
+    """The key's write had its `lettered` rows stayed letters; None when one row or none is left.
+
+    `lettered` counts the rows its open letters name (`DeadLetters.shared_rows`). The letters
+    are the held-out rows alone: the key's other duplicates go where its plain write's do.
+    """
+    if live_rows(lettered, changes) <= 1:
+        return None
+    found: list[DuplicateIdentifier] = []
+    write = net_write(doc_id, changes, ChangeStats(), found, shared_rows=lettered)
+    if write is None:
+        return None
+    letters: list[DuplicateIdentifier] = [d for d in found if isinstance(d, HeldOutIdentifier)]
+    if write.document is not None:  # a snapshot's own copies recounted the rows: fewer than these
+        letters.append(HeldOutIdentifier(doc_id, write.version, [write.document]))
+    return HeldOut(Write(doc_id, write.version, None), letters)
 
 
 def _held(client: OpenSearch, index: str, ids: list[str]) -> dict[str, tuple[int, str]]:

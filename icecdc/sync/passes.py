@@ -337,11 +337,16 @@ def _apply(
         if partial
         else ExportTasks(tasks.export, tasks.earlier, tasks.carried, first.carried_tasks)
     )
+    exporting = bool(export.written or export.earlier)
     for step, target, result in zip(steps, targets, results, strict=True):
-        if export.written or export.earlier:
+        if exporting:
             reader = step.reader((step.run.config.shape,))
             result.add_read(*engine.export(reader, export, target))
     if tasks.changes:
+        if exporting:  # the ids the export's rows share are letters now: the changes hold them out
+            targets = [
+                replace(t, held_out=s.held_out()) for s, t in zip(steps, targets, strict=True)
+            ]
         reader = first.reader(tuple(step.run.config.shape for step in steps))
         to = targets[0] if len(targets) == 1 else Targets(tuple(targets))
         results[0].add_read(*engine.apply(reader, tasks.changes, to))
@@ -547,7 +552,6 @@ class _Pass:
         # them with the schema of its time, and a replay after a schema change must replace them.
         exporting = self.resync or any(i.kind == ItemKind.EXPORT for i in self.batch)
         version_type = VersionType.EXTERNAL_GTE if exporting else VersionType.EXTERNAL
-        letters = run.destination.dead_letters
         return Target(
             self.name,
             destination.index,
@@ -558,11 +562,16 @@ class _Pass:
             run.identifiers,
             run.config.shape,
             run.config.pipeline,
-            letters.shared_rows(self.name) if letters else {},
+            self.held_out(),
             self.write_fence,
             capabilities_of(self.client).versions,
             run.destination,
         )
+
+    def held_out(self) -> dict[str, int]:
+        """The ids the table's open letters say rows share, to their rows (`Target.held_out`)."""
+        letters = self.run.destination.dead_letters
+        return letters.shared_rows(self.name) if letters else {}
 
     @property
     def write_fence(self) -> LeaseFence | None:

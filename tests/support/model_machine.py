@@ -130,10 +130,10 @@ POISONS = [Poison.NONE] * 6 + [Poison.OVERSIZED, Poison.UNMAPPABLE, Poison.LONG_
 STORES = st.sampled_from([StoreKind.SQLITE, *StoreKind])
 # The catalog icecdc reads the table through: the REST stand-in in a third of the examples.
 CATALOGS = st.sampled_from([CatalogKind.SQL, *CatalogKind])
-# Where the index lives: a domain or a Serverless collection, one to one by weight. Hypothesis leans
-# to the first choice (the domain, the one a failure shrinks to): two to one by weight drew the
-# collection in 37 of 135 examples in an hour (27%), so one to one draws it in over a third.
-DESTINATIONS = st.sampled_from(list(DestinationKind))
+# Where the index lives: a domain or a Serverless collection, one to two by weight. Hypothesis leans
+# to the first choice (the domain, the one a failure shrinks to): in an hour of `make fuzz`, two to
+# one by weight drew the collection in 37 of 135 examples (27%), one to one in 42 of 140 (30%).
+DESTINATIONS = st.sampled_from([DestinationKind.DOMAIN, DestinationKind.SERVERLESS, DestinationKind.SERVERLESS])
 # A Serverless collection's section: no search delay here (the stand-in's searches are real time),
 # each write landing within a second (the examples' lease is the default 60 s)
 SERVERLESS_OPENSEARCH = {**SERVERLESS, "visibility_seconds": 0.0}

@@ -207,6 +207,18 @@ def test_the_live_rows_a_held_out_key_is_left_with() -> None:
     assert live_rows(2, [ChangeRow(6, ChangeType.DELETE, NO_IMAGE), ChangeRow(6, ChangeType.INSERT, NEWER)]) == 1
 
 
+def test_a_row_appended_to_a_held_out_key_joins_its_letters_though_another_row_is_deleted_after() -> None:
+    """Found by `make fuzz` (2026-12-02): a key's two rows are letters; a pass appends a third, then
+    deletes one of the first two. Two rows stay live, and the third is a letter beside them, though
+    the key's last change is a delete; the key's write is that delete."""
+    found: list[DuplicateIdentifier] = []
+    changes = [ChangeRow(4, ChangeType.INSERT, NEWER), ChangeRow(5, ChangeType.DELETE, OLD)]
+    assert net_write("1", changes, ChangeStats(), found, shared_rows=2) == Write("1", 5, None)
+    assert [(type(d), d.sequence_number, d.documents) for d in found] == [(HeldOutIdentifier, 4, [NEWER])]
+    # not held out, the key's last change decides alone
+    assert net_write("1", changes, ChangeStats(), []) == Write("1", 5, None)
+
+
 def test_equal_rows_cancel_pairwise_in_arrow() -> None:
     schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
     removed = pa.table({"id": [1, 2, 2, 3, None], "s": ["a", "b", "b", "c", None]}, schema=schema)
