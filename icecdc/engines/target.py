@@ -41,10 +41,10 @@ APPEND_LOOKUP = 1000
 
 @dataclass(frozen=True)
 class HeldOut:
-    """A held-out key's write had its open letters stood for an index holding none of it.
+    """What a held-out key's write becomes where the index holds no document of it.
 
-    `write` deletes the key's document; `letters` are the rows the pass wrote of it, which join
-    the letters (`HeldOutIdentifier`).
+    `write` deletes the key's document; `letters` are the rows the pass wrote of it, each to join
+    the key's open letters (`HeldOutIdentifier`).
     """
 
     write: Write
@@ -136,8 +136,8 @@ class Target:
         they never take the document just indexed. Without versions (`versions` false) nothing
         refuses a delete, so the deletes come first too, whether or not a lease fences the pass.
 
-        `checks` gathers what the index is asked about: the key's first append, and a held-out
-        key's write had its rows stayed letters (`HeldOut`), when several rows of it stay live.
+        `checks` gathers what the index is asked about: the key's first append, and what the
+        write of a held-out key that keeps several live rows becomes (`HeldOut`).
         """
         if self.shape.routing is None:
             held_out = None
@@ -341,7 +341,8 @@ def _unless_held(
     a later delete of another row leaves live.
 
     One `_mget` goes per APPEND_LOOKUP writes that hold an append or a held-out id, and answers
-    the versions and the few documents found. A pass of updates and deletes asks nothing.
+    the versions and the few documents found. A pass of updates and deletes asks nothing, but of
+    held-out ids.
     """
     writes, versions = iter(writes), target.versions
     while block := list(islice(writes, APPEND_LOOKUP)):
@@ -393,7 +394,7 @@ def _live_before(
 
 
 def _held_out(doc_id: str, lettered: int, changes: list[ChangeRow]) -> HeldOut | None:
-    """The key's write had its `lettered` rows stayed letters; None when one row or none is left.
+    """What the key's write becomes if it stays held out; None when one row or none is left.
 
     `lettered` counts the rows its open letters name (`DeadLetters.shared_rows`). The letters
     are the held-out rows alone: the key's other duplicates go where its plain write's do.
