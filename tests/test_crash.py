@@ -49,7 +49,7 @@ from icecdc.testing.commits import compact, update
 from icecdc.verify import diff_index
 from tests.support.destinations import Destination, forced
 from tests.support.faults import FaultProxy
-from tests.support.pipeline import SERVERLESS, Pipeline
+from tests.support.pipeline import SEARCH_DELAY, SERVERLESS, Pipeline
 from tests.support.serverless import CREDENTIALS, ServerlessStandIn
 from tests.support.tables import orders, rows
 
@@ -217,7 +217,7 @@ def endpoint(
         monkeypatch.setenv(name, value)
     searcher = osmem_server.clone()
     try:
-        with ServerlessStandIn(fault_proxy.url, searcher.url, search_delay=0.2) as standin:
+        with ServerlessStandIn(fault_proxy.url, searcher.url, search_delay=SEARCH_DELAY) as standin:
             yield Endpoint(standin.url, standin.url, SERVERLESS, CREDENTIALS, SERVERLESS_LEASE_SECONDS, True)
             assert standin.refused() == {}, f"seed {SEED}: the stand-in refused {standin.refused()}"
     finally:

@@ -32,9 +32,12 @@ ENGINES = [EngineKind.SPARK, EngineKind.IN_PROCESS]
 SERVERLESS: dict[str, Any] = {
     "aws_service": "aoss",
     "aws_region": "us-east-1",
-    "visibility_seconds": 0.3,
+    "visibility_seconds": 0.15,
     "landing_seconds": 1.0,
 }
+# How long the stand-in's searches lag its writes in the tests: under `visibility_seconds`, so that
+# a check which waits as icecdc does sees every write, and one which does not wait misses them.
+SEARCH_DELAY = 0.1
 
 
 def config_dict(
