@@ -24,7 +24,7 @@ from tests.support.planner import load_glue_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 # awsglue 5.1 (the cdk-test group) installs on Python 3.11 only, as Glue 5.1 runs: elsewhere (CI's
-# fast tier on 3.12 and 3.13) the Glue entry is not importable and these tests are skipped.
+# fast tier on 3.13) the Glue entry is not importable and these tests are skipped.
 pytest.importorskip("awsglue", reason="awsglue 5.1 requires Python 3.11, as Glue 5.1")
 
 
