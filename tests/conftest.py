@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, settings
 from icecdc.model import EngineKind
 from tests.support.destinations import Destination, destination_for
 from tests.support.faults import fault_proxy_fixture  # noqa: F401 - the `fault_proxy` fixture, for every test module
-from tests.support.pipeline import SEARCH_DELAY, SERVERLESS, Pipeline
-from tests.support.serverless import CREDENTIALS, serverless_fixture  # noqa: F401 - the `serverless` fixture
+from tests.support.pipeline import Pipeline, on_serverless
+from tests.support.serverless import serverless_fixture  # noqa: F401 - the `serverless` fixture
 from tests.support.spark_sql import iceberg_spark_conf, spark_sql  # noqa: F401 - the `spark_sql` fixture
 
 # moto's server and the per-test DynamoDB tables: the AWS tests and the state-store contract use them
@@ -149,9 +149,4 @@ def pipeline(
     the writes) with the writers' credentials in the driver and in Spark's Python workers."""
     if destination == Destination.DOMAIN:
         return Pipeline(tmp_path, request.getfixturevalue("osmem_clone").url, spark, engine)
-    serverless = request.getfixturevalue("serverless")
-    serverless.search_delay = SEARCH_DELAY
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-        monkeypatch.setitem(spark.sparkContext.environment, name, value)
-    return Pipeline(tmp_path, serverless.url, spark, engine, SERVERLESS)
+    return on_serverless(tmp_path, request.getfixturevalue("serverless"), spark, engine, monkeypatch)

@@ -26,7 +26,7 @@ from icecdc.replay import replay_table
 from icecdc.sync import sync
 from icecdc.testing.commits import update
 from tests.support.cli import icecdc
-from tests.support.pipeline import ENGINES, SEARCH_DELAY, SERVERLESS, Pipeline
+from tests.support.pipeline import ENGINES, Pipeline, on_serverless
 from tests.support.probes import Crash, crash_at
 from tests.support.serverless import CREDENTIALS, ServerlessStandIn
 from tests.support.spark_sql import SparkSql, spark_catalog
@@ -40,12 +40,7 @@ def collection(
     tmp_path: Path, serverless: ServerlessStandIn, spark: Any, engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Pipeline:
     """A pipeline writing to the Serverless stand-in, whose searches lag the writes."""
-    serverless.search_delay = SEARCH_DELAY
-    # the writers' credentials, in the driver and in Spark's Python workers (as Glue's have them)
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-        monkeypatch.setitem(spark.sparkContext.environment, name, value)
-    return Pipeline(tmp_path, serverless.url, spark, engine, SERVERLESS)
+    return on_serverless(tmp_path, serverless, spark, engine, monkeypatch)
 
 
 def refused(serverless: ServerlessStandIn) -> dict[str, int]:

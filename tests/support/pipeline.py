@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from opensearchpy import OpenSearch
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
@@ -23,6 +24,7 @@ from icecdc.planning import plan_table
 from icecdc.state import Lease, SqliteStateStore
 from icecdc.sync import PassOptions, PassResult, SyncResult, process_table, sync
 from icecdc.verify import diff_index, index_documents
+from tests.support.serverless import CREDENTIALS, ServerlessStandIn
 
 # Every engine, for the tests that run on both: `@pytest.mark.parametrize("engine", ENGINES)`.
 ENGINES = [EngineKind.SPARK, EngineKind.IN_PROCESS]
@@ -38,6 +40,20 @@ SERVERLESS: dict[str, Any] = {
 # How long the stand-in's searches lag its writes in the tests: under `visibility_seconds`, so that
 # a check which waits as icecdc does sees every write, and one which does not wait misses them.
 SEARCH_DELAY = 0.1
+
+
+def on_serverless(
+    workdir: Path, standin: ServerlessStandIn, spark: Any, engine: EngineKind, monkeypatch: pytest.MonkeyPatch
+) -> Pipeline:
+    """A pipeline writing to the Serverless stand-in, whose searches lag the writes by SEARCH_DELAY.
+
+    The writers' credentials are set in the driver and in Spark's Python workers, as Glue's have them.
+    """
+    standin.search_delay = SEARCH_DELAY
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+        monkeypatch.setitem(spark.sparkContext.environment, name, value)
+    return Pipeline(workdir, standin.url, spark, engine, SERVERLESS)
 
 
 def config_dict(
