@@ -10,12 +10,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from subprocess import PIPE
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
@@ -87,6 +88,34 @@ def caught_up(pipeline: Pipeline, watch: subprocess.Popen[str], seconds: float =
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+class Lines:
+    """A process's stream, its lines gathered by a thread of their own as the process writes them."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def awaited(self, text: str, seconds: float) -> bool:
+        """Whether a line holding `text` came within `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not any(text in line for line in list(self.lines)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def text(self) -> str:
+        """All the lines, once the stream has ended."""
+        self._reader.join(timeout=30)
+        return "".join(self.lines)
 
 
 def leases(pipeline: Pipeline) -> list[tuple[str, str, float]]:
@@ -201,13 +230,16 @@ def test_a_second_sigterm_abandons_the_pass(local: Pipeline, proxy: FaultProxy) 
     orders(local).append(rows(*range(1, 51)))
     config = write_config(local)
     proxy.delay_next(1, 20, path_contains="_bulk")
-    with watching(config, "-q") as watch:
+    with watching(config) as watch:
+        err_lines = Lines(watch.stderr)
         assert proxy.wait_for(1, "_bulk", timeout=120, stop=lambda: watch.poll() is not None)
         watch.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
+        # the second signal only once the first was handled: two signals close together are one
+        assert err_lines.awaited("stopping after the pass under way", seconds=30), err_lines.lines
         watch.send_signal(signal.SIGTERM)
         started = time.monotonic()
-        _, err = watch.communicate(timeout=60)
+        watch.wait(timeout=60)
+    err = err_lines.text()
     assert watch.returncode == 0, err
     assert err.strip().splitlines()[-1] == f"icecdc: stopped by SIGTERM: {RESUMES}", err
     assert "Traceback" not in err
