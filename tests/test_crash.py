@@ -28,7 +28,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from tests.support.destinations import Destination, forced
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import SEARCH_DELAY, SERVERLESS, Pipeline
 from tests.support.serverless import CREDENTIALS, ServerlessStandIn
+from tests.support.streams import Lines
 from tests.support.tables import orders, rows
 
 SEED = int(os.environ.get("ICECDC_CRASH_SEED", "5"))
@@ -112,24 +112,20 @@ class SyncRun:
             env=env,
             start_new_session=True,  # one session holds the run, its JVM and pyspark's daemon: killed as one
         )
-        self.lines: list[str] = []
         self.applying_at: float | None = None  # seconds into the run when processing began
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.stderr = Lines(self.proc.stderr, on_line=self._logged)
+        self.lines = self.stderr.lines
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:  # drained continuously, so the run never blocks on a full pipe
-            self.lines.append(line)
-            self.log.write(line)
-            if self.applying_at is None and "applying" in line:
-                self.applying_at = time.monotonic() - self.started
+    def _logged(self, line: str) -> None:
+        self.log.write(line)
+        if self.applying_at is None and "applying" in line:
+            self.applying_at = time.monotonic() - self.started
 
     def running(self) -> bool:
         return self.proc.poll() is None
 
     def saw(self, text: str) -> bool:
-        return any(text in line for line in list(self.lines))
+        return self.stderr.saw(text)
 
     def wait_until(self, ready: Callable[[], bool], timeout: float = RUN_TIMEOUT, every: float = 0.02) -> bool:
         """Poll `ready()` every `every` seconds; False when the run ended first."""
@@ -175,7 +171,7 @@ class SyncRun:
             self.close()
 
     def close(self) -> None:
-        self._reader.join(timeout=10)
+        self.stderr.join(10)
         self.log.close()
 
 

@@ -10,13 +10,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from subprocess import PIPE
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import yaml
@@ -26,6 +25,7 @@ from icecdc.watch import parse_interval
 from tests.support.cli import icecdc
 from tests.support.faults import FaultProxy
 from tests.support.pipeline import Pipeline
+from tests.support.streams import Lines
 from tests.support.tables import orders, rows
 
 pytestmark = pytest.mark.drawn_destination  # the pipeline writes to a domain or a Serverless collection
@@ -88,34 +88,6 @@ def caught_up(pipeline: Pipeline, watch: subprocess.Popen[str], seconds: float =
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-
-
-class Lines:
-    """A process's stream, its lines gathered by a thread of their own as the process writes them."""
-
-    def __init__(self, stream: IO[str] | None) -> None:
-        assert stream is not None
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._reader.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def awaited(self, text: str, seconds: float) -> bool:
-        """Whether a line holding `text` came within `seconds`."""
-        deadline = time.monotonic() + seconds
-        while not any(text in line for line in list(self.lines)):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def text(self) -> str:
-        """All the lines, once the stream has ended."""
-        self._reader.join(timeout=30)
-        return "".join(self.lines)
 
 
 def leases(pipeline: Pipeline) -> list[tuple[str, str, float]]:
